@@ -1,0 +1,70 @@
+"""pithlog: an append-only, signed event-log merge engine for the Pith open graph.
+
+The pure core implements ``pith-open-graph-merge-v1`` (``docs/protocol.md``):
+
+>>> from pithlog import load_keyring, parse_envelope, reduce_events, state_document, render
+
+See ``docs/api.md`` for the Python API.
+"""
+
+from pithlog.canonical import digest, jcs, parse
+from pithlog.checks import REASONS, check_against_record, check_alone
+from pithlog.errors import (
+    DoorError,
+    KeyFileError,
+    KeyringError,
+    PithlogError,
+    SigningError,
+    StateDocumentError,
+    StoreError,
+    UsageError,
+)
+from pithlog.events import (
+    EVENT_TYPES,
+    Envelope,
+    admit,
+    parse_envelope,
+    prepare_record_created,
+    sign_event,
+)
+from pithlog.keys import Keyring, SigningKey, load_keyring, make_keyring
+from pithlog.reduce import MERGE_VERSION, Pending, Reduction, collapse, reduce_events, reduce_pith
+from pithlog.state import render, state_document, verify_state_document
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "EVENT_TYPES",
+    "MERGE_VERSION",
+    "REASONS",
+    "DoorError",
+    "Envelope",
+    "KeyFileError",
+    "Keyring",
+    "KeyringError",
+    "Pending",
+    "PithlogError",
+    "Reduction",
+    "SigningError",
+    "SigningKey",
+    "StateDocumentError",
+    "StoreError",
+    "UsageError",
+    "admit",
+    "check_against_record",
+    "check_alone",
+    "collapse",
+    "digest",
+    "jcs",
+    "load_keyring",
+    "make_keyring",
+    "parse",
+    "parse_envelope",
+    "prepare_record_created",
+    "reduce_events",
+    "reduce_pith",
+    "render",
+    "sign_event",
+    "state_document",
+    "verify_state_document",
+]

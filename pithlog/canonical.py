@@ -1,0 +1,243 @@
+"""The door: untrusted bytes in, v1 JSON values out; and their canonical form (spec section 1).
+
+:func:`parse` is the one entry point for untrusted bytes. It refuses, with one
+:class:`~pithlog.errors.DoorError` naming what and where:
+
+- a byte-order mark, invalid UTF-8, text that is not JSON (RFC 8259);
+- a repeated member name in any object;
+- a number that is not an integer ``-?(0|[1-9][0-9]*)``, ``-0``, or beyond 2^53 - 1;
+- a string holding a lone surrogate (escaped or not);
+- nesting deeper than 64, and (for envelopes) a JCS encoding over 1 MiB.
+
+:func:`jcs` is RFC 8785 canonical JSON, :func:`digest` its lowercase hex SHA-256.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import json
+import re
+from typing import Any, NoReturn, TypeAlias
+
+import msgspec
+import rfc8785
+
+from pithlog.errors import DoorError
+
+JSON: TypeAlias = Any
+"""A v1 JSON value: dict, list, str, int (|n| <= 2^53 - 1), bool or None. Never a float."""
+
+MAX_SAFE_INTEGER = 2**53 - 1
+MAX_ENVELOPE_BYTES = 1_048_576
+"""Spec 1: the JCS encoding of a whole envelope is at most 1 MiB."""
+MAX_DEPTH = 64
+"""Spec 1: the envelope object is depth 1; each object or array inside adds one."""
+MAX_LINE_BYTES = 8_388_608
+"""Spec 1: a raw line longer than this is refused before anything else is looked at."""
+
+_BOM = b"\xef\xbb\xbf"
+_INT_FORM = re.compile(r"-?(?:0|[1-9][0-9]*)")
+
+
+def _refuse(detail: str, message: str, where: str | None = None) -> NoReturn:
+    raise DoorError(detail, message, where)
+
+
+def _on_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    # json's default dict construction silently keeps the last of repeated names: the classic
+    # way to make a signer and a verifier read different events (spec 1).
+    obj = dict(pairs)
+    if len(obj) != len(pairs):
+        seen: set[str] = set()
+        for name, _ in pairs:
+            if name in seen:
+                _refuse("duplicate_member", f"object repeats the member name {name!r}")
+            seen.add(name)
+    return obj
+
+
+def _on_int(text: str) -> int:
+    if not _INT_FORM.fullmatch(text) or text == "-0":
+        _refuse("number_form", f"number {text!r} is not a v1 integer (no -0)")
+    value = int(text)
+    if abs(value) > MAX_SAFE_INTEGER:
+        _refuse("number_range", f"integer {text} is beyond 2^53 - 1 in magnitude")
+    return value
+
+
+def _on_float(text: str) -> NoReturn:
+    _refuse("number_form", f"number {text!r} has a fraction or exponent; v1 allows integers only")
+
+
+def _on_constant(text: str) -> NoReturn:
+    _refuse("syntax", f"{text} is not JSON")
+
+
+_DECODER = json.JSONDecoder(
+    object_pairs_hook=_on_pairs,
+    parse_int=_on_int,
+    parse_float=_on_float,
+    parse_constant=_on_constant,
+    strict=True,
+)
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _check_tree(value: Any) -> None:
+    """Depth and lone-surrogate rules, which the JSON scanner does not know (spec 1)."""
+    stack: list[tuple[Any, int, str]] = [(value, 0, "")]
+    while stack:
+        node, depth, path = stack.pop()
+        if isinstance(node, dict):
+            depth += 1
+            if depth > MAX_DEPTH:
+                _refuse("too_deep", f"nesting deeper than {MAX_DEPTH}", path or "/")
+            for name, child in node.items():
+                if not name.isascii() and _SURROGATE.search(name):
+                    _refuse("lone_surrogate", "member name holds a lone surrogate", path or "/")
+                if isinstance(child, str):
+                    if not child.isascii() and _SURROGATE.search(child):
+                        _refuse("lone_surrogate", "string holds a lone surrogate",
+                                f"{path}/{_pointer(name)}")
+                elif isinstance(child, (dict, list)):
+                    stack.append((child, depth, f"{path}/{_pointer(name)}"))
+        elif isinstance(node, list):
+            depth += 1
+            if depth > MAX_DEPTH:
+                _refuse("too_deep", f"nesting deeper than {MAX_DEPTH}", path or "/")
+            for index, child in enumerate(node):
+                if isinstance(child, str):
+                    if not child.isascii() and _SURROGATE.search(child):
+                        _refuse("lone_surrogate", "string holds a lone surrogate",
+                                f"{path}/{index}")
+                elif isinstance(child, (dict, list)):
+                    stack.append((child, depth, f"{path}/{index}"))
+        elif isinstance(node, str) and not node.isascii() and _SURROGATE.search(node):
+            _refuse("lone_surrogate", "string holds a lone surrogate", path or "/")
+
+
+def _pointer(name: str) -> str:
+    """RFC 6901 escaping of one JSON Pointer segment, for error locations."""
+    return name.replace("~", "~0").replace("/", "~1")
+
+
+def parse(data: bytes) -> JSON:
+    """Parse untrusted bytes into a v1 JSON value, or raise :class:`DoorError`.
+
+    The size rule on the JCS encoding is the caller's (:func:`pithlog.events.admit`), since
+    it applies to envelopes; everything else of spec section 1 is checked here.
+    """
+    if not isinstance(data, (bytes, bytearray, memoryview)):
+        raise TypeError("parse() takes bytes")
+    raw = bytes(data)
+    if len(raw) > MAX_LINE_BYTES:
+        _refuse("too_large", f"input of {len(raw)} bytes exceeds {MAX_LINE_BYTES} bytes")
+    if raw.startswith(_BOM):
+        _refuse("bom", "input starts with a byte-order mark", "byte 0")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        _refuse("utf8", f"invalid UTF-8: {exc.reason}", f"byte {exc.start}")
+    try:
+        value = _DECODER.decode(text)
+    except json.JSONDecodeError as exc:
+        _refuse("syntax", f"not JSON: {exc.msg}", f"line {exc.lineno} column {exc.colno}")
+    except RecursionError:
+        _refuse("too_deep", f"nesting deeper than {MAX_DEPTH}")
+    _check_tree(value)
+    return value
+
+
+# --- canonical form -----------------------------------------------------------------------
+
+_HAS_E000_FFFF = re.compile(b"[\xee\xef]")
+_HAS_NON_BMP = re.compile(b"[\xf0-\xf4]")
+
+
+def jcs(value: JSON) -> bytes:
+    """RFC 8785 canonical JSON of a v1 value.
+
+    msgspec with sorted keys writes exactly JCS for v1 values (integers only, the same string
+    escapes), except for one rule: it sorts member names by code point, JCS by UTF-16 code
+    unit. The two orders differ only between a character above U+FFFF and one in
+    U+E000..U+FFFF, so when the output holds both kinds of UTF-8 lead byte we fall back to
+    the reference encoder. ``tests/properties`` proves the equality on generated values.
+    """
+    out = msgspec.json.encode(value, order="sorted")
+    if _HAS_NON_BMP.search(out) and _HAS_E000_FFFF.search(out):
+        return bytes(rfc8785.dumps(value))
+    return out
+
+
+def jcs_reference(value: JSON) -> bytes:
+    """The reference encoder (the ``rfc8785`` package), for differential tests."""
+    return bytes(rfc8785.dumps(value))
+
+
+def sha256_hex(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def digest(value: JSON) -> str:
+    """``digest(x)`` of the spec: lowercase hex SHA-256 of JCS(x)."""
+    return hashlib.sha256(jcs(value)).hexdigest()
+
+
+def utf16_key(name: str) -> bytes:
+    """Sort key that orders member names as JCS does (by UTF-16 code units)."""
+    return name.encode("utf-16-be", "surrogatepass")
+
+
+def jcs_ordered(obj: dict[str, Any]) -> dict[str, Any]:
+    """A copy of ``obj`` whose members (recursively) are in JCS member order."""
+    return {k: _ordered(obj[k]) for k in sorted(obj, key=utf16_key)}
+
+
+def _ordered(value: Any) -> Any:
+    if isinstance(value, dict):
+        return jcs_ordered(value)
+    if isinstance(value, list):
+        return [_ordered(v) for v in value]
+    return value
+
+
+# --- text forms of section 1 --------------------------------------------------------------
+
+HEX64 = re.compile(r"[0-9a-f]{64}")
+
+
+def is_hex64(value: object) -> bool:
+    """64 lowercase hex digits (a SHA-256 in the form the spec writes it)."""
+    return isinstance(value, str) and HEX64.fullmatch(value) is not None
+
+
+def decode_b64(value: object) -> bytes | None:
+    """Decode canonical RFC 4648 section 4 base64, or return ``None``.
+
+    Canonical: standard alphabet, ``=`` padding, no whitespace, and re-encoding the bytes
+    gives back the same string (so no stray bits in the last character).
+    """
+    if not isinstance(value, str) or not value.isascii():
+        return None
+    try:
+        raw = base64.b64decode(value, validate=True)
+    except (binascii.Error, ValueError):
+        return None
+    if base64.b64encode(raw).decode("ascii") != value:
+        return None
+    return raw
+
+
+def encode_b64(raw: bytes) -> str:
+    return base64.b64encode(raw).decode("ascii")
+
+
+def lower_ascii(text: str) -> str:
+    """Spec 1: "lower case" is ASCII lower case (A-Z to a-z, nothing else)."""
+    return text.translate(_ASCII_LOWER)
+
+
+_ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")

@@ -1,0 +1,435 @@
+"""The event envelope (spec section 4) and the table of event types (section 5).
+
+- :func:`admit` is the door for envelopes: a parsed value is attributed to a record (an
+  object with a well-formed ``event_id`` and ``pith_number``, JCS at most 1 MiB) or refused.
+- :data:`EVENT_TYPES` holds, as data in one place, each type's state list, allowed targets,
+  allowed signer types, its event-alone payload rule (check 10) and its rule against the
+  chosen record (check 14).
+- :func:`sign_event` and :func:`prepare_record_created` build signed events.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from pithlog.canonical import (
+    JSON,
+    MAX_ENVELOPE_BYTES,
+    decode_b64,
+    digest,
+    encode_b64,
+    is_hex64,
+    jcs,
+    parse,
+)
+from pithlog.errors import DoorError, SigningError
+from pithlog.keys import SigningKey
+from pithlog.records import is_pith_number, pith_number_for
+from pithlog.timestamps import is_ts
+
+ENVELOPE_MEMBERS = frozenset(
+    {
+        "event_type",
+        "pith_number",
+        "target",
+        "created_at",
+        "signer",
+        "payload",
+        "event_id",
+        "signature_b64",
+    }
+)
+"""Spec 4: the envelope is closed; exactly these members."""
+
+SIGNER_MEMBERS = frozenset({"key_id", "public_key_fingerprint", "signer_id", "signer_type"})
+"""Spec 3: the signer object is closed; exactly these members."""
+
+_EVENT_ID = re.compile(r"sha256:[0-9a-f]{64}")
+
+
+def is_event_id(value: object) -> bool:
+    """``"sha256:"`` + 64 lowercase hex."""
+    return isinstance(value, str) and _EVENT_ID.fullmatch(value) is not None
+
+
+@dataclass(frozen=True, slots=True)
+class Envelope:
+    """An envelope that passed the door: attributable to a record, maybe still invalid.
+
+    ``value`` is the parsed JSON object exactly as received; ``encoded`` its JCS bytes (the
+    byte string that section 7 step 0 compares, and what a store keeps).
+    """
+
+    value: dict[str, Any]
+    event_id: str
+    pith_number: str
+    encoded: bytes
+
+
+def admit(value: JSON, encoded: bytes | None = None) -> Envelope:
+    """Attribute a parsed value to a record, or raise :class:`DoorError` (spec 4)."""
+    if not isinstance(value, dict):
+        raise DoorError("not_object", "an event must be a JSON object")
+    if not is_event_id(value.get("event_id")):
+        raise DoorError(
+            "event_id", 'no event_id string of the form "sha256:" + 64 lowercase hex', "/event_id"
+        )
+    if not is_pith_number(value.get("pith_number")):
+        raise DoorError(
+            "pith_number",
+            "no pith_number string of the form pith:YYYY:<26 base32 characters>",
+            "/pith_number",
+        )
+    if encoded is None:
+        encoded = jcs(value)
+    if len(encoded) > MAX_ENVELOPE_BYTES:
+        raise DoorError(
+            "too_large",
+            f"JCS encoding of the envelope is {len(encoded)} bytes; at most {MAX_ENVELOPE_BYTES}",
+        )
+    return Envelope(value, value["event_id"], value["pith_number"], encoded)
+
+
+def parse_envelope(data: bytes) -> Envelope:
+    """The door for one event: untrusted bytes to an :class:`Envelope`, or :class:`DoorError`."""
+    return admit(parse(data))
+
+
+def body_of(envelope: dict[str, Any]) -> dict[str, Any]:
+    """``body``: the envelope without ``event_id`` and ``signature_b64`` (spec 4)."""
+    return {k: v for k, v in envelope.items() if k != "event_id" and k != "signature_b64"}
+
+
+# --- the chosen record, as the record-comparing rules (check 14) see it --------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ChosenRecord:
+    """What checks 13-14 need of the chosen record ``R`` (spec 7, step 2)."""
+
+    event_id: str
+    created_at: str
+    canonical_record: dict[str, Any]
+    canonical_sha256: str
+
+    @property
+    def source(self) -> dict[str, Any]:
+        source: dict[str, Any] = self.canonical_record["source"]
+        return source
+
+
+# --- small predicates on JSON values (bool is not an integer in JSON) ----------------------
+
+
+def _nonempty_str(value: object) -> bool:
+    return isinstance(value, str) and value != ""
+
+
+def _is_int(value: object) -> bool:
+    return type(value) is int
+
+
+def _same(a: object, b: object) -> bool:
+    """JSON equality of scalars: ``1`` and ``true`` differ, as do ``1`` and ``"1"``."""
+    return type(a) is type(b) and a == b
+
+
+def _claim_or_record(target: str) -> bool:
+    return target == "record" or (target.startswith("claim:") and len(target) > len("claim:"))
+
+
+def _record_only(target: str) -> bool:
+    return target == "record"
+
+
+# --- payload rules, check 10 (the event alone) ---------------------------------------------
+
+RECORD_CREATED_MEMBERS = (
+    "canonical_record",
+    "canonical_sha256",
+    "source_kind",
+    "source_id",
+    "source_version",
+    "attestation_state",
+    "receipt",
+)
+
+
+def _record_created_payload(p: dict[str, Any], target: str) -> bool:
+    """Spec 5.1, the ``bad_payload`` rules."""
+    if any(m not in p for m in RECORD_CREATED_MEMBERS):
+        return False
+    record = p["canonical_record"]
+    if not isinstance(record, dict):
+        return False
+    source = record.get("source")
+    if not (
+        isinstance(source, dict)
+        and isinstance(source.get("kind"), str)
+        and isinstance(source.get("id"), str)
+        and _is_int(source.get("version"))
+    ):
+        return False
+    metadata = record.get("metadata")
+    if not (isinstance(metadata, dict) and is_ts(metadata.get("submitted_at"))):
+        return False
+    if not (isinstance(p["canonical_sha256"], str) and isinstance(p["attestation_state"], str)):
+        return False
+    return (
+        _same(p["source_kind"], source["kind"])
+        and _same(p["source_id"], source["id"])
+        and _same(p["source_version"], source["version"])
+    )
+
+
+def _graph_snapshot_payload(p: dict[str, Any], target: str) -> bool:
+    snapshot = p.get("graph_snapshot")
+    if not (isinstance(snapshot, dict) and isinstance(snapshot.get("source"), dict)):
+        return False
+    return "verdict_id" in p and (p["verdict_id"] is None or isinstance(p["verdict_id"], str))
+
+
+def _author_attestation_payload(p: dict[str, Any], target: str) -> bool:
+    return _nonempty_str(p.get("statement"))
+
+
+_EVENT_TARGET = "event:sha256:"
+
+
+def _timestamp_anchor_target(target: str) -> bool:
+    return target == "record" or (
+        target.startswith(_EVENT_TARGET) and is_hex64(target[len(_EVENT_TARGET) :])
+    )
+
+
+def _timestamp_anchor_payload(p: dict[str, Any], target: str) -> bool:
+    anchored = p.get("anchored_sha256")
+    if not (
+        is_hex64(anchored)
+        and _nonempty_str(p.get("anchor_kind"))
+        and decode_b64(p.get("proof_b64")) is not None
+    ):
+        return False
+    # An anchor of a named event must anchor that event's hash: decidable from the event alone.
+    return not target.startswith(_EVENT_TARGET) or anchored == target[len(_EVENT_TARGET) :]
+
+
+def _storage_attestation_payload(p: dict[str, Any], target: str) -> bool:
+    size = p.get("byte_size")
+    return (
+        is_hex64(p.get("content_sha256"))
+        and _is_int(size)
+        and size >= 0
+        and _nonempty_str(p.get("locator"))
+    )
+
+
+_CITATION_TARGET = "citation:"
+
+
+def _citation_target(target: str) -> bool:
+    return target.startswith(_CITATION_TARGET) and len(target) > len(_CITATION_TARGET)
+
+
+def _citation_signature_payload(p: dict[str, Any], target: str) -> bool:
+    """Spec 5.2: the observation's own digest and its id, not yet the paper."""
+    obs = p.get("observation")
+    if not (
+        isinstance(obs, dict)
+        and isinstance(obs.get("observation_digest"), str)
+        and isinstance(obs.get("observation_id"), str)
+        and isinstance(obs.get("citation"), dict)
+    ):
+        return False
+    rest = {k: v for k, v in obs.items() if k != "observation_digest"}
+    if obs["observation_digest"] != "sha256:" + digest(rest):
+        return False
+    return bool(obs["observation_id"] == target[len(_CITATION_TARGET) :])
+
+
+REPLICATION_OUTCOMES = frozenset(
+    {"replicated", "partially_replicated", "not_replicated", "inconclusive"}
+)
+CORRECTION_TYPES = frozenset(
+    {"erratum", "retraction", "expression_of_concern", "withdrawal", "reinstatement"}
+)
+
+
+def _replication_record_payload(p: dict[str, Any], target: str) -> bool:
+    outcome = p.get("outcome")
+    return (
+        isinstance(outcome, str)
+        and outcome in REPLICATION_OUTCOMES
+        and _nonempty_str(p.get("report"))
+    )
+
+
+def _correction_payload(p: dict[str, Any], target: str) -> bool:
+    kind = p.get("correction_type")
+    return isinstance(kind, str) and kind in CORRECTION_TYPES and _nonempty_str(p.get("notice"))
+
+
+def _mirror_hint_payload(p: dict[str, Any], target: str) -> bool:
+    return _nonempty_str(p.get("locator"))
+
+
+# --- record rules, check 14 (against the chosen record, spec 5.3) -------------------------
+
+
+def _graph_snapshot_matches(p: dict[str, Any], target: str, record: ChosenRecord) -> bool:
+    return jcs(p["graph_snapshot"]["source"]) == jcs(record.source)
+
+
+def _timestamp_anchor_matches(p: dict[str, Any], target: str, record: ChosenRecord) -> bool:
+    return target != "record" or p["anchored_sha256"] == record.canonical_sha256
+
+
+def _citation_matches(p: dict[str, Any], target: str, record: ChosenRecord) -> bool:
+    citation = p["observation"]["citation"]
+    paper_id = record.source["id"]
+    for side in ("citing_paper", "cited_paper", "cited_work"):
+        paper = citation.get(side)
+        if isinstance(paper, dict):
+            arxiv_id = paper.get("arxiv_id")
+            if isinstance(arxiv_id, str) and arxiv_id == paper_id:
+                return True
+    return False
+
+
+# --- the table ----------------------------------------------------------------------------
+
+PayloadRule = Callable[[dict[str, Any], str], bool]
+RecordRule = Callable[[dict[str, Any], str, ChosenRecord], bool]
+
+
+@dataclass(frozen=True)
+class EventType:
+    """One row of the table of spec section 5."""
+
+    name: str
+    state_list: str
+    """Member of ``current`` that lists its applied events."""
+    signer_types: frozenset[str]
+    target_ok: Callable[[str], bool]
+    payload_ok: PayloadRule
+    """Check 10: payload rules that need no other event."""
+    record_ok: RecordRule | None
+    """Check 14: payload rules that compare with the chosen record."""
+
+
+def _row(
+    name: str,
+    state_list: str,
+    signers: tuple[str, ...],
+    target_ok: Callable[[str], bool],
+    payload_ok: PayloadRule,
+    record_ok: RecordRule | None = None,
+) -> EventType:
+    return EventType(name, state_list, frozenset(signers), target_ok, payload_ok, record_ok)
+
+
+EVENT_TYPES: dict[str, EventType] = {
+    row.name: row
+    for row in (
+        _row("record_created", "record_created", ("pith_registry",),
+             _record_only, _record_created_payload),
+        _row("graph_snapshot", "graph_snapshots", ("pith_registry",),
+             lambda t: t == "graph", _graph_snapshot_payload, _graph_snapshot_matches),
+        _row("author_attestation", "author_attestations", ("author",),
+             _claim_or_record, _author_attestation_payload),
+        _row("timestamp_anchor", "timestamp_anchors", ("timestamp_authority", "pith_registry"),
+             _timestamp_anchor_target, _timestamp_anchor_payload, _timestamp_anchor_matches),
+        _row("storage_attestation", "storage_attestations", ("mirror", "pith_registry"),
+             _record_only, _storage_attestation_payload),
+        _row("citation_signature", "citation_signatures", ("citation_indexer", "pith_registry"),
+             _citation_target, _citation_signature_payload, _citation_matches),
+        _row("replication_record", "replication_records", ("replicator", "pith_registry"),
+             _claim_or_record, _replication_record_payload),
+        _row("correction", "corrections", ("pith_registry",),
+             _record_only, _correction_payload),
+        _row("mirror_hint", "mirror_hints", ("mirror", "pith_registry"),
+             _record_only, _mirror_hint_payload),
+    )
+}  # fmt: skip
+
+STATE_LISTS: tuple[str, ...] = tuple(
+    t.state_list for t in EVENT_TYPES.values() if t.name != "record_created"
+)
+"""The eight lists of ``current``, in display order (spec 8)."""
+
+
+# --- building and signing -----------------------------------------------------------------
+
+
+def sign_event(
+    key: SigningKey,
+    event_type: str,
+    pith_number: str,
+    target: str,
+    created_at: str,
+    payload: dict[str, Any],
+) -> dict[str, Any]:
+    """A signed envelope (spec 4), members in JCS order.
+
+    Builds what the signer means; it does not judge it (``pithlog reduce`` does), except
+    that the result must pass the door.
+    """
+    body = {
+        "created_at": created_at,
+        "event_type": event_type,
+        "payload": payload,
+        "pith_number": pith_number,
+        "signer": key.signer,
+        "target": target,
+    }
+    body_digest = digest(body)
+    envelope = dict(body)
+    envelope["event_id"] = "sha256:" + body_digest
+    envelope["signature_b64"] = encode_b64(key.sign(bytes.fromhex(body_digest)))
+    envelope = {k: envelope[k] for k in sorted(envelope)}
+    admit(envelope)
+    return envelope
+
+
+RECEIPT_FIXED = {"algorithm": "ed25519", "signed_message": "canonical_sha256_bytes"}
+
+
+def prepare_record_created(key: SigningKey, payload: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """Fill in what a ``record_created`` payload derives from its ``canonical_record``.
+
+    Returns ``(pith_number, payload)``: ``canonical_sha256``, the ``source_*`` members and
+    the signed ``receipt`` (spec 5.1) are set; other receipt members already present (such as
+    the registry's ``builder_version``) are kept. Raises :class:`SigningError` when the
+    record cannot have a pith number.
+    """
+    record = payload.get("canonical_record")
+    if not isinstance(record, dict):
+        raise SigningError("payload", "record_created payload needs a canonical_record object")
+    source = record.get("source")
+    metadata = record.get("metadata")
+    if not (isinstance(source, dict) and {"kind", "id", "version"} <= source.keys()):
+        raise SigningError("payload", "canonical_record.source needs kind, id and version")
+    if not (isinstance(metadata, dict) and is_ts(metadata.get("submitted_at"))):
+        raise SigningError("payload", "canonical_record.metadata.submitted_at must be a ts")
+    canonical_sha256 = digest(record)
+    filled = dict(payload)
+    filled["canonical_sha256"] = canonical_sha256
+    for member, part in (("source_kind", "kind"), ("source_id", "id"), ("source_version", "version")):
+        if member in payload and not _same(payload[member], source[part]):
+            raise SigningError(
+                "payload", f"{member} {payload[member]!r} differs from canonical_record.source.{part}"
+            )
+        filled[member] = source[part]
+    filled.setdefault("attestation_state", "computed")
+    previous = payload.get("receipt")
+    receipt: dict[str, Any] = dict(previous) if isinstance(previous, dict) else {}
+    receipt.update(RECEIPT_FIXED)
+    receipt["canonical_sha256"] = canonical_sha256
+    receipt["key_id"] = key.key_id
+    receipt["public_key_fingerprint"] = key.fingerprint
+    receipt["signature_b64"] = encode_b64(key.sign(bytes.fromhex(canonical_sha256)))
+    filled["receipt"] = receipt
+    return pith_number_for(canonical_sha256, metadata["submitted_at"]), filled

@@ -1,0 +1,190 @@
+"""The reducer ``pith-open-graph-merge-v1`` (spec section 7), a pure function.
+
+Read top to bottom beside the spec:
+
+- step 0, :func:`collapse`: one envelope per ``event_id`` across the whole input;
+- steps 1-4, :func:`reduce_pith`: checks 1-12, the chosen record ``R``, checks 13-14, slots
+  and equivocations; a pith with no valid record is :class:`Pending`;
+- step 5 (the document) is :mod:`pithlog.state`.
+
+:func:`reduce_events` runs all steps for every pith of an input. The result depends only on
+the set of envelopes and the keyring: not on order, duplicates or any clock.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from pithlog.checks import CHECK_NUMBER, check_against_record, check_alone
+from pithlog.events import ChosenRecord, Envelope
+from pithlog.keys import Keyring
+
+MERGE_VERSION = "pith-open-graph-merge-v1"
+
+
+@dataclass(frozen=True, slots=True)
+class Judged:
+    """An envelope with the verdict of checks 1-12 on it (``None``: it passed)."""
+
+    envelope: Envelope
+    reason: str | None
+
+    @property
+    def rank(self) -> tuple[int, int, bytes]:
+        """Section 7 step 0 preference, smallest first: passed 1-12, else failed at the
+        latest check; then the smallest JCS encoding (unsigned bytes; a prefix is smaller)."""
+        if self.reason is None:
+            return (0, 0, self.envelope.encoded)
+        return (1, -CHECK_NUMBER[self.reason], self.envelope.encoded)
+
+
+def judge(envelope: Envelope, keyring: Keyring) -> Judged:
+    """Run checks 1-12 on one envelope."""
+    return Judged(envelope, check_alone(envelope, keyring))
+
+
+def prefer(a: Judged, b: Judged) -> Judged:
+    """The copy of one ``event_id`` that section 7 step 0 keeps of the two.
+
+    A total order, so keeping the preferred copy pairwise gives the same winner in any
+    order; a store applies the same function when a second copy arrives.
+    """
+    return a if a.rank <= b.rank else b
+
+
+def collapse(envelopes: Iterable[Envelope], keyring: Keyring) -> dict[str, Judged]:
+    """Step 0: ``event_id`` -> the one preferred copy, with its checks 1-12 verdict."""
+    kept: dict[str, Judged] = {}
+    for envelope in envelopes:
+        current = kept.get(envelope.event_id)
+        if current is not None and current.envelope.encoded == envelope.encoded:
+            continue  # the same envelope again: nothing to choose
+        candidate = judge(envelope, keyring)
+        kept[envelope.event_id] = candidate if current is None else prefer(current, candidate)
+    return kept
+
+
+def _time_order(envelope: Envelope) -> tuple[str, str]:
+    """``(created_at, event_id)``: the order of spec 7 steps 2 and 4, and of section 8."""
+    return (envelope.value["created_at"], envelope.event_id)
+
+
+SlotKey = tuple[str, ...]
+"""``("record_created",)``, or ``(event_type, target, key_id, created_at)`` (spec 7 step 4)."""
+
+
+def slot_of(envelope: Envelope) -> SlotKey:
+    event = envelope.value
+    if event["event_type"] == "record_created":
+        return ("record_created",)
+    return (event["event_type"], event["target"], event["signer"]["key_id"], event["created_at"])
+
+
+@dataclass(frozen=True)
+class Equivocation:
+    """A slot filled by two or more valid events; ``events`` in ``(created_at, event_id)``
+    order, so the first is the applied one."""
+
+    slot: SlotKey
+    events: tuple[Envelope, ...]
+
+    @property
+    def applied(self) -> Envelope:
+        return self.events[0]
+
+
+@dataclass(frozen=True)
+class Reduction:
+    """Steps 0-4 for one pith with a chosen record: what section 8 renders."""
+
+    pith_number: str
+    record: Envelope
+    """``R``, the chosen record."""
+    event_count: int
+    invalid: dict[str, str]
+    """``event_id`` -> reason, for every invalid event."""
+    applied: tuple[Envelope, ...]
+    """``R`` first, then the other applied events by ``(created_at, event_id)``."""
+    equivocations: tuple[Equivocation, ...]
+
+    @property
+    def valid_event_count(self) -> int:
+        return self.event_count - len(self.invalid)
+
+
+@dataclass(frozen=True)
+class Pending:
+    """A pith whose events hold no valid record_created: no state yet (spec 7 step 2)."""
+
+    pith_number: str
+    event_count: int
+    invalid: dict[str, str]
+
+
+def chosen_record(record: Envelope) -> ChosenRecord:
+    payload: dict[str, Any] = record.value["payload"]
+    return ChosenRecord(
+        event_id=record.event_id,
+        created_at=record.value["created_at"],
+        canonical_record=payload["canonical_record"],
+        canonical_sha256=payload["canonical_sha256"],
+    )
+
+
+def reduce_pith(pith_number: str, events: Iterable[Judged]) -> Reduction | Pending:
+    """Steps 1-4 for the (collapsed) events of one pith; step 1's verdicts are in ``events``."""
+    judged = sorted(events, key=lambda j: j.envelope.event_id)
+    # Step 2: the chosen record R.
+    records = [
+        j.envelope
+        for j in judged
+        if j.reason is None and j.envelope.value["event_type"] == "record_created"
+    ]
+    if not records:
+        invalid = {j.envelope.event_id: j.reason for j in judged if j.reason is not None}
+        return Pending(pith_number, len(judged), invalid)
+    record = min(records, key=_time_order)
+    chosen = chosen_record(record)
+    # Step 3: checks 13-14 on every other event that passed 1-12.
+    invalid: dict[str, str] = {}
+    valid: list[Envelope] = []
+    for j in judged:
+        reason = j.reason
+        if reason is None and j.envelope is not record:
+            reason = check_against_record(j.envelope, chosen)
+        if reason is None:
+            valid.append(j.envelope)
+        else:
+            invalid[j.envelope.event_id] = reason
+    # Step 4: slots; the smallest by (created_at, event_id) of each slot is applied.
+    slots: dict[SlotKey, list[Envelope]] = {}
+    for envelope in valid:
+        slots.setdefault(slot_of(envelope), []).append(envelope)
+    applied: list[Envelope] = []
+    equivocations: list[Equivocation] = []
+    for key, members in slots.items():
+        members.sort(key=_time_order)
+        applied.append(members[0])
+        if len(members) > 1:
+            equivocations.append(Equivocation(key, tuple(members)))
+    others = sorted((e for e in applied if e is not record), key=_time_order)
+    return Reduction(
+        pith_number=pith_number,
+        record=record,
+        event_count=len(judged),
+        invalid=invalid,
+        applied=(record, *others),
+        equivocations=tuple(equivocations),
+    )
+
+
+def reduce_events(
+    envelopes: Iterable[Envelope], keyring: Keyring
+) -> dict[str, Reduction | Pending]:
+    """Steps 0-4 for every pith of the input, keyed and ordered by pith_number."""
+    by_pith: dict[str, list[Judged]] = {}
+    for judged in collapse(envelopes, keyring).values():
+        by_pith.setdefault(judged.envelope.pith_number, []).append(judged)
+    return {pith: reduce_pith(pith, by_pith[pith]) for pith in sorted(by_pith)}

@@ -1,0 +1,5 @@
+"""``python -m pithlog``."""
+
+from pithlog.cli import entry
+
+entry()

@@ -1,0 +1,50 @@
+"""Fixed, public, test-only keys: for conformance vectors, tests, benchmarks and the demo.
+
+Their private seeds are derived from fixed labels, so anyone can regenerate every vector
+byte for byte. Never trust them for anything real: the seeds are public.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+from pithlog.keys import Keyring, SigningKey, make_keyring
+
+TEST_SIGNERS: dict[str, tuple[str, str]] = {
+    # name: (signer_type, signer_id)
+    "registry": ("pith_registry", "registry.test.invalid"),
+    "registry-2": ("pith_registry", "registry.test.invalid"),
+    "author": ("author", "author.test.invalid"),
+    "tsa": ("timestamp_authority", "tsa.test.invalid"),
+    "mirror": ("mirror", "mirror.test.invalid"),
+    "indexer": ("citation_indexer", "indexer.test.invalid"),
+    "replicator": ("replicator", "replicator.test.invalid"),
+    "stranger": ("pith_registry", "stranger.test.invalid"),
+}
+
+
+def test_key(name: str) -> SigningKey:
+    """The fixed test key ``name`` (one of :data:`TEST_SIGNERS`); key_id ``test-<name>``."""
+    signer_type, signer_id = TEST_SIGNERS[name]
+    seed = hashlib.sha256(b"pithlog public test key: " + name.encode("utf-8")).digest()
+    return SigningKey.from_seed(seed, f"test-{name}", signer_id, signer_type)
+
+
+def test_keyring_entries(
+    names: tuple[str, ...] = ("registry", "registry-2", "author", "tsa", "mirror", "indexer",
+                              "replicator"),
+    **overrides: dict[str, Any],
+) -> list[dict[str, Any]]:
+    """Keyring entries for the named test keys; ``overrides[name]`` updates one entry."""
+    entries = []
+    for name in names:
+        entry = test_key(name).keyring_entry()
+        entry.update(overrides.get(name.replace("-", "_"), {}))
+        entries.append(entry)
+    return entries
+
+
+def test_keyring(**overrides: dict[str, Any]) -> Keyring:
+    """A keyring trusting every test key but ``stranger``."""
+    return make_keyring(test_keyring_entries(**overrides))

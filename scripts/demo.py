@@ -1,0 +1,74 @@
+"""`make demo`: the main job of pithlog, end to end, on an embedded default.
+
+Makes a fresh folder, writes a keyring for the fixed public test registry key, re-signs the
+published seed's own payloads (vectors/seeds/state-2411.00284.json) with it, reduces them,
+prints the state document and checks it, each step through the real CLI (`pithlog.cli.main`),
+with the command shown as a user would type it.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+from pathlib import Path
+
+from pithlog.cli import main
+from pithlog.keys import dump_key_file
+from pithlog.testing import test_key
+
+ROOT = Path(__file__).resolve().parent.parent
+SEED = ROOT / "vectors" / "seeds" / "state-2411.00284.json"
+
+
+def run(*argv: str, stdout_to: Path | None = None) -> int:
+    shown = " ".join(argv) + (f" > {stdout_to}" if stdout_to else "")
+    print(f"\n$ pithlog {shown}", flush=True)
+    if stdout_to is None:
+        status = main(list(argv))
+    else:
+        with stdout_to.open("ab") as handle:
+            status = main(list(argv), stdout=handle)
+    sys.stdout.flush()
+    if status != 0:
+        print(f"demo: 'pithlog {argv[0]}' exited {status}", file=sys.stderr)
+        sys.exit(status)
+    return status
+
+
+def demo(folder: Path) -> None:
+    if folder.exists():
+        shutil.rmtree(folder)
+    folder.mkdir(parents=True)
+    key = test_key("registry")
+    (folder / "registry.key").write_bytes(dump_key_file(key))
+    (folder / "registry.key").chmod(0o600)
+    keyring = {"keyring_version": "1", "keys": [key.keyring_entry()]}
+    (folder / "keyring.json").write_text(json.dumps(keyring, indent=2) + "\n")
+    print(f"demo: fresh folder {folder}, keyring with the public test key {key.key_id}")
+
+    seed = json.loads(SEED.read_bytes())
+    current = seed["current"]
+    record = current["record_created"]
+    (folder / "record.json").write_text(json.dumps(record["payload"]))
+    snapshot = current["graph_snapshots"][0]
+    (folder / "snapshot.json").write_text(json.dumps(snapshot["payload"]))
+    events = folder / "events.jsonl"
+
+    run("sign", "--key", str(folder / "registry.key"), "--type", "record_created",
+        "--payload", str(folder / "record.json"), "--created-at", record["created_at"],
+        stdout_to=events)  # fmt: skip
+    pith = json.loads(events.read_bytes().splitlines()[0])["pith_number"]
+    run("sign", "--key", str(folder / "registry.key"), "--type", "graph_snapshot",
+        "--pith", pith, "--payload", str(folder / "snapshot.json"),
+        "--created-at", snapshot["created_at"], stdout_to=events)  # fmt: skip
+    state = folder / "state.json"
+    run("reduce", "--keyring", str(folder / "keyring.json"), str(events), stdout_to=state)
+    print(state.read_text(encoding="utf-8"), end="")
+    run("verify-state", str(state))
+    run("verify-state", str(SEED))
+    print(f"\ndemo: done; files are in {folder}")
+
+
+if __name__ == "__main__":
+    demo(Path(sys.argv[1] if len(sys.argv) > 1 else ".demo"))

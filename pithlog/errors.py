@@ -16,6 +16,65 @@ EXIT_VERIFY_FAILED = 1
 EXIT_BAD_INPUT = 2
 
 
+CODES: dict[str, str] = {
+    # door: untrusted bytes (spec 1, 4)
+    "door.bom": "remove the byte-order mark: input is UTF-8 without one",
+    "door.utf8": "the input is not valid UTF-8; re-encode it",
+    "door.syntax": "the input is not JSON (RFC 8259); fix the syntax at the place named",
+    "door.duplicate_member": "an object repeats a member name; keep exactly one",
+    "door.number_form": "write numbers as integers -?(0|[1-9][0-9]*): no fraction, exponent or -0",
+    "door.number_range": "integers must lie within +/-(2^53 - 1); send larger ones as strings",
+    "door.lone_surrogate": "a string holds a lone UTF-16 surrogate; send Unicode scalar values",
+    "door.too_deep": "nesting is limited to 64 levels (the envelope object is level 1)",
+    "door.too_large": "an envelope's JCS encoding is limited to 1 MiB",
+    "door.line_too_long": "a JSON Lines line is limited to 8 MiB",
+    "door.not_object": "an event must be a JSON object",
+    "door.event_id": 'an event needs event_id "sha256:" + 64 lowercase hex',
+    "door.pith_number": "an event needs a pith_number pith:YYYY:<26 base32 characters A-Z2-7>",
+    # keyring (spec 3)
+    "keyring.not_json": "the keyring file breaks a JSON rule of spec section 1",
+    "keyring.shape": 'the keyring is {"keyring_version": "1", "keys": [...]} of objects',
+    "keyring.version": 'set keyring_version to the string "1"',
+    "keyring.missing_member": "each key needs all seven members of spec section 3",
+    "keyring.key_id": "key_id must be a non-empty string",
+    "keyring.duplicate_key_id": "each key_id may appear once in a keyring",
+    "keyring.signer_id": "signer_id must be a non-empty string",
+    "keyring.signer_type": "signer_type must be one of the six of spec section 3",
+    "keyring.public_key": "public_key_b64: canonical base64 of a 32-byte Ed25519 point, "
+    "canonical (y < p) and not of small order",
+    "keyring.timestamp": "not_before, not_after, revoked_at: null or YYYY-MM-DDTHH:MM:SSZ",
+    "keyring.validity": "not_before must be earlier than not_after",
+    # key files
+    "key_file.not_json": "the key file is not JSON pithlog can read",
+    "key_file.version": "not a pithlog key file (key_file_version pithlog-key-v1)",
+    "key_file.member": "key_id, signer_id, signer_type, private_key_b64 must be non-empty strings",
+    "key_file.signer_type": "signer_type must be one of the six of spec section 3",
+    "key_file.private_key": "private_key_b64 must be base64 of a 32-byte Ed25519 seed",
+    "key_file.public_key": "public_key_b64 does not belong to private_key_b64",
+    "key_file.unwritable": "the key file cannot be written there; check the folder",
+    # sign
+    "sign.payload": "the payload must be a JSON object of the event type's shape",
+    "sign.pith_number": "--pith disagrees with the pith number of the canonical_record",
+    "sign.invalid_event": "the event would fail checks 1-12; fix it or pass --allow-invalid",
+    # usage
+    "usage.arguments": "see the command's --help",
+    "usage.unreadable": "the file cannot be read; check its path and permissions",
+    "usage.exists": "the output file exists; pass --force to replace it",
+    "usage.event_type": "use one of the nine event types of spec section 5",
+    "usage.target": "pass --target for this event type",
+    "usage.timestamp": "timestamps are YYYY-MM-DDTHH:MM:SSZ",
+    "usage.pith_number": "pass --pith pith:YYYY:<26 base32 characters>",
+}
+"""Every stable error code, with what to do about it; ``docs/errors.md`` lists the same."""
+
+
+def register(codes: dict[str, str]) -> None:
+    """Add the codes of a module that defines its own (the store), once, at import."""
+    for code, fix in codes.items():
+        if CODES.setdefault(code, fix) != fix:
+            raise ValueError(f"error code {code} registered twice")
+
+
 class PithlogError(Exception):
     """Root of every deliberate pithlog failure.
 
@@ -28,6 +87,8 @@ class PithlogError(Exception):
 
     def __init__(self, detail: str, message: str, where: str | None = None) -> None:
         self.detail = detail
+        if self.code not in CODES:  # an unlisted code is a bug: docs/errors.md must name it
+            raise ValueError(f"unregistered error code {self.code}")
         self.message = message
         self.where = where
         super().__init__(self.describe())

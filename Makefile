@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-stamp
 DEMO   := .demo
 
-.PHONY: install test lint demo bench fuzz vectors clean
+.PHONY: install test lint demo bench fuzz vectors docs clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -23,6 +23,9 @@ lint: $(STAMP)
 
 vectors: $(STAMP)
 	$(PY) vectors/generate.py
+
+docs: $(STAMP)
+	$(PY) scripts/errors_doc.py
 
 demo: $(STAMP)
 	$(PY) scripts/demo.py $(DEMO)

@@ -15,7 +15,6 @@ from pithlog.errors import (
     KeyringError,
     PithlogError,
     SigningError,
-    StateDocumentError,
     StoreError,
     UsageError,
 )
@@ -47,7 +46,6 @@ __all__ = [
     "Reduction",
     "SigningError",
     "SigningKey",
-    "StateDocumentError",
     "StoreError",
     "UsageError",
     "admit",

@@ -133,13 +133,6 @@ class UsageError(PithlogError):
     family = "usage"
 
 
-class StateDocumentError(PithlogError):
-    """A published state document that breaks a rule of spec section 9."""
-
-    family = "state"
-    exit_status = EXIT_VERIFY_FAILED
-
-
 class StoreError(PithlogError):
     """The LMDB log cannot be opened, read or written as asked."""
 

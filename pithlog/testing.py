@@ -48,3 +48,9 @@ def test_keyring_entries(
 def test_keyring(**overrides: dict[str, Any]) -> Keyring:
     """A keyring trusting every test key but ``stranger``."""
     return make_keyring(test_keyring_entries(**overrides))
+
+
+# These are helpers, not tests: keep pytest from collecting them where they are imported.
+test_key.__test__ = False  # type: ignore[attr-defined]
+test_keyring_entries.__test__ = False  # type: ignore[attr-defined]
+test_keyring.__test__ = False  # type: ignore[attr-defined]

@@ -1,0 +1,213 @@
+"""The CLI, in-process through pithlog.cli.main(argv)."""
+
+from __future__ import annotations
+
+import io
+import json
+import stat
+from pathlib import Path
+
+import pytest
+
+from pithlog.canonical import jcs
+from pithlog.cli import main
+from pithlog.keys import dump_key_file, load_key_file
+from pithlog.testing import test_key
+
+ROOT = Path(__file__).resolve().parents[2]
+SEED = ROOT / "vectors" / "seeds" / "state-2411.00284.json"
+
+
+def run(argv: list[str], stdin: bytes | None = None,
+        monkeypatch: pytest.MonkeyPatch | None = None) -> tuple[int, bytes, str]:  # fmt: skip
+    out, err = io.BytesIO(), io.StringIO()
+    if stdin is not None:
+        assert monkeypatch is not None
+        monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(stdin)))
+    status = main(argv, stdout=out, stderr=err)
+    return status, out.getvalue(), err.getvalue()
+
+
+@pytest.fixture
+def signer(tmp_path: Path) -> dict[str, Path]:
+    """A registry key file, a keyring trusting it, and the seed's two payloads."""
+    key = test_key("registry")
+    (tmp_path / "reg.key").write_bytes(dump_key_file(key))
+    keyring = {"keyring_version": "1", "keys": [key.keyring_entry()]}
+    (tmp_path / "keyring.json").write_text(json.dumps(keyring))
+    seed = json.loads(SEED.read_bytes())["current"]
+    (tmp_path / "record.json").write_text(json.dumps(seed["record_created"]["payload"]))
+    (tmp_path / "snapshot.json").write_text(json.dumps(seed["graph_snapshots"][0]["payload"]))
+    return {"key": tmp_path / "reg.key", "keyring": tmp_path / "keyring.json",
+            "record": tmp_path / "record.json", "snapshot": tmp_path / "snapshot.json"}  # fmt: skip
+
+
+def sign_seed(files: dict[str, Path]) -> list[bytes]:
+    status, record, _ = run(["sign", "--key", str(files["key"]), "--type", "record_created",
+                             "--payload", str(files["record"]),
+                             "--created-at", "2026-07-05T09:31:31Z"])  # fmt: skip
+    assert status == 0
+    pith = json.loads(record)["pith_number"]
+    status, snapshot, _ = run(["sign", "--key", str(files["key"]), "--type", "graph_snapshot",
+                               "--pith", pith, "--payload", str(files["snapshot"]),
+                               "--created-at", "2026-07-05T09:31:31Z"])  # fmt: skip
+    assert status == 0
+    return [record, snapshot]
+
+
+def test_verify_state_accepts_the_seed() -> None:
+    status, out, err = run(["verify-state", str(SEED)])
+    assert status == 0, out
+    assert out == b""
+    assert "conforms" in err
+
+
+def test_verify_state_rejects_a_changed_value(tmp_path: Path) -> None:
+    changed = SEED.read_bytes().replace(b'"event_count":2', b'"event_count":3')
+    (tmp_path / "s.json").write_bytes(changed)
+    status, out, _ = run(["verify-state", str(tmp_path / "s.json")])
+    assert status == 1
+    rules = {line.split(":")[0] for line in out.decode().splitlines()}
+    assert {"state_sha256", "counts"} <= rules
+
+
+def test_verify_state_not_json_is_a_failed_rule(tmp_path: Path) -> None:
+    (tmp_path / "s.json").write_bytes(SEED.read_bytes()[:-1])
+    status, out, _ = run(["verify-state", str(tmp_path / "s.json")])
+    assert status == 1
+    assert out.startswith(b"json: ")
+
+
+def test_sign_then_reduce_gives_the_seed_shape(signer: dict[str, Path], tmp_path: Path) -> None:
+    lines = sign_seed(signer)
+    events = tmp_path / "events.jsonl"
+    events.write_bytes(b"".join(lines))
+    status, out, err = run(["reduce", "--keyring", str(signer["keyring"]), str(events)])
+    assert status == 0, err
+    assert out.endswith(b"\n") and out.count(b"\n") == 1
+    state = json.loads(out)
+    seed = json.loads(SEED.read_bytes())
+    assert state["pith_number"] == seed["pith_number"]
+    assert state["current"]["canonical_record"] == seed["current"]["canonical_record"]
+    assert state["current"]["source_aliases"] == seed["current"]["source_aliases"]
+    assert state["applied_event_ids"] == [json.loads(x)["event_id"] for x in lines]
+    (tmp_path / "state.json").write_bytes(out)
+    assert run(["verify-state", str(tmp_path / "state.json")])[0] == 0
+
+
+def test_reduce_reports_refused_lines_and_still_reduces(
+    signer: dict[str, Path], tmp_path: Path
+) -> None:
+    lines = sign_seed(signer)
+    events = tmp_path / "events.jsonl"
+    events.write_bytes(lines[0] + b'{"a":1,"a":2}\n' + b"  \t\r\n" + b"[1.5]\n" + lines[1])
+    status, out, err = run(["reduce", "--keyring", str(signer["keyring"]), str(events)])
+    assert status == 2
+    assert out.count(b"\n") == 1
+    assert json.loads(out)["event_count"] == 2
+    assert "line 2: [door.duplicate_member]" in err
+    assert "line 4: [door.number_form]" in err
+    assert "line 3" not in err
+
+
+def test_reduce_splits_on_lf_only(signer: dict[str, Path], tmp_path: Path,
+                                  monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    record = json.loads(signer["record"].read_text())
+    record["canonical_record"]["metadata"]["title"] = "a\u2028b\u2029c\u0085d"
+    signer["record"].write_text(json.dumps(record))
+    lines = sign_seed(signer)
+    assert "\u2028".encode() in lines[0]
+    status, out, err = run(["reduce", "--keyring", str(signer["keyring"]), "-"],
+                           stdin=lines[0], monkeypatch=monkeypatch)  # fmt: skip
+    assert status == 0, err
+    assert "\u2028".encode() in out
+
+
+def test_reduce_reports_pending(signer: dict[str, Path], tmp_path: Path) -> None:
+    lines = sign_seed(signer)
+    events = tmp_path / "events.jsonl"
+    events.write_bytes(lines[1])  # a snapshot without its record
+    status, out, err = run(["reduce", "--keyring", str(signer["keyring"]), str(events)])
+    assert status == 0
+    assert out == b""
+    assert "pending: pith:2024:4F47WZKMWXPUQ7DX6KAARP5YKA" in err
+
+
+def test_reduce_bad_keyring_is_one_line(signer: dict[str, Path], tmp_path: Path) -> None:
+    (tmp_path / "bad.json").write_text('{"keyring_version": "2", "keys": []}')
+    status, out, err = run(["reduce", "--keyring", str(tmp_path / "bad.json"), "-"])
+    assert status == 2
+    assert err.strip().splitlines() == [
+        'pithlog: [keyring.version] keyring_version must be the string "1" (at /keyring_version)'
+    ]
+
+
+def test_missing_file_is_usage_error(tmp_path: Path) -> None:
+    status, _, err = run(["verify-state", str(tmp_path / "nope.json")])
+    assert status == 2
+    assert "[usage.unreadable]" in err
+
+
+def test_usage_errors_exit_2() -> None:
+    status, _, err = run(["reduce"])
+    assert status == 2
+    assert "[usage.arguments]" in err
+    assert run(["no-such-command"])[0] == 2
+
+
+def test_help_and_version(capsys: pytest.CaptureFixture[str]) -> None:
+    assert run(["--help"])[0] == 0
+    assert "verify-state" in capsys.readouterr().out
+    assert run(["--version"])[0] == 0
+    assert "pithlog" in capsys.readouterr().out
+
+
+def test_keygen_writes_0600_and_prints_entry(tmp_path: Path) -> None:
+    out_file = tmp_path / "k.key"
+    status, out, _ = run(["keygen", "--key-id", "k1", "--signer-id", "s", "--signer-type",
+                          "mirror", "--out", str(out_file)])  # fmt: skip
+    assert status == 0
+    assert stat.S_IMODE(out_file.stat().st_mode) == 0o600
+    entry = json.loads(out)
+    key = load_key_file(out_file.read_bytes())
+    assert entry == key.keyring_entry()
+    # An existing key file is never replaced by accident.
+    before = out_file.read_bytes()
+    status, _, err = run(["keygen", "--key-id", "k2", "--signer-id", "s", "--signer-type",
+                          "mirror", "--out", str(out_file)])  # fmt: skip
+    assert status == 2 and "[usage.exists]" in err
+    assert out_file.read_bytes() == before
+
+
+def test_sign_refuses_an_invalid_event(signer: dict[str, Path]) -> None:
+    # A registry key may not sign author attestations (check 8).
+    payload = signer["snapshot"].parent / "att.json"
+    payload.write_text('{"statement": "I wrote it"}')
+    argv = ["sign", "--key", str(signer["key"]), "--type", "author_attestation",
+            "--pith", "pith:2024:4F47WZKMWXPUQ7DX6KAARP5YKA", "--target", "record",
+            "--payload", str(payload), "--created-at", "2026-07-05T09:31:31Z"]  # fmt: skip
+    status, out, err = run(argv)
+    assert status == 2 and out == b""
+    assert "[sign.invalid_event]" in err and "unauthorized_signer" in err
+    status, out, _ = run([*argv, "--allow-invalid"])
+    assert status == 0 and json.loads(out)["event_type"] == "author_attestation"
+
+
+def test_sign_record_created_derives_and_checks_pith(signer: dict[str, Path]) -> None:
+    base = ["sign", "--key", str(signer["key"]), "--type", "record_created",
+            "--payload", str(signer["record"]), "--created-at", "2026-07-05T09:31:31Z"]  # fmt: skip
+    status, out, _ = run(base)
+    event = json.loads(out)
+    assert out == jcs(event) + b"\n"
+    receipt = event["payload"]["receipt"]
+    assert receipt["key_id"] == "test-registry"
+    assert receipt["builder_version"] == "pith-number-builder-2026-05-17-v1"  # kept
+    status, _, err = run([*base, "--pith", "pith:2024:AAAAAAAAAAAAAAAAAAAAAAAAAA"])
+    assert status == 2 and "[sign.pith_number]" in err
+
+
+def test_sign_rejects_bad_created_at(signer: dict[str, Path]) -> None:
+    status, _, err = run(["sign", "--key", str(signer["key"]), "--type", "record_created",
+                          "--payload", str(signer["record"]),
+                          "--created-at", "2026-02-30T00:00:00Z"])  # fmt: skip
+    assert status == 2 and "[usage.timestamp]" in err

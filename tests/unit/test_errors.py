@@ -1,0 +1,46 @@
+"""The error codes: registered, documented, and pinned."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+from pithlog.errors import CODES, DoorError, PithlogError
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _errors_doc_module():  # type: ignore[no-untyped-def]
+    spec = importlib.util.spec_from_file_location("errors_doc", ROOT / "scripts" / "errors_doc.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_docs_errors_md_is_current() -> None:
+    expected = _errors_doc_module().render()
+    assert (ROOT / "docs" / "errors.md").read_text(encoding="utf-8") == expected, (
+        "docs/errors.md is stale: run `make docs`"
+    )
+
+
+def test_unregistered_code_is_refused() -> None:
+    with pytest.raises(ValueError, match="unregistered error code door.nonsense"):
+        DoorError("nonsense", "x")
+
+
+def test_every_code_is_family_dot_detail_and_says_what_to_fix() -> None:
+    for code, fix in CODES.items():
+        family, _, detail = code.partition(".")
+        assert family and detail and detail == detail.lower(), code
+        assert len(fix) > 10, code
+
+
+def test_describe_is_one_line() -> None:
+    err: PithlogError = DoorError("syntax", "not JSON: Expecting value", "line 1 column 1")
+    assert err.code == "door.syntax"
+    assert err.describe() == "[door.syntax] not JSON: Expecting value (at line 1 column 1)"
+    assert "\n" not in err.describe()

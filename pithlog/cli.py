@@ -163,7 +163,8 @@ def cmd_keygen(args: argparse.Namespace, out: _Out) -> int:
     for name in ("not_before", "not_after"):
         value = getattr(args, name)
         if value is not None and not is_ts(value):
-            raise UsageError("timestamp", f"--{name.replace('_', '-')} must be YYYY-MM-DDTHH:MM:SSZ")
+            flag = "--" + name.replace("_", "-")
+            raise UsageError("timestamp", f"{flag} must be YYYY-MM-DDTHH:MM:SSZ")
     key = SigningKey.generate(args.key_id, args.signer_id, args.signer_type)
     entry = key.keyring_entry(not_before=args.not_before, not_after=args.not_after)
     make_keyring([entry])  # the entry must be one a keyring accepts

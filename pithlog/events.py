@@ -221,7 +221,8 @@ def _storage_attestation_payload(p: dict[str, Any], target: str) -> bool:
     size = p.get("byte_size")
     return (
         is_hex64(p.get("content_sha256"))
-        and _is_int(size)
+        and isinstance(size, int)
+        and not isinstance(size, bool)
         and size >= 0
         and _nonempty_str(p.get("locator"))
     )
@@ -417,10 +418,12 @@ def prepare_record_created(key: SigningKey, payload: dict[str, Any]) -> tuple[st
     canonical_sha256 = digest(record)
     filled = dict(payload)
     filled["canonical_sha256"] = canonical_sha256
-    for member, part in (("source_kind", "kind"), ("source_id", "id"), ("source_version", "version")):
+    derived = (("source_kind", "kind"), ("source_id", "id"), ("source_version", "version"))
+    for member, part in derived:
         if member in payload and not _same(payload[member], source[part]):
             raise SigningError(
-                "payload", f"{member} {payload[member]!r} differs from canonical_record.source.{part}"
+                "payload",
+                f"{member} {payload[member]!r} differs from canonical_record.source.{part}",
             )
         filled[member] = source[part]
     filled.setdefault("attestation_state", "computed")

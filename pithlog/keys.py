@@ -206,7 +206,8 @@ def load_key_file(data: bytes) -> SigningKey:
     try:
         doc = parse(data)
     except DoorError as exc:
-        raise KeyFileError("not_json", f"key file is not v1 JSON: {exc.message}", exc.where) from exc
+        message = f"key file is not v1 JSON: {exc.message}"
+        raise KeyFileError("not_json", message, exc.where) from exc
     if not isinstance(doc, dict) or doc.get("key_file_version") != KEY_FILE_VERSION:
         raise KeyFileError("version", f"key file must have key_file_version {KEY_FILE_VERSION!r}")
     for name in ("key_id", "signer_id", "signer_type", "private_key_b64"):
@@ -317,7 +318,8 @@ def keyring_from_value(doc: Any) -> Keyring:
         if not isinstance(item["signer_type"], str) or item["signer_type"] not in SIGNER_TYPES:
             raise _refuse(
                 "signer_type",
-                f"signer_type {item['signer_type']!r} is not one of {', '.join(sorted(SIGNER_TYPES))}",
+                f"signer_type {item['signer_type']!r} is not one of "
+                + ", ".join(sorted(SIGNER_TYPES)),
                 f"{where}/signer_type",
             )
         raw = decode_b64(item["public_key_b64"])

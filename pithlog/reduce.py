@@ -143,8 +143,8 @@ def reduce_pith(pith_number: str, events: Iterable[Judged]) -> Reduction | Pendi
         if j.reason is None and j.envelope.value["event_type"] == "record_created"
     ]
     if not records:
-        invalid = {j.envelope.event_id: j.reason for j in judged if j.reason is not None}
-        return Pending(pith_number, len(judged), invalid)
+        held = {j.envelope.event_id: j.reason for j in judged if j.reason is not None}
+        return Pending(pith_number, len(judged), held)
     record = min(records, key=_time_order)
     chosen = chosen_record(record)
     # Step 3: checks 13-14 on every other event that passed 1-12.

@@ -100,6 +100,14 @@ def _slot(equivocation: Equivocation) -> dict[str, Any]:
             "created_at": created_at}  # fmt: skip
 
 
+def _equivocation_entry(equivocation: Equivocation) -> dict[str, Any]:
+    return {
+        "slot": _slot(equivocation),
+        "event_ids": [x.event_id for x in equivocation.events],
+        "applied_event_id": equivocation.applied.event_id,
+    }
+
+
 def state_document(reduction: Reduction) -> dict[str, Any]:
     """The state document of one pith (spec 8), members in display order."""
     record = reduction.record
@@ -119,14 +127,7 @@ def state_document(reduction: Reduction) -> dict[str, Any]:
         )
     current["record_created"] = projection(record)
     equivocations = sorted(
-        (
-            {
-                "slot": _slot(e),
-                "event_ids": [x.event_id for x in e.events],
-                "applied_event_id": e.applied.event_id,
-            }
-            for e in reduction.equivocations
-        ),
+        (_equivocation_entry(e) for e in reduction.equivocations),
         key=lambda entry: _slot_sort_key(entry["slot"]),
     )
     document: dict[str, Any] = {
@@ -188,7 +189,9 @@ def _display(document: dict[str, Any]) -> dict[str, Any]:
         }
         for e in document["equivocations"]
     ]
-    shown["invalid_events"] = [{m: i[m] for m in INVALID_MEMBERS} for i in document["invalid_events"]]
+    shown["invalid_events"] = [
+        {m: i[m] for m in INVALID_MEMBERS} for i in document["invalid_events"]
+    ]
     return shown
 
 
@@ -210,7 +213,9 @@ def _members(value: Any, names: tuple[str, ...], where: str) -> dict[str, Any]:
     if set(value) != set(names):
         missing = sorted(set(names) - set(value))
         extra = sorted(set(value) - set(names))
-        raise _Shape(f"{where} must have exactly {', '.join(names)} (missing {missing}, extra {extra})")
+        raise _Shape(
+            f"{where} must have exactly {', '.join(names)} (missing {missing}, extra {extra})"
+        )
     return value
 
 

@@ -31,9 +31,11 @@ def test_key(name: str) -> SigningKey:
     return SigningKey.from_seed(seed, f"test-{name}", signer_id, signer_type)
 
 
+TRUSTED = ("registry", "registry-2", "author", "tsa", "mirror", "indexer", "replicator")
+
+
 def test_keyring_entries(
-    names: tuple[str, ...] = ("registry", "registry-2", "author", "tsa", "mirror", "indexer",
-                              "replicator"),
+    names: tuple[str, ...] = TRUSTED,
     **overrides: dict[str, Any],
 ) -> list[dict[str, Any]]:
     """Keyring entries for the named test keys; ``overrides[name]`` updates one entry."""
@@ -47,7 +49,7 @@ def test_keyring_entries(
 
 def test_keyring(**overrides: dict[str, Any]) -> Keyring:
     """A keyring trusting every test key but ``stranger``."""
-    return make_keyring(test_keyring_entries(**overrides))
+    return make_keyring(test_keyring_entries(TRUSTED, **overrides))
 
 
 # These are helpers, not tests: keep pytest from collecting them where they are imported.

@@ -135,7 +135,7 @@ def test_reduce_reports_pending(signer: dict[str, Path], tmp_path: Path) -> None
 
 def test_reduce_bad_keyring_is_one_line(signer: dict[str, Path], tmp_path: Path) -> None:
     (tmp_path / "bad.json").write_text('{"keyring_version": "2", "keys": []}')
-    status, out, err = run(["reduce", "--keyring", str(tmp_path / "bad.json"), "-"])
+    status, _, err = run(["reduce", "--keyring", str(tmp_path / "bad.json"), "-"])
     assert status == 2
     assert err.strip().splitlines() == [
         'pithlog: [keyring.version] keyring_version must be the string "1" (at /keyring_version)'

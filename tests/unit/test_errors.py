@@ -28,7 +28,7 @@ def test_docs_errors_md_is_current() -> None:
 
 
 def test_unregistered_code_is_refused() -> None:
-    with pytest.raises(ValueError, match="unregistered error code door.nonsense"):
+    with pytest.raises(ValueError, match=r"unregistered error code door\.nonsense"):
         DoorError("nonsense", "x")
 
 

@@ -61,6 +61,10 @@ def _on_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 def _on_int(text: str) -> int:
     if not _INT_FORM.fullmatch(text) or text == "-0":
         _refuse("number_form", f"number {text!r} is not a v1 integer (no -0)")
+    if len(text) > 17:
+        # 2^53 - 1 has 16 digits; checking the length first also keeps int() from raising
+        # ValueError on inputs beyond Python's digit limit (4300 digits).
+        _refuse("number_range", f"integer of {len(text)} characters is beyond 2^53 - 1")
     value = int(text)
     if abs(value) > MAX_SAFE_INTEGER:
         _refuse("number_range", f"integer {text} is beyond 2^53 - 1 in magnitude")
@@ -124,19 +128,82 @@ def _pointer(name: str) -> str:
     return name.replace("~", "~0").replace("/", "~1")
 
 
+def _no_float(text: str) -> NoReturn:
+    raise ValueError("not an integer")
+
+
+# The fast door. msgspec's decoder is strict where v1 is (RFC 8259 syntax, UTF-8, no lone
+# surrogates, no NaN; floats are refused by the hook) but keeps the last of repeated member
+# names and knows neither the integer range nor the depth limit. Input that is already in
+# canonical form settles those without a walk: a JCS re-encoding equal to the input bytes
+# proves no name repeats (the value would re-encode shorter), no -0 (it re-encodes as 0);
+# no run of 16 digits anywhere bounds every integer below 2^53 - 1 (16 digits); at most 64
+# brackets in all bound the depth. Everything else goes through the exact, slower door.
+_FAST = msgspec.json.Decoder(float_hook=_no_float)
+# Digits to "0", everything else to ".": then a run of 16 digits is a substring search, a
+# few times faster than the regex [0-9]{16} on hex-heavy input.
+_DIGIT_MASK = bytes(0x30 if 0x30 <= i <= 0x39 else 0x2E for i in range(256))
+_SIXTEEN_ZEROS = b"0" * 16
+_JSON_SPACE = b" \t\r\n"
+
+
+def _fast(raw: bytes) -> tuple[JSON, bytes] | None:
+    """The value and its JCS when ``raw`` is canonical v1 JSON; ``None`` when unsure."""
+    if (
+        raw.count(b"[") + raw.count(b"{") > MAX_DEPTH
+        or _SIXTEEN_ZEROS in raw.translate(_DIGIT_MASK)
+    ):
+        return None
+    try:
+        value = _FAST.decode(raw)
+    except (msgspec.MsgspecError, RecursionError, ValueError):
+        return None
+    encoded = jcs(value)
+    if encoded != raw.strip(_JSON_SPACE):
+        return None
+    return value, encoded
+
+
+def _prepare(data: bytes) -> bytes:
+    if not isinstance(data, (bytes, bytearray, memoryview)):
+        raise TypeError("the door takes bytes")
+    raw = bytes(data)
+    if len(raw) > MAX_LINE_BYTES:
+        _refuse("too_large", f"input of {len(raw)} bytes exceeds {MAX_LINE_BYTES} bytes")
+    if raw.startswith(_BOM):
+        _refuse("bom", "input starts with a byte-order mark", "byte 0")
+    return raw
+
+
 def parse(data: bytes) -> JSON:
     """Parse untrusted bytes into a v1 JSON value, or raise :class:`DoorError`.
 
     The size rule on the JCS encoding is the caller's (:func:`pithlog.events.admit`), since
     it applies to envelopes; everything else of spec section 1 is checked here.
     """
-    if not isinstance(data, (bytes, bytearray, memoryview)):
-        raise TypeError("parse() takes bytes")
-    raw = bytes(data)
-    if len(raw) > MAX_LINE_BYTES:
-        _refuse("too_large", f"input of {len(raw)} bytes exceeds {MAX_LINE_BYTES} bytes")
-    if raw.startswith(_BOM):
-        _refuse("bom", "input starts with a byte-order mark", "byte 0")
+    raw = _prepare(data)
+    fast = _fast(raw)
+    if fast is not None:
+        return fast[0]
+    return _parse_exact(raw)
+
+
+def decode(data: bytes) -> tuple[JSON, bytes]:
+    """:func:`parse`, and the JCS encoding of the value (computed once, whichever door)."""
+    raw = _prepare(data)
+    fast = _fast(raw)
+    if fast is not None:
+        return fast
+    value = _parse_exact(raw)
+    return value, jcs(value)
+
+
+def parse_exact(data: bytes) -> JSON:
+    """The exact door alone (no fast path): for differential tests against :func:`parse`."""
+    return _parse_exact(_prepare(data))
+
+
+def _parse_exact(raw: bytes) -> JSON:
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -153,8 +220,8 @@ def parse(data: bytes) -> JSON:
 
 # --- canonical form -----------------------------------------------------------------------
 
-_HAS_E000_FFFF = re.compile(b"[\xee\xef]")
-_HAS_NON_BMP = re.compile(b"[\xf0-\xf4]")
+# Byte searches (memchr), not regular expressions: this runs on every encoding.
+_NON_BMP_LEADS = (b"\xf0", b"\xf1", b"\xf2", b"\xf3", b"\xf4")
 
 
 def jcs(value: JSON) -> bytes:
@@ -163,13 +230,36 @@ def jcs(value: JSON) -> bytes:
     msgspec with sorted keys writes exactly JCS for v1 values (integers only, the same string
     escapes), except for one rule: it sorts member names by code point, JCS by UTF-16 code
     unit. The two orders differ only between a character above U+FFFF and one in
-    U+E000..U+FFFF, so when the output holds both kinds of UTF-8 lead byte we fall back to
-    the reference encoder. ``tests/properties`` proves the equality on generated values.
+    U+E000..U+FFFF, so when the output holds both kinds of UTF-8 lead byte and some object
+    has such member names, we fall back to the reference encoder. ``tests/properties``
+    proves the equality on generated values.
     """
     out = msgspec.json.encode(value, order="sorted")
-    if _HAS_NON_BMP.search(out) and _HAS_E000_FFFF.search(out):
+    if (
+        not out.isascii()
+        and (b"\xee" in out or b"\xef" in out)  # lead bytes of U+E000..U+FFFF
+        and any(lead in out for lead in _NON_BMP_LEADS)
+        and _names_may_disorder(value)
+    ):
         return bytes(rfc8785.dumps(value))
     return out
+
+
+def _names_may_disorder(value: JSON) -> bool:
+    """Some object has a member name with a character at or above U+E000: only then can
+    code point order and UTF-16 order of its names differ."""
+    stack = [value]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            for name, child in node.items():
+                if not name.isascii() and max(name) >= "\ue000":
+                    return True
+                if isinstance(child, (dict, list)):
+                    stack.append(child)
+        elif isinstance(node, list):
+            stack.extend(child for child in node if isinstance(child, (dict, list)))
+    return False
 
 
 def jcs_reference(value: JSON) -> bytes:

@@ -18,12 +18,12 @@ from typing import Any
 from pithlog.canonical import (
     JSON,
     MAX_ENVELOPE_BYTES,
+    decode,
     decode_b64,
     digest,
     encode_b64,
     is_hex64,
     jcs,
-    parse,
 )
 from pithlog.errors import DoorError, SigningError
 from pithlog.keys import SigningKey
@@ -95,7 +95,8 @@ def admit(value: JSON, encoded: bytes | None = None) -> Envelope:
 
 def parse_envelope(data: bytes) -> Envelope:
     """The door for one event: untrusted bytes to an :class:`Envelope`, or :class:`DoorError`."""
-    return admit(parse(data))
+    value, encoded = decode(data)
+    return admit(value, encoded)
 
 
 def body_of(envelope: dict[str, Any]) -> dict[str, Any]:

@@ -1,0 +1,145 @@
+"""`make bench`: pithlog's figures as ratios to the raw Ed25519 verify rate of the same run.
+
+Prints one table and appends it, with the machine, versions and date, to bench/RESULTS.md.
+Sizes: `--scale` multiplies the event counts (1.0 = the documented sizes; CI never runs
+this). Workloads are cached in bench/.cache (deterministic, so reusable).
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import datetime
+import hashlib
+import io
+import json
+import platform
+import sys
+import time
+from collections.abc import Callable
+from importlib import metadata
+from pathlib import Path
+
+import rfc8785
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import workload
+
+from pithlog.cli import main
+from pithlog.testing import test_keyring_entries
+
+HERE = Path(__file__).resolve().parent
+CACHE = HERE / ".cache"
+
+
+class Table:
+    def __init__(self, verify_rate: float) -> None:
+        self.verify_rate = verify_rate
+        self.rows: list[tuple[str, str, str]] = []
+
+    def rate(self, name: str, events: int, seconds: float) -> float:
+        rate = events / seconds
+        self.rows.append((name, f"{rate:,.0f} events/s", f"{rate / self.verify_rate:.2f}"))
+        print(f"  {name}: {rate:,.0f} events/s ({rate / self.verify_rate:.2f}x verify)",
+              flush=True)  # fmt: skip
+        return rate
+
+    def figure(self, name: str, value: str, ratio: str = "") -> None:
+        self.rows.append((name, value, ratio))
+        print(f"  {name}: {value} {ratio}", flush=True)
+
+    def markdown(self) -> str:
+        lines = ["| figure | value | ratio to raw verify |", "|---|---|---|"]
+        lines += [f"| {a} | {b} | {c} |" for a, b, c in self.rows]
+        return "\n".join(lines)
+
+
+def timed(func: Callable[[], object]) -> float:
+    start = time.perf_counter()
+    func()
+    return time.perf_counter() - start
+
+
+def raw_verify_rate(n: int) -> float:
+    """Ed25519 verifications per second, one core, 32-byte messages (what pithlog signs)."""
+    key = Ed25519PrivateKey.generate()
+    public = key.public_key()
+    message = bytes(32)
+    signature = key.sign(message)
+    seconds = timed(lambda: [public.verify(signature, message) for _ in range(n)])
+    return n / seconds
+
+
+def straightforward(path: Path, public_keys: dict[str, object]) -> int:
+    """The plain path: json.loads, rfc8785 for the event id, verify. No checks beyond."""
+    count = 0
+    with path.open("rb") as handle:
+        for line in handle:
+            event = json.loads(line)
+            body = {k: v for k, v in event.items() if k not in ("event_id", "signature_b64")}
+            body_digest = hashlib.sha256(rfc8785.dumps(body)).digest()
+            assert event["event_id"] == "sha256:" + body_digest.hex()
+            public_keys[event["signer"]["key_id"]].verify(  # type: ignore[attr-defined]
+                base64.b64decode(event["signature_b64"]), body_digest
+            )
+            count += 1
+    return count
+
+
+def run(scale: float) -> Table:
+    n_verify = max(2000, int(20000 * scale))
+    verify_rate = raw_verify_rate(n_verify)
+    table = Table(verify_rate)
+    table.figure("raw Ed25519 verify (cryptography, 1 core)", f"{verify_rate:,.0f} /s", "1.00")
+
+    n = max(1000, int(100_000 * scale))
+    events = workload.write(CACHE / f"mixed-{n}.jsonl", workload.mixed(n))
+    keyring = CACHE / "keyring.json"
+    keyring.write_text(json.dumps({"keyring_version": "1", "keys": test_keyring_entries()}))
+
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
+    from pithlog.keys import make_keyring
+
+    ring = make_keyring(test_keyring_entries())
+    keys = {k: Ed25519PublicKey.from_public_bytes(ring[k].public_key) for k in ring}
+    plain = table.rate("straightforward json + rfc8785 + verify", n,
+                       timed(lambda: straightforward(events, keys)))  # fmt: skip
+
+    def reduce() -> None:
+        status = main(["reduce", "--keyring", str(keyring), str(events)],
+                      stdout=io.BytesIO(), stderr=io.StringIO())  # fmt: skip
+        assert status == 0
+
+    rate = table.rate(f"reduce of a {n:,}-event file", n, timed(reduce))
+    table.figure("reduce vs straightforward", f"{rate / plain:.2f}x")
+    return table
+
+
+def environment() -> str:
+    names = ("cryptography", "msgspec", "rfc8785", "lmdb")
+    versions = ", ".join(f"{name} {metadata.version(name)}" for name in names)
+    return (f"{datetime.date.today().isoformat()} · {platform.machine()} · "
+            f"{platform.python_implementation()} {platform.python_version()} · "
+            f"{versions}")  # fmt: skip
+
+
+def main_bench(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--scale", type=float, default=1.0, help="multiply event counts")
+    parser.add_argument("--no-record", action="store_true", help="do not append RESULTS.md")
+    args = parser.parse_args(argv)
+    print(f"pithlog bench, scale {args.scale}: {environment()}", flush=True)
+    table = run(args.scale)
+    text = table.markdown()
+    print(text)
+    if not args.no_record:
+        with (HERE / "RESULTS.md").open("a", encoding="utf-8") as handle:
+            handle.write(f"\n## {environment()} · scale {args.scale}\n\n{text}\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main_bench())

@@ -1,0 +1,1336 @@
+"""The durable log: an LMDB environment holding events, their evidence, indexes and the
+cached state of every pith (``docs/store.md`` describes the layout byte for byte).
+
+This is the only module that imports :mod:`lmdb`.
+
+- :meth:`Store.append` takes a batch (raw lines or envelopes), applies the door, checks 1-12
+  and the step 0 preference of spec section 7, and commits it as ONE durable write
+  transaction together with the re-reduced state of every pith it touched. Nothing is
+  reported before the commit.
+- :meth:`Store.replay` reads the whole log back through the same pure path (door, checks,
+  reduce, render) and reports every place where what is stored disagrees with what the
+  log implies.
+- :meth:`Store.rebuild` re-judges the log under another keyring (``replay --rebuild``).
+
+LMDB allows one ``Environment`` per file per process, so environments are shared through
+a process-wide registry, reference-counted; several :class:`Store` objects (and threads)
+may use one store, and several processes may use it at once (LMDB's writer lock).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import multiprocessing
+import os
+import shutil
+import struct
+import tempfile
+import threading
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar
+
+import lmdb
+import msgspec
+
+from pithlog.canonical import jcs
+from pithlog.checks import CHECK_NUMBER, REASONS, check_alone
+from pithlog.errors import DoorError, StoreError, register
+from pithlog.events import Envelope, is_event_id, parse_envelope
+from pithlog.keys import Keyring, make_keyring
+from pithlog.records import is_pith_number
+from pithlog.reduce import MERGE_VERSION, Judged, Pending, Reduction, prefer, reduce_pith
+from pithlog.state import render, state_document
+
+register(
+    {
+        "store.missing": "no pithlog store there: check --store, or append to create one",
+        "store.not_a_store": "the folder is not a pithlog store (or a newer format): check --store",
+        "store.format": "the store was written by another store format version of pithlog",
+        "store.keyring_changed": "the store's states were reduced under another keyring: "
+        "run `pithlog replay --rebuild --keyring KEYRING` once, then append",
+        "store.readonly": "the store was opened read-only; open it for writing",
+        "store.closed": "the store was closed; open it again",
+        "store.corrupted": "the store's files are damaged: run `pithlog replay --verify`, "
+        "restore from a backup or re-import an export",
+        "store.readers_full": "too many processes read the store at once; retry",
+        "store.txn_full": "the transaction is too large for LMDB: append in smaller batches",
+        "store.disk": "the disk is full or failing: free space and retry",
+        "store.lock": "the store's lock file cannot be used: check permissions",
+        "store.io": "the store's folder cannot be created or read: check the path",
+        "store.lmdb": "LMDB refused the operation: the message names the cause",
+    }
+)
+
+FORMAT_VERSION = b"1"
+"""``meta[format]``: the layout of ``docs/store.md``."""
+
+DEFAULT_MAP_SIZE = 64 << 20
+"""Initial map size of a new store; it doubles whenever a batch does not fit."""
+
+MAX_MAP_SIZE = 1 << 40
+
+DB_NAMES = ("events", "evidence", "by_pith", "seq", "states", "piths", "verdicts", "meta")
+
+META_FORMAT = b"format"
+META_MERGE = b"merge_version"
+META_KEYRING = b"keyring_digest"
+META_NEXT_SEQ = b"next_seq"
+
+VALID = b"valid"
+"""The verdict value of a copy that passes checks 1-12 (otherwise: its reason code)."""
+
+PITH_BYTES = 36
+"""``pith:YYYY:`` + 26 base32 characters, ASCII."""
+
+# Append statuses (one per item of a batch).
+STORED = "stored"
+"""A new event_id: this copy is stored (with ``reason`` set when kept invalid)."""
+DUPLICATE = "duplicate"
+"""This exact envelope is already stored (or appeared earlier in the batch)."""
+REPLACED = "replaced"
+"""A different copy was stored under this event_id; this one is preferred (spec 7 step 0)
+and is now the event's copy; the other is kept as evidence."""
+EVIDENCE = "evidence"
+"""A different copy is stored under this event_id and stays preferred; this one is kept as
+evidence."""
+REJECTED = "rejected"
+"""Fails one of checks 1-12 (``reason``); not stored (see ``keep_invalid``)."""
+REFUSED = "refused"
+"""Refused at the door (spec 1, 4): not attributable, never stored."""
+
+_SEQ = struct.Struct(">Q")
+T = TypeVar("T")
+
+if TYPE_CHECKING:
+    _Txn: TypeAlias = lmdb.Transaction[bytes]
+
+
+# --- small codecs -------------------------------------------------------------------------
+
+
+def _eid_bytes(event_id: str) -> bytes:
+    return bytes.fromhex(event_id[len("sha256:") :])
+
+
+def _eid_str(raw: bytes) -> str:
+    return "sha256:" + raw.hex()
+
+
+def _copy_hash(data: bytes) -> bytes:
+    return hashlib.sha256(data).digest()
+
+
+def _verdict_bytes(reason: str | None) -> bytes:
+    return VALID if reason is None else reason.encode("ascii")
+
+
+def _verdict_of(raw: bytes) -> str | None:
+    if raw == VALID:
+        return None
+    reason = raw.decode("ascii", "replace")
+    if reason not in CHECK_NUMBER:
+        raise ValueError(f"not a verdict: {raw!r}")
+    return reason
+
+
+class _Ids(msgspec.Struct):
+    event_id: str
+    pith_number: str
+
+
+_IDS = msgspec.json.Decoder(_Ids)
+_ANY = msgspec.json.Decoder()
+
+
+def _stored_envelope(data: bytes) -> Envelope:
+    """A stored copy, decoded without the door: it passed the door when it was appended
+    (``replay`` is what puts every stored byte through the door again)."""
+    value = _ANY.decode(data)
+    return Envelope(value, value["event_id"], value["pith_number"], data)
+
+
+def _ids(data: bytes) -> _Ids | None:
+    """``event_id`` and ``pith_number`` of stored bytes, or ``None`` when they do not decode."""
+    try:
+        return _IDS.decode(data)
+    except (msgspec.MsgspecError, ValueError):
+        return None
+
+
+def _pith_status(result: Reduction | Pending | None, state: bytes | None) -> bytes | None:
+    """The ``piths`` value: JCS of the pith's status (``None``: the pith has no events)."""
+    if result is None:
+        return None
+    if isinstance(result, Pending):
+        return jcs(
+            {
+                "status": "pending",
+                "event_count": result.event_count,
+                "invalid_event_count": len(result.invalid),
+            }
+        )
+    assert state is not None
+    return jcs(
+        {
+            "status": "state",
+            "event_count": result.event_count,
+            "invalid_event_count": len(result.invalid),
+            "state_sha256": hashlib.sha256(state).hexdigest(),
+        }
+    )
+
+
+def _reduce(pith: str, judged: list[Judged]) -> tuple[Reduction | Pending | None, bytes | None]:
+    if not judged:
+        return None, None
+    result = reduce_pith(pith, judged)
+    if isinstance(result, Pending):
+        return result, None
+    return result, render(state_document(result))
+
+
+def _why(winner: Judged, loser: Judged) -> str:
+    """Why section 7 step 0 prefers ``winner`` to ``loser``, in words."""
+    if winner.reason is None and loser.reason is not None:
+        return f"passes checks 1-12; the other copy fails ({loser.reason})"
+    if winner.reason is not None and loser.reason is not None and winner.reason != loser.reason:
+        return (
+            f"fails at a later check ({winner.reason}, check {CHECK_NUMBER[winner.reason]}) "
+            f"than the other copy ({loser.reason}, check {CHECK_NUMBER[loser.reason]})"
+        )
+    state = "both pass checks 1-12" if winner.reason is None else f"both fail ({winner.reason})"
+    return f"{state}; its JCS encoding is the smaller byte string"
+
+
+# --- lmdb errors --------------------------------------------------------------------------
+
+
+def _store_error(exc: lmdb.Error) -> StoreError:
+    text = str(exc)
+    if isinstance(exc, (lmdb.CorruptedError, lmdb.PanicError, lmdb.PageNotFoundError)):
+        return StoreError("corrupted", f"LMDB reports damage: {text}")
+    if isinstance(exc, (lmdb.InvalidError, lmdb.VersionMismatchError, lmdb.IncompatibleError)):
+        return StoreError("not_a_store", f"not an LMDB environment pithlog can open: {text}")
+    if isinstance(exc, lmdb.ReadersFullError):
+        return StoreError("readers_full", text)
+    if isinstance(exc, lmdb.TxnFullError):
+        return StoreError("txn_full", text)
+    if isinstance(exc, lmdb.ReadonlyError):
+        return StoreError("readonly", text)
+    if isinstance(exc, lmdb.DiskError):
+        return StoreError("disk", text)
+    if isinstance(exc, lmdb.LockError):
+        return StoreError("lock", text)
+    return StoreError("lmdb", text)
+
+
+@contextlib.contextmanager
+def _lmdb_errors() -> Iterator[None]:
+    try:
+        yield
+    except lmdb.Error as exc:
+        raise _store_error(exc) from exc
+
+
+# --- the process-wide registry of environments --------------------------------------------
+
+
+class _Gate:
+    """Readers share; a map resize is exclusive (LMDB: no transaction of this process may
+    be active while ``set_mapsize`` runs). The single writer also holds ``write``."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._readers = 0
+        self._exclusive = False
+        self.write = threading.RLock()
+
+    @contextlib.contextmanager
+    def shared(self) -> Iterator[None]:
+        with self._cond:
+            while self._exclusive:
+                self._cond.wait()
+            self._readers += 1
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._readers -= 1
+                self._cond.notify_all()
+
+    @contextlib.contextmanager
+    def exclusive(self) -> Iterator[None]:
+        with self._cond:
+            while self._exclusive or self._readers:
+                self._cond.wait()
+            self._exclusive = True
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._exclusive = False
+                self._cond.notify_all()
+
+
+@dataclass(eq=False)
+class _Shared:
+    """One open LMDB environment, shared by every :class:`Store` on it in this process."""
+
+    key: tuple[Any, ...]
+    path: str
+    env: lmdb.Environment
+    dbs: dict[str, Any]
+    refs: int = 0
+    gate: _Gate = field(default_factory=_Gate)
+
+
+_REGISTRY: dict[tuple[Any, ...], _Shared] = {}
+_REGISTRY_LOCK = threading.Lock()
+
+
+def _forget_inherited() -> None:
+    # LMDB: an environment must not be used after fork() in the child. A child process
+    # starts with an empty registry and opens the store afresh.
+    global _REGISTRY_LOCK
+    _REGISTRY.clear()
+    _REGISTRY_LOCK = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_inherited)
+
+
+def _file_key(real: str) -> tuple[Any, ...]:
+    """The identity of a store's files: its real path and the inode of its data file (a
+    store deleted and re-created at the same path is another store)."""
+    try:
+        st = os.stat(os.path.join(real, "data.mdb"))
+    except OSError:
+        return (real, None)
+    return (real, st.st_dev, st.st_ino)
+
+
+def _acquire(path: str, create: bool, map_size: int) -> _Shared:
+    real = os.path.realpath(path)
+    with _REGISTRY_LOCK:
+        key = _file_key(real)
+        shared = _REGISTRY.get(key)
+        if shared is None:
+            shared = _open_env(real, create, map_size)
+            _REGISTRY[shared.key] = shared
+        shared.refs += 1
+        return shared
+
+
+def _release(shared: _Shared) -> None:
+    with _REGISTRY_LOCK:
+        shared.refs -= 1
+        if shared.refs > 0:
+            return
+        if _REGISTRY.get(shared.key) is shared:
+            del _REGISTRY[shared.key]
+    with shared.gate.write, shared.gate.exclusive():
+        shared.env.close()
+
+
+def _open_env(real: str, create: bool, map_size: int) -> _Shared:
+    data = os.path.join(real, "data.mdb")
+    if not os.path.exists(data):
+        if not create:
+            raise StoreError("missing", f"no store at {real} (no data.mdb)")
+        try:
+            os.makedirs(real, exist_ok=True)
+        except OSError as exc:
+            raise StoreError("io", f"cannot create {real}: {exc.strerror or exc}") from exc
+    elif not os.path.isdir(real):
+        raise StoreError("not_a_store", f"{real} is not a folder")
+    try:
+        env = lmdb.open(
+            real,
+            map_size=map_size,
+            subdir=True,
+            max_dbs=len(DB_NAMES) + 2,
+            sync=True,
+            metasync=True,
+            readahead=False,
+            create=create,
+            max_spare_txns=1,
+        )
+    except lmdb.Error as exc:
+        if not create and isinstance(exc, (lmdb.InvalidError, lmdb.VersionMismatchError)):
+            raise StoreError("not_a_store", f"{real} is not a pithlog store: {exc}") from exc
+        raise _store_error(exc) from exc
+    try:
+        env.reader_check()  # clear reader slots of processes that died (SIGKILL)
+        dbs = _open_dbs(env, real, create)
+    except BaseException:
+        env.close()
+        raise
+    return _Shared(_file_key(real), real, env, dbs)
+
+
+def _open_dbs(env: lmdb.Environment, real: str, create: bool) -> dict[str, Any]:
+    with _lmdb_errors(), env.begin(write=True) as txn:
+        if not create:
+            try:
+                env.open_db(b"meta", txn=txn, create=False)
+            except lmdb.NotFoundError:
+                raise StoreError("not_a_store", f"{real} holds no pithlog store") from None
+        dbs = {name: env.open_db(name.encode("ascii"), txn=txn) for name in DB_NAMES}
+        meta = dbs["meta"]
+        fmt = txn.get(META_FORMAT, db=meta)
+        if fmt is None:
+            if txn.stat(dbs["events"])["entries"] or txn.stat(dbs["seq"])["entries"]:
+                raise StoreError("not_a_store", f"{real} has events but no meta format")
+            txn.put(META_FORMAT, FORMAT_VERSION, db=meta)
+            txn.put(META_MERGE, MERGE_VERSION.encode("ascii"), db=meta)
+            txn.put(META_NEXT_SEQ, _SEQ.pack(1), db=meta)
+        elif fmt != FORMAT_VERSION:
+            raise StoreError(
+                "format",
+                f"store format {fmt.decode('ascii', 'replace')!r}; this pithlog reads "
+                f"{FORMAT_VERSION.decode()!r}",
+            )
+        merge = txn.get(META_MERGE, db=meta)
+        if merge != MERGE_VERSION.encode("ascii"):
+            raise StoreError(
+                "format",
+                f"store merge_version {merge!r}; this pithlog implements {MERGE_VERSION}",
+            )
+    return dbs
+
+
+# --- results ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class AppendResult:
+    """What became of one item of a batch (``index`` counts items from 0)."""
+
+    index: int
+    event_id: str | None
+    status: str
+    reason: str | None = None
+    pith_number: str | None = None
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "index": self.index,
+            "event_id": self.event_id,
+            "status": self.status,
+            "reason": self.reason,
+        }
+
+
+@dataclass(frozen=True)
+class Discrepancy:
+    """One place where the store disagrees with what its log implies."""
+
+    kind: str
+    subject: str
+    detail: str
+
+    def line(self) -> str:
+        return f"{self.kind}: {self.subject}: {self.detail}"
+
+
+@dataclass
+class ReplayReport:
+    """What :meth:`Store.replay` found. ``ok`` when there is no discrepancy."""
+
+    keyring_digest: str
+    stored_keyring_digest: str | None
+    piths: int = 0
+    events: int = 0
+    copies: int = 0
+    discrepancies: list[Discrepancy] = field(default_factory=list)
+
+    @property
+    def same_keyring(self) -> bool:
+        return self.stored_keyring_digest in (None, self.keyring_digest)
+
+    @property
+    def ok(self) -> bool:
+        return not self.discrepancies
+
+    @property
+    def changed_piths(self) -> list[str]:
+        """Piths whose cached state (or pending status) differs from the replayed one."""
+        return sorted({d.subject for d in self.discrepancies if d.kind in ("state", "pith")})
+
+
+Progress = Callable[[int, int], None]
+"""``progress(done, total)``: piths replayed so far, out of ``total``."""
+
+
+# --- the store ----------------------------------------------------------------------------
+
+
+class Store:
+    """A pithlog store: one LMDB environment directory. Use as a context manager."""
+
+    def __init__(self, shared: _Shared, readonly: bool) -> None:
+        self._shared: _Shared | None = shared
+        self.readonly = readonly
+        self.path = shared.path
+
+    @classmethod
+    def open(
+        cls,
+        path: str | os.PathLike[str],
+        create: bool = True,
+        readonly: bool = False,
+        map_size: int = DEFAULT_MAP_SIZE,
+    ) -> Store:
+        """Open (and with ``create``, make) the store at ``path``.
+
+        Opening one store twice in a process is safe: both share one environment.
+        ``readonly`` refuses writes through this object.
+        """
+        return cls(_acquire(os.fspath(path), create and not readonly, map_size), readonly)
+
+    def close(self) -> None:
+        shared, self._shared = self._shared, None
+        if shared is not None:
+            _release(shared)
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        with contextlib.suppress(Exception):
+            self.close()
+
+    # --- transactions ---------------------------------------------------------------------
+
+    @property
+    def _env(self) -> _Shared:
+        if self._shared is None:
+            raise StoreError("closed", "the store is closed")
+        return self._shared
+
+    def _grow(self, shared: _Shared) -> None:
+        size = shared.env.info()["map_size"]
+        if size >= MAX_MAP_SIZE:
+            raise StoreError("disk", f"the map is already {size} bytes; refusing to grow it")
+        with shared.gate.exclusive():
+            shared.env.set_mapsize(min(size * 2, MAX_MAP_SIZE))
+
+    def _adopt_size(self, shared: _Shared) -> None:
+        """Another process grew the map: adopt its size (LMDB: set_mapsize(0))."""
+        with shared.gate.exclusive():
+            shared.env.set_mapsize(0)
+
+    def _write(self, work: Callable[[_Txn, dict[str, Any]], T]) -> T:
+        """Run ``work`` in one write transaction and commit it durably. On a full map the
+        transaction is aborted, the map doubled, and ``work`` run again from the start."""
+        if self.readonly:
+            raise StoreError("readonly", "this store was opened read-only")
+        shared = self._env
+        with _lmdb_errors(), shared.gate.write:
+            while True:
+                with shared.gate.shared():
+                    try:
+                        txn = shared.env.begin(write=True)
+                    except lmdb.MapResizedError:
+                        resized = True
+                    else:
+                        resized = False
+                        try:
+                            result = work(txn, shared.dbs)
+                            txn.commit()
+                            return result
+                        except lmdb.MapFullError:
+                            with contextlib.suppress(lmdb.Error):
+                                txn.abort()
+                        except BaseException:
+                            with contextlib.suppress(lmdb.Error):
+                                txn.abort()
+                            raise
+                if resized:
+                    self._adopt_size(shared)
+                else:
+                    self._grow(shared)
+
+    def _read(self, work: Callable[[_Txn, dict[str, Any]], T]) -> T:
+        shared = self._env
+        with _lmdb_errors():
+            while True:
+                with shared.gate.shared():
+                    try:
+                        txn = shared.env.begin()
+                    except lmdb.MapResizedError:
+                        pass
+                    else:
+                        try:
+                            return work(txn, shared.dbs)
+                        finally:
+                            txn.abort()
+                self._adopt_size(shared)
+
+    # --- reading --------------------------------------------------------------------------
+
+    def state(self, pith_number: str) -> bytes | None:
+        """The cached state document of a pith (exactly what ``pithlog reduce`` prints for
+        it, without the newline), or ``None`` when it has none (unknown or pending)."""
+        if not is_pith_number(pith_number):
+            return None
+        key = pith_number.encode("ascii")
+        return self._read(lambda txn, dbs: txn.get(key, db=dbs["states"]))
+
+    def event(self, event_id: str) -> bytes | None:
+        """The preferred copy stored under ``event_id`` (JCS bytes), or ``None``."""
+        if not is_event_id(event_id):
+            return None
+        key = _eid_bytes(event_id)
+        return self._read(lambda txn, dbs: txn.get(key, db=dbs["events"]))
+
+    def evidence(self, event_id: str) -> list[bytes]:
+        """The other copies kept under ``event_id`` (evidence), in copy-hash order."""
+        if not is_event_id(event_id):
+            return []
+        key = _eid_bytes(event_id)
+        return self._read(lambda txn, dbs: [v for _, v in _evidence_of(txn, dbs, key)])
+
+    def status(self, pith_number: str) -> dict[str, Any] | None:
+        """The ``piths`` entry of a pith: status, event counts (``None`` when unknown)."""
+        if not is_pith_number(pith_number):
+            return None
+        key = pith_number.encode("ascii")
+        raw = self._read(lambda txn, dbs: txn.get(key, db=dbs["piths"]))
+        if raw is None:
+            return None
+        value: dict[str, Any] = msgspec.json.decode(raw)
+        return {"pith_number": pith_number, **value}
+
+    def piths(self) -> list[dict[str, Any]]:
+        """Every pith with its status, sorted by pith_number."""
+
+        def work(txn: _Txn, dbs: dict[str, Any]) -> list[dict[str, Any]]:
+            out = []
+            for key, raw in txn.cursor(db=dbs["piths"]):
+                out.append({"pith_number": key.decode("ascii"), **msgspec.json.decode(raw)})
+            return out
+
+        return self._read(work)
+
+    def pending(self) -> list[dict[str, Any]]:
+        """Piths whose events hold no valid record_created yet (spec 7 step 2)."""
+        return [p for p in self.piths() if p["status"] == "pending"]
+
+    def keyring_digest(self) -> str | None:
+        """Digest of the keyring the cached states were reduced under (``None``: empty)."""
+        raw = self._read(lambda txn, dbs: txn.get(META_KEYRING, db=dbs["meta"]))
+        return None if raw is None else raw.hex()
+
+    def export(self, after: int = 0, chunk: int = 1000) -> Iterator[tuple[int, bytes]]:
+        """Every distinct stored envelope (preferred copies and evidence) in append order,
+        as ``(seq, JCS bytes)``, starting after sequence number ``after``. Each chunk is read
+        in its own short transaction, so an export does not pin old pages for long."""
+        position = max(after, 0) + 1
+        while True:
+
+            def work(
+                txn: _Txn, dbs: dict[str, Any], start: int = position
+            ) -> list[tuple[int, bytes]]:
+                out: list[tuple[int, bytes]] = []
+                cursor = txn.cursor(db=dbs["seq"])
+                if not cursor.set_range(_SEQ.pack(start)):
+                    return out
+                for key, value in cursor:
+                    data = _copy_at(txn, dbs, value)
+                    if data is None:
+                        raise StoreError(
+                            "corrupted",
+                            f"seq {_SEQ.unpack(key)[0]} names a copy that is not stored "
+                            f"({_eid_str(value[:32])}); run `pithlog replay --verify`",
+                        )
+                    out.append((_SEQ.unpack(key)[0], data))
+                    if len(out) >= chunk:
+                        break
+                return out
+
+            rows = self._read(work)
+            yield from rows
+            if len(rows) < chunk:
+                return
+            position = rows[-1][0] + 1
+
+    def stats(self) -> dict[str, Any]:
+        """Counts, sizes and map use, as a JSON object."""
+        shared = self._env
+
+        def work(txn: _Txn, dbs: dict[str, Any]) -> dict[str, Any]:
+            counts = {name: txn.stat(dbs[name])["entries"] for name in DB_NAMES}
+            states = pending = 0
+            for _, raw in txn.cursor(db=dbs["piths"]):
+                if msgspec.json.decode(raw)["status"] == "state":
+                    states += 1
+                else:
+                    pending += 1
+            kd = txn.get(META_KEYRING, db=dbs["meta"])
+            next_seq = txn.get(META_NEXT_SEQ, db=dbs["meta"])
+            return {
+                "counts": counts,
+                "piths_with_state": states,
+                "piths_pending": pending,
+                "keyring_digest": None if kd is None else kd.hex(),
+                "next_seq": None if next_seq is None else _SEQ.unpack(next_seq)[0],
+            }
+
+        out = self._read(work)
+        info = shared.env.info()
+        stat = shared.env.stat()
+        used = (info["last_pgno"] + 1) * stat["psize"]
+        data_file = Path(shared.path) / "data.mdb"
+        out.update(
+            {
+                "path": shared.path,
+                "format": FORMAT_VERSION.decode(),
+                "merge_version": MERGE_VERSION,
+                "page_size": stat["psize"],
+                "map_size": info["map_size"],
+                "map_used": used,
+                "map_use": round(used / info["map_size"], 4),
+                "file_size": data_file.stat().st_size if data_file.exists() else 0,
+            }
+        )
+        return out
+
+    # --- appending ------------------------------------------------------------------------
+
+    def append(
+        self,
+        batch: Iterable[bytes | bytearray | memoryview | Envelope],
+        keyring: Keyring,
+        keep_invalid: bool = False,
+    ) -> list[AppendResult]:
+        """Append a batch as ONE durable transaction; one :class:`AppendResult` per item.
+
+        Raw bytes go through the door (refused ones are reported, never stored). A copy
+        that fails checks 1-12 is ``rejected`` (not stored) unless ``keep_invalid``, which
+        stores it so that it enters the reduction as an invalid event. A second, different
+        copy of a stored event_id is resolved by :func:`pithlog.reduce.prefer`. Every pith
+        whose events changed is re-reduced in the same transaction. Results are returned
+        only after the commit is durable.
+        """
+        items: list[Envelope | DoorError] = []
+        for item in batch:
+            if isinstance(item, Envelope):
+                items.append(item)
+                continue
+            try:
+                items.append(parse_envelope(bytes(item)))
+            except DoorError as exc:
+                items.append(exc)
+        kd = bytes.fromhex(keyring.digest)
+        verdicts: dict[bytes, str | None] = {}  # copy hash -> checks 1-12, kept across retries
+
+        def judged(env: Envelope, h: bytes) -> Judged:
+            if h not in verdicts:
+                verdicts[h] = check_alone(env, keyring)
+            return Judged(env, verdicts[h])
+
+        def work(txn: _Txn, dbs: dict[str, Any]) -> list[AppendResult]:
+            meta = dbs["meta"]
+            stored_kd = txn.get(META_KEYRING, db=meta)
+            if stored_kd != kd:
+                if stored_kd is not None and txn.stat(dbs["events"])["entries"]:
+                    raise StoreError(
+                        "keyring_changed",
+                        f"the store's states were reduced under keyring {stored_kd.hex()[:16]}"
+                        f"..., this keyring is {keyring.digest[:16]}...: run `pithlog replay "
+                        "--rebuild --keyring KEYRING` to re-reduce the store under it",
+                    )
+                txn.put(META_KEYRING, kd, db=meta)
+            raw_next = txn.get(META_NEXT_SEQ, db=meta)
+            if raw_next is None or len(raw_next) != _SEQ.size:
+                raise StoreError("corrupted", "meta next_seq is missing or damaged; run "
+                                 "`pithlog replay --verify`")  # fmt: skip
+            next_seq = _SEQ.unpack(raw_next)[0]
+            results: list[AppendResult] = []
+            touched: set[str] = set()
+            for index, item in enumerate(items):
+                if isinstance(item, DoorError):
+                    results.append(AppendResult(index, None, REFUSED, item.describe()))
+                    continue
+                env, h, eid = item, _copy_hash(item.encoded), _eid_bytes(item.event_id)
+                current = txn.get(eid, db=dbs["events"])
+                if current == env.encoded or (
+                    current is not None and txn.get(eid + h, db=dbs["evidence"]) is not None
+                ):
+                    results.append(AppendResult(index, env.event_id, DUPLICATE, None,
+                                                env.pith_number))  # fmt: skip
+                    continue
+                new = judged(env, h)
+                if new.reason is not None and not keep_invalid:
+                    results.append(AppendResult(index, env.event_id, REJECTED, new.reason,
+                                                env.pith_number))  # fmt: skip
+                    continue
+                txn.put(kd + h, _verdict_bytes(new.reason), db=dbs["verdicts"])
+                txn.put(_SEQ.pack(next_seq), eid + h, db=dbs["seq"])
+                next_seq += 1
+                if current is None:
+                    txn.put(eid, env.encoded, db=dbs["events"])
+                    txn.put(env.pith_number.encode("ascii") + eid, b"", db=dbs["by_pith"])
+                    touched.add(env.pith_number)
+                    results.append(AppendResult(index, env.event_id, STORED, new.reason,
+                                                env.pith_number))  # fmt: skip
+                    continue
+                old_env = _stored_envelope(current)
+                old_h = _copy_hash(current)
+                cached = txn.get(kd + old_h, db=dbs["verdicts"])
+                if cached is None or old_h in verdicts:
+                    old = judged(old_env, old_h)
+                    txn.put(kd + old_h, _verdict_bytes(old.reason), db=dbs["verdicts"])
+                else:
+                    old = Judged(old_env, _verdict_of(cached))
+                if prefer(new, old) is new:
+                    txn.put(eid, env.encoded, db=dbs["events"])
+                    txn.put(eid + old_h, current, db=dbs["evidence"])
+                    if old_env.pith_number != env.pith_number:
+                        txn.delete(old_env.pith_number.encode("ascii") + eid, db=dbs["by_pith"])
+                        txn.put(env.pith_number.encode("ascii") + eid, b"", db=dbs["by_pith"])
+                        touched.add(old_env.pith_number)
+                    touched.add(env.pith_number)
+                    results.append(AppendResult(
+                        index, env.event_id, REPLACED,
+                        f"preferred to the stored copy: {_why(new, old)}", env.pith_number,
+                    ))  # fmt: skip
+                else:
+                    txn.put(eid + h, env.encoded, db=dbs["evidence"])
+                    results.append(AppendResult(
+                        index, env.event_id, EVIDENCE,
+                        f"the stored copy is preferred: {_why(old, new)}", env.pith_number,
+                    ))  # fmt: skip
+            for pith in sorted(touched):
+                _rereduce(txn, dbs, pith, kd, keyring, verdicts)
+            txn.put(META_NEXT_SEQ, _SEQ.pack(next_seq), db=meta)
+            return results
+
+        return self._write(work)
+
+    # --- replay ---------------------------------------------------------------------------
+
+    def replay(
+        self,
+        keyring: Keyring,
+        verify: bool = True,
+        jobs: int = 1,
+        progress: Progress | None = None,
+    ) -> ReplayReport:
+        """Read the whole log back and report every disagreement (:class:`ReplayReport`).
+
+        Structure first (meta; ``seq`` against the stored copies; ``events``, ``evidence``,
+        ``by_pith``, ``piths``, ``states`` against each other), then pith by pith: every
+        copy through the door, its event_id and checks 1-12 recomputed (``verify``: for
+        real, signatures included; otherwise from the cached verdicts), the preferred copy
+        against :func:`prefer`, the pith re-reduced and compared byte for byte with its
+        cached state. Under a keyring other than the store's, preference and cached
+        verdicts are not compared (they belong to the store's keyring), so what is
+        reported beyond structure is exactly the piths whose state would change.
+
+        ``jobs`` > 1 splits the piths across that many processes (each opens the store
+        read-only); the report is the same as with ``jobs=1``.
+        """
+        report = ReplayReport(keyring.digest, self.keyring_digest())
+        ctx = _ReplayContext(keyring, report.same_keyring, verify, report.stored_keyring_digest)
+        piths, foreign = self._read(lambda txn, dbs: _check_structure(txn, dbs, report))
+        work = [(pith, foreign.get(pith, [])) for pith in piths]
+        total = len(work)
+        done = 0
+        if progress is not None:
+            progress(0, total)
+        chunks = [work[i : i + _CHUNK] for i in range(0, total, _CHUNK)]
+        for outcome in self._replay_chunks(chunks, ctx, jobs):
+            for _pith, found, events, copies in outcome:
+                report.discrepancies.extend(found)
+                report.events += events
+                report.copies += copies
+                report.piths += 1
+            done += len(outcome)
+            if progress is not None:
+                progress(done, total)
+        return report
+
+    def _replay_chunks(
+        self, chunks: list[list[tuple[str, list[bytes]]]], ctx: _ReplayContext, jobs: int
+    ) -> Iterator[list[_PithOutcome]]:
+        if jobs <= 1 or len(chunks) <= 1:
+            for chunk in chunks:
+                yield _run_chunk(self, chunk, ctx)
+            return
+        entries = [key.entry() for key in ctx.keyring.values()]
+        mp = multiprocessing.get_context("spawn")
+        with mp.Pool(
+            processes=min(jobs, len(chunks)),
+            initializer=_worker_init,
+            initargs=(self.path, entries, ctx.same_keyring, ctx.verify, ctx.stored_kd),
+        ) as pool:
+            yield from pool.imap(_worker_run, chunks)
+
+    # --- rebuild under another keyring ----------------------------------------------------
+
+    def rebuild(self, keyring: Keyring, progress: Progress | None = None) -> dict[str, int]:
+        """Re-judge every stored copy under ``keyring`` (signatures verified), re-pick the
+        preferred copy of every event_id, re-reduce every pith and record the keyring: one
+        write transaction, so readers see the old store or the new one, never a mixture.
+        Returns counts: copies judged, preferred copies changed, piths reduced."""
+        kd = bytes.fromhex(keyring.digest)
+        verdicts: dict[bytes, str | None] = {}
+
+        def work(txn: _Txn, dbs: dict[str, Any]) -> dict[str, int]:
+            def verdict(env: Envelope, h: bytes) -> Judged:
+                if h not in verdicts:
+                    cached = txn.get(kd + h, db=dbs["verdicts"])
+                    verdicts[h] = (
+                        check_alone(env, keyring) if cached is None else _verdict_of(cached)
+                    )
+                return Judged(env, verdicts[h])
+
+            swaps: list[tuple[bytes, bytes, bytes, Envelope, Envelope]] = []
+            copies = 0
+            for eid, data in txn.cursor(db=dbs["events"]):
+                h = _copy_hash(data)
+                best = held = verdict(_stored_envelope(data), h)
+                txn.put(kd + h, _verdict_bytes(held.reason), db=dbs["verdicts"])
+                copies += 1
+                best_h = h
+                for key, other in _evidence_of(txn, dbs, eid):
+                    candidate = verdict(_stored_envelope(other), key[32:])
+                    txn.put(kd + key[32:], _verdict_bytes(candidate.reason), db=dbs["verdicts"])
+                    copies += 1
+                    if prefer(candidate, best) is candidate:
+                        best, best_h = candidate, key[32:]
+                if best is not held:
+                    swaps.append((eid, h, best_h, held.envelope, best.envelope))
+            for eid, old_h, new_h, old, new in swaps:
+                txn.put(eid, new.encoded, db=dbs["events"])
+                txn.delete(eid + new_h, db=dbs["evidence"])
+                txn.put(eid + old_h, old.encoded, db=dbs["evidence"])
+                if old.pith_number != new.pith_number:
+                    txn.delete(old.pith_number.encode("ascii") + eid, db=dbs["by_pith"])
+                    txn.put(new.pith_number.encode("ascii") + eid, b"", db=dbs["by_pith"])
+            piths = _distinct_piths(txn, dbs)
+            if progress is not None:
+                progress(0, len(piths))
+            for i, pith in enumerate(piths):
+                _rereduce(txn, dbs, pith, kd, keyring, verdicts)
+                if progress is not None:
+                    progress(i + 1, len(piths))
+            known = set(piths)
+            for name in ("piths", "states"):
+                stale = [k for k in txn.cursor(db=dbs[name]).iternext(values=False)
+                         if k.decode("ascii", "replace") not in known]  # fmt: skip
+                for k in stale:
+                    txn.delete(k, db=dbs[name])
+            txn.put(META_KEYRING, kd, db=dbs["meta"])
+            return {"copies": copies, "preferred_changed": len(swaps), "piths": len(piths)}
+
+        return self._write(work)
+
+
+# --- helpers on an open transaction -------------------------------------------------------
+
+
+def _copy_at(txn: _Txn, dbs: dict[str, Any], target: bytes) -> bytes | None:
+    """The stored copy a ``seq`` value (event_id + copy hash) names, or ``None``."""
+    if len(target) != 64:
+        return None
+    eid, h = target[:32], target[32:]
+    data = txn.get(eid, db=dbs["events"])
+    if data is not None and _copy_hash(data) == h:
+        return data
+    return txn.get(target, db=dbs["evidence"])
+
+
+def _evidence_of(
+    txn: _Txn, dbs: dict[str, Any], eid: bytes
+) -> list[tuple[bytes, bytes]]:
+    out: list[tuple[bytes, bytes]] = []
+    cursor = txn.cursor(db=dbs["evidence"])
+    if not cursor.set_range(eid):
+        return out
+    for key, value in cursor:
+        if key[:32] != eid:
+            break
+        out.append((key, value))
+    return out
+
+
+def _pith_eids(txn: _Txn, dbs: dict[str, Any], pith: str) -> list[bytes]:
+    prefix = pith.encode("ascii")
+    out: list[bytes] = []
+    cursor = txn.cursor(db=dbs["by_pith"])
+    if not cursor.set_range(prefix):
+        return out
+    for key in cursor.iternext(values=False):
+        if not key.startswith(prefix):
+            break
+        out.append(key[len(prefix) :])
+    return out
+
+
+def _distinct_piths(txn: _Txn, dbs: dict[str, Any]) -> list[str]:
+    """Every pith with at least one entry in ``by_pith``, in order (one seek per pith)."""
+    out: list[str] = []
+    cursor = txn.cursor(db=dbs["by_pith"])
+    found = cursor.first()
+    while found:
+        key = cursor.key()
+        prefix = key[:PITH_BYTES]
+        out.append(prefix.decode("ascii", "replace"))
+        found = cursor.set_range(prefix + b"\xff" * 33)
+    return out
+
+
+def _rereduce(
+    txn: _Txn,
+    dbs: dict[str, Any],
+    pith: str,
+    kd: bytes,
+    keyring: Keyring,
+    verdicts: dict[bytes, str | None],
+) -> None:
+    """Re-reduce one pith from its stored events (cached verdicts; no signature is checked
+    again unless a verdict is missing) and cache its state or pending status."""
+    judged: list[Judged] = []
+    for eid in _pith_eids(txn, dbs, pith):
+        data = txn.get(eid, db=dbs["events"])
+        if data is None:
+            raise StoreError(
+                "corrupted",
+                f"by_pith names {_eid_str(eid)} under {pith} but events does not hold it; "
+                "run `pithlog replay --verify`",
+            )
+        env = _stored_envelope(data)
+        h = _copy_hash(data)
+        if h in verdicts:
+            reason = verdicts[h]
+        else:
+            cached = txn.get(kd + h, db=dbs["verdicts"])
+            if cached is None:
+                reason = check_alone(env, keyring)
+                txn.put(kd + h, _verdict_bytes(reason), db=dbs["verdicts"])
+            else:
+                reason = _verdict_of(cached)
+        judged.append(Judged(env, reason))
+    result, state = _reduce(pith, judged)
+    key = pith.encode("ascii")
+    status = _pith_status(result, state)
+    if state is None:
+        txn.delete(key, db=dbs["states"])
+    else:
+        txn.put(key, state, db=dbs["states"])
+    if status is None:
+        txn.delete(key, db=dbs["piths"])
+    else:
+        txn.put(key, status, db=dbs["piths"])
+
+
+# --- replay: structure --------------------------------------------------------------------
+
+_CHUNK = 32
+"""Piths per unit of replay work (and per read transaction)."""
+
+
+def _check_structure(
+    txn: _Txn, dbs: dict[str, Any], report: ReplayReport
+) -> tuple[list[str], dict[str, list[bytes]]]:
+    """The checks that need no signature: meta, seq against the copies, the indexes against
+    each other. Returns the piths to replay and, per pith, the event_ids that have an
+    evidence copy claiming that pith while their preferred copy claims another."""
+    found = report.discrepancies
+
+    def say(kind: str, subject: str, detail: str) -> None:
+        found.append(Discrepancy(kind, subject, detail))
+
+    meta = dbs["meta"]
+    if txn.get(META_FORMAT, db=meta) != FORMAT_VERSION:
+        say("meta", "format", f"is {txn.get(META_FORMAT, db=meta)!r}, expected {FORMAT_VERSION!r}")
+    if txn.get(META_MERGE, db=meta) != MERGE_VERSION.encode("ascii"):
+        say("meta", "merge_version", f"is {txn.get(META_MERGE, db=meta)!r}")
+    raw_next = txn.get(META_NEXT_SEQ, db=meta)
+    next_seq = _SEQ.unpack(raw_next)[0] if raw_next is not None and len(raw_next) == 8 else None
+    if next_seq is None:
+        say("meta", "next_seq", f"is {raw_next!r}, not an 8-byte counter")
+    kd = txn.get(META_KEYRING, db=meta)
+    if kd is None and txn.stat(dbs["events"])["entries"]:
+        say("meta", "keyring_digest", "missing although the store holds events")
+
+    # seq -> copies, with a temporary on-disk index copy -> seq (memory stays bounded).
+    seq_entries = txn.stat(dbs["seq"])["entries"]
+    tmp = tempfile.mkdtemp(prefix="pithlog-replay-")
+    try:
+        index_env = lmdb.open(tmp, map_size=max(64 << 20, seq_entries * 512), sync=False,
+                              metasync=False, lock=False, subdir=True)  # fmt: skip
+        try:
+            with index_env.begin(write=True) as itx:
+                last = 0
+                for key, value in txn.cursor(db=dbs["seq"]):
+                    if len(key) != 8:
+                        say("seq", f"key {key.hex()}", "is not an 8-byte sequence number")
+                        continue
+                    n = _SEQ.unpack(key)[0]
+                    last = n
+                    if len(value) != 64:
+                        say("seq", f"seq {n}", f"value of {len(value)} bytes, not 64")
+                        continue
+                    if _copy_at(txn, dbs, value) is None:
+                        say("seq", f"seq {n}", f"names copy {value[32:].hex()[:16]} of "
+                            f"{_eid_str(value[:32])}, which is not stored")  # fmt: skip
+                    if not itx.put(value, key, overwrite=False):
+                        other = _SEQ.unpack(itx.get(value, b"\0" * 8))[0]
+                        say("seq", f"seq {n}", f"names the same copy of {_eid_str(value[:32])} "
+                            f"as seq {other}")  # fmt: skip
+                if next_seq is not None and last >= next_seq:
+                    say("meta", "next_seq", f"is {next_seq} but seq already holds {last}")
+
+                def has_seq(eid: bytes, h: bytes) -> bool:
+                    return itx.get(eid + h) is not None
+
+                # events: each preferred copy is its own event, has a seq entry, is indexed.
+                for eid, data in txn.cursor(db=dbs["events"]):
+                    subject = _eid_str(eid) if len(eid) == 32 else f"key {eid.hex()}"
+                    if len(eid) != 32:
+                        say("events", subject, "key is not a 32-byte event id")
+                        continue
+                    h = _copy_hash(data)
+                    if not has_seq(eid, h):
+                        say("seq", subject, f"the preferred copy {h.hex()[:16]} has no seq entry")
+                    ids = _ids(data)
+                    if ids is None or not is_pith_number(ids.pith_number):
+                        say("events", subject, "the stored copy does not decode as an envelope")
+                        continue
+                    if ids.event_id != subject:
+                        say("events", subject, f"the stored copy says event_id {ids.event_id}")
+                    pith_key = ids.pith_number.encode("ascii") + eid
+                    if txn.get(pith_key, db=dbs["by_pith"]) is None:
+                        say("by_pith", subject, f"not indexed under its pith {ids.pith_number}")
+
+                # evidence: hash, owner, not the preferred copy itself, a seq entry.
+                foreign: dict[str, list[bytes]] = {}
+                for key, data in txn.cursor(db=dbs["evidence"]):
+                    if len(key) != 64:
+                        say("evidence", f"key {key.hex()}", "is not event id + copy hash")
+                        continue
+                    eid, h = key[:32], key[32:]
+                    subject = _eid_str(eid)
+                    if _copy_hash(data) != h:
+                        say("evidence", subject, f"copy {h.hex()[:16]} does not hash to its key "
+                            f"(its bytes hash to {_copy_hash(data).hex()[:16]})")  # fmt: skip
+                    if not has_seq(eid, h):
+                        say("seq", subject, f"evidence copy {h.hex()[:16]} has no seq entry")
+                    preferred = txn.get(eid, db=dbs["events"])
+                    if preferred is None:
+                        say("evidence", subject, f"copy {h.hex()[:16]} is evidence of an event "
+                            "with no preferred copy in events")  # fmt: skip
+                        continue
+                    if preferred == data:
+                        say("evidence", subject, "an evidence copy equals the preferred copy")
+                    ids, pref_ids = _ids(data), _ids(preferred)
+                    if ids is None or not is_pith_number(ids.pith_number):
+                        say("evidence", subject, f"copy {h.hex()[:16]} does not decode as an "
+                            "envelope")  # fmt: skip
+                        continue
+                    if ids.event_id != subject:
+                        say("evidence", subject, f"copy {h.hex()[:16]} says event_id "
+                            f"{ids.event_id}")  # fmt: skip
+                    if pref_ids is not None and pref_ids.pith_number != ids.pith_number:
+                        foreign.setdefault(ids.pith_number, []).append(eid)
+        finally:
+            index_env.close()
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+    # by_pith: well-formed keys naming stored events (their pith is checked per pith).
+    for key in txn.cursor(db=dbs["by_pith"]).iternext(values=False):
+        pith = key[:PITH_BYTES].decode("ascii", "replace")
+        if len(key) != PITH_BYTES + 32 or not is_pith_number(pith):
+            say("by_pith", f"key {key.hex()}", "is not pith_number + event id")
+            continue
+        if txn.get(key[PITH_BYTES:], db=dbs["events"]) is None:
+            say("by_pith", _eid_str(key[PITH_BYTES:]), f"indexed under {pith} but not in events")
+    piths = _distinct_piths(txn, dbs)
+    known = set(piths)
+    for name in ("piths", "states"):
+        for key in txn.cursor(db=dbs[name]).iternext(values=False):
+            pith = key.decode("ascii", "replace")
+            if pith not in known and pith not in foreign:
+                say(name, pith, "cached for a pith that has no events in by_pith")
+    for key, value in txn.cursor(db=dbs["verdicts"]):
+        if len(key) != 64:
+            say("verdicts", f"key {key.hex()}", "is not keyring digest + copy hash")
+        elif value != VALID and value.decode("ascii", "replace") not in REASONS[:12]:
+            say("verdicts", f"copy {key[32:].hex()[:16]}", f"verdict {value!r} is not one of "
+                "checks 1-12")  # fmt: skip
+    all_piths = sorted(known | set(foreign))
+    return all_piths, {p: sorted(set(eids)) for p, eids in foreign.items()}
+
+
+# --- replay: one pith ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _ReplayContext:
+    keyring: Keyring
+    same_keyring: bool
+    verify: bool
+    stored_kd: str | None
+
+    @property
+    def kd(self) -> bytes:
+        return bytes.fromhex(self.keyring.digest)
+
+
+_PithOutcome = tuple[str, list[Discrepancy], int, int]
+"""``(pith, discrepancies, events, copies)``."""
+
+
+def _replay_pith(
+    txn: _Txn,
+    dbs: dict[str, Any],
+    pith: str,
+    foreign: Sequence[bytes],
+    ctx: _ReplayContext,
+) -> _PithOutcome:
+    found: list[Discrepancy] = []
+
+    def say(kind: str, subject: str, detail: str) -> None:
+        found.append(Discrepancy(kind, subject, detail))
+
+    indexed = _pith_eids(txn, dbs, pith)
+    indexed_set = set(indexed)
+    stored_kd = bytes.fromhex(ctx.stored_kd) if ctx.stored_kd else None
+    judged: list[Judged] = []
+    copies = 0
+    for eid in sorted(indexed_set | set(foreign)):
+        subject = _eid_str(eid)
+        preferred = txn.get(eid, db=dbs["events"])
+        if preferred is None:
+            continue  # reported by the structure pass
+        candidates: list[tuple[Judged, bytes | None]] = []
+        stored_copies = [(None, preferred)] + [(k[32:], v) for k, v in _evidence_of(txn, dbs, eid)]
+        for h_key, data in stored_copies:
+            copies += 1
+            label = "the preferred copy" if h_key is None else f"evidence copy {h_key.hex()[:16]}"
+            try:
+                env = parse_envelope(data)
+            except DoorError as exc:
+                say("door", subject, f"{label} no longer passes the door: {exc.describe()}")
+                continue
+            if env.encoded != data:
+                say("events" if h_key is None else "evidence", subject,
+                    f"{label} is not stored in its JCS encoding")  # fmt: skip
+            if env.event_id != subject:
+                say("events" if h_key is None else "evidence", subject,
+                    f"{label} says event_id {env.event_id}")  # fmt: skip
+                continue
+            h = _copy_hash(data)
+            cached_raw = None if stored_kd is None else txn.get(stored_kd + h, db=dbs["verdicts"])
+            if ctx.verify or not ctx.same_keyring or cached_raw not in _VERDICT_VALUES:
+                reason = check_alone(env, ctx.keyring)
+            else:
+                reason = _verdict_of(cached_raw)
+            if ctx.same_keyring and stored_kd is not None:
+                if cached_raw is None:
+                    say("verdicts", subject, f"{label} has no cached verdict")
+                elif cached_raw != _verdict_bytes(reason):
+                    say("verdicts", subject, f"{label}: cached verdict {cached_raw.decode()!r}, "
+                        f"checks 1-12 give {_verdict_bytes(reason).decode()!r}")  # fmt: skip
+            candidates.append((Judged(env, reason), h_key))
+        if not candidates:
+            continue
+        held = candidates[0][0] if candidates[0][1] is None else None
+        if eid in indexed_set and held is not None and held.envelope.pith_number != pith:
+            say("by_pith", subject, f"indexed under {pith} but its envelope says "
+                f"{held.envelope.pith_number}")  # fmt: skip
+        winner, winner_h = candidates[0]
+        for candidate, h_key in candidates[1:]:
+            if prefer(candidate, winner) is candidate:
+                winner, winner_h = candidate, h_key
+        if ctx.same_keyring and held is not None and winner_h is not None and eid in indexed_set:
+            say("preference", subject, f"events holds a copy that section 7 step 0 does not "
+                f"prefer; evidence copy {winner_h.hex()[:16]} wins: "
+                f"{_why(winner, candidates[0][0])}")  # fmt: skip
+        if winner.envelope.pith_number == pith:
+            judged.append(winner)
+    result, state = _reduce(pith, judged)
+    key = pith.encode("ascii")
+    cached_state = txn.get(key, db=dbs["states"])
+    cached_status = txn.get(key, db=dbs["piths"])
+    expected_status = _pith_status(result, state)
+    if cached_state != state:
+        say("state", pith, _state_difference(cached_state, state, result))
+    elif cached_status != expected_status:
+        shown = f"piths says {_show(cached_status)}, replay gives {_show(expected_status)}"
+        say("pith", pith, shown)
+    return pith, found, len(judged), copies
+
+
+_VERDICT_VALUES = frozenset([VALID, *(r.encode("ascii") for r in REASONS[:12])])
+
+
+def _show(raw: bytes | None) -> str:
+    return "nothing" if raw is None else raw.decode("utf-8", "replace")
+
+
+def _state_difference(
+    cached: bytes | None, replayed: bytes | None, result: Reduction | Pending | None
+) -> str:
+    """Say precisely how a cached state differs from the replayed one."""
+    if replayed is None:
+        now = "no events" if result is None else f"pending ({result.event_count} events)"
+        if cached is None:
+            return f"no cached state, and replay gives none ({now})"
+        return f"a state is cached but replay gives {now}"
+    if cached is None:
+        return f"no state is cached but replay gives one ({len(replayed)} bytes)"
+    try:
+        old = msgspec.json.decode(cached)
+    except (msgspec.MsgspecError, ValueError):
+        return "the cached state is not JSON (damaged bytes)"
+    new = msgspec.json.decode(replayed)
+    if not isinstance(old, dict) or old.keys() != new.keys():
+        return "the cached state does not have the state document's members"
+    differing = [m for m in new if jcs(old[m]) != jcs(new[m])]
+    if not differing:
+        return "the cached bytes differ from the rendering of the same document"
+    counts = [
+        f"{m} cached {old[m]}, replayed {new[m]}"
+        for m in ("event_count", "valid_event_count", "invalid_event_count", "equivocation_count")
+        if old[m] != new[m]
+    ]
+    detail = f"differs in {', '.join(differing)}"
+    return f"{detail} ({'; '.join(counts)})" if counts else detail
+
+
+# --- replay: worker processes -------------------------------------------------------------
+
+_WORKER: dict[str, Any] = {}
+
+
+def _worker_init(
+    path: str, entries: list[dict[str, Any]], same: bool, verify: bool, stored_kd: str | None
+) -> None:
+    _WORKER["store"] = Store.open(path, create=False, readonly=True)
+    _WORKER["ctx"] = _ReplayContext(make_keyring(entries), same, verify, stored_kd)
+
+
+def _run_chunk(
+    store: Store, chunk: list[tuple[str, list[bytes]]], ctx: _ReplayContext
+) -> list[_PithOutcome]:
+    def work(txn: _Txn, dbs: dict[str, Any]) -> list[_PithOutcome]:
+        return [_replay_pith(txn, dbs, pith, foreign, ctx) for pith, foreign in chunk]
+
+    return store._read(work)
+
+
+def _worker_run(chunk: list[tuple[str, list[bytes]]]) -> list[_PithOutcome]:
+    return _run_chunk(_WORKER["store"], chunk, _WORKER["ctx"])

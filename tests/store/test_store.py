@@ -1,0 +1,263 @@
+"""The LMDB log: append semantics, step 0 preference, cached states, export, map growth."""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import eventgen as g
+import pytest
+
+from pithlog.checks import check_alone
+from pithlog.errors import StoreError
+from pithlog.events import admit
+from pithlog.store import Store
+from pithlog.testing import test_keyring
+
+
+def valid(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [e for e in events if check_alone(admit(e), g.KEYRING) is None]
+
+
+def assert_states(store: Store, expected: dict[str, bytes]) -> None:
+    """The store holds exactly ``expected`` (pith -> state, b"" for pending)."""
+    listed = {p["pith_number"]: p["status"] for p in store.piths()}
+    assert set(listed) == set(expected)
+    for pith, state in expected.items():
+        if state:
+            assert listed[pith] == "state"
+            assert store.state(pith) == state, pith
+        else:
+            assert listed[pith] == "pending"
+            assert store.state(pith) is None
+
+
+def test_append_stores_and_reports_duplicates(tmp_path: Path) -> None:
+    rec = g.record("2501.00001")
+    att = g.attestation(rec["pith_number"], 500)
+    with Store.open(tmp_path / "s") as store:
+        results = store.append([g.encoded(rec), g.encoded(att), g.encoded(att)], g.KEYRING)
+        assert [r.status for r in results] == ["stored", "stored", "duplicate"]
+        assert [r.event_id for r in results] == [rec["event_id"], att["event_id"], att["event_id"]]
+        again = store.append([g.encoded(att)], g.KEYRING)
+        assert again[0].status == "duplicate"
+        assert_states(store, g.expected_states([rec, att]))
+        assert store.event(att["event_id"]) == g.encoded(att)
+        stats = store.stats()
+        assert stats["counts"]["events"] == 2 and stats["counts"]["seq"] == 2
+        assert stats["next_seq"] == 3
+        assert store.replay(g.KEYRING).ok
+
+
+def test_door_refusals_are_never_stored(tmp_path: Path) -> None:
+    rec = g.record("2501.00002")
+    bad = [b'{"a":1,"a":2}', b"\xef\xbb\xbf{}", b"[1]", b'{"event_id":"sha256:00"}', b"1.5"]
+    with Store.open(tmp_path / "s") as store:
+        results = store.append([*bad, g.encoded(rec)], g.KEYRING)
+        assert [r.status for r in results] == ["refused"] * len(bad) + ["stored"]
+        assert all(r.event_id is None and r.reason.startswith("[door.") for r in results[:-1])
+        assert store.stats()["counts"]["seq"] == 1
+
+
+def test_invalid_events_rejected_by_default_kept_on_request(tmp_path: Path) -> None:
+    rec = g.record("2501.00003")
+    stranger = g.attestation(rec["pith_number"], 300, signer="stranger")
+    early = g.attestation(rec["pith_number"], 0)  # predates the record: check 13, not 1-12
+    with Store.open(tmp_path / "a") as store:
+        results = store.append([g.encoded(e) for e in (rec, stranger, early)], g.KEYRING)
+        assert [(r.status, r.reason) for r in results] == [
+            ("stored", None), ("rejected", "unknown_key"), ("stored", None)]  # fmt: skip
+        assert store.event(stranger["event_id"]) is None
+        assert_states(store, g.expected_states([rec, early]))
+    with Store.open(tmp_path / "b") as store:
+        results = store.append([g.encoded(e) for e in (rec, stranger)], g.KEYRING,
+                               keep_invalid=True)  # fmt: skip
+        assert [(r.status, r.reason) for r in results] == [
+            ("stored", None), ("stored", "unknown_key")]  # fmt: skip
+        state = store.state(rec["pith_number"])
+        assert state is not None and stranger["event_id"].encode() in state
+        assert_states(store, g.expected_states([rec, stranger]))
+        assert store.replay(g.KEYRING).ok
+
+
+def _pairs() -> list[tuple[str, dict[str, Any], dict[str, Any], bool]]:
+    """(name, preferred copy, other copy, keep_invalid) for one event_id."""
+    rec = g.record("2501.00004")
+    att = g.attestation(rec["pith_number"], 400)
+    one, two = g.resigned(att, "author", b"n1"), g.resigned(att, "author", b"n2")
+    small, large = sorted((one, two), key=g.encoded)
+    return [
+        ("valid beats forged", att, g.forged(att), True),
+        ("both valid: smaller bytes", small, large, False),
+        ("later check wins", g.forged(att), g.tampered(att), True),
+        ("valid beats another pith's forgery", att, _other_pith(att), True),
+    ]
+
+
+def _other_pith(event: dict[str, Any]) -> dict[str, Any]:
+    """A forgery under the event's id that claims another pith (fails check 3)."""
+    other = g.record("2501.09999")
+    copy = dict(event)
+    copy["pith_number"] = other["pith_number"]
+    return copy
+
+
+@pytest.mark.parametrize("case", range(4))
+def test_step0_preference_is_independent_of_arrival_order(tmp_path: Path, case: int) -> None:
+    name, preferred, other, keep = _pairs()[case]
+    rec = g.record("2501.00004")
+    holdings = []
+    for i, order in enumerate(([preferred, other], [other, preferred])):
+        for split in (True, False):
+            with Store.open(tmp_path / f"{i}-{split}") as store:
+                store.append([g.encoded(rec)], g.KEYRING)
+                batches = [[e] for e in order] if split else [order]
+                results = [r for b in batches
+                           for r in store.append([g.encoded(e) for e in b], g.KEYRING,
+                                                 keep_invalid=keep)]  # fmt: skip
+                statuses = [r.status for r in results]
+                assert statuses == (["stored", "evidence"] if order[0] is preferred
+                                    else ["stored", "replaced"]), name  # fmt: skip
+                assert store.event(preferred["event_id"]) == g.encoded(preferred), name
+                assert store.evidence(preferred["event_id"]) == [g.encoded(other)], name
+                report = store.replay(g.KEYRING)
+                assert report.ok, (name, [d.line() for d in report.discrepancies])
+                holdings.append((store.state(rec["pith_number"]), store.piths()))
+    assert all(h == holdings[0] for h in holdings), name
+    expected = g.expected_states([rec, preferred, other])
+    assert holdings[0][0] == expected[rec["pith_number"]]
+
+
+@pytest.mark.parametrize("keep_invalid", [False, True])
+def test_states_equal_reduce_for_random_batchings(tmp_path: Path, keep_invalid: bool) -> None:
+    rng = random.Random(7 + keep_invalid)
+    events = g.mixed_events(rng, piths=12, per_pith=8)
+    forgeries = [g.forged(e) for e in rng.sample(events, 10)]
+    events += forgeries
+    expected = g.expected_states(events if keep_invalid else valid(events))
+    for trial in range(3):
+        shuffled = events + rng.sample(events, 20)  # and some duplicates
+        rng.shuffle(shuffled)
+        with Store.open(tmp_path / f"t{trial}") as store:
+            position = 0
+            while position < len(shuffled):
+                size = rng.randint(1, 40)
+                store.append([g.encoded(e) for e in shuffled[position : position + size]],
+                             g.KEYRING, keep_invalid=keep_invalid)  # fmt: skip
+                position += size
+            assert_states(store, expected)
+            report = store.replay(g.KEYRING)
+            assert report.ok, [d.line() for d in report.discrepancies]
+
+
+def test_export_import_round_trip(tmp_path: Path) -> None:
+    rng = random.Random(3)
+    events = g.mixed_events(rng, piths=6, per_pith=6)
+    events += [g.forged(e) for e in events[:5]]
+    with Store.open(tmp_path / "a") as a:
+        for i in range(0, len(events), 17):
+            a.append([g.encoded(e) for e in events[i : i + 17]], g.KEYRING, keep_invalid=True)
+        exported = list(a.export())
+        assert [n for n, _ in exported] == list(range(1, len(exported) + 1))
+        assert list(a.export(after=10)) == exported[10:]
+        assert list(a.export(after=10, chunk=3)) == exported[10:]
+        with Store.open(tmp_path / "b") as b:
+            results = b.append([data for _, data in exported], g.KEYRING, keep_invalid=True)
+            assert Counter(r.status for r in results)["duplicate"] == 0
+            assert b.piths() == a.piths()
+            for p in a.piths():
+                assert b.state(p["pith_number"]) == a.state(p["pith_number"])
+            assert sorted(d for _, d in b.export()) == sorted(d for _, d in exported)
+            assert b.replay(g.KEYRING).ok
+
+
+def test_map_grows_from_a_tiny_map(tmp_path: Path) -> None:
+    rng = random.Random(5)
+    events = valid(g.mixed_events(rng, piths=20, per_pith=15))
+    with Store.open(tmp_path / "s", map_size=64 << 10) as store:
+        first = store.stats()["map_size"]
+        for i in range(0, len(events), 50):
+            store.append([g.encoded(e) for e in events[i : i + 50]], g.KEYRING)
+        stats = store.stats()
+        assert stats["map_size"] > first
+        assert stats["counts"]["events"] == len({e["event_id"] for e in events})
+        assert_states(store, g.expected_states(events))
+        assert store.replay(g.KEYRING).ok
+
+
+def test_opening_twice_in_one_process_is_safe(tmp_path: Path) -> None:
+    rec = g.record("2501.00005")
+    path = tmp_path / "s"
+    one = Store.open(path)
+    two = Store.open(str(path) + "/")  # another spelling of the same folder
+    one.append([g.encoded(rec)], g.KEYRING)
+    assert two.state(rec["pith_number"]) is not None
+    one.close()
+    assert two.state(rec["pith_number"]) is not None  # still open through the other
+    two.append([g.encoded(g.attestation(rec["pith_number"], 200))], g.KEYRING)
+    two.close()
+    with pytest.raises(StoreError) as closed:
+        two.state(rec["pith_number"])
+    assert closed.value.code == "store.closed"
+    with Store.open(path, create=False) as three:
+        assert three.stats()["counts"]["events"] == 2
+
+
+def test_open_missing_and_readonly(tmp_path: Path) -> None:
+    with pytest.raises(StoreError) as missing:
+        Store.open(tmp_path / "nothing", create=False)
+    assert missing.value.code == "store.missing"
+    with Store.open(tmp_path / "s"):
+        pass
+    with Store.open(tmp_path / "s", readonly=True) as ro, pytest.raises(StoreError) as refused:
+        ro.append([g.encoded(g.record("2501.00006"))], g.KEYRING)
+    assert refused.value.code == "store.readonly"
+
+
+def test_pending_piths(tmp_path: Path) -> None:
+    rec = g.record("2501.00007")
+    att = g.attestation(rec["pith_number"], 300)
+    with Store.open(tmp_path / "s") as store:
+        store.append([g.encoded(att)], g.KEYRING)
+        assert store.pending() == [{"pith_number": rec["pith_number"], "status": "pending",
+                                    "event_count": 1, "invalid_event_count": 0}]  # fmt: skip
+        assert store.state(rec["pith_number"]) is None
+        store.append([g.encoded(rec)], g.KEYRING)
+        assert store.pending() == []
+        assert_states(store, g.expected_states([rec, att]))
+
+
+def test_a_forgery_in_another_pith_moves_out_when_the_real_copy_arrives(tmp_path: Path) -> None:
+    rec = g.record("2501.00008")
+    att = g.attestation(rec["pith_number"], 300)
+    fake = _other_pith(att)
+    with Store.open(tmp_path / "s") as store:
+        store.append([g.encoded(rec), g.encoded(fake)], g.KEYRING, keep_invalid=True)
+        assert {p["pith_number"] for p in store.piths()} == {rec["pith_number"],
+                                                             fake["pith_number"]}  # fmt: skip
+        results = store.append([g.encoded(att)], g.KEYRING)
+        assert results[0].status == "replaced"
+        assert [p["pith_number"] for p in store.piths()] == [rec["pith_number"]]
+        assert_states(store, g.expected_states([rec, att, fake]))
+        assert store.replay(g.KEYRING).ok
+
+
+def test_a_changed_keyring_is_refused_until_rebuild(tmp_path: Path) -> None:
+    rec = g.record("2501.00009")
+    late = g.attestation(rec["pith_number"], 900)
+    revoked = test_keyring(author={"revoked_at": g.ts(600)})
+    with Store.open(tmp_path / "s") as store:
+        store.append([g.encoded(rec), g.encoded(late)], g.KEYRING)
+        with pytest.raises(StoreError) as changed:
+            store.append([g.encoded(g.attestation(rec["pith_number"], 200))], revoked)
+        assert changed.value.code == "store.keyring_changed"
+        assert "replay --rebuild" in changed.value.message
+        counts = store.rebuild(revoked)
+        assert counts["piths"] == 1
+        assert store.keyring_digest() == revoked.digest
+        assert_states(store, g.expected_states([rec, late], revoked))
+        assert store.replay(revoked).ok
+        store.append([g.encoded(g.attestation(rec["pith_number"], 200))], revoked)
+        assert store.replay(revoked).ok

@@ -90,15 +90,15 @@ _DECODER = json.JSONDecoder(
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
-def _check_tree(value: Any) -> None:
+def _check_tree(value: Any, max_depth: int) -> None:
     """Depth and lone-surrogate rules, which the JSON scanner does not know (spec 1)."""
     stack: list[tuple[Any, int, str]] = [(value, 0, "")]
     while stack:
         node, depth, path = stack.pop()
         if isinstance(node, dict):
             depth += 1
-            if depth > MAX_DEPTH:
-                _refuse("too_deep", f"nesting deeper than {MAX_DEPTH}", path or "/")
+            if depth > max_depth:
+                _refuse("too_deep", f"nesting deeper than {max_depth}", path or "/")
             for name, child in node.items():
                 if not name.isascii() and _SURROGATE.search(name):
                     _refuse("lone_surrogate", "member name holds a lone surrogate", path or "/")
@@ -110,8 +110,8 @@ def _check_tree(value: Any) -> None:
                     stack.append((child, depth, f"{path}/{_pointer(name)}"))
         elif isinstance(node, list):
             depth += 1
-            if depth > MAX_DEPTH:
-                _refuse("too_deep", f"nesting deeper than {MAX_DEPTH}", path or "/")
+            if depth > max_depth:
+                _refuse("too_deep", f"nesting deeper than {max_depth}", path or "/")
             for index, child in enumerate(node):
                 if isinstance(child, str):
                     if not child.isascii() and _SURROGATE.search(child):
@@ -147,10 +147,10 @@ _SIXTEEN_ZEROS = b"0" * 16
 _JSON_SPACE = b" \t\r\n"
 
 
-def _fast(raw: bytes) -> tuple[JSON, bytes] | None:
+def _fast(raw: bytes, max_depth: int = MAX_DEPTH) -> tuple[JSON, bytes] | None:
     """The value and its JCS when ``raw`` is canonical v1 JSON; ``None`` when unsure."""
     if (
-        raw.count(b"[") + raw.count(b"{") > MAX_DEPTH
+        raw.count(b"[") + raw.count(b"{") > max_depth
         or _SIXTEEN_ZEROS in raw.translate(_DIGIT_MASK)
     ):
         return None
@@ -164,28 +164,32 @@ def _fast(raw: bytes) -> tuple[JSON, bytes] | None:
     return value, encoded
 
 
-def _prepare(data: bytes) -> bytes:
+def _prepare(data: bytes, max_bytes: int | None = MAX_LINE_BYTES) -> bytes:
     if not isinstance(data, (bytes, bytearray, memoryview)):
         raise TypeError("the door takes bytes")
     raw = bytes(data)
-    if len(raw) > MAX_LINE_BYTES:
-        _refuse("too_large", f"input of {len(raw)} bytes exceeds {MAX_LINE_BYTES} bytes")
+    if max_bytes is not None and len(raw) > max_bytes:
+        _refuse("too_large", f"input of {len(raw)} bytes exceeds {max_bytes} bytes")
     if raw.startswith(_BOM):
         _refuse("bom", "input starts with a byte-order mark", "byte 0")
     return raw
 
 
-def parse(data: bytes) -> JSON:
+def parse(
+    data: bytes, *, max_depth: int = MAX_DEPTH, max_bytes: int | None = MAX_LINE_BYTES
+) -> JSON:
     """Parse untrusted bytes into a v1 JSON value, or raise :class:`DoorError`.
 
     The size rule on the JCS encoding is the caller's (:func:`pithlog.events.admit`), since
-    it applies to envelopes; everything else of spec section 1 is checked here.
+    it applies to envelopes; everything else of spec section 1 is checked here. The limits
+    are the envelope's by default; a state document, which nests payloads three levels
+    deeper and may hold any number of them, is read with wider ones.
     """
-    raw = _prepare(data)
-    fast = _fast(raw)
+    raw = _prepare(data, max_bytes)
+    fast = _fast(raw, max_depth)
     if fast is not None:
         return fast[0]
-    return _parse_exact(raw)
+    return _parse_exact(raw, max_depth)
 
 
 def decode(data: bytes) -> tuple[JSON, bytes]:
@@ -194,16 +198,16 @@ def decode(data: bytes) -> tuple[JSON, bytes]:
     fast = _fast(raw)
     if fast is not None:
         return fast
-    value = _parse_exact(raw)
+    value = _parse_exact(raw, MAX_DEPTH)
     return value, jcs(value)
 
 
 def parse_exact(data: bytes) -> JSON:
     """The exact door alone (no fast path): for differential tests against :func:`parse`."""
-    return _parse_exact(_prepare(data))
+    return _parse_exact(_prepare(data), MAX_DEPTH)
 
 
-def _parse_exact(raw: bytes) -> JSON:
+def _parse_exact(raw: bytes, max_depth: int) -> JSON:
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -213,8 +217,8 @@ def _parse_exact(raw: bytes) -> JSON:
     except json.JSONDecodeError as exc:
         _refuse("syntax", f"not JSON: {exc.msg}", f"line {exc.lineno} column {exc.colno}")
     except RecursionError:
-        _refuse("too_deep", f"nesting deeper than {MAX_DEPTH}")
-    _check_tree(value)
+        _refuse("too_deep", f"nesting deeper than {max_depth}")
+    _check_tree(value, max_depth)
     return value
 
 

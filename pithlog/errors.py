@@ -26,7 +26,7 @@ CODES: dict[str, str] = {
     "door.number_range": "integers must lie within +/-(2^53 - 1); send larger ones as strings",
     "door.lone_surrogate": "a string holds a lone UTF-16 surrogate; send Unicode scalar values",
     "door.too_deep": "nesting is limited to 64 levels (the envelope object is level 1)",
-    "door.too_large": "an envelope's JCS encoding is limited to 1 MiB",
+    "door.too_large": "an envelope's JCS encoding is limited to 1 MiB, other input to 8 MiB",
     "door.line_too_long": "a JSON Lines line is limited to 8 MiB",
     "door.not_object": "an event must be a JSON object",
     "door.event_id": 'an event needs event_id "sha256:" + 64 lowercase hex',

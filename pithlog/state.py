@@ -15,13 +15,18 @@ from typing import Any
 
 import msgspec
 
-from pithlog.canonical import digest, jcs, lower_ascii, parse
+from pithlog.canonical import MAX_DEPTH, digest, jcs, lower_ascii, parse
 from pithlog.checks import REASONS
 from pithlog.errors import DoorError
 from pithlog.events import EVENT_TYPES, STATE_LISTS, Envelope, is_event_id
 from pithlog.records import base32_of, is_pith_number, pith_number_for
 from pithlog.reduce import MERGE_VERSION, Equivocation, Reduction
 from pithlog.timestamps import is_ts
+
+STATE_MAX_DEPTH = MAX_DEPTH + 3
+"""A payload sits at depth 2 of its envelope and at depth 5 of a state document (state,
+current, list, projection, payload), so any state built from v1 envelopes nests at most
+three levels deeper than they may."""
 
 STATE_TYPE = "pith_open_graph_state"
 STATE_VERSION = "1.0"
@@ -381,7 +386,7 @@ def verify_state_document(data: bytes) -> list[str]:
     """
     body = data[:-1] if data.endswith(b"\n") else data
     try:
-        doc = parse(body)
+        doc = parse(body, max_depth=STATE_MAX_DEPTH, max_bytes=None)
     except DoorError as exc:
         return [f"json: not a v1 JSON value: {exc.describe()}"]
     try:

@@ -1,0 +1,113 @@
+"""Canonical JSON on generated v1 values: the fast encoder equals RFC 8785, and the door
+reads back exactly what was written."""
+
+from __future__ import annotations
+
+import json
+import random
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from pithlog.canonical import MAX_SAFE_INTEGER, jcs, jcs_reference, parse
+from pithlog.errors import DoorError
+
+# Characters where encoders tend to disagree: controls, DEL, line separators, the BOM,
+# quotes and backslash, the U+E000..U+FFFF block and characters beyond the BMP (whose
+# UTF-16 order differs from code point order), and the ends of the ranges.
+SPECIAL = (
+    "\x00", "\x01", "\x08", "\x09", "\x0a", "\x0c", "\x0d", "\x1f", "\x7f", "\x80", "\u0085",
+    '"', "\\", "/", "\u00e9", "\u2028", "\u2029", "\ud7ff", "\ue000", "\uefff", "\uf000",
+    "\ufeff", "\uff61", "\ufffd", "\uffff", "\U00010000", "\U0001f600", "\U0010ffff",
+)
+chars = st.one_of(st.characters(codec="utf-8"), st.sampled_from(SPECIAL))
+texts = st.text(chars, max_size=12)
+# Member names drawn mostly from a small alphabet mixing non-BMP characters with
+# U+E000..U+FFFF ones, so objects often hold names whose two orders differ.
+NAME_CHARS = ("a", "z", "\u00e9", "\ud7ff", "\ue000", "\uf8ff", "\uffff", "\U00010000",
+              "\U0001f600", "\U0010ffff")
+names = st.text(st.one_of(st.sampled_from(NAME_CHARS), st.characters(codec="utf-8")), max_size=4)
+integers = st.integers(-MAX_SAFE_INTEGER, MAX_SAFE_INTEGER)
+scalars = st.none() | st.booleans() | integers | texts
+values = st.recursive(
+    scalars,
+    lambda inner: st.lists(inner, max_size=5) | st.dictionaries(names, inner, max_size=6),
+    max_leaves=30,
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(values)
+def test_jcs_equals_the_reference_and_round_trips(value: object) -> None:
+    encoded = jcs(value)
+    assert encoded == jcs_reference(value)
+    parsed = parse(encoded)
+    assert parsed == value
+    assert jcs(parsed) == encoded
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.dictionaries(names, integers, min_size=2, max_size=8))
+def test_member_names_sort_by_utf16_code_units(obj: dict[str, int]) -> None:
+    encoded = jcs(obj)
+    assert encoded == jcs_reference(obj)
+    order = list(json.loads(encoded))
+    assert order == sorted(obj, key=lambda n: n.encode("utf-16-be"))
+
+
+@settings(max_examples=150, deadline=None)
+@given(values, st.randoms(use_true_random=False))
+def test_any_spelling_of_a_value_reads_back_to_the_same_canonical_form(
+    value: object, rnd: random.Random
+) -> None:
+    # ASCII-escaped (surrogate pairs as \\ud83d\\ude00), raw UTF-8, indented, shuffled members.
+    def shuffled(v: object) -> object:
+        if isinstance(v, dict):
+            items = list(v.items())
+            rnd.shuffle(items)
+            return {k: shuffled(x) for k, x in items}
+        if isinstance(v, list):
+            return [shuffled(x) for x in v]
+        return v
+
+    spellings = [
+        json.dumps(value).encode("ascii"),
+        json.dumps(shuffled(value), ensure_ascii=False).encode("utf-8"),
+        json.dumps(shuffled(value), indent=2, ensure_ascii=False).encode("utf-8"),
+    ]
+    for data in spellings:
+        assert jcs(parse(data)) == jcs(value)
+
+
+# Input near the door's edges: fragments of JSON, numbers of every form and length, escapes.
+fragments = st.sampled_from(
+    [b"{", b"}", b"[", b"]", b",", b":", b'"', b"\\", b'"a"', b'"a":', b"1", b"-", b"0",
+     b"-0", b"1.5", b"1e3", b"9007199254740991", b"9007199254740992", b"00", b"true",
+     b"null", b"NaN", b" ", b"\n", b"\\u", b"\\ud800", b"\\udc00", b"\\ud83d\\ude00",
+     b"\xef\xbb\xbf", b"\xed\xa0\x80", b"\xc3", b"\xe2\x80\xa8", b"\xf0\x9f\x98\x80"]
+)
+long_numbers = st.builds(
+    lambda sign, n, digit: sign + digit * n, st.sampled_from([b"", b"-"]),
+    st.integers(1, 6000), st.sampled_from([b"1", b"9"]),
+)
+door_inputs = st.one_of(
+    st.binary(max_size=64),
+    st.lists(fragments, max_size=24).map(b"".join),
+    long_numbers,
+    st.builds(lambda n: b"[" + n + b"]", long_numbers),
+    values.map(lambda v: json.dumps(v).encode()),
+)
+
+
+@settings(max_examples=500, deadline=None)
+@given(door_inputs)
+def test_the_door_answers_every_input_with_a_value_or_a_door_error(data: bytes) -> None:
+    try:
+        value = parse(data)
+    except DoorError as exc:
+        assert exc.code.startswith("door.")
+        return
+    # Whatever passes is a v1 value: it has a canonical form that reads back to itself.
+    encoded = jcs(value)
+    assert encoded == jcs_reference(value)
+    assert parse(encoded) == value

@@ -1,0 +1,177 @@
+"""Generated sets of signed events for the property tests.
+
+An event is described by a small hashable spec and built (and cached: Ed25519 signatures
+are deterministic) from it with the fixed public test keys. The specs cover several piths,
+valid and invalid events of many reasons, equivocating slots, competing records, and
+forged copies that reuse another event's ``event_id``.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+from hypothesis import strategies as st
+
+from pithlog.canonical import digest, encode_b64
+from pithlog.events import Envelope, admit, prepare_record_created, sign_event
+from pithlog.reduce import Pending, reduce_events
+from pithlog.state import render, state_document
+from pithlog.testing import test_key as fixed_key
+from pithlog.testing import test_keyring as fixed_keyring
+
+KEYRING = fixed_keyring()
+
+RECORDS = (
+    {"metadata": {"submitted_at": "2024-11-01T00:43:54Z"}, "schema_version": "1.0",
+     "source": {"id": "2411.00284", "kind": "arxiv", "version": 2}},
+    {"metadata": {"submitted_at": "2025-03-03T10:00:00Z"}, "schema_version": "1.0",
+     "source": {"id": "10.1000/Pith-\u00c9", "kind": "doi", "version": 1}},
+    {"metadata": {"submitted_at": "2023-01-01T00:00:00Z", "title": "\U0001f600\ue000"},
+     "schema_version": "1.0", "source": {"id": "2301.00001", "kind": "arxiv", "version": 1}},
+)
+
+TIMES = (
+    "2025-12-31T23:59:59Z",
+    "2026-01-01T00:00:00Z",
+    "2026-01-02T00:00:00Z",
+    "2026-02-01T00:00:00Z",
+    "2026-02-30T00:00:00Z",  # not a ts: malformed
+)
+RECORD_TIMES = TIMES[1:4]
+
+
+@functools.cache
+def record(pith: int, time: int, variant: int, signer: str) -> dict[str, Any]:
+    k = fixed_key(signer)
+    payload = {"canonical_record": RECORDS[pith], "attestation_state": f"state-{variant}"}
+    pith_number, filled = prepare_record_created(k, payload)
+    return sign_event(k, "record_created", pith_number, "record", RECORD_TIMES[time], filled)
+
+
+@functools.cache
+def pith_number(pith: int) -> str:
+    return str(record(pith, 0, 0, "registry")["pith_number"])
+
+
+@functools.cache
+def other(
+    pith: int, kind: str, time: int, signer: str, target: str, variant: int
+) -> dict[str, Any]:
+    canonical = RECORDS[pith]
+    payload: dict[str, Any]
+    if kind == "author_attestation":
+        payload = {"statement": f"statement {variant}"}
+    elif kind == "mirror_hint":
+        payload = {"locator": f"https://mirror.test.invalid/{variant}"}
+    elif kind == "graph_snapshot":
+        # variant 2: the source of another record, so record_mismatch.
+        source = RECORDS[(pith + 1) % 3]["source"] if variant == 2 else canonical["source"]
+        payload = {"graph_snapshot": {"source": source, "n": variant}, "verdict_id": None}
+    elif kind == "timestamp_anchor":
+        anchored = digest(canonical) if variant != 2 else "0" * 64
+        payload = {"anchor_kind": "k", "anchored_sha256": anchored, "proof_b64": encode_b64(
+            bytes([variant]))}
+    elif kind == "storage_attestation":
+        payload = {"byte_size": variant - 1, "content_sha256": "ab" * 32, "locator": "x"}
+    else:  # pragma: no cover
+        raise ValueError(kind)
+    return sign_event(fixed_key(signer), kind, pith_number(pith), target, TIMES[time], payload)
+
+
+@functools.cache
+def forged(base: tuple[Any, ...], how: str) -> dict[str, Any]:
+    """A copy of the event of spec ``base`` under its ``event_id``, that fails a check."""
+    original = build(base)
+    if how == "zero_signature":
+        return {**original, "signature_b64": encode_b64(bytes(64))}
+    if how == "other_key_signature":
+        body_digest = original["event_id"][len("sha256:"):]
+        return {**original, "signature_b64": encode_b64(
+            fixed_key("registry-2").sign(bytes.fromhex(body_digest)))}
+    if how == "other_body":
+        return {**original, "target": "claim:forged"}
+    if how == "other_pith":
+        moved = pith_number((RECORDS.index(_record_of_spec(base)) + 1) % 3)
+        return {**original, "pith_number": moved}
+    if how == "extra_member":
+        return {**original, "x": 1}
+    raise ValueError(how)  # pragma: no cover
+
+
+def _record_of_spec(spec: tuple[Any, ...]) -> dict[str, Any]:
+    return RECORDS[spec[1]]
+
+
+def build(spec: tuple[Any, ...]) -> dict[str, Any]:
+    if spec[0] == "record":
+        return record(*spec[1:])
+    if spec[0] == "other":
+        return other(*spec[1:])
+    return forged(spec[1], spec[2])
+
+
+def _record_specs(piths: st.SearchStrategy[int]) -> st.SearchStrategy[tuple[Any, ...]]:
+    return st.tuples(
+        st.just("record"), piths, st.integers(0, 2), st.integers(0, 2),
+        st.sampled_from(["registry", "registry", "registry", "registry-2", "stranger", "mirror"]),
+    )
+
+
+def _other_specs(piths: st.SearchStrategy[int]) -> st.SearchStrategy[tuple[Any, ...]]:
+    return st.one_of(
+        st.tuples(st.just("other"), piths, st.just("author_attestation"), st.integers(0, 4),
+                  st.sampled_from(["author", "author", "registry"]),
+                  st.sampled_from(["record", "claim:a", "claim:"]), st.integers(0, 2)),
+        st.tuples(st.just("other"), piths, st.just("mirror_hint"), st.integers(0, 4),
+                  st.sampled_from(["mirror", "registry", "stranger", "tsa"]),
+                  st.just("record"), st.integers(0, 2)),
+        st.tuples(st.just("other"), piths, st.just("graph_snapshot"), st.integers(0, 3),
+                  st.just("registry"), st.just("graph"), st.integers(0, 2)),
+        st.tuples(st.just("other"), piths, st.just("timestamp_anchor"), st.integers(0, 3),
+                  st.sampled_from(["tsa", "registry"]), st.just("record"), st.integers(0, 2)),
+        st.tuples(st.just("other"), piths, st.just("storage_attestation"), st.integers(1, 3),
+                  st.just("mirror"), st.just("record"), st.integers(0, 2)),
+    )
+
+
+FORGERIES = ("zero_signature", "other_key_signature", "other_body", "other_pith", "extra_member")
+
+
+@st.composite
+def event_sets(draw: st.DrawFn) -> list[tuple[Any, ...]]:
+    """A list of specs over one to three piths: records (valid ones competing, invalid
+    ones), other events, equivocations (a drawn event again with other content in its
+    slot), and forged copies of drawn events under their event_ids."""
+    used = draw(st.lists(st.integers(0, 2), min_size=1, max_size=3, unique=True))
+    piths = st.sampled_from(used)
+    specs: list[tuple[Any, ...]] = list(draw(st.lists(_record_specs(piths), max_size=3)))
+    others = draw(st.lists(_other_specs(piths), max_size=9))
+    specs += others
+    if others:
+        again = draw(st.lists(st.sampled_from(others), max_size=3))
+        for spec in again:  # same slot (pith, type, time, signer, target), other content
+            specs.append((*spec[:-1], (spec[-1] + 1 + draw(st.integers(0, 1))) % 3))
+    if specs:
+        bases = draw(st.lists(st.sampled_from(specs), max_size=3))
+        for base in bases:
+            specs.append(("forged", base, draw(st.sampled_from(FORGERIES))))
+    if not specs:
+        specs.append(draw(_record_specs(piths)))
+    order = draw(st.permutations(specs))
+    return list(order)
+
+
+def envelopes(specs: list[tuple[Any, ...]]) -> list[Envelope]:
+    return [admit(build(s)) for s in specs]
+
+
+def states(items: list[Envelope]) -> dict[str, Any]:
+    """Every pith's rendered state, or for a pending pith what it holds."""
+    out: dict[str, Any] = {}
+    for pith, result in reduce_events(items, KEYRING).items():
+        if isinstance(result, Pending):
+            out[pith] = ("pending", result.event_count, sorted(result.invalid.items()))
+        else:
+            out[pith] = render(state_document(result))
+    return out

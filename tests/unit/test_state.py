@@ -1,0 +1,311 @@
+"""The state document (spec section 8) and the check of a published one (section 9)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from pithlog.canonical import digest, jcs, parse
+from pithlog.reduce import Reduction
+from pithlog.state import (
+    STATE_MEMBERS,
+    digest_document,
+    render,
+    source_aliases,
+    state_document,
+    verify_state_document,
+)
+
+from .builders import (
+    LATER,
+    canonical_record,
+    event,
+    record_event,
+    reduce_values,
+    state_seed_bytes,
+)
+
+SEED = state_seed_bytes()
+SEED_SHA = "f469869a6598c183871f09531136cb6499464663758bcc9ae2b32ecac9934607"
+
+
+# --- the published seed ------------------------------------------------------------------
+
+
+def test_seed_re_renders_byte_for_byte() -> None:
+    doc = parse(SEED)
+    assert render(doc) == SEED
+    assert doc["state_sha256"] == SEED_SHA
+    assert digest_document(doc) == SEED_SHA
+    assert list(doc) == list(STATE_MEMBERS)
+
+
+def test_seed_verifies() -> None:
+    assert verify_state_document(SEED) == []
+    assert verify_state_document(SEED + b"\n") == []
+
+
+def test_seed_render_does_not_depend_on_dict_order() -> None:
+    doc = parse(SEED)
+    shuffled = dict(reversed(list(doc.items())))
+    shuffled["current"] = dict(reversed(list(doc["current"].items())))
+    rc = shuffled["current"]["record_created"]
+    shuffled["current"]["record_created"] = {
+        **dict(reversed(list(rc.items()))),
+        "payload": dict(reversed(list(rc["payload"].items()))),
+    }
+    assert render(shuffled) == SEED
+
+
+def tampered(change: Any, *, rehash: bool = True) -> bytes:
+    """The seed changed by ``change(doc)``; with ``rehash`` its state_sha256 is recomputed,
+    so that only the rule under test can catch the change."""
+    doc = parse(SEED)
+    change(doc)
+    if rehash:
+        doc["state_sha256"] = digest_document(doc)
+    return render(doc)
+
+
+def rules(data: bytes) -> set[str]:
+    return {line.split(":", 1)[0] for line in verify_state_document(data)}
+
+
+def test_changed_count_is_refused() -> None:
+    def change(doc: dict[str, Any]) -> None:
+        doc["event_count"] = 3
+
+    assert rules(tampered(change)) == {"counts"}
+    assert rules(tampered(change, rehash=False)) == {"counts", "state_sha256"}
+
+
+def test_changed_valid_count_is_refused() -> None:
+    def change(doc: dict[str, Any]) -> None:
+        doc["valid_event_count"] = 3
+        doc["event_count"] = 3
+
+    assert rules(tampered(change)) == {"counts"}
+
+
+def test_reordered_list_is_refused() -> None:
+    def change(doc: dict[str, Any]) -> None:
+        doc["current"]["source_aliases"].reverse()
+
+    assert rules(tampered(change)) == {"source_aliases"}
+
+
+def test_reordered_applied_event_ids_is_refused() -> None:
+    def change(doc: dict[str, Any]) -> None:
+        doc["applied_event_ids"].reverse()
+
+    assert rules(tampered(change)) == {"applied_event_ids"}
+
+
+def test_reordered_member_is_refused() -> None:
+    # Swapping two members leaves every digest as it was: only re-rendering sees it.
+    swapped = SEED.replace(
+        b'"state_type":"pith_open_graph_state","state_version":"1.0"',
+        b'"state_version":"1.0","state_type":"pith_open_graph_state"',
+    )
+    assert swapped != SEED
+    assert parse(swapped) == parse(SEED)
+    assert rules(swapped) == {"rendering"}
+
+
+def test_reordered_payload_member_is_refused() -> None:
+    a = b'"attestation_state":"computed",'
+    assert SEED.count(a) == 1
+    moved = SEED.replace(a, b"").replace(
+        b'"source_version":2}', b'"source_version":2,' + a[:-1] + b"}"
+    )
+    assert moved != SEED and parse(moved) == parse(SEED)
+    assert rules(moved) == {"rendering"}
+
+
+def test_changed_state_sha256_is_refused() -> None:
+    changed = SEED.replace(SEED_SHA.encode(), b"0" + SEED_SHA[1:].encode())
+    assert rules(changed) == {"state_sha256"}
+
+
+@pytest.mark.parametrize("suffix", [b" ", b"  ", b"\n\n", b" \n", b"\r\n", b"\t"])
+def test_trailing_whitespace_is_refused(suffix: bytes) -> None:
+    assert rules(SEED + suffix) == {"rendering"}
+
+
+def test_pretty_printed_seed_is_refused() -> None:
+    pretty = json.dumps(json.loads(SEED), indent=2, ensure_ascii=False).encode()
+    assert rules(pretty) == {"rendering"}
+    escaped = json.dumps(json.loads(SEED), separators=(",", ":")).encode()
+    assert escaped == SEED  # the seed is pure ASCII, so escaping changes nothing here
+
+
+def test_changed_record_is_refused() -> None:
+    def change(doc: dict[str, Any]) -> None:
+        doc["current"]["canonical_record"]["source"]["version"] = 3
+
+    found = rules(tampered(change))
+    assert {"canonical_record", "canonical_sha256", "pith_number"} <= found
+
+
+def test_changed_pith_number_is_refused() -> None:
+    def change(doc: dict[str, Any]) -> None:
+        doc["pith_number"] = "pith:2025:" + doc["pith_number"][10:]
+
+    assert rules(tampered(change)) == {"pith_number"}
+
+
+def test_changed_alias_is_refused() -> None:
+    def change(doc: dict[str, Any]) -> None:
+        doc["current"]["source_aliases"][0]["created_at"] = LATER
+
+    assert rules(tampered(change)) == {"source_aliases"}
+
+
+def test_invalid_event_without_its_count_is_refused() -> None:
+    def change(doc: dict[str, Any]) -> None:
+        doc["invalid_events"].append({"event_id": "sha256:" + "0" * 64, "reason": "malformed"})
+
+    assert rules(tampered(change)) == {"counts"}
+
+
+def test_unknown_reason_is_refused() -> None:
+    def change(doc: dict[str, Any]) -> None:
+        doc["invalid_events"].append({"event_id": "sha256:" + "0" * 64, "reason": "forged"})
+        doc["invalid_event_count"] = 1
+        doc["event_count"] = 3
+
+    assert rules(tampered(change)) == {"shape"}
+
+
+def test_missing_member_is_refused() -> None:
+    doc = parse(SEED)
+    del doc["equivocations"]
+    assert rules(json.dumps(doc, separators=(",", ":")).encode()) == {"shape"}
+
+
+def test_not_json_is_refused() -> None:
+    assert rules(b"\xef\xbb\xbf" + SEED) == {"json"}
+    assert rules(SEED[:-1]) == {"json"}
+
+
+# --- documents built from events ---------------------------------------------------------
+
+R = record_event()
+PITH = R["pith_number"]
+
+
+def document(*values: dict[str, Any]) -> dict[str, Any]:
+    result = reduce_values(list(values))[PITH]
+    assert isinstance(result, Reduction)
+    return state_document(result)
+
+
+def test_built_document_verifies() -> None:
+    said = [event("author_attestation", R, payload={"statement": s}) for s in ("a", "b")]
+    bad = event("correction", R, signer="mirror")
+    others = [event(t, R) for t in ("graph_snapshot", "timestamp_anchor", "storage_attestation",
+                                    "citation_signature", "replication_record", "correction",
+                                    "mirror_hint")]
+    doc = document(R, *said, bad, *others)
+    data = render(doc)
+    assert verify_state_document(data) == []
+    assert verify_state_document(data + b"\n") == []
+    assert doc["state_sha256"] == digest({k: v for k, v in doc.items() if k != "state_sha256"})
+    assert list(doc) == list(STATE_MEMBERS)
+    assert parse(data) == doc
+    assert doc["invalid_events"] == [{"event_id": bad["event_id"], "reason": "unauthorized_signer"}]
+    for name in ("graph_snapshots", "timestamp_anchors", "storage_attestations",
+                 "citation_signatures", "replication_records", "corrections", "mirror_hints"):
+        assert len(doc["current"][name]) == 1, name
+    assert len(doc["current"]["author_attestations"]) == 1
+    assert doc["equivocation_count"] == 1
+
+
+def test_projection_shows_five_members() -> None:
+    hint = event("mirror_hint", R)
+    doc = document(R, hint)
+    assert doc["current"]["mirror_hints"] == [
+        {"event_id": hint["event_id"], "target": "record", "created_at": LATER,
+         "signer": hint["signer"], "payload": hint["payload"]}
+    ]
+    assert list(doc["current"]["record_created"]) == ["event_id", "target", "created_at",
+                                                      "signer", "payload"]
+    assert doc["current"]["canonical_record"] == R["payload"]["canonical_record"]
+    assert doc["applied_event_ids"] == [R["event_id"], hint["event_id"]]
+
+
+def test_lists_are_sorted_by_time_then_event_id() -> None:
+    # Two at one instant by two keys (one key would make them equivocate).
+    hints = [event("mirror_hint", R, t, signer=k, payload={"locator": f"https://m/{k}"})
+             for k, t in [("mirror", "2026-05-01T00:00:00Z"), ("mirror", "2026-02-01T00:00:00Z"),
+                          ("registry", "2026-02-01T00:00:00Z"),
+                          ("registry-2", "2026-01-01T00:00:00Z")]]
+    doc = document(*hints, R)
+    listed = [(p["created_at"], p["event_id"]) for p in doc["current"]["mirror_hints"]]
+    assert len(listed) == 4
+    assert listed == sorted((h["created_at"], h["event_id"]) for h in hints)
+    assert doc["applied_event_ids"] == [R["event_id"]] + [e for _, e in listed]
+
+
+def test_invalid_events_sorted_by_event_id() -> None:
+    bad = [event("correction", R, t, signer="author") for t in
+           ("2026-02-01T00:00:00Z", "2026-03-01T00:00:00Z", "2026-04-01T00:00:00Z")]
+    doc = document(R, *bad)
+    listed = [i["event_id"] for i in doc["invalid_events"]]
+    assert listed == sorted(b["event_id"] for b in bad)
+
+
+def test_render_is_compact_utf8_with_jcs_member_order_inside_payloads() -> None:
+    payload = {"statement": "caf\u00e9 \U0001f600 \u2028", "z": 1, "a": {"\ue000": 0,
+                                                                            "\U0001f600": 1}}
+    said = event("author_attestation", R, payload=payload)
+    data = render(document(R, said))
+    assert b": " not in data and b", " not in data
+    assert "caf\u00e9 \U0001f600 \u2028".encode() in data
+    assert b"\\u" not in data
+    assert jcs(said["payload"]) in data
+    assert verify_state_document(data) == []
+
+
+def test_source_aliases_of_an_arxiv_record() -> None:
+    record = canonical_record(source_id="2411.00284", version=2)
+    sha = digest(record)
+    aliases = source_aliases(record, sha, "2026-01-01T00:00:00Z")
+    from pithlog.records import base32_of
+
+    b = base32_of(sha)
+    assert [(a["alias_kind"], a["alias_value"]) for a in aliases] == [
+        ("arxiv", "2411.00284"),
+        ("arxiv_version", "2411.00284v2"),
+        ("doi", "10.48550/arxiv.2411.00284"),
+        ("pith_short_12", b[:12]),
+        ("pith_short_16", b[:16]),
+        ("pith_short_8", b[:8]),
+    ]
+    assert all(a["created_at"] == "2026-01-01T00:00:00Z" for a in aliases)
+
+
+def test_source_aliases_of_a_doi_record_lower_case_ascii_only() -> None:
+    record = canonical_record(source_id="10.1000/ABC-\u00c9\u0130", kind="doi", version=1)
+    aliases = source_aliases(record, digest(record), "2026-01-01T00:00:00Z")
+    assert [a["alias_kind"] for a in aliases] == ["doi", "pith_short_12", "pith_short_16",
+                                                  "pith_short_8"]
+    assert aliases[0]["alias_value"] == "10.1000/abc-\u00c9\u0130"
+
+
+def test_source_aliases_of_another_kind() -> None:
+    record = canonical_record(source_id="X-1", kind="hal", version=1)
+    aliases = source_aliases(record, digest(record), "2026-01-01T00:00:00Z")
+    assert [a["alias_kind"] for a in aliases] == ["pith_short_12", "pith_short_16",
+                                                  "pith_short_8"]
+
+
+def test_tampered_built_document_is_refused() -> None:
+    hint = event("mirror_hint", R)
+    doc = document(R, hint)
+    doc["current"]["mirror_hints"] = []
+    doc["state_sha256"] = digest_document(doc)
+    # applied_event_ids still names the hint, which current no longer shows.
+    assert rules(render(doc)) == {"applied_event_ids"}

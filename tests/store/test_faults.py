@@ -1,0 +1,258 @@
+"""Faults: SIGKILL during appends, damaged bytes, concurrent processes, a changed keyring."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import random
+import select
+import signal
+import time
+from pathlib import Path
+from typing import Any
+
+import eventgen as g
+import pytest
+
+from pithlog.checks import check_alone
+from pithlog.events import admit
+from pithlog.store import Store
+from pithlog.testing import test_keyring
+
+pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork()")
+
+KEPT = ("stored", "duplicate", "replaced", "evidence")
+
+
+def valid(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [e for e in events if check_alone(admit(e), g.KEYRING) is None]
+
+
+def lines(store: Store) -> list[str]:
+    return [d.line() for d in store.replay(g.KEYRING).discrepancies]
+
+
+# --- crash --------------------------------------------------------------------------------
+
+
+def _append_until_killed(path: Path, pool: list[bytes], start: int, fd: int) -> None:
+    """Child: append small batches; after each commit, report what it stored on ``fd``."""
+    try:
+        with Store.open(path, map_size=128 << 10) as store:
+            position = start
+            while True:
+                batch = [pool[(position + i) % len(pool)] for i in range(4)]
+                position += 4
+                results = store.append(batch, g.KEYRING, keep_invalid=True)
+                done = b"".join(r.event_id.encode() + b"\n" for r in results
+                                if r.status in KEPT and r.event_id)  # fmt: skip
+                os.write(fd, done)
+    finally:
+        os._exit(0)
+
+
+def test_sigkill_during_appends_loses_nothing_reported(tmp_path: Path) -> None:
+    rng = random.Random(11)
+    events = g.mixed_events(rng, piths=30, per_pith=20)
+    events += [g.forged(e) for e in rng.sample(events, 40)]
+    rng.shuffle(events)
+    pool = [g.encoded(e) for e in events]
+    path = tmp_path / "crash"
+    reported: set[str] = set()
+    kills = 0
+    for cycle in range(3):
+        # a fresh store now and then keeps each replay small
+        store_path = path / str(cycle)
+        start = 0
+        for _ in range(17):
+            read_fd, write_fd = os.pipe()
+            pid = os.fork()
+            if pid == 0:  # pragma: no cover - the child never returns
+                os.close(read_fd)
+                _append_until_killed(store_path, pool, start, write_fd)
+            os.close(write_fd)
+            time.sleep(rng.uniform(0.005, 0.08))
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            kills += 1
+            data = b""
+            while select.select([read_fd], [], [], 0)[0]:
+                chunk = os.read(read_fd, 1 << 16)
+                if not chunk:
+                    break
+                data += chunk
+            os.close(read_fd)
+            complete = data[: data.rfind(b"\n") + 1]
+            reported |= {line.decode() for line in complete.split()}
+            if not store_path.exists():
+                continue  # killed before the store was even created
+            with Store.open(store_path, create=False) as store:
+                report = store.replay(g.KEYRING)
+                assert report.ok, [d.line() for d in report.discrepancies]
+                missing = [e for e in reported if store.event(e) is None]
+                assert not missing, f"reported as stored, then lost: {missing[:3]}"
+                start = store.stats()["counts"]["seq"]  # go on with events not yet stored
+        reported.clear()
+    assert kills >= 50
+
+
+# --- corruption ---------------------------------------------------------------------------
+
+
+@pytest.fixture
+def damaged(tmp_path: Path) -> tuple[Store, list[dict[str, Any]]]:
+    rng = random.Random(21)
+    events = valid(g.mixed_events(rng, piths=5, per_pith=6))
+    store = Store.open(tmp_path / "s")
+    store.append([g.encoded(e) for e in events], g.KEYRING)
+    assert store.replay(g.KEYRING).ok
+    yield store, events
+    store.close()
+
+
+def _attestation(events: list[dict[str, Any]]) -> dict[str, Any]:
+    return next(e for e in events if e["event_type"] == "mirror_hint")
+
+
+def test_flipped_byte_in_an_envelope_is_named(damaged: tuple[Store, list[Any]]) -> None:
+    store, events = damaged
+    victim = _attestation(events)
+    eid = bytes.fromhex(victim["event_id"][7:])
+    data = bytearray(g.encoded(victim))
+    at = data.index(b"https://") + 9
+    data[at] ^= 0x01
+
+    store._write(lambda txn, dbs: txn.put(eid, bytes(data), db=dbs["events"]))
+    found = lines(store)
+    assert found
+    assert any(victim["event_id"] in line for line in found)
+    assert any(line.startswith(f"state: {victim['pith_number']}") for line in found)
+
+
+def test_removed_index_entries_are_named(damaged: tuple[Store, list[Any]]) -> None:
+    store, events = damaged
+    victim = _attestation(events)
+    eid = bytes.fromhex(victim["event_id"][7:])
+    key = victim["pith_number"].encode() + eid
+    store._write(lambda txn, dbs: txn.delete(key, db=dbs["by_pith"]))
+    found = lines(store)
+    assert f"by_pith: {victim['event_id']}: not indexed under its pith {victim['pith_number']}" \
+        in found  # fmt: skip
+    assert any(line.startswith(f"state: {victim['pith_number']}") for line in found)
+
+    def drop_seq(txn: Any, dbs: dict[str, Any]) -> None:
+        for k, v in txn.cursor(db=dbs["seq"]):
+            if v[:32] == eid:
+                txn.delete(k, db=dbs["seq"])
+                return
+
+    store._write(drop_seq)
+    assert any(line.startswith(f"seq: {victim['event_id']}: the preferred copy")
+               for line in lines(store))  # fmt: skip
+
+
+def test_altered_cached_state_and_verdict_are_named(damaged: tuple[Store, list[Any]]) -> None:
+    store, events = damaged
+    victim = _attestation(events)
+    pith = victim["pith_number"]
+    state = store.state(pith)
+    assert state is not None
+    altered = state.replace(b'"event_count":', b'"event_count":1', 1)
+    store._write(lambda txn, dbs: txn.put(pith.encode(), altered, db=dbs["states"]))
+    found = lines(store)
+    assert len(found) == 1 and found[0].startswith(f"state: {pith}: differs in event_count")
+
+    store._write(lambda txn, dbs: txn.put(pith.encode(), state, db=dbs["states"]))
+    assert store.replay(g.KEYRING).ok
+    digest = bytes.fromhex(g.KEYRING.digest)
+    copy_hash = __import__("hashlib").sha256(g.encoded(victim)).digest()
+    store._write(lambda txn, dbs: txn.put(digest + copy_hash, b"bad_signature",
+                                          db=dbs["verdicts"]))  # fmt: skip
+    assert lines(store) == [
+        f"verdicts: {victim['event_id']}: the preferred copy: cached verdict 'bad_signature', "
+        "checks 1-12 give 'valid'"
+    ]
+
+
+# --- concurrency --------------------------------------------------------------------------
+
+
+def _appender(path: str, batches: list[list[bytes]]) -> None:
+    with Store.open(path, map_size=64 << 10) as store:
+        for batch in batches:
+            store.append(batch, g.KEYRING)
+
+
+def _reader(path: str, piths: list[str], seconds: float) -> None:
+    deadline = time.monotonic() + seconds
+    while not os.path.exists(os.path.join(path, "data.mdb")):
+        time.sleep(0.01)
+    with Store.open(path, map_size=64 << 10) as store:
+        while time.monotonic() < deadline:
+            for pith in piths:
+                store.state(pith)
+            sum(1 for _ in store.export())
+            store.stats()
+
+
+def test_two_appenders_and_a_reader_at_once(tmp_path: Path) -> None:
+    rng = random.Random(31)
+    events = valid(g.mixed_events(rng, piths=10, per_pith=10))
+    rng.shuffle(events)
+    halves = [events[0::2], events[1::2]]
+    path = str(tmp_path / "s")
+    ctx = multiprocessing.get_context("fork")
+    piths = sorted({e["pith_number"] for e in events})
+    procs = [ctx.Process(target=_reader, args=(path, piths, 1.0))]
+    for half in halves:
+        batches = [[g.encoded(e) for e in half[i : i + 5]] for i in range(0, len(half), 5)]
+        procs.append(ctx.Process(target=_appender, args=(path, batches)))
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(60)
+        assert p.exitcode == 0
+    with Store.open(path) as store:
+        assert all(store.event(e["event_id"]) == g.encoded(e) for e in events)
+        expected = g.expected_states(events)
+        assert {p["pith_number"] for p in store.piths()} == set(expected)
+        assert all(store.state(p) == (s or None) for p, s in expected.items())
+        assert store.replay(g.KEYRING).ok
+        assert store.stats()["map_size"] > 64 << 10
+
+
+# --- keyring change -----------------------------------------------------------------------
+
+
+def test_replay_under_a_revoking_keyring_names_exactly_the_changed_piths(tmp_path: Path) -> None:
+    rng = random.Random(41)
+    events = valid(g.mixed_events(rng, piths=14, per_pith=5))
+    revoked = test_keyring(author={"revoked_at": g.ts(430)})
+    before, after = g.expected_states(events), g.expected_states(events, revoked)
+    changed = sorted(p for p in before if before[p] != after.get(p))
+    assert changed and len(changed) < len(before)  # the test means something
+    with Store.open(tmp_path / "s") as store:
+        for i in range(0, len(events), 9):
+            store.append([g.encoded(e) for e in events[i : i + 9]], g.KEYRING)
+        for jobs in (1, 2):
+            report = store.replay(revoked, jobs=jobs)
+            assert not report.same_keyring
+            assert report.changed_piths == changed
+            assert {d.kind for d in report.discrepancies} <= {"state", "pith"}
+        assert store.replay(g.KEYRING, jobs=2).ok
+        store.rebuild(revoked)
+        assert store.replay(revoked).ok
+        assert all(store.state(p) == (s or None) for p, s in after.items())
+
+
+def test_parallel_replay_reports_the_same(damaged: tuple[Store, list[Any]]) -> None:
+    store, events = damaged
+    victim = _attestation(events)
+    eid = bytes.fromhex(victim["event_id"][7:])
+    store._write(lambda txn, dbs: txn.delete(victim["pith_number"].encode() + eid,
+                                             db=dbs["by_pith"]))  # fmt: skip
+    one = store.replay(g.KEYRING, jobs=1)
+    two = store.replay(g.KEYRING, jobs=3)
+    assert not one.ok
+    assert one.discrepancies == two.discrepancies
+    assert (one.piths, one.events, one.copies) == (two.piths, two.events, two.copies)

@@ -1,0 +1,198 @@
+"""The store commands of the CLI, in-process through pithlog.cli.main(argv)."""
+
+from __future__ import annotations
+
+import importlib.util
+import io
+import json
+import random
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+from pithlog.cli import main
+from pithlog.testing import test_keyring_entries
+
+
+def _eventgen() -> ModuleType:
+    path = Path(__file__).resolve().parents[1] / "store" / "eventgen.py"
+    spec = importlib.util.spec_from_file_location("store_eventgen", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+g = _eventgen()
+
+
+def run(argv: list[str]) -> tuple[int, bytes, str]:
+    out, err = io.BytesIO(), io.StringIO()
+    status = main(argv, stdout=out, stderr=err)
+    return status, out.getvalue(), err.getvalue()
+
+
+def lines(data: bytes) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in data.splitlines()]
+
+
+@pytest.fixture
+def files(tmp_path: Path) -> dict[str, Any]:
+    rng = random.Random(5)
+    events = g.mixed_events(rng, piths=5, per_pith=5)
+    keyring = tmp_path / "keyring.json"
+    keyring.write_text(json.dumps({"keyring_version": "1", "keys": test_keyring_entries()}))
+    revoked = tmp_path / "revoked.json"
+    revoked.write_text(json.dumps({"keyring_version": "1", "keys": test_keyring_entries(
+        author={"revoked_at": g.ts(300)})}))  # fmt: skip
+    log = tmp_path / "events.jsonl"
+    log.write_bytes(b"".join(g.encoded(e) + b"\n" for e in events))
+    return {"events": events, "log": str(log), "keyring": str(keyring),
+            "revoked": str(revoked), "store": str(tmp_path / "store"), "tmp": tmp_path}  # fmt: skip
+
+
+def append(f: dict[str, Any], *extra: str, path: str | None = None) -> tuple[int, bytes, str]:
+    return run(["--store", f["store"], "append", "--keyring", f["keyring"], *extra,
+                path or f["log"]])  # fmt: skip
+
+
+def test_append_prints_a_line_per_event_and_states_match_reduce(files: dict[str, Any]) -> None:
+    status, out, err = append(files, "--keep-invalid")
+    assert status == 0, err
+    results = lines(out)
+    assert len(results) == len(files["events"])
+    assert [r["line"] for r in results] == list(range(1, len(results) + 1))
+    assert all(list(r) == ["line", "event_id", "status", "reason"] for r in results)
+    assert {r["status"] for r in results} == {"stored"}
+    assert "1 transaction(s)" in err
+    status, reduced, _ = run(["reduce", "--keyring", files["keyring"], files["log"]])
+    for state_line in reduced.splitlines():
+        pith = json.loads(state_line)["pith_number"]
+        status, state, _ = run(["--store", files["store"], "state", pith])
+        assert status == 0 and state == state_line + b"\n"
+    status, again, err = append(files, "--keep-invalid")
+    assert status == 0 and {r["status"] for r in lines(again)} == {"duplicate"}
+
+
+def test_refused_and_rejected_lines_exit_2(files: dict[str, Any]) -> None:
+    log = files["tmp"] / "mixed.jsonl"
+    rec = g.record("2501.00042")
+    stranger = g.attestation(rec["pith_number"], 500, signer="stranger")
+    log.write_bytes(g.encoded(rec) + b"\n\n{not json\n" + g.encoded(stranger) + b"\n")
+    status, out, err = append(files, path=str(log))
+    assert status == 2
+    assert [(r["line"], r["status"]) for r in lines(out)] == [
+        (1, "stored"), (3, "refused"), (4, "rejected")]  # fmt: skip
+    assert lines(out)[2]["reason"] == "unknown_key"
+    assert lines(out)[1]["reason"].startswith("[door.syntax]")
+    assert "1 refused" in err and "1 rejected" in err
+
+
+def test_json_array_single_object_and_batches(files: dict[str, Any]) -> None:
+    events = files["events"][:7]
+    array = files["tmp"] / "array.json"
+    array.write_text(json.dumps(events, indent=2))
+    status, out, err = append(files, "--batch-size", "3", "--keep-invalid", path=str(array))
+    assert status == 0, err
+    assert [r["line"] for r in lines(out)] == list(range(1, 8))
+    assert "3 transaction(s)" in err
+    single = files["tmp"] / "one.json"
+    rec = g.record("2501.00043")
+    single.write_text(json.dumps(rec, indent=2))
+    status, out, _ = append(files, path=str(single))
+    assert status == 0 and lines(out) == [
+        {"line": 1, "event_id": rec["event_id"], "status": "stored", "reason": None}]
+
+
+def test_replay_verify_passes_then_names_damage(files: dict[str, Any]) -> None:
+    assert append(files)[0] == 2  # the stranger's events are rejected
+    status, out, err = run(["--store", files["store"], "replay", "--verify",
+                            "--keyring", files["keyring"]])  # fmt: skip
+    assert status == 0 and out == b"", err
+    assert "0 discrepancies" in err
+    status, out2, err = run(["replay", "--store", files["store"], "--verify", "--jobs", "2",
+                             "--keyring", files["keyring"], "--progress"])  # fmt: skip
+    assert status == 0 and out2 == b""
+    assert "pith" in err  # the progress bar
+
+    from pithlog.store import Store
+
+    pith = files["events"][0]["pith_number"]
+    with Store.open(files["store"]) as store:
+        store._write(lambda txn, dbs: txn.put(pith.encode(), b"{}", db=dbs["states"]))
+    status, out, _ = run(["--store", files["store"], "replay", "--verify",
+                          "--keyring", files["keyring"]])  # fmt: skip
+    assert status == 1
+    assert out.decode().splitlines() == [
+        f"state: {pith}: the cached state does not have the state document's members"]
+    _, out_jobs, _ = run(["--store", files["store"], "replay", "--verify", "--jobs", "3",
+                          "--keyring", files["keyring"]])  # fmt: skip
+    assert out_jobs == out
+
+
+def test_keyring_change_needs_rebuild(files: dict[str, Any]) -> None:
+    assert append(files)[0] == 2
+    status, out, err = run(["--store", files["store"], "replay", "--verify",
+                            "--keyring", files["revoked"]])  # fmt: skip
+    assert status == 1 and "would change" in err
+    changed = {line.split(": ")[1] for line in out.decode().splitlines()}
+    events = [e for e in files["events"] if e["signer"]["key_id"] != "test-stranger"]
+    before, after = g.expected_states(events), g.expected_states(events, g.test_keyring(
+        author={"revoked_at": g.ts(300)}))  # fmt: skip
+    assert changed == {p for p in before if before[p] != after[p]}
+    status, _, err = run(["--store", files["store"], "append", "--keyring", files["revoked"],
+                          files["log"]])  # fmt: skip
+    assert status == 2 and "[store.keyring_changed]" in err and "--rebuild" in err
+    status, _, err = run(["--store", files["store"], "replay", "--rebuild", "--verify",
+                          "--keyring", files["revoked"]])  # fmt: skip
+    assert status == 0, err
+    assert run(["--store", files["store"], "append", "--keyring", files["revoked"],
+                files["log"]])[0] == 2  # fmt: skip
+
+
+def test_state_pending_stats_and_errors(files: dict[str, Any], monkeypatch: Any) -> None:
+    monkeypatch.setenv("PITHLOG_STORE", files["store"])
+    status, _, err = run(["state", files["events"][0]["pith_number"]])
+    assert status == 2 and "[store.missing]" in err
+    assert run(["append", "--keyring", files["keyring"], files["log"]])[0] == 2
+    status, out, _ = run(["pending"])
+    pending = lines(out)
+    assert status == 0 and pending and all(p["status"] == "pending" for p in pending)
+    status, _, err = run(["state", pending[0]["pith_number"]])
+    assert status == 2 and "[store.no_state]" in err and "pending" in err
+    status, _, err = run(["state", "pith:2026:AAAAAAAAAAAAAAAAAAAAAAAAAA"])
+    assert status == 2 and "[store.no_state]" in err
+    status, _, err = run(["state", "nonsense"])
+    assert status == 2 and "[usage.pith_number]" in err
+    status, out, _ = run(["stats"])
+    stats = json.loads(out)
+    assert status == 0 and stats["counts"]["events"] > 0 and 0 < stats["map_use"] < 1
+
+
+def test_export_then_import_gives_identical_states(files: dict[str, Any]) -> None:
+    rec = g.record("2501.00044")
+    extra = files["tmp"] / "extra.jsonl"
+    extra.write_bytes(g.encoded(rec) + b"\n" + g.encoded(g.forged(rec)) + b"\n")
+    assert append(files, "--keep-invalid")[0] == 0
+    assert append(files, "--keep-invalid", path=str(extra))[0] == 0
+    status, exported, err = run(["--store", files["store"], "export"])
+    assert status == 0 and f"through seq {len(exported.splitlines())}" in err
+    dump = files["tmp"] / "export.jsonl"
+    dump.write_bytes(exported)
+    fresh = str(files["tmp"] / "fresh")
+    status, out, err = run(["--store", fresh, "import", "--keyring", files["keyring"],
+                            "--keep-invalid", str(dump)])  # fmt: skip
+    assert status == 0, err
+    assert {r["status"] for r in lines(out)} == {"stored", "evidence"}
+    _, pend_a, _ = run(["--store", files["store"], "pending"])
+    _, pend_b, _ = run(["--store", fresh, "pending"])
+    assert pend_a == pend_b
+    for pith in {e["pith_number"] for e in files["events"]}:
+        assert run(["--store", files["store"], "state", pith])[1] == \
+            run(["--store", fresh, "state", pith])[1]  # fmt: skip
+    status, tail, _ = run(["--store", files["store"], "export", "--after", "3"])
+    assert tail.splitlines() == exported.splitlines()[3:]
+    status, seqs, _ = run(["--store", files["store"], "export", "--after", "3", "--with-seq"])
+    assert [json.loads(x)["seq"] for x in seqs.splitlines()][:2] == [4, 5]

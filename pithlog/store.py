@@ -287,6 +287,7 @@ class _Shared:
     dbs: dict[str, Any]
     refs: int = 0
     gate: _Gate = field(default_factory=_Gate)
+    pid: int = field(default_factory=os.getpid)
 
 
 _REGISTRY: dict[tuple[Any, ...], _Shared] = {}
@@ -334,6 +335,8 @@ def _release(shared: _Shared) -> None:
             return
         if _REGISTRY.get(shared.key) is shared:
             del _REGISTRY[shared.key]
+    if shared.pid != os.getpid():
+        return  # inherited through fork(): the environment belongs to the parent
     with shared.gate.write, shared.gate.exclusive():
         shared.env.close()
 

@@ -1,8 +1,9 @@
 """`make demo`: the main job of pithlog, end to end, on an embedded default.
 
-Makes a fresh folder, writes a keyring for the fixed public test registry key, re-signs the
-published seed's own payloads (vectors/seeds/state-2411.00284.json) with it, reduces them,
-prints the state document and checks it, each step through the real CLI (`pithlog.cli.main`),
+Makes a fresh folder with an empty store, writes a keyring for the fixed public test
+registry key, re-signs the published seed's own payloads (vectors/seeds/state-2411.00284.json)
+with it, appends them to the store, prints the cached state document, checks it offline, and
+replays the whole store with --verify: each step through the real CLI (`pithlog.cli.main`),
 with the command shown as a user would type it.
 """
 
@@ -62,10 +63,21 @@ def demo(folder: Path) -> None:
     run("sign", "--key", str(folder / "registry.key"), "--type", "graph_snapshot",
         "--pith", pith, "--payload", str(folder / "snapshot.json"),
         "--created-at", snapshot["created_at"], stdout_to=events)  # fmt: skip
+    store = str(folder / "store")
+    keyring_file = str(folder / "keyring.json")
+    run("--store", store, "append", "--keyring", keyring_file, str(events))
     state = folder / "state.json"
-    run("reduce", "--keyring", str(folder / "keyring.json"), str(events), stdout_to=state)
+    run("--store", store, "state", pith, stdout_to=state)
     print(state.read_text(encoding="utf-8"), end="")
     run("verify-state", str(state))
+    reduced = folder / "reduced.jsonl"
+    run("reduce", "--keyring", keyring_file, str(events), stdout_to=reduced)
+    same = reduced.read_bytes() == state.read_bytes().rstrip(b"\n") + b"\n"
+    print(f"demo: the store's state and `pithlog reduce` of the same events are "
+          f"{'byte-identical' if same else 'DIFFERENT'}")  # fmt: skip
+    if not same:
+        sys.exit(1)
+    run("--store", store, "replay", "--verify", "--keyring", keyring_file)
     run("verify-state", str(SEED))
     print(f"\ndemo: done; files are in {folder}")
 

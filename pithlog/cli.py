@@ -47,7 +47,7 @@ from pithlog.keys import (
 from pithlog.lines import iter_envelopes, iter_lines
 from pithlog.records import is_pith_number
 from pithlog.reduce import Pending, reduce_events
-from pithlog.state import render, state_document, verify_state_document
+from pithlog.state import render_reduction, verify_state_document
 from pithlog.store import REFUSED, REJECTED, AppendResult, Store
 from pithlog.timestamps import is_ts
 
@@ -124,7 +124,7 @@ def cmd_reduce(args: argparse.Namespace, out: _Out) -> int:
         if isinstance(result, Pending):
             out.say(f"pending: {pith}: {result.event_count} events, no valid record_created")
             continue
-        out.write(render(state_document(result)) + b"\n")
+        out.write(render_reduction(result) + b"\n")
         states += 1
     out.say(
         f"reduce: {len(envelopes)} events read, {refused} lines refused, "

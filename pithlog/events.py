@@ -15,6 +15,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import msgspec
+
 from pithlog.canonical import (
     JSON,
     MAX_ENVELOPE_BYTES,
@@ -95,13 +97,48 @@ def admit(value: JSON, encoded: bytes | None = None) -> Envelope:
 
 def parse_envelope(data: bytes) -> Envelope:
     """The door for one event: untrusted bytes to an :class:`Envelope`, or :class:`DoorError`."""
-    value, encoded = decode(data)
+    value, encoded = decode(data, max_encoded=MAX_ENVELOPE_BYTES)
     return admit(value, encoded)
 
 
 def body_of(envelope: dict[str, Any]) -> dict[str, Any]:
     """``body``: the envelope without ``event_id`` and ``signature_b64`` (spec 4)."""
     return {k: v for k, v in envelope.items() if k != "event_id" and k != "signature_b64"}
+
+
+# --- where a projection's parts sit in the envelope's JCS ---------------------------------
+
+_json_string = msgspec.json.Encoder().encode
+
+
+def projection_spans(envelope: Envelope) -> tuple[int, int, int, int]:
+    """``(payload_start, payload_end, signer_start, signer_end)`` within ``envelope.encoded``.
+
+    For an envelope that passed check 1 (exactly the eight members), its JCS is
+    ``{"created_at":…,"event_id":…,"event_type":…,"payload":P,"pith_number":…,
+    "signature_b64":…,"signer":S,"target":T}``, so the JCS of the payload and of the signer
+    (and the target's JSON string, after S) are slices of it: a state document can be built
+    from stored bytes without decoding or re-encoding any payload.
+    """
+    event = envelope.value
+    encoded = envelope.encoded
+    payload_start = (
+        len(b'{"created_at":') + len(_json_string(event["created_at"]))
+        + len(b',"event_id":') + len(_json_string(envelope.event_id))
+        + len(b',"event_type":') + len(_json_string(event["event_type"]))
+        + len(b',"payload":')
+    )  # fmt: skip
+    signer = jcs(event["signer"])
+    signer_end = len(encoded) - 1 - len(_json_string(event["target"])) - len(b',"target":')
+    signer_start = signer_end - len(signer)
+    payload_end = (
+        signer_start - len(b',"signer":')
+        - len(_json_string(event["signature_b64"])) - len(b',"signature_b64":')
+        - len(_json_string(envelope.pith_number)) - len(b',"pith_number":')
+    )  # fmt: skip
+    if encoded[signer_start:signer_end] != signer or encoded[payload_end] != ord(","):
+        raise ValueError(f"{envelope.event_id} is not a well-formed envelope in JCS form")
+    return payload_start, payload_end, signer_start, signer_end
 
 
 # --- the chosen record, as the record-comparing rules (check 14) see it --------------------

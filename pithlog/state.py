@@ -11,6 +11,9 @@
 
 from __future__ import annotations
 
+import hashlib
+import heapq
+from dataclasses import dataclass
 from typing import Any
 
 import msgspec
@@ -18,7 +21,7 @@ import msgspec
 from pithlog.canonical import MAX_DEPTH, digest, jcs, lower_ascii, parse
 from pithlog.checks import REASONS
 from pithlog.errors import DoorError
-from pithlog.events import EVENT_TYPES, STATE_LISTS, Envelope, is_event_id
+from pithlog.events import EVENT_TYPES, STATE_LISTS, Envelope, is_event_id, projection_spans
 from pithlog.records import base32_of, is_pith_number, pith_number_for
 from pithlog.reduce import MERGE_VERSION, Equivocation, Reduction
 from pithlog.timestamps import is_ts
@@ -154,6 +157,152 @@ def state_document(reduction: Reduction) -> dict[str, Any]:
     }
     document["state_sha256"] = digest(document)
     return document
+
+
+# --- the document from its parts: the one renderer of reductions ------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Fragment:
+    """An applied event's projection (spec 8) as the pre-encoded parts both of its
+    encodings share: ``target`` is its JSON string, ``signer`` and ``payload`` their JCS."""
+
+    event_id: str
+    created_at: str
+    target: bytes
+    signer: bytes
+    payload: bytes
+
+    def display(self) -> bytes:
+        """Display order: event_id, target, created_at, signer, payload."""
+        return b"".join((b'{"event_id":"', self.event_id.encode("ascii"), b'","target":',
+                         self.target, b',"created_at":"', self.created_at.encode("ascii"),
+                         b'","signer":', self.signer, b',"payload":', self.payload,
+                         b"}"))  # fmt: skip
+
+    def canonical(self) -> bytes:
+        """JCS member order: created_at, event_id, payload, signer, target."""
+        return b"".join((b'{"created_at":"', self.created_at.encode("ascii"),
+                         b'","event_id":"', self.event_id.encode("ascii"), b'","payload":',
+                         self.payload, b',"signer":', self.signer, b',"target":', self.target,
+                         b"}"))  # fmt: skip
+
+    @property
+    def order(self) -> tuple[str, str]:
+        return (self.created_at, self.event_id)
+
+
+def fragment(envelope: Envelope, spans: tuple[int, int, int, int] | None = None) -> Fragment:
+    """The :class:`Fragment` of a valid envelope, sliced from its JCS bytes."""
+    payload_start, payload_end, signer_start, signer_end = spans or projection_spans(envelope)
+    encoded = envelope.encoded
+    return Fragment(
+        event_id=envelope.event_id,
+        created_at=envelope.value["created_at"],
+        target=encoded[signer_end + len(b',"target":') : -1],
+        signer=encoded[signer_start:signer_end],
+        payload=encoded[payload_start:payload_end],
+    )
+
+
+@dataclass(frozen=True)
+class StateParts:
+    """Everything a state document is made of (spec 8), each list already in its order:
+    what :func:`assemble` turns into bytes. A reduction gives it (:func:`parts_of`); so does
+    a store, from its index, without re-reducing a pith."""
+
+    pith_number: str
+    event_count: int
+    valid_event_count: int
+    record: Fragment
+    """The projection of ``R``."""
+    canonical_record: dict[str, Any]
+    canonical_sha256: str
+    lists: dict[str, list[Fragment]]
+    """The eight lists of ``current`` (every name of ``STATE_LISTS``), each sorted by
+    ``(created_at, event_id)``."""
+    equivocations: list[dict[str, Any]]
+    """Entries as in the document (slot, event_ids, applied_event_id), sorted by slot."""
+    invalid: list[tuple[str, str]]
+    """``(event_id, reason)`` sorted by event_id."""
+
+
+def _json_list(items: list[bytes]) -> msgspec.Raw:
+    return msgspec.Raw(b"[" + b",".join(items) + b"]")
+
+
+def assemble(parts: StateParts) -> bytes:
+    """The display serialization of the state document of ``parts`` (spec 8), with its
+    ``state_sha256``: the digest is taken over the JCS form, assembled from the same
+    fragments in JCS member order, so no payload is encoded twice."""
+    others = heapq.merge(*parts.lists.values(), key=lambda f: f.order)
+    applied = [parts.record.event_id, *(f.event_id for f in others)]
+    aliases = source_aliases(parts.canonical_record, parts.canonical_sha256,
+                             parts.record.created_at)  # fmt: skip
+    record_jcs = msgspec.Raw(jcs(parts.canonical_record))
+    invalid = [{"event_id": e, "reason": r} for e, r in parts.invalid]
+    header: dict[str, Any] = {
+        "state_type": STATE_TYPE,
+        "state_version": STATE_VERSION,
+        "pith_number": parts.pith_number,
+        "merge_version": MERGE_VERSION,
+        "event_count": parts.event_count,
+        "valid_event_count": parts.valid_event_count,
+        "invalid_event_count": len(parts.invalid),
+        "equivocation_count": len(parts.equivocations),
+    }
+
+    def document(shown: bool) -> dict[str, Any]:
+        current: dict[str, Any] = {"canonical_record": record_jcs, "source_aliases": aliases}
+        for name in STATE_LISTS:
+            fragments = parts.lists.get(name, [])
+            current[name] = _json_list(
+                [f.display() for f in fragments] if shown else [f.canonical() for f in fragments]
+            )
+        current["record_created"] = msgspec.Raw(
+            parts.record.display() if shown else parts.record.canonical()
+        )
+        return {**header, "current": current, "equivocations": parts.equivocations,
+                "invalid_events": invalid, "applied_event_ids": applied}  # fmt: skip
+
+    # Every member name at this level is ASCII, so msgspec's sorted order is JCS order;
+    # the fragments inside are JCS already.
+    canonical = _SORTED.encode(document(shown=False))
+    display = document(shown=True)
+    display["state_sha256"] = hashlib.sha256(canonical).hexdigest()
+    return _ENCODER.encode(display)
+
+
+_SORTED = msgspec.json.Encoder(order="sorted")
+
+
+def parts_of(reduction: Reduction) -> StateParts:
+    """The :class:`StateParts` of a reduction."""
+    record = reduction.record
+    payload = record.value["payload"]
+    lists: dict[str, list[Fragment]] = {name: [] for name in STATE_LISTS}
+    for envelope in reduction.applied[1:]:  # already in (created_at, event_id) order
+        lists[EVENT_TYPES[envelope.value["event_type"]].state_list].append(fragment(envelope))
+    return StateParts(
+        pith_number=reduction.pith_number,
+        event_count=reduction.event_count,
+        valid_event_count=reduction.valid_event_count,
+        record=fragment(record),
+        canonical_record=payload["canonical_record"],
+        canonical_sha256=payload["canonical_sha256"],
+        lists=lists,
+        equivocations=sorted(
+            (_equivocation_entry(e) for e in reduction.equivocations),
+            key=lambda entry: _slot_sort_key(entry["slot"]),
+        ),
+        invalid=sorted(reduction.invalid.items()),
+    )
+
+
+def render_reduction(reduction: Reduction) -> bytes:
+    """The state document of a reduction, display-serialized: ``assemble(parts_of(r))``,
+    byte-identical to ``render(state_document(r))`` and faster."""
+    return assemble(parts_of(reduction))
 
 
 # --- display serialization ----------------------------------------------------------------

@@ -23,7 +23,7 @@ from pithlog.checks import REASONS
 from pithlog.errors import DoorError
 from pithlog.events import EVENT_TYPES, STATE_LISTS, Envelope, is_event_id, projection_spans
 from pithlog.records import base32_of, is_pith_number, pith_number_for
-from pithlog.reduce import MERGE_VERSION, Equivocation, Reduction
+from pithlog.reduce import MERGE_VERSION, Equivocation, Reduction, SlotKey
 from pithlog.timestamps import is_ts
 
 STATE_MAX_DEPTH = MAX_DEPTH + 3
@@ -94,26 +94,28 @@ def source_aliases(
     ]
 
 
-def _slot_sort_key(slot: dict[str, Any]) -> tuple[tuple[int, str], ...]:
+def slot_sort_key(slot: dict[str, Any]) -> tuple[tuple[int, str], ...]:
     """``(event_type, target, key_id, created_at)``, null before any string."""
     return tuple((0, "") if slot[m] is None else (1, slot[m]) for m in SLOT_MEMBERS)
 
 
-def _slot(equivocation: Equivocation) -> dict[str, Any]:
-    if equivocation.slot == ("record_created",):
+def slot_object(slot: SlotKey) -> dict[str, Any]:
+    """The ``slot`` member of an equivocation entry (spec 8)."""
+    if slot == ("record_created",):
         return {"event_type": "record_created", "target": "record", "key_id": None,
                 "created_at": None}  # fmt: skip
-    event_type, target, key_id, created_at = equivocation.slot
+    event_type, target, key_id, created_at = slot
     return {"event_type": event_type, "target": target, "key_id": key_id,
             "created_at": created_at}  # fmt: skip
 
 
+def equivocation_entry(slot: SlotKey, event_ids: list[str]) -> dict[str, Any]:
+    """An entry of ``equivocations``: ``event_ids`` in ``(created_at, event_id)`` order."""
+    return {"slot": slot_object(slot), "event_ids": event_ids, "applied_event_id": event_ids[0]}
+
+
 def _equivocation_entry(equivocation: Equivocation) -> dict[str, Any]:
-    return {
-        "slot": _slot(equivocation),
-        "event_ids": [x.event_id for x in equivocation.events],
-        "applied_event_id": equivocation.applied.event_id,
-    }
+    return equivocation_entry(equivocation.slot, [x.event_id for x in equivocation.events])
 
 
 def state_document(reduction: Reduction) -> dict[str, Any]:
@@ -136,7 +138,7 @@ def state_document(reduction: Reduction) -> dict[str, Any]:
     current["record_created"] = projection(record)
     equivocations = sorted(
         (_equivocation_entry(e) for e in reduction.equivocations),
-        key=lambda entry: _slot_sort_key(entry["slot"]),
+        key=lambda entry: slot_sort_key(entry["slot"]),
     )
     document: dict[str, Any] = {
         "state_type": STATE_TYPE,
@@ -293,7 +295,7 @@ def parts_of(reduction: Reduction) -> StateParts:
         lists=lists,
         equivocations=sorted(
             (_equivocation_entry(e) for e in reduction.equivocations),
-            key=lambda entry: _slot_sort_key(entry["slot"]),
+            key=lambda entry: slot_sort_key(entry["slot"]),
         ),
         invalid=sorted(reduction.invalid.items()),
     )
@@ -510,7 +512,7 @@ def _rule_failures(doc: dict[str, Any]) -> list[str]:
         fail("predates_record", "an applied event is older than the chosen record")
 
     # Equivocations and invalid events: sorted, consistent, disjoint.
-    keys = [_slot_sort_key(e["slot"]) for e in equivocations]
+    keys = [slot_sort_key(e["slot"]) for e in equivocations]
     if keys != sorted(keys) or len(set(keys)) != len(keys):
         fail("order", "equivocations are not sorted by slot, or repeat a slot")
     loser_ids: list[str] = []

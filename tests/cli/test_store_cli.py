@@ -121,12 +121,12 @@ def test_replay_verify_passes_then_names_damage(files: dict[str, Any]) -> None:
 
     pith = files["events"][0]["pith_number"]
     with Store.open(files["store"]) as store:
-        store._write(lambda txn, dbs: txn.put(pith.encode(), b"{}", db=dbs["states"]))
+        store._write(lambda txn, dbs: txn.put(pith.encode(), b"{}", db=dbs["piths"]))
     status, out, _ = run(["--store", files["store"], "replay", "--verify",
                           "--keyring", files["keyring"]])  # fmt: skip
     assert status == 1
     assert out.decode().splitlines() == [
-        f"state: {pith}: the cached state does not have the state document's members"]
+        f"index: {pith}: the state cannot be assembled from the index: KeyError('status')"]
     _, out_jobs, _ = run(["--store", files["store"], "replay", "--verify", "--jobs", "3",
                           "--keyring", files["keyring"]])  # fmt: skip
     assert out_jobs == out

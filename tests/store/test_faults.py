@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import multiprocessing
 import os
 import random
@@ -14,6 +15,7 @@ from typing import Any
 import eventgen as g
 import pytest
 
+from pithlog.canonical import jcs
 from pithlog.checks import check_alone
 from pithlog.events import admit
 from pithlog.store import Store
@@ -155,14 +157,31 @@ def test_altered_cached_state_and_verdict_are_named(damaged: tuple[Store, list[A
     store, events = damaged
     victim = _attestation(events)
     pith = victim["pith_number"]
-    state = store.state(pith)
-    assert state is not None
-    altered = state.replace(b'"event_count":', b'"event_count":1', 1)
-    store._write(lambda txn, dbs: txn.put(pith.encode(), altered, db=dbs["states"]))
+    summary = store._read(lambda txn, dbs: txn.get(pith.encode(), db=dbs["piths"]))
+    assert summary is not None
+    altered = json.loads(summary)
+    altered["event_count"] += 1
+    store._write(lambda txn, dbs: txn.put(pith.encode(), jcs(altered), db=dbs["piths"]))
     found = lines(store)
     assert len(found) == 1 and found[0].startswith(f"state: {pith}: differs in event_count")
+    store._write(lambda txn, dbs: txn.put(pith.encode(), summary, db=dbs["piths"]))
+    assert store.replay(g.KEYRING).ok
 
-    store._write(lambda txn, dbs: txn.put(pith.encode(), state, db=dbs["states"]))
+    # An applied event dropped from the index: named as index damage, and the state differs.
+    def drop_applied(txn: Any, dbs: dict[str, Any]) -> bytes:
+        cursor = txn.cursor(db=dbs["applied"])
+        assert cursor.set_range(pith.encode())
+        key: bytes = cursor.key()
+        value: bytes = cursor.value()
+        cursor.delete()
+        return key + value
+
+    removed = store._write(drop_applied)
+    found = lines(store)
+    assert f"index: {pith}: applied: 1 entries missing, 0 extra, 0 differing from a full " \
+        "reduction" in found
+    assert any(line.startswith(f"state: {pith}: differs in ") for line in found)
+    store._write(lambda txn, dbs: txn.put(removed[:-16], removed[-16:], db=dbs["applied"]))
     assert store.replay(g.KEYRING).ok
     digest = bytes.fromhex(g.KEYRING.digest)
     copy_hash = __import__("hashlib").sha256(g.encoded(victim)).digest()

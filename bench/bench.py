@@ -14,20 +14,28 @@ import hashlib
 import io
 import json
 import platform
+import shutil
+import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from importlib import metadata
 from pathlib import Path
 
 import rfc8785
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from cryptography.hazmat.primitives.asymmetric.ed25519 import (
+    Ed25519PrivateKey,
+    Ed25519PublicKey,
+)
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import workload
 
 from pithlog.cli import main
+from pithlog.keys import Keyring, make_keyring
+from pithlog.store import Store
 from pithlog.testing import test_keyring_entries
 
 HERE = Path(__file__).resolve().parent
@@ -88,7 +96,7 @@ def straightforward(path: Path, public_keys: dict[str, object]) -> int:
     return count
 
 
-def run(scale: float) -> Table:
+def run(scale: float, big: int) -> Table:
     n_verify = max(2000, int(20000 * scale))
     verify_rate = raw_verify_rate(n_verify)
     table = Table(verify_rate)
@@ -98,11 +106,6 @@ def run(scale: float) -> Table:
     events = workload.write(CACHE / f"mixed-{n}.jsonl", workload.mixed(n))
     keyring = CACHE / "keyring.json"
     keyring.write_text(json.dumps({"keyring_version": "1", "keys": test_keyring_entries()}))
-
-    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
-
-    from pithlog.keys import make_keyring
-
     ring = make_keyring(test_keyring_entries())
     keys = {k: Ed25519PublicKey.from_public_bytes(ring[k].public_key) for k in ring}
     plain = table.rate("straightforward json + rfc8785 + verify", n,
@@ -115,7 +118,95 @@ def run(scale: float) -> Table:
 
     rate = table.rate(f"reduce of a {n:,}-event file", n, timed(reduce))
     table.figure("reduce vs straightforward", f"{rate / plain:.2f}x")
+
+    lines = events.read_bytes().splitlines()
+    for batch in (1000, 10000):
+        folder = Path(tempfile.mkdtemp(prefix="pithlog-bench-"))
+        try:
+            with Store.open(folder / "store") as store:
+                seconds = timed(lambda b=batch, s=store: [  # type: ignore[misc]
+                    s.append(lines[i : i + b], ring) for i in range(0, len(lines), b)])
+                table.rate(f"append {n:,} events, batches of {batch:,} (durable commits)",
+                           n, seconds)  # fmt: skip
+                if batch == 1000:
+                    size = (folder / "store" / "data.mdb").stat().st_size
+                    mean = len(events.read_bytes()) / n
+                    table.figure("store size on disk per event",
+                                 f"{size / n:,.0f} bytes (an event is {mean:,.0f} bytes)")
+                    one = table.rate("replay --verify --jobs 1", n,
+                                     timed(lambda s=store: _replayed(s, ring, 1)))  # fmt: skip
+                    two = table.rate("replay --verify --jobs 2", n,
+                                     timed(lambda s=store: _replayed(s, ring, 2)))  # fmt: skip
+                    table.figure("replay --jobs 2 vs --jobs 1", f"{two / one:.2f}x")
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
+
+    top = max(1000, 100_000 * scale)
+    grow(table, ring, [size for size in (1000, 10000, 100_000) if size <= top])
+    replay_memory(table, ring, max(10_000, int(big * scale)))
     return table
+
+
+def _replayed(store: Store, ring: Keyring, jobs: int) -> None:
+    report = store.replay(ring, verify=True, jobs=jobs)
+    assert report.ok, report.discrepancies[:3]
+
+
+def grow(table: Table, ring: Keyring, sizes: list[int]) -> None:
+    """One pith growing by batches of 100 citation signatures: time per batch at sizes."""
+    top = max(sizes)
+    lines = list(workload.one_pith(top, p=900_000))
+    folder = Path(tempfile.mkdtemp(prefix="pithlog-bench-"))
+    try:
+        with Store.open(folder / "store") as store:
+            per_batch: dict[int, float] = {}
+            for i in range(0, len(lines), 100):
+                seconds = timed(lambda i=i: store.append(lines[i : i + 100], ring))
+                held = min(i + 100, len(lines))
+                if held in sizes:
+                    per_batch[held] = seconds
+            for held, seconds in sorted(per_batch.items()):
+                table.figure(f"one pith at {held:,} events: append a batch of 100",
+                             f"{seconds * 1000:,.0f} ms")  # fmt: skip
+            first = per_batch[min(per_batch)]
+            table.figure("  growth of that time, largest vs smallest size",
+                         f"{per_batch[max(per_batch)] / first:.2f}x")  # fmt: skip
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+REPLAY_CHILD = """
+import resource, sys
+from pithlog.keys import load_keyring
+from pithlog.store import Store
+ring = load_keyring(open(sys.argv[2], "rb").read())
+with Store.open(sys.argv[1], create=False, readonly=True) as store:
+    report = store.replay(ring, verify=True)
+assert report.ok
+print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+"""
+
+
+def replay_memory(table: Table, ring: Keyring, count: int) -> None:
+    """Peak RSS of replay --verify in a fresh process over a store of ``count`` events."""
+    keyring = CACHE / "keyring.json"
+    folder = Path(tempfile.mkdtemp(prefix="pithlog-bench-"))
+    try:
+        with Store.open(folder / "store") as store:
+            batch: list[bytes] = []
+            for line in workload.mixed(count):
+                batch.append(line)
+                if len(batch) == 10000:
+                    store.append(batch, ring)
+                    batch = []
+            if batch:
+                store.append(batch, ring)
+        child = [sys.executable, "-c", REPLAY_CHILD, str(folder / "store"), str(keyring)]
+        out = subprocess.run(child, check=True, capture_output=True, text=True)
+        rss_mib = int(out.stdout.strip()) / 1024
+        table.figure(f"peak RSS of replay --verify over {count:,} events", f"{rss_mib:,.0f} MiB")
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def environment() -> str:
@@ -130,9 +221,11 @@ def main_bench(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--scale", type=float, default=1.0, help="multiply event counts")
     parser.add_argument("--no-record", action="store_true", help="do not append RESULTS.md")
+    parser.add_argument("--replay-events", type=int, default=1_000_000,
+                        help="events in the store whose replay's memory is measured")  # fmt: skip
     args = parser.parse_args(argv)
     print(f"pithlog bench, scale {args.scale}: {environment()}", flush=True)
-    table = run(args.scale)
+    table = run(args.scale, args.replay_events)
     text = table.markdown()
     print(text)
     if not args.no_record:

@@ -8,7 +8,13 @@ are exactly the spec's; :data:`REASONS` lists them in check order.
 
 from __future__ import annotations
 
+import os
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Any
+
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from pithlog.canonical import decode_b64, digest
 from pithlog.events import (
@@ -62,59 +68,149 @@ def _well_formed(event: dict[str, Any]) -> bool:
     )
 
 
-def check_alone(envelope: Envelope, keyring: Keyring) -> str | None:
-    """Checks 1-12 (spec 6): the reason of the first that fails, or ``None``."""
+class SignatureCheck:
+    """One Ed25519 verification that checks 6 or 12 depend on, to run now or in a batch."""
+
+    __slots__ = ("message", "ok", "signature", "verifier")
+
+    def __init__(self, verifier: Ed25519PublicKey, signature: bytes, message: bytes) -> None:
+        self.verifier = verifier
+        self.signature = signature
+        self.message = message
+        self.ok: bool | None = None
+
+    def run(self) -> bool:
+        if self.ok is None:
+            self.ok = verify_signature(self.verifier, self.signature, self.message)
+        return self.ok
+
+
+@dataclass(frozen=True, slots=True)
+class Prepared:
+    """Checks 1-12 of one event with their two signature verifications left open.
+
+    ``before``: the reason of a failing check among 1-5 (or a signature that is not base64
+    of 64 bytes, check 6). Else check 6 is ``signature``; ``after`` the first failing check
+    among 7-12 when the signatures hold, and ``receipt`` the verification check 12 still
+    needs. :meth:`reason` gives the spec's first failing check once they have run.
+    """
+
+    before: str | None
+    signature: SignatureCheck | None = None
+    after: str | None = None
+    receipt: SignatureCheck | None = None
+
+    def reason(self) -> str | None:
+        if self.before is not None:
+            return self.before
+        assert self.signature is not None
+        if not self.signature.run():
+            return "bad_signature"
+        if self.after is not None:
+            return self.after
+        if self.receipt is not None and not self.receipt.run():
+            return "bad_receipt"
+        return None
+
+    def checks(self) -> list[SignatureCheck]:
+        """The verifications :meth:`reason` may need (none when ``before`` decides)."""
+        if self.before is not None:
+            return []
+        return [c for c in (self.signature, self.receipt) if c is not None]
+
+
+def prepare(envelope: Envelope, keyring: Keyring) -> Prepared:
+    """Checks 1-12 (spec 6) in order, every signature verification deferred."""
     event = envelope.value
     if not _well_formed(event):
-        return "malformed"
+        return Prepared("malformed")
     event_type = EVENT_TYPES.get(event["event_type"])
     if event_type is None:
-        return "unknown_event_type"
+        return Prepared("unknown_event_type")
     body_digest = digest(body_of(event))
     if envelope.event_id != "sha256:" + body_digest:
-        return "event_id_mismatch"
+        return Prepared("event_id_mismatch")
     signer = event["signer"]
     key = keyring.get(signer["key_id"])
     if key is None:
-        return "unknown_key"
+        return Prepared("unknown_key")
     if (
         signer["public_key_fingerprint"] != key.fingerprint
         or signer["signer_id"] != key.signer_id
         or signer["signer_type"] != key.signer_type
     ):
-        return "signer_mismatch"
+        return Prepared("signer_mismatch")
     signature = decode_b64(event["signature_b64"])
-    if (
-        signature is None
-        or len(signature) != 64
-        or not verify_signature(key.verifier, signature, bytes.fromhex(body_digest))
-    ):
-        return "bad_signature"
+    if signature is None or len(signature) != 64:
+        return Prepared("bad_signature")
+    check_6 = SignatureCheck(key.verifier, signature, bytes.fromhex(body_digest))
     if not key.valid_at(event["created_at"]):
-        return "key_not_valid"
+        return Prepared(None, check_6, "key_not_valid")
     if signer["signer_type"] not in event_type.signer_types:
-        return "unauthorized_signer"
+        return Prepared(None, check_6, "unauthorized_signer")
     target = event["target"]
     if not event_type.target_ok(target):
-        return "bad_target"
+        return Prepared(None, check_6, "bad_target")
     payload = event["payload"]
     if not event_type.payload_ok(payload, target):
-        return "bad_payload"
+        return Prepared(None, check_6, "bad_payload")
     if event_type.name == "record_created":
-        return _check_record_created(event, payload, keyring)
-    return None
+        after, check_12 = _check_record_created(event, payload, keyring)
+        return Prepared(None, check_6, after, check_12)
+    return Prepared(None, check_6)
+
+
+def check_alone(envelope: Envelope, keyring: Keyring) -> str | None:
+    """Checks 1-12 (spec 6): the reason of the first that fails, or ``None``."""
+    return prepare(envelope, keyring).reason()
+
+
+def check_many(
+    envelopes: Sequence[Envelope], keyring: Keyring, workers: int | None = None
+) -> list[str | None]:
+    """:func:`check_alone` of each envelope, the signature verifications of a large batch
+    spread over threads: ``cryptography`` releases the GIL while it verifies, so they run
+    beside the Python work of the checks instead of after it."""
+    workers = workers if workers is not None else min(4, os.cpu_count() or 1)
+    if workers <= 1 or len(envelopes) < PARALLEL_MIN:
+        return [check_alone(e, keyring) for e in envelopes]
+    prepared: list[Prepared] = []
+    with ThreadPoolExecutor(workers, thread_name_prefix="pithlog-verify") as pool:
+        pending: list[SignatureCheck] = []
+        for envelope in envelopes:
+            item = prepare(envelope, keyring)
+            prepared.append(item)
+            pending += item.checks()
+            if len(pending) >= _CHUNK:
+                pool.submit(_run_all, pending)
+                pending = []
+        if pending:
+            pool.submit(_run_all, pending)
+    return [item.reason() for item in prepared]
+
+
+PARALLEL_MIN = 32
+"""Below this many events a thread pool costs more than it saves."""
+_CHUNK = 64
+
+
+def _run_all(checks: list[SignatureCheck]) -> None:
+    for check in checks:
+        check.run()
 
 
 def _check_record_created(
     event: dict[str, Any], payload: dict[str, Any], keyring: Keyring
-) -> str | None:
-    """Checks 11 and 12 (spec 5.1); the payload already passed check 10."""
+) -> tuple[str | None, SignatureCheck | None]:
+    """Checks 11 and 12 (spec 5.1); the payload already passed check 10. Returns the
+    reason of the first that fails without verifying, else the verification check 12
+    still needs."""
     canonical_sha256 = payload["canonical_sha256"]
     record = payload["canonical_record"]
     if canonical_sha256 != digest(record) or event["pith_number"] != pith_number_for(
         canonical_sha256, record["metadata"]["submitted_at"]
     ):
-        return "pith_number_mismatch"
+        return "pith_number_mismatch", None
     receipt = payload["receipt"]
     signer = event["signer"]
     if not (
@@ -125,16 +221,12 @@ def _check_record_created(
         and receipt.get("key_id") == signer["key_id"]
         and receipt.get("public_key_fingerprint") == signer["public_key_fingerprint"]
     ):
-        return "bad_receipt"
+        return "bad_receipt", None
     signature = decode_b64(receipt.get("signature_b64"))
+    if signature is None or len(signature) != 64:
+        return "bad_receipt", None
     key = keyring[signer["key_id"]]
-    if (
-        signature is None
-        or len(signature) != 64
-        or not verify_signature(key.verifier, signature, bytes.fromhex(canonical_sha256))
-    ):
-        return "bad_receipt"
-    return None
+    return None, SignatureCheck(key.verifier, signature, bytes.fromhex(canonical_sha256))
 
 
 def check_against_record(envelope: Envelope, record: ChosenRecord) -> str | None:

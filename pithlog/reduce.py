@@ -17,7 +17,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from pithlog.checks import CHECK_NUMBER, check_against_record, check_alone
+from pithlog.checks import CHECK_NUMBER, check_against_record, check_alone, check_many
 from pithlog.events import ChosenRecord, Envelope
 from pithlog.keys import Keyring
 
@@ -56,12 +56,16 @@ def prefer(a: Judged, b: Judged) -> Judged:
 
 def collapse(envelopes: Iterable[Envelope], keyring: Keyring) -> dict[str, Judged]:
     """Step 0: ``event_id`` -> the one preferred copy, with its checks 1-12 verdict."""
-    kept: dict[str, Judged] = {}
+    copies: dict[str, list[Envelope]] = {}
     for envelope in envelopes:
+        held = copies.setdefault(envelope.event_id, [])
+        if all(envelope.encoded != other.encoded for other in held):
+            held.append(envelope)  # the same envelope again has nothing to choose
+    distinct = [envelope for held in copies.values() for envelope in held]
+    kept: dict[str, Judged] = {}
+    for envelope, reason in zip(distinct, check_many(distinct, keyring), strict=True):
+        candidate = Judged(envelope, reason)
         current = kept.get(envelope.event_id)
-        if current is not None and current.envelope.encoded == envelope.encoded:
-            continue  # the same envelope again: nothing to choose
-        candidate = judge(envelope, keyring)
         kept[envelope.event_id] = candidate if current is None else prefer(current, candidate)
     return kept
 

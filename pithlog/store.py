@@ -36,7 +36,13 @@ import lmdb
 import msgspec
 
 from pithlog.canonical import jcs
-from pithlog.checks import CHECK_NUMBER, REASONS, check_against_record, check_alone
+from pithlog.checks import (
+    CHECK_NUMBER,
+    REASONS,
+    check_against_record,
+    check_alone,
+    check_many,
+)
 from pithlog.errors import DoorError, StoreError, register
 from pithlog.events import (
     EVENT_TYPES,
@@ -763,6 +769,20 @@ class Store:
                 items.append(exc)
         kd = bytes.fromhex(keyring.digest)
         verdicts: dict[bytes, str | None] = {}  # copy hash -> checks 1-12, kept across retries
+        # Judge the batch's new copies up front, their signatures verified in parallel
+        # (check_many); a copy already stored is a duplicate and is not judged again.
+        envelopes = {_copy_hash(i.encoded): i for i in items if isinstance(i, Envelope)}
+
+        def unseen(txn: _Txn, dbs: dict[str, Any]) -> list[bytes]:
+                return [
+                h
+                for h, env in envelopes.items()
+                if txn.get(_eid_bytes(env.event_id), db=dbs["events"]) != env.encoded
+                and txn.get(_eid_bytes(env.event_id) + h, db=dbs["evidence"]) is None
+            ]
+
+        fresh = self._read(unseen) if envelopes else []
+        verdicts.update(zip(fresh, check_many([envelopes[h] for h in fresh], keyring), strict=True))
 
         def judged(env: Envelope, h: bytes) -> Judged:
             if h not in verdicts:
@@ -1497,20 +1517,33 @@ def _replay_pith(
     stored_kd = bytes.fromhex(ctx.stored_kd) if ctx.stored_kd else None
     judged: list[Judged] = []
     copies = 0
+    # Every copy of the pith through the door first, then checks 1-12 on all of them at
+    # once, so that their signatures are verified in parallel (check_many).
+    by_event: dict[bytes, list[tuple[bytes | None, bytes]]] = {}
+    passed: dict[bytes, Envelope | DoorError] = {}
     for eid in sorted(indexed_set | set(foreign)):
-        subject = _eid_str(eid)
         preferred = txn.get(eid, db=dbs["events"])
         if preferred is None:
             continue  # reported by the structure pass
+        by_event[eid] = [(None, preferred), *((k[32:], v) for k, v in _evidence_of(txn, dbs, eid))]
+        for _, data in by_event[eid]:
+            try:
+                passed[data] = parse_envelope(data)
+            except DoorError as exc:
+                passed[data] = exc
+    checked: dict[bytes, str | None] = {}
+    if ctx.verify or not ctx.same_keyring:
+        fresh = {data: e for data, e in passed.items() if isinstance(e, Envelope)}
+        checked = dict(zip(fresh, check_many(list(fresh.values()), ctx.keyring), strict=True))
+    for eid, stored_copies in by_event.items():
+        subject = _eid_str(eid)
         candidates: list[tuple[Judged, bytes | None]] = []
-        stored_copies = [(None, preferred)] + [(k[32:], v) for k, v in _evidence_of(txn, dbs, eid)]
         for h_key, data in stored_copies:
             copies += 1
             label = "the preferred copy" if h_key is None else f"evidence copy {h_key.hex()[:16]}"
-            try:
-                env = parse_envelope(data)
-            except DoorError as exc:
-                say("door", subject, f"{label} no longer passes the door: {exc.describe()}")
+            env = passed[data]
+            if isinstance(env, DoorError):
+                say("door", subject, f"{label} no longer passes the door: {env.describe()}")
                 continue
             if env.encoded != data:
                 say("events" if h_key is None else "evidence", subject,
@@ -1521,7 +1554,9 @@ def _replay_pith(
                 continue
             h = _copy_hash(data)
             cached_raw = None if stored_kd is None else txn.get(stored_kd + h, db=dbs["verdicts"])
-            if ctx.verify or not ctx.same_keyring or cached_raw not in _VERDICT_VALUES:
+            if data in checked:
+                reason = checked[data]
+            elif ctx.verify or not ctx.same_keyring or cached_raw not in _VERDICT_VALUES:
                 reason = check_alone(env, ctx.keyring)
             else:
                 reason = _verdict_of(cached_raw)

@@ -19,6 +19,7 @@ import binascii
 import hashlib
 import json
 import re
+from collections.abc import Iterator
 from typing import Any, NoReturn, TypeAlias
 
 import msgspec
@@ -91,36 +92,53 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def _check_tree(value: Any, max_depth: int) -> None:
-    """Depth and lone-surrogate rules, which the JSON scanner does not know (spec 1)."""
-    stack: list[tuple[Any, int, str]] = [(value, 0, "")]
-    while stack:
-        node, depth, path = stack.pop()
-        if isinstance(node, dict):
-            depth += 1
-            if depth > max_depth:
-                _refuse("too_deep", f"nesting deeper than {max_depth}", path or "/")
-            for name, child in node.items():
-                if not name.isascii() and _SURROGATE.search(name):
-                    _refuse("lone_surrogate", "member name holds a lone surrogate", path or "/")
-                if isinstance(child, str):
-                    if not child.isascii() and _SURROGATE.search(child):
-                        _refuse("lone_surrogate", "string holds a lone surrogate",
-                                f"{path}/{_pointer(name)}")
-                elif isinstance(child, (dict, list)):
-                    stack.append((child, depth, f"{path}/{_pointer(name)}"))
-        elif isinstance(node, list):
-            depth += 1
-            if depth > max_depth:
-                _refuse("too_deep", f"nesting deeper than {max_depth}", path or "/")
-            for index, child in enumerate(node):
-                if isinstance(child, str):
-                    if not child.isascii() and _SURROGATE.search(child):
-                        _refuse("lone_surrogate", "string holds a lone surrogate",
-                                f"{path}/{index}")
-                elif isinstance(child, (dict, list)):
-                    stack.append((child, depth, f"{path}/{index}"))
-        elif isinstance(node, str) and not node.isascii() and _SURROGATE.search(node):
-            _refuse("lone_surrogate", "string holds a lone surrogate", path or "/")
+    """Depth and lone-surrogate rules, which the JSON scanner does not know (spec 1).
+
+    Depth first, one iterator per open container: memory is bounded by the depth, not by
+    the number of nodes (a line of millions of ``[]`` must not cost a tuple and a path
+    string per node), and the path is only built for the error.
+    """
+    if not isinstance(value, (dict, list)):
+        if isinstance(value, str) and not value.isascii() and _SURROGATE.search(value):
+            _refuse("lone_surrogate", "string holds a lone surrogate", "/")
+        return
+    stack: list[Iterator[tuple[Any, Any]]] = []
+    names: list[str | int] = []  # the path to the container whose iterator is on top
+    node: Any = value
+    while True:
+        if node is not None:  # entering a container, at depth len(stack) + 1
+            if len(stack) >= max_depth:
+                _refuse("too_deep", f"nesting deeper than {max_depth}", _path(names))
+            if isinstance(node, dict):
+                for name in node:
+                    if not name.isascii() and _SURROGATE.search(name):
+                        _refuse("lone_surrogate", "member name holds a lone surrogate",
+                                _path(names))  # fmt: skip
+                stack.append(iter(node.items()))
+            else:
+                stack.append(enumerate(node))
+            node = None
+        for key, child in stack[-1]:
+            if isinstance(child, str):
+                if not child.isascii() and _SURROGATE.search(child):
+                    _refuse("lone_surrogate", "string holds a lone surrogate",
+                            _path([*names, key]))  # fmt: skip
+            elif isinstance(child, (dict, list)):
+                names.append(key)
+                node = child
+                break
+        else:
+            stack.pop()
+            if not stack:
+                return
+            names.pop()
+
+
+def _path(names: list[str | int]) -> str:
+    """RFC 6901 JSON Pointer of a place in the value, for error locations."""
+    if not names:
+        return "/"
+    return "".join(f"/{_pointer(n)}" if isinstance(n, str) else f"/{n}" for n in names)
 
 
 def _pointer(name: str) -> str:
@@ -192,14 +210,39 @@ def parse(
     return _parse_exact(raw, max_depth)
 
 
-def decode(data: bytes) -> tuple[JSON, bytes]:
-    """:func:`parse`, and the JCS encoding of the value (computed once, whichever door)."""
+def decode(data: bytes, *, max_encoded: int | None = None) -> tuple[JSON, bytes]:
+    """:func:`parse`, and the JCS encoding of the value (computed once, whichever door).
+
+    With ``max_encoded``, input whose JCS encoding would certainly be longer is refused
+    (``too_large``) before it is parsed, so that a line of a few MiB of ``[],[],...`` does
+    not cost millions of objects only to be refused for its size afterwards.
+    """
     raw = _prepare(data)
+    if max_encoded is not None:
+        floor = jcs_size_floor(raw)
+        if floor > max_encoded:
+            _refuse("too_large", f"the JCS encoding would be at least {floor} bytes; "
+                    f"at most {max_encoded} are allowed, so send a smaller value")  # fmt: skip
     fast = _fast(raw)
     if fast is not None:
         return fast
     value = _parse_exact(raw, MAX_DEPTH)
     return value, jcs(value)
+
+
+_STRUCTURAL = tuple(bytes([b]) for b in b'[]{},:"')
+
+
+def jcs_size_floor(raw: bytes) -> int:
+    """A lower bound on ``len(jcs(v))`` for any value ``v`` that ``raw`` parses to.
+
+    Each of the bytes ``[ ] { } , : "`` in a JSON text is either structure, which JCS
+    writes once for each (the door refuses repeated member names, so no member is lost), or
+    a character inside a string, which JCS writes literally (``"`` as ``\\"``). None of them
+    is part of an escape sequence or of a multi-byte UTF-8 character; whitespace, escapes
+    and everything else can only shrink. So JCS holds at least as many of them.
+    """
+    return sum(raw.count(b) for b in _STRUCTURAL)
 
 
 def parse_exact(data: bytes) -> JSON:

@@ -137,3 +137,33 @@ class StoreError(PithlogError):
     """The LMDB log cannot be opened, read or written as asked."""
 
     family = "store"
+
+
+class _Verifying(PithlogError):
+    """An error family where some codes mean "verification failed" (exit 1), not bad input."""
+
+    failed: frozenset[str] = frozenset()
+
+    def __init__(self, detail: str, message: str, where: str | None = None) -> None:
+        super().__init__(detail, message, where)
+        self.exit_status = EXIT_VERIFY_FAILED if detail in self.failed else EXIT_BAD_INPUT
+
+
+class CheckpointError(_Verifying):
+    """A checkpoint (C2SP signed note) that cannot be parsed, signed or trusted."""
+
+    family = "checkpoint"
+    failed = frozenset({"untrusted", "bad_signature", "origin", "diverged"})
+
+
+class ProofError(_Verifying):
+    """A Merkle proof that cannot be built, parsed, or that does not verify."""
+
+    family = "proof"
+    failed = frozenset({"inclusion", "consistency", "mismatch"})
+
+
+class SyncError(PithlogError):
+    """A sync that cannot read its source or receives a message breaking the protocol."""
+
+    family = "sync"

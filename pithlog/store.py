@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar
 import lmdb
 import msgspec
 
+from pithlog import merkle
 from pithlog.canonical import jcs
 from pithlog.checks import (
     CHECK_NUMBER,
@@ -117,6 +118,8 @@ DB_NAMES = (
     "invalid",
     "verdicts",
     "meta",
+    "merkle",
+    "copy_seq",
 )
 INDEX_DBS = ("applied", "slots", "equivocated", "invalid")
 """The per-pith reduction index: a pith's state document is assembled from it on read."""
@@ -125,6 +128,7 @@ META_FORMAT = b"format"
 META_MERGE = b"merge_version"
 META_KEYRING = b"keyring_digest"
 META_NEXT_SEQ = b"next_seq"
+META_MERKLE_SIZE = b"merkle_size"
 
 VALID = b"valid"
 """The verdict value of a copy that passes checks 1-12 (otherwise: its reason code)."""
@@ -395,6 +399,7 @@ def _open_env(real: str, create: bool, map_size: int) -> _Shared:
                 if not isinstance(exc.__cause__, lmdb.MapResizedError):
                     raise
                 env.set_mapsize(0)  # another process grew the map: adopt its size
+        _catch_up_merkle(env, dbs)
     except BaseException:
         env.close()
         raise
@@ -866,6 +871,7 @@ class Store:
                 if pith in rebuild or not _index_add(txn, dbs, pith, added[pith]):
                     _rereduce(txn, dbs, pith, kd, keyring, verdicts)
             txn.put(META_NEXT_SEQ, _SEQ.pack(next_seq), db=meta)
+            _merkle_sync(txn, dbs)  # the Merkle tree and copy_seq follow seq
             return results
 
         return self._write(work)
@@ -896,6 +902,7 @@ class Store:
         report = ReplayReport(keyring.digest, self.keyring_digest())
         ctx = _ReplayContext(keyring, report.same_keyring, verify, report.stored_keyring_digest)
         piths, foreign = self._read(lambda txn, dbs: _check_structure(txn, dbs, report))
+        self._read(lambda txn, dbs: _check_merkle(txn, dbs, report.discrepancies))
         work = [(pith, foreign.get(pith, [])) for pith in piths]
         total = len(work)
         done = 0
@@ -990,6 +997,87 @@ class Store:
             return {"copies": copies, "preferred_changed": len(swaps), "piths": len(piths)}
 
         return self._write(work)
+
+    # --- transparency: the Merkle tree over the append sequence ---------------------------
+
+    def tree_size(self) -> int:
+        """Leaves of the Merkle tree: one per ``seq`` entry (every distinct stored copy)."""
+        return self._read(lambda txn, dbs: _merkle_size(txn, dbs))
+
+    def tree_root(self, size: int | None = None) -> tuple[int, bytes]:
+        """``(size, MTH(D[size]))`` of the log's first ``size`` leaves (default: all), from
+        O(log n) stored subtree hashes."""
+
+        def work(txn: _Txn, dbs: dict[str, Any]) -> tuple[int, bytes]:
+            n = _tree_size_arg(txn, dbs, size)
+            return n, merkle.root(n, _subtree(txn, dbs))
+
+        return self._read(work)
+
+    def leaves_of(self, event_id: str) -> list[tuple[int, bytes]]:
+        """``(leaf index, copy hash)`` of every stored copy of ``event_id`` (leaf index =
+        seq - 1), in append order. Two copies of one event_id are two leaves with the same
+        leaf hash."""
+        if not is_event_id(event_id):
+            return []
+        eid = _eid_bytes(event_id)
+
+        def work(txn: _Txn, dbs: dict[str, Any]) -> list[tuple[int, bytes]]:
+            out: list[tuple[int, bytes]] = []
+            cursor = txn.cursor(db=dbs["copy_seq"])
+            found = cursor.set_range(eid)
+            while found and cursor.key()[:32] == eid:
+                out.append((_SEQ.unpack(cursor.value())[0] - 1, cursor.key()[32:]))
+                found = cursor.next()
+            return sorted(out)
+
+        return self._read(work)
+
+    def inclusion_path(self, index: int, size: int | None = None) -> tuple[int, list[bytes]]:
+        """``(size, PATH(index, D[size]))`` (RFC 9162 2.1.3.1)."""
+
+        def work(txn: _Txn, dbs: dict[str, Any]) -> tuple[int, list[bytes]]:
+            n = _tree_size_arg(txn, dbs, size)
+            if not 0 <= index < n:
+                raise StoreError("tree_size", f"leaf {index} is not in the tree of {n} leaves")
+            return n, merkle.inclusion_path(index, n, _subtree(txn, dbs))
+
+        return self._read(work)
+
+    def consistency_path(self, old: int, new: int | None = None) -> tuple[int, list[bytes]]:
+        """``(new, PROOF(old, D[new]))`` (RFC 9162 2.1.4.1)."""
+
+        def work(txn: _Txn, dbs: dict[str, Any]) -> tuple[int, list[bytes]]:
+            n = _tree_size_arg(txn, dbs, new)
+            if not 0 <= old <= n:
+                raise StoreError("tree_size", f"size {old} is not between 0 and {n}")
+            return n, merkle.consistency_path(old, n, _subtree(txn, dbs))
+
+        return self._read(work)
+
+    def copy_keys(self) -> list[bytes]:
+        """Every distinct stored copy as event_id (32) + copy hash (32), in that byte order:
+        the items :mod:`pithlog.sync` reconciles."""
+        return self._read(
+            lambda txn, dbs: list(txn.cursor(db=dbs["copy_seq"]).iternext(values=False))
+        )
+
+    def copies(self, keys: Iterable[bytes]) -> list[tuple[int, bytes]]:
+        """``(seq, JCS bytes)`` of the stored copies named by ``keys`` (event_id + copy
+        hash), in append order; keys of copies not stored are left out."""
+        wanted = list(keys)
+
+        def work(txn: _Txn, dbs: dict[str, Any]) -> list[tuple[int, bytes]]:
+            out: list[tuple[int, bytes]] = []
+            for key in wanted:
+                raw_seq = txn.get(key, db=dbs["copy_seq"])
+                data = _copy_at(txn, dbs, key) if raw_seq is not None else None
+                if raw_seq is not None and data is not None:
+                    out.append((_SEQ.unpack(raw_seq)[0], data))
+            out.sort()
+            return out
+
+        return self._read(work)
 
 
 # --- helpers on an open transaction -------------------------------------------------------
@@ -1673,3 +1761,156 @@ def _run_chunk(
 
 def _worker_run(chunk: list[tuple[str, list[bytes]]]) -> list[_PithOutcome]:
     return _run_chunk(_WORKER["store"], chunk, _WORKER["ctx"])
+
+
+# --- the Merkle tree over the append sequence ---------------------------------------------
+# RFC 9162 section 2.1 over the append sequence: leaf i (from 0) is seq i + 1, its leaf hash
+# SHA-256(0x00 || the 32 raw bytes of the copy's event_id). Two copies of one event_id are
+# two leaves with the same hash; the copy hash is not in the leaf.
+#   merkle    level (1 byte, >= 1) + index (8 bytes big-endian) -> the 32-byte hash of the
+#             perfect subtree of leaves [index * 2**level, (index + 1) * 2**level), for
+#             every such subtree that is complete. Level 0 (the leaf hashes) comes from seq.
+#   copy_seq  event_id (32) + copy hash (32) -> seq (8 bytes big-endian): seq inverted,
+#             in (event_id, copy hash) order (the leaves of an event; the items of sync).
+# meta merkle_size: how many seq entries the two cover. Appends extend them in their own
+# transaction (_merkle_sync); opening a store catches up a store written without them.
+
+register({
+    "store.tree_size": "a tree size or leaf index beyond the store's log: see `pithlog stats` "
+    "(merkle_size)",
+})  # fmt: skip
+
+_NODE = struct.Struct(">BQ")
+
+
+def _merkle_size(txn: _Txn, dbs: dict[str, Any]) -> int:
+    raw = txn.get(META_MERKLE_SIZE, db=dbs["meta"])
+    return _SEQ.unpack(raw)[0] if raw is not None and len(raw) == _SEQ.size else 0
+
+
+def _tree_size_arg(txn: _Txn, dbs: dict[str, Any], size: int | None) -> int:
+    current = _merkle_size(txn, dbs)
+    if size is None:
+        return current
+    if not 0 <= size <= current:
+        raise StoreError("tree_size", f"tree size {size} is not between 0 and the store's "
+                         f"{current}")  # fmt: skip
+    return size
+
+
+def _perfect(txn: _Txn, dbs: dict[str, Any]) -> merkle.PerfectHash:
+    """``perfect(level, index)`` from ``seq`` (level 0) and ``merkle``."""
+
+    def perfect(level: int, index: int) -> bytes:
+        if level == 0:
+            value = txn.get(_SEQ.pack(index + 1), db=dbs["seq"])
+            if value is None or len(value) != 64:
+                raise StoreError("corrupted", f"seq {index + 1} is missing or damaged; run "
+                                 "`pithlog replay --verify`")  # fmt: skip
+            return merkle.leaf_hash(value[:32])
+        value = txn.get(_NODE.pack(level, index), db=dbs["merkle"])
+        if value is None or len(value) != merkle.HASH_SIZE:
+            raise StoreError("corrupted", f"merkle node {level}/{index} is missing or damaged; "
+                             "run `pithlog replay --verify`")  # fmt: skip
+        return value
+
+    return perfect
+
+
+def _subtree(txn: _Txn, dbs: dict[str, Any]) -> merkle.SubtreeHash:
+    return merkle.subtree_from_perfect(_perfect(txn, dbs))
+
+
+def _merkle_sync(txn: _Txn, dbs: dict[str, Any]) -> int:
+    """Extend ``merkle`` and ``copy_seq`` over the seq entries they do not cover yet (those
+    of this transaction's append; all of them for a store written without them). Stops at
+    the first missing sequence number: a damaged seq is replay's to report."""
+    raw = txn.get(META_MERKLE_SIZE, db=dbs["meta"])
+    size = start = _merkle_size(txn, dbs)
+    perfect = _perfect(txn, dbs)
+    while True:
+        value = txn.get(_SEQ.pack(size + 1), db=dbs["seq"])
+        if value is None or len(value) != 64:
+            break
+        for level, index, node in merkle.completed_subtrees(
+            size, merkle.leaf_hash(value[:32]), perfect
+        ):
+            txn.put(_NODE.pack(level, index), node, db=dbs["merkle"])
+        txn.put(value, _SEQ.pack(size + 1), db=dbs["copy_seq"])
+        size += 1
+    if raw is None or size != start:
+        txn.put(META_MERKLE_SIZE, _SEQ.pack(size), db=dbs["meta"])
+    return size
+
+
+def _catch_up_merkle(env: lmdb.Environment, dbs: dict[str, Any]) -> None:
+    """On open: build the tree of a store that lacks it (or was appended to by a pithlog
+    without it), growing the map when it does not fit. Nothing to do for a current one."""
+    while True:
+        try:
+            with _lmdb_errors(), env.begin(write=True) as txn:
+                size = _merkle_size(txn, dbs)
+                if (txn.get(META_MERKLE_SIZE, db=dbs["meta"]) is not None
+                        and txn.get(_SEQ.pack(size + 1), db=dbs["seq"]) is None):  # fmt: skip
+                    return
+                _merkle_sync(txn, dbs)
+                return
+        except StoreError as exc:
+            cause = exc.__cause__
+            if isinstance(cause, lmdb.MapFullError):
+                size_now = env.info()["map_size"]
+                if size_now >= MAX_MAP_SIZE:
+                    raise
+                env.set_mapsize(min(size_now * 2, MAX_MAP_SIZE))
+            elif isinstance(cause, lmdb.MapResizedError):
+                env.set_mapsize(0)
+            else:
+                raise
+
+
+_MAX_MERKLE_LINES = 20
+
+
+def _check_merkle(txn: _Txn, dbs: dict[str, Any], found: list[Discrepancy]) -> None:
+    """Replay: recompute the tree from seq (O(log n) memory) and compare every stored
+    subtree hash; ``copy_seq`` must invert ``seq``; ``merkle_size`` must cover seq."""
+    lines: list[Discrepancy] = []
+
+    def say(subject: str, detail: str) -> None:
+        lines.append(Discrepancy("merkle", subject, detail))
+
+    size = _merkle_size(txn, dbs)
+    entries = txn.stat(dbs["seq"])["entries"]
+    if size != entries:
+        say("merkle_size", f"covers {size} leaves but seq holds {entries} entries")
+    frontier: dict[int, bytes] = {}
+    for checked, (key, value) in enumerate(txn.cursor(db=dbs["seq"])):
+        if checked >= size:
+            break
+        if key != _SEQ.pack(checked + 1) or len(value) != 64:
+            say("seq", f"seq is not consecutive from 1 at leaf {checked}; the tree cannot "
+                "be checked beyond it")  # fmt: skip
+            break
+        if txn.get(value, db=dbs["copy_seq"]) != key:
+            say(_eid_str(value[:32]), f"copy_seq does not map copy {value[32:].hex()[:16]} to "
+                f"seq {checked + 1}")  # fmt: skip
+        node, level, position = merkle.leaf_hash(value[:32]), 0, checked
+        while position & 1:
+            node = merkle.node_hash(frontier.pop(level), node)
+            level += 1
+            position >>= 1
+            if txn.get(_NODE.pack(level, position), db=dbs["merkle"]) != node:
+                say(f"node {level}/{position}", "differs from the hash recomputed from seq")
+        frontier[level] = node
+    expected_nodes = size - bin(size).count("1")
+    nodes = txn.stat(dbs["merkle"])["entries"]
+    if nodes != expected_nodes:
+        say("merkle", f"holds {nodes} subtree hashes; a tree of {size} leaves has "
+            f"{expected_nodes}")  # fmt: skip
+    copies = txn.stat(dbs["copy_seq"])["entries"]
+    if copies != size:
+        say("copy_seq", f"holds {copies} entries; the tree has {size} leaves")
+    found.extend(lines[:_MAX_MERKLE_LINES])
+    if len(lines) > _MAX_MERKLE_LINES:
+        found.append(Discrepancy("merkle", "more", f"{len(lines) - _MAX_MERKLE_LINES} more "
+                                 "merkle discrepancies"))  # fmt: skip

@@ -1,0 +1,165 @@
+"""The store's Merkle tree over its append sequence: kept in the append transaction, built
+for stores written without it, checked by replay, and proofs that catch a rewritten log."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+from pathlib import Path
+from typing import Any
+
+import eventgen as g
+import pytest
+
+from pithlog import merkle
+from pithlog.errors import StoreError
+from pithlog.store import Store
+
+
+def leaves_of(store: Store) -> list[bytes]:
+    """Leaf data in append order, from export: the event_id of every copy."""
+    return [bytes.fromhex(json.loads(data)["event_id"][7:]) for _, data in store.export()]
+
+
+def filled(path: Path, seed: int = 4) -> tuple[Store, list[dict[str, Any]]]:
+    rng = random.Random(seed)
+    events = g.mixed_events(rng, piths=6, per_pith=6)
+    extra = [g.forged(events[1]), g.resigned(events[2], "registry", b"again"),
+             g.tampered(events[3])]  # fmt: skip
+    store = Store.open(path)
+    batch = events + extra
+    rng.shuffle(batch)
+    for i in range(0, len(batch), 5):
+        store.append([g.encoded(e) for e in batch[i : i + 5]], g.KEYRING, keep_invalid=True)
+    return store, events
+
+
+def test_roots_and_proofs_match_the_log(tmp_path: Path) -> None:
+    store, events = filled(tmp_path / "s")
+    with store:
+        data = leaves_of(store)
+        n = store.tree_size()
+        assert n == len(data) == store.stats()["counts"]["seq"]
+        assert store.tree_root(0) == (0, merkle.EMPTY_ROOT)
+        roots = [merkle.root_of(data[:size]) for size in range(n + 1)]
+        for size in range(n + 1):
+            assert store.tree_root(size) == (size, roots[size])
+        hashes = [merkle.leaf_hash(d) for d in data]
+        for size in (1, 2, 7, 16, 17, n):
+            for index in range(size):
+                got_size, path = store.inclusion_path(index, size)
+                assert got_size == size
+                assert merkle.verify_inclusion(hashes[index], index, size, path, roots[size])
+        for old in range(n + 1):
+            new, path = store.consistency_path(old)
+            assert new == n
+            assert merkle.verify_consistency(old, n, roots[old], roots[n], path)
+        # every copy of an event is a leaf of its event_id
+        copies = store.leaves_of(events[1]["event_id"])
+        assert len(copies) == 2
+        assert all(data[index] == bytes.fromhex(events[1]["event_id"][7:]) for index, _ in copies)
+        assert store.replay(g.KEYRING).ok
+        with pytest.raises(StoreError, match="tree_size"):
+            store.tree_root(n + 1)
+        with pytest.raises(StoreError, match="tree_size"):
+            store.inclusion_path(n, n)
+
+
+def test_copy_keys_and_copies(tmp_path: Path) -> None:
+    store, _ = filled(tmp_path / "s")
+    with store:
+        keys = store.copy_keys()
+        assert keys == sorted(keys) and len(keys) == store.tree_size()
+        exported = dict((seq, data) for seq, data in store.export())
+        got = store.copies(reversed(keys))
+        assert [seq for seq, _ in got] == sorted(exported)
+        for seq, data in got:
+            assert exported[seq] == data
+            eid = bytes.fromhex(json.loads(data)["event_id"][7:])
+            assert eid + hashlib.sha256(data).digest() in keys
+        assert store.copies([b"\x00" * 64]) == []
+
+
+def test_a_store_without_the_tree_gets_it_on_open(tmp_path: Path) -> None:
+    store, _ = filled(tmp_path / "s")
+    with store:
+        expected = store.tree_root()
+
+        def forget(txn: Any, dbs: dict[str, Any]) -> None:
+            txn.drop(dbs["merkle"], delete=True)
+            txn.drop(dbs["copy_seq"], delete=True)
+            txn.delete(b"merkle_size", db=dbs["meta"])
+
+        store._write(forget)
+    with Store.open(tmp_path / "s", create=False) as again:
+        assert again.tree_root() == expected
+        assert again.replay(g.KEYRING).ok
+
+
+def test_a_tree_behind_seq_catches_up(tmp_path: Path) -> None:
+    """A pithlog without the tree appended (seq grew, merkle did not): the next open or
+    append extends the tree over the new entries."""
+    store, _ = filled(tmp_path / "s")
+    with store:
+        n, root = store.tree_root()
+        rec = g.record("2599.00001")
+        store.append([g.encoded(rec)], g.KEYRING)
+
+        def rewind(txn: Any, dbs: dict[str, Any]) -> None:
+            txn.put(b"merkle_size", n.to_bytes(8, "big"), db=dbs["meta"])
+            txn.delete((1).to_bytes(1, "big") + (n // 2).to_bytes(8, "big"), db=dbs["merkle"])
+
+        store._write(rewind)
+        lines = [d.line() for d in store.replay(g.KEYRING).discrepancies]
+        assert f"merkle: merkle_size: covers {n} leaves but seq holds {n + 1} entries" in lines
+        assert store.tree_root(n) == (n, root)
+        store.append([g.encoded(g.attestation(rec["pith_number"], 50))], g.KEYRING)
+        assert store.tree_size() == n + 2
+        assert store.tree_root() == (n + 2, merkle.root_of(leaves_of(store)))
+        assert store.replay(g.KEYRING).ok
+
+
+def test_replay_names_a_damaged_tree(tmp_path: Path) -> None:
+    store, _ = filled(tmp_path / "s")
+    with store:
+        key = (2).to_bytes(1, "big") + (1).to_bytes(8, "big")
+        good = store._read(lambda txn, dbs: txn.get(key, db=dbs["merkle"]))
+        assert good is not None
+        store._write(lambda txn, dbs: txn.put(key, b"\x00" * 32, db=dbs["merkle"]))
+        lines = [d.line() for d in store.replay(g.KEYRING).discrepancies]
+        assert lines == ["merkle: node 2/1: differs from the hash recomputed from seq"]
+        store._write(lambda txn, dbs: txn.put(key, good, db=dbs["merkle"]))
+        first = store.copy_keys()[0]
+        store._write(lambda txn, dbs: txn.delete(first, db=dbs["copy_seq"]))
+        lines = [d.line() for d in store.replay(g.KEYRING).discrepancies]
+        assert any("copy_seq does not map" in line for line in lines)
+        assert any(line.startswith("merkle: copy_seq: holds") for line in lines)
+
+
+def test_a_rewritten_history_fails_consistency(tmp_path: Path) -> None:
+    """A log whose history is rewritten (one event removed, the rest appended again into a
+    fresh store) cannot prove it extends a checkpoint of the original."""
+    rng = random.Random(9)
+    events = [e for e in g.mixed_events(rng, piths=4, per_pith=6)
+              if e["signer"]["key_id"] != "test-stranger"]  # fmt: skip
+    lines = [g.encoded(e) for e in events]
+    with Store.open(tmp_path / "a") as original:
+        original.append(lines, g.KEYRING)
+        old_size, old_root = original.tree_root()
+    victim = len(lines) // 2
+    with Store.open(tmp_path / "b") as rewritten:
+        rewritten.append(lines[:victim] + lines[victim + 1 :], g.KEYRING)
+        rewritten.append([g.encoded(g.record("2599.00002"))] * 2, g.KEYRING)
+        new_size, new_root = rewritten.tree_root()
+        assert new_size == old_size  # same length: one removed, one added
+        assert new_root != old_root
+        for old in range(victim + 1, old_size + 1):
+            _, path = rewritten.consistency_path(old)
+            claimed = old_root if old == old_size else merkle.root_of(
+                [bytes.fromhex(e["event_id"][7:]) for e in events[:old]])  # fmt: skip
+            assert not merkle.verify_consistency(old, new_size, claimed, new_root, path)
+        # before the removed event the two logs agree, and that is provable
+        _, path = rewritten.consistency_path(victim)
+        prefix = merkle.root_of([bytes.fromhex(e["event_id"][7:]) for e in events[:victim]])
+        assert merkle.verify_consistency(victim, new_size, prefix, new_root, path)

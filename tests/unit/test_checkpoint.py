@@ -1,0 +1,155 @@
+"""Checkpoints: C2SP signed-note and tlog-checkpoint, against published vectors, and who
+may sign them."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+
+import pytest
+
+from pithlog.checkpoint import (
+    Checkpoint,
+    key_id,
+    may_sign,
+    parse_checkpoint_text,
+    parse_note,
+    sign_checkpoint,
+    sign_note,
+    verify_checkpoint,
+)
+from pithlog.errors import EXIT_BAD_INPUT, EXIT_VERIFY_FAILED, CheckpointError
+from pithlog.keys import SigningKey, make_keyring, verify_signature
+from pithlog.testing import test_key, test_keyring, test_keyring_entries
+
+# golang.org/x/mod/sumdb/note's documented example (PRIVATE+KEY+PeterNeumann+c74f20a3+...).
+GO_SEED = base64.b64decode("AYEKFALVFGyNhPJEMzD1QIDr+Y7hfZx09iUvxdXHKDFz")[1:]
+GO_PUBLIC = base64.b64decode("ARpc2QcUPDhMQegwxbzhKqiBfsVkmqq/LDE4izWy10TW")[1:]
+GO_TEXT = (b"If you think cryptography is the answer to your problem,\n"
+           b"then you don't know what your problem is.\n")  # fmt: skip
+GO_NOTE = GO_TEXT + "\n\u2014 PeterNeumann x08go/ZJkuBS9UG/SffcvIAQxVBtiFupLLr8pAcElZInNIuGUgY" \
+    "N1FFYC2pZSNXgKvqfqdngotpRZb6KE6RyyBwJnAM=\n".encode()  # fmt: skip
+# c2sp.org/signed-note's example verifier key and note.
+SPEC_PUBLIC = base64.b64decode("AekyeRrm56hApGFkyQR4ZCbV54Id2LKaANYcrnKv3U2k")[1:]
+SPEC_NOTE = ("This is an example message.\n\n\u2014 example.com/foo Uw2QOkn8srV1yJGh2VYRlL1T"
+             "nagv1YEq6TfXppzi2ONncAlTgK7Ztg1ERYNZXsYjOBH3mFXmRKuwHjG1Yu72IneyaQM=\n").encode()
+
+ORIGIN = "registry.test.invalid/pith-log"
+ROOT = hashlib.sha256(b"root").digest()
+
+
+def test_key_ids_and_signatures_of_the_published_examples() -> None:
+    key = SigningKey.from_seed(GO_SEED, "go", "PeterNeumann", "pith_registry")
+    assert key.public_key == GO_PUBLIC
+    assert key_id("PeterNeumann", GO_PUBLIC).hex() == "c74f20a3"
+    line = sign_note(GO_TEXT, "PeterNeumann", key).line()
+    assert GO_TEXT + b"\n" + line.encode() == GO_NOTE  # Ed25519 is deterministic
+    note = parse_note(GO_NOTE)
+    assert note.text == GO_TEXT and note.encoded() == GO_NOTE
+
+    assert key_id("example.com/foo", SPEC_PUBLIC).hex() == "530d903a"
+    spec = parse_note(SPEC_NOTE)
+    sig = spec.signatures[0]
+    assert (sig.name, sig.key_id.hex()) == ("example.com/foo", "530d903a")
+    entry = make_keyring([{"key_id": "foo", "public_key_b64": base64.b64encode(SPEC_PUBLIC)
+                           .decode(), "signer_id": "example.com", "signer_type": "mirror",
+                           "not_before": None, "not_after": None, "revoked_at": None}])["foo"]
+    assert verify_signature(entry.verifier, sig.signature, spec.text)
+
+
+def test_sign_and_verify_a_checkpoint() -> None:
+    note = sign_checkpoint(Checkpoint(ORIGIN, 1204, ROOT), test_key("registry"))
+    text, _, sigs = note.partition(b"\n\n")
+    assert text + b"\n" == f"{ORIGIN}\n1204\n{base64.b64encode(ROOT).decode()}\n".encode()
+    assert sigs.startswith(f"\u2014 {ORIGIN} ".encode()) and sigs.endswith(b"\n")
+    raw = base64.b64decode(sigs.split(b" ")[-1])
+    assert raw[:4] == key_id(ORIGIN, test_key("registry").public_key) and len(raw) == 68
+    verified = verify_checkpoint(note, test_keyring())
+    assert verified.checkpoint == Checkpoint(ORIGIN, 1204, ROOT)
+    assert verified.signers == ("test-registry",)
+    # extension lines and the empty tree
+    cp = Checkpoint("registry.test.invalid", 0, hashlib.sha256(b"").digest(), ("ext one",))
+    again = verify_checkpoint(sign_checkpoint(cp, test_key("registry-2")), test_keyring())
+    assert again.checkpoint == cp and again.signers == ("test-registry-2",)
+
+
+def test_who_may_sign() -> None:
+    assert may_sign("pith_registry", "registry.test.invalid", "registry.test.invalid")
+    assert may_sign("mirror", "mirror.test.invalid", "mirror.test.invalid/a/b")
+    assert not may_sign("pith_registry", "registry.test.invalid", "registry.test.invalidx")
+    assert not may_sign("pith_registry", "registry.test.invalid", "other.test.invalid")
+    assert not may_sign("author", "author.test.invalid", "author.test.invalid")
+    with pytest.raises(CheckpointError, match=r"checkpoint\.key") as caught:
+        sign_checkpoint(Checkpoint(ORIGIN, 1, ROOT), test_key("mirror"))
+    assert caught.value.exit_status == EXIT_BAD_INPUT
+    with pytest.raises(CheckpointError, match="malformed"):
+        sign_checkpoint(Checkpoint("has space", 1, ROOT), test_key("registry"))
+
+
+def _refused(data: bytes, detail: str, **kwargs: object) -> CheckpointError:
+    with pytest.raises(CheckpointError) as caught:
+        verify_checkpoint(data, kwargs.pop("keyring", test_keyring()), **kwargs)  # type: ignore[arg-type]
+    assert caught.value.detail == detail, caught.value
+    return caught.value
+
+
+def test_untrusted_and_forged_checkpoints() -> None:
+    note = sign_checkpoint(Checkpoint(ORIGIN, 5, ROOT), test_key("registry"))
+    # a keyring without the key, or with it revoked, or with another signer_id
+    err = _refused(note, "untrusted", keyring=make_keyring(test_keyring_entries(("author",))))
+    assert err.exit_status == EXIT_VERIFY_FAILED
+    revoked = test_keyring(registry={"revoked_at": "2026-01-01T00:00:00Z"})
+    _refused(note, "untrusted", keyring=revoked)
+    _refused(note, "untrusted", keyring=test_keyring(registry={"signer_id": "else.invalid"}))
+    _refused(note, "origin", origin="registry.test.invalid/other")
+    # the size or root line changed: the signature no longer holds
+    _refused(note.replace(b"\n5\n", b"\n6\n"), "bad_signature")
+    other = base64.b64encode(hashlib.sha256(b"other").digest())
+    _refused(note.replace(base64.b64encode(ROOT), other), "bad_signature")
+    # a flipped bit in the signature
+    text, _, line = note.partition(b"\n\n")
+    raw = bytearray(base64.b64decode(line.split(b" ")[-1]))
+    raw[10] ^= 4
+    forged = text + b"\n\n" + line.rsplit(b" ", 1)[0] + b" " + base64.b64encode(raw) + b"\n"
+    _refused(forged, "bad_signature")
+    # signed by a key the keyring trusts but under another name: not a known key
+    renamed = text + b"\n\n" + line.replace(ORIGIN.encode(), b"registry.test.invalid", 1)
+    _refused(renamed, "untrusted")
+
+
+def test_unknown_signatures_are_ignored() -> None:
+    note = sign_checkpoint(Checkpoint(ORIGIN, 5, ROOT), test_key("registry"))
+    witness = f"\u2014 witness.example {base64.b64encode(b'abcd' + bytes(64)).decode()}\n"
+    assert verify_checkpoint(note + witness.encode(), test_keyring()).signers == (
+        "test-registry",)
+    # a second valid signature by another allowed key is reported too
+    text = Checkpoint(ORIGIN, 5, ROOT).text()
+    second = sign_note(text, ORIGIN, test_key("registry-2")).line().encode()
+    assert verify_checkpoint(note + second, test_keyring()).signers == (
+        "test-registry", "test-registry-2")
+
+
+@pytest.mark.parametrize("data", [
+    b"",
+    "no blank line\n\u2014 a AAAA\n".encode(),
+    "o\n1\n{r}\n\n\u2014 o QUFBQUFB".encode(),  # no final newline
+    b"o\n1\n{r}\n\n- o QUFBQUFB\n",  # not an em dash
+    "o\n1\n{r}\n\n\u2014 o+x QUFBQUFB\n".encode(),  # '+' in the key name
+    "o\n1\n{r}\n\n\u2014 o QUFB\n".encode(),  # fewer than 5 bytes
+    "o\n1\n{r}\n\n\u2014 o QUFBQUFB=\n".encode(),  # not canonical base64
+    "o\t\n1\n{r}\n\n\u2014 o QUFBQUFB\n".encode(),  # a control character
+    b"\xff\n\n\xe2\x80\x94 o QUFBQUFB\n",  # not UTF-8
+    "o\n01\n{r}\n\n\u2014 o QUFBQUFB\n".encode(),  # a leading zero
+    "o\n1\nAAAA\n\n\u2014 o QUFBQUFB\n".encode(),  # a root of 3 bytes
+    "o\n1\n\n\u2014 o QUFBQUFB\n".encode(),  # two lines
+    "o\n1\n{r}\n\nx\n\n\u2014 o QUFBQUFB\n".encode(),  # an empty line in the text
+])  # fmt: skip
+def test_malformed_notes(data: bytes) -> None:
+    data = data.replace(b"{r}", base64.b64encode(ROOT))
+    err = _refused(data, "malformed")
+    assert err.exit_status == EXIT_BAD_INPUT
+
+
+def test_checkpoint_text_round_trip() -> None:
+    cp = Checkpoint("o", 18446744073709551615 // 10, ROOT, ("a", "b c"))
+    assert parse_checkpoint_text(cp.text()) == cp

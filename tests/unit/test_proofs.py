@@ -1,0 +1,153 @@
+"""Proof files: tlog-proof@v1 and pithlog's consistency format, verified offline."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+
+import pytest
+
+from pithlog import merkle
+from pithlog.checkpoint import Checkpoint, sign_checkpoint
+from pithlog.errors import CheckpointError, ProofError
+from pithlog.proofs import (
+    ConsistencyProof,
+    InclusionProof,
+    parse_consistency_proof,
+    parse_inclusion_proof,
+    proof_kind,
+    verify_consistency_proof,
+    verify_inclusion_proof,
+)
+from pithlog.testing import test_key, test_keyring
+
+ORIGIN = "registry.test.invalid"
+EIDS = [hashlib.sha256(b"event %d" % i).digest() for i in range(40)]
+SUBTREE = merkle.subtree_from_leaves([merkle.leaf_hash(e) for e in EIDS])
+
+
+def checkpoint(size: int, origin: str = ORIGIN) -> bytes:
+    root = merkle.root(size, SUBTREE)
+    return sign_checkpoint(Checkpoint(origin, size, root), test_key("registry"))
+
+
+def inclusion(index: int, size: int, extra: bool = True) -> bytes:
+    path = tuple(merkle.inclusion_path(index, size, SUBTREE))
+    return InclusionProof(index, path, checkpoint(size), EIDS[index] if extra else None).encoded()
+
+
+def test_inclusion_proof_format() -> None:
+    data = inclusion(5, 13)
+    lines = data.decode().split("\n")
+    assert lines[0] == "c2sp.org/tlog-proof@v1"
+    assert lines[1] == "extra " + base64.b64encode(EIDS[5]).decode()
+    assert lines[2] == "index 5"
+    path = merkle.inclusion_path(5, 13, SUBTREE)
+    assert lines[3 : 3 + len(path)] == [base64.b64encode(h).decode() for h in path]
+    assert lines[3 + len(path)] == ""
+    assert data.endswith(checkpoint(13))
+    parsed = parse_inclusion_proof(data)
+    assert parsed == InclusionProof(5, tuple(path), checkpoint(13), EIDS[5])
+    assert proof_kind(data) == "inclusion"
+    # a one-leaf tree has an empty path
+    single = inclusion(0, 1)
+    assert parse_inclusion_proof(single).path == ()
+
+
+def test_verify_inclusion_proofs() -> None:
+    for size in (1, 2, 3, 13, 40):
+        for index in range(size):
+            proven = verify_inclusion_proof(inclusion(index, size), test_keyring())
+            assert proven.index == index and proven.event_id == "sha256:" + EIDS[index].hex()
+    eid = "sha256:" + EIDS[7].hex()
+    assert verify_inclusion_proof(inclusion(7, 9, extra=False), test_keyring(), eid).index == 7
+    with pytest.raises(ProofError, match="mismatch"):
+        verify_inclusion_proof(inclusion(7, 9), test_keyring(), "sha256:" + EIDS[8].hex())
+    with pytest.raises(ProofError, match="malformed"):
+        verify_inclusion_proof(inclusion(7, 9, extra=False), test_keyring())
+    with pytest.raises(CheckpointError, match="origin"):
+        verify_inclusion_proof(inclusion(7, 9), test_keyring(), origin="elsewhere")
+
+
+def _mutations(data: bytes) -> list[bytes]:
+    head, _, cp = data.partition(b"\n\n")
+    lines = head.split(b"\n")
+    out = []
+    index = int(lines[2].split(b" ")[1])
+    lines2 = list(lines)
+    lines2[2] = b"index %d" % (index + 1)
+    out.append(b"\n".join(lines2) + b"\n\n" + cp)  # wrong index
+    for at in range(3, len(lines)):
+        raw = bytearray(base64.b64decode(lines[at]))
+        raw[at % 32] ^= 0x10
+        flipped = list(lines)
+        flipped[at] = base64.b64encode(raw)
+        out.append(b"\n".join(flipped) + b"\n\n" + cp)  # a flipped bit in a hash
+    out.append(b"\n".join(lines[:-1]) + b"\n\n" + cp)  # a hash dropped
+    other = bytearray(EIDS[index])
+    other[0] ^= 1
+    lines3 = list(lines)
+    lines3[1] = b"extra " + base64.b64encode(bytes(other))
+    out.append(b"\n".join(lines3) + b"\n\n" + cp)  # another leaf
+    return out
+
+
+def test_mutated_inclusion_proofs_fail() -> None:
+    for index, size in ((0, 2), (3, 7), (12, 13), (21, 40), (39, 40)):
+        for bad in _mutations(inclusion(index, size)):
+            with pytest.raises(ProofError, match="inclusion"):
+                verify_inclusion_proof(bad, test_keyring())
+    # the checkpoint's size changed: its signature fails
+    data = inclusion(3, 7)
+    with pytest.raises(CheckpointError, match="bad_signature"):
+        verify_inclusion_proof(data.replace(b"\n7\n", b"\n8\n"), test_keyring())
+
+
+def test_consistency_proofs() -> None:
+    for old, new in ((1, 2), (3, 7), (8, 40), (13, 40), (40, 40), (0, 5)):
+        proof = ConsistencyProof(old, new, tuple(merkle.consistency_path(old, new, SUBTREE)))
+        data = proof.encoded()
+        assert data.decode().split("\n")[:3] == [
+            "pithlog-consistency-proof@v1", f"old {old}", f"new {new}"]  # fmt: skip
+        assert parse_consistency_proof(data) == proof and proof_kind(data) == "consistency"
+        a, b = verify_consistency_proof(data, checkpoint(old), checkpoint(new), test_keyring())
+        assert (a.checkpoint.size, b.checkpoint.size) == (old, new)
+        if proof.path:
+            raw = bytearray(proof.path[0])
+            raw[3] ^= 1
+            bad = ConsistencyProof(old, new, (bytes(raw), *proof.path[1:])).encoded()
+            with pytest.raises(ProofError, match="consistency"):
+                verify_consistency_proof(bad, checkpoint(old), checkpoint(new), test_keyring())
+    data = ConsistencyProof(3, 7, tuple(merkle.consistency_path(3, 7, SUBTREE))).encoded()
+    with pytest.raises(ProofError, match="mismatch"):
+        verify_consistency_proof(data, checkpoint(4), checkpoint(7), test_keyring())
+    with pytest.raises(ProofError, match="mismatch"):
+        other = checkpoint(7, "registry.test.invalid/b")
+        verify_consistency_proof(data, checkpoint(3), other, test_keyring())
+
+
+@pytest.mark.parametrize("data", [
+    b"c2sp.org/tlog-proof@v1\nindex 1\n",  # no empty line
+    b"c2sp.org/tlog-proof@v2\nindex 1\n\n",
+    b"c2sp.org/tlog-proof@v1\nindex 01\n\n",
+    b"c2sp.org/tlog-proof@v1\nextra !!\nindex 1\n\n",
+    b"c2sp.org/tlog-proof@v1\nindex 1\nAAAA\n\n",
+    b"c2sp.org/tlog-proof@v1\n\n",
+])  # fmt: skip
+def test_malformed_inclusion_proofs(data: bytes) -> None:
+    with pytest.raises(ProofError, match="malformed"):
+        parse_inclusion_proof(data)
+
+
+@pytest.mark.parametrize("data", [
+    b"pithlog-consistency-proof@v1\nold 1\nnew 2",
+    b"pithlog-consistency-proof@v1\nnew 2\nold 1\n",
+    b"pithlog-consistency-proof@v1\nold 1\nnew 2\nAA==\n",
+    b"something else\n",
+])  # fmt: skip
+def test_malformed_consistency_proofs(data: bytes) -> None:
+    with pytest.raises(ProofError, match="malformed"):
+        parse_consistency_proof(data)
+    if not data.startswith(b"pithlog"):
+        with pytest.raises(ProofError, match="malformed"):
+            proof_kind(data)

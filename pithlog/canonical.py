@@ -176,7 +176,7 @@ def _fast(raw: bytes, max_depth: int = MAX_DEPTH) -> tuple[JSON, bytes] | None:
         value = _FAST.decode(raw)
     except (msgspec.MsgspecError, RecursionError, ValueError):
         return None
-    encoded = jcs(value)
+    encoded = _jcs(value, raw.count(b":"))
     if encoded != raw.strip(_JSON_SPACE):
         return None
     return value, encoded
@@ -227,7 +227,7 @@ def decode(data: bytes, *, max_encoded: int | None = None) -> tuple[JSON, bytes]
     if fast is not None:
         return fast
     value = _parse_exact(raw, MAX_DEPTH)
-    return value, jcs(value)
+    return value, _jcs(value, raw.count(b":"))
 
 
 _STRUCTURAL = tuple(bytes([b]) for b in b'[]{},:"')
@@ -271,6 +271,17 @@ def _parse_exact(raw: bytes, max_depth: int) -> JSON:
 _NON_BMP_LEADS = (b"\xf0", b"\xf1", b"\xf2", b"\xf3", b"\xf4")
 
 
+_SORTED = msgspec.json.Encoder(order="sorted")
+_PLAIN = msgspec.json.Encoder()
+
+SORT_SAFE_MEMBERS = 256
+"""The most members an object may have for msgspec to sort it. msgspec sorts member names
+with a quicksort that recurses on one side of each partition and has quadratic worst cases
+on ordinary-looking orders (one large name first, the rest ascending): an object of about
+60,000 members overflows the C stack, a segfault, and 4,096 already cost tens of
+milliseconds. A value with a wider object is ordered by Python's sort instead."""
+
+
 def jcs(value: JSON) -> bytes:
     """RFC 8785 canonical JSON of a v1 value.
 
@@ -279,9 +290,18 @@ def jcs(value: JSON) -> bytes:
     unit. The two orders differ only between a character above U+FFFF and one in
     U+E000..U+FFFF, so when the output holds both kinds of UTF-8 lead byte and some object
     has such member names, we fall back to the reference encoder. ``tests/properties``
-    proves the equality on generated values.
+    proves the equality on generated values. Values with an object wider than
+    :data:`SORT_SAFE_MEMBERS` are put in JCS order by Python and written as they stand.
     """
-    out = msgspec.json.encode(value, order="sorted")
+    return _jcs(value, _PLAIN.encode(value).count(b":"))
+
+
+def _jcs(value: JSON, members: int) -> bytes:
+    """:func:`jcs`, given an upper bound on the members of all objects of ``value`` together
+    (the colons of any JSON text of it: each member has one)."""
+    if members > SORT_SAFE_MEMBERS and _widest(value) > SORT_SAFE_MEMBERS:
+        return _PLAIN.encode(_ordered(value))
+    out = _SORTED.encode(value)
     if (
         not out.isascii()
         and (b"\xee" in out or b"\xef" in out)  # lead bytes of U+E000..U+FFFF
@@ -290,6 +310,20 @@ def jcs(value: JSON) -> bytes:
     ):
         return bytes(rfc8785.dumps(value))
     return out
+
+
+def _widest(value: JSON) -> int:
+    """The most members of any one object in ``value``."""
+    most = 0
+    stack = [value]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            most = max(most, len(node))
+            stack.extend(c for c in node.values() if isinstance(c, (dict, list)))
+        elif isinstance(node, list):
+            stack.extend(c for c in node if isinstance(c, (dict, list)))
+    return most
 
 
 def _names_may_disorder(value: JSON) -> bool:

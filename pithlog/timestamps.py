@@ -15,16 +15,20 @@ import re
 _TS = re.compile(r"([0-9]{4})-([0-9]{2})-([0-9]{2})T([0-9]{2}):([0-9]{2}):([0-9]{2})Z")
 
 
+_DAYS = (0, 31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)
+
+
 def is_ts(value: object) -> bool:
     """True when ``value`` is a string in the ts form of spec section 1."""
-    if not isinstance(value, str):
+    if not isinstance(value, str) or len(value) != 20:
         return False
     m = _TS.fullmatch(value)
     if m is None:
         return False
-    year, month, day, hour, minute, second = (int(g) for g in m.groups())
-    if not (1 <= year <= 9999 and 1 <= month <= 12):
+    year, month, day, hour, minute, second = map(int, m.groups())
+    if not (1 <= year and 1 <= month <= 12 and 1 <= day):
         return False
-    if not 1 <= day <= calendar.monthrange(year, month)[1]:
-        return False
-    return hour <= 23 and minute <= 59 and second <= 59
+    days = _DAYS[month]
+    if month == 2 and calendar.isleap(year):
+        days = 29
+    return day <= days and hour <= 23 and minute <= 59 and second <= 59

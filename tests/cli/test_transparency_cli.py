@@ -1,0 +1,237 @@
+"""checkpoint, verify-checkpoint, prove, verify-proof and sync, in-process."""
+
+from __future__ import annotations
+
+import importlib.util
+import io
+import json
+import random
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+from pithlog.cli import main
+from pithlog.keys import dump_key_file
+from pithlog.testing import test_key, test_keyring_entries
+
+
+def _eventgen() -> ModuleType:
+    path = Path(__file__).resolve().parents[1] / "store" / "eventgen.py"
+    spec = importlib.util.spec_from_file_location("store_eventgen", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+g = _eventgen()
+ORIGIN = "registry.test.invalid/pith"
+
+
+def run(argv: list[str]) -> tuple[int, bytes, str]:
+    out, err = io.BytesIO(), io.StringIO()
+    status = main(argv, stdout=out, stderr=err)
+    return status, out.getvalue(), err.getvalue()
+
+
+@pytest.fixture
+def f(tmp_path: Path) -> dict[str, Any]:
+    events = [e for e in g.mixed_events(random.Random(8), piths=4, per_pith=5)
+              if e["signer"]["key_id"] != "test-stranger"]  # fmt: skip
+    keyring = tmp_path / "keyring.json"
+    keyring.write_text(json.dumps({"keyring_version": "1", "keys": test_keyring_entries()}))
+    other = tmp_path / "authors.json"
+    other.write_text(json.dumps({"keyring_version": "1",
+                                 "keys": test_keyring_entries(("author",))}))  # fmt: skip
+    for name in ("registry", "mirror"):
+        (tmp_path / f"{name}.key").write_bytes(dump_key_file(test_key(name)))
+    first = tmp_path / "first.jsonl"
+    first.write_bytes(b"".join(g.encoded(e) + b"\n" for e in events[:20]))
+    rest = tmp_path / "rest.jsonl"
+    rest.write_bytes(b"".join(g.encoded(e) + b"\n" for e in events[20:]))
+    return {"events": events, "keyring": str(keyring), "authors": str(other),
+            "key": str(tmp_path / "registry.key"), "mirror": str(tmp_path / "mirror.key"),
+            "first": str(first), "rest": str(rest), "store": str(tmp_path / "store"),
+            "tmp": tmp_path}  # fmt: skip
+
+
+def append(f: dict[str, Any], path: str, store: str | None = None) -> None:
+    status, _, err = run(["--store", store or f["store"], "append", "--keyring", f["keyring"],
+                          path])  # fmt: skip
+    assert status == 0, err
+
+
+def checkpoint(f: dict[str, Any], name: str, *extra: str, store: str | None = None) -> Path:
+    status, out, err = run(["--store", store or f["store"], "checkpoint", "--key", f["key"],
+                            "--origin", ORIGIN, *extra])  # fmt: skip
+    assert status == 0, err
+    path: Path = f["tmp"] / name
+    path.write_bytes(out)
+    return path
+
+
+def test_checkpoint_and_verify_checkpoint(f: dict[str, Any]) -> None:
+    append(f, f["first"])
+    cp = checkpoint(f, "cp1")
+    status, out, err = run(["verify-checkpoint", "--keyring", f["keyring"], str(cp)])
+    assert status == 0, err
+    doc = json.loads(out)
+    assert doc["origin"] == ORIGIN and doc["size"] == 20 and doc["signers"] == ["test-registry"]
+    args = ["--store", f["store"], "verify-checkpoint", "--keyring", f["keyring"]]
+    assert run([*args, "--check-store", str(cp)])[0] == 0
+    append(f, f["rest"])
+    assert run([*args, "--check-store", str(cp)])[0] == 0  # an older size of the same log
+    assert run([*args, "--origin", ORIGIN, str(cp)])[0] == 0
+    status, _, err = run([*args, "--origin", "registry.test.invalid", str(cp)])
+    assert status == 1 and "[checkpoint.origin]" in err
+    # another log's checkpoint: signed, but the store does not hold that tree
+    other = str(f["tmp"] / "other")
+    append(f, f["rest"], store=other)
+    foreign = checkpoint(f, "foreign", store=other)
+    status, _, err = run([*args, "--check-store", str(foreign)])
+    assert status == 1 and "[checkpoint.diverged]" in err
+    big = checkpoint(f, "big")
+    status, _, err = run(["--store", other, "verify-checkpoint", "--keyring", f["keyring"],
+                          "--check-store", str(big)])  # fmt: skip
+    assert status == 1 and "[checkpoint.diverged]" in err
+    status, _, err = run(["verify-checkpoint", "--keyring", f["authors"], str(cp)])
+    assert status == 1 and "[checkpoint.untrusted]" in err
+    cp.write_bytes(cp.read_bytes().replace(b"\n20\n", b"\n21\n"))
+    status, _, err = run(["verify-checkpoint", "--keyring", f["keyring"], str(cp)])
+    assert status == 1 and "[checkpoint.bad_signature]" in err
+    cp.write_bytes(b"not a checkpoint\n")
+    status, _, err = run(["verify-checkpoint", "--keyring", f["keyring"], str(cp)])
+    assert status == 2 and "[checkpoint.malformed]" in err
+    status, _, err = run(["--store", f["store"], "checkpoint", "--key", f["mirror"],
+                          "--origin", ORIGIN])  # fmt: skip
+    assert status == 2 and "[checkpoint.key]" in err
+    status, _, err = run(["--store", f["store"], "checkpoint", "--key", f["key"],
+                          "--origin", ORIGIN, "--size", "999"])  # fmt: skip
+    assert status == 2 and "[store.tree_size]" in err
+
+
+def test_inclusion_proofs(f: dict[str, Any]) -> None:
+    append(f, f["first"])
+    append(f, f["rest"])
+    proofs: list[Path] = []
+    for i, event in enumerate(f["events"]):
+        status, out, err = run(["--store", f["store"], "prove", "inclusion", event["event_id"],
+                                "--key", f["key"], "--origin", ORIGIN])  # fmt: skip
+        assert status == 0, err
+        path = f["tmp"] / f"proof-{i}"
+        path.write_bytes(out)
+        proofs.append(path)
+        status, out, err = run(["verify-proof", "--keyring", f["keyring"], str(path)])
+        assert status == 0, err
+        doc = json.loads(out)
+        assert doc["event_id"] == event["event_id"] and doc["index"] == i
+    eid = f["events"][3]["event_id"]
+    args = ["verify-proof", "--keyring", f["keyring"]]
+    assert run([*args, "--event-id", eid, str(proofs[3])])[0] == 0
+    status, _, err = run([*args, "--event-id", eid, str(proofs[4])])
+    assert status == 1 and "[proof.mismatch]" in err
+    # an older tree size
+    status, out, _ = run(["--store", f["store"], "prove", "inclusion", eid, "--size", "4",
+                          "--key", f["key"], "--origin", ORIGIN])  # fmt: skip
+    assert status == 0
+    older = f["tmp"] / "older"
+    older.write_bytes(out)
+    assert run([*args, str(older)])[0] == 0
+    status, _, err = run(["--store", f["store"], "prove", "inclusion", eid, "--size", "3",
+                          "--key", f["key"], "--origin", ORIGIN])  # fmt: skip
+    assert status == 2 and "[proof.not_found]" in err
+    status, _, err = run(["--store", f["store"], "prove", "inclusion", "sha256:12",
+                          "--key", f["key"], "--origin", ORIGIN])  # fmt: skip
+    assert status == 2 and "[proof.event_id]" in err
+    # mutations: a wrong index, a flipped bit in a hash, the checkpoint's size changed
+    data = proofs[5].read_bytes()
+    bad = f["tmp"] / "bad"
+    bad.write_bytes(data.replace(b"index 5\n", b"index 6\n"))
+    status, _, err = run([*args, str(bad)])
+    assert status == 1 and "[proof.inclusion]" in err
+    lines = data.split(b"\n")
+    lines[3] = lines[3][:5] + (b"A" if lines[3][5:6] != b"A" else b"B") + lines[3][6:]
+    bad.write_bytes(b"\n".join(lines))
+    status, _, err = run([*args, str(bad)])
+    assert status == 1 and "[proof.inclusion]" in err
+    size = str(len(f["events"])).encode()
+    bad.write_bytes(data.replace(b"\n" + size + b"\n", b"\n" + str(len(f["events"]) + 1)
+                                 .encode() + b"\n"))  # fmt: skip
+    status, _, err = run([*args, str(bad)])
+    assert status == 1 and "[checkpoint.bad_signature]" in err
+    status, _, err = run([*args, str(proofs[0]), str(proofs[1])])
+    assert status == 2 and "[usage.arguments]" in err
+
+
+def test_consistency_and_a_rewritten_history(f: dict[str, Any]) -> None:
+    append(f, f["first"])
+    old = checkpoint(f, "old")
+    append(f, f["rest"])
+    new = checkpoint(f, "new")
+    status, out, err = run(["--store", f["store"], "prove", "consistency", "20"])
+    assert status == 0, err
+    assert out.startswith(b"pithlog-consistency-proof@v1\nold 20\nnew ")
+    proof = f["tmp"] / "consistency"
+    proof.write_bytes(out)
+    args = ["verify-proof", "--keyring", f["keyring"], str(proof)]
+    status, out, err = run([*args, str(old), str(new)])
+    assert status == 0, err
+    assert json.loads(out)["old"] == 20
+    status, _, err = run([*args, str(new), str(old)])
+    assert status == 1 and "[proof.mismatch]" in err
+    status, _, err = run(args)
+    assert status == 2 and "[usage.arguments]" in err
+    # history rewritten: one early event left out, everything appended again elsewhere
+    lines = Path(f["first"]).read_bytes().splitlines(keepends=True)
+    rewritten = f["tmp"] / "rewritten.jsonl"
+    rewritten.write_bytes(b"".join(lines[:7] + lines[8:]) + Path(f["rest"]).read_bytes())
+    store2 = str(f["tmp"] / "store2")
+    append(f, str(rewritten), store=store2)
+    append(f, f["first"], store=store2)  # the left-out event arrives later
+    new2 = checkpoint(f, "new2", store=store2)
+    status, out, _ = run(["--store", store2, "prove", "consistency", "20"])
+    assert status == 0
+    proof.write_bytes(out)
+    status, _, err = run([*args, str(old), str(new2)])
+    assert status == 1 and "[proof.consistency]" in err
+    status, _, err = run(["--store", f["store"], "prove", "consistency", "99"])
+    assert status == 2 and "[store.tree_size]" in err
+
+
+def test_sync_command(f: dict[str, Any]) -> None:
+    append(f, f["first"])
+    append(f, f["rest"])
+    b = str(f["tmp"] / "b")
+    append(f, f["rest"], store=b)
+    status, out, err = run(["--store", b, "sync", "--from", f["store"], "--keyring",
+                            f["keyring"]])  # fmt: skip
+    assert status == 0, err
+    doc = json.loads(out)
+    assert doc["needed"] == 20 and doc["statuses"] == {"stored": 20}
+    assert doc["bytes"]["total"] == sum(v for k, v in doc["bytes"].items() if k != "total")
+    status, out, _ = run(["--store", b, "sync", "--from", f["store"], "--keyring",
+                          f["keyring"]])  # fmt: skip
+    assert status == 0 and json.loads(out)["needed"] == 0
+    for pith in {e["pith_number"] for e in f["events"]}:
+        assert run(["--store", b, "state", pith])[1] == run(["--store", f["store"], "state",
+                                                              pith])[1]  # fmt: skip
+    # from an export file, with a stranger's event kept there as invalid evidence
+    export = f["tmp"] / "export.jsonl"
+    status, out, _ = run(["--store", f["store"], "export"])
+    stranger = g.attestation(f["events"][0]["pith_number"], 300, signer="stranger")
+    export.write_bytes(out + g.encoded(stranger) + b"\n" + b"garbage\n")
+    c = str(f["tmp"] / "c")
+    status, out, err = run(["--store", c, "sync", "--from", str(export), "--keyring",
+                            f["keyring"]])  # fmt: skip
+    assert status == 2 and "--keep-invalid" in err
+    doc = json.loads(out)
+    assert doc["statuses"] == {"stored": len(f["events"]), "rejected": 1}
+    assert doc["refused_lines"] == 1
+    status, out, _ = run(["--store", c, "sync", "--from", str(export), "--keyring",
+                          f["keyring"], "--keep-invalid"])  # fmt: skip
+    assert json.loads(out)["statuses"] == {"stored": 1}
+    status, _, err = run(["--store", c, "sync", "--from", str(f["tmp"] / "nothing"),
+                          "--keyring", f["keyring"]])  # fmt: skip
+    assert status == 2 and "[usage.unreadable]" in err

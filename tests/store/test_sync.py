@@ -1,0 +1,128 @@
+"""Sync: range reconciliation finds exactly the missing copies; stores converge."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+from typing import Any
+
+import eventgen as g
+import pytest
+
+from pithlog import sync as s
+from pithlog.errors import SyncError
+from pithlog.store import Store
+
+
+def _items(rng: random.Random, n: int) -> list[bytes]:
+    out = {rng.randbytes(64) for _ in range(n)}
+    # copies of one event: same first 32 bytes, another copy hash
+    for item in list(out)[: n // 10]:
+        out.add(item[:32] + rng.randbytes(32))
+    return sorted(out)
+
+
+@pytest.mark.parametrize(("n", "missing", "extra"), [
+    (0, 0, 0), (0, 0, 5), (1, 1, 0), (5, 5, 0), (40, 0, 0), (40, 3, 2), (500, 1, 0),
+    (500, 60, 30), (3000, 3000, 0), (3000, 7, 100), (3000, 0, 3000),
+])  # fmt: skip
+def test_reconcile_finds_exactly_what_is_missing(n: int, missing: int, extra: int) -> None:
+    rng = random.Random(n * 1000 + missing * 7 + extra)
+    remote = _items(rng, n)
+    gone = set(rng.sample(range(len(remote)), min(missing, len(remote))))
+    local = sorted([x for i, x in enumerate(remote) if i not in gone] + _items(rng, extra))
+    channel = s.Channel(s.Responder(remote, lambda keys: []))
+    need, rounds = s.reconcile(local, channel)
+    assert need == sorted(s.short_id(remote[i]) for i in gone)
+    assert rounds >= 1 and channel.messages == 2 * rounds
+    if not gone and not extra:
+        assert rounds == 1 and channel.sent + channel.received < 40
+
+
+def test_a_small_difference_costs_little() -> None:
+    rng = random.Random(1)
+    remote = _items(rng, 20000)
+    local = [x for i, x in enumerate(remote) if i % 1000 != 7]
+    channel = s.Channel(s.Responder(remote, lambda keys: []))
+    need, _ = s.reconcile(local, channel)
+    assert len(need) == len(remote) - len(local)
+    listing = len(remote) * s.SHORT
+    assert channel.sent + channel.received < listing / 10
+
+
+@pytest.mark.parametrize("message", [
+    b"", b"X", b"R\x05ab", b"R\x01a\x09", b"R\x02bb\x00\x01aa\x00", b"R\x01a\x00",
+    b"R\xff\x01" + b"\x00" * 15, b"R\xff\x02\x05" + b"\x00" * 16, b"F\x01" + b"\x00" * 3,
+    b"R\x41" + b"\x00" * 65 + b"\x00",
+])  # fmt: skip
+def test_messages_breaking_the_protocol_are_refused(message: bytes) -> None:
+    responder = s.Responder(_items(random.Random(2), 50), lambda keys: [])
+    with pytest.raises(SyncError, match="protocol"):
+        responder.handle(message)
+
+
+def _events(seed: int) -> list[dict[str, Any]]:
+    rng = random.Random(seed)
+    events = g.mixed_events(rng, piths=6, per_pith=6)
+    events += [g.forged(events[1]), g.resigned(events[2], "registry", b"second"),
+               g.tampered(events[4])]  # fmt: skip
+    return events
+
+
+def _append(store: Store, events: list[dict[str, Any]]) -> None:
+    for i in range(0, len(events), 9):
+        store.append([g.encoded(e) for e in events[i : i + 9]], g.KEYRING, keep_invalid=True)
+
+
+def _state_of(store: Store) -> dict[str, Any]:
+    piths = store.piths()
+    return {"piths": piths, "states": {p["pith_number"]: store.state(p["pith_number"])
+                                       for p in piths}}  # fmt: skip
+
+
+def test_two_stores_from_overlapping_halves_converge(tmp_path: Path) -> None:
+    events = _events(3)
+    rng = random.Random(4)
+    a_events = [e for e in events if rng.random() < 0.6]
+    b_events = [e for e in events if rng.random() < 0.6]
+    rng.shuffle(b_events)
+    with Store.open(tmp_path / "a") as a, Store.open(tmp_path / "b") as b:
+        _append(a, a_events)
+        _append(b, b_events)
+        assert a.copy_keys() != b.copy_keys()
+        with Store.open(tmp_path / "b", create=False, readonly=True) as b_read:
+            first = s.pull(a, s.store_responder(b_read), g.KEYRING, keep_invalid=True, batch=7)
+        with Store.open(tmp_path / "a", create=False, readonly=True) as a_read:
+            second = s.pull(b, s.store_responder(a_read), g.KEYRING, keep_invalid=True)
+        assert first.needed > 0 and second.needed > 0
+        assert set(first.statuses) <= {"stored", "replaced", "evidence"}
+        assert a.copy_keys() == b.copy_keys()
+        assert _state_of(a) == _state_of(b)
+        # the same as one store holding both halves
+        with Store.open(tmp_path / "all") as whole:
+            _append(whole, [e for e in events if e in a_events or e in b_events])
+            assert _state_of(whole) == _state_of(a)
+            assert whole.copy_keys() == a.copy_keys()
+        assert a.replay(g.KEYRING).ok and b.replay(g.KEYRING).ok
+        again = s.pull(a, s.store_responder(b), g.KEYRING, keep_invalid=True)
+        assert again.needed == 0 and again.rounds == 1 and again.bytes_exchanged < 40
+
+
+def test_sync_from_an_export_file(tmp_path: Path) -> None:
+    events = _events(5)
+    with Store.open(tmp_path / "a") as a, Store.open(tmp_path / "b") as b:
+        _append(a, events)
+        _append(b, events[::3])
+        lines = [data for _, data in a.export()]
+        source = s.ExportSource.read([*lines, b"not json", None, lines[0]])
+        assert source.refused == 2 and len(source.copies) == len(lines)
+        before = len(b.copy_keys())
+        report = s.pull(b, source.responder(), g.KEYRING, keep_invalid=True)
+        assert report.needed == len(lines) - before > 0
+        assert b.copy_keys() == a.copy_keys()
+        assert _state_of(a) == _state_of(b)
+        # without keep_invalid, the copies failing checks 1-12 are rejected, and asked again
+        with Store.open(tmp_path / "c") as c:
+            strict = s.pull(c, source.responder(), g.KEYRING)
+            assert strict.statuses["rejected"] > 0
+            assert s.pull(c, source.responder(), g.KEYRING).needed == strict.statuses["rejected"]

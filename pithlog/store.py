@@ -1062,6 +1062,16 @@ class Store:
             lambda txn, dbs: list(txn.cursor(db=dbs["copy_seq"]).iternext(values=False))
         )
 
+    def copy_seqs(self, keys: Iterable[bytes]) -> list[int | None]:
+        """The sequence number of each copy named by ``keys`` (``None``: not stored)."""
+        wanted = list(keys)
+
+        def work(txn: _Txn, dbs: dict[str, Any]) -> list[int | None]:
+            raw = [txn.get(key, db=dbs["copy_seq"]) for key in wanted]
+            return [None if r is None else _SEQ.unpack(r)[0] for r in raw]
+
+        return self._read(work)
+
     def copies(self, keys: Iterable[bytes]) -> list[tuple[int, bytes]]:
         """``(seq, JCS bytes)`` of the stored copies named by ``keys`` (event_id + copy
         hash), in append order; keys of copies not stored are left out."""

@@ -18,9 +18,10 @@ fingerprints agree; else the list of its items in the range when there are at mo
 :data:`LIST_LIMIT` of them; else the range cut into :data:`BRANCHES` parts of about equal
 counts, each with its fingerprint. The local side compares each part with its own items:
 equal parts are done; others it asks about again (``expand``; ``list all`` when it holds
-nothing there). A listed range tells the local side exactly which items it lacks. Then it
-fetches them (``fetch``), in batches, and appends each batch to its store, the remote
-sending the copies in its append order.
+nothing there). A listed range tells the local side exactly which items it lacks. It then
+asks for their order (``F``): the remote sorts them by its append order. Then it fetches
+them (``G``) in batches in that order and appends each batch to its store, so a store whose
+log is a prefix of the remote's ends with the same log, hence the same Merkle tree.
 
 **Messages.** Binary, and every byte of every message is counted by the :class:`Channel`.
 A message is a kind byte and a body:
@@ -28,10 +29,13 @@ A message is a kind byte and a body:
 - ``R`` (reconcile, both directions): entries that cover the item space in order, each
   ``bound mode payload``; ``bound`` is a length byte (0-64, or 255 for "no upper bound")
   and that many bytes; ``mode`` is 0 skip, 1 fingerprint (16 bytes), 2 item list (count as
-  a LEB128 varint, then the 64-byte items), 3 expand, 4 list all.
-- ``F`` (fetch, local to remote): a varint count and the 64-byte items wanted.
+  a LEB128 varint, then the items' 16-byte short ids), 3 expand, 4 list all.
+- ``F`` (order, local to remote): a varint count and the 16-byte short ids wanted (a
+  short id is the first 16 bytes of the SHA-256 of the 64-byte item).
+- ``O`` (order, remote to local): the same short ids, in the remote's append order.
+- ``G`` (fetch, local to remote): a varint count and short ids, a batch of the ordered list.
 - ``D`` (data, remote to local): a varint count, then per copy a varint length and its JCS
-  bytes.
+  bytes, in the order asked.
 
 The remote side is a :class:`Responder` over a sorted item list: a store opened read-only
 in the same process, or the copies of a JSON Lines export file put through the door. A
@@ -64,7 +68,7 @@ register(
 ITEM = 64
 """event_id (32) + copy hash (32)."""
 SHORT = 16
-"""A short id: the first 8 bytes of the event_id and the first 8 of the copy hash."""
+"""A short id: the first 16 bytes of the SHA-256 of the 64-byte item."""
 FINGERPRINT = 16
 BRANCHES = 16
 """Parts a range is cut into when its fingerprints differ."""
@@ -83,8 +87,10 @@ Bound = bytes | None
 
 
 def short_id(item: bytes) -> bytes:
-    """What item lists and fetches carry: ``event_id[:8] + copy_hash[:8]``."""
-    return item[:8] + item[32:40]
+    """What item lists and fetches carry: ``SHA-256(item)[:16]``. Hashing the whole item
+    (not a prefix of it) keeps two copies of one event_id apart and leaves no cheaper way
+    to make an item collide with another than a 128-bit second preimage."""
+    return hashlib.sha256(item).digest()[:SHORT]
 
 
 def fingerprint(items: Sequence[bytes], lo: int, hi: int) -> bytes:
@@ -215,6 +221,19 @@ def decode_reconcile(data: bytes) -> list[Entry]:
     return entries
 
 
+def _encode_shorts(kind: bytes, shorts: Sequence[bytes]) -> bytes:
+    return kind + _varint(len(shorts)) + b"".join(shorts)
+
+
+def _decode_shorts(message: bytes) -> list[bytes]:
+    reader = _Reader(message)
+    reader.take(1)
+    raw = reader.take(reader.varint() * SHORT)
+    if not reader.done():
+        raise SyncError("protocol", "trailing bytes after a list of short ids")
+    return [raw[i : i + SHORT] for i in range(0, len(raw), SHORT)]
+
+
 def _merged(entries: Iterable[Entry]) -> list[Entry]:
     """Adjacent skips merged into one."""
     out: list[Entry] = []
@@ -230,35 +249,36 @@ def _merged(entries: Iterable[Entry]) -> list[Entry]:
 
 
 class Responder:
-    """The remote side: answers reconcile and fetch messages over its sorted items.
+    """The remote side: answers reconcile, order and fetch messages over its sorted items.
 
-    ``copies(items)`` returns the JCS bytes of the named copies, in the order they should
-    be appended (the remote's append order)."""
+    ``order(items)`` sorts items by the remote's append order (leaving out those it does
+    not hold); ``copies(items)`` gives their JCS bytes, in the order asked."""
 
     def __init__(
-        self, items: Sequence[bytes], copies: Callable[[list[bytes]], list[bytes]]
+        self,
+        items: Sequence[bytes],
+        order: Callable[[list[bytes]], list[bytes]],
+        copies: Callable[[list[bytes]], list[bytes]],
     ) -> None:
         self.items = items
+        self._order = order
         self._copies = copies
         self._by_short: dict[bytes, bytes] | None = None
 
     def handle(self, message: bytes) -> bytes:
-        if message[:1] == b"R":
+        kind = message[:1]
+        if kind == b"R":
             return encode_reconcile(self._reconcile(decode_reconcile(message)))
-        if message[:1] == b"F":
-            reader = _Reader(message)
-            reader.take(1)
-            count = reader.varint()
-            raw = reader.take(count * SHORT)
-            if not reader.done():
-                raise SyncError("protocol", "trailing bytes after a fetch")
+        if kind in (b"F", b"G"):
             if self._by_short is None:
                 self._by_short = {short_id(item): item for item in self.items}
             by_short = self._by_short
-            wanted = [raw[i : i + SHORT] for i in range(0, len(raw), SHORT)]
-            data = self._copies([by_short[w] for w in wanted if w in by_short])
+            wanted = [by_short[w] for w in _decode_shorts(message) if w in by_short]
+            if kind == b"F":
+                return _encode_shorts(b"O", [short_id(i) for i in self._order(wanted)])
+            data = self._copies(wanted)
             return b"D" + _varint(len(data)) + b"".join(_varint(len(d)) + d for d in data)
-        raise SyncError("protocol", f"unknown message kind {message[:1]!r}")
+        raise SyncError("protocol", f"unknown message kind {kind!r}")
 
     def _reconcile(self, entries: list[Entry]) -> list[Entry]:
         out: list[Entry] = []
@@ -347,16 +367,26 @@ def reconcile(local: Sequence[bytes], channel: Channel) -> tuple[list[bytes], in
     return need, rounds
 
 
+def append_order(channel: Channel, wanted: Sequence[bytes]) -> list[bytes]:
+    """The ``wanted`` short ids in the remote's append order."""
+    reply = channel.request(_encode_shorts(b"F", wanted))
+    if reply[:1] != b"O":
+        raise SyncError("protocol", "expected an order message")
+    ordered = _decode_shorts(reply)
+    if sorted(ordered) != sorted(wanted):
+        raise SyncError("protocol", "the order message does not hold the copies asked for")
+    return ordered
+
+
 def fetch(channel: Channel, wanted: Sequence[bytes]) -> list[bytes]:
-    """The JCS bytes of the copies of the ``wanted`` short ids, from the remote side, in
-    its order."""
-    reply = channel.request(b"F" + _varint(len(wanted)) + b"".join(wanted))
+    """The JCS bytes of the copies of the ``wanted`` short ids, in that order."""
+    reply = channel.request(_encode_shorts(b"G", wanted))
     reader = _Reader(reply)
     if reader.take(1) != b"D":
         raise SyncError("protocol", "expected a data message")
     out = [reader.take(reader.varint()) for _ in range(reader.varint())]
-    if not reader.done():
-        raise SyncError("protocol", "trailing bytes after the data")
+    if not reader.done() or len(out) != len(wanted):
+        raise SyncError("protocol", "the data message does not hold the copies asked for")
     return out
 
 
@@ -369,7 +399,17 @@ def item_of(event_id: str, encoded: bytes) -> bytes:
 
 def store_responder(store: Store) -> Responder:
     """The remote side over a store (open it read-only)."""
-    return Responder(store.copy_keys(), lambda keys: [data for _, data in store.copies(keys)])
+
+    def order(keys: list[bytes]) -> list[bytes]:
+        seqs = store.copy_seqs(keys)
+        return [key for seq, key in sorted(zip(seqs, keys, strict=True)) if seq is not None]
+
+    def copies(keys: list[bytes]) -> list[bytes]:
+        found = dict(store.copies(keys))
+        seqs = store.copy_seqs(keys)
+        return [found[seq] for seq in seqs if seq is not None and seq in found]
+
+    return Responder(store.copy_keys(), order, copies)
 
 
 @dataclass
@@ -395,11 +435,13 @@ class ExportSource:
         return source
 
     def responder(self) -> Responder:
-        def copies(keys: list[bytes]) -> list[bytes]:
-            found = sorted(self.copies[k] for k in keys if k in self.copies)
-            return [data for _, data in found]
+        def order(keys: list[bytes]) -> list[bytes]:
+            return sorted((k for k in keys if k in self.copies), key=lambda k: self.copies[k])
 
-        return Responder(sorted(self.copies), copies)
+        def copies(keys: list[bytes]) -> list[bytes]:
+            return [self.copies[k][1] for k in keys if k in self.copies]
+
+        return Responder(sorted(self.copies), order, copies)
 
 
 # --- the whole pull -----------------------------------------------------------------------
@@ -440,7 +482,8 @@ def pull(
     need, rounds = reconcile(local, channel)
     report = SyncReport(len(local), len(remote.items), len(need), rounds, channel.sent,
                         channel.received)  # fmt: skip
-    for chunk in _chunks(need, max(1, batch)):
+    ordered = append_order(channel, need) if need else []
+    for chunk in _chunks(ordered, max(1, batch)):
         data = fetch(channel, chunk)
         for result in store.append(data, keyring, keep_invalid=keep_invalid):
             report.statuses[result.status] += 1

@@ -31,7 +31,7 @@ def test_reconcile_finds_exactly_what_is_missing(n: int, missing: int, extra: in
     remote = _items(rng, n)
     gone = set(rng.sample(range(len(remote)), min(missing, len(remote))))
     local = sorted([x for i, x in enumerate(remote) if i not in gone] + _items(rng, extra))
-    channel = s.Channel(s.Responder(remote, lambda keys: []))
+    channel = s.Channel(s.Responder(remote, list, lambda keys: []))
     need, rounds = s.reconcile(local, channel)
     assert need == sorted(s.short_id(remote[i]) for i in gone)
     assert rounds >= 1 and channel.messages == 2 * rounds
@@ -43,7 +43,7 @@ def test_a_small_difference_costs_little() -> None:
     rng = random.Random(1)
     remote = _items(rng, 20000)
     local = [x for i, x in enumerate(remote) if i % 1000 != 7]
-    channel = s.Channel(s.Responder(remote, lambda keys: []))
+    channel = s.Channel(s.Responder(remote, list, lambda keys: []))
     need, _ = s.reconcile(local, channel)
     assert len(need) == len(remote) - len(local)
     listing = len(remote) * s.SHORT
@@ -53,10 +53,10 @@ def test_a_small_difference_costs_little() -> None:
 @pytest.mark.parametrize("message", [
     b"", b"X", b"R\x05ab", b"R\x01a\x09", b"R\x02bb\x00\x01aa\x00", b"R\x01a\x00",
     b"R\xff\x01" + b"\x00" * 15, b"R\xff\x02\x05" + b"\x00" * 16, b"F\x01" + b"\x00" * 3,
-    b"R\x41" + b"\x00" * 65 + b"\x00",
+    b"R\x41" + b"\x00" * 65 + b"\x00", b"G\x02" + b"\x00" * 16, b"F" + b"\x80" * 10,
 ])  # fmt: skip
 def test_messages_breaking_the_protocol_are_refused(message: bytes) -> None:
-    responder = s.Responder(_items(random.Random(2), 50), lambda keys: [])
+    responder = s.Responder(_items(random.Random(2), 50), list, lambda keys: [])
     with pytest.raises(SyncError, match="protocol"):
         responder.handle(message)
 
@@ -126,3 +126,17 @@ def test_sync_from_an_export_file(tmp_path: Path) -> None:
             strict = s.pull(c, source.responder(), g.KEYRING)
             assert strict.statuses["rejected"] > 0
             assert s.pull(c, source.responder(), g.KEYRING).needed == strict.statuses["rejected"]
+
+
+def test_a_prefix_store_ends_with_the_same_log(tmp_path: Path) -> None:
+    """A store holding a prefix of another's log gets the rest in the other's append order:
+    the two logs, hence their Merkle trees, are then the same."""
+    events = [e for e in _events(6) if e["signer"]["key_id"] != "test-stranger"]
+    with Store.open(tmp_path / "a") as a, Store.open(tmp_path / "b") as b:
+        _append(a, events)
+        _append(b, events[:10])
+        assert a.tree_root(10) == b.tree_root()
+        report = s.pull(b, s.store_responder(a), g.KEYRING, keep_invalid=True, batch=4)
+        assert report.needed == a.tree_size() - 10
+        assert b.tree_root() == a.tree_root()
+        assert [d for _, d in b.export()] == [d for _, d in a.export()]

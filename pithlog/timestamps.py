@@ -26,7 +26,7 @@ def is_ts(value: object) -> bool:
     if m is None:
         return False
     year, month, day, hour, minute, second = map(int, m.groups())
-    if not (1 <= year and 1 <= month <= 12 and 1 <= day):
+    if not (year >= 1 and 1 <= month <= 12 and day >= 1):
         return False
     days = _DAYS[month]
     if month == 2 and calendar.isleap(year):

@@ -54,30 +54,32 @@ def _on_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
         seen: set[str] = set()
         for name, _ in pairs:
             if name in seen:
-                _refuse("duplicate_member", f"object repeats the member name {name!r}")
+                _refuse("duplicate_member", f"object repeats the member name {name!r}; keep one")
             seen.add(name)
     return obj
 
 
 def _on_int(text: str) -> int:
     if not _INT_FORM.fullmatch(text) or text == "-0":
-        _refuse("number_form", f"number {text!r} is not a v1 integer (no -0)")
+        _refuse("number_form",
+                f"number {text!r} is not a v1 integer; write -?(0|[1-9][0-9]*), not -0")
     if len(text) > 17:
         # 2^53 - 1 has 16 digits; checking the length first also keeps int() from raising
         # ValueError on inputs beyond Python's digit limit (4300 digits).
-        _refuse("number_range", f"integer of {len(text)} characters is beyond 2^53 - 1")
+        _refuse("number_range", f"integer of {len(text)} characters is beyond 2^53 - 1; "
+                "send it as a string")
     value = int(text)
     if abs(value) > MAX_SAFE_INTEGER:
-        _refuse("number_range", f"integer {text} is beyond 2^53 - 1 in magnitude")
+        _refuse("number_range", f"integer {text} is beyond 2^53 - 1; send it as a string")
     return value
 
 
 def _on_float(text: str) -> NoReturn:
-    _refuse("number_form", f"number {text!r} has a fraction or exponent; v1 allows integers only")
+    _refuse("number_form", f"number {text!r} has a fraction or exponent; write an integer")
 
 
 def _on_constant(text: str) -> NoReturn:
-    _refuse("syntax", f"{text} is not JSON")
+    _refuse("syntax", f"{text} is not JSON; write null, or a string")
 
 
 _DECODER = json.JSONDecoder(
@@ -89,6 +91,12 @@ _DECODER = json.JSONDecoder(
 )
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
+_LONE = "string holds a lone surrogate; send Unicode scalar values only"
+_LONE_NAME = "member name holds a lone surrogate; send Unicode scalar values only"
+
+
+def _too_deep(max_depth: int) -> str:
+    return f"nesting deeper than the {max_depth} levels allowed"
 
 
 def _check_tree(value: Any, max_depth: int) -> None:
@@ -100,7 +108,7 @@ def _check_tree(value: Any, max_depth: int) -> None:
     """
     if not isinstance(value, (dict, list)):
         if isinstance(value, str) and not value.isascii() and _SURROGATE.search(value):
-            _refuse("lone_surrogate", "string holds a lone surrogate", "/")
+            _refuse("lone_surrogate", _LONE, "/")
         return
     stack: list[Iterator[tuple[Any, Any]]] = []
     names: list[str | int] = []  # the path to the container whose iterator is on top
@@ -108,11 +116,11 @@ def _check_tree(value: Any, max_depth: int) -> None:
     while True:
         if node is not None:  # entering a container, at depth len(stack) + 1
             if len(stack) >= max_depth:
-                _refuse("too_deep", f"nesting deeper than {max_depth}", _path(names))
+                _refuse("too_deep", _too_deep(max_depth), _path(names))
             if isinstance(node, dict):
                 for name in node:
                     if not name.isascii() and _SURROGATE.search(name):
-                        _refuse("lone_surrogate", "member name holds a lone surrogate",
+                        _refuse("lone_surrogate", _LONE_NAME,
                                 _path(names))  # fmt: skip
                 stack.append(iter(node.items()))
             else:
@@ -121,7 +129,7 @@ def _check_tree(value: Any, max_depth: int) -> None:
         for key, child in stack[-1]:
             if isinstance(child, str):
                 if not child.isascii() and _SURROGATE.search(child):
-                    _refuse("lone_surrogate", "string holds a lone surrogate",
+                    _refuse("lone_surrogate", _LONE,
                             _path([*names, key]))  # fmt: skip
             elif isinstance(child, (dict, list)):
                 names.append(key)
@@ -142,8 +150,19 @@ def _path(names: list[str | int]) -> str:
 
 
 def _pointer(name: str) -> str:
-    """RFC 6901 escaping of one JSON Pointer segment, for error locations."""
-    return name.replace("~", "~0").replace("/", "~1")
+    """RFC 6901 escaping of one JSON Pointer segment, for error locations.
+
+    A character that is not printable (a control such as LF or ESC, U+2028, ...) is shown
+    as ``\\uXXXX``: a member name chosen by whoever sent the input must neither break the
+    one-line error into several nor write terminal escapes.
+    """
+    segment = name.replace("~", "~0").replace("/", "~1")
+    if segment.isprintable():
+        return segment
+    return "".join(
+        c if c.isprintable() else f"\\u{ord(c):04x}" if ord(c) <= 0xFFFF else f"\\U{ord(c):08x}"
+        for c in segment
+    )
 
 
 def _no_float(text: str) -> NoReturn:
@@ -187,9 +206,9 @@ def _prepare(data: bytes, max_bytes: int | None = MAX_LINE_BYTES) -> bytes:
         raise TypeError("the door takes bytes")
     raw = bytes(data)
     if max_bytes is not None and len(raw) > max_bytes:
-        _refuse("too_large", f"input of {len(raw)} bytes exceeds {max_bytes} bytes")
+        _refuse("too_large", f"input of {len(raw)} bytes is longer than the {max_bytes} allowed")
     if raw.startswith(_BOM):
-        _refuse("bom", "input starts with a byte-order mark", "byte 0")
+        _refuse("bom", "input starts with a byte-order mark; remove it", "byte 0")
     return raw
 
 
@@ -254,13 +273,13 @@ def _parse_exact(raw: bytes, max_depth: int) -> JSON:
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
-        _refuse("utf8", f"invalid UTF-8: {exc.reason}", f"byte {exc.start}")
+        _refuse("utf8", f"invalid UTF-8 ({exc.reason}); send UTF-8", f"byte {exc.start}")
     try:
         value = _DECODER.decode(text)
     except json.JSONDecodeError as exc:
         _refuse("syntax", f"not JSON: {exc.msg}", f"line {exc.lineno} column {exc.colno}")
     except RecursionError:
-        _refuse("too_deep", f"nesting deeper than {max_depth}")
+        _refuse("too_deep", _too_deep(max_depth))
     _check_tree(value, max_depth)
     return value
 

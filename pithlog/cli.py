@@ -79,7 +79,8 @@ def _read_bytes(path: str) -> bytes:
             return sys.stdin.buffer.read()
         return Path(path).read_bytes()
     except OSError as exc:
-        raise UsageError("unreadable", f"cannot read {path}: {exc.strerror or exc}") from exc
+        raise UsageError("unreadable", f"cannot read {path}: {exc.strerror or exc}; "
+                         "check the path and its permissions") from exc
 
 
 @contextlib.contextmanager
@@ -90,7 +91,8 @@ def _open_input(path: str) -> Iterator[BinaryIO]:
     try:
         stream = open(path, "rb")  # noqa: SIM115 - closed by the with below
     except OSError as exc:
-        raise UsageError("unreadable", f"cannot read {path}: {exc.strerror or exc}") from exc
+        raise UsageError("unreadable", f"cannot read {path}: {exc.strerror or exc}; "
+                         "check the path and its permissions") from exc
     with stream:
         yield stream
 
@@ -171,7 +173,8 @@ def _write_private(path: Path, data: bytes, force: bool) -> None:
     except OSError as exc:
         with contextlib.suppress(OSError):
             tmp.unlink()
-        raise KeyFileError("unwritable", f"cannot write {path}: {exc.strerror or exc}") from exc
+        raise KeyFileError("unwritable", f"cannot write {path}: {exc.strerror or exc}; "
+                           "check that its folder exists and is writable") from exc
 
 
 def cmd_keygen(args: argparse.Namespace, out: _Out) -> int:
@@ -226,7 +229,7 @@ def cmd_sign(args: argparse.Namespace, out: _Out) -> int:
         derived, payload = prepare_record_created(key, payload)
         if pith is not None and pith != derived:
             raise SigningError("pith_number", f"--pith {pith} but the record's pith number "
-                               f"is {derived}")  # fmt: skip
+                               f"is {derived}; leave --pith out or pass that")  # fmt: skip
         pith = derived
     if pith is None or not is_pith_number(pith):
         raise UsageError("pith_number", "--pith PITH (pith:YYYY:<26 base32>) is required")

@@ -206,7 +206,7 @@ def load_key_file(data: bytes) -> SigningKey:
     try:
         doc = parse(data)
     except DoorError as exc:
-        message = f"key file is not v1 JSON: {exc.message}"
+        message = f"key file: {exc.message}"
         raise KeyFileError("not_json", message, exc.where) from exc
     if not isinstance(doc, dict) or doc.get("key_file_version") != KEY_FILE_VERSION:
         raise KeyFileError("version", f"key file must have key_file_version {KEY_FILE_VERSION!r}")
@@ -214,13 +214,15 @@ def load_key_file(data: bytes) -> SigningKey:
         if not isinstance(doc.get(name), str) or not doc[name]:
             raise KeyFileError("member", f"key file member {name!r} must be a non-empty string")
     if doc["signer_type"] not in SIGNER_TYPES:  # a str, checked above
-        raise KeyFileError("signer_type", f"unknown signer_type {doc['signer_type']!r}")
+        raise KeyFileError("signer_type", f"unknown signer_type {doc['signer_type']!r}; use one of "
+                           + ", ".join(sorted(SIGNER_TYPES)))
     seed = decode_b64(doc["private_key_b64"])
     if seed is None or len(seed) != 32:
         raise KeyFileError("private_key", "private_key_b64 must be base64 of 32 bytes")
     key = SigningKey.from_seed(seed, doc["key_id"], doc["signer_id"], doc["signer_type"])
     if "public_key_b64" in doc and doc["public_key_b64"] != encode_b64(key.public_key):
-        raise KeyFileError("public_key", "public_key_b64 does not belong to the private key")
+        raise KeyFileError("public_key", "public_key_b64 does not belong to the private key; "
+                           "remove it or give the matching one")
     return key
 
 
@@ -307,12 +309,14 @@ def keyring_from_value(doc: Any) -> Keyring:
             raise _refuse("shape", "each key must be a JSON object", where)
         missing = [m for m in KEY_MEMBERS if m not in item]
         if missing:
-            raise _refuse("missing_member", f"key lacks {', '.join(missing)}", where)
+            raise _refuse("missing_member", f"key lacks {', '.join(missing)}; every key needs all "
+                          "seven members (null for no bound)", where)
         key_id, signer_id = item["key_id"], item["signer_id"]
         if not isinstance(key_id, str) or not key_id:
             raise _refuse("key_id", "key_id must be a non-empty string", f"{where}/key_id")
         if key_id in entries:
-            raise _refuse("duplicate_key_id", f"key_id {key_id!r} appears twice", where)
+            raise _refuse("duplicate_key_id", f"key_id {key_id!r} appears twice; give each key its "
+                          "own key_id", where)
         if not isinstance(signer_id, str) or not signer_id:
             raise _refuse("signer_id", "signer_id must be a non-empty string", f"{where}/signer_id")
         if not isinstance(item["signer_type"], str) or item["signer_type"] not in SIGNER_TYPES:
@@ -332,7 +336,8 @@ def keyring_from_value(doc: Any) -> Keyring:
         if not is_valid_public_key(raw):
             raise _refuse(
                 "public_key",
-                "public_key_b64 is not a canonical Ed25519 point of large order",
+                "public_key_b64 is not a canonical Ed25519 point of large order; use the public "
+                "key of a real key pair (as pithlog keygen prints it)",
                 f"{where}/public_key_b64",
             )
         for name in ("not_before", "not_after", "revoked_at"):
@@ -364,7 +369,7 @@ def load_keyring(data: bytes) -> Keyring:
     try:
         doc = parse(data)
     except DoorError as exc:
-        raise KeyringError("not_json", f"keyring is not v1 JSON: {exc.message}", exc.where) from exc
+        raise KeyringError("not_json", f"keyring file: {exc.message}", exc.where) from exc
     return keyring_from_value(doc)
 
 

@@ -71,7 +71,9 @@ def iter_envelopes(stream: BinaryIO) -> Iterator[tuple[int, Envelope | DoorError
     for number, line in iter_lines(stream):
         if line is None:
             yield number, DoorError(
-                "line_too_long", f"line is longer than {MAX_LINE_BYTES} bytes", f"line {number}"
+                "line_too_long",
+                f"line is longer than the {MAX_LINE_BYTES} bytes allowed",
+                f"line {number}",
             )
             continue
         try:

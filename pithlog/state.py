@@ -470,7 +470,7 @@ def _rule_failures(doc: dict[str, Any]) -> list[str]:
     if jcs(rc["payload"].get("canonical_record")) != jcs(record):
         fail("canonical_record", "differs from current.record_created.payload.canonical_record")
     if rc["payload"]["canonical_sha256"] != canonical_sha256:
-        fail("canonical_sha256", f"record_created says {rc['payload']['canonical_sha256']}, "
+        fail("canonical_sha256", f"record_created says {rc['payload']['canonical_sha256']!r}, "
              f"digest(canonical_record) is {canonical_sha256}")  # fmt: skip
     derived = pith_number_for(canonical_sha256, record["metadata"]["submitted_at"])
     if doc["pith_number"] != derived:

@@ -33,5 +33,16 @@ demo: $(STAMP)
 bench: $(STAMP)
 	$(PY) bench/bench.py
 
+# The hostile-input tests with 50 times their budget, then the atheris harness when
+# atheris is installed (it is optional: .venv/bin/pip install atheris).
+FUZZ_RUNS ?= 200000
+fuzz: $(STAMP)
+	HYPOTHESIS_PROFILE=fuzz $(PY) -m pytest -q tests/hostile
+	@if $(PY) -c "import atheris" 2>/dev/null; then \
+		$(PY) tests/hostile/atheris_door.py -atheris_runs=$(FUZZ_RUNS); \
+	else \
+		echo "fuzz: atheris is not installed; skipping tests/hostile/atheris_door.py"; \
+	fi
+
 clean:
 	rm -rf $(VENV) $(DEMO) .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -301,7 +301,7 @@ on ordinary-looking orders (one large name first, the rest ascending): an object
 milliseconds. A value with a wider object is ordered by Python's sort instead."""
 
 
-def jcs(value: JSON) -> bytes:
+def jcs(value: JSON, members: int | None = None) -> bytes:
     """RFC 8785 canonical JSON of a v1 value.
 
     msgspec with sorted keys writes exactly JCS for v1 values (integers only, the same string
@@ -311,8 +311,14 @@ def jcs(value: JSON) -> bytes:
     has such member names, we fall back to the reference encoder. ``tests/properties``
     proves the equality on generated values. Values with an object wider than
     :data:`SORT_SAFE_MEMBERS` are put in JCS order by Python and written as they stand.
+
+    ``members``, when the caller knows one, is an upper bound on the members of all objects
+    of ``value`` together; it spares the encoding that otherwise counts them (half the cost
+    of a call on a typical event body).
     """
-    return _jcs(value, _PLAIN.encode(value).count(b":"))
+    if members is None:
+        members = _PLAIN.encode(value).count(b":")
+    return _jcs(value, members)
 
 
 def _jcs(value: JSON, members: int) -> bytes:
@@ -371,9 +377,10 @@ def sha256_hex(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def digest(value: JSON) -> str:
-    """``digest(x)`` of the spec: lowercase hex SHA-256 of JCS(x)."""
-    return hashlib.sha256(jcs(value)).hexdigest()
+def digest(value: JSON, members: int | None = None) -> str:
+    """``digest(x)`` of the spec: lowercase hex SHA-256 of JCS(x) (``members``: see
+    :func:`jcs`)."""
+    return hashlib.sha256(jcs(value, members)).hexdigest()
 
 
 def utf16_key(name: str) -> bytes:

@@ -127,7 +127,8 @@ def prepare(envelope: Envelope, keyring: Keyring) -> Prepared:
     event_type = EVENT_TYPES.get(event["event_type"])
     if event_type is None:
         return Prepared("unknown_event_type")
-    body_digest = digest(body_of(event))
+    # The body is part of the envelope, so the envelope's colons bound its members.
+    body_digest = digest(body_of(event), members=envelope.encoded.count(b":"))
     if envelope.event_id != "sha256:" + body_digest:
         return Prepared("event_id_mismatch")
     signer = event["signer"]

@@ -128,7 +128,7 @@ def projection_spans(envelope: Envelope) -> tuple[int, int, int, int]:
         + len(b',"event_type":') + len(_json_string(event["event_type"]))
         + len(b',"payload":')
     )  # fmt: skip
-    signer = jcs(event["signer"])
+    signer = jcs(event["signer"], members=4)  # check 1: exactly four string members
     signer_end = len(encoded) - 1 - len(_json_string(event["target"])) - len(b',"target":')
     signer_start = signer_end - len(signer)
     payload_end = (

@@ -237,7 +237,8 @@ def decode(data: bytes, *, max_encoded: int | None = None) -> tuple[JSON, bytes]
     not cost millions of objects only to be refused for its size afterwards.
     """
     raw = _prepare(data)
-    if max_encoded is not None:
+    # The floor never exceeds the input's length, so short input needs no count.
+    if max_encoded is not None and len(raw) > max_encoded:
         floor = jcs_size_floor(raw)
         if floor > max_encoded:
             _refuse("too_large", f"the JCS encoding would be at least {floor} bytes; "

@@ -13,7 +13,7 @@ the set of envelopes and the keyring: not on order, duplicates or any clock.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -54,8 +54,11 @@ def prefer(a: Judged, b: Judged) -> Judged:
     return a if a.rank <= b.rank else b
 
 
-def collapse(envelopes: Iterable[Envelope], keyring: Keyring) -> dict[str, Judged]:
-    """Step 0: ``event_id`` -> the one preferred copy, with its checks 1-12 verdict."""
+def collapse(
+    envelopes: Iterable[Envelope], keyring: Keyring, threads: int | None = None
+) -> dict[str, Judged]:
+    """Step 0: ``event_id`` -> the one preferred copy, with its checks 1-12 verdict
+    (``threads``: verification threads, see :func:`pithlog.checks.check_many`)."""
     copies: dict[str, list[Envelope]] = {}
     for envelope in envelopes:
         held = copies.setdefault(envelope.event_id, [])
@@ -63,7 +66,7 @@ def collapse(envelopes: Iterable[Envelope], keyring: Keyring) -> dict[str, Judge
             held.append(envelope)  # the same envelope again has nothing to choose
     distinct = [envelope for held in copies.values() for envelope in held]
     kept: dict[str, Judged] = {}
-    for envelope, reason in zip(distinct, check_many(distinct, keyring), strict=True):
+    for envelope, reason in zip(distinct, check_many(distinct, keyring, threads), strict=True):
         candidate = Judged(envelope, reason)
         current = kept.get(envelope.event_id)
         kept[envelope.event_id] = candidate if current is None else prefer(current, candidate)
@@ -185,10 +188,19 @@ def reduce_pith(pith_number: str, events: Iterable[Judged]) -> Reduction | Pendi
 
 
 def reduce_events(
-    envelopes: Iterable[Envelope], keyring: Keyring
+    envelopes: Iterable[Envelope],
+    keyring: Keyring,
+    only: Collection[str] | None = None,
+    threads: int | None = None,
 ) -> dict[str, Reduction | Pending]:
-    """Steps 0-4 for every pith of the input, keyed and ordered by pith_number."""
+    """Steps 0-4 for every pith of the input, keyed and ordered by pith_number.
+
+    ``only``: reduce just these piths. Step 0 still runs over every envelope given, so a
+    caller that splits an input by pith passes each part every copy of the event_ids it
+    holds (:mod:`pithlog.parallel`) and gets the same reductions as from the whole input.
+    """
     by_pith: dict[str, list[Judged]] = {}
-    for judged in collapse(envelopes, keyring).values():
+    for judged in collapse(envelopes, keyring, threads).values():
         by_pith.setdefault(judged.envelope.pith_number, []).append(judged)
-    return {pith: reduce_pith(pith, by_pith[pith]) for pith in sorted(by_pith)}
+    piths = sorted(by_pith if only is None else by_pith.keys() & set(only))
+    return {pith: reduce_pith(pith, by_pith[pith]) for pith in piths}

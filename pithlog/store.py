@@ -20,6 +20,7 @@ may use one store, and several processes may use it at once (LMDB's writer lock)
 from __future__ import annotations
 
 import contextlib
+import gc
 import hashlib
 import multiprocessing
 import os
@@ -54,6 +55,7 @@ from pithlog.events import (
     projection_spans,
 )
 from pithlog.keys import Keyring, make_keyring
+from pithlog.parallel import threads_per_process
 from pithlog.records import is_pith_number
 from pithlog.reduce import (
     MERGE_VERSION,
@@ -934,7 +936,8 @@ class Store:
         with mp.Pool(
             processes=min(jobs, len(chunks)),
             initializer=_worker_init,
-            initargs=(self.path, entries, ctx.same_keyring, ctx.verify, ctx.stored_kd),
+            initargs=(self.path, entries, ctx.same_keyring, ctx.verify, ctx.stored_kd,
+                      threads_per_process(jobs)),
         ) as pool:
             yield from pool.imap(_worker_run, chunks)
 
@@ -1592,6 +1595,8 @@ class _ReplayContext:
     same_keyring: bool
     verify: bool
     stored_kd: str | None
+    threads: int | None = None
+    """Verification threads per process (:func:`check_many`; ``None``: its default)."""
 
     @property
     def kd(self) -> bytes:
@@ -1602,28 +1607,24 @@ _PithOutcome = tuple[str, list[Discrepancy], int, int]
 """``(pith, discrepancies, events, copies)``."""
 
 
-def _replay_pith(
-    txn: _Txn,
-    dbs: dict[str, Any],
-    pith: str,
-    foreign: Sequence[bytes],
-    ctx: _ReplayContext,
-) -> _PithOutcome:
-    found: list[Discrepancy] = []
+@dataclass
+class _PithCopies:
+    """One pith's stored copies as replay reads them, each through the door."""
 
-    def say(kind: str, subject: str, detail: str) -> None:
-        found.append(Discrepancy(kind, subject, detail))
+    pith: str
+    indexed: set[bytes]
+    by_event: dict[bytes, list[tuple[bytes | None, bytes]]]
+    """event_id -> its copies: ``(None, preferred)`` first, then ``(copy hash, evidence)``."""
+    passed: dict[bytes, Envelope | DoorError]
 
-    indexed = _pith_eids(txn, dbs, pith)
-    indexed_set = set(indexed)
-    stored_kd = bytes.fromhex(ctx.stored_kd) if ctx.stored_kd else None
-    judged: list[Judged] = []
-    copies = 0
-    # Every copy of the pith through the door first, then checks 1-12 on all of them at
-    # once, so that their signatures are verified in parallel (check_many).
+
+def _read_pith(txn: _Txn, dbs: dict[str, Any], pith: str, foreign: Sequence[bytes]) -> _PithCopies:
+    """Every stored copy that claims ``pith`` (or is evidence of an event it indexes),
+    through the door."""
+    indexed = set(_pith_eids(txn, dbs, pith))
     by_event: dict[bytes, list[tuple[bytes | None, bytes]]] = {}
     passed: dict[bytes, Envelope | DoorError] = {}
-    for eid in sorted(indexed_set | set(foreign)):
+    for eid in sorted(indexed | set(foreign)):
         preferred = txn.get(eid, db=dbs["events"])
         if preferred is None:
             continue  # reported by the structure pass
@@ -1633,10 +1634,44 @@ def _replay_pith(
                 passed[data] = parse_envelope(data)
             except DoorError as exc:
                 passed[data] = exc
+    return _PithCopies(pith, indexed, by_event, passed)
+
+
+def _replay_chunk(
+    txn: _Txn,
+    dbs: dict[str, Any],
+    chunk: Sequence[tuple[str, Sequence[bytes]]],
+    ctx: _ReplayContext,
+) -> list[_PithOutcome]:
+    """Replay the piths of ``chunk``: every copy through the door first, then checks 1-12 on
+    all of them at once (``verify``, or another keyring), so that one :func:`check_many`
+    spreads a large batch of signatures over threads; then pith by pith."""
+    read = [_read_pith(txn, dbs, pith, foreign) for pith, foreign in chunk]
     checked: dict[bytes, str | None] = {}
     if ctx.verify or not ctx.same_keyring:
-        fresh = {data: e for data, e in passed.items() if isinstance(e, Envelope)}
-        checked = dict(zip(fresh, check_many(list(fresh.values()), ctx.keyring), strict=True))
+        fresh = {data: e for r in read for data, e in r.passed.items() if isinstance(e, Envelope)}
+        verdicts = check_many(list(fresh.values()), ctx.keyring, ctx.threads)
+        checked = dict(zip(fresh, verdicts, strict=True))
+    return [_replay_pith(txn, dbs, r, checked, ctx) for r in read]
+
+
+def _replay_pith(
+    txn: _Txn,
+    dbs: dict[str, Any],
+    copies_of: _PithCopies,
+    checked: dict[bytes, str | None],
+    ctx: _ReplayContext,
+) -> _PithOutcome:
+    found: list[Discrepancy] = []
+
+    def say(kind: str, subject: str, detail: str) -> None:
+        found.append(Discrepancy(kind, subject, detail))
+
+    pith, indexed_set = copies_of.pith, copies_of.indexed
+    by_event, passed = copies_of.by_event, copies_of.passed
+    stored_kd = bytes.fromhex(ctx.stored_kd) if ctx.stored_kd else None
+    judged: list[Judged] = []
+    copies = 0
     for eid, stored_copies in by_event.items():
         subject = _eid_str(eid)
         candidates: list[tuple[Judged, bytes | None]] = []
@@ -1758,17 +1793,23 @@ _WORKER: dict[str, Any] = {}
 
 
 def _worker_init(
-    path: str, entries: list[dict[str, Any]], same: bool, verify: bool, stored_kd: str | None
+    path: str,
+    entries: list[dict[str, Any]],
+    same: bool,
+    verify: bool,
+    stored_kd: str | None,
+    threads: int | None,
 ) -> None:
+    gc.disable()  # a worker holds only acyclic decoded JSON: see pithlog.cli
     _WORKER["store"] = Store.open(path, create=False, readonly=True)
-    _WORKER["ctx"] = _ReplayContext(make_keyring(entries), same, verify, stored_kd)
+    _WORKER["ctx"] = _ReplayContext(make_keyring(entries), same, verify, stored_kd, threads)
 
 
 def _run_chunk(
     store: Store, chunk: list[tuple[str, list[bytes]]], ctx: _ReplayContext
 ) -> list[_PithOutcome]:
     def work(txn: _Txn, dbs: dict[str, Any]) -> list[_PithOutcome]:
-        return [_replay_pith(txn, dbs, pith, foreign, ctx) for pith, foreign in chunk]
+        return _replay_chunk(txn, dbs, chunk, ctx)
 
     return store._read(work)
 

@@ -211,3 +211,24 @@ def test_sign_rejects_bad_created_at(signer: dict[str, Path]) -> None:
                           "--payload", str(signer["record"]),
                           "--created-at", "2026-02-30T00:00:00Z"])  # fmt: skip
     assert status == 2 and "[usage.timestamp]" in err
+
+
+def test_reduce_jobs_gives_the_output_of_one_process(tmp_path: Path) -> None:
+    # The vector cases of one keyring in one input (states, pending piths, copies under
+    # other piths): worker processes, each with a part of the piths, print the same bytes.
+    keyring = ROOT / "vectors" / "cases" / "mixed-piths" / "keyring.json"
+    cases = [c for c in sorted((ROOT / "vectors" / "cases").iterdir())
+             if (c / "keyring.json").read_bytes() == keyring.read_bytes()]  # fmt: skip
+    assert len(cases) >= 7
+    events = tmp_path / "all.jsonl"
+    events.write_bytes(b"".join((c / "events.jsonl").read_bytes() for c in cases) + b"[1]\n")
+    one = run(["reduce", "--keyring", str(keyring), str(events)])
+    assert one[0] == 2 and one[1].count(b"\n") >= 8, one[2]
+    assert "pending: " in one[2] and "line " in one[2]
+    assert run(["reduce", "--jobs", "3", "--keyring", str(keyring), str(events)]) == one
+
+
+def test_reduce_jobs_must_be_positive(signer: dict[str, Path]) -> None:
+    status, out, err = run(["reduce", "--jobs", "0", "--keyring", str(signer["keyring"]), "-"])
+    assert status == 2 and out == b""
+    assert "--jobs must be at least 1" in err

@@ -1,0 +1,103 @@
+"""Reducing by pith in parts (pithlog.parallel): the same results as the whole input."""
+
+from __future__ import annotations
+
+import itertools
+import random
+from typing import Any
+
+import pytest
+
+from pithlog.events import Envelope, admit
+from pithlog.parallel import PART_EVENTS, _reduce_part, reduce_rendered, split_by_pith
+from pithlog.reduce import Pending
+
+from .builders import KEYRING, canonical_record, event, record_event
+
+A = record_event()
+B = record_event(canonical_record(source_id="2301.00001", version=1))
+C = record_event(canonical_record(source_id="2302.00002", version=1))
+
+
+def crossing() -> list[dict[str, Any]]:
+    """Events of three piths, with one event_id whose copies claim two piths, where the copy
+    that step 0 prefers claims the other pith than the first copy does."""
+    good = event("mirror_hint", A)
+    # Claims A and fails check 1 (an extra member); the copy claiming B fails check 3,
+    # a later check: step 0 keeps the B copy, so the event counts for B, not for A.
+    at_1 = {**good, "zz": 1}
+    at_3 = {**good, "pith_number": B["pith_number"]}
+    return [
+        A, B, C, at_1, at_3,
+        event("storage_attestation", A), event("mirror_hint", B), event("correction", C),
+        event("mirror_hint", C, created_at="2026-04-01T00:00:00Z"),
+    ]  # fmt: skip
+
+
+def whole(envelopes: list[Envelope]) -> list[tuple[str, bytes | Pending]]:
+    return list(reduce_rendered(envelopes, KEYRING, jobs=1))
+
+
+def in_parts(envelopes: list[Envelope], at_least: int) -> list[tuple[str, bytes | Pending]]:
+    """What ``--jobs N`` computes, each part reduced here instead of in a process."""
+    out = []
+    for piths, blobs in split_by_pith(envelopes, at_least):
+        out += _reduce_part(piths, blobs, KEYRING, 1)
+    return out
+
+
+def test_the_crossing_copy_counts_for_the_pith_step_0_gives_it() -> None:
+    results = dict(whole([admit(v) for v in crossing()]))
+    assert b'"event_count":2' in results[A["pith_number"]]  # A and its storage attestation
+    assert b'"event_count":3' in results[B["pith_number"]]  # B, its hint, the crossing copy
+    assert b'"event_id_mismatch"' in results[B["pith_number"]]
+
+
+@pytest.mark.parametrize("at_least", [1, 2, 3, 8])
+def test_parts_reduce_to_the_same_bytes_as_the_whole_input(at_least: int) -> None:
+    values = crossing()
+    for seed in range(5):
+        random.Random(seed).shuffle(values)
+        envelopes = [admit(v) for v in values]
+        assert in_parts(envelopes, at_least) == whole(envelopes)
+
+
+def test_each_pith_is_in_exactly_one_part_in_pith_order() -> None:
+    envelopes = [admit(v) for v in crossing()]
+    parts = split_by_pith(envelopes, 3)
+    piths = [p for part_piths, _ in parts for p in part_piths]
+    assert piths == sorted({e.pith_number for e in envelopes})
+    assert len(parts) == 3
+
+
+def test_a_part_holds_every_copy_of_each_event_id_claiming_its_piths() -> None:
+    envelopes = [admit(v) for v in crossing()]
+    for piths, blobs in split_by_pith(envelopes, 3):
+        held = set(blobs)
+        ids = {e.event_id for e in envelopes if e.pith_number in piths}
+        assert {e.encoded for e in envelopes if e.event_id in ids} <= held
+        assert len(blobs) == len(held)  # each copy once
+
+
+def test_identical_copies_are_sent_once() -> None:
+    envelopes = [admit(v) for v in crossing()]
+    doubled = envelopes + envelopes
+    assert split_by_pith(doubled, 1) == split_by_pith(envelopes, 1)
+
+
+def test_parts_stay_under_the_size_bound_unless_one_pith_is_bigger() -> None:
+    many = [event("mirror_hint", A, created_at=f"2026-05-01T00:00:{s:02d}Z") for s in range(60)]
+    envelopes = [admit(v) for v in [A, B, *many, event("mirror_hint", B)]]
+    parts = split_by_pith(envelopes, 100)
+    assert [len(blobs) for _, blobs in parts] == [61, 2]
+    assert PART_EVENTS >= 61
+
+
+def test_pending_piths_come_back_in_order_from_parts() -> None:
+    orphan = event("mirror_hint", C)  # C's record is not in the input: C is pending
+    values = [A, B, orphan, event("mirror_hint", A)]
+    for order in itertools.permutations(values):
+        envelopes = [admit(v) for v in order]
+        results = in_parts(envelopes, 4)
+        assert results == whole(envelopes)
+        assert isinstance(dict(results)[C["pith_number"]], Pending)

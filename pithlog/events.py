@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import msgspec
@@ -69,6 +69,9 @@ class Envelope:
     event_id: str
     pith_number: str
     encoded: bytes
+    spans: tuple[int, int, int, int] | None = field(default=None, compare=False, repr=False)
+    """:func:`projection_spans` of this envelope once computed (a state and a store's index
+    both need them): a cache, set once, not part of the value."""
 
 
 def admit(value: JSON, encoded: bytes | None = None) -> Envelope:
@@ -120,6 +123,8 @@ def projection_spans(envelope: Envelope) -> tuple[int, int, int, int]:
     (and the target's JSON string, after S) are slices of it: a state document can be built
     from stored bytes without decoding or re-encoding any payload.
     """
+    if envelope.spans is not None:
+        return envelope.spans
     event = envelope.value
     encoded = envelope.encoded
     payload_start = (
@@ -138,7 +143,9 @@ def projection_spans(envelope: Envelope) -> tuple[int, int, int, int]:
     )  # fmt: skip
     if encoded[signer_start:signer_end] != signer or encoded[payload_end] != ord(","):
         raise ValueError(f"{envelope.event_id} is not a well-formed envelope in JCS form")
-    return payload_start, payload_end, signer_start, signer_end
+    spans = (payload_start, payload_end, signer_start, signer_end)
+    object.__setattr__(envelope, "spans", spans)  # the cache of a frozen value, set once
+    return spans
 
 
 # --- the chosen record, as the record-comparing rules (check 14) see it --------------------

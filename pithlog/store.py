@@ -903,43 +903,60 @@ class Store:
         """
         report = ReplayReport(keyring.digest, self.keyring_digest())
         ctx = _ReplayContext(keyring, report.same_keyring, verify, report.stored_keyring_digest)
-        piths, foreign = self._read(lambda txn, dbs: _check_structure(txn, dbs, report))
-        self._read(lambda txn, dbs: _check_merkle(txn, dbs, report.discrepancies))
-        work = [(pith, foreign.get(pith, [])) for pith in piths]
-        total = len(work)
-        done = 0
-        if progress is not None:
-            progress(0, total)
-        size = max(1, min(_CHUNK, -(-total // (max(jobs, 1) * 4))))
-        chunks = [work[i : i + size] for i in range(0, total, size)]
-        for outcome in self._replay_chunks(chunks, ctx, jobs):
-            for _pith, found, events, copies in outcome:
-                report.discrepancies.extend(d for d in found if d.kind != "note")
-                report.notes.extend(d for d in found if d.kind == "note")
-                report.events += events
-                report.copies += copies
-                report.piths += 1
-            done += len(outcome)
+
+        def structure() -> tuple[list[str], dict[str, list[bytes]]]:
+            work = self._read(lambda txn, dbs: _check_structure(txn, dbs, report))
+            self._read(lambda txn, dbs: _check_merkle(txn, dbs, report.discrepancies))
+            return work
+
+        with contextlib.ExitStack() as stack:
+            if jobs > 1:
+                # The workers start on the piths while this process checks the structure:
+                # the list of piths is read on its own first, so the structure pass is not
+                # a serial prefix of the whole replay.
+                piths, foreign = self._read(_replay_work)
+                chunks = _chunks(piths, foreign, jobs)
+                outcomes = self._replay_pool(stack, chunks, ctx, jobs)
+                structure()
+            else:
+                piths, foreign = structure()
+                chunks = _chunks(piths, foreign, jobs)
+                outcomes = (_run_chunk(self, chunk, ctx) for chunk in chunks)
+            total = len(piths)
+            done = 0
             if progress is not None:
-                progress(done, total)
+                progress(0, total)
+            for outcome in outcomes:
+                for _pith, found, events, copies in outcome:
+                    report.discrepancies.extend(d for d in found if d.kind != "note")
+                    report.notes.extend(d for d in found if d.kind == "note")
+                    report.events += events
+                    report.copies += copies
+                    report.piths += 1
+                done += len(outcome)
+                if progress is not None:
+                    progress(done, total)
         return report
 
-    def _replay_chunks(
-        self, chunks: list[list[tuple[str, list[bytes]]]], ctx: _ReplayContext, jobs: int
+    def _replay_pool(
+        self,
+        stack: contextlib.ExitStack,
+        chunks: list[list[tuple[str, list[bytes]]]],
+        ctx: _ReplayContext,
+        jobs: int,
     ) -> Iterator[list[_PithOutcome]]:
-        if jobs <= 1 or len(chunks) <= 1:
-            for chunk in chunks:
-                yield _run_chunk(self, chunk, ctx)
-            return
+        """Hand ``chunks`` to worker processes now; their outcomes, in order."""
+        if len(chunks) <= 1:
+            return iter([_run_chunk(self, chunk, ctx) for chunk in chunks])
         entries = [key.entry() for key in ctx.keyring.values()]
         mp = multiprocessing.get_context("spawn")
-        with mp.Pool(
+        pool = stack.enter_context(mp.Pool(
             processes=min(jobs, len(chunks)),
             initializer=_worker_init,
             initargs=(self.path, entries, ctx.same_keyring, ctx.verify, ctx.stored_kd,
                       threads_per_process(jobs)),
-        ) as pool:
-            yield from pool.imap(_worker_run, chunks)
+        ))  # fmt: skip
+        return pool.imap(_worker_run, chunks)
 
     # --- rebuild under another keyring ----------------------------------------------------
 
@@ -1446,6 +1463,36 @@ _INDEX_DAMAGE = (KeyError, ValueError, TypeError, IndexError, struct.error, msgs
 
 _CHUNK = 32
 """Piths per unit of replay work (and per read transaction), at most."""
+
+
+def _chunks(
+    piths: list[str], foreign: dict[str, list[bytes]], jobs: int
+) -> list[list[tuple[str, list[bytes]]]]:
+    """The replay work, ``(pith, event_ids of evidence claiming it)``, in chunks of piths:
+    at most :data:`_CHUNK`, and about four chunks per process."""
+    work = [(pith, foreign.get(pith, [])) for pith in piths]
+    size = max(1, min(_CHUNK, -(-len(work) // (max(jobs, 1) * 4))))
+    return [work[i : i + size] for i in range(0, len(work), size)]
+
+
+def _replay_work(txn: _Txn, dbs: dict[str, Any]) -> tuple[list[str], dict[str, list[bytes]]]:
+    """What :func:`_check_structure` returns, without its checks: the piths to replay and,
+    per pith, the event_ids that have an evidence copy claiming that pith while their
+    preferred copy claims another."""
+    foreign: dict[str, set[bytes]] = {}
+    for key, data in txn.cursor(db=dbs["evidence"]):
+        preferred = txn.get(key[:32], db=dbs["events"]) if len(key) == 64 else None
+        ids = _ids(data)
+        pref_ids = None if preferred is None else _ids(preferred)
+        if (
+            ids is not None
+            and pref_ids is not None
+            and is_pith_number(ids.pith_number)
+            and pref_ids.pith_number != ids.pith_number
+        ):
+            foreign.setdefault(ids.pith_number, set()).add(key[:32])
+    known = set(_distinct_piths(txn, dbs))
+    return sorted(known | set(foreign)), {p: sorted(eids) for p, eids in foreign.items()}
 
 
 def _check_structure(

@@ -275,3 +275,30 @@ def test_parallel_replay_reports_the_same(damaged: tuple[Store, list[Any]]) -> N
     assert not one.ok
     assert one.discrepancies == two.discrepancies
     assert (one.piths, one.events, one.copies) == (two.piths, two.events, two.copies)
+
+
+def test_parallel_work_list_is_the_structure_pass_s(damaged: tuple[Store, list[Any]]) -> None:
+    # replay --jobs N reads the piths to replay before the structure pass (which then runs
+    # beside the workers): both must name the same piths and the same foreign evidence.
+    from pithlog.store import ReplayReport, _check_structure, _replay_work
+
+    store, events = damaged
+    victim = _attestation(events)
+    other = next(e for e in events if e["pith_number"] != victim["pith_number"])
+    # A copy of the victim's event_id claiming another pith (it fails check 3): evidence.
+    moved = {**victim, "pith_number": other["pith_number"]}
+    store.append([g.encoded(moved)], g.KEYRING, keep_invalid=True)
+    # Damage: an evidence copy whose preferred copy is gone, and one that is not JSON.
+    gone = next(e for e in events if e["event_type"] == "record_created")
+    gid = bytes.fromhex(gone["event_id"][7:])
+    store._write(lambda txn, dbs: txn.put(gid + b"\x01" * 32, b"{", db=dbs["evidence"]))
+
+    def both(txn: Any, dbs: Any) -> tuple[Any, Any]:
+        report = ReplayReport(g.KEYRING.digest, store.keyring_digest())
+        return _check_structure(txn, dbs, report), _replay_work(txn, dbs)
+
+    structure, work = store._read(both)
+    assert structure == work
+    assert work[1] == {other["pith_number"]: [bytes.fromhex(victim["event_id"][7:])]}
+    one, two = store.replay(g.KEYRING, jobs=1), store.replay(g.KEYRING, jobs=2)
+    assert one.discrepancies == two.discrepancies and not one.ok

@@ -9,8 +9,8 @@ are exactly the spec's; :data:`REASONS` lists them in check order.
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Sequence
+from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -71,10 +71,13 @@ def _well_formed(event: dict[str, Any]) -> bool:
 class SignatureCheck:
     """One Ed25519 verification that checks 6 or 12 depend on, to run now or in a batch."""
 
-    __slots__ = ("message", "ok", "signature", "verifier")
+    __slots__ = ("message", "ok", "public_key", "signature", "verifier")
 
-    def __init__(self, verifier: Ed25519PublicKey, signature: bytes, message: bytes) -> None:
+    def __init__(
+        self, verifier: Ed25519PublicKey, public_key: bytes, signature: bytes, message: bytes
+    ) -> None:
         self.verifier = verifier
+        self.public_key = public_key
         self.signature = signature
         self.message = message
         self.ok: bool | None = None
@@ -144,7 +147,7 @@ def prepare(envelope: Envelope, keyring: Keyring) -> Prepared:
     signature = decode_b64(event["signature_b64"])
     if signature is None or len(signature) != 64:
         return Prepared("bad_signature")
-    check_6 = SignatureCheck(key.verifier, signature, bytes.fromhex(body_digest))
+    check_6 = SignatureCheck(key.verifier, key.public_key, signature, bytes.fromhex(body_digest))
     if not key.valid_at(event["created_at"]):
         return Prepared(None, check_6, "key_not_valid")
     if signer["signer_type"] not in event_type.signer_types:
@@ -172,9 +175,42 @@ def check_many(
     """:func:`check_alone` of each envelope, the signature verifications of a large batch
     spread over threads: ``cryptography`` releases the GIL while it verifies, so they run
     beside the Python work of the checks instead of after it."""
+    return start_checks(envelopes, keyring, workers).reasons()
+
+
+class CheckBatch:
+    """Checks 1-12 of a batch of envelopes whose signature verifications may still be
+    running elsewhere (:func:`start_checks`); :meth:`reasons` waits for them."""
+
+    def __init__(self, prepared: list[Prepared], waits: list[Callable[[], None]]) -> None:
+        self._prepared = prepared
+        self._waits = waits
+
+    def reasons(self) -> list[str | None]:
+        """The reason of the first failing check of each envelope, in order, or ``None``."""
+        for wait in self._waits:
+            wait()
+        self._waits = []
+        return [item.reason() for item in self._prepared]
+
+
+def start_checks(
+    envelopes: Sequence[Envelope],
+    keyring: Keyring,
+    workers: int | None = None,
+    executor: Executor | None = None,
+) -> CheckBatch:
+    """Run the Python part of checks 1-12 on ``envelopes`` now and start their signature
+    verifications: on ``executor`` when given (a process pool: :func:`verify_batch` runs
+    there, beside whatever this process does next, with no GIL to share), else on up to
+    ``workers`` threads (default: the cores, at most 4), which overlap each other but not
+    this thread's Python work (a verifying thread waits for the GIL after each signature,
+    up to the interpreter's switch interval), so the batch ends with the threads alone."""
+    if executor is not None:
+        return _start_on(executor, envelopes, keyring)
     workers = workers if workers is not None else min(4, os.cpu_count() or 1)
     if workers <= 1 or len(envelopes) < PARALLEL_MIN:
-        return [check_alone(e, keyring) for e in envelopes]
+        return CheckBatch([prepare(e, keyring) for e in envelopes], [])
     prepared: list[Prepared] = []
     with ThreadPoolExecutor(workers, thread_name_prefix="pithlog-verify") as pool:
         pending: list[SignatureCheck] = []
@@ -187,12 +223,57 @@ def check_many(
                 pending = []
         if pending:
             pool.submit(_run_all, pending)
-    return [item.reason() for item in prepared]
+    return CheckBatch(prepared, [])
 
+
+def _start_on(executor: Executor, envelopes: Sequence[Envelope], keyring: Keyring) -> CheckBatch:
+    prepared: list[Prepared] = []
+    waits: list[Callable[[], None]] = []
+    pending: list[SignatureCheck] = []
+
+    def send(checks: list[SignatureCheck]) -> None:
+        future = executor.submit(
+            verify_batch, [(c.public_key, c.signature, c.message) for c in checks]
+        )
+
+        def wait() -> None:
+            for check, ok in zip(checks, future.result(), strict=True):
+                check.ok = ok
+
+        waits.append(wait)
+
+    for envelope in envelopes:
+        item = prepare(envelope, keyring)
+        prepared.append(item)
+        pending += item.checks()
+        if len(pending) >= _PROCESS_CHUNK:
+            send(pending)
+            pending = []
+    if pending:
+        send(pending)
+    return CheckBatch(prepared, waits)
+
+
+def verify_batch(items: list[tuple[bytes, bytes, bytes]]) -> list[bool]:
+    """Verify ``(public key, signature, message)`` triples (raw bytes): what a verifying
+    process runs. The keys are keyring keys, already checked by :mod:`pithlog.keys`."""
+    out = []
+    for public_key, signature, message in items:
+        verifier = _VERIFIERS.get(public_key)
+        if verifier is None:
+            verifier = _VERIFIERS[public_key] = Ed25519PublicKey.from_public_bytes(public_key)
+        out.append(verify_signature(verifier, signature, message))
+    return out
+
+
+_VERIFIERS: dict[bytes, Ed25519PublicKey] = {}
+"""Decoded public keys of :func:`verify_batch`, by raw bytes (a keyring's worth)."""
 
 PARALLEL_MIN = 32
 """Below this many events a thread pool costs more than it saves."""
 _CHUNK = 64
+_PROCESS_CHUNK = 256
+"""Verifications per task sent to a process (large enough that pickling is negligible)."""
 
 
 def _run_all(checks: list[SignatureCheck]) -> None:
@@ -227,7 +308,9 @@ def _check_record_created(
     if signature is None or len(signature) != 64:
         return "bad_receipt", None
     key = keyring[signer["key_id"]]
-    return None, SignatureCheck(key.verifier, signature, bytes.fromhex(canonical_sha256))
+    return None, SignatureCheck(
+        key.verifier, key.public_key, signature, bytes.fromhex(canonical_sha256)
+    )
 
 
 def check_against_record(envelope: Envelope, record: ChosenRecord) -> str | None:

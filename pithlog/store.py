@@ -20,6 +20,8 @@ may use one store, and several processes may use it at once (LMDB's writer lock)
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import functools
 import gc
 import hashlib
 import multiprocessing
@@ -29,6 +31,7 @@ import struct
 import tempfile
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import Executor, ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar
@@ -41,9 +44,11 @@ from pithlog.canonical import jcs
 from pithlog.checks import (
     CHECK_NUMBER,
     REASONS,
+    CheckBatch,
     check_against_record,
     check_alone,
     check_many,
+    start_checks,
 )
 from pithlog.errors import DoorError, StoreError, register
 from pithlog.events import (
@@ -921,7 +926,7 @@ class Store:
             else:
                 piths, foreign = structure()
                 chunks = _chunks(piths, foreign, jobs)
-                outcomes = (_run_chunk(self, chunk, ctx) for chunk in chunks)
+                outcomes = self._replay_here(stack, chunks, ctx)
             total = len(piths)
             done = 0
             if progress is not None:
@@ -937,6 +942,32 @@ class Store:
                 if progress is not None:
                     progress(done, total)
         return report
+
+    def _replay_here(
+        self,
+        stack: contextlib.ExitStack,
+        chunks: list[list[tuple[str, list[bytes]]]],
+        ctx: _ReplayContext,
+    ) -> Iterator[list[_PithOutcome]]:
+        """``jobs=1``: the chunks in this process, as a pipeline. When signatures are to be
+        verified and the machine has another core, they are verified in helper processes
+        (one per other core) while this process reads the next chunk and puts it through
+        the door and checks, and judges the chunk before; threads could not overlap that
+        Python work (a verifying thread waits for the GIL after each signature)."""
+        cores = os.cpu_count() or 1
+        large = sum(len(chunk) for chunk in chunks) >= VERIFY_PROCESS_MIN_PITHS
+        if (ctx.verify or not ctx.same_keyring) and cores > 1 and len(chunks) > 1 and large:
+            mp = multiprocessing.get_context("spawn")
+            executor = stack.enter_context(ProcessPoolExecutor(cores - 1, mp_context=mp))
+            ctx = dataclasses.replace(ctx, executor=executor)
+        previous: _Started | None = None
+        for chunk in chunks:
+            started = self._read(functools.partial(_start_chunk, chunk=chunk, ctx=ctx))
+            if previous is not None:
+                yield self._read(functools.partial(_finish_chunk, started=previous, ctx=ctx))
+            previous = started
+        if previous is not None:
+            yield self._read(functools.partial(_finish_chunk, started=previous, ctx=ctx))
 
     def _replay_pool(
         self,
@@ -1464,6 +1495,10 @@ _INDEX_DAMAGE = (KeyError, ValueError, TypeError, IndexError, struct.error, msgs
 _CHUNK = 32
 """Piths per unit of replay work (and per read transaction), at most."""
 
+VERIFY_PROCESS_MIN_PITHS = 100
+"""A one-process replay of fewer piths verifies in threads: starting a verifying process
+costs about as much as verifying a few thousand signatures."""
+
 
 def _chunks(
     piths: list[str], foreign: dict[str, list[bytes]], jobs: int
@@ -1644,6 +1679,8 @@ class _ReplayContext:
     stored_kd: str | None
     threads: int | None = None
     """Verification threads per process (:func:`check_many`; ``None``: its default)."""
+    executor: Executor | None = None
+    """Verifying processes (:func:`start_checks`) of a one-process replay, if any."""
 
     @property
     def kd(self) -> bytes:
@@ -1684,22 +1721,50 @@ def _read_pith(txn: _Txn, dbs: dict[str, Any], pith: str, foreign: Sequence[byte
     return _PithCopies(pith, indexed, by_event, passed)
 
 
+@dataclass
+class _Started:
+    """A chunk read and through the door, its checks 1-12 started (:func:`_start_chunk`)."""
+
+    read: list[_PithCopies]
+    fresh: list[bytes]
+    batch: CheckBatch | None
+
+
+def _start_chunk(
+    txn: _Txn,
+    dbs: dict[str, Any],
+    chunk: Sequence[tuple[str, Sequence[bytes]]],
+    ctx: _ReplayContext,
+) -> _Started:
+    """Every copy of the chunk's piths through the door, then checks 1-12 started on all of
+    them at once (``verify``, or another keyring): one batch of signatures for threads or
+    a verifying process (:func:`start_checks`)."""
+    read = [_read_pith(txn, dbs, pith, foreign) for pith, foreign in chunk]
+    if not (ctx.verify or not ctx.same_keyring):
+        return _Started(read, [], None)
+    fresh = {data: e for r in read for data, e in r.passed.items() if isinstance(e, Envelope)}
+    batch = start_checks(list(fresh.values()), ctx.keyring, ctx.threads, ctx.executor)
+    return _Started(read, list(fresh), batch)
+
+
+def _finish_chunk(
+    txn: _Txn, dbs: dict[str, Any], started: _Started, ctx: _ReplayContext
+) -> list[_PithOutcome]:
+    """The started chunk, pith by pith, once its signatures are verified."""
+    checked: dict[bytes, str | None] = {}
+    if started.batch is not None:
+        checked = dict(zip(started.fresh, started.batch.reasons(), strict=True))
+    return [_replay_pith(txn, dbs, r, checked, ctx) for r in started.read]
+
+
 def _replay_chunk(
     txn: _Txn,
     dbs: dict[str, Any],
     chunk: Sequence[tuple[str, Sequence[bytes]]],
     ctx: _ReplayContext,
 ) -> list[_PithOutcome]:
-    """Replay the piths of ``chunk``: every copy through the door first, then checks 1-12 on
-    all of them at once (``verify``, or another keyring), so that one :func:`check_many`
-    spreads a large batch of signatures over threads; then pith by pith."""
-    read = [_read_pith(txn, dbs, pith, foreign) for pith, foreign in chunk]
-    checked: dict[bytes, str | None] = {}
-    if ctx.verify or not ctx.same_keyring:
-        fresh = {data: e for r in read for data, e in r.passed.items() if isinstance(e, Envelope)}
-        verdicts = check_many(list(fresh.values()), ctx.keyring, ctx.threads)
-        checked = dict(zip(fresh, verdicts, strict=True))
-    return [_replay_pith(txn, dbs, r, checked, ctx) for r in read]
+    """Replay the piths of ``chunk`` (what a worker process does with one)."""
+    return _finish_chunk(txn, dbs, _start_chunk(txn, dbs, chunk, ctx), ctx)
 
 
 def _replay_pith(

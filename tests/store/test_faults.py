@@ -302,3 +302,28 @@ def test_parallel_work_list_is_the_structure_pass_s(damaged: tuple[Store, list[A
     assert work[1] == {other["pith_number"]: [bytes.fromhex(victim["event_id"][7:])]}
     one, two = store.replay(g.KEYRING, jobs=1), store.replay(g.KEYRING, jobs=2)
     assert one.discrepancies == two.discrepancies and not one.ok
+
+
+def test_replay_with_verifying_processes_reports_the_same(
+    damaged: tuple[Store, list[Any]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A large one-process replay verifies in helper processes, pipelined by chunk; a
+    # small one in threads. Same report, damage included.
+    import pithlog.store
+
+    store, events = damaged
+    victim = _attestation(events)
+    eid = bytes.fromhex(victim["event_id"][7:])
+    data = bytearray(g.encoded(victim))
+    at = data.index(b'"signature_b64":"') + 20
+    data[at] = ord("A") if data[at] != ord("A") else ord("B")  # still base64: fails check 6
+    assert check_alone(admit(json.loads(data)), g.KEYRING) == "bad_signature"
+    store._write(lambda txn, dbs: txn.put(eid, bytes(data), db=dbs["events"]))
+    threads = store.replay(g.KEYRING, jobs=1)
+    monkeypatch.setattr(pithlog.store, "VERIFY_PROCESS_MIN_PITHS", 0)
+    monkeypatch.setattr(pithlog.store, "_CHUNK", 1)
+    processes = store.replay(g.KEYRING, jobs=1)
+    assert any("applied: 0 entries missing, 1 extra" in d.line() for d in threads.discrepancies)
+    assert threads.discrepancies == processes.discrepancies
+    assert (threads.piths, threads.events, threads.copies) == (
+        processes.piths, processes.events, processes.copies)  # fmt: skip

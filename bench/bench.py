@@ -142,25 +142,27 @@ def run(scale: float, big: int) -> Table:
                            lambda j=jobs: reduce(j))  # type: ignore[misc]  # fmt: skip
         table.figure(f"  reduce --jobs {jobs} vs straightforward", f"{ratio / plain:.2f}x")
 
-    lines = events.read_bytes().splitlines()
+    # append and replay as users run them: the CLI, in this process.
     for batch in (1000, 10000):
         folder = Path(tempfile.mkdtemp(prefix="pithlog-bench-"))
+        store = str(folder / "store")
         try:
-            with Store.open(folder / "store") as store:
-                table.rate(f"append {n:,} events, batches of {batch:,} (durable commits)", n,
-                           lambda b=batch, s=store: [  # type: ignore[misc]
-                               s.append(lines[i : i + b], ring)
-                               for i in range(0, len(lines), b)])  # fmt: skip
-                if batch == 1000:
-                    size = (folder / "store" / "data.mdb").stat().st_size
-                    mean = len(events.read_bytes()) / n
-                    table.figure("store size on disk per event",
-                                 f"{size / n:,.0f} bytes (an event is {mean:,.0f} bytes)")
-                    one = table.rate("replay --verify --jobs 1", n,
-                                     lambda s=store: _replayed(s, ring, 1))  # fmt: skip
-                    two = table.rate("replay --verify --jobs 2", n,
-                                     lambda s=store: _replayed(s, ring, 2))  # fmt: skip
-                    table.figure("  replay --jobs 2 vs --jobs 1", f"{two / one:.2f}x")
+            append = ["append", "--store", store, "--keyring", str(keyring),
+                      "--batch-size", str(batch), str(events)]  # fmt: skip
+            table.rate(f"append {n:,} events, batches of {batch:,} (durable commits)", n,
+                       lambda argv=append: _cli(argv))  # type: ignore[misc]  # fmt: skip
+            if batch == 1000:
+                size = (folder / "store" / "data.mdb").stat().st_size
+                mean = len(events.read_bytes()) / n
+                table.figure("store size on disk per event",
+                             f"{size / n:,.0f} bytes (an event is {mean:,.0f} bytes)")
+                ratios = {}
+                for jobs in (1, 2):
+                    replay = ["replay", "--store", store, "--verify", "--keyring", str(keyring),
+                              "--jobs", str(jobs)]  # fmt: skip
+                    name = f"replay --verify --jobs {jobs}"
+                    ratios[jobs] = table.rate(name, n, lambda argv=replay: _cli(argv))  # type: ignore[misc]
+                table.figure("  replay --jobs 2 vs --jobs 1", f"{ratios[2] / ratios[1]:.2f}x")
         finally:
             shutil.rmtree(folder, ignore_errors=True)
 
@@ -170,9 +172,10 @@ def run(scale: float, big: int) -> Table:
     return table
 
 
-def _replayed(store: Store, ring: Keyring, jobs: int) -> None:
-    report = store.replay(ring, verify=True, jobs=jobs)
-    assert report.ok, report.discrepancies[:3]
+def _cli(argv: list[str]) -> None:
+    err = io.StringIO()
+    status = main(argv, stdout=io.BytesIO(), stderr=err)
+    assert status == 0, err.getvalue()[-2000:]
 
 
 def grow(table: Table, ring: Keyring, sizes: list[int]) -> None:
@@ -199,9 +202,8 @@ def grow(table: Table, ring: Keyring, sizes: list[int]) -> None:
 
 
 REPLAY_CHILD = """
-import resource, sys, threading, time
-from pithlog.keys import load_keyring
-from pithlog.store import Store
+import io, resource, sys, threading, time
+from pithlog.cli import main
 
 peak = 0
 def sample():
@@ -215,10 +217,9 @@ def sample():
                     peak = max(peak, int(line.split()[1]))
         time.sleep(0.05)
 threading.Thread(target=sample, daemon=True).start()
-ring = load_keyring(open(sys.argv[2], "rb").read())
-with Store.open(sys.argv[1], create=False, readonly=True) as store:
-    report = store.replay(ring, verify=True)
-assert report.ok
+status = main(["replay", "--store", sys.argv[1], "--verify", "--keyring", sys.argv[2]],
+              stdout=io.BytesIO(), stderr=io.StringIO())
+assert status == 0
 time.sleep(0.1)
 print(peak, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
 """

@@ -179,18 +179,22 @@ def _cli(argv: list[str]) -> None:
 
 
 def grow(table: Table, ring: Keyring, sizes: list[int]) -> None:
-    """One pith growing by batches of 100 citation signatures: time per batch at sizes."""
+    """One pith growing by batches of 100 citation signatures: time per batch at sizes,
+    the median of the five batches that end at or just before each size (one batch alone
+    is at the mercy of the machine's other load)."""
     top = max(sizes)
     lines = list(workload.one_pith(top, p=900_000))
     folder = Path(tempfile.mkdtemp(prefix="pithlog-bench-"))
     try:
         with Store.open(folder / "store") as store:
-            per_batch: dict[int, float] = {}
+            samples: dict[int, list[float]] = {size: [] for size in sizes}
             for i in range(0, len(lines), 100):
                 seconds = timed(lambda i=i: store.append(lines[i : i + 100], ring))
                 held = min(i + 100, len(lines))
-                if held in sizes:
-                    per_batch[held] = seconds
+                for size in sizes:
+                    if size - 500 < held <= size:
+                        samples[size].append(seconds)
+            per_batch = {size: sorted(s)[len(s) // 2] for size, s in samples.items() if s}
             for held, seconds in sorted(per_batch.items()):
                 table.figure(f"one pith at {held:,} events: append a batch of 100",
                              f"{seconds * 1000:,.0f} ms")  # fmt: skip

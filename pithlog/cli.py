@@ -9,6 +9,7 @@ keyring, a file that cannot be read, wrong arguments). Every deliberate failure 
 from __future__ import annotations
 
 import argparse
+import collections
 import contextlib
 import datetime
 import gc
@@ -368,9 +369,18 @@ def _append_input(args: argparse.Namespace, out: _Out, command: str) -> int:
     counts: dict[str, int] = {}
     batches = 0
     with _open_input(args.events) as stream, _open_store(args, create=True) as store:
-        for batch in _batches(_iter_events(stream), args.batch_size):
-            raw = [item for _, item in batch if isinstance(item, bytes)]
-            results = iter(store.append(raw, keyring, keep_invalid=args.keep_invalid))
+        # append_batches reads one batch ahead (its door and signatures run while the batch
+        # before is written): the batches wait here for their results, in order.
+        waiting: collections.deque[list[tuple[int, bytes | DoorError]]] = collections.deque()
+
+        def raw_batches() -> Iterator[list[bytes]]:
+            for batch in _batches(_iter_events(stream), args.batch_size):
+                waiting.append(batch)
+                yield [item for _, item in batch if isinstance(item, bytes)]
+
+        for appended in store.append_batches(raw_batches(), keyring, args.keep_invalid):
+            batch = waiting.popleft()
+            results = iter(appended)
             batches += 1
             for number, item in batch:
                 if isinstance(item, DoorError):

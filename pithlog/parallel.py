@@ -16,10 +16,13 @@ No files and no clock here: the caller passes envelopes that passed the door and
 
 from __future__ import annotations
 
+import contextlib
 import gc
+import itertools
 import multiprocessing
 import os
 from collections.abc import Iterable, Iterator
+from concurrent.futures import ProcessPoolExecutor
 from typing import Any
 
 from pithlog.events import Envelope, parse_envelope
@@ -44,8 +47,7 @@ def reduce_rendered(
     processes fill the machine's cores). Same results either way.
     """
     if jobs <= 1:
-        for pith, result in reduce_events(envelopes, keyring).items():
-            yield pith, render_reduction(result) if isinstance(result, Reduction) else result
+        yield from _reduce_here(envelopes, keyring)
         return
     parts = split_by_pith(envelopes, max(1, jobs) * 4)
     if len(parts) <= 1:  # one part is not worth a process
@@ -61,6 +63,41 @@ def reduce_rendered(
     ) as pool:
         for results in pool.imap(_worker_run, parts):
             yield from results
+
+
+def _reduce_here(envelopes: Iterable[Envelope], keyring: Keyring) -> Iterator[Result]:
+    """``jobs`` = 1. An input of :data:`STREAM_MIN` envelopes or more, on a machine with
+    more than one core, has its signatures verified in helper processes while it is still
+    being read (:func:`pithlog.reduce.collapse`); a smaller one in threads."""
+    stream = iter(envelopes)
+    head = list(itertools.islice(stream, STREAM_MIN))
+    with contextlib.ExitStack() as stack:
+        executor = None
+        if len(head) == STREAM_MIN and (os.cpu_count() or 1) > 1:
+            context = multiprocessing.get_context("spawn")
+            executor = stack.enter_context(
+                ProcessPoolExecutor(verifying_processes(every_core=True), mp_context=context)
+            )
+        reduced = reduce_events(itertools.chain(head, stream), keyring, executor=executor)
+    for pith, result in reduced.items():
+        yield pith, render_reduction(result) if isinstance(result, Reduction) else result
+
+
+STREAM_MIN = 2000
+"""Envelopes from which a one-process reduction verifies in helper processes (a process
+start costs about as much as verifying a few thousand signatures)."""
+
+
+def verifying_processes(every_core: bool = False) -> int:
+    """Helper processes that verify signatures beside a one-process pipeline: one per other
+    core, or with ``every_core`` one per core. A reduction's own process only reads, parses
+    and checks, and idles while the signatures are verified, so its helpers may take every
+    core; an append or a replay also writes or compares, and a helper on every core only
+    slows that process down (measured on 2 cores: reduce 0.88-0.99x the raw verify rate
+    with one helper, 1.09-1.18x with two; append 0.66-0.70x with one, 0.63-0.66x with
+    two)."""
+    cores = os.cpu_count() or 1
+    return cores if every_core else max(1, cores - 1)
 
 
 def split_by_pith(

@@ -14,10 +14,18 @@ the set of envelopes and the keyring: not on order, duplicates or any clock.
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable
+from concurrent.futures import Executor
 from dataclasses import dataclass
 from typing import Any
 
-from pithlog.checks import CHECK_NUMBER, check_against_record, check_alone, check_many
+from pithlog.checks import (
+    CHECK_NUMBER,
+    CheckBatch,
+    check_against_record,
+    check_alone,
+    check_many,
+    start_checks,
+)
 from pithlog.events import ChosenRecord, Envelope
 from pithlog.keys import Keyring
 
@@ -55,22 +63,45 @@ def prefer(a: Judged, b: Judged) -> Judged:
 
 
 def collapse(
-    envelopes: Iterable[Envelope], keyring: Keyring, threads: int | None = None
+    envelopes: Iterable[Envelope],
+    keyring: Keyring,
+    threads: int | None = None,
+    executor: Executor | None = None,
 ) -> dict[str, Judged]:
-    """Step 0: ``event_id`` -> the one preferred copy, with its checks 1-12 verdict
-    (``threads``: verification threads, see :func:`pithlog.checks.check_many`)."""
+    """Step 0: ``event_id`` -> the one preferred copy, with its checks 1-12 verdict.
+
+    ``threads``: verification threads (:func:`pithlog.checks.check_many`). With
+    ``executor`` (verifying processes) instead, checks 1-12 start on each batch of distinct
+    copies as it arrives, so that the signatures are verified while the rest of the input
+    is still read and parsed. :func:`prefer` is a total order: the verdicts' order does not
+    matter.
+    """
     copies: dict[str, list[Envelope]] = {}
+    distinct: list[Envelope] = []
+    batches: list[CheckBatch] = []
     for envelope in envelopes:
         held = copies.setdefault(envelope.event_id, [])
         if all(envelope.encoded != other.encoded for other in held):
             held.append(envelope)  # the same envelope again has nothing to choose
-    distinct = [envelope for held in copies.values() for envelope in held]
+            distinct.append(envelope)
+            if executor is not None and len(distinct) % STREAM_BATCH == 0:
+                batches.append(start_checks(distinct[-STREAM_BATCH:], keyring, executor=executor))
+    if executor is None:
+        reasons = check_many(distinct, keyring, threads)
+    else:
+        rest = distinct[len(distinct) - len(distinct) % STREAM_BATCH :]
+        batches.append(start_checks(rest, keyring, executor=executor))
+        reasons = [reason for batch in batches for reason in batch.reasons()]
     kept: dict[str, Judged] = {}
-    for envelope, reason in zip(distinct, check_many(distinct, keyring, threads), strict=True):
+    for envelope, reason in zip(distinct, reasons, strict=True):
         candidate = Judged(envelope, reason)
         current = kept.get(envelope.event_id)
         kept[envelope.event_id] = candidate if current is None else prefer(current, candidate)
     return kept
+
+
+STREAM_BATCH = 1024
+"""Distinct copies per batch of checks started while the input is still being read."""
 
 
 def _time_order(envelope: Envelope) -> tuple[str, str]:
@@ -192,15 +223,17 @@ def reduce_events(
     keyring: Keyring,
     only: Collection[str] | None = None,
     threads: int | None = None,
+    executor: Executor | None = None,
 ) -> dict[str, Reduction | Pending]:
     """Steps 0-4 for every pith of the input, keyed and ordered by pith_number.
 
     ``only``: reduce just these piths. Step 0 still runs over every envelope given, so a
     caller that splits an input by pith passes each part every copy of the event_ids it
     holds (:mod:`pithlog.parallel`) and gets the same reductions as from the whole input.
+    ``threads``, ``executor``: where signatures are verified (:func:`collapse`).
     """
     by_pith: dict[str, list[Judged]] = {}
-    for judged in collapse(envelopes, keyring, threads).values():
+    for judged in collapse(envelopes, keyring, threads, executor).values():
         by_pith.setdefault(judged.envelope.pith_number, []).append(judged)
     piths = sorted(by_pith if only is None else by_pith.keys() & set(only))
     return {pith: reduce_pith(pith, by_pith[pith]) for pith in piths}

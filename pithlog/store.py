@@ -47,7 +47,6 @@ from pithlog.checks import (
     CheckBatch,
     check_against_record,
     check_alone,
-    check_many,
     start_checks,
 )
 from pithlog.errors import DoorError, StoreError, register
@@ -60,7 +59,7 @@ from pithlog.events import (
     projection_spans,
 )
 from pithlog.keys import Keyring, make_keyring
-from pithlog.parallel import threads_per_process
+from pithlog.parallel import threads_per_process, verifying_processes
 from pithlog.records import is_pith_number
 from pithlog.reduce import (
     MERGE_VERSION,
@@ -770,6 +769,47 @@ class Store:
         whose events changed is re-reduced in the same transaction. Results are returned
         only after the commit is durable.
         """
+        return self._finish_append(self._start_append(batch, keyring), keyring, keep_invalid)
+
+    def append_batches(
+        self,
+        batches: Iterable[Iterable[bytes | bytearray | memoryview | Envelope]],
+        keyring: Keyring,
+        keep_invalid: bool = False,
+    ) -> Iterator[list[AppendResult]]:
+        """:meth:`append` of each batch in turn, as a pipeline: each batch is still ONE
+        durable transaction, and its results are yielded after its commit; meanwhile the
+        next batch goes through the door and checks 1-12, its signatures verified in
+        helper processes beside this process's writing (from the second batch on, on a
+        machine with more than one core, for batches of :data:`PIPELINE_MIN` or more).
+        Nothing of a batch is written before the batches ahead of it are committed;
+        stopping between batches loses only batches not yet committed."""
+        cores = os.cpu_count() or 1
+        with contextlib.ExitStack() as stack:
+            executor: Executor | None = None
+            previous: _StartedBatch | None = None
+            for number, batch in enumerate(batches):
+                first_large = previous is not None and len(previous.items) >= PIPELINE_MIN
+                if number == 1 and cores > 1 and first_large:
+                    mp = multiprocessing.get_context("spawn")
+                    executor = stack.enter_context(
+                        ProcessPoolExecutor(verifying_processes(), mp_context=mp)
+                    )
+                started = self._start_append(batch, keyring, executor)
+                if previous is not None:
+                    yield self._finish_append(previous, keyring, keep_invalid)
+                previous = started
+            if previous is not None:
+                yield self._finish_append(previous, keyring, keep_invalid)
+
+    def _start_append(
+        self,
+        batch: Iterable[bytes | bytearray | memoryview | Envelope],
+        keyring: Keyring,
+        executor: Executor | None = None,
+    ) -> _StartedBatch:
+        """A batch through the door, and checks 1-12 started on its copies that the store
+        does not hold yet (a copy already stored is a duplicate, not judged again)."""
         items: list[Envelope | DoorError] = []
         for item in batch:
             if isinstance(item, Envelope):
@@ -779,14 +819,10 @@ class Store:
                 items.append(parse_envelope(bytes(item)))
             except DoorError as exc:
                 items.append(exc)
-        kd = bytes.fromhex(keyring.digest)
-        verdicts: dict[bytes, str | None] = {}  # copy hash -> checks 1-12, kept across retries
-        # Judge the batch's new copies up front, their signatures verified in parallel
-        # (check_many); a copy already stored is a duplicate and is not judged again.
         envelopes = {_copy_hash(i.encoded): i for i in items if isinstance(i, Envelope)}
 
         def unseen(txn: _Txn, dbs: dict[str, Any]) -> list[bytes]:
-                return [
+            return [
                 h
                 for h, env in envelopes.items()
                 if txn.get(_eid_bytes(env.event_id), db=dbs["events"]) != env.encoded
@@ -794,7 +830,19 @@ class Store:
             ]
 
         fresh = self._read(unseen) if envelopes else []
-        verdicts.update(zip(fresh, check_many([envelopes[h] for h in fresh], keyring), strict=True))
+        checks = start_checks([envelopes[h] for h in fresh], keyring, executor=executor)
+        return _StartedBatch(items, fresh, checks)
+
+    def _finish_append(
+        self, started: _StartedBatch, keyring: Keyring, keep_invalid: bool
+    ) -> list[AppendResult]:
+        """The write transaction of a started batch, once its verdicts are in."""
+        items = started.items
+        kd = bytes.fromhex(keyring.digest)
+        # copy hash -> checks 1-12, kept across retries of the transaction
+        verdicts: dict[bytes, str | None] = dict(
+            zip(started.fresh, started.checks.reasons(), strict=True)
+        )
 
         def judged(env: Envelope, h: bytes) -> Judged:
             if h not in verdicts:
@@ -958,7 +1006,9 @@ class Store:
         large = sum(len(chunk) for chunk in chunks) >= VERIFY_PROCESS_MIN_PITHS
         if (ctx.verify or not ctx.same_keyring) and cores > 1 and len(chunks) > 1 and large:
             mp = multiprocessing.get_context("spawn")
-            executor = stack.enter_context(ProcessPoolExecutor(cores - 1, mp_context=mp))
+            executor = stack.enter_context(
+                ProcessPoolExecutor(verifying_processes(), mp_context=mp)
+            )
             ctx = dataclasses.replace(ctx, executor=executor)
         previous: _Started | None = None
         for chunk in chunks:
@@ -1860,6 +1910,22 @@ def _replay_pith(
         # changes: a note, not a discrepancy. Under the store's keyring it is damage.
         say("pith" if ctx.same_keyring or state is not None else "note", pith, shown)
     return pith, found, len(judged), copies
+
+
+@dataclass
+class _StartedBatch:
+    """A batch through the door with checks 1-12 started (:meth:`Store._start_append`)."""
+
+    items: list[Envelope | DoorError]
+    fresh: list[bytes]
+    """Copy hashes of the copies the store did not hold when the batch was started."""
+    checks: CheckBatch
+
+
+PIPELINE_MIN = 500
+"""Batches of at least this many items (judged by the first) are verified in helper
+processes from the second batch on; smaller ones in threads, as :meth:`Store.append`
+does (a process start costs about as much as verifying a few thousand signatures)."""
 
 
 _VERDICT_VALUES = frozenset([VALID, *(r.encode("ascii") for r in REASONS[:12])])

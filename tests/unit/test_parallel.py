@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from pithlog.canonical import encode_b64
 from pithlog.events import Envelope, admit
 from pithlog.parallel import PART_EVENTS, _reduce_part, reduce_rendered, split_by_pith
 from pithlog.reduce import Pending
@@ -101,3 +102,26 @@ def test_pending_piths_come_back_in_order_from_parts() -> None:
         results = in_parts(envelopes, 4)
         assert results == whole(envelopes)
         assert isinstance(dict(results)[C["pith_number"]], Pending)
+
+
+def test_reduction_with_verifying_processes_gives_the_same_bytes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # jobs=1 on a large input starts checks on batches of copies while reading, verified in
+    # a helper process; here "large" is made small enough for a test.
+    import pithlog.parallel
+    import pithlog.reduce
+
+    values = crossing() + [
+        event("mirror_hint", A, created_at=f"2026-06-01T00:00:{s:02d}Z") for s in range(20)
+    ]
+    unsigned = {**values[-1], "signature_b64": encode_b64(bytes(64))}  # fails check 6 alone
+    values[-1] = unsigned
+    random.Random(4).shuffle(values)
+    envelopes = [admit(v) for v in values]
+    threads = whole(envelopes)
+    monkeypatch.setattr(pithlog.parallel, "STREAM_MIN", 5)
+    monkeypatch.setattr(pithlog.reduce, "STREAM_BATCH", 3)
+    processes = whole(envelopes + envelopes[:4])  # repeats change nothing
+    assert processes == threads
+    assert b'"bad_signature"' in dict(threads)[A["pith_number"]]

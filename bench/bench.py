@@ -31,6 +31,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import (
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import stages
 import workload
 
 from pithlog.cli import main
@@ -273,6 +274,14 @@ def main_bench(argv: list[str] | None = None) -> int:
     table = run(args.scale, args.replay_events)
     text = table.markdown()
     print(text)
+    samples = sorted(table.verify_samples)
+    verify_us = 1e6 / samples[len(samples) // 2]
+    n = max(1000, int(100_000 * args.scale))
+    lines = (CACHE / f"mixed-{n}.jsonl").read_bytes().splitlines()[:20000]
+    where = stages.table(lines, verify_us)
+    print(where)
+    text += ("\n\nWhere the time goes, each stage alone on one core over "
+             f"{len(lines):,} events of the same workload:\n\n{where}")  # fmt: skip
     if not args.no_record:
         with (HERE / "RESULTS.md").open("a", encoding="utf-8") as handle:
             handle.write(f"\n## {environment()} · scale {args.scale}\n\n{text}\n")

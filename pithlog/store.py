@@ -924,7 +924,7 @@ class Store:
                     ))  # fmt: skip
             for pith in sorted(added.keys() | rebuild):
                 if pith in rebuild or not _index_add(txn, dbs, pith, added[pith]):
-                    _rereduce(txn, dbs, pith, kd, keyring, verdicts)
+                    _rereduce(txn, dbs, pith, kd, keyring, verdicts, added.get(pith, ()))
             txn.put(META_NEXT_SEQ, _SEQ.pack(next_seq), db=meta)
             _merkle_sync(txn, dbs)  # the Merkle tree and copy_seq follow seq
             return results
@@ -1252,9 +1252,14 @@ def _rereduce(
     kd: bytes,
     keyring: Keyring,
     verdicts: dict[bytes, str | None],
+    known: Sequence[Judged] = (),
 ) -> None:
     """Re-reduce one pith from all its stored events (cached verdicts; no signature is
-    checked again unless a verdict is missing) and rewrite its reduction index."""
+    checked again unless a verdict is missing) and rewrite its reduction index.
+
+    ``known``: envelopes of the pith already decoded (an append's new events); a stored
+    copy with the same bytes is taken from them instead of being decoded again."""
+    decoded = {j.envelope.encoded: j.envelope for j in known}
     judged: list[Judged] = []
     for eid in _pith_eids(txn, dbs, pith):
         data = txn.get(eid, db=dbs["events"])
@@ -1264,7 +1269,7 @@ def _rereduce(
                 f"by_pith names {_eid_str(eid)} under {pith} but events does not hold it; "
                 "run `pithlog replay --verify`",
             )
-        env = _stored_envelope(data)
+        env = decoded.get(data) or _stored_envelope(data)
         h = _copy_hash(data)
         if h in verdicts:
             reason = verdicts[h]

@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -146,6 +147,41 @@ def projection_spans(envelope: Envelope) -> tuple[int, int, int, int]:
     spans = (payload_start, payload_end, signer_start, signer_end)
     object.__setattr__(envelope, "spans", spans)  # the cache of a frozen value, set once
     return spans
+
+
+def body_sha256(envelope: Envelope) -> str:
+    """``digest(body)`` (spec 4) of an envelope that passed check 1, from its JCS bytes.
+
+    JCS writes an object's members sorted and each member on its own, so the JCS of the
+    body is the envelope's JCS without its ``"event_id"`` and ``"signature_b64"`` members:
+    three slices of ``envelope.encoded`` (found with :func:`projection_spans`), hashed
+    without encoding the body again. This relies on what :class:`Envelope` promises,
+    ``encoded`` is the JCS of ``value``; bytes whose member boundaries are not where JCS
+    puts them (never the case for what the door returns) are digested the plain way.
+    """
+    event = envelope.value
+    encoded = envelope.encoded
+    try:
+        _, payload_end, signer_start, _ = projection_spans(envelope)
+    except ValueError:
+        return digest(body_of(event))
+    eid_start = len(b'{"created_at":') + len(_json_string(event["created_at"]))
+    eid_member = b',"event_id":' + _json_string(envelope.event_id)
+    eid_end = eid_start + len(eid_member)
+    sig_member = b',"signature_b64":' + _json_string(event["signature_b64"])
+    sig_end = signer_start - len(b',"signer":')
+    sig_start = sig_end - len(sig_member)
+    if (
+        encoded[eid_start:eid_end] != eid_member
+        or encoded[sig_start:sig_end] != sig_member
+        or sig_start != payload_end + len(b',"pith_number":')
+        + len(_json_string(envelope.pith_number))
+    ):
+        return digest(body_of(event))
+    sha = hashlib.sha256(encoded[:eid_start])
+    sha.update(encoded[eid_end:sig_start])
+    sha.update(encoded[sig_end:])
+    return sha.hexdigest()
 
 
 # --- the chosen record, as the record-comparing rules (check 14) see it --------------------

@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import json
 import random
+from typing import Any
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pithlog.canonical import MAX_SAFE_INTEGER, jcs, jcs_reference, parse
+from pithlog.canonical import MAX_SAFE_INTEGER, digest, jcs, jcs_reference, parse
 from pithlog.errors import DoorError
+from pithlog.events import Envelope, admit, body_of, body_sha256
 
 # Characters where encoders tend to disagree: controls, DEL, line separators, the BOM,
 # quotes and backslash, the U+E000..U+FFFF block and characters beyond the BMP (whose
@@ -111,3 +113,30 @@ def test_the_door_answers_every_input_with_a_value_or_a_door_error(data: bytes) 
     encoded = jcs(value)
     assert encoded == jcs_reference(value)
     assert parse(encoded) == value
+
+
+# --- the body's digest, sliced from the envelope's JCS (events.body_sha256) ----------------
+
+EVENT_ID = "sha256:" + "ab" * 32
+PITH = "pith:2024:4F47WZKMWXPUQ7DX6KAARP5YKA"
+envelope_values = st.fixed_dictionaries({
+    "created_at": texts, "event_type": texts, "target": texts, "signature_b64": texts,
+    "payload": st.dictionaries(names, values, max_size=6),
+    "signer": st.fixed_dictionaries({k: texts for k in (
+        "key_id", "public_key_fingerprint", "signer_id", "signer_type")}),
+})  # fmt: skip
+
+
+@settings(max_examples=400, deadline=None)
+@given(envelope_values)
+def test_body_digest_sliced_from_the_envelope_equals_digest_of_the_body(
+    members: dict[str, Any],
+) -> None:
+    value = {**members, "event_id": EVENT_ID, "pith_number": PITH}
+    envelope = admit(value)
+    assert body_sha256(envelope) == digest(body_of(value))
+    # Bytes not laid out as JCS (a store's damaged copy) take the plain way, same answer.
+    spaced = Envelope(value, EVENT_ID, PITH, envelope.encoded.replace(b",", b", ", 1))
+    assert body_sha256(spaced) == digest(body_of(value))
+    tail = Envelope(value, EVENT_ID, PITH, envelope.encoded[:-1] + b" }")
+    assert body_sha256(tail) == digest(body_of(value))

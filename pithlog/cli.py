@@ -791,7 +791,9 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--batch-size", type=int, metavar="N",
                        default=None if name == "append" else 10000,
                        help="events per transaction (default: "
-                       + ("the whole input)" if name == "append" else "10000)"))  # fmt: skip
+                       + ("the whole input" if name == "append" else "10000")
+                       + "); each batch is read, checked and verified while the one "
+                       "before it is written")  # fmt: skip
         p.add_argument("events", metavar="FILE", nargs="?", default="-",
                        help="input file, or - for stdin (the default)")  # fmt: skip
         p.set_defaults(func=func)

@@ -22,7 +22,7 @@ import itertools
 import multiprocessing
 import os
 from collections.abc import Iterable, Iterator
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import Executor, ProcessPoolExecutor
 from typing import Any
 
 from pithlog.events import Envelope, parse_envelope
@@ -74,10 +74,7 @@ def _reduce_here(envelopes: Iterable[Envelope], keyring: Keyring) -> Iterator[Re
     with contextlib.ExitStack() as stack:
         executor = None
         if len(head) == STREAM_MIN and (os.cpu_count() or 1) > 1:
-            context = multiprocessing.get_context("spawn")
-            executor = stack.enter_context(
-                ProcessPoolExecutor(verifying_processes(every_core=True), mp_context=context)
-            )
+            executor = verifying_pool(stack, every_core=True)
         reduced = reduce_events(itertools.chain(head, stream), keyring, executor=executor)
     for pith, result in reduced.items():
         yield pith, render_reduction(result) if isinstance(result, Reduction) else result
@@ -86,6 +83,17 @@ def _reduce_here(envelopes: Iterable[Envelope], keyring: Keyring) -> Iterator[Re
 STREAM_MIN = 2000
 """Envelopes from which a one-process reduction verifies in helper processes (a process
 start costs about as much as verifying a few thousand signatures)."""
+
+
+def verifying_pool(stack: contextlib.ExitStack, every_core: bool = False) -> Executor:
+    """A pool of :func:`verifying_processes` helpers (started with ``spawn``), shut down when
+    ``stack`` closes. On an error or an interrupt the batches not yet started are cancelled,
+    so that leaving does not wait for a whole input's signatures."""
+    pool = ProcessPoolExecutor(
+        verifying_processes(every_core), mp_context=multiprocessing.get_context("spawn")
+    )
+    stack.callback(pool.shutdown, wait=True, cancel_futures=True)
+    return pool
 
 
 def verifying_processes(every_core: bool = False) -> int:

@@ -31,7 +31,7 @@ import struct
 import tempfile
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from concurrent.futures import Executor, ProcessPoolExecutor
+from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar
@@ -59,7 +59,7 @@ from pithlog.events import (
     projection_spans,
 )
 from pithlog.keys import Keyring, make_keyring
-from pithlog.parallel import threads_per_process, verifying_processes
+from pithlog.parallel import threads_per_process, verifying_pool
 from pithlog.records import is_pith_number
 from pithlog.reduce import (
     MERGE_VERSION,
@@ -791,10 +791,7 @@ class Store:
             for number, batch in enumerate(batches):
                 first_large = previous is not None and len(previous.items) >= PIPELINE_MIN
                 if number == 1 and cores > 1 and first_large:
-                    mp = multiprocessing.get_context("spawn")
-                    executor = stack.enter_context(
-                        ProcessPoolExecutor(verifying_processes(), mp_context=mp)
-                    )
+                    executor = verifying_pool(stack)
                 started = self._start_append(batch, keyring, executor)
                 if previous is not None:
                     yield self._finish_append(previous, keyring, keep_invalid)
@@ -1005,11 +1002,7 @@ class Store:
         cores = os.cpu_count() or 1
         large = sum(len(chunk) for chunk in chunks) >= VERIFY_PROCESS_MIN_PITHS
         if (ctx.verify or not ctx.same_keyring) and cores > 1 and len(chunks) > 1 and large:
-            mp = multiprocessing.get_context("spawn")
-            executor = stack.enter_context(
-                ProcessPoolExecutor(verifying_processes(), mp_context=mp)
-            )
-            ctx = dataclasses.replace(ctx, executor=executor)
+            ctx = dataclasses.replace(ctx, executor=verifying_pool(stack))
         previous: _Started | None = None
         for chunk in chunks:
             started = self._read(functools.partial(_start_chunk, chunk=chunk, ctx=ctx))

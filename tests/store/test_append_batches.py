@@ -63,7 +63,12 @@ def test_pipeline_equals_batch_by_batch(
     assert {"stored", "duplicate", "refused", "evidence"} <= statuses
 
 
-def test_a_failing_batch_leaves_the_batches_before_it_committed(tmp_path: Path) -> None:
+@pytest.mark.parametrize("helpers", [False, True])
+def test_a_failing_batch_leaves_the_batches_before_it_committed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, helpers: bool
+) -> None:
+    if helpers:  # the second batch is started in helper processes, then abandoned
+        monkeypatch.setattr(pithlog.store, "PIPELINE_MIN", 0)
     events = g.mixed_events(random.Random(3), piths=2, per_pith=4)
     lines = [g.encoded(e) for e in events]
 

@@ -2,7 +2,9 @@
 
 Prints one table and appends it, with the machine, versions and date, to bench/RESULTS.md.
 Sizes: `--scale` multiplies the event counts (1.0 = the documented sizes; CI never runs
-this). Workloads are cached in bench/.cache (deterministic, so reusable).
+this). `--repeat N` (default 3) times each throughput N times and keeps the median ratio:
+the machine's speed moves by up to 30 % between timings. Workloads are cached in
+bench/.cache (deterministic, so reusable).
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 import argparse
 import base64
 import datetime
+import functools
 import hashlib
 import io
 import json
@@ -49,26 +52,42 @@ class Table:
     drifts within a run (seen: the verify rate moving by 2x between two minutes), so a
     ratio to a rate measured minutes earlier would mostly measure the drift."""
 
-    def __init__(self) -> None:
+    def __init__(self, repeat: int = 1) -> None:
         self.rows: list[tuple[str, str, str]] = []
         self.verify_samples: list[float] = []
+        self.repeat = repeat
 
     def verify_rate(self) -> float:
         rate = raw_verify_rate(VERIFY_SAMPLE)
         self.verify_samples.append(rate)
         return rate
 
-    def rate(self, name: str, events: int, func: Callable[[], object]) -> float:
-        """Time ``func`` (``events`` events); record its rate and its ratio to the local
-        verify rate; return that ratio."""
-        before = self.verify_rate()
-        seconds = timed(func)
-        local = (before + self.verify_rate()) / 2
-        rate = events / seconds
-        ratio = rate / local
-        self.rows.append((name, f"{rate:,.0f} events/s", f"{ratio:.2f}"))
-        print(f"  {name}: {rate:,.0f} events/s ({ratio:.2f}x verify, verify {local:,.0f}/s)",
-              flush=True)  # fmt: skip
+    def rate(
+        self,
+        name: str,
+        events: int,
+        func: Callable[[], object],
+        setup: Callable[[], object] | None = None,
+    ) -> float:
+        """Time ``func`` (``events`` events) ``repeat`` times, ``setup`` before each; record
+        the timing whose ratio to its local verify rate is the median (the upper one of the
+        two middle ones for an even count), with all the ratios when there are several;
+        return that ratio."""
+        timings: list[tuple[float, float]] = []  # (ratio, rate)
+        for _ in range(self.repeat):
+            if setup is not None:
+                setup()
+            before = self.verify_rate()
+            seconds = timed(func)
+            local = (before + self.verify_rate()) / 2
+            timings.append((events / seconds / local, events / seconds))
+            print(f"  {name}: {events / seconds:,.0f} events/s ({timings[-1][0]:.2f}x verify, "
+                  f"verify {local:,.0f}/s)", flush=True)  # fmt: skip
+        ratio, rate = sorted(timings)[len(timings) // 2]
+        shown = f"{rate:,.0f} events/s"
+        if len(timings) > 1:
+            shown += f" (median of {len(timings)}: {', '.join(f'{r:.2f}' for r, _ in timings)})"
+        self.rows.append((name, shown, f"{ratio:.2f}"))
         return ratio
 
     def figure(self, name: str, value: str, ratio: str = "") -> None:
@@ -122,8 +141,8 @@ def straightforward(path: Path, public_keys: dict[str, object]) -> int:
     return count
 
 
-def run(scale: float, big: int) -> Table:
-    table = Table()
+def run(scale: float, big: int, repeat: int = 1) -> Table:
+    table = Table(repeat)
     n = max(1000, int(100_000 * scale))
     events = workload.write(CACHE / f"mixed-{n}.jsonl", workload.mixed(n))
     keyring = CACHE / "keyring.json"
@@ -150,8 +169,9 @@ def run(scale: float, big: int) -> Table:
         try:
             append = ["append", "--store", store, "--keyring", str(keyring),
                       "--batch-size", str(batch), str(events)]  # fmt: skip
+            fresh = functools.partial(shutil.rmtree, store, ignore_errors=True)
             table.rate(f"append {n:,} events, batches of {batch:,} (durable commits)", n,
-                       lambda argv=append: _cli(argv))  # type: ignore[misc]  # fmt: skip
+                       functools.partial(_cli, append), setup=fresh)  # fmt: skip
             if batch == 1000:
                 size = (folder / "store" / "data.mdb").stat().st_size
                 mean = len(events.read_bytes()) / n
@@ -162,7 +182,7 @@ def run(scale: float, big: int) -> Table:
                     replay = ["replay", "--store", store, "--verify", "--keyring", str(keyring),
                               "--jobs", str(jobs)]  # fmt: skip
                     name = f"replay --verify --jobs {jobs}"
-                    ratios[jobs] = table.rate(name, n, lambda argv=replay: _cli(argv))  # type: ignore[misc]
+                    ratios[jobs] = table.rate(name, n, functools.partial(_cli, replay))
                 table.figure("  replay --jobs 2 vs --jobs 1", f"{ratios[2] / ratios[1]:.2f}x")
         finally:
             shutil.rmtree(folder, ignore_errors=True)
@@ -269,9 +289,15 @@ def main_bench(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-record", action="store_true", help="do not append RESULTS.md")
     parser.add_argument("--replay-events", type=int, default=1_000_000,
                         help="events in the store whose replay's memory is measured")  # fmt: skip
+    parser.add_argument("--repeat", type=int, default=3, metavar="N",
+                        help="time each throughput N times and keep the median ratio "
+                        "(the machine's speed moves by up to 30 %% between timings)")  # fmt: skip
     args = parser.parse_args(argv)
-    print(f"pithlog bench, scale {args.scale}: {environment()}", flush=True)
-    table = run(args.scale, args.replay_events)
+    if args.repeat < 1:
+        parser.error("--repeat must be at least 1")
+    print(f"pithlog bench, scale {args.scale}, repeat {args.repeat}: {environment()}",
+          flush=True)  # fmt: skip
+    table = run(args.scale, args.replay_events, args.repeat)
     text = table.markdown()
     print(text)
     samples = sorted(table.verify_samples)
@@ -284,7 +310,8 @@ def main_bench(argv: list[str] | None = None) -> int:
              f"{len(lines):,} events of the same workload:\n\n{where}")  # fmt: skip
     if not args.no_record:
         with (HERE / "RESULTS.md").open("a", encoding="utf-8") as handle:
-            handle.write(f"\n## {environment()} · scale {args.scale}\n\n{text}\n")
+            handle.write(f"\n## {environment()} · scale {args.scale} · repeat {args.repeat}"
+                         f"\n\n{text}\n")
     return 0
 
 

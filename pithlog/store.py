@@ -30,7 +30,7 @@ import shutil
 import struct
 import tempfile
 import threading
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -954,23 +954,22 @@ class Store:
         report = ReplayReport(keyring.digest, self.keyring_digest())
         ctx = _ReplayContext(keyring, report.same_keyring, verify, report.stored_keyring_digest)
 
-        def structure() -> tuple[list[str], dict[str, list[bytes]]]:
-            work = self._read(lambda txn, dbs: _check_structure(txn, dbs, report))
+        piths, foreign = self._read(_replay_work)
+        chunks = _chunks(piths, foreign, jobs)
+
+        def structure() -> None:
+            replayed = set(piths)
+            self._read(lambda txn, dbs: _check_structure(txn, dbs, report, replayed))
             self._read(lambda txn, dbs: _check_merkle(txn, dbs, report.discrepancies))
-            return work
 
         with contextlib.ExitStack() as stack:
             if jobs > 1:
-                # The workers start on the piths while this process checks the structure:
-                # the list of piths is read on its own first, so the structure pass is not
-                # a serial prefix of the whole replay.
-                piths, foreign = self._read(_replay_work)
-                chunks = _chunks(piths, foreign, jobs)
+                # The workers start on the piths while this process checks the structure,
+                # so the structure pass is not a serial prefix of the whole replay.
                 outcomes = self._replay_pool(stack, chunks, ctx, jobs)
                 structure()
             else:
-                piths, foreign = structure()
-                chunks = _chunks(piths, foreign, jobs)
+                structure()
                 outcomes = self._replay_here(stack, chunks, ctx)
             total = len(piths)
             done = 0
@@ -1559,9 +1558,9 @@ def _chunks(
 
 
 def _replay_work(txn: _Txn, dbs: dict[str, Any]) -> tuple[list[str], dict[str, list[bytes]]]:
-    """What :func:`_check_structure` returns, without its checks: the piths to replay and,
-    per pith, the event_ids that have an evidence copy claiming that pith while their
-    preferred copy claims another."""
+    """The piths to replay (every pith in ``by_pith``, and every pith that an evidence copy
+    claims) and, per pith, the event_ids that have an evidence copy claiming that pith
+    while their preferred copy claims another."""
     foreign: dict[str, set[bytes]] = {}
     for key, data in txn.cursor(db=dbs["evidence"]):
         preferred = txn.get(key[:32], db=dbs["events"]) if len(key) == 64 else None
@@ -1579,11 +1578,11 @@ def _replay_work(txn: _Txn, dbs: dict[str, Any]) -> tuple[list[str], dict[str, l
 
 
 def _check_structure(
-    txn: _Txn, dbs: dict[str, Any], report: ReplayReport
-) -> tuple[list[str], dict[str, list[bytes]]]:
+    txn: _Txn, dbs: dict[str, Any], report: ReplayReport, replayed: Collection[str]
+) -> None:
     """The checks that need no signature: meta, seq against the copies, the indexes against
-    each other. Returns the piths to replay and, per pith, the event_ids that have an
-    evidence copy claiming that pith while their preferred copy claims another."""
+    each other. ``replayed``: the piths replay goes through (:func:`_replay_work`); an
+    index entry of any other pith is reported."""
     found = report.discrepancies
 
     def say(kind: str, subject: str, detail: str) -> None:
@@ -1657,7 +1656,6 @@ def _check_structure(
                         say("by_pith", subject, f"not indexed under its pith {ids.pith_number}")
 
                 # evidence: hash, owner, not the preferred copy itself, a seq entry.
-                foreign: dict[str, list[bytes]] = {}
                 for key, data in txn.cursor(db=dbs["evidence"]):
                     if len(key) != 64:
                         say("evidence", f"key {key.hex()}", "is not event id + copy hash")
@@ -1676,7 +1674,7 @@ def _check_structure(
                         continue
                     if preferred == data:
                         say("evidence", subject, "an evidence copy equals the preferred copy")
-                    ids, pref_ids = _ids(data), _ids(preferred)
+                    ids = _ids(data)
                     if ids is None or not is_pith_number(ids.pith_number):
                         say("evidence", subject, f"copy {h.hex()[:16]} does not decode as an "
                             "envelope")  # fmt: skip
@@ -1684,8 +1682,6 @@ def _check_structure(
                     if ids.event_id != subject:
                         say("evidence", subject, f"copy {h.hex()[:16]} says event_id "
                             f"{ids.event_id}")  # fmt: skip
-                    if pref_ids is not None and pref_ids.pith_number != ids.pith_number:
-                        foreign.setdefault(ids.pith_number, []).append(eid)
         finally:
             index_env.close()
     finally:
@@ -1699,12 +1695,10 @@ def _check_structure(
             continue
         if txn.get(key[PITH_BYTES:], db=dbs["events"]) is None:
             say("by_pith", _eid_str(key[PITH_BYTES:]), f"indexed under {pith} but not in events")
-    piths = _distinct_piths(txn, dbs)
-    known = set(piths)
     for name in ("piths", *INDEX_DBS):
         for key in txn.cursor(db=dbs[name]).iternext(values=False):
             pith = key[:PITH_BYTES].decode("ascii", "replace")
-            if pith not in known and pith not in foreign:
+            if pith not in replayed:
                 say(name, pith, "cached for a pith that has no events in by_pith")
     for key, value in txn.cursor(db=dbs["verdicts"]):
         if len(key) != 64:
@@ -1712,8 +1706,6 @@ def _check_structure(
         elif value != VALID and value.decode("ascii", "replace") not in REASONS[:12]:
             say("verdicts", f"copy {key[32:].hex()[:16]}", f"verdict {value!r} is not one of "
                 "checks 1-12")  # fmt: skip
-    all_piths = sorted(known | set(foreign))
-    return all_piths, {p: sorted(set(eids)) for p, eids in foreign.items()}
 
 
 # --- replay: one pith ---------------------------------------------------------------------

@@ -213,51 +213,48 @@ def start_checks(
     this thread's Python work (a verifying thread waits for the GIL after each signature,
     up to the interpreter's switch interval), so the batch ends with the threads alone."""
     if executor is not None:
-        return _start_on(executor, envelopes, keyring)
+        waits: list[Callable[[], None]] = []
+
+        def to_process(checks: list[SignatureCheck]) -> None:
+            future = executor.submit(
+                verify_batch, [(c.public_key, c.signature, c.message) for c in checks]
+            )
+
+            def wait() -> None:
+                for check, ok in zip(checks, future.result(), strict=True):
+                    check.ok = ok
+
+            waits.append(wait)
+
+        return CheckBatch(_prepare_all(envelopes, keyring, _PROCESS_CHUNK, to_process), waits)
     workers = workers if workers is not None else min(4, os.cpu_count() or 1)
     if workers <= 1 or len(envelopes) < PARALLEL_MIN:
         return CheckBatch([prepare(e, keyring) for e in envelopes], [])
-    prepared: list[Prepared] = []
+    # Leaving the pool's block waits for its threads: the batch is complete on return.
     with ThreadPoolExecutor(workers, thread_name_prefix="pithlog-verify") as pool:
-        pending: list[SignatureCheck] = []
-        for envelope in envelopes:
-            item = prepare(envelope, keyring)
-            prepared.append(item)
-            pending += item.checks()
-            if len(pending) >= _CHUNK:
-                pool.submit(_run_all, pending)
-                pending = []
-        if pending:
-            pool.submit(_run_all, pending)
+        prepared = _prepare_all(envelopes, keyring, _CHUNK, lambda c: pool.submit(_run_all, c))
     return CheckBatch(prepared, [])
 
 
-def _start_on(executor: Executor, envelopes: Sequence[Envelope], keyring: Keyring) -> CheckBatch:
+def _prepare_all(
+    envelopes: Sequence[Envelope],
+    keyring: Keyring,
+    chunk: int,
+    send: Callable[[list[SignatureCheck]], object],
+) -> list[Prepared]:
+    """:func:`prepare` each envelope, handing its verifications to ``send`` by ``chunk``."""
     prepared: list[Prepared] = []
-    waits: list[Callable[[], None]] = []
     pending: list[SignatureCheck] = []
-
-    def send(checks: list[SignatureCheck]) -> None:
-        future = executor.submit(
-            verify_batch, [(c.public_key, c.signature, c.message) for c in checks]
-        )
-
-        def wait() -> None:
-            for check, ok in zip(checks, future.result(), strict=True):
-                check.ok = ok
-
-        waits.append(wait)
-
     for envelope in envelopes:
         item = prepare(envelope, keyring)
         prepared.append(item)
         pending += item.checks()
-        if len(pending) >= _PROCESS_CHUNK:
+        if len(pending) >= chunk:
             send(pending)
             pending = []
     if pending:
         send(pending)
-    return CheckBatch(prepared, waits)
+    return prepared
 
 
 def verify_batch(items: list[tuple[bytes, bytes, bytes]]) -> list[bool]:

@@ -227,10 +227,9 @@ def test_a_bad_keyring_is_one_line(
     keyring = _keyring_with(tmp_path, doc)
     events = tmp_path / "events.jsonl"
     events.write_bytes(ORIGINALS[0])
-    for argv in (["reduce", "--keyring", str(keyring), str(events)],):
-        number, got, message = refusal(argv)
-        assert (number, got) == (0, code)
-        assert ADVICE.search(message), message
+    number, got, message = refusal(["reduce", "--keyring", str(keyring), str(events)])
+    assert (number, got) == (0, code)
+    assert ADVICE.search(message), message
 
 
 def _key_file(tmp_path: Path, doc: Any) -> Path:

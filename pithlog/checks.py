@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Sequence
-from concurrent.futures import Executor, ThreadPoolExecutor
+from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -188,16 +188,48 @@ class CheckBatch:
     """Checks 1-12 of a batch of envelopes whose signature verifications may still be
     running elsewhere (:func:`start_checks`); :meth:`reasons` waits for them."""
 
-    def __init__(self, prepared: list[Prepared], waits: list[Callable[[], None]]) -> None:
+    def __init__(self, prepared: list[Prepared], sent: list[_Sent]) -> None:
         self._prepared = prepared
-        self._waits = waits
+        self._sent = sent
 
     def reasons(self) -> list[str | None]:
-        """The reason of the first failing check of each envelope, in order, or ``None``."""
-        for wait in self._waits:
-            wait()
-        self._waits = []
+        """The reason of the first failing check of each envelope, in order, or ``None``.
+
+        Rather than wait idle, this process first verifies here every part of the batch that
+        no helper has started yet (from the last part back, so that the helpers keep the
+        parts they reach first), then waits for the parts the helpers hold. So a batch never
+        waits behind a busy helper: whatever else the helper is doing (another batch, a
+        replay's structure pass), the work is shared out as it comes."""
+        for sent in reversed(self._sent):
+            sent.take_back()
+        for sent in self._sent:
+            sent.wait()
+        self._sent = []
         return [item.reason() for item in self._prepared]
+
+
+class _Sent:
+    """One part of a batch's verifications, sent to an executor (:func:`verify_batch`)."""
+
+    __slots__ = ("checks", "future")
+
+    def __init__(self, checks: list[SignatureCheck], executor: Executor) -> None:
+        self.checks = checks
+        self.future: Future[list[bool]] = executor.submit(
+            verify_batch, [(c.public_key, c.signature, c.message) for c in checks]
+        )
+
+    def take_back(self) -> None:
+        """Verify the part here if the executor has not started it (it then never will)."""
+        if self.future.cancel():
+            for check in self.checks:
+                check.run()
+
+    def wait(self) -> None:
+        if self.future.cancelled():  # taken back: already verified here
+            return
+        for check, ok in zip(self.checks, self.future.result(), strict=True):
+            check.ok = ok
 
 
 def start_checks(
@@ -213,20 +245,11 @@ def start_checks(
     this thread's Python work (a verifying thread waits for the GIL after each signature,
     up to the interpreter's switch interval), so the batch ends with the threads alone."""
     if executor is not None:
-        waits: list[Callable[[], None]] = []
-
-        def to_process(checks: list[SignatureCheck]) -> None:
-            future = executor.submit(
-                verify_batch, [(c.public_key, c.signature, c.message) for c in checks]
-            )
-
-            def wait() -> None:
-                for check, ok in zip(checks, future.result(), strict=True):
-                    check.ok = ok
-
-            waits.append(wait)
-
-        return CheckBatch(_prepare_all(envelopes, keyring, _PROCESS_CHUNK, to_process), waits)
+        sent: list[_Sent] = []
+        prepared = _prepare_all(
+            envelopes, keyring, _PROCESS_CHUNK, lambda c: sent.append(_Sent(c, executor))
+        )
+        return CheckBatch(prepared, sent)
     workers = workers if workers is not None else min(4, os.cpu_count() or 1)
     if workers <= 1 or len(envelopes) < PARALLEL_MIN:
         return CheckBatch([prepare(e, keyring) for e in envelopes], [])

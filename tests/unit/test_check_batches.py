@@ -4,6 +4,7 @@ runs the signature verifications."""
 from __future__ import annotations
 
 import multiprocessing
+import threading
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from pathlib import Path
 
@@ -49,6 +50,19 @@ def test_start_checks_on_an_executor() -> None:
         batch = start_checks(envelopes() * 9, KEYRING, executor=executor)
         assert batch.reasons() == EXPECTED * 9
         assert batch.reasons() == EXPECTED * 9  # asking again waits for nothing
+
+
+def test_a_batch_does_not_wait_for_a_busy_helper() -> None:
+    # The one worker is held until the batch is judged: every part of the batch is still
+    # waiting in the executor's queue, so reasons() must verify them all in this thread.
+    release = threading.Event()
+    with ThreadPoolExecutor(1) as executor:
+        held = executor.submit(release.wait, 5)
+        batch = start_checks(envelopes() * 9, KEYRING, executor=executor)
+        assert batch.reasons() == EXPECTED * 9
+        assert not held.done()  # judged while the helper was still busy
+        release.set()
+    assert held.result() is True  # released, not timed out
 
 
 def test_start_checks_in_a_verifying_process() -> None:

@@ -23,7 +23,6 @@ import contextlib
 import dataclasses
 import functools
 import gc
-import hashlib
 import multiprocessing
 import os
 import shutil
@@ -41,45 +40,49 @@ import msgspec
 
 from pithlog import merkle
 from pithlog.canonical import jcs
-from pithlog.checks import (
-    CHECK_NUMBER,
-    REASONS,
-    CheckBatch,
-    check_against_record,
-    check_alone,
-    start_checks,
-)
+from pithlog.checks import REASONS, CheckBatch, check_alone, start_checks
 from pithlog.errors import DoorError, StoreError, register
-from pithlog.events import (
-    EVENT_TYPES,
-    STATE_LISTS,
-    Envelope,
-    is_event_id,
-    parse_envelope,
-    projection_spans,
-)
+from pithlog.events import Envelope, is_event_id, parse_envelope
 from pithlog.keys import Keyring, make_keyring
+from pithlog.layout import (
+    DB_NAMES,
+    FORMAT_VERSION,
+    INDEX_DBS,
+    META_FORMAT,
+    META_KEYRING,
+    META_MERGE,
+    META_MERKLE_SIZE,
+    META_NEXT_SEQ,
+    PITH_BYTES,
+    SEQ,
+    VALID,
+    copy_at,
+    copy_hash,
+    decode_ids,
+    distinct_piths,
+    eid_bytes,
+    eid_str,
+    evidence_of,
+    pith_eids,
+    stored_envelope,
+    verdict_bytes,
+    verdict_of,
+    why,
+)
 from pithlog.parallel import threads_per_process, verifying_pool
 from pithlog.records import is_pith_number
-from pithlog.reduce import (
-    MERGE_VERSION,
-    Judged,
-    Pending,
-    Reduction,
-    SlotKey,
-    chosen_record,
-    prefer,
-    reduce_pith,
-    slot_of,
-)
-from pithlog.state import (
-    Fragment,
-    StateParts,
-    assemble,
-    equivocation_entry,
-    fragment,
-    render_reduction,
-    slot_sort_key,
+from pithlog.reduce import MERGE_VERSION, Judged, Pending, Reduction, prefer
+from pithlog.state import render_reduction
+from pithlog.stateindex import (
+    INDEX_DAMAGE,
+    assemble_state,
+    index_add,
+    index_clear,
+    index_entries,
+    index_stored,
+    pith_summary,
+    reduce_judged,
+    rereduce,
 )
 
 register(
@@ -104,43 +107,10 @@ register(
     }
 )
 
-FORMAT_VERSION = b"2"
-"""``meta[format]``: the layout of ``docs/store.md``."""
-
 DEFAULT_MAP_SIZE = 64 << 20
 """Initial map size of a new store; it doubles whenever a batch does not fit."""
 
 MAX_MAP_SIZE = 1 << 40
-
-DB_NAMES = (
-    "events",
-    "evidence",
-    "by_pith",
-    "seq",
-    "piths",
-    "applied",
-    "slots",
-    "equivocated",
-    "invalid",
-    "verdicts",
-    "meta",
-    "merkle",
-    "copy_seq",
-)
-INDEX_DBS = ("applied", "slots", "equivocated", "invalid")
-"""The per-pith reduction index: a pith's state document is assembled from it on read."""
-
-META_FORMAT = b"format"
-META_MERGE = b"merge_version"
-META_KEYRING = b"keyring_digest"
-META_NEXT_SEQ = b"next_seq"
-META_MERKLE_SIZE = b"merkle_size"
-
-VALID = b"valid"
-"""The verdict value of a copy that passes checks 1-12 (otherwise: its reason code)."""
-
-PITH_BYTES = 36
-"""``pith:YYYY:`` + 26 base32 characters, ASCII."""
 
 # Append statuses (one per item of a batch).
 STORED = "stored"
@@ -158,80 +128,10 @@ REJECTED = "rejected"
 REFUSED = "refused"
 """Refused at the door (spec 1, 4): not attributable, never stored."""
 
-_SEQ = struct.Struct(">Q")
 T = TypeVar("T")
 
 if TYPE_CHECKING:
     _Txn: TypeAlias = lmdb.Transaction[bytes]
-
-
-# --- small codecs -------------------------------------------------------------------------
-
-
-def _eid_bytes(event_id: str) -> bytes:
-    return bytes.fromhex(event_id[len("sha256:") :])
-
-
-def _eid_str(raw: bytes) -> str:
-    return "sha256:" + raw.hex()
-
-
-def _copy_hash(data: bytes) -> bytes:
-    return hashlib.sha256(data).digest()
-
-
-def _verdict_bytes(reason: str | None) -> bytes:
-    return VALID if reason is None else reason.encode("ascii")
-
-
-def _verdict_of(raw: bytes) -> str | None:
-    if raw == VALID:
-        return None
-    reason = raw.decode("ascii", "replace")
-    if reason not in CHECK_NUMBER:
-        raise ValueError(f"not a verdict: {raw!r}")
-    return reason
-
-
-class _Ids(msgspec.Struct):
-    event_id: str
-    pith_number: str
-
-
-_IDS = msgspec.json.Decoder(_Ids)
-_ANY = msgspec.json.Decoder()
-
-
-def _stored_envelope(data: bytes) -> Envelope:
-    """A stored copy, decoded without the door: it passed the door when it was appended
-    (``replay`` is what puts every stored byte through the door again)."""
-    value = _ANY.decode(data)
-    return Envelope(value, value["event_id"], value["pith_number"], data)
-
-
-def _ids(data: bytes) -> _Ids | None:
-    """``event_id`` and ``pith_number`` of stored bytes, or ``None`` when they do not decode."""
-    try:
-        return _IDS.decode(data)
-    except (msgspec.MsgspecError, ValueError):
-        return None
-
-
-def _reduce(pith: str, judged: list[Judged]) -> Reduction | Pending | None:
-    return reduce_pith(pith, judged) if judged else None
-
-
-def _why(winner: Judged, loser: Judged) -> str:
-    """Why section 7 step 0 prefers ``winner`` to ``loser``, in words."""
-    if winner.reason is None and loser.reason is not None:
-        return f"passes checks 1-12; the other copy fails ({loser.reason})"
-    if winner.reason is not None and loser.reason is not None and winner.reason != loser.reason:
-        return (
-            f"fails at a later check ({winner.reason}, check {CHECK_NUMBER[winner.reason]}) "
-            f"than the other copy ({loser.reason}, check {CHECK_NUMBER[loser.reason]})"
-        )
-    state = "both pass checks 1-12" if winner.reason is None else f"both fail ({winner.reason})"
-    return f"{state}; its JCS encoding is the smaller byte string"
 
 
 # --- lmdb errors --------------------------------------------------------------------------
@@ -427,7 +327,7 @@ def _open_dbs(env: lmdb.Environment, real: str, create: bool) -> dict[str, Any]:
                 raise StoreError("not_a_store", f"{real} has events but no meta format")
             txn.put(META_FORMAT, FORMAT_VERSION, db=meta)
             txn.put(META_MERGE, MERGE_VERSION.encode("ascii"), db=meta)
-            txn.put(META_NEXT_SEQ, _SEQ.pack(1), db=meta)
+            txn.put(META_NEXT_SEQ, SEQ.pack(1), db=meta)
         elif fmt != FORMAT_VERSION:
             raise StoreError(
                 "format",
@@ -626,8 +526,8 @@ class Store:
 
         def work(txn: _Txn, dbs: dict[str, Any]) -> bytes | None:
             try:
-                return _assemble_state(txn, dbs, pith_number)
-            except _INDEX_DAMAGE as exc:
+                return assemble_state(txn, dbs, pith_number)
+            except INDEX_DAMAGE as exc:
                 raise StoreError("corrupted", f"the index of {pith_number} is damaged ({exc}); "
                                  "run `pithlog replay --verify`") from exc  # fmt: skip
 
@@ -637,15 +537,15 @@ class Store:
         """The preferred copy stored under ``event_id`` (JCS bytes), or ``None``."""
         if not is_event_id(event_id):
             return None
-        key = _eid_bytes(event_id)
+        key = eid_bytes(event_id)
         return self._read(lambda txn, dbs: txn.get(key, db=dbs["events"]))
 
     def evidence(self, event_id: str) -> list[bytes]:
         """The other copies kept under ``event_id`` (evidence), in copy-hash order."""
         if not is_event_id(event_id):
             return []
-        key = _eid_bytes(event_id)
-        return self._read(lambda txn, dbs: [v for _, v in _evidence_of(txn, dbs, key)])
+        key = eid_bytes(event_id)
+        return self._read(lambda txn, dbs: [v for _, v in evidence_of(txn, dbs, key)])
 
     def status(self, pith_number: str) -> dict[str, Any] | None:
         """The ``piths`` entry of a pith: status, event counts (``None`` when unknown)."""
@@ -690,17 +590,17 @@ class Store:
             ) -> list[tuple[int, bytes]]:
                 out: list[tuple[int, bytes]] = []
                 cursor = txn.cursor(db=dbs["seq"])
-                if not cursor.set_range(_SEQ.pack(start)):
+                if not cursor.set_range(SEQ.pack(start)):
                     return out
                 for key, value in cursor:
-                    data = _copy_at(txn, dbs, value)
+                    data = copy_at(txn, dbs, value)
                     if data is None:
                         raise StoreError(
                             "corrupted",
-                            f"seq {_SEQ.unpack(key)[0]} names a copy that is not stored "
-                            f"({_eid_str(value[:32])}); run `pithlog replay --verify`",
+                            f"seq {SEQ.unpack(key)[0]} names a copy that is not stored "
+                            f"({eid_str(value[:32])}); run `pithlog replay --verify`",
                         )
-                    out.append((_SEQ.unpack(key)[0], data))
+                    out.append((SEQ.unpack(key)[0], data))
                     if len(out) >= chunk:
                         break
                 return out
@@ -730,7 +630,7 @@ class Store:
                 "piths_with_state": states,
                 "piths_pending": pending,
                 "keyring_digest": None if kd is None else kd.hex(),
-                "next_seq": None if next_seq is None else _SEQ.unpack(next_seq)[0],
+                "next_seq": None if next_seq is None else SEQ.unpack(next_seq)[0],
             }
 
         out = self._read(work)
@@ -816,14 +716,14 @@ class Store:
                 items.append(parse_envelope(bytes(item)))
             except DoorError as exc:
                 items.append(exc)
-        envelopes = {_copy_hash(i.encoded): i for i in items if isinstance(i, Envelope)}
+        envelopes = {copy_hash(i.encoded): i for i in items if isinstance(i, Envelope)}
 
         def unseen(txn: _Txn, dbs: dict[str, Any]) -> list[bytes]:
             return [
                 h
                 for h, env in envelopes.items()
-                if txn.get(_eid_bytes(env.event_id), db=dbs["events"]) != env.encoded
-                and txn.get(_eid_bytes(env.event_id) + h, db=dbs["evidence"]) is None
+                if txn.get(eid_bytes(env.event_id), db=dbs["events"]) != env.encoded
+                and txn.get(eid_bytes(env.event_id) + h, db=dbs["evidence"]) is None
             ]
 
         fresh = self._read(unseen) if envelopes else []
@@ -859,10 +759,10 @@ class Store:
                     )
                 txn.put(META_KEYRING, kd, db=meta)
             raw_next = txn.get(META_NEXT_SEQ, db=meta)
-            if raw_next is None or len(raw_next) != _SEQ.size:
+            if raw_next is None or len(raw_next) != SEQ.size:
                 raise StoreError("corrupted", "meta next_seq is missing or damaged; run "
                                  "`pithlog replay --verify`")  # fmt: skip
-            next_seq = _SEQ.unpack(raw_next)[0]
+            next_seq = SEQ.unpack(raw_next)[0]
             results: list[AppendResult] = []
             added: dict[str, list[Judged]] = {}  # pith -> events new to the store
             rebuild: set[str] = set()  # piths whose copies changed: re-reduce them whole
@@ -870,7 +770,7 @@ class Store:
                 if isinstance(item, DoorError):
                     results.append(AppendResult(index, None, REFUSED, item.describe()))
                     continue
-                env, h, eid = item, _copy_hash(item.encoded), _eid_bytes(item.event_id)
+                env, h, eid = item, copy_hash(item.encoded), eid_bytes(item.event_id)
                 current = txn.get(eid, db=dbs["events"])
                 if current == env.encoded or (
                     current is not None and txn.get(eid + h, db=dbs["evidence"]) is not None
@@ -883,8 +783,8 @@ class Store:
                     results.append(AppendResult(index, env.event_id, REJECTED, new.reason,
                                                 env.pith_number))  # fmt: skip
                     continue
-                txn.put(kd + h, _verdict_bytes(new.reason), db=dbs["verdicts"])
-                txn.put(_SEQ.pack(next_seq), eid + h, db=dbs["seq"])
+                txn.put(kd + h, verdict_bytes(new.reason), db=dbs["verdicts"])
+                txn.put(SEQ.pack(next_seq), eid + h, db=dbs["seq"])
                 next_seq += 1
                 if current is None:
                     txn.put(eid, env.encoded, db=dbs["events"])
@@ -893,14 +793,14 @@ class Store:
                     results.append(AppendResult(index, env.event_id, STORED, new.reason,
                                                 env.pith_number))  # fmt: skip
                     continue
-                old_env = _stored_envelope(current)
-                old_h = _copy_hash(current)
+                old_env = stored_envelope(current)
+                old_h = copy_hash(current)
                 cached = txn.get(kd + old_h, db=dbs["verdicts"])
                 if cached is None or old_h in verdicts:
                     old = judged(old_env, old_h)
-                    txn.put(kd + old_h, _verdict_bytes(old.reason), db=dbs["verdicts"])
+                    txn.put(kd + old_h, verdict_bytes(old.reason), db=dbs["verdicts"])
                 else:
-                    old = Judged(old_env, _verdict_of(cached))
+                    old = Judged(old_env, verdict_of(cached))
                 if prefer(new, old) is new:
                     txn.put(eid, env.encoded, db=dbs["events"])
                     txn.put(eid + old_h, current, db=dbs["evidence"])
@@ -911,18 +811,18 @@ class Store:
                     rebuild.add(env.pith_number)
                     results.append(AppendResult(
                         index, env.event_id, REPLACED,
-                        f"preferred to the stored copy: {_why(new, old)}", env.pith_number,
+                        f"preferred to the stored copy: {why(new, old)}", env.pith_number,
                     ))  # fmt: skip
                 else:
                     txn.put(eid + h, env.encoded, db=dbs["evidence"])
                     results.append(AppendResult(
                         index, env.event_id, EVIDENCE,
-                        f"the stored copy is preferred: {_why(old, new)}", env.pith_number,
+                        f"the stored copy is preferred: {why(old, new)}", env.pith_number,
                     ))  # fmt: skip
             for pith in sorted(added.keys() | rebuild):
-                if pith in rebuild or not _index_add(txn, dbs, pith, added[pith]):
-                    _rereduce(txn, dbs, pith, kd, keyring, verdicts, added.get(pith, ()))
-            txn.put(META_NEXT_SEQ, _SEQ.pack(next_seq), db=meta)
+                if pith in rebuild or not index_add(txn, dbs, pith, added[pith]):
+                    rereduce(txn, dbs, pith, kd, keyring, verdicts, added.get(pith, ()))
+            txn.put(META_NEXT_SEQ, SEQ.pack(next_seq), db=meta)
             _merkle_sync(txn, dbs)  # the Merkle tree and copy_seq follow seq
             return results
 
@@ -1046,21 +946,21 @@ class Store:
                 if h not in verdicts:
                     cached = txn.get(kd + h, db=dbs["verdicts"])
                     verdicts[h] = (
-                        check_alone(env, keyring) if cached is None else _verdict_of(cached)
+                        check_alone(env, keyring) if cached is None else verdict_of(cached)
                     )
                 return Judged(env, verdicts[h])
 
             swaps: list[tuple[bytes, bytes, bytes, Envelope, Envelope]] = []
             copies = 0
             for eid, data in txn.cursor(db=dbs["events"]):
-                h = _copy_hash(data)
-                best = held = verdict(_stored_envelope(data), h)
-                txn.put(kd + h, _verdict_bytes(held.reason), db=dbs["verdicts"])
+                h = copy_hash(data)
+                best = held = verdict(stored_envelope(data), h)
+                txn.put(kd + h, verdict_bytes(held.reason), db=dbs["verdicts"])
                 copies += 1
                 best_h = h
-                for key, other in _evidence_of(txn, dbs, eid):
-                    candidate = verdict(_stored_envelope(other), key[32:])
-                    txn.put(kd + key[32:], _verdict_bytes(candidate.reason), db=dbs["verdicts"])
+                for key, other in evidence_of(txn, dbs, eid):
+                    candidate = verdict(stored_envelope(other), key[32:])
+                    txn.put(kd + key[32:], verdict_bytes(candidate.reason), db=dbs["verdicts"])
                     copies += 1
                     if prefer(candidate, best) is candidate:
                         best, best_h = candidate, key[32:]
@@ -1073,11 +973,11 @@ class Store:
                 if old.pith_number != new.pith_number:
                     txn.delete(old.pith_number.encode("ascii") + eid, db=dbs["by_pith"])
                     txn.put(new.pith_number.encode("ascii") + eid, b"", db=dbs["by_pith"])
-            piths = _distinct_piths(txn, dbs)
+            piths = distinct_piths(txn, dbs)
             if progress is not None:
                 progress(0, len(piths))
             for i, pith in enumerate(piths):
-                _rereduce(txn, dbs, pith, kd, keyring, verdicts)
+                rereduce(txn, dbs, pith, kd, keyring, verdicts)
                 if progress is not None:
                     progress(i + 1, len(piths))
             known = set(piths)
@@ -1085,7 +985,7 @@ class Store:
                      for k in txn.cursor(db=dbs["piths"]).iternext(values=False)]  # fmt: skip
             for pith in stale:
                 if pith not in known:
-                    _index_clear(txn, dbs, pith)
+                    index_clear(txn, dbs, pith)
             txn.put(META_KEYRING, kd, db=dbs["meta"])
             return {"copies": copies, "preferred_changed": len(swaps), "piths": len(piths)}
 
@@ -1113,14 +1013,14 @@ class Store:
         leaf hash."""
         if not is_event_id(event_id):
             return []
-        eid = _eid_bytes(event_id)
+        eid = eid_bytes(event_id)
 
         def work(txn: _Txn, dbs: dict[str, Any]) -> list[tuple[int, bytes]]:
             out: list[tuple[int, bytes]] = []
             cursor = txn.cursor(db=dbs["copy_seq"])
             found = cursor.set_range(eid)
             while found and cursor.key()[:32] == eid:
-                out.append((_SEQ.unpack(cursor.value())[0] - 1, cursor.key()[32:]))
+                out.append((SEQ.unpack(cursor.value())[0] - 1, cursor.key()[32:]))
                 found = cursor.next()
             return sorted(out)
 
@@ -1161,7 +1061,7 @@ class Store:
 
         def work(txn: _Txn, dbs: dict[str, Any]) -> list[int | None]:
             raw = [txn.get(key, db=dbs["copy_seq"]) for key in wanted]
-            return [None if r is None else _SEQ.unpack(r)[0] for r in raw]
+            return [None if r is None else SEQ.unpack(r)[0] for r in raw]
 
         return self._read(work)
 
@@ -1174,367 +1074,13 @@ class Store:
             out: list[tuple[int, bytes]] = []
             for key in wanted:
                 raw_seq = txn.get(key, db=dbs["copy_seq"])
-                data = _copy_at(txn, dbs, key) if raw_seq is not None else None
+                data = copy_at(txn, dbs, key) if raw_seq is not None else None
                 if raw_seq is not None and data is not None:
-                    out.append((_SEQ.unpack(raw_seq)[0], data))
+                    out.append((SEQ.unpack(raw_seq)[0], data))
             out.sort()
             return out
 
         return self._read(work)
-
-
-# --- helpers on an open transaction -------------------------------------------------------
-
-
-def _copy_at(txn: _Txn, dbs: dict[str, Any], target: bytes) -> bytes | None:
-    """The stored copy a ``seq`` value (event_id + copy hash) names, or ``None``."""
-    if len(target) != 64:
-        return None
-    eid, h = target[:32], target[32:]
-    data = txn.get(eid, db=dbs["events"])
-    if data is not None and _copy_hash(data) == h:
-        return data
-    return txn.get(target, db=dbs["evidence"])
-
-
-def _evidence_of(
-    txn: _Txn, dbs: dict[str, Any], eid: bytes
-) -> list[tuple[bytes, bytes]]:
-    out: list[tuple[bytes, bytes]] = []
-    cursor = txn.cursor(db=dbs["evidence"])
-    if not cursor.set_range(eid):
-        return out
-    for key, value in cursor:
-        if key[:32] != eid:
-            break
-        out.append((key, value))
-    return out
-
-
-def _pith_eids(txn: _Txn, dbs: dict[str, Any], pith: str) -> list[bytes]:
-    prefix = pith.encode("ascii")
-    out: list[bytes] = []
-    cursor = txn.cursor(db=dbs["by_pith"])
-    if not cursor.set_range(prefix):
-        return out
-    for key in cursor.iternext(values=False):
-        if not key.startswith(prefix):
-            break
-        out.append(key[len(prefix) :])
-    return out
-
-
-def _distinct_piths(txn: _Txn, dbs: dict[str, Any]) -> list[str]:
-    """Every pith with at least one entry in ``by_pith``, in order (one seek per pith)."""
-    out: list[str] = []
-    cursor = txn.cursor(db=dbs["by_pith"])
-    found = cursor.first()
-    while found:
-        key = cursor.key()
-        prefix = key[:PITH_BYTES]
-        out.append(prefix.decode("ascii", "replace"))
-        found = cursor.set_range(prefix + b"\xff" * 33)
-    return out
-
-
-def _rereduce(
-    txn: _Txn,
-    dbs: dict[str, Any],
-    pith: str,
-    kd: bytes,
-    keyring: Keyring,
-    verdicts: dict[bytes, str | None],
-    known: Sequence[Judged] = (),
-) -> None:
-    """Re-reduce one pith from all its stored events (cached verdicts; no signature is
-    checked again unless a verdict is missing) and rewrite its reduction index.
-
-    ``known``: envelopes of the pith already decoded (an append's new events); a stored
-    copy with the same bytes is taken from them instead of being decoded again."""
-    decoded = {j.envelope.encoded: j.envelope for j in known}
-    judged: list[Judged] = []
-    for eid in _pith_eids(txn, dbs, pith):
-        data = txn.get(eid, db=dbs["events"])
-        if data is None:
-            raise StoreError(
-                "corrupted",
-                f"by_pith names {_eid_str(eid)} under {pith} but events does not hold it; "
-                "run `pithlog replay --verify`",
-            )
-        env = decoded.get(data) or _stored_envelope(data)
-        h = _copy_hash(data)
-        if h in verdicts:
-            reason = verdicts[h]
-        else:
-            cached = txn.get(kd + h, db=dbs["verdicts"])
-            if cached is None:
-                reason = check_alone(env, keyring)
-                txn.put(kd + h, _verdict_bytes(reason), db=dbs["verdicts"])
-            else:
-                reason = _verdict_of(cached)
-        judged.append(Judged(env, reason))
-    _index_clear(txn, dbs, pith)
-    _index_write(txn, dbs, pith, _reduce(pith, judged))
-
-
-# --- the reduction index ------------------------------------------------------------------
-# A pith's state document is a function of all its events, and for a large pith it is large
-# (a citation signature adds ~2 KB), so re-rendering it on every append would make a growing
-# pith cost O(N^2). The store keeps instead what the document is made of, in key order:
-#   piths        pith -> JCS summary: status, counts, the chosen record's event_id
-#   applied      pith + list index (1) + created_at (20) + event_id (32) -> payload and
-#                signer spans in the stored envelope (4 x uint32): each applied event but R
-#   slots        pith + SHA-256 of the slot's JCS (32) -> JCS {"slot", "members"}, members
-#                as [created_at, event_id] in that order (spec 7 step 4)
-#   equivocated  pith + slot hash -> empty, for every slot of two or more events
-#   invalid      pith + event_id (32) -> reason code
-# New events that do not change R are added to it in O(log N) each (_index_add); anything
-# else re-reduces the pith (_rereduce). A state is assembled from the index on read
-# (_assemble_state), with the same code that renders a reduction.
-
-_SPANS = struct.Struct(">IIII")
-_LIST_INDEX = {name: i for i, name in enumerate(STATE_LISTS)}
-
-
-def _pith_key(pith: str) -> bytes:
-    return pith.encode("ascii")
-
-
-def _summary(result: Reduction | Pending) -> dict[str, Any]:
-    if isinstance(result, Pending):
-        return {"status": "pending", "event_count": result.event_count,
-                "invalid_event_count": len(result.invalid)}  # fmt: skip
-    return {
-        "status": "state",
-        "event_count": result.event_count,
-        "valid_event_count": result.valid_event_count,
-        "invalid_event_count": len(result.invalid),
-        "equivocation_count": len(result.equivocations),
-        "record": result.record.event_id,
-    }
-
-
-def _slot_hash(slot: SlotKey) -> bytes:
-    return hashlib.sha256(jcs(list(slot))).digest()
-
-
-def _applied_key(pith: str, envelope_type: str, created_at: str, event_id: str) -> bytes:
-    return (_pith_key(pith) + bytes([_LIST_INDEX[EVENT_TYPES[envelope_type].state_list]])
-            + created_at.encode("ascii") + _eid_bytes(event_id))  # fmt: skip
-
-
-def _applied_entry(pith: str, env: Envelope) -> tuple[bytes, bytes]:
-    event = env.value
-    key = _applied_key(pith, event["event_type"], event["created_at"], env.event_id)
-    return key, _SPANS.pack(*projection_spans(env))
-
-
-def _put_applied(txn: _Txn, dbs: dict[str, Any], pith: str, env: Envelope) -> None:
-    key, value = _applied_entry(pith, env)
-    txn.put(key, value, db=dbs["applied"])
-
-
-def _index_clear(txn: _Txn, dbs: dict[str, Any], pith: str) -> None:
-    prefix = _pith_key(pith)
-    for name in INDEX_DBS:
-        cursor = txn.cursor(db=dbs[name])
-        found = cursor.set_range(prefix)
-        while found and cursor.key().startswith(prefix):
-            found = cursor.delete()
-    txn.delete(prefix, db=dbs["piths"])
-
-
-def _index_entries(
-    pith: str, result: Reduction | Pending | None
-) -> dict[str, dict[bytes, bytes]]:
-    """Every index entry of a pith, as a full reduction gives them (database -> key ->
-    value). :func:`_index_add` keeps exactly these up to date; replay compares them."""
-    key = _pith_key(pith)
-    entries: dict[str, dict[bytes, bytes]] = {name: {} for name in ("piths", *INDEX_DBS)}
-    if result is None:
-        return entries
-    for event_id, reason in result.invalid.items():
-        entries["invalid"][key + _eid_bytes(event_id)] = reason.encode("ascii")
-    if isinstance(result, Reduction):
-        slots: dict[SlotKey, list[Envelope]] = {slot_of(e): [e] for e in result.applied}
-        for equivocation in result.equivocations:
-            slots[equivocation.slot] = list(equivocation.events)
-            entries["equivocated"][key + _slot_hash(equivocation.slot)] = b""
-        for slot, members in slots.items():
-            value = {"slot": list(slot),
-                     "members": [[e.value["created_at"], e.event_id] for e in members]}
-            entries["slots"][key + _slot_hash(slot)] = jcs(value)  # fmt: skip
-        entries["applied"].update(_applied_entry(pith, env) for env in result.applied[1:])
-    entries["piths"][key] = jcs(_summary(result))
-    return entries
-
-
-def _index_write(
-    txn: _Txn, dbs: dict[str, Any], pith: str, result: Reduction | Pending | None
-) -> None:
-    """Write the index of a pith from a full reduction (after :func:`_index_clear`)."""
-    for name, entries in _index_entries(pith, result).items():
-        for key, value in entries.items():
-            txn.put(key, value, db=dbs[name])
-
-
-def _index_stored(txn: _Txn, dbs: dict[str, Any], pith: str) -> dict[str, dict[bytes, bytes]]:
-    """The index entries a pith has in the store."""
-    prefix = _pith_key(pith)
-    stored: dict[str, dict[bytes, bytes]] = {"piths": {}}
-    raw = txn.get(prefix, db=dbs["piths"])
-    if raw is not None:
-        stored["piths"][prefix] = raw
-    for name in INDEX_DBS:
-        stored[name] = {}
-        cursor = txn.cursor(db=dbs[name])
-        found = cursor.set_range(prefix)
-        while found and cursor.key().startswith(prefix):
-            stored[name][cursor.key()] = cursor.value()
-            found = cursor.next()
-    return stored
-
-
-def _index_add(
-    txn: _Txn, dbs: dict[str, Any], pith: str, new: list[Judged]
-) -> bool:
-    """Add new events (event_ids new to the store) to a pith's index, as spec 7 would
-    place them, when that needs no other event: R stays the chosen record. Returns False,
-    writing nothing, when the pith must be re-reduced instead (a new pith, a pith getting
-    its first valid record, a record earlier than R)."""
-    key = _pith_key(pith)
-    raw = txn.get(key, db=dbs["piths"])
-    if raw is None:
-        return False
-    summary: dict[str, Any] = msgspec.json.decode(raw)
-    records = [
-        j.envelope
-        for j in new
-        if j.reason is None and j.envelope.value["event_type"] == "record_created"
-    ]
-    if summary["status"] == "pending":
-        if records:
-            return False
-        for j in new:
-            if j.reason is not None:
-                txn.put(key + _eid_bytes(j.envelope.event_id), j.reason.encode("ascii"),
-                        db=dbs["invalid"])  # fmt: skip
-                summary["invalid_event_count"] += 1
-        summary["event_count"] += len(new)
-        txn.put(key, jcs(summary), db=dbs["piths"])
-        return True
-    record_data = txn.get(_eid_bytes(summary["record"]), db=dbs["events"])
-    if record_data is None:
-        raise StoreError("corrupted", f"the chosen record of {pith} is not in events; run "
-                         "`pithlog replay --verify`")  # fmt: skip
-    record = _stored_envelope(record_data)
-    first = (record.value["created_at"], record.event_id)
-    if any((r.value["created_at"], r.event_id) < first for r in records):
-        return False
-    chosen = chosen_record(record)
-    for j in new:
-        env = j.envelope
-        summary["event_count"] += 1
-        reason = j.reason if j.reason is not None else check_against_record(env, chosen)
-        if reason is not None:
-            txn.put(key + _eid_bytes(env.event_id), reason.encode("ascii"), db=dbs["invalid"])
-            summary["invalid_event_count"] += 1
-            continue
-        summary["valid_event_count"] += 1
-        slot = slot_of(env)
-        slot_key = key + _slot_hash(slot)
-        member = [env.value["created_at"], env.event_id]
-        stored = txn.get(slot_key, db=dbs["slots"])
-        if stored is None:
-            entry: dict[str, Any] = {"slot": list(slot), "members": [member]}
-            if slot != ("record_created",):
-                _put_applied(txn, dbs, pith, env)
-        else:
-            entry = msgspec.json.decode(stored)
-            members = entry["members"]
-            was = members[0]
-            members.append(member)
-            members.sort()
-            if len(members) == 2:
-                summary["equivocation_count"] += 1
-                txn.put(slot_key, b"", db=dbs["equivocated"])
-            if members[0] is member and slot != ("record_created",):
-                txn.delete(_applied_key(pith, env.value["event_type"], was[0], was[1]),
-                           db=dbs["applied"])  # fmt: skip
-                _put_applied(txn, dbs, pith, env)
-        txn.put(slot_key, jcs(entry), db=dbs["slots"])
-    txn.put(key, jcs(summary), db=dbs["piths"])
-    return True
-
-
-def _assemble_state(txn: _Txn, dbs: dict[str, Any], pith: str) -> bytes | None:
-    """The state document of a pith, assembled from its index (``None``: no state).
-
-    Raises ``KeyError``/``ValueError``/``struct.error``/``msgspec`` errors on a damaged
-    index; callers turn those into :class:`StoreError` or a replay discrepancy."""
-    key = _pith_key(pith)
-    raw = txn.get(key, db=dbs["piths"])
-    if raw is None:
-        return None
-    summary = msgspec.json.decode(raw)
-    if summary["status"] != "state":
-        return None
-    record_data = txn.get(_eid_bytes(summary["record"]), db=dbs["events"])
-    if record_data is None:
-        raise KeyError(f"chosen record {summary['record']} is not stored")
-    record = _stored_envelope(record_data)
-    lists: dict[str, list[Fragment]] = {name: [] for name in STATE_LISTS}
-    cursor = txn.cursor(db=dbs["applied"])
-    found = cursor.set_range(key)
-    while found and cursor.key().startswith(key):
-        index_key, spans = cursor.item()
-        event_id = index_key[len(key) + 21 :]
-        data = txn.get(event_id, db=dbs["events"])
-        if data is None:
-            raise KeyError(f"applied event {_eid_str(event_id)} is not stored")
-        payload_start, payload_end, signer_start, signer_end = _SPANS.unpack(spans)
-        lists[STATE_LISTS[index_key[len(key)]]].append(Fragment(
-            event_id=_eid_str(event_id),
-            created_at=index_key[len(key) + 1 : len(key) + 21].decode("ascii"),
-            target=data[signer_end + len(b',"target":') : -1],
-            signer=data[signer_start:signer_end],
-            payload=data[payload_start:payload_end],
-        ))  # fmt: skip
-        found = cursor.next()
-    equivocations = []
-    cursor = txn.cursor(db=dbs["equivocated"])
-    found = cursor.set_range(key)
-    while found and cursor.key().startswith(key):
-        slot_value = txn.get(cursor.key(), db=dbs["slots"])
-        if slot_value is None:
-            raise KeyError(f"equivocated slot {cursor.key().hex()} has no slots entry")
-        entry = msgspec.json.decode(slot_value)
-        equivocations.append(
-            equivocation_entry(tuple(entry["slot"]), [m[1] for m in entry["members"]])
-        )
-        found = cursor.next()
-    equivocations.sort(key=lambda e: slot_sort_key(e["slot"]))
-    invalid = []
-    cursor = txn.cursor(db=dbs["invalid"])
-    found = cursor.set_range(key)
-    while found and cursor.key().startswith(key):
-        invalid.append((_eid_str(cursor.key()[len(key) :]), cursor.value().decode("ascii")))
-        found = cursor.next()
-    payload = record.value["payload"]
-    return assemble(StateParts(
-        pith_number=pith,
-        event_count=summary["event_count"],
-        valid_event_count=summary["valid_event_count"],
-        record=fragment(record),
-        canonical_record=payload["canonical_record"],
-        canonical_sha256=payload["canonical_sha256"],
-        lists=lists,
-        equivocations=equivocations,
-        invalid=invalid,
-    ))  # fmt: skip
-
-
-_INDEX_DAMAGE = (KeyError, ValueError, TypeError, IndexError, struct.error, msgspec.MsgspecError)
 
 
 # --- replay: structure --------------------------------------------------------------------
@@ -1564,8 +1110,8 @@ def _replay_work(txn: _Txn, dbs: dict[str, Any]) -> tuple[list[str], dict[str, l
     foreign: dict[str, set[bytes]] = {}
     for key, data in txn.cursor(db=dbs["evidence"]):
         preferred = txn.get(key[:32], db=dbs["events"]) if len(key) == 64 else None
-        ids = _ids(data)
-        pref_ids = None if preferred is None else _ids(preferred)
+        ids = decode_ids(data)
+        pref_ids = None if preferred is None else decode_ids(preferred)
         if (
             ids is not None
             and pref_ids is not None
@@ -1573,7 +1119,7 @@ def _replay_work(txn: _Txn, dbs: dict[str, Any]) -> tuple[list[str], dict[str, l
             and pref_ids.pith_number != ids.pith_number
         ):
             foreign.setdefault(ids.pith_number, set()).add(key[:32])
-    known = set(_distinct_piths(txn, dbs))
+    known = set(distinct_piths(txn, dbs))
     return sorted(known | set(foreign)), {p: sorted(eids) for p, eids in foreign.items()}
 
 
@@ -1594,7 +1140,7 @@ def _check_structure(
     if txn.get(META_MERGE, db=meta) != MERGE_VERSION.encode("ascii"):
         say("meta", "merge_version", f"is {txn.get(META_MERGE, db=meta)!r}")
     raw_next = txn.get(META_NEXT_SEQ, db=meta)
-    next_seq = _SEQ.unpack(raw_next)[0] if raw_next is not None and len(raw_next) == 8 else None
+    next_seq = SEQ.unpack(raw_next)[0] if raw_next is not None and len(raw_next) == 8 else None
     if next_seq is None:
         say("meta", "next_seq", f"is {raw_next!r}, not an 8-byte counter")
     kd = txn.get(META_KEYRING, db=meta)
@@ -1618,17 +1164,17 @@ def _check_structure(
                     if len(key) != 8:
                         say("seq", f"key {key.hex()}", "is not an 8-byte sequence number")
                         continue
-                    n = _SEQ.unpack(key)[0]
+                    n = SEQ.unpack(key)[0]
                     last = n
                     if len(value) != 64:
                         say("seq", f"seq {n}", f"value of {len(value)} bytes, not 64")
                         continue
-                    if _copy_at(txn, dbs, value) is None:
+                    if copy_at(txn, dbs, value) is None:
                         say("seq", f"seq {n}", f"names copy {value[32:].hex()[:16]} of "
-                            f"{_eid_str(value[:32])}, which is not stored")  # fmt: skip
+                            f"{eid_str(value[:32])}, which is not stored")  # fmt: skip
                     if not itx.put(value, key, overwrite=False):
-                        other = _SEQ.unpack(itx.get(value, b"\0" * 8))[0]
-                        say("seq", f"seq {n}", f"names the same copy of {_eid_str(value[:32])} "
+                        other = SEQ.unpack(itx.get(value, b"\0" * 8))[0]
+                        say("seq", f"seq {n}", f"names the same copy of {eid_str(value[:32])} "
                             f"as seq {other}")  # fmt: skip
                 if next_seq is not None and last >= next_seq:
                     say("meta", "next_seq", f"is {next_seq} but seq already holds {last}")
@@ -1638,14 +1184,14 @@ def _check_structure(
 
                 # events: each preferred copy is its own event, has a seq entry, is indexed.
                 for eid, data in txn.cursor(db=dbs["events"]):
-                    subject = _eid_str(eid) if len(eid) == 32 else f"key {eid.hex()}"
+                    subject = eid_str(eid) if len(eid) == 32 else f"key {eid.hex()}"
                     if len(eid) != 32:
                         say("events", subject, "key is not a 32-byte event id")
                         continue
-                    h = _copy_hash(data)
+                    h = copy_hash(data)
                     if not has_seq(eid, h):
                         say("seq", subject, f"the preferred copy {h.hex()[:16]} has no seq entry")
-                    ids = _ids(data)
+                    ids = decode_ids(data)
                     if ids is None or not is_pith_number(ids.pith_number):
                         say("events", subject, "the stored copy does not decode as an envelope")
                         continue
@@ -1661,10 +1207,10 @@ def _check_structure(
                         say("evidence", f"key {key.hex()}", "is not event id + copy hash")
                         continue
                     eid, h = key[:32], key[32:]
-                    subject = _eid_str(eid)
-                    if _copy_hash(data) != h:
+                    subject = eid_str(eid)
+                    if copy_hash(data) != h:
                         say("evidence", subject, f"copy {h.hex()[:16]} does not hash to its key "
-                            f"(its bytes hash to {_copy_hash(data).hex()[:16]})")  # fmt: skip
+                            f"(its bytes hash to {copy_hash(data).hex()[:16]})")  # fmt: skip
                     if not has_seq(eid, h):
                         say("seq", subject, f"evidence copy {h.hex()[:16]} has no seq entry")
                     preferred = txn.get(eid, db=dbs["events"])
@@ -1674,7 +1220,7 @@ def _check_structure(
                         continue
                     if preferred == data:
                         say("evidence", subject, "an evidence copy equals the preferred copy")
-                    ids = _ids(data)
+                    ids = decode_ids(data)
                     if ids is None or not is_pith_number(ids.pith_number):
                         say("evidence", subject, f"copy {h.hex()[:16]} does not decode as an "
                             "envelope")  # fmt: skip
@@ -1694,7 +1240,7 @@ def _check_structure(
             say("by_pith", f"key {key.hex()}", "is not pith_number + event id")
             continue
         if txn.get(key[PITH_BYTES:], db=dbs["events"]) is None:
-            say("by_pith", _eid_str(key[PITH_BYTES:]), f"indexed under {pith} but not in events")
+            say("by_pith", eid_str(key[PITH_BYTES:]), f"indexed under {pith} but not in events")
     for name in ("piths", *INDEX_DBS):
         for key in txn.cursor(db=dbs[name]).iternext(values=False):
             pith = key[:PITH_BYTES].decode("ascii", "replace")
@@ -1745,14 +1291,14 @@ class _PithCopies:
 def _read_pith(txn: _Txn, dbs: dict[str, Any], pith: str, foreign: Sequence[bytes]) -> _PithCopies:
     """Every stored copy that claims ``pith`` (or is evidence of an event it indexes),
     through the door."""
-    indexed = set(_pith_eids(txn, dbs, pith))
+    indexed = set(pith_eids(txn, dbs, pith))
     by_event: dict[bytes, list[tuple[bytes | None, bytes]]] = {}
     passed: dict[bytes, Envelope | DoorError] = {}
     for eid in sorted(indexed | set(foreign)):
         preferred = txn.get(eid, db=dbs["events"])
         if preferred is None:
             continue  # reported by the structure pass
-        by_event[eid] = [(None, preferred), *((k[32:], v) for k, v in _evidence_of(txn, dbs, eid))]
+        by_event[eid] = [(None, preferred), *((k[32:], v) for k, v in evidence_of(txn, dbs, eid))]
         for _, data in by_event[eid]:
             try:
                 passed[data] = parse_envelope(data)
@@ -1825,7 +1371,7 @@ def _replay_pith(
     judged: list[Judged] = []
     copies = 0
     for eid, stored_copies in by_event.items():
-        subject = _eid_str(eid)
+        subject = eid_str(eid)
         candidates: list[tuple[Judged, bytes | None]] = []
         for h_key, data in stored_copies:
             copies += 1
@@ -1841,20 +1387,20 @@ def _replay_pith(
                 say("events" if h_key is None else "evidence", subject,
                     f"{label} says event_id {env.event_id}")  # fmt: skip
                 continue
-            h = _copy_hash(data)
+            h = copy_hash(data)
             cached_raw = None if stored_kd is None else txn.get(stored_kd + h, db=dbs["verdicts"])
             if data in checked:
                 reason = checked[data]
             elif ctx.verify or not ctx.same_keyring or cached_raw not in _VERDICT_VALUES:
                 reason = check_alone(env, ctx.keyring)
             else:
-                reason = _verdict_of(cached_raw)
+                reason = verdict_of(cached_raw)
             if ctx.same_keyring and stored_kd is not None:
                 if cached_raw is None:
                     say("verdicts", subject, f"{label} has no cached verdict")
-                elif cached_raw != _verdict_bytes(reason):
+                elif cached_raw != verdict_bytes(reason):
                     say("verdicts", subject, f"{label}: cached verdict {cached_raw.decode()!r}, "
-                        f"checks 1-12 give {_verdict_bytes(reason).decode()!r}")  # fmt: skip
+                        f"checks 1-12 give {verdict_bytes(reason).decode()!r}")  # fmt: skip
             candidates.append((Judged(env, reason), h_key))
         if not candidates:
             continue
@@ -1869,22 +1415,22 @@ def _replay_pith(
         if ctx.same_keyring and held is not None and winner_h is not None and eid in indexed_set:
             say("preference", subject, f"events holds a copy that section 7 step 0 does not "
                 f"prefer; evidence copy {winner_h.hex()[:16]} wins: "
-                f"{_why(winner, candidates[0][0])}")  # fmt: skip
+                f"{why(winner, candidates[0][0])}")  # fmt: skip
         if winner.envelope.pith_number == pith:
             judged.append(winner)
-    result = _reduce(pith, judged)
+    result = reduce_judged(pith, judged)
     state = render_reduction(result) if isinstance(result, Reduction) else None
     key = pith.encode("ascii")
     try:
-        cached_state = _assemble_state(txn, dbs, pith)
-    except _INDEX_DAMAGE as exc:
+        cached_state = assemble_state(txn, dbs, pith)
+    except INDEX_DAMAGE as exc:
         say("index", pith, f"the state cannot be assembled from the index: {exc!r}")
         return pith, found, len(judged), copies
     cached_status = txn.get(key, db=dbs["piths"])
-    expected_status = None if result is None else jcs(_summary(result))
+    expected_status = None if result is None else jcs(pith_summary(result))
     if ctx.same_keyring:
-        expected_index = _index_entries(pith, result)
-        for name, entries in _index_stored(txn, dbs, pith).items():
+        expected_index = index_entries(pith, result)
+        for name, entries in index_stored(txn, dbs, pith).items():
             want = expected_index[name]
             missing = len(want.keys() - entries.keys())
             extra = len(entries.keys() - want.keys())
@@ -2008,7 +1554,7 @@ _NODE = struct.Struct(">BQ")
 
 def _merkle_size(txn: _Txn, dbs: dict[str, Any]) -> int:
     raw = txn.get(META_MERKLE_SIZE, db=dbs["meta"])
-    return _SEQ.unpack(raw)[0] if raw is not None and len(raw) == _SEQ.size else 0
+    return SEQ.unpack(raw)[0] if raw is not None and len(raw) == SEQ.size else 0
 
 
 def _tree_size_arg(txn: _Txn, dbs: dict[str, Any], size: int | None) -> int:
@@ -2026,7 +1572,7 @@ def _perfect(txn: _Txn, dbs: dict[str, Any]) -> merkle.PerfectHash:
 
     def perfect(level: int, index: int) -> bytes:
         if level == 0:
-            value = txn.get(_SEQ.pack(index + 1), db=dbs["seq"])
+            value = txn.get(SEQ.pack(index + 1), db=dbs["seq"])
             if value is None or len(value) != 64:
                 raise StoreError("corrupted", f"seq {index + 1} is missing or damaged; run "
                                  "`pithlog replay --verify`")  # fmt: skip
@@ -2052,17 +1598,17 @@ def _merkle_sync(txn: _Txn, dbs: dict[str, Any]) -> int:
     size = start = _merkle_size(txn, dbs)
     perfect = _perfect(txn, dbs)
     while True:
-        value = txn.get(_SEQ.pack(size + 1), db=dbs["seq"])
+        value = txn.get(SEQ.pack(size + 1), db=dbs["seq"])
         if value is None or len(value) != 64:
             break
         for level, index, node in merkle.completed_subtrees(
             size, merkle.leaf_hash(value[:32]), perfect
         ):
             txn.put(_NODE.pack(level, index), node, db=dbs["merkle"])
-        txn.put(value, _SEQ.pack(size + 1), db=dbs["copy_seq"])
+        txn.put(value, SEQ.pack(size + 1), db=dbs["copy_seq"])
         size += 1
     if raw is None or size != start:
-        txn.put(META_MERKLE_SIZE, _SEQ.pack(size), db=dbs["meta"])
+        txn.put(META_MERKLE_SIZE, SEQ.pack(size), db=dbs["meta"])
     return size
 
 
@@ -2074,7 +1620,7 @@ def _catch_up_merkle(env: lmdb.Environment, dbs: dict[str, Any]) -> None:
             with _lmdb_errors(), env.begin(write=True) as txn:
                 size = _merkle_size(txn, dbs)
                 if (txn.get(META_MERKLE_SIZE, db=dbs["meta"]) is not None
-                        and txn.get(_SEQ.pack(size + 1), db=dbs["seq"]) is None):  # fmt: skip
+                        and txn.get(SEQ.pack(size + 1), db=dbs["seq"]) is None):  # fmt: skip
                     return
                 _merkle_sync(txn, dbs)
                 return
@@ -2110,12 +1656,12 @@ def _check_merkle(txn: _Txn, dbs: dict[str, Any], found: list[Discrepancy]) -> N
     for checked, (key, value) in enumerate(txn.cursor(db=dbs["seq"])):
         if checked >= size:
             break
-        if key != _SEQ.pack(checked + 1) or len(value) != 64:
+        if key != SEQ.pack(checked + 1) or len(value) != 64:
             say("seq", f"seq is not consecutive from 1 at leaf {checked}; the tree cannot "
                 "be checked beyond it")  # fmt: skip
             break
         if txn.get(value, db=dbs["copy_seq"]) != key:
-            say(_eid_str(value[:32]), f"copy_seq does not map copy {value[32:].hex()[:16]} to "
+            say(eid_str(value[:32]), f"copy_seq does not map copy {value[32:].hex()[:16]} to "
                 f"seq {checked + 1}")  # fmt: skip
         node, level, position = merkle.leaf_hash(value[:32]), 0, checked
         while position & 1:

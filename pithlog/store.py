@@ -26,10 +26,9 @@ import gc
 import multiprocessing
 import os
 import shutil
-import struct
 import tempfile
 import threading
-from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,31 +38,25 @@ import lmdb
 import msgspec
 
 from pithlog import merkle
-from pithlog.canonical import jcs
-from pithlog.checks import REASONS, CheckBatch, check_alone, start_checks
+from pithlog.checks import CheckBatch, check_alone, start_checks
 from pithlog.errors import DoorError, StoreError, register
 from pithlog.events import Envelope, is_event_id, parse_envelope
 from pithlog.keys import Keyring, make_keyring
 from pithlog.layout import (
     DB_NAMES,
     FORMAT_VERSION,
-    INDEX_DBS,
     META_FORMAT,
     META_KEYRING,
     META_MERGE,
     META_MERKLE_SIZE,
     META_NEXT_SEQ,
-    PITH_BYTES,
     SEQ,
-    VALID,
     copy_at,
     copy_hash,
-    decode_ids,
     distinct_piths,
     eid_bytes,
     eid_str,
     evidence_of,
-    pith_eids,
     stored_envelope,
     verdict_bytes,
     verdict_of,
@@ -71,19 +64,23 @@ from pithlog.layout import (
 )
 from pithlog.parallel import threads_per_process, verifying_pool
 from pithlog.records import is_pith_number
-from pithlog.reduce import MERGE_VERSION, Judged, Pending, Reduction, prefer
-from pithlog.state import render_reduction
-from pithlog.stateindex import (
-    INDEX_DAMAGE,
-    assemble_state,
-    index_add,
-    index_clear,
-    index_entries,
-    index_stored,
-    pith_summary,
-    reduce_judged,
-    rereduce,
+from pithlog.reduce import MERGE_VERSION, Judged, prefer
+from pithlog.replay import Discrepancy as Discrepancy
+from pithlog.replay import (
+    PithOutcome,
+    ReplayContext,
+    Started,
+    check_structure,
+    finish_chunk,
+    make_chunks,
+    replay_chunk,
+    replay_work,
+    start_chunk,
 )
+from pithlog.replay import Progress as Progress
+from pithlog.replay import ReplayReport as ReplayReport
+from pithlog.stateindex import INDEX_DAMAGE, assemble_state, index_add, index_clear, rereduce
+from pithlog.treestore import check_merkle, merkle_size, merkle_sync, subtree, tree_size_arg
 
 register(
     {
@@ -363,49 +360,6 @@ class AppendResult:
             "status": self.status,
             "reason": self.reason,
         }
-
-
-@dataclass(frozen=True)
-class Discrepancy:
-    """One place where the store disagrees with what its log implies."""
-
-    kind: str
-    subject: str
-    detail: str
-
-    def line(self) -> str:
-        return f"{self.kind}: {self.subject}: {self.detail}"
-
-
-@dataclass
-class ReplayReport:
-    """What :meth:`Store.replay` found. ``ok`` when there is no discrepancy."""
-
-    keyring_digest: str
-    stored_keyring_digest: str | None
-    piths: int = 0
-    events: int = 0
-    copies: int = 0
-    discrepancies: list[Discrepancy] = field(default_factory=list)
-    notes: list[Discrepancy] = field(default_factory=list)
-    """Under another keyring: pending piths whose counts would change (no state does)."""
-
-    @property
-    def same_keyring(self) -> bool:
-        return self.stored_keyring_digest in (None, self.keyring_digest)
-
-    @property
-    def ok(self) -> bool:
-        return not self.discrepancies
-
-    @property
-    def changed_piths(self) -> list[str]:
-        """Piths whose cached state (or pending status) differs from the replayed one."""
-        return sorted({d.subject for d in self.discrepancies if d.kind in ("state", "pith")})
-
-
-Progress = Callable[[int, int], None]
-"""``progress(done, total)``: piths replayed so far, out of ``total``."""
 
 
 # --- the store ----------------------------------------------------------------------------
@@ -823,7 +777,7 @@ class Store:
                 if pith in rebuild or not index_add(txn, dbs, pith, added[pith]):
                     rereduce(txn, dbs, pith, kd, keyring, verdicts, added.get(pith, ()))
             txn.put(META_NEXT_SEQ, SEQ.pack(next_seq), db=meta)
-            _merkle_sync(txn, dbs)  # the Merkle tree and copy_seq follow seq
+            merkle_sync(txn, dbs)  # the Merkle tree and copy_seq follow seq
             return results
 
         return self._write(work)
@@ -852,15 +806,17 @@ class Store:
         read-only); the report is the same as with ``jobs=1``.
         """
         report = ReplayReport(keyring.digest, self.keyring_digest())
-        ctx = _ReplayContext(keyring, report.same_keyring, verify, report.stored_keyring_digest)
+        ctx = ReplayContext(keyring, report.same_keyring, verify, report.stored_keyring_digest)
 
-        piths, foreign = self._read(_replay_work)
-        chunks = _chunks(piths, foreign, jobs)
+        piths, foreign = self._read(replay_work)
+        chunks = make_chunks(piths, foreign, jobs)
 
         def structure() -> None:
             replayed = set(piths)
-            self._read(lambda txn, dbs: _check_structure(txn, dbs, report, replayed))
-            self._read(lambda txn, dbs: _check_merkle(txn, dbs, report.discrepancies))
+            self._read(
+                lambda txn, dbs: check_structure(txn, dbs, report, replayed, _scratch_index)
+            )
+            self._read(lambda txn, dbs: check_merkle(txn, dbs, report.discrepancies))
 
         with contextlib.ExitStack() as stack:
             if jobs > 1:
@@ -891,8 +847,8 @@ class Store:
         self,
         stack: contextlib.ExitStack,
         chunks: list[list[tuple[str, list[bytes]]]],
-        ctx: _ReplayContext,
-    ) -> Iterator[list[_PithOutcome]]:
+        ctx: ReplayContext,
+    ) -> Iterator[list[PithOutcome]]:
         """``jobs=1``: the chunks in this process, as a pipeline. When signatures are to be
         verified and the machine has another core, they are verified in helper processes
         (one per other core) while this process reads the next chunk and puts it through
@@ -902,22 +858,22 @@ class Store:
         large = sum(len(chunk) for chunk in chunks) >= VERIFY_PROCESS_MIN_PITHS
         if (ctx.verify or not ctx.same_keyring) and cores > 1 and len(chunks) > 1 and large:
             ctx = dataclasses.replace(ctx, executor=verifying_pool(stack))
-        previous: _Started | None = None
+        previous: Started | None = None
         for chunk in chunks:
-            started = self._read(functools.partial(_start_chunk, chunk=chunk, ctx=ctx))
+            started = self._read(functools.partial(start_chunk, chunk=chunk, ctx=ctx))
             if previous is not None:
-                yield self._read(functools.partial(_finish_chunk, started=previous, ctx=ctx))
+                yield self._read(functools.partial(finish_chunk, started=previous, ctx=ctx))
             previous = started
         if previous is not None:
-            yield self._read(functools.partial(_finish_chunk, started=previous, ctx=ctx))
+            yield self._read(functools.partial(finish_chunk, started=previous, ctx=ctx))
 
     def _replay_pool(
         self,
         stack: contextlib.ExitStack,
         chunks: list[list[tuple[str, list[bytes]]]],
-        ctx: _ReplayContext,
+        ctx: ReplayContext,
         jobs: int,
-    ) -> Iterator[list[_PithOutcome]]:
+    ) -> Iterator[list[PithOutcome]]:
         """Hand ``chunks`` to worker processes now; their outcomes, in order."""
         if len(chunks) <= 1:
             return iter([_run_chunk(self, chunk, ctx) for chunk in chunks])
@@ -995,15 +951,15 @@ class Store:
 
     def tree_size(self) -> int:
         """Leaves of the Merkle tree: one per ``seq`` entry (every distinct stored copy)."""
-        return self._read(lambda txn, dbs: _merkle_size(txn, dbs))
+        return self._read(lambda txn, dbs: merkle_size(txn, dbs))
 
     def tree_root(self, size: int | None = None) -> tuple[int, bytes]:
         """``(size, MTH(D[size]))`` of the log's first ``size`` leaves (default: all), from
         O(log n) stored subtree hashes."""
 
         def work(txn: _Txn, dbs: dict[str, Any]) -> tuple[int, bytes]:
-            n = _tree_size_arg(txn, dbs, size)
-            return n, merkle.root(n, _subtree(txn, dbs))
+            n = tree_size_arg(txn, dbs, size)
+            return n, merkle.root(n, subtree(txn, dbs))
 
         return self._read(work)
 
@@ -1030,10 +986,10 @@ class Store:
         """``(size, PATH(index, D[size]))`` (RFC 9162 2.1.3.1)."""
 
         def work(txn: _Txn, dbs: dict[str, Any]) -> tuple[int, list[bytes]]:
-            n = _tree_size_arg(txn, dbs, size)
+            n = tree_size_arg(txn, dbs, size)
             if not 0 <= index < n:
                 raise StoreError("tree_size", f"leaf {index} is not in the tree of {n} leaves")
-            return n, merkle.inclusion_path(index, n, _subtree(txn, dbs))
+            return n, merkle.inclusion_path(index, n, subtree(txn, dbs))
 
         return self._read(work)
 
@@ -1041,10 +997,10 @@ class Store:
         """``(new, PROOF(old, D[new]))`` (RFC 9162 2.1.4.1)."""
 
         def work(txn: _Txn, dbs: dict[str, Any]) -> tuple[int, list[bytes]]:
-            n = _tree_size_arg(txn, dbs, new)
+            n = tree_size_arg(txn, dbs, new)
             if not 0 <= old <= n:
                 raise StoreError("tree_size", f"size {old} is not between 0 and {n}")
-            return n, merkle.consistency_path(old, n, _subtree(txn, dbs))
+            return n, merkle.consistency_path(old, n, subtree(txn, dbs))
 
         return self._read(work)
 
@@ -1083,371 +1039,6 @@ class Store:
         return self._read(work)
 
 
-# --- replay: structure --------------------------------------------------------------------
-
-_CHUNK = 32
-"""Piths per unit of replay work (and per read transaction), at most."""
-
-VERIFY_PROCESS_MIN_PITHS = 100
-"""A one-process replay of fewer piths verifies in threads: starting a verifying process
-costs about as much as verifying a few thousand signatures."""
-
-
-def _chunks(
-    piths: list[str], foreign: dict[str, list[bytes]], jobs: int
-) -> list[list[tuple[str, list[bytes]]]]:
-    """The replay work, ``(pith, event_ids of evidence claiming it)``, in chunks of piths:
-    at most :data:`_CHUNK`, and about four chunks per process."""
-    work = [(pith, foreign.get(pith, [])) for pith in piths]
-    size = max(1, min(_CHUNK, -(-len(work) // (max(jobs, 1) * 4))))
-    return [work[i : i + size] for i in range(0, len(work), size)]
-
-
-def _replay_work(txn: _Txn, dbs: dict[str, Any]) -> tuple[list[str], dict[str, list[bytes]]]:
-    """The piths to replay (every pith in ``by_pith``, and every pith that an evidence copy
-    claims) and, per pith, the event_ids that have an evidence copy claiming that pith
-    while their preferred copy claims another."""
-    foreign: dict[str, set[bytes]] = {}
-    for key, data in txn.cursor(db=dbs["evidence"]):
-        preferred = txn.get(key[:32], db=dbs["events"]) if len(key) == 64 else None
-        ids = decode_ids(data)
-        pref_ids = None if preferred is None else decode_ids(preferred)
-        if (
-            ids is not None
-            and pref_ids is not None
-            and is_pith_number(ids.pith_number)
-            and pref_ids.pith_number != ids.pith_number
-        ):
-            foreign.setdefault(ids.pith_number, set()).add(key[:32])
-    known = set(distinct_piths(txn, dbs))
-    return sorted(known | set(foreign)), {p: sorted(eids) for p, eids in foreign.items()}
-
-
-def _check_structure(
-    txn: _Txn, dbs: dict[str, Any], report: ReplayReport, replayed: Collection[str]
-) -> None:
-    """The checks that need no signature: meta, seq against the copies, the indexes against
-    each other. ``replayed``: the piths replay goes through (:func:`_replay_work`); an
-    index entry of any other pith is reported."""
-    found = report.discrepancies
-
-    def say(kind: str, subject: str, detail: str) -> None:
-        found.append(Discrepancy(kind, subject, detail))
-
-    meta = dbs["meta"]
-    if txn.get(META_FORMAT, db=meta) != FORMAT_VERSION:
-        say("meta", "format", f"is {txn.get(META_FORMAT, db=meta)!r}, expected {FORMAT_VERSION!r}")
-    if txn.get(META_MERGE, db=meta) != MERGE_VERSION.encode("ascii"):
-        say("meta", "merge_version", f"is {txn.get(META_MERGE, db=meta)!r}")
-    raw_next = txn.get(META_NEXT_SEQ, db=meta)
-    next_seq = SEQ.unpack(raw_next)[0] if raw_next is not None and len(raw_next) == 8 else None
-    if next_seq is None:
-        say("meta", "next_seq", f"is {raw_next!r}, not an 8-byte counter")
-    kd = txn.get(META_KEYRING, db=meta)
-    if kd is None and txn.stat(dbs["events"])["entries"]:
-        say("meta", "keyring_digest", "missing although the store holds events")
-
-    # seq -> copies, with a temporary on-disk index copy -> seq (memory stays bounded).
-    seq_entries = txn.stat(dbs["seq"])["entries"]
-    tmp = tempfile.mkdtemp(prefix="pithlog-replay-")
-    try:
-        # One write transaction holds every seq entry; writemap puts its dirty pages in the
-        # file's mapping instead of the heap, so memory does not grow with the log (without
-        # it, a replay of 1M events held 135 MiB of them).
-        index_env = lmdb.open(tmp, map_size=max(64 << 20, seq_entries * 512), sync=False,
-                              metasync=False, lock=False, subdir=True,
-                              writemap=True)  # fmt: skip
-        try:
-            with index_env.begin(write=True) as itx:
-                last = 0
-                for key, value in txn.cursor(db=dbs["seq"]):
-                    if len(key) != 8:
-                        say("seq", f"key {key.hex()}", "is not an 8-byte sequence number")
-                        continue
-                    n = SEQ.unpack(key)[0]
-                    last = n
-                    if len(value) != 64:
-                        say("seq", f"seq {n}", f"value of {len(value)} bytes, not 64")
-                        continue
-                    if copy_at(txn, dbs, value) is None:
-                        say("seq", f"seq {n}", f"names copy {value[32:].hex()[:16]} of "
-                            f"{eid_str(value[:32])}, which is not stored")  # fmt: skip
-                    if not itx.put(value, key, overwrite=False):
-                        other = SEQ.unpack(itx.get(value, b"\0" * 8))[0]
-                        say("seq", f"seq {n}", f"names the same copy of {eid_str(value[:32])} "
-                            f"as seq {other}")  # fmt: skip
-                if next_seq is not None and last >= next_seq:
-                    say("meta", "next_seq", f"is {next_seq} but seq already holds {last}")
-
-                def has_seq(eid: bytes, h: bytes) -> bool:
-                    return itx.get(eid + h) is not None
-
-                # events: each preferred copy is its own event, has a seq entry, is indexed.
-                for eid, data in txn.cursor(db=dbs["events"]):
-                    subject = eid_str(eid) if len(eid) == 32 else f"key {eid.hex()}"
-                    if len(eid) != 32:
-                        say("events", subject, "key is not a 32-byte event id")
-                        continue
-                    h = copy_hash(data)
-                    if not has_seq(eid, h):
-                        say("seq", subject, f"the preferred copy {h.hex()[:16]} has no seq entry")
-                    ids = decode_ids(data)
-                    if ids is None or not is_pith_number(ids.pith_number):
-                        say("events", subject, "the stored copy does not decode as an envelope")
-                        continue
-                    if ids.event_id != subject:
-                        say("events", subject, f"the stored copy says event_id {ids.event_id}")
-                    pith_key = ids.pith_number.encode("ascii") + eid
-                    if txn.get(pith_key, db=dbs["by_pith"]) is None:
-                        say("by_pith", subject, f"not indexed under its pith {ids.pith_number}")
-
-                # evidence: hash, owner, not the preferred copy itself, a seq entry.
-                for key, data in txn.cursor(db=dbs["evidence"]):
-                    if len(key) != 64:
-                        say("evidence", f"key {key.hex()}", "is not event id + copy hash")
-                        continue
-                    eid, h = key[:32], key[32:]
-                    subject = eid_str(eid)
-                    if copy_hash(data) != h:
-                        say("evidence", subject, f"copy {h.hex()[:16]} does not hash to its key "
-                            f"(its bytes hash to {copy_hash(data).hex()[:16]})")  # fmt: skip
-                    if not has_seq(eid, h):
-                        say("seq", subject, f"evidence copy {h.hex()[:16]} has no seq entry")
-                    preferred = txn.get(eid, db=dbs["events"])
-                    if preferred is None:
-                        say("evidence", subject, f"copy {h.hex()[:16]} is evidence of an event "
-                            "with no preferred copy in events")  # fmt: skip
-                        continue
-                    if preferred == data:
-                        say("evidence", subject, "an evidence copy equals the preferred copy")
-                    ids = decode_ids(data)
-                    if ids is None or not is_pith_number(ids.pith_number):
-                        say("evidence", subject, f"copy {h.hex()[:16]} does not decode as an "
-                            "envelope")  # fmt: skip
-                        continue
-                    if ids.event_id != subject:
-                        say("evidence", subject, f"copy {h.hex()[:16]} says event_id "
-                            f"{ids.event_id}")  # fmt: skip
-        finally:
-            index_env.close()
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-
-    # by_pith: well-formed keys naming stored events (their pith is checked per pith).
-    for key in txn.cursor(db=dbs["by_pith"]).iternext(values=False):
-        pith = key[:PITH_BYTES].decode("ascii", "replace")
-        if len(key) != PITH_BYTES + 32 or not is_pith_number(pith):
-            say("by_pith", f"key {key.hex()}", "is not pith_number + event id")
-            continue
-        if txn.get(key[PITH_BYTES:], db=dbs["events"]) is None:
-            say("by_pith", eid_str(key[PITH_BYTES:]), f"indexed under {pith} but not in events")
-    for name in ("piths", *INDEX_DBS):
-        for key in txn.cursor(db=dbs[name]).iternext(values=False):
-            pith = key[:PITH_BYTES].decode("ascii", "replace")
-            if pith not in replayed:
-                say(name, pith, "cached for a pith that has no events in by_pith")
-    for key, value in txn.cursor(db=dbs["verdicts"]):
-        if len(key) != 64:
-            say("verdicts", f"key {key.hex()}", "is not keyring digest + copy hash")
-        elif value != VALID and value.decode("ascii", "replace") not in REASONS[:12]:
-            say("verdicts", f"copy {key[32:].hex()[:16]}", f"verdict {value!r} is not one of "
-                "checks 1-12")  # fmt: skip
-
-
-# --- replay: one pith ---------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class _ReplayContext:
-    keyring: Keyring
-    same_keyring: bool
-    verify: bool
-    stored_kd: str | None
-    threads: int | None = None
-    """Verification threads per process (:func:`check_many`; ``None``: its default)."""
-    executor: Executor | None = None
-    """Verifying processes (:func:`start_checks`) of a one-process replay, if any."""
-
-    @property
-    def kd(self) -> bytes:
-        return bytes.fromhex(self.keyring.digest)
-
-
-_PithOutcome = tuple[str, list[Discrepancy], int, int]
-"""``(pith, discrepancies, events, copies)``."""
-
-
-@dataclass
-class _PithCopies:
-    """One pith's stored copies as replay reads them, each through the door."""
-
-    pith: str
-    indexed: set[bytes]
-    by_event: dict[bytes, list[tuple[bytes | None, bytes]]]
-    """event_id -> its copies: ``(None, preferred)`` first, then ``(copy hash, evidence)``."""
-    passed: dict[bytes, Envelope | DoorError]
-
-
-def _read_pith(txn: _Txn, dbs: dict[str, Any], pith: str, foreign: Sequence[bytes]) -> _PithCopies:
-    """Every stored copy that claims ``pith`` (or is evidence of an event it indexes),
-    through the door."""
-    indexed = set(pith_eids(txn, dbs, pith))
-    by_event: dict[bytes, list[tuple[bytes | None, bytes]]] = {}
-    passed: dict[bytes, Envelope | DoorError] = {}
-    for eid in sorted(indexed | set(foreign)):
-        preferred = txn.get(eid, db=dbs["events"])
-        if preferred is None:
-            continue  # reported by the structure pass
-        by_event[eid] = [(None, preferred), *((k[32:], v) for k, v in evidence_of(txn, dbs, eid))]
-        for _, data in by_event[eid]:
-            try:
-                passed[data] = parse_envelope(data)
-            except DoorError as exc:
-                passed[data] = exc
-    return _PithCopies(pith, indexed, by_event, passed)
-
-
-@dataclass
-class _Started:
-    """A chunk read and through the door, its checks 1-12 started (:func:`_start_chunk`)."""
-
-    read: list[_PithCopies]
-    fresh: list[bytes]
-    batch: CheckBatch | None
-
-
-def _start_chunk(
-    txn: _Txn,
-    dbs: dict[str, Any],
-    chunk: Sequence[tuple[str, Sequence[bytes]]],
-    ctx: _ReplayContext,
-) -> _Started:
-    """Every copy of the chunk's piths through the door, then checks 1-12 started on all of
-    them at once (``verify``, or another keyring): one batch of signatures for threads or
-    a verifying process (:func:`start_checks`)."""
-    read = [_read_pith(txn, dbs, pith, foreign) for pith, foreign in chunk]
-    if not (ctx.verify or not ctx.same_keyring):
-        return _Started(read, [], None)
-    fresh = {data: e for r in read for data, e in r.passed.items() if isinstance(e, Envelope)}
-    batch = start_checks(list(fresh.values()), ctx.keyring, ctx.threads, ctx.executor)
-    return _Started(read, list(fresh), batch)
-
-
-def _finish_chunk(
-    txn: _Txn, dbs: dict[str, Any], started: _Started, ctx: _ReplayContext
-) -> list[_PithOutcome]:
-    """The started chunk, pith by pith, once its signatures are verified."""
-    checked: dict[bytes, str | None] = {}
-    if started.batch is not None:
-        checked = dict(zip(started.fresh, started.batch.reasons(), strict=True))
-    return [_replay_pith(txn, dbs, r, checked, ctx) for r in started.read]
-
-
-def _replay_chunk(
-    txn: _Txn,
-    dbs: dict[str, Any],
-    chunk: Sequence[tuple[str, Sequence[bytes]]],
-    ctx: _ReplayContext,
-) -> list[_PithOutcome]:
-    """Replay the piths of ``chunk`` (what a worker process does with one)."""
-    return _finish_chunk(txn, dbs, _start_chunk(txn, dbs, chunk, ctx), ctx)
-
-
-def _replay_pith(
-    txn: _Txn,
-    dbs: dict[str, Any],
-    copies_of: _PithCopies,
-    checked: dict[bytes, str | None],
-    ctx: _ReplayContext,
-) -> _PithOutcome:
-    found: list[Discrepancy] = []
-
-    def say(kind: str, subject: str, detail: str) -> None:
-        found.append(Discrepancy(kind, subject, detail))
-
-    pith, indexed_set = copies_of.pith, copies_of.indexed
-    by_event, passed = copies_of.by_event, copies_of.passed
-    stored_kd = bytes.fromhex(ctx.stored_kd) if ctx.stored_kd else None
-    judged: list[Judged] = []
-    copies = 0
-    for eid, stored_copies in by_event.items():
-        subject = eid_str(eid)
-        candidates: list[tuple[Judged, bytes | None]] = []
-        for h_key, data in stored_copies:
-            copies += 1
-            label = "the preferred copy" if h_key is None else f"evidence copy {h_key.hex()[:16]}"
-            env = passed[data]
-            if isinstance(env, DoorError):
-                say("door", subject, f"{label} no longer passes the door: {env.describe()}")
-                continue
-            if env.encoded != data:
-                say("events" if h_key is None else "evidence", subject,
-                    f"{label} is not stored in its JCS encoding")  # fmt: skip
-            if env.event_id != subject:
-                say("events" if h_key is None else "evidence", subject,
-                    f"{label} says event_id {env.event_id}")  # fmt: skip
-                continue
-            h = copy_hash(data)
-            cached_raw = None if stored_kd is None else txn.get(stored_kd + h, db=dbs["verdicts"])
-            if data in checked:
-                reason = checked[data]
-            elif ctx.verify or not ctx.same_keyring or cached_raw not in _VERDICT_VALUES:
-                reason = check_alone(env, ctx.keyring)
-            else:
-                reason = verdict_of(cached_raw)
-            if ctx.same_keyring and stored_kd is not None:
-                if cached_raw is None:
-                    say("verdicts", subject, f"{label} has no cached verdict")
-                elif cached_raw != verdict_bytes(reason):
-                    say("verdicts", subject, f"{label}: cached verdict {cached_raw.decode()!r}, "
-                        f"checks 1-12 give {verdict_bytes(reason).decode()!r}")  # fmt: skip
-            candidates.append((Judged(env, reason), h_key))
-        if not candidates:
-            continue
-        held = candidates[0][0] if candidates[0][1] is None else None
-        if eid in indexed_set and held is not None and held.envelope.pith_number != pith:
-            say("by_pith", subject, f"indexed under {pith} but its envelope says "
-                f"{held.envelope.pith_number}")  # fmt: skip
-        winner, winner_h = candidates[0]
-        for candidate, h_key in candidates[1:]:
-            if prefer(candidate, winner) is candidate:
-                winner, winner_h = candidate, h_key
-        if ctx.same_keyring and held is not None and winner_h is not None and eid in indexed_set:
-            say("preference", subject, f"events holds a copy that section 7 step 0 does not "
-                f"prefer; evidence copy {winner_h.hex()[:16]} wins: "
-                f"{why(winner, candidates[0][0])}")  # fmt: skip
-        if winner.envelope.pith_number == pith:
-            judged.append(winner)
-    result = reduce_judged(pith, judged)
-    state = render_reduction(result) if isinstance(result, Reduction) else None
-    key = pith.encode("ascii")
-    try:
-        cached_state = assemble_state(txn, dbs, pith)
-    except INDEX_DAMAGE as exc:
-        say("index", pith, f"the state cannot be assembled from the index: {exc!r}")
-        return pith, found, len(judged), copies
-    cached_status = txn.get(key, db=dbs["piths"])
-    expected_status = None if result is None else jcs(pith_summary(result))
-    if ctx.same_keyring:
-        expected_index = index_entries(pith, result)
-        for name, entries in index_stored(txn, dbs, pith).items():
-            want = expected_index[name]
-            missing = len(want.keys() - entries.keys())
-            extra = len(entries.keys() - want.keys())
-            differ = sum(1 for k in want.keys() & entries.keys() if want[k] != entries[k])
-            if name != "piths" and (missing or extra or differ):
-                say("index", pith, f"{name}: {missing} entries missing, {extra} extra, "
-                    f"{differ} differing from a full reduction")  # fmt: skip
-    if cached_state != state:
-        say("state", pith, _state_difference(cached_state, state, result))
-    elif cached_status != expected_status:
-        shown = f"piths says {_show(cached_status)}, replay gives {_show(expected_status)}"
-        # Under another keyring, a pending pith whose counts change has no state that
-        # changes: a note, not a discrepancy. Under the store's keyring it is damage.
-        say("pith" if ctx.same_keyring or state is not None else "note", pith, shown)
-    return pith, found, len(judged), copies
-
-
 @dataclass
 class _StartedBatch:
     """A batch through the door with checks 1-12 started (:meth:`Store._start_append`)."""
@@ -1463,45 +1054,34 @@ PIPELINE_MIN = 500
 processes from the second batch on; smaller ones in threads, as :meth:`Store.append`
 does (a process start costs about as much as verifying a few thousand signatures)."""
 
-
-_VERDICT_VALUES = frozenset([VALID, *(r.encode("ascii") for r in REASONS[:12])])
-
-
-def _show(raw: bytes | None) -> str:
-    return "nothing" if raw is None else raw.decode("utf-8", "replace")
+VERIFY_PROCESS_MIN_PITHS = 100
+"""A one-process replay of fewer piths verifies in threads: starting a verifying process
+costs about as much as verifying a few thousand signatures."""
 
 
-def _state_difference(
-    cached: bytes | None, replayed: bytes | None, result: Reduction | Pending | None
-) -> str:
-    """Say precisely how a cached state differs from the replayed one."""
-    if replayed is None:
-        now = "no events" if result is None else f"pending ({result.event_count} events)"
-        if cached is None:
-            return f"no cached state, and replay gives none ({now})"
-        return f"a state is cached but replay gives {now}"
-    if cached is None:
-        return f"no state is cached but replay gives one ({len(replayed)} bytes)"
+# --- replay: the scratch index and worker processes ---------------------------------------
+
+
+@contextlib.contextmanager
+def _scratch_index(entries: int) -> Iterator[_Txn]:
+    """The temporary on-disk index of the structure pass (:data:`pithlog.replay.ScratchFactory`):
+    a write transaction on a throwaway environment, for ``entries`` keys or so."""
+    tmp = tempfile.mkdtemp(prefix="pithlog-replay-")
     try:
-        old = msgspec.json.decode(cached)
-    except (msgspec.MsgspecError, ValueError):
-        return "the cached state is not JSON (damaged bytes)"
-    new = msgspec.json.decode(replayed)
-    if not isinstance(old, dict) or old.keys() != new.keys():
-        return "the cached state does not have the state document's members"
-    differing = [m for m in new if jcs(old[m]) != jcs(new[m])]
-    if not differing:
-        return "the cached bytes differ from the rendering of the same document"
-    counts = [
-        f"{m} cached {old[m]}, replayed {new[m]}"
-        for m in ("event_count", "valid_event_count", "invalid_event_count", "equivocation_count")
-        if old[m] != new[m]
-    ]
-    detail = f"differs in {', '.join(differing)}"
-    return f"{detail} ({'; '.join(counts)})" if counts else detail
+        # One write transaction holds every seq entry; writemap puts its dirty pages in the
+        # file's mapping instead of the heap, so memory does not grow with the log (without
+        # it, a replay of 1M events held 135 MiB of them).
+        index_env = lmdb.open(tmp, map_size=max(64 << 20, entries * 512), sync=False,
+                              metasync=False, lock=False, subdir=True,
+                              writemap=True)  # fmt: skip
+        try:
+            with index_env.begin(write=True) as itx:
+                yield itx
+        finally:
+            index_env.close()
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
 
-
-# --- replay: worker processes -------------------------------------------------------------
 
 _WORKER: dict[str, Any] = {}
 
@@ -1516,100 +1096,20 @@ def _worker_init(
 ) -> None:
     gc.disable()  # a worker holds only acyclic decoded JSON: see pithlog.cli
     _WORKER["store"] = Store.open(path, create=False, readonly=True)
-    _WORKER["ctx"] = _ReplayContext(make_keyring(entries), same, verify, stored_kd, threads)
+    _WORKER["ctx"] = ReplayContext(make_keyring(entries), same, verify, stored_kd, threads)
 
 
 def _run_chunk(
-    store: Store, chunk: list[tuple[str, list[bytes]]], ctx: _ReplayContext
-) -> list[_PithOutcome]:
-    def work(txn: _Txn, dbs: dict[str, Any]) -> list[_PithOutcome]:
-        return _replay_chunk(txn, dbs, chunk, ctx)
+    store: Store, chunk: list[tuple[str, list[bytes]]], ctx: ReplayContext
+) -> list[PithOutcome]:
+    def work(txn: _Txn, dbs: dict[str, Any]) -> list[PithOutcome]:
+        return replay_chunk(txn, dbs, chunk, ctx)
 
     return store._read(work)
 
 
-def _worker_run(chunk: list[tuple[str, list[bytes]]]) -> list[_PithOutcome]:
+def _worker_run(chunk: list[tuple[str, list[bytes]]]) -> list[PithOutcome]:
     return _run_chunk(_WORKER["store"], chunk, _WORKER["ctx"])
-
-
-# --- the Merkle tree over the append sequence ---------------------------------------------
-# RFC 9162 section 2.1 over the append sequence: leaf i (from 0) is seq i + 1, its leaf hash
-# SHA-256(0x00 || the 32 raw bytes of the copy's event_id). Two copies of one event_id are
-# two leaves with the same hash; the copy hash is not in the leaf.
-#   merkle    level (1 byte, >= 1) + index (8 bytes big-endian) -> the 32-byte hash of the
-#             perfect subtree of leaves [index * 2**level, (index + 1) * 2**level), for
-#             every such subtree that is complete. Level 0 (the leaf hashes) comes from seq.
-#   copy_seq  event_id (32) + copy hash (32) -> seq (8 bytes big-endian): seq inverted,
-#             in (event_id, copy hash) order (the leaves of an event; the items of sync).
-# meta merkle_size: how many seq entries the two cover. Appends extend them in their own
-# transaction (_merkle_sync); opening a store catches up a store written without them.
-
-register({
-    "store.tree_size": "a tree size or leaf index beyond the store's log: see `pithlog stats` "
-    "(merkle_size)",
-})  # fmt: skip
-
-_NODE = struct.Struct(">BQ")
-
-
-def _merkle_size(txn: _Txn, dbs: dict[str, Any]) -> int:
-    raw = txn.get(META_MERKLE_SIZE, db=dbs["meta"])
-    return SEQ.unpack(raw)[0] if raw is not None and len(raw) == SEQ.size else 0
-
-
-def _tree_size_arg(txn: _Txn, dbs: dict[str, Any], size: int | None) -> int:
-    current = _merkle_size(txn, dbs)
-    if size is None:
-        return current
-    if not 0 <= size <= current:
-        raise StoreError("tree_size", f"tree size {size} is not between 0 and the store's "
-                         f"{current}")  # fmt: skip
-    return size
-
-
-def _perfect(txn: _Txn, dbs: dict[str, Any]) -> merkle.PerfectHash:
-    """``perfect(level, index)`` from ``seq`` (level 0) and ``merkle``."""
-
-    def perfect(level: int, index: int) -> bytes:
-        if level == 0:
-            value = txn.get(SEQ.pack(index + 1), db=dbs["seq"])
-            if value is None or len(value) != 64:
-                raise StoreError("corrupted", f"seq {index + 1} is missing or damaged; run "
-                                 "`pithlog replay --verify`")  # fmt: skip
-            return merkle.leaf_hash(value[:32])
-        value = txn.get(_NODE.pack(level, index), db=dbs["merkle"])
-        if value is None or len(value) != merkle.HASH_SIZE:
-            raise StoreError("corrupted", f"merkle node {level}/{index} is missing or damaged; "
-                             "run `pithlog replay --verify`")  # fmt: skip
-        return value
-
-    return perfect
-
-
-def _subtree(txn: _Txn, dbs: dict[str, Any]) -> merkle.SubtreeHash:
-    return merkle.subtree_from_perfect(_perfect(txn, dbs))
-
-
-def _merkle_sync(txn: _Txn, dbs: dict[str, Any]) -> int:
-    """Extend ``merkle`` and ``copy_seq`` over the seq entries they do not cover yet (those
-    of this transaction's append; all of them for a store written without them). Stops at
-    the first missing sequence number: a damaged seq is replay's to report."""
-    raw = txn.get(META_MERKLE_SIZE, db=dbs["meta"])
-    size = start = _merkle_size(txn, dbs)
-    perfect = _perfect(txn, dbs)
-    while True:
-        value = txn.get(SEQ.pack(size + 1), db=dbs["seq"])
-        if value is None or len(value) != 64:
-            break
-        for level, index, node in merkle.completed_subtrees(
-            size, merkle.leaf_hash(value[:32]), perfect
-        ):
-            txn.put(_NODE.pack(level, index), node, db=dbs["merkle"])
-        txn.put(value, SEQ.pack(size + 1), db=dbs["copy_seq"])
-        size += 1
-    if raw is None or size != start:
-        txn.put(META_MERKLE_SIZE, SEQ.pack(size), db=dbs["meta"])
-    return size
 
 
 def _catch_up_merkle(env: lmdb.Environment, dbs: dict[str, Any]) -> None:
@@ -1618,11 +1118,11 @@ def _catch_up_merkle(env: lmdb.Environment, dbs: dict[str, Any]) -> None:
     while True:
         try:
             with _lmdb_errors(), env.begin(write=True) as txn:
-                size = _merkle_size(txn, dbs)
+                size = merkle_size(txn, dbs)
                 if (txn.get(META_MERKLE_SIZE, db=dbs["meta"]) is not None
                         and txn.get(SEQ.pack(size + 1), db=dbs["seq"]) is None):  # fmt: skip
                     return
-                _merkle_sync(txn, dbs)
+                merkle_sync(txn, dbs)
                 return
         except StoreError as exc:
             cause = exc.__cause__
@@ -1635,51 +1135,3 @@ def _catch_up_merkle(env: lmdb.Environment, dbs: dict[str, Any]) -> None:
                 env.set_mapsize(0)
             else:
                 raise
-
-
-_MAX_MERKLE_LINES = 20
-
-
-def _check_merkle(txn: _Txn, dbs: dict[str, Any], found: list[Discrepancy]) -> None:
-    """Replay: recompute the tree from seq (O(log n) memory) and compare every stored
-    subtree hash; ``copy_seq`` must invert ``seq``; ``merkle_size`` must cover seq."""
-    lines: list[Discrepancy] = []
-
-    def say(subject: str, detail: str) -> None:
-        lines.append(Discrepancy("merkle", subject, detail))
-
-    size = _merkle_size(txn, dbs)
-    entries = txn.stat(dbs["seq"])["entries"]
-    if size != entries:
-        say("merkle_size", f"covers {size} leaves but seq holds {entries} entries")
-    frontier: dict[int, bytes] = {}
-    for checked, (key, value) in enumerate(txn.cursor(db=dbs["seq"])):
-        if checked >= size:
-            break
-        if key != SEQ.pack(checked + 1) or len(value) != 64:
-            say("seq", f"seq is not consecutive from 1 at leaf {checked}; the tree cannot "
-                "be checked beyond it")  # fmt: skip
-            break
-        if txn.get(value, db=dbs["copy_seq"]) != key:
-            say(eid_str(value[:32]), f"copy_seq does not map copy {value[32:].hex()[:16]} to "
-                f"seq {checked + 1}")  # fmt: skip
-        node, level, position = merkle.leaf_hash(value[:32]), 0, checked
-        while position & 1:
-            node = merkle.node_hash(frontier.pop(level), node)
-            level += 1
-            position >>= 1
-            if txn.get(_NODE.pack(level, position), db=dbs["merkle"]) != node:
-                say(f"node {level}/{position}", "differs from the hash recomputed from seq")
-        frontier[level] = node
-    expected_nodes = size - bin(size).count("1")
-    nodes = txn.stat(dbs["merkle"])["entries"]
-    if nodes != expected_nodes:
-        say("merkle", f"holds {nodes} subtree hashes; a tree of {size} leaves has "
-            f"{expected_nodes}")  # fmt: skip
-    copies = txn.stat(dbs["copy_seq"])["entries"]
-    if copies != size:
-        say("copy_seq", f"holds {copies} entries; the tree has {size} leaves")
-    found.extend(lines[:_MAX_MERKLE_LINES])
-    if len(lines) > _MAX_MERKLE_LINES:
-        found.append(Discrepancy("merkle", "more", f"{len(lines) - _MAX_MERKLE_LINES} more "
-                                 "merkle discrepancies"))  # fmt: skip

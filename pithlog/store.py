@@ -1,7 +1,12 @@
 """The durable log: an LMDB environment holding events, their evidence, indexes and the
 cached state of every pith (``docs/store.md`` describes the layout byte for byte).
 
-This is the only module that imports :mod:`lmdb`.
+This is the only module that imports :mod:`lmdb`: it opens the environment and the
+transactions, and the modules beside it do their work on those transactions without
+importing :mod:`lmdb` (:mod:`pithlog.layout`: the layout and its codecs;
+:mod:`pithlog.stateindex`: the per-pith reduction index; :mod:`pithlog.append`: what an
+append and a rebuild write; :mod:`pithlog.replay`: replay; :mod:`pithlog.treestore`: the
+Merkle tree's storage).
 
 - :meth:`Store.append` takes a batch (raw lines or envelopes), applies the door, checks 1-12
   and the step 0 preference of spec section 7, and commits it as ONE durable write
@@ -37,8 +42,16 @@ from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar
 import lmdb
 import msgspec
 
-from pithlog import merkle
-from pithlog.checks import CheckBatch, check_alone, start_checks
+from pithlog import treestore
+from pithlog.append import DUPLICATE as DUPLICATE
+from pithlog.append import EVIDENCE as EVIDENCE
+from pithlog.append import REFUSED as REFUSED
+from pithlog.append import REJECTED as REJECTED
+from pithlog.append import REPLACED as REPLACED
+from pithlog.append import STORED as STORED
+from pithlog.append import AppendResult as AppendResult
+from pithlog.append import StartedBatch, append_work, rebuild_work
+from pithlog.checks import start_checks
 from pithlog.errors import DoorError, StoreError, register
 from pithlog.events import Envelope, is_event_id, parse_envelope
 from pithlog.keys import Keyring, make_keyring
@@ -53,18 +66,13 @@ from pithlog.layout import (
     SEQ,
     copy_at,
     copy_hash,
-    distinct_piths,
     eid_bytes,
     eid_str,
     evidence_of,
-    stored_envelope,
-    verdict_bytes,
-    verdict_of,
-    why,
 )
 from pithlog.parallel import threads_per_process, verifying_pool
 from pithlog.records import is_pith_number
-from pithlog.reduce import MERGE_VERSION, Judged, prefer
+from pithlog.reduce import MERGE_VERSION
 from pithlog.replay import Discrepancy as Discrepancy
 from pithlog.replay import (
     PithOutcome,
@@ -79,8 +87,7 @@ from pithlog.replay import (
 )
 from pithlog.replay import Progress as Progress
 from pithlog.replay import ReplayReport as ReplayReport
-from pithlog.stateindex import INDEX_DAMAGE, assemble_state, index_add, index_clear, rereduce
-from pithlog.treestore import check_merkle, merkle_size, merkle_sync, subtree, tree_size_arg
+from pithlog.stateindex import INDEX_DAMAGE, assemble_state
 
 register(
     {
@@ -108,22 +115,6 @@ DEFAULT_MAP_SIZE = 64 << 20
 """Initial map size of a new store; it doubles whenever a batch does not fit."""
 
 MAX_MAP_SIZE = 1 << 40
-
-# Append statuses (one per item of a batch).
-STORED = "stored"
-"""A new event_id: this copy is stored (with ``reason`` set when kept invalid)."""
-DUPLICATE = "duplicate"
-"""This exact envelope is already stored (or appeared earlier in the batch)."""
-REPLACED = "replaced"
-"""A different copy was stored under this event_id; this one is preferred (spec 7 step 0)
-and is now the event's copy; the other is kept as evidence."""
-EVIDENCE = "evidence"
-"""A different copy is stored under this event_id and stays preferred; this one is kept as
-evidence."""
-REJECTED = "rejected"
-"""Fails one of checks 1-12 (``reason``); not stored (see ``keep_invalid``)."""
-REFUSED = "refused"
-"""Refused at the door (spec 1, 4): not attributable, never stored."""
 
 T = TypeVar("T")
 
@@ -340,26 +331,29 @@ def _open_dbs(env: lmdb.Environment, real: str, create: bool) -> dict[str, Any]:
     return dbs
 
 
-# --- results ------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class AppendResult:
-    """What became of one item of a batch (``index`` counts items from 0)."""
-
-    index: int
-    event_id: str | None
-    status: str
-    reason: str | None = None
-    pith_number: str | None = None
-
-    def as_json(self) -> dict[str, Any]:
-        return {
-            "index": self.index,
-            "event_id": self.event_id,
-            "status": self.status,
-            "reason": self.reason,
-        }
+def _catch_up_merkle(env: lmdb.Environment, dbs: dict[str, Any]) -> None:
+    """On open: build the tree of a store that lacks it (or was appended to by a pithlog
+    without it), growing the map when it does not fit. Nothing to do for a current one."""
+    while True:
+        try:
+            with _lmdb_errors(), env.begin(write=True) as txn:
+                size = treestore.merkle_size(txn, dbs)
+                if (txn.get(META_MERKLE_SIZE, db=dbs["meta"]) is not None
+                        and txn.get(SEQ.pack(size + 1), db=dbs["seq"]) is None):  # fmt: skip
+                    return
+                treestore.merkle_sync(txn, dbs)
+                return
+        except StoreError as exc:
+            cause = exc.__cause__
+            if isinstance(cause, lmdb.MapFullError):
+                size_now = env.info()["map_size"]
+                if size_now >= MAX_MAP_SIZE:
+                    raise
+                env.set_mapsize(min(size_now * 2, MAX_MAP_SIZE))
+            elif isinstance(cause, lmdb.MapResizedError):
+                env.set_mapsize(0)
+            else:
+                raise
 
 
 # --- the store ----------------------------------------------------------------------------
@@ -641,7 +635,7 @@ class Store:
         cores = os.cpu_count() or 1
         with contextlib.ExitStack() as stack:
             executor: Executor | None = None
-            previous: _StartedBatch | None = None
+            previous: StartedBatch | None = None
             for number, batch in enumerate(batches):
                 first_large = previous is not None and len(previous.items) >= PIPELINE_MIN
                 if number == 1 and cores > 1 and first_large:
@@ -658,7 +652,7 @@ class Store:
         batch: Iterable[bytes | bytearray | memoryview | Envelope],
         keyring: Keyring,
         executor: Executor | None = None,
-    ) -> _StartedBatch:
+    ) -> StartedBatch:
         """A batch through the door, and checks 1-12 started on its copies that the store
         does not hold yet (a copy already stored is a duplicate, not judged again)."""
         items: list[Envelope | DoorError] = []
@@ -682,105 +676,13 @@ class Store:
 
         fresh = self._read(unseen) if envelopes else []
         checks = start_checks([envelopes[h] for h in fresh], keyring, executor=executor)
-        return _StartedBatch(items, fresh, checks)
+        return StartedBatch(items, fresh, checks)
 
     def _finish_append(
-        self, started: _StartedBatch, keyring: Keyring, keep_invalid: bool
+        self, started: StartedBatch, keyring: Keyring, keep_invalid: bool
     ) -> list[AppendResult]:
         """The write transaction of a started batch, once its verdicts are in."""
-        items = started.items
-        kd = bytes.fromhex(keyring.digest)
-        # copy hash -> checks 1-12, kept across retries of the transaction
-        verdicts: dict[bytes, str | None] = dict(
-            zip(started.fresh, started.checks.reasons(), strict=True)
-        )
-
-        def judged(env: Envelope, h: bytes) -> Judged:
-            if h not in verdicts:
-                verdicts[h] = check_alone(env, keyring)
-            return Judged(env, verdicts[h])
-
-        def work(txn: _Txn, dbs: dict[str, Any]) -> list[AppendResult]:
-            meta = dbs["meta"]
-            stored_kd = txn.get(META_KEYRING, db=meta)
-            if stored_kd != kd:
-                if stored_kd is not None and txn.stat(dbs["events"])["entries"]:
-                    raise StoreError(
-                        "keyring_changed",
-                        f"the store's states were reduced under keyring {stored_kd.hex()[:16]}"
-                        f"..., this keyring is {keyring.digest[:16]}...: run `pithlog replay "
-                        "--rebuild --keyring KEYRING` to re-reduce the store under it",
-                    )
-                txn.put(META_KEYRING, kd, db=meta)
-            raw_next = txn.get(META_NEXT_SEQ, db=meta)
-            if raw_next is None or len(raw_next) != SEQ.size:
-                raise StoreError("corrupted", "meta next_seq is missing or damaged; run "
-                                 "`pithlog replay --verify`")  # fmt: skip
-            next_seq = SEQ.unpack(raw_next)[0]
-            results: list[AppendResult] = []
-            added: dict[str, list[Judged]] = {}  # pith -> events new to the store
-            rebuild: set[str] = set()  # piths whose copies changed: re-reduce them whole
-            for index, item in enumerate(items):
-                if isinstance(item, DoorError):
-                    results.append(AppendResult(index, None, REFUSED, item.describe()))
-                    continue
-                env, h, eid = item, copy_hash(item.encoded), eid_bytes(item.event_id)
-                current = txn.get(eid, db=dbs["events"])
-                if current == env.encoded or (
-                    current is not None and txn.get(eid + h, db=dbs["evidence"]) is not None
-                ):
-                    results.append(AppendResult(index, env.event_id, DUPLICATE, None,
-                                                env.pith_number))  # fmt: skip
-                    continue
-                new = judged(env, h)
-                if new.reason is not None and not keep_invalid:
-                    results.append(AppendResult(index, env.event_id, REJECTED, new.reason,
-                                                env.pith_number))  # fmt: skip
-                    continue
-                txn.put(kd + h, verdict_bytes(new.reason), db=dbs["verdicts"])
-                txn.put(SEQ.pack(next_seq), eid + h, db=dbs["seq"])
-                next_seq += 1
-                if current is None:
-                    txn.put(eid, env.encoded, db=dbs["events"])
-                    txn.put(env.pith_number.encode("ascii") + eid, b"", db=dbs["by_pith"])
-                    added.setdefault(env.pith_number, []).append(new)
-                    results.append(AppendResult(index, env.event_id, STORED, new.reason,
-                                                env.pith_number))  # fmt: skip
-                    continue
-                old_env = stored_envelope(current)
-                old_h = copy_hash(current)
-                cached = txn.get(kd + old_h, db=dbs["verdicts"])
-                if cached is None or old_h in verdicts:
-                    old = judged(old_env, old_h)
-                    txn.put(kd + old_h, verdict_bytes(old.reason), db=dbs["verdicts"])
-                else:
-                    old = Judged(old_env, verdict_of(cached))
-                if prefer(new, old) is new:
-                    txn.put(eid, env.encoded, db=dbs["events"])
-                    txn.put(eid + old_h, current, db=dbs["evidence"])
-                    if old_env.pith_number != env.pith_number:
-                        txn.delete(old_env.pith_number.encode("ascii") + eid, db=dbs["by_pith"])
-                        txn.put(env.pith_number.encode("ascii") + eid, b"", db=dbs["by_pith"])
-                        rebuild.add(old_env.pith_number)
-                    rebuild.add(env.pith_number)
-                    results.append(AppendResult(
-                        index, env.event_id, REPLACED,
-                        f"preferred to the stored copy: {why(new, old)}", env.pith_number,
-                    ))  # fmt: skip
-                else:
-                    txn.put(eid + h, env.encoded, db=dbs["evidence"])
-                    results.append(AppendResult(
-                        index, env.event_id, EVIDENCE,
-                        f"the stored copy is preferred: {why(old, new)}", env.pith_number,
-                    ))  # fmt: skip
-            for pith in sorted(added.keys() | rebuild):
-                if pith in rebuild or not index_add(txn, dbs, pith, added[pith]):
-                    rereduce(txn, dbs, pith, kd, keyring, verdicts, added.get(pith, ()))
-            txn.put(META_NEXT_SEQ, SEQ.pack(next_seq), db=meta)
-            merkle_sync(txn, dbs)  # the Merkle tree and copy_seq follow seq
-            return results
-
-        return self._write(work)
+        return self._write(append_work(started, keyring, keep_invalid))
 
     # --- replay ---------------------------------------------------------------------------
 
@@ -816,7 +718,7 @@ class Store:
             self._read(
                 lambda txn, dbs: check_structure(txn, dbs, report, replayed, _scratch_index)
             )
-            self._read(lambda txn, dbs: check_merkle(txn, dbs, report.discrepancies))
+            self._read(lambda txn, dbs: treestore.check_merkle(txn, dbs, report.discrepancies))
 
         with contextlib.ExitStack() as stack:
             if jobs > 1:
@@ -894,74 +796,18 @@ class Store:
         preferred copy of every event_id, re-reduce every pith and record the keyring: one
         write transaction, so readers see the old store or the new one, never a mixture.
         Returns counts: copies judged, preferred copies changed, piths reduced."""
-        kd = bytes.fromhex(keyring.digest)
-        verdicts: dict[bytes, str | None] = {}
-
-        def work(txn: _Txn, dbs: dict[str, Any]) -> dict[str, int]:
-            def verdict(env: Envelope, h: bytes) -> Judged:
-                if h not in verdicts:
-                    cached = txn.get(kd + h, db=dbs["verdicts"])
-                    verdicts[h] = (
-                        check_alone(env, keyring) if cached is None else verdict_of(cached)
-                    )
-                return Judged(env, verdicts[h])
-
-            swaps: list[tuple[bytes, bytes, bytes, Envelope, Envelope]] = []
-            copies = 0
-            for eid, data in txn.cursor(db=dbs["events"]):
-                h = copy_hash(data)
-                best = held = verdict(stored_envelope(data), h)
-                txn.put(kd + h, verdict_bytes(held.reason), db=dbs["verdicts"])
-                copies += 1
-                best_h = h
-                for key, other in evidence_of(txn, dbs, eid):
-                    candidate = verdict(stored_envelope(other), key[32:])
-                    txn.put(kd + key[32:], verdict_bytes(candidate.reason), db=dbs["verdicts"])
-                    copies += 1
-                    if prefer(candidate, best) is candidate:
-                        best, best_h = candidate, key[32:]
-                if best is not held:
-                    swaps.append((eid, h, best_h, held.envelope, best.envelope))
-            for eid, old_h, new_h, old, new in swaps:
-                txn.put(eid, new.encoded, db=dbs["events"])
-                txn.delete(eid + new_h, db=dbs["evidence"])
-                txn.put(eid + old_h, old.encoded, db=dbs["evidence"])
-                if old.pith_number != new.pith_number:
-                    txn.delete(old.pith_number.encode("ascii") + eid, db=dbs["by_pith"])
-                    txn.put(new.pith_number.encode("ascii") + eid, b"", db=dbs["by_pith"])
-            piths = distinct_piths(txn, dbs)
-            if progress is not None:
-                progress(0, len(piths))
-            for i, pith in enumerate(piths):
-                rereduce(txn, dbs, pith, kd, keyring, verdicts)
-                if progress is not None:
-                    progress(i + 1, len(piths))
-            known = set(piths)
-            stale = [k.decode("ascii", "replace")
-                     for k in txn.cursor(db=dbs["piths"]).iternext(values=False)]  # fmt: skip
-            for pith in stale:
-                if pith not in known:
-                    index_clear(txn, dbs, pith)
-            txn.put(META_KEYRING, kd, db=dbs["meta"])
-            return {"copies": copies, "preferred_changed": len(swaps), "piths": len(piths)}
-
-        return self._write(work)
+        return self._write(rebuild_work(keyring, progress))
 
     # --- transparency: the Merkle tree over the append sequence ---------------------------
 
     def tree_size(self) -> int:
         """Leaves of the Merkle tree: one per ``seq`` entry (every distinct stored copy)."""
-        return self._read(lambda txn, dbs: merkle_size(txn, dbs))
+        return self._read(lambda txn, dbs: treestore.merkle_size(txn, dbs))
 
     def tree_root(self, size: int | None = None) -> tuple[int, bytes]:
         """``(size, MTH(D[size]))`` of the log's first ``size`` leaves (default: all), from
         O(log n) stored subtree hashes."""
-
-        def work(txn: _Txn, dbs: dict[str, Any]) -> tuple[int, bytes]:
-            n = tree_size_arg(txn, dbs, size)
-            return n, merkle.root(n, subtree(txn, dbs))
-
-        return self._read(work)
+        return self._read(lambda txn, dbs: treestore.tree_root(txn, dbs, size))
 
     def leaves_of(self, event_id: str) -> list[tuple[int, bytes]]:
         """``(leaf index, copy hash)`` of every stored copy of ``event_id`` (leaf index =
@@ -970,39 +816,15 @@ class Store:
         if not is_event_id(event_id):
             return []
         eid = eid_bytes(event_id)
-
-        def work(txn: _Txn, dbs: dict[str, Any]) -> list[tuple[int, bytes]]:
-            out: list[tuple[int, bytes]] = []
-            cursor = txn.cursor(db=dbs["copy_seq"])
-            found = cursor.set_range(eid)
-            while found and cursor.key()[:32] == eid:
-                out.append((SEQ.unpack(cursor.value())[0] - 1, cursor.key()[32:]))
-                found = cursor.next()
-            return sorted(out)
-
-        return self._read(work)
+        return self._read(lambda txn, dbs: treestore.leaves_of(txn, dbs, eid))
 
     def inclusion_path(self, index: int, size: int | None = None) -> tuple[int, list[bytes]]:
         """``(size, PATH(index, D[size]))`` (RFC 9162 2.1.3.1)."""
-
-        def work(txn: _Txn, dbs: dict[str, Any]) -> tuple[int, list[bytes]]:
-            n = tree_size_arg(txn, dbs, size)
-            if not 0 <= index < n:
-                raise StoreError("tree_size", f"leaf {index} is not in the tree of {n} leaves")
-            return n, merkle.inclusion_path(index, n, subtree(txn, dbs))
-
-        return self._read(work)
+        return self._read(lambda txn, dbs: treestore.inclusion_path(txn, dbs, index, size))
 
     def consistency_path(self, old: int, new: int | None = None) -> tuple[int, list[bytes]]:
         """``(new, PROOF(old, D[new]))`` (RFC 9162 2.1.4.1)."""
-
-        def work(txn: _Txn, dbs: dict[str, Any]) -> tuple[int, list[bytes]]:
-            n = tree_size_arg(txn, dbs, new)
-            if not 0 <= old <= n:
-                raise StoreError("tree_size", f"size {old} is not between 0 and {n}")
-            return n, merkle.consistency_path(old, n, subtree(txn, dbs))
-
-        return self._read(work)
+        return self._read(lambda txn, dbs: treestore.consistency_path(txn, dbs, old, new))
 
     def copy_keys(self) -> list[bytes]:
         """Every distinct stored copy as event_id (32) + copy hash (32), in that byte order:
@@ -1014,39 +836,13 @@ class Store:
     def copy_seqs(self, keys: Iterable[bytes]) -> list[int | None]:
         """The sequence number of each copy named by ``keys`` (``None``: not stored)."""
         wanted = list(keys)
-
-        def work(txn: _Txn, dbs: dict[str, Any]) -> list[int | None]:
-            raw = [txn.get(key, db=dbs["copy_seq"]) for key in wanted]
-            return [None if r is None else SEQ.unpack(r)[0] for r in raw]
-
-        return self._read(work)
+        return self._read(lambda txn, dbs: treestore.copy_seqs(txn, dbs, wanted))
 
     def copies(self, keys: Iterable[bytes]) -> list[tuple[int, bytes]]:
         """``(seq, JCS bytes)`` of the stored copies named by ``keys`` (event_id + copy
         hash), in append order; keys of copies not stored are left out."""
         wanted = list(keys)
-
-        def work(txn: _Txn, dbs: dict[str, Any]) -> list[tuple[int, bytes]]:
-            out: list[tuple[int, bytes]] = []
-            for key in wanted:
-                raw_seq = txn.get(key, db=dbs["copy_seq"])
-                data = copy_at(txn, dbs, key) if raw_seq is not None else None
-                if raw_seq is not None and data is not None:
-                    out.append((SEQ.unpack(raw_seq)[0], data))
-            out.sort()
-            return out
-
-        return self._read(work)
-
-
-@dataclass
-class _StartedBatch:
-    """A batch through the door with checks 1-12 started (:meth:`Store._start_append`)."""
-
-    items: list[Envelope | DoorError]
-    fresh: list[bytes]
-    """Copy hashes of the copies the store did not hold when the batch was started."""
-    checks: CheckBatch
+        return self._read(lambda txn, dbs: treestore.copies(txn, dbs, wanted))
 
 
 PIPELINE_MIN = 500
@@ -1110,28 +906,3 @@ def _run_chunk(
 
 def _worker_run(chunk: list[tuple[str, list[bytes]]]) -> list[PithOutcome]:
     return _run_chunk(_WORKER["store"], chunk, _WORKER["ctx"])
-
-
-def _catch_up_merkle(env: lmdb.Environment, dbs: dict[str, Any]) -> None:
-    """On open: build the tree of a store that lacks it (or was appended to by a pithlog
-    without it), growing the map when it does not fit. Nothing to do for a current one."""
-    while True:
-        try:
-            with _lmdb_errors(), env.begin(write=True) as txn:
-                size = merkle_size(txn, dbs)
-                if (txn.get(META_MERKLE_SIZE, db=dbs["meta"]) is not None
-                        and txn.get(SEQ.pack(size + 1), db=dbs["seq"]) is None):  # fmt: skip
-                    return
-                merkle_sync(txn, dbs)
-                return
-        except StoreError as exc:
-            cause = exc.__cause__
-            if isinstance(cause, lmdb.MapFullError):
-                size_now = env.info()["map_size"]
-                if size_now >= MAX_MAP_SIZE:
-                    raise
-                env.set_mapsize(min(size_now * 2, MAX_MAP_SIZE))
-            elif isinstance(cause, lmdb.MapResizedError):
-                env.set_mapsize(0)
-            else:
-                raise

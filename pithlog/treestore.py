@@ -13,7 +13,7 @@ from typing import Any
 
 from pithlog import merkle
 from pithlog.errors import StoreError, register
-from pithlog.layout import META_MERKLE_SIZE, SEQ, Txn, eid_str
+from pithlog.layout import META_MERKLE_SIZE, SEQ, Txn, copy_at, eid_str
 from pithlog.replay import Discrepancy
 
 # --- the Merkle tree over the append sequence ---------------------------------------------
@@ -95,6 +95,66 @@ def merkle_sync(txn: Txn, dbs: dict[str, Any]) -> int:
         txn.put(META_MERKLE_SIZE, SEQ.pack(size), db=dbs["meta"])
     return size
 
+
+# --- reads: roots, proofs, the copies of sync ---------------------------------------------
+
+
+def tree_root(txn: Txn, dbs: dict[str, Any], size: int | None) -> tuple[int, bytes]:
+    """What :meth:`pithlog.store.Store.tree_root` returns."""
+    n = tree_size_arg(txn, dbs, size)
+    return n, merkle.root(n, subtree(txn, dbs))
+
+
+def leaves_of(txn: Txn, dbs: dict[str, Any], eid: bytes) -> list[tuple[int, bytes]]:
+    """What :meth:`pithlog.store.Store.leaves_of` returns, for the raw event_id ``eid``."""
+    out: list[tuple[int, bytes]] = []
+    cursor = txn.cursor(db=dbs["copy_seq"])
+    found = cursor.set_range(eid)
+    while found and cursor.key()[:32] == eid:
+        out.append((SEQ.unpack(cursor.value())[0] - 1, cursor.key()[32:]))
+        found = cursor.next()
+    return sorted(out)
+
+
+def inclusion_path(
+    txn: Txn, dbs: dict[str, Any], index: int, size: int | None
+) -> tuple[int, list[bytes]]:
+    """What :meth:`pithlog.store.Store.inclusion_path` returns."""
+    n = tree_size_arg(txn, dbs, size)
+    if not 0 <= index < n:
+        raise StoreError("tree_size", f"leaf {index} is not in the tree of {n} leaves")
+    return n, merkle.inclusion_path(index, n, subtree(txn, dbs))
+
+
+def consistency_path(
+    txn: Txn, dbs: dict[str, Any], old: int, new: int | None
+) -> tuple[int, list[bytes]]:
+    """What :meth:`pithlog.store.Store.consistency_path` returns."""
+    n = tree_size_arg(txn, dbs, new)
+    if not 0 <= old <= n:
+        raise StoreError("tree_size", f"size {old} is not between 0 and {n}")
+    return n, merkle.consistency_path(old, n, subtree(txn, dbs))
+
+
+def copy_seqs(txn: Txn, dbs: dict[str, Any], wanted: list[bytes]) -> list[int | None]:
+    """What :meth:`pithlog.store.Store.copy_seqs` returns."""
+    raw = [txn.get(key, db=dbs["copy_seq"]) for key in wanted]
+    return [None if r is None else SEQ.unpack(r)[0] for r in raw]
+
+
+def copies(txn: Txn, dbs: dict[str, Any], wanted: list[bytes]) -> list[tuple[int, bytes]]:
+    """What :meth:`pithlog.store.Store.copies` returns."""
+    out: list[tuple[int, bytes]] = []
+    for key in wanted:
+        raw_seq = txn.get(key, db=dbs["copy_seq"])
+        data = copy_at(txn, dbs, key) if raw_seq is not None else None
+        if raw_seq is not None and data is not None:
+            out.append((SEQ.unpack(raw_seq)[0], data))
+    out.sort()
+    return out
+
+
+# --- replay's check -----------------------------------------------------------------------
 
 _MAX_MERKLE_LINES = 20
 

@@ -1,7 +1,12 @@
 """The durable log: an LMDB environment holding events, their evidence, indexes and the
 cached state of every pith (``docs/store.md`` describes the layout byte for byte).
 
-This is the only module that imports :mod:`lmdb`.
+This is the only module that imports :mod:`lmdb`: it opens the environment and the
+transactions, and the modules beside it do their work on those transactions without
+importing :mod:`lmdb` (:mod:`pithlog.layout`: the layout and its codecs;
+:mod:`pithlog.stateindex`: the per-pith reduction index; :mod:`pithlog.append`: what an
+append and a rebuild write; :mod:`pithlog.replay`: replay; :mod:`pithlog.treestore`: the
+Merkle tree's storage).
 
 - :meth:`Store.append` takes a batch (raw lines or envelopes), applies the door, checks 1-12
   and the step 0 preference of spec section 7, and commits it as ONE durable write
@@ -23,14 +28,12 @@ import contextlib
 import dataclasses
 import functools
 import gc
-import hashlib
 import multiprocessing
 import os
 import shutil
-import struct
 import tempfile
 import threading
-from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,48 +42,52 @@ from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar
 import lmdb
 import msgspec
 
-from pithlog import merkle
-from pithlog.canonical import jcs
-from pithlog.checks import (
-    CHECK_NUMBER,
-    REASONS,
-    CheckBatch,
-    check_against_record,
-    check_alone,
-    start_checks,
-)
+from pithlog import treestore
+from pithlog.append import DUPLICATE as DUPLICATE
+from pithlog.append import EVIDENCE as EVIDENCE
+from pithlog.append import REFUSED as REFUSED
+from pithlog.append import REJECTED as REJECTED
+from pithlog.append import REPLACED as REPLACED
+from pithlog.append import STORED as STORED
+from pithlog.append import AppendResult as AppendResult
+from pithlog.append import StartedBatch, append_work, rebuild_work
+from pithlog.checks import start_checks
 from pithlog.errors import DoorError, StoreError, register
-from pithlog.events import (
-    EVENT_TYPES,
-    STATE_LISTS,
-    Envelope,
-    is_event_id,
-    parse_envelope,
-    projection_spans,
-)
+from pithlog.events import Envelope, is_event_id, parse_envelope
 from pithlog.keys import Keyring, make_keyring
+from pithlog.layout import (
+    DB_NAMES,
+    FORMAT_VERSION,
+    META_FORMAT,
+    META_KEYRING,
+    META_MERGE,
+    META_MERKLE_SIZE,
+    META_NEXT_SEQ,
+    SEQ,
+    copy_at,
+    copy_hash,
+    eid_bytes,
+    eid_str,
+    evidence_of,
+)
 from pithlog.parallel import threads_per_process, verifying_pool
 from pithlog.records import is_pith_number
-from pithlog.reduce import (
-    MERGE_VERSION,
-    Judged,
-    Pending,
-    Reduction,
-    SlotKey,
-    chosen_record,
-    prefer,
-    reduce_pith,
-    slot_of,
+from pithlog.reduce import MERGE_VERSION
+from pithlog.replay import Discrepancy as Discrepancy
+from pithlog.replay import (
+    PithOutcome,
+    ReplayContext,
+    Started,
+    check_structure,
+    finish_chunk,
+    make_chunks,
+    replay_chunk,
+    replay_work,
+    start_chunk,
 )
-from pithlog.state import (
-    Fragment,
-    StateParts,
-    assemble,
-    equivocation_entry,
-    fragment,
-    render_reduction,
-    slot_sort_key,
-)
+from pithlog.replay import Progress as Progress
+from pithlog.replay import ReplayReport as ReplayReport
+from pithlog.stateindex import INDEX_DAMAGE, assemble_state
 
 register(
     {
@@ -104,134 +111,15 @@ register(
     }
 )
 
-FORMAT_VERSION = b"2"
-"""``meta[format]``: the layout of ``docs/store.md``."""
-
 DEFAULT_MAP_SIZE = 64 << 20
 """Initial map size of a new store; it doubles whenever a batch does not fit."""
 
 MAX_MAP_SIZE = 1 << 40
 
-DB_NAMES = (
-    "events",
-    "evidence",
-    "by_pith",
-    "seq",
-    "piths",
-    "applied",
-    "slots",
-    "equivocated",
-    "invalid",
-    "verdicts",
-    "meta",
-    "merkle",
-    "copy_seq",
-)
-INDEX_DBS = ("applied", "slots", "equivocated", "invalid")
-"""The per-pith reduction index: a pith's state document is assembled from it on read."""
-
-META_FORMAT = b"format"
-META_MERGE = b"merge_version"
-META_KEYRING = b"keyring_digest"
-META_NEXT_SEQ = b"next_seq"
-META_MERKLE_SIZE = b"merkle_size"
-
-VALID = b"valid"
-"""The verdict value of a copy that passes checks 1-12 (otherwise: its reason code)."""
-
-PITH_BYTES = 36
-"""``pith:YYYY:`` + 26 base32 characters, ASCII."""
-
-# Append statuses (one per item of a batch).
-STORED = "stored"
-"""A new event_id: this copy is stored (with ``reason`` set when kept invalid)."""
-DUPLICATE = "duplicate"
-"""This exact envelope is already stored (or appeared earlier in the batch)."""
-REPLACED = "replaced"
-"""A different copy was stored under this event_id; this one is preferred (spec 7 step 0)
-and is now the event's copy; the other is kept as evidence."""
-EVIDENCE = "evidence"
-"""A different copy is stored under this event_id and stays preferred; this one is kept as
-evidence."""
-REJECTED = "rejected"
-"""Fails one of checks 1-12 (``reason``); not stored (see ``keep_invalid``)."""
-REFUSED = "refused"
-"""Refused at the door (spec 1, 4): not attributable, never stored."""
-
-_SEQ = struct.Struct(">Q")
 T = TypeVar("T")
 
 if TYPE_CHECKING:
     _Txn: TypeAlias = lmdb.Transaction[bytes]
-
-
-# --- small codecs -------------------------------------------------------------------------
-
-
-def _eid_bytes(event_id: str) -> bytes:
-    return bytes.fromhex(event_id[len("sha256:") :])
-
-
-def _eid_str(raw: bytes) -> str:
-    return "sha256:" + raw.hex()
-
-
-def _copy_hash(data: bytes) -> bytes:
-    return hashlib.sha256(data).digest()
-
-
-def _verdict_bytes(reason: str | None) -> bytes:
-    return VALID if reason is None else reason.encode("ascii")
-
-
-def _verdict_of(raw: bytes) -> str | None:
-    if raw == VALID:
-        return None
-    reason = raw.decode("ascii", "replace")
-    if reason not in CHECK_NUMBER:
-        raise ValueError(f"not a verdict: {raw!r}")
-    return reason
-
-
-class _Ids(msgspec.Struct):
-    event_id: str
-    pith_number: str
-
-
-_IDS = msgspec.json.Decoder(_Ids)
-_ANY = msgspec.json.Decoder()
-
-
-def _stored_envelope(data: bytes) -> Envelope:
-    """A stored copy, decoded without the door: it passed the door when it was appended
-    (``replay`` is what puts every stored byte through the door again)."""
-    value = _ANY.decode(data)
-    return Envelope(value, value["event_id"], value["pith_number"], data)
-
-
-def _ids(data: bytes) -> _Ids | None:
-    """``event_id`` and ``pith_number`` of stored bytes, or ``None`` when they do not decode."""
-    try:
-        return _IDS.decode(data)
-    except (msgspec.MsgspecError, ValueError):
-        return None
-
-
-def _reduce(pith: str, judged: list[Judged]) -> Reduction | Pending | None:
-    return reduce_pith(pith, judged) if judged else None
-
-
-def _why(winner: Judged, loser: Judged) -> str:
-    """Why section 7 step 0 prefers ``winner`` to ``loser``, in words."""
-    if winner.reason is None and loser.reason is not None:
-        return f"passes checks 1-12; the other copy fails ({loser.reason})"
-    if winner.reason is not None and loser.reason is not None and winner.reason != loser.reason:
-        return (
-            f"fails at a later check ({winner.reason}, check {CHECK_NUMBER[winner.reason]}) "
-            f"than the other copy ({loser.reason}, check {CHECK_NUMBER[loser.reason]})"
-        )
-    state = "both pass checks 1-12" if winner.reason is None else f"both fail ({winner.reason})"
-    return f"{state}; its JCS encoding is the smaller byte string"
 
 
 # --- lmdb errors --------------------------------------------------------------------------
@@ -427,7 +315,7 @@ def _open_dbs(env: lmdb.Environment, real: str, create: bool) -> dict[str, Any]:
                 raise StoreError("not_a_store", f"{real} has events but no meta format")
             txn.put(META_FORMAT, FORMAT_VERSION, db=meta)
             txn.put(META_MERGE, MERGE_VERSION.encode("ascii"), db=meta)
-            txn.put(META_NEXT_SEQ, _SEQ.pack(1), db=meta)
+            txn.put(META_NEXT_SEQ, SEQ.pack(1), db=meta)
         elif fmt != FORMAT_VERSION:
             raise StoreError(
                 "format",
@@ -443,69 +331,29 @@ def _open_dbs(env: lmdb.Environment, real: str, create: bool) -> dict[str, Any]:
     return dbs
 
 
-# --- results ------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class AppendResult:
-    """What became of one item of a batch (``index`` counts items from 0)."""
-
-    index: int
-    event_id: str | None
-    status: str
-    reason: str | None = None
-    pith_number: str | None = None
-
-    def as_json(self) -> dict[str, Any]:
-        return {
-            "index": self.index,
-            "event_id": self.event_id,
-            "status": self.status,
-            "reason": self.reason,
-        }
-
-
-@dataclass(frozen=True)
-class Discrepancy:
-    """One place where the store disagrees with what its log implies."""
-
-    kind: str
-    subject: str
-    detail: str
-
-    def line(self) -> str:
-        return f"{self.kind}: {self.subject}: {self.detail}"
-
-
-@dataclass
-class ReplayReport:
-    """What :meth:`Store.replay` found. ``ok`` when there is no discrepancy."""
-
-    keyring_digest: str
-    stored_keyring_digest: str | None
-    piths: int = 0
-    events: int = 0
-    copies: int = 0
-    discrepancies: list[Discrepancy] = field(default_factory=list)
-    notes: list[Discrepancy] = field(default_factory=list)
-    """Under another keyring: pending piths whose counts would change (no state does)."""
-
-    @property
-    def same_keyring(self) -> bool:
-        return self.stored_keyring_digest in (None, self.keyring_digest)
-
-    @property
-    def ok(self) -> bool:
-        return not self.discrepancies
-
-    @property
-    def changed_piths(self) -> list[str]:
-        """Piths whose cached state (or pending status) differs from the replayed one."""
-        return sorted({d.subject for d in self.discrepancies if d.kind in ("state", "pith")})
-
-
-Progress = Callable[[int, int], None]
-"""``progress(done, total)``: piths replayed so far, out of ``total``."""
+def _catch_up_merkle(env: lmdb.Environment, dbs: dict[str, Any]) -> None:
+    """On open: build the tree of a store that lacks it (or was appended to by a pithlog
+    without it), growing the map when it does not fit. Nothing to do for a current one."""
+    while True:
+        try:
+            with _lmdb_errors(), env.begin(write=True) as txn:
+                size = treestore.merkle_size(txn, dbs)
+                if (txn.get(META_MERKLE_SIZE, db=dbs["meta"]) is not None
+                        and txn.get(SEQ.pack(size + 1), db=dbs["seq"]) is None):  # fmt: skip
+                    return
+                treestore.merkle_sync(txn, dbs)
+                return
+        except StoreError as exc:
+            cause = exc.__cause__
+            if isinstance(cause, lmdb.MapFullError):
+                size_now = env.info()["map_size"]
+                if size_now >= MAX_MAP_SIZE:
+                    raise
+                env.set_mapsize(min(size_now * 2, MAX_MAP_SIZE))
+            elif isinstance(cause, lmdb.MapResizedError):
+                env.set_mapsize(0)
+            else:
+                raise
 
 
 # --- the store ----------------------------------------------------------------------------
@@ -626,8 +474,8 @@ class Store:
 
         def work(txn: _Txn, dbs: dict[str, Any]) -> bytes | None:
             try:
-                return _assemble_state(txn, dbs, pith_number)
-            except _INDEX_DAMAGE as exc:
+                return assemble_state(txn, dbs, pith_number)
+            except INDEX_DAMAGE as exc:
                 raise StoreError("corrupted", f"the index of {pith_number} is damaged ({exc}); "
                                  "run `pithlog replay --verify`") from exc  # fmt: skip
 
@@ -637,15 +485,15 @@ class Store:
         """The preferred copy stored under ``event_id`` (JCS bytes), or ``None``."""
         if not is_event_id(event_id):
             return None
-        key = _eid_bytes(event_id)
+        key = eid_bytes(event_id)
         return self._read(lambda txn, dbs: txn.get(key, db=dbs["events"]))
 
     def evidence(self, event_id: str) -> list[bytes]:
         """The other copies kept under ``event_id`` (evidence), in copy-hash order."""
         if not is_event_id(event_id):
             return []
-        key = _eid_bytes(event_id)
-        return self._read(lambda txn, dbs: [v for _, v in _evidence_of(txn, dbs, key)])
+        key = eid_bytes(event_id)
+        return self._read(lambda txn, dbs: [v for _, v in evidence_of(txn, dbs, key)])
 
     def status(self, pith_number: str) -> dict[str, Any] | None:
         """The ``piths`` entry of a pith: status, event counts (``None`` when unknown)."""
@@ -690,17 +538,17 @@ class Store:
             ) -> list[tuple[int, bytes]]:
                 out: list[tuple[int, bytes]] = []
                 cursor = txn.cursor(db=dbs["seq"])
-                if not cursor.set_range(_SEQ.pack(start)):
+                if not cursor.set_range(SEQ.pack(start)):
                     return out
                 for key, value in cursor:
-                    data = _copy_at(txn, dbs, value)
+                    data = copy_at(txn, dbs, value)
                     if data is None:
                         raise StoreError(
                             "corrupted",
-                            f"seq {_SEQ.unpack(key)[0]} names a copy that is not stored "
-                            f"({_eid_str(value[:32])}); run `pithlog replay --verify`",
+                            f"seq {SEQ.unpack(key)[0]} names a copy that is not stored "
+                            f"({eid_str(value[:32])}); run `pithlog replay --verify`",
                         )
-                    out.append((_SEQ.unpack(key)[0], data))
+                    out.append((SEQ.unpack(key)[0], data))
                     if len(out) >= chunk:
                         break
                 return out
@@ -730,7 +578,7 @@ class Store:
                 "piths_with_state": states,
                 "piths_pending": pending,
                 "keyring_digest": None if kd is None else kd.hex(),
-                "next_seq": None if next_seq is None else _SEQ.unpack(next_seq)[0],
+                "next_seq": None if next_seq is None else SEQ.unpack(next_seq)[0],
             }
 
         out = self._read(work)
@@ -787,7 +635,7 @@ class Store:
         cores = os.cpu_count() or 1
         with contextlib.ExitStack() as stack:
             executor: Executor | None = None
-            previous: _StartedBatch | None = None
+            previous: StartedBatch | None = None
             for number, batch in enumerate(batches):
                 first_large = previous is not None and len(previous.items) >= PIPELINE_MIN
                 if number == 1 and cores > 1 and first_large:
@@ -804,7 +652,7 @@ class Store:
         batch: Iterable[bytes | bytearray | memoryview | Envelope],
         keyring: Keyring,
         executor: Executor | None = None,
-    ) -> _StartedBatch:
+    ) -> StartedBatch:
         """A batch through the door, and checks 1-12 started on its copies that the store
         does not hold yet (a copy already stored is a duplicate, not judged again)."""
         items: list[Envelope | DoorError] = []
@@ -816,117 +664,25 @@ class Store:
                 items.append(parse_envelope(bytes(item)))
             except DoorError as exc:
                 items.append(exc)
-        envelopes = {_copy_hash(i.encoded): i for i in items if isinstance(i, Envelope)}
+        envelopes = {copy_hash(i.encoded): i for i in items if isinstance(i, Envelope)}
 
         def unseen(txn: _Txn, dbs: dict[str, Any]) -> list[bytes]:
             return [
                 h
                 for h, env in envelopes.items()
-                if txn.get(_eid_bytes(env.event_id), db=dbs["events"]) != env.encoded
-                and txn.get(_eid_bytes(env.event_id) + h, db=dbs["evidence"]) is None
+                if txn.get(eid_bytes(env.event_id), db=dbs["events"]) != env.encoded
+                and txn.get(eid_bytes(env.event_id) + h, db=dbs["evidence"]) is None
             ]
 
         fresh = self._read(unseen) if envelopes else []
         checks = start_checks([envelopes[h] for h in fresh], keyring, executor=executor)
-        return _StartedBatch(items, fresh, checks)
+        return StartedBatch(items, fresh, checks)
 
     def _finish_append(
-        self, started: _StartedBatch, keyring: Keyring, keep_invalid: bool
+        self, started: StartedBatch, keyring: Keyring, keep_invalid: bool
     ) -> list[AppendResult]:
         """The write transaction of a started batch, once its verdicts are in."""
-        items = started.items
-        kd = bytes.fromhex(keyring.digest)
-        # copy hash -> checks 1-12, kept across retries of the transaction
-        verdicts: dict[bytes, str | None] = dict(
-            zip(started.fresh, started.checks.reasons(), strict=True)
-        )
-
-        def judged(env: Envelope, h: bytes) -> Judged:
-            if h not in verdicts:
-                verdicts[h] = check_alone(env, keyring)
-            return Judged(env, verdicts[h])
-
-        def work(txn: _Txn, dbs: dict[str, Any]) -> list[AppendResult]:
-            meta = dbs["meta"]
-            stored_kd = txn.get(META_KEYRING, db=meta)
-            if stored_kd != kd:
-                if stored_kd is not None and txn.stat(dbs["events"])["entries"]:
-                    raise StoreError(
-                        "keyring_changed",
-                        f"the store's states were reduced under keyring {stored_kd.hex()[:16]}"
-                        f"..., this keyring is {keyring.digest[:16]}...: run `pithlog replay "
-                        "--rebuild --keyring KEYRING` to re-reduce the store under it",
-                    )
-                txn.put(META_KEYRING, kd, db=meta)
-            raw_next = txn.get(META_NEXT_SEQ, db=meta)
-            if raw_next is None or len(raw_next) != _SEQ.size:
-                raise StoreError("corrupted", "meta next_seq is missing or damaged; run "
-                                 "`pithlog replay --verify`")  # fmt: skip
-            next_seq = _SEQ.unpack(raw_next)[0]
-            results: list[AppendResult] = []
-            added: dict[str, list[Judged]] = {}  # pith -> events new to the store
-            rebuild: set[str] = set()  # piths whose copies changed: re-reduce them whole
-            for index, item in enumerate(items):
-                if isinstance(item, DoorError):
-                    results.append(AppendResult(index, None, REFUSED, item.describe()))
-                    continue
-                env, h, eid = item, _copy_hash(item.encoded), _eid_bytes(item.event_id)
-                current = txn.get(eid, db=dbs["events"])
-                if current == env.encoded or (
-                    current is not None and txn.get(eid + h, db=dbs["evidence"]) is not None
-                ):
-                    results.append(AppendResult(index, env.event_id, DUPLICATE, None,
-                                                env.pith_number))  # fmt: skip
-                    continue
-                new = judged(env, h)
-                if new.reason is not None and not keep_invalid:
-                    results.append(AppendResult(index, env.event_id, REJECTED, new.reason,
-                                                env.pith_number))  # fmt: skip
-                    continue
-                txn.put(kd + h, _verdict_bytes(new.reason), db=dbs["verdicts"])
-                txn.put(_SEQ.pack(next_seq), eid + h, db=dbs["seq"])
-                next_seq += 1
-                if current is None:
-                    txn.put(eid, env.encoded, db=dbs["events"])
-                    txn.put(env.pith_number.encode("ascii") + eid, b"", db=dbs["by_pith"])
-                    added.setdefault(env.pith_number, []).append(new)
-                    results.append(AppendResult(index, env.event_id, STORED, new.reason,
-                                                env.pith_number))  # fmt: skip
-                    continue
-                old_env = _stored_envelope(current)
-                old_h = _copy_hash(current)
-                cached = txn.get(kd + old_h, db=dbs["verdicts"])
-                if cached is None or old_h in verdicts:
-                    old = judged(old_env, old_h)
-                    txn.put(kd + old_h, _verdict_bytes(old.reason), db=dbs["verdicts"])
-                else:
-                    old = Judged(old_env, _verdict_of(cached))
-                if prefer(new, old) is new:
-                    txn.put(eid, env.encoded, db=dbs["events"])
-                    txn.put(eid + old_h, current, db=dbs["evidence"])
-                    if old_env.pith_number != env.pith_number:
-                        txn.delete(old_env.pith_number.encode("ascii") + eid, db=dbs["by_pith"])
-                        txn.put(env.pith_number.encode("ascii") + eid, b"", db=dbs["by_pith"])
-                        rebuild.add(old_env.pith_number)
-                    rebuild.add(env.pith_number)
-                    results.append(AppendResult(
-                        index, env.event_id, REPLACED,
-                        f"preferred to the stored copy: {_why(new, old)}", env.pith_number,
-                    ))  # fmt: skip
-                else:
-                    txn.put(eid + h, env.encoded, db=dbs["evidence"])
-                    results.append(AppendResult(
-                        index, env.event_id, EVIDENCE,
-                        f"the stored copy is preferred: {_why(old, new)}", env.pith_number,
-                    ))  # fmt: skip
-            for pith in sorted(added.keys() | rebuild):
-                if pith in rebuild or not _index_add(txn, dbs, pith, added[pith]):
-                    _rereduce(txn, dbs, pith, kd, keyring, verdicts, added.get(pith, ()))
-            txn.put(META_NEXT_SEQ, _SEQ.pack(next_seq), db=meta)
-            _merkle_sync(txn, dbs)  # the Merkle tree and copy_seq follow seq
-            return results
-
-        return self._write(work)
+        return self._write(append_work(started, keyring, keep_invalid))
 
     # --- replay ---------------------------------------------------------------------------
 
@@ -952,15 +708,17 @@ class Store:
         read-only); the report is the same as with ``jobs=1``.
         """
         report = ReplayReport(keyring.digest, self.keyring_digest())
-        ctx = _ReplayContext(keyring, report.same_keyring, verify, report.stored_keyring_digest)
+        ctx = ReplayContext(keyring, report.same_keyring, verify, report.stored_keyring_digest)
 
-        piths, foreign = self._read(_replay_work)
-        chunks = _chunks(piths, foreign, jobs)
+        piths, foreign = self._read(replay_work)
+        chunks = make_chunks(piths, foreign, jobs)
 
         def structure() -> None:
             replayed = set(piths)
-            self._read(lambda txn, dbs: _check_structure(txn, dbs, report, replayed))
-            self._read(lambda txn, dbs: _check_merkle(txn, dbs, report.discrepancies))
+            self._read(
+                lambda txn, dbs: check_structure(txn, dbs, report, replayed, _scratch_index)
+            )
+            self._read(lambda txn, dbs: treestore.check_merkle(txn, dbs, report.discrepancies))
 
         with contextlib.ExitStack() as stack:
             if jobs > 1:
@@ -991,8 +749,8 @@ class Store:
         self,
         stack: contextlib.ExitStack,
         chunks: list[list[tuple[str, list[bytes]]]],
-        ctx: _ReplayContext,
-    ) -> Iterator[list[_PithOutcome]]:
+        ctx: ReplayContext,
+    ) -> Iterator[list[PithOutcome]]:
         """``jobs=1``: the chunks in this process, as a pipeline. When signatures are to be
         verified and the machine has another core, they are verified in helper processes
         (one per other core) while this process reads the next chunk and puts it through
@@ -1002,22 +760,22 @@ class Store:
         large = sum(len(chunk) for chunk in chunks) >= VERIFY_PROCESS_MIN_PITHS
         if (ctx.verify or not ctx.same_keyring) and cores > 1 and len(chunks) > 1 and large:
             ctx = dataclasses.replace(ctx, executor=verifying_pool(stack))
-        previous: _Started | None = None
+        previous: Started | None = None
         for chunk in chunks:
-            started = self._read(functools.partial(_start_chunk, chunk=chunk, ctx=ctx))
+            started = self._read(functools.partial(start_chunk, chunk=chunk, ctx=ctx))
             if previous is not None:
-                yield self._read(functools.partial(_finish_chunk, started=previous, ctx=ctx))
+                yield self._read(functools.partial(finish_chunk, started=previous, ctx=ctx))
             previous = started
         if previous is not None:
-            yield self._read(functools.partial(_finish_chunk, started=previous, ctx=ctx))
+            yield self._read(functools.partial(finish_chunk, started=previous, ctx=ctx))
 
     def _replay_pool(
         self,
         stack: contextlib.ExitStack,
         chunks: list[list[tuple[str, list[bytes]]]],
-        ctx: _ReplayContext,
+        ctx: ReplayContext,
         jobs: int,
-    ) -> Iterator[list[_PithOutcome]]:
+    ) -> Iterator[list[PithOutcome]]:
         """Hand ``chunks`` to worker processes now; their outcomes, in order."""
         if len(chunks) <= 1:
             return iter([_run_chunk(self, chunk, ctx) for chunk in chunks])
@@ -1038,74 +796,18 @@ class Store:
         preferred copy of every event_id, re-reduce every pith and record the keyring: one
         write transaction, so readers see the old store or the new one, never a mixture.
         Returns counts: copies judged, preferred copies changed, piths reduced."""
-        kd = bytes.fromhex(keyring.digest)
-        verdicts: dict[bytes, str | None] = {}
-
-        def work(txn: _Txn, dbs: dict[str, Any]) -> dict[str, int]:
-            def verdict(env: Envelope, h: bytes) -> Judged:
-                if h not in verdicts:
-                    cached = txn.get(kd + h, db=dbs["verdicts"])
-                    verdicts[h] = (
-                        check_alone(env, keyring) if cached is None else _verdict_of(cached)
-                    )
-                return Judged(env, verdicts[h])
-
-            swaps: list[tuple[bytes, bytes, bytes, Envelope, Envelope]] = []
-            copies = 0
-            for eid, data in txn.cursor(db=dbs["events"]):
-                h = _copy_hash(data)
-                best = held = verdict(_stored_envelope(data), h)
-                txn.put(kd + h, _verdict_bytes(held.reason), db=dbs["verdicts"])
-                copies += 1
-                best_h = h
-                for key, other in _evidence_of(txn, dbs, eid):
-                    candidate = verdict(_stored_envelope(other), key[32:])
-                    txn.put(kd + key[32:], _verdict_bytes(candidate.reason), db=dbs["verdicts"])
-                    copies += 1
-                    if prefer(candidate, best) is candidate:
-                        best, best_h = candidate, key[32:]
-                if best is not held:
-                    swaps.append((eid, h, best_h, held.envelope, best.envelope))
-            for eid, old_h, new_h, old, new in swaps:
-                txn.put(eid, new.encoded, db=dbs["events"])
-                txn.delete(eid + new_h, db=dbs["evidence"])
-                txn.put(eid + old_h, old.encoded, db=dbs["evidence"])
-                if old.pith_number != new.pith_number:
-                    txn.delete(old.pith_number.encode("ascii") + eid, db=dbs["by_pith"])
-                    txn.put(new.pith_number.encode("ascii") + eid, b"", db=dbs["by_pith"])
-            piths = _distinct_piths(txn, dbs)
-            if progress is not None:
-                progress(0, len(piths))
-            for i, pith in enumerate(piths):
-                _rereduce(txn, dbs, pith, kd, keyring, verdicts)
-                if progress is not None:
-                    progress(i + 1, len(piths))
-            known = set(piths)
-            stale = [k.decode("ascii", "replace")
-                     for k in txn.cursor(db=dbs["piths"]).iternext(values=False)]  # fmt: skip
-            for pith in stale:
-                if pith not in known:
-                    _index_clear(txn, dbs, pith)
-            txn.put(META_KEYRING, kd, db=dbs["meta"])
-            return {"copies": copies, "preferred_changed": len(swaps), "piths": len(piths)}
-
-        return self._write(work)
+        return self._write(rebuild_work(keyring, progress))
 
     # --- transparency: the Merkle tree over the append sequence ---------------------------
 
     def tree_size(self) -> int:
         """Leaves of the Merkle tree: one per ``seq`` entry (every distinct stored copy)."""
-        return self._read(lambda txn, dbs: _merkle_size(txn, dbs))
+        return self._read(lambda txn, dbs: treestore.merkle_size(txn, dbs))
 
     def tree_root(self, size: int | None = None) -> tuple[int, bytes]:
         """``(size, MTH(D[size]))`` of the log's first ``size`` leaves (default: all), from
         O(log n) stored subtree hashes."""
-
-        def work(txn: _Txn, dbs: dict[str, Any]) -> tuple[int, bytes]:
-            n = _tree_size_arg(txn, dbs, size)
-            return n, merkle.root(n, _subtree(txn, dbs))
-
-        return self._read(work)
+        return self._read(lambda txn, dbs: treestore.tree_root(txn, dbs, size))
 
     def leaves_of(self, event_id: str) -> list[tuple[int, bytes]]:
         """``(leaf index, copy hash)`` of every stored copy of ``event_id`` (leaf index =
@@ -1113,40 +815,16 @@ class Store:
         leaf hash."""
         if not is_event_id(event_id):
             return []
-        eid = _eid_bytes(event_id)
-
-        def work(txn: _Txn, dbs: dict[str, Any]) -> list[tuple[int, bytes]]:
-            out: list[tuple[int, bytes]] = []
-            cursor = txn.cursor(db=dbs["copy_seq"])
-            found = cursor.set_range(eid)
-            while found and cursor.key()[:32] == eid:
-                out.append((_SEQ.unpack(cursor.value())[0] - 1, cursor.key()[32:]))
-                found = cursor.next()
-            return sorted(out)
-
-        return self._read(work)
+        eid = eid_bytes(event_id)
+        return self._read(lambda txn, dbs: treestore.leaves_of(txn, dbs, eid))
 
     def inclusion_path(self, index: int, size: int | None = None) -> tuple[int, list[bytes]]:
         """``(size, PATH(index, D[size]))`` (RFC 9162 2.1.3.1)."""
-
-        def work(txn: _Txn, dbs: dict[str, Any]) -> tuple[int, list[bytes]]:
-            n = _tree_size_arg(txn, dbs, size)
-            if not 0 <= index < n:
-                raise StoreError("tree_size", f"leaf {index} is not in the tree of {n} leaves")
-            return n, merkle.inclusion_path(index, n, _subtree(txn, dbs))
-
-        return self._read(work)
+        return self._read(lambda txn, dbs: treestore.inclusion_path(txn, dbs, index, size))
 
     def consistency_path(self, old: int, new: int | None = None) -> tuple[int, list[bytes]]:
         """``(new, PROOF(old, D[new]))`` (RFC 9162 2.1.4.1)."""
-
-        def work(txn: _Txn, dbs: dict[str, Any]) -> tuple[int, list[bytes]]:
-            n = _tree_size_arg(txn, dbs, new)
-            if not 0 <= old <= n:
-                raise StoreError("tree_size", f"size {old} is not between 0 and {n}")
-            return n, merkle.consistency_path(old, n, _subtree(txn, dbs))
-
-        return self._read(work)
+        return self._read(lambda txn, dbs: treestore.consistency_path(txn, dbs, old, new))
 
     def copy_keys(self) -> list[bytes]:
         """Every distinct stored copy as event_id (32) + copy hash (32), in that byte order:
@@ -1158,758 +836,13 @@ class Store:
     def copy_seqs(self, keys: Iterable[bytes]) -> list[int | None]:
         """The sequence number of each copy named by ``keys`` (``None``: not stored)."""
         wanted = list(keys)
-
-        def work(txn: _Txn, dbs: dict[str, Any]) -> list[int | None]:
-            raw = [txn.get(key, db=dbs["copy_seq"]) for key in wanted]
-            return [None if r is None else _SEQ.unpack(r)[0] for r in raw]
-
-        return self._read(work)
+        return self._read(lambda txn, dbs: treestore.copy_seqs(txn, dbs, wanted))
 
     def copies(self, keys: Iterable[bytes]) -> list[tuple[int, bytes]]:
         """``(seq, JCS bytes)`` of the stored copies named by ``keys`` (event_id + copy
         hash), in append order; keys of copies not stored are left out."""
         wanted = list(keys)
-
-        def work(txn: _Txn, dbs: dict[str, Any]) -> list[tuple[int, bytes]]:
-            out: list[tuple[int, bytes]] = []
-            for key in wanted:
-                raw_seq = txn.get(key, db=dbs["copy_seq"])
-                data = _copy_at(txn, dbs, key) if raw_seq is not None else None
-                if raw_seq is not None and data is not None:
-                    out.append((_SEQ.unpack(raw_seq)[0], data))
-            out.sort()
-            return out
-
-        return self._read(work)
-
-
-# --- helpers on an open transaction -------------------------------------------------------
-
-
-def _copy_at(txn: _Txn, dbs: dict[str, Any], target: bytes) -> bytes | None:
-    """The stored copy a ``seq`` value (event_id + copy hash) names, or ``None``."""
-    if len(target) != 64:
-        return None
-    eid, h = target[:32], target[32:]
-    data = txn.get(eid, db=dbs["events"])
-    if data is not None and _copy_hash(data) == h:
-        return data
-    return txn.get(target, db=dbs["evidence"])
-
-
-def _evidence_of(
-    txn: _Txn, dbs: dict[str, Any], eid: bytes
-) -> list[tuple[bytes, bytes]]:
-    out: list[tuple[bytes, bytes]] = []
-    cursor = txn.cursor(db=dbs["evidence"])
-    if not cursor.set_range(eid):
-        return out
-    for key, value in cursor:
-        if key[:32] != eid:
-            break
-        out.append((key, value))
-    return out
-
-
-def _pith_eids(txn: _Txn, dbs: dict[str, Any], pith: str) -> list[bytes]:
-    prefix = pith.encode("ascii")
-    out: list[bytes] = []
-    cursor = txn.cursor(db=dbs["by_pith"])
-    if not cursor.set_range(prefix):
-        return out
-    for key in cursor.iternext(values=False):
-        if not key.startswith(prefix):
-            break
-        out.append(key[len(prefix) :])
-    return out
-
-
-def _distinct_piths(txn: _Txn, dbs: dict[str, Any]) -> list[str]:
-    """Every pith with at least one entry in ``by_pith``, in order (one seek per pith)."""
-    out: list[str] = []
-    cursor = txn.cursor(db=dbs["by_pith"])
-    found = cursor.first()
-    while found:
-        key = cursor.key()
-        prefix = key[:PITH_BYTES]
-        out.append(prefix.decode("ascii", "replace"))
-        found = cursor.set_range(prefix + b"\xff" * 33)
-    return out
-
-
-def _rereduce(
-    txn: _Txn,
-    dbs: dict[str, Any],
-    pith: str,
-    kd: bytes,
-    keyring: Keyring,
-    verdicts: dict[bytes, str | None],
-    known: Sequence[Judged] = (),
-) -> None:
-    """Re-reduce one pith from all its stored events (cached verdicts; no signature is
-    checked again unless a verdict is missing) and rewrite its reduction index.
-
-    ``known``: envelopes of the pith already decoded (an append's new events); a stored
-    copy with the same bytes is taken from them instead of being decoded again."""
-    decoded = {j.envelope.encoded: j.envelope for j in known}
-    judged: list[Judged] = []
-    for eid in _pith_eids(txn, dbs, pith):
-        data = txn.get(eid, db=dbs["events"])
-        if data is None:
-            raise StoreError(
-                "corrupted",
-                f"by_pith names {_eid_str(eid)} under {pith} but events does not hold it; "
-                "run `pithlog replay --verify`",
-            )
-        env = decoded.get(data) or _stored_envelope(data)
-        h = _copy_hash(data)
-        if h in verdicts:
-            reason = verdicts[h]
-        else:
-            cached = txn.get(kd + h, db=dbs["verdicts"])
-            if cached is None:
-                reason = check_alone(env, keyring)
-                txn.put(kd + h, _verdict_bytes(reason), db=dbs["verdicts"])
-            else:
-                reason = _verdict_of(cached)
-        judged.append(Judged(env, reason))
-    _index_clear(txn, dbs, pith)
-    _index_write(txn, dbs, pith, _reduce(pith, judged))
-
-
-# --- the reduction index ------------------------------------------------------------------
-# A pith's state document is a function of all its events, and for a large pith it is large
-# (a citation signature adds ~2 KB), so re-rendering it on every append would make a growing
-# pith cost O(N^2). The store keeps instead what the document is made of, in key order:
-#   piths        pith -> JCS summary: status, counts, the chosen record's event_id
-#   applied      pith + list index (1) + created_at (20) + event_id (32) -> payload and
-#                signer spans in the stored envelope (4 x uint32): each applied event but R
-#   slots        pith + SHA-256 of the slot's JCS (32) -> JCS {"slot", "members"}, members
-#                as [created_at, event_id] in that order (spec 7 step 4)
-#   equivocated  pith + slot hash -> empty, for every slot of two or more events
-#   invalid      pith + event_id (32) -> reason code
-# New events that do not change R are added to it in O(log N) each (_index_add); anything
-# else re-reduces the pith (_rereduce). A state is assembled from the index on read
-# (_assemble_state), with the same code that renders a reduction.
-
-_SPANS = struct.Struct(">IIII")
-_LIST_INDEX = {name: i for i, name in enumerate(STATE_LISTS)}
-
-
-def _pith_key(pith: str) -> bytes:
-    return pith.encode("ascii")
-
-
-def _summary(result: Reduction | Pending) -> dict[str, Any]:
-    if isinstance(result, Pending):
-        return {"status": "pending", "event_count": result.event_count,
-                "invalid_event_count": len(result.invalid)}  # fmt: skip
-    return {
-        "status": "state",
-        "event_count": result.event_count,
-        "valid_event_count": result.valid_event_count,
-        "invalid_event_count": len(result.invalid),
-        "equivocation_count": len(result.equivocations),
-        "record": result.record.event_id,
-    }
-
-
-def _slot_hash(slot: SlotKey) -> bytes:
-    return hashlib.sha256(jcs(list(slot))).digest()
-
-
-def _applied_key(pith: str, envelope_type: str, created_at: str, event_id: str) -> bytes:
-    return (_pith_key(pith) + bytes([_LIST_INDEX[EVENT_TYPES[envelope_type].state_list]])
-            + created_at.encode("ascii") + _eid_bytes(event_id))  # fmt: skip
-
-
-def _applied_entry(pith: str, env: Envelope) -> tuple[bytes, bytes]:
-    event = env.value
-    key = _applied_key(pith, event["event_type"], event["created_at"], env.event_id)
-    return key, _SPANS.pack(*projection_spans(env))
-
-
-def _put_applied(txn: _Txn, dbs: dict[str, Any], pith: str, env: Envelope) -> None:
-    key, value = _applied_entry(pith, env)
-    txn.put(key, value, db=dbs["applied"])
-
-
-def _index_clear(txn: _Txn, dbs: dict[str, Any], pith: str) -> None:
-    prefix = _pith_key(pith)
-    for name in INDEX_DBS:
-        cursor = txn.cursor(db=dbs[name])
-        found = cursor.set_range(prefix)
-        while found and cursor.key().startswith(prefix):
-            found = cursor.delete()
-    txn.delete(prefix, db=dbs["piths"])
-
-
-def _index_entries(
-    pith: str, result: Reduction | Pending | None
-) -> dict[str, dict[bytes, bytes]]:
-    """Every index entry of a pith, as a full reduction gives them (database -> key ->
-    value). :func:`_index_add` keeps exactly these up to date; replay compares them."""
-    key = _pith_key(pith)
-    entries: dict[str, dict[bytes, bytes]] = {name: {} for name in ("piths", *INDEX_DBS)}
-    if result is None:
-        return entries
-    for event_id, reason in result.invalid.items():
-        entries["invalid"][key + _eid_bytes(event_id)] = reason.encode("ascii")
-    if isinstance(result, Reduction):
-        slots: dict[SlotKey, list[Envelope]] = {slot_of(e): [e] for e in result.applied}
-        for equivocation in result.equivocations:
-            slots[equivocation.slot] = list(equivocation.events)
-            entries["equivocated"][key + _slot_hash(equivocation.slot)] = b""
-        for slot, members in slots.items():
-            value = {"slot": list(slot),
-                     "members": [[e.value["created_at"], e.event_id] for e in members]}
-            entries["slots"][key + _slot_hash(slot)] = jcs(value)  # fmt: skip
-        entries["applied"].update(_applied_entry(pith, env) for env in result.applied[1:])
-    entries["piths"][key] = jcs(_summary(result))
-    return entries
-
-
-def _index_write(
-    txn: _Txn, dbs: dict[str, Any], pith: str, result: Reduction | Pending | None
-) -> None:
-    """Write the index of a pith from a full reduction (after :func:`_index_clear`)."""
-    for name, entries in _index_entries(pith, result).items():
-        for key, value in entries.items():
-            txn.put(key, value, db=dbs[name])
-
-
-def _index_stored(txn: _Txn, dbs: dict[str, Any], pith: str) -> dict[str, dict[bytes, bytes]]:
-    """The index entries a pith has in the store."""
-    prefix = _pith_key(pith)
-    stored: dict[str, dict[bytes, bytes]] = {"piths": {}}
-    raw = txn.get(prefix, db=dbs["piths"])
-    if raw is not None:
-        stored["piths"][prefix] = raw
-    for name in INDEX_DBS:
-        stored[name] = {}
-        cursor = txn.cursor(db=dbs[name])
-        found = cursor.set_range(prefix)
-        while found and cursor.key().startswith(prefix):
-            stored[name][cursor.key()] = cursor.value()
-            found = cursor.next()
-    return stored
-
-
-def _index_add(
-    txn: _Txn, dbs: dict[str, Any], pith: str, new: list[Judged]
-) -> bool:
-    """Add new events (event_ids new to the store) to a pith's index, as spec 7 would
-    place them, when that needs no other event: R stays the chosen record. Returns False,
-    writing nothing, when the pith must be re-reduced instead (a new pith, a pith getting
-    its first valid record, a record earlier than R)."""
-    key = _pith_key(pith)
-    raw = txn.get(key, db=dbs["piths"])
-    if raw is None:
-        return False
-    summary: dict[str, Any] = msgspec.json.decode(raw)
-    records = [
-        j.envelope
-        for j in new
-        if j.reason is None and j.envelope.value["event_type"] == "record_created"
-    ]
-    if summary["status"] == "pending":
-        if records:
-            return False
-        for j in new:
-            if j.reason is not None:
-                txn.put(key + _eid_bytes(j.envelope.event_id), j.reason.encode("ascii"),
-                        db=dbs["invalid"])  # fmt: skip
-                summary["invalid_event_count"] += 1
-        summary["event_count"] += len(new)
-        txn.put(key, jcs(summary), db=dbs["piths"])
-        return True
-    record_data = txn.get(_eid_bytes(summary["record"]), db=dbs["events"])
-    if record_data is None:
-        raise StoreError("corrupted", f"the chosen record of {pith} is not in events; run "
-                         "`pithlog replay --verify`")  # fmt: skip
-    record = _stored_envelope(record_data)
-    first = (record.value["created_at"], record.event_id)
-    if any((r.value["created_at"], r.event_id) < first for r in records):
-        return False
-    chosen = chosen_record(record)
-    for j in new:
-        env = j.envelope
-        summary["event_count"] += 1
-        reason = j.reason if j.reason is not None else check_against_record(env, chosen)
-        if reason is not None:
-            txn.put(key + _eid_bytes(env.event_id), reason.encode("ascii"), db=dbs["invalid"])
-            summary["invalid_event_count"] += 1
-            continue
-        summary["valid_event_count"] += 1
-        slot = slot_of(env)
-        slot_key = key + _slot_hash(slot)
-        member = [env.value["created_at"], env.event_id]
-        stored = txn.get(slot_key, db=dbs["slots"])
-        if stored is None:
-            entry: dict[str, Any] = {"slot": list(slot), "members": [member]}
-            if slot != ("record_created",):
-                _put_applied(txn, dbs, pith, env)
-        else:
-            entry = msgspec.json.decode(stored)
-            members = entry["members"]
-            was = members[0]
-            members.append(member)
-            members.sort()
-            if len(members) == 2:
-                summary["equivocation_count"] += 1
-                txn.put(slot_key, b"", db=dbs["equivocated"])
-            if members[0] is member and slot != ("record_created",):
-                txn.delete(_applied_key(pith, env.value["event_type"], was[0], was[1]),
-                           db=dbs["applied"])  # fmt: skip
-                _put_applied(txn, dbs, pith, env)
-        txn.put(slot_key, jcs(entry), db=dbs["slots"])
-    txn.put(key, jcs(summary), db=dbs["piths"])
-    return True
-
-
-def _assemble_state(txn: _Txn, dbs: dict[str, Any], pith: str) -> bytes | None:
-    """The state document of a pith, assembled from its index (``None``: no state).
-
-    Raises ``KeyError``/``ValueError``/``struct.error``/``msgspec`` errors on a damaged
-    index; callers turn those into :class:`StoreError` or a replay discrepancy."""
-    key = _pith_key(pith)
-    raw = txn.get(key, db=dbs["piths"])
-    if raw is None:
-        return None
-    summary = msgspec.json.decode(raw)
-    if summary["status"] != "state":
-        return None
-    record_data = txn.get(_eid_bytes(summary["record"]), db=dbs["events"])
-    if record_data is None:
-        raise KeyError(f"chosen record {summary['record']} is not stored")
-    record = _stored_envelope(record_data)
-    lists: dict[str, list[Fragment]] = {name: [] for name in STATE_LISTS}
-    cursor = txn.cursor(db=dbs["applied"])
-    found = cursor.set_range(key)
-    while found and cursor.key().startswith(key):
-        index_key, spans = cursor.item()
-        event_id = index_key[len(key) + 21 :]
-        data = txn.get(event_id, db=dbs["events"])
-        if data is None:
-            raise KeyError(f"applied event {_eid_str(event_id)} is not stored")
-        payload_start, payload_end, signer_start, signer_end = _SPANS.unpack(spans)
-        lists[STATE_LISTS[index_key[len(key)]]].append(Fragment(
-            event_id=_eid_str(event_id),
-            created_at=index_key[len(key) + 1 : len(key) + 21].decode("ascii"),
-            target=data[signer_end + len(b',"target":') : -1],
-            signer=data[signer_start:signer_end],
-            payload=data[payload_start:payload_end],
-        ))  # fmt: skip
-        found = cursor.next()
-    equivocations = []
-    cursor = txn.cursor(db=dbs["equivocated"])
-    found = cursor.set_range(key)
-    while found and cursor.key().startswith(key):
-        slot_value = txn.get(cursor.key(), db=dbs["slots"])
-        if slot_value is None:
-            raise KeyError(f"equivocated slot {cursor.key().hex()} has no slots entry")
-        entry = msgspec.json.decode(slot_value)
-        equivocations.append(
-            equivocation_entry(tuple(entry["slot"]), [m[1] for m in entry["members"]])
-        )
-        found = cursor.next()
-    equivocations.sort(key=lambda e: slot_sort_key(e["slot"]))
-    invalid = []
-    cursor = txn.cursor(db=dbs["invalid"])
-    found = cursor.set_range(key)
-    while found and cursor.key().startswith(key):
-        invalid.append((_eid_str(cursor.key()[len(key) :]), cursor.value().decode("ascii")))
-        found = cursor.next()
-    payload = record.value["payload"]
-    return assemble(StateParts(
-        pith_number=pith,
-        event_count=summary["event_count"],
-        valid_event_count=summary["valid_event_count"],
-        record=fragment(record),
-        canonical_record=payload["canonical_record"],
-        canonical_sha256=payload["canonical_sha256"],
-        lists=lists,
-        equivocations=equivocations,
-        invalid=invalid,
-    ))  # fmt: skip
-
-
-_INDEX_DAMAGE = (KeyError, ValueError, TypeError, IndexError, struct.error, msgspec.MsgspecError)
-
-
-# --- replay: structure --------------------------------------------------------------------
-
-_CHUNK = 32
-"""Piths per unit of replay work (and per read transaction), at most."""
-
-VERIFY_PROCESS_MIN_PITHS = 100
-"""A one-process replay of fewer piths verifies in threads: starting a verifying process
-costs about as much as verifying a few thousand signatures."""
-
-
-def _chunks(
-    piths: list[str], foreign: dict[str, list[bytes]], jobs: int
-) -> list[list[tuple[str, list[bytes]]]]:
-    """The replay work, ``(pith, event_ids of evidence claiming it)``, in chunks of piths:
-    at most :data:`_CHUNK`, and about four chunks per process."""
-    work = [(pith, foreign.get(pith, [])) for pith in piths]
-    size = max(1, min(_CHUNK, -(-len(work) // (max(jobs, 1) * 4))))
-    return [work[i : i + size] for i in range(0, len(work), size)]
-
-
-def _replay_work(txn: _Txn, dbs: dict[str, Any]) -> tuple[list[str], dict[str, list[bytes]]]:
-    """The piths to replay (every pith in ``by_pith``, and every pith that an evidence copy
-    claims) and, per pith, the event_ids that have an evidence copy claiming that pith
-    while their preferred copy claims another."""
-    foreign: dict[str, set[bytes]] = {}
-    for key, data in txn.cursor(db=dbs["evidence"]):
-        preferred = txn.get(key[:32], db=dbs["events"]) if len(key) == 64 else None
-        ids = _ids(data)
-        pref_ids = None if preferred is None else _ids(preferred)
-        if (
-            ids is not None
-            and pref_ids is not None
-            and is_pith_number(ids.pith_number)
-            and pref_ids.pith_number != ids.pith_number
-        ):
-            foreign.setdefault(ids.pith_number, set()).add(key[:32])
-    known = set(_distinct_piths(txn, dbs))
-    return sorted(known | set(foreign)), {p: sorted(eids) for p, eids in foreign.items()}
-
-
-def _check_structure(
-    txn: _Txn, dbs: dict[str, Any], report: ReplayReport, replayed: Collection[str]
-) -> None:
-    """The checks that need no signature: meta, seq against the copies, the indexes against
-    each other. ``replayed``: the piths replay goes through (:func:`_replay_work`); an
-    index entry of any other pith is reported."""
-    found = report.discrepancies
-
-    def say(kind: str, subject: str, detail: str) -> None:
-        found.append(Discrepancy(kind, subject, detail))
-
-    meta = dbs["meta"]
-    if txn.get(META_FORMAT, db=meta) != FORMAT_VERSION:
-        say("meta", "format", f"is {txn.get(META_FORMAT, db=meta)!r}, expected {FORMAT_VERSION!r}")
-    if txn.get(META_MERGE, db=meta) != MERGE_VERSION.encode("ascii"):
-        say("meta", "merge_version", f"is {txn.get(META_MERGE, db=meta)!r}")
-    raw_next = txn.get(META_NEXT_SEQ, db=meta)
-    next_seq = _SEQ.unpack(raw_next)[0] if raw_next is not None and len(raw_next) == 8 else None
-    if next_seq is None:
-        say("meta", "next_seq", f"is {raw_next!r}, not an 8-byte counter")
-    kd = txn.get(META_KEYRING, db=meta)
-    if kd is None and txn.stat(dbs["events"])["entries"]:
-        say("meta", "keyring_digest", "missing although the store holds events")
-
-    # seq -> copies, with a temporary on-disk index copy -> seq (memory stays bounded).
-    seq_entries = txn.stat(dbs["seq"])["entries"]
-    tmp = tempfile.mkdtemp(prefix="pithlog-replay-")
-    try:
-        # One write transaction holds every seq entry; writemap puts its dirty pages in the
-        # file's mapping instead of the heap, so memory does not grow with the log (without
-        # it, a replay of 1M events held 135 MiB of them).
-        index_env = lmdb.open(tmp, map_size=max(64 << 20, seq_entries * 512), sync=False,
-                              metasync=False, lock=False, subdir=True,
-                              writemap=True)  # fmt: skip
-        try:
-            with index_env.begin(write=True) as itx:
-                last = 0
-                for key, value in txn.cursor(db=dbs["seq"]):
-                    if len(key) != 8:
-                        say("seq", f"key {key.hex()}", "is not an 8-byte sequence number")
-                        continue
-                    n = _SEQ.unpack(key)[0]
-                    last = n
-                    if len(value) != 64:
-                        say("seq", f"seq {n}", f"value of {len(value)} bytes, not 64")
-                        continue
-                    if _copy_at(txn, dbs, value) is None:
-                        say("seq", f"seq {n}", f"names copy {value[32:].hex()[:16]} of "
-                            f"{_eid_str(value[:32])}, which is not stored")  # fmt: skip
-                    if not itx.put(value, key, overwrite=False):
-                        other = _SEQ.unpack(itx.get(value, b"\0" * 8))[0]
-                        say("seq", f"seq {n}", f"names the same copy of {_eid_str(value[:32])} "
-                            f"as seq {other}")  # fmt: skip
-                if next_seq is not None and last >= next_seq:
-                    say("meta", "next_seq", f"is {next_seq} but seq already holds {last}")
-
-                def has_seq(eid: bytes, h: bytes) -> bool:
-                    return itx.get(eid + h) is not None
-
-                # events: each preferred copy is its own event, has a seq entry, is indexed.
-                for eid, data in txn.cursor(db=dbs["events"]):
-                    subject = _eid_str(eid) if len(eid) == 32 else f"key {eid.hex()}"
-                    if len(eid) != 32:
-                        say("events", subject, "key is not a 32-byte event id")
-                        continue
-                    h = _copy_hash(data)
-                    if not has_seq(eid, h):
-                        say("seq", subject, f"the preferred copy {h.hex()[:16]} has no seq entry")
-                    ids = _ids(data)
-                    if ids is None or not is_pith_number(ids.pith_number):
-                        say("events", subject, "the stored copy does not decode as an envelope")
-                        continue
-                    if ids.event_id != subject:
-                        say("events", subject, f"the stored copy says event_id {ids.event_id}")
-                    pith_key = ids.pith_number.encode("ascii") + eid
-                    if txn.get(pith_key, db=dbs["by_pith"]) is None:
-                        say("by_pith", subject, f"not indexed under its pith {ids.pith_number}")
-
-                # evidence: hash, owner, not the preferred copy itself, a seq entry.
-                for key, data in txn.cursor(db=dbs["evidence"]):
-                    if len(key) != 64:
-                        say("evidence", f"key {key.hex()}", "is not event id + copy hash")
-                        continue
-                    eid, h = key[:32], key[32:]
-                    subject = _eid_str(eid)
-                    if _copy_hash(data) != h:
-                        say("evidence", subject, f"copy {h.hex()[:16]} does not hash to its key "
-                            f"(its bytes hash to {_copy_hash(data).hex()[:16]})")  # fmt: skip
-                    if not has_seq(eid, h):
-                        say("seq", subject, f"evidence copy {h.hex()[:16]} has no seq entry")
-                    preferred = txn.get(eid, db=dbs["events"])
-                    if preferred is None:
-                        say("evidence", subject, f"copy {h.hex()[:16]} is evidence of an event "
-                            "with no preferred copy in events")  # fmt: skip
-                        continue
-                    if preferred == data:
-                        say("evidence", subject, "an evidence copy equals the preferred copy")
-                    ids = _ids(data)
-                    if ids is None or not is_pith_number(ids.pith_number):
-                        say("evidence", subject, f"copy {h.hex()[:16]} does not decode as an "
-                            "envelope")  # fmt: skip
-                        continue
-                    if ids.event_id != subject:
-                        say("evidence", subject, f"copy {h.hex()[:16]} says event_id "
-                            f"{ids.event_id}")  # fmt: skip
-        finally:
-            index_env.close()
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-
-    # by_pith: well-formed keys naming stored events (their pith is checked per pith).
-    for key in txn.cursor(db=dbs["by_pith"]).iternext(values=False):
-        pith = key[:PITH_BYTES].decode("ascii", "replace")
-        if len(key) != PITH_BYTES + 32 or not is_pith_number(pith):
-            say("by_pith", f"key {key.hex()}", "is not pith_number + event id")
-            continue
-        if txn.get(key[PITH_BYTES:], db=dbs["events"]) is None:
-            say("by_pith", _eid_str(key[PITH_BYTES:]), f"indexed under {pith} but not in events")
-    for name in ("piths", *INDEX_DBS):
-        for key in txn.cursor(db=dbs[name]).iternext(values=False):
-            pith = key[:PITH_BYTES].decode("ascii", "replace")
-            if pith not in replayed:
-                say(name, pith, "cached for a pith that has no events in by_pith")
-    for key, value in txn.cursor(db=dbs["verdicts"]):
-        if len(key) != 64:
-            say("verdicts", f"key {key.hex()}", "is not keyring digest + copy hash")
-        elif value != VALID and value.decode("ascii", "replace") not in REASONS[:12]:
-            say("verdicts", f"copy {key[32:].hex()[:16]}", f"verdict {value!r} is not one of "
-                "checks 1-12")  # fmt: skip
-
-
-# --- replay: one pith ---------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class _ReplayContext:
-    keyring: Keyring
-    same_keyring: bool
-    verify: bool
-    stored_kd: str | None
-    threads: int | None = None
-    """Verification threads per process (:func:`check_many`; ``None``: its default)."""
-    executor: Executor | None = None
-    """Verifying processes (:func:`start_checks`) of a one-process replay, if any."""
-
-    @property
-    def kd(self) -> bytes:
-        return bytes.fromhex(self.keyring.digest)
-
-
-_PithOutcome = tuple[str, list[Discrepancy], int, int]
-"""``(pith, discrepancies, events, copies)``."""
-
-
-@dataclass
-class _PithCopies:
-    """One pith's stored copies as replay reads them, each through the door."""
-
-    pith: str
-    indexed: set[bytes]
-    by_event: dict[bytes, list[tuple[bytes | None, bytes]]]
-    """event_id -> its copies: ``(None, preferred)`` first, then ``(copy hash, evidence)``."""
-    passed: dict[bytes, Envelope | DoorError]
-
-
-def _read_pith(txn: _Txn, dbs: dict[str, Any], pith: str, foreign: Sequence[bytes]) -> _PithCopies:
-    """Every stored copy that claims ``pith`` (or is evidence of an event it indexes),
-    through the door."""
-    indexed = set(_pith_eids(txn, dbs, pith))
-    by_event: dict[bytes, list[tuple[bytes | None, bytes]]] = {}
-    passed: dict[bytes, Envelope | DoorError] = {}
-    for eid in sorted(indexed | set(foreign)):
-        preferred = txn.get(eid, db=dbs["events"])
-        if preferred is None:
-            continue  # reported by the structure pass
-        by_event[eid] = [(None, preferred), *((k[32:], v) for k, v in _evidence_of(txn, dbs, eid))]
-        for _, data in by_event[eid]:
-            try:
-                passed[data] = parse_envelope(data)
-            except DoorError as exc:
-                passed[data] = exc
-    return _PithCopies(pith, indexed, by_event, passed)
-
-
-@dataclass
-class _Started:
-    """A chunk read and through the door, its checks 1-12 started (:func:`_start_chunk`)."""
-
-    read: list[_PithCopies]
-    fresh: list[bytes]
-    batch: CheckBatch | None
-
-
-def _start_chunk(
-    txn: _Txn,
-    dbs: dict[str, Any],
-    chunk: Sequence[tuple[str, Sequence[bytes]]],
-    ctx: _ReplayContext,
-) -> _Started:
-    """Every copy of the chunk's piths through the door, then checks 1-12 started on all of
-    them at once (``verify``, or another keyring): one batch of signatures for threads or
-    a verifying process (:func:`start_checks`)."""
-    read = [_read_pith(txn, dbs, pith, foreign) for pith, foreign in chunk]
-    if not (ctx.verify or not ctx.same_keyring):
-        return _Started(read, [], None)
-    fresh = {data: e for r in read for data, e in r.passed.items() if isinstance(e, Envelope)}
-    batch = start_checks(list(fresh.values()), ctx.keyring, ctx.threads, ctx.executor)
-    return _Started(read, list(fresh), batch)
-
-
-def _finish_chunk(
-    txn: _Txn, dbs: dict[str, Any], started: _Started, ctx: _ReplayContext
-) -> list[_PithOutcome]:
-    """The started chunk, pith by pith, once its signatures are verified."""
-    checked: dict[bytes, str | None] = {}
-    if started.batch is not None:
-        checked = dict(zip(started.fresh, started.batch.reasons(), strict=True))
-    return [_replay_pith(txn, dbs, r, checked, ctx) for r in started.read]
-
-
-def _replay_chunk(
-    txn: _Txn,
-    dbs: dict[str, Any],
-    chunk: Sequence[tuple[str, Sequence[bytes]]],
-    ctx: _ReplayContext,
-) -> list[_PithOutcome]:
-    """Replay the piths of ``chunk`` (what a worker process does with one)."""
-    return _finish_chunk(txn, dbs, _start_chunk(txn, dbs, chunk, ctx), ctx)
-
-
-def _replay_pith(
-    txn: _Txn,
-    dbs: dict[str, Any],
-    copies_of: _PithCopies,
-    checked: dict[bytes, str | None],
-    ctx: _ReplayContext,
-) -> _PithOutcome:
-    found: list[Discrepancy] = []
-
-    def say(kind: str, subject: str, detail: str) -> None:
-        found.append(Discrepancy(kind, subject, detail))
-
-    pith, indexed_set = copies_of.pith, copies_of.indexed
-    by_event, passed = copies_of.by_event, copies_of.passed
-    stored_kd = bytes.fromhex(ctx.stored_kd) if ctx.stored_kd else None
-    judged: list[Judged] = []
-    copies = 0
-    for eid, stored_copies in by_event.items():
-        subject = _eid_str(eid)
-        candidates: list[tuple[Judged, bytes | None]] = []
-        for h_key, data in stored_copies:
-            copies += 1
-            label = "the preferred copy" if h_key is None else f"evidence copy {h_key.hex()[:16]}"
-            env = passed[data]
-            if isinstance(env, DoorError):
-                say("door", subject, f"{label} no longer passes the door: {env.describe()}")
-                continue
-            if env.encoded != data:
-                say("events" if h_key is None else "evidence", subject,
-                    f"{label} is not stored in its JCS encoding")  # fmt: skip
-            if env.event_id != subject:
-                say("events" if h_key is None else "evidence", subject,
-                    f"{label} says event_id {env.event_id}")  # fmt: skip
-                continue
-            h = _copy_hash(data)
-            cached_raw = None if stored_kd is None else txn.get(stored_kd + h, db=dbs["verdicts"])
-            if data in checked:
-                reason = checked[data]
-            elif ctx.verify or not ctx.same_keyring or cached_raw not in _VERDICT_VALUES:
-                reason = check_alone(env, ctx.keyring)
-            else:
-                reason = _verdict_of(cached_raw)
-            if ctx.same_keyring and stored_kd is not None:
-                if cached_raw is None:
-                    say("verdicts", subject, f"{label} has no cached verdict")
-                elif cached_raw != _verdict_bytes(reason):
-                    say("verdicts", subject, f"{label}: cached verdict {cached_raw.decode()!r}, "
-                        f"checks 1-12 give {_verdict_bytes(reason).decode()!r}")  # fmt: skip
-            candidates.append((Judged(env, reason), h_key))
-        if not candidates:
-            continue
-        held = candidates[0][0] if candidates[0][1] is None else None
-        if eid in indexed_set and held is not None and held.envelope.pith_number != pith:
-            say("by_pith", subject, f"indexed under {pith} but its envelope says "
-                f"{held.envelope.pith_number}")  # fmt: skip
-        winner, winner_h = candidates[0]
-        for candidate, h_key in candidates[1:]:
-            if prefer(candidate, winner) is candidate:
-                winner, winner_h = candidate, h_key
-        if ctx.same_keyring and held is not None and winner_h is not None and eid in indexed_set:
-            say("preference", subject, f"events holds a copy that section 7 step 0 does not "
-                f"prefer; evidence copy {winner_h.hex()[:16]} wins: "
-                f"{_why(winner, candidates[0][0])}")  # fmt: skip
-        if winner.envelope.pith_number == pith:
-            judged.append(winner)
-    result = _reduce(pith, judged)
-    state = render_reduction(result) if isinstance(result, Reduction) else None
-    key = pith.encode("ascii")
-    try:
-        cached_state = _assemble_state(txn, dbs, pith)
-    except _INDEX_DAMAGE as exc:
-        say("index", pith, f"the state cannot be assembled from the index: {exc!r}")
-        return pith, found, len(judged), copies
-    cached_status = txn.get(key, db=dbs["piths"])
-    expected_status = None if result is None else jcs(_summary(result))
-    if ctx.same_keyring:
-        expected_index = _index_entries(pith, result)
-        for name, entries in _index_stored(txn, dbs, pith).items():
-            want = expected_index[name]
-            missing = len(want.keys() - entries.keys())
-            extra = len(entries.keys() - want.keys())
-            differ = sum(1 for k in want.keys() & entries.keys() if want[k] != entries[k])
-            if name != "piths" and (missing or extra or differ):
-                say("index", pith, f"{name}: {missing} entries missing, {extra} extra, "
-                    f"{differ} differing from a full reduction")  # fmt: skip
-    if cached_state != state:
-        say("state", pith, _state_difference(cached_state, state, result))
-    elif cached_status != expected_status:
-        shown = f"piths says {_show(cached_status)}, replay gives {_show(expected_status)}"
-        # Under another keyring, a pending pith whose counts change has no state that
-        # changes: a note, not a discrepancy. Under the store's keyring it is damage.
-        say("pith" if ctx.same_keyring or state is not None else "note", pith, shown)
-    return pith, found, len(judged), copies
-
-
-@dataclass
-class _StartedBatch:
-    """A batch through the door with checks 1-12 started (:meth:`Store._start_append`)."""
-
-    items: list[Envelope | DoorError]
-    fresh: list[bytes]
-    """Copy hashes of the copies the store did not hold when the batch was started."""
-    checks: CheckBatch
+        return self._read(lambda txn, dbs: treestore.copies(txn, dbs, wanted))
 
 
 PIPELINE_MIN = 500
@@ -1917,45 +850,34 @@ PIPELINE_MIN = 500
 processes from the second batch on; smaller ones in threads, as :meth:`Store.append`
 does (a process start costs about as much as verifying a few thousand signatures)."""
 
-
-_VERDICT_VALUES = frozenset([VALID, *(r.encode("ascii") for r in REASONS[:12])])
-
-
-def _show(raw: bytes | None) -> str:
-    return "nothing" if raw is None else raw.decode("utf-8", "replace")
+VERIFY_PROCESS_MIN_PITHS = 100
+"""A one-process replay of fewer piths verifies in threads: starting a verifying process
+costs about as much as verifying a few thousand signatures."""
 
 
-def _state_difference(
-    cached: bytes | None, replayed: bytes | None, result: Reduction | Pending | None
-) -> str:
-    """Say precisely how a cached state differs from the replayed one."""
-    if replayed is None:
-        now = "no events" if result is None else f"pending ({result.event_count} events)"
-        if cached is None:
-            return f"no cached state, and replay gives none ({now})"
-        return f"a state is cached but replay gives {now}"
-    if cached is None:
-        return f"no state is cached but replay gives one ({len(replayed)} bytes)"
+# --- replay: the scratch index and worker processes ---------------------------------------
+
+
+@contextlib.contextmanager
+def _scratch_index(entries: int) -> Iterator[_Txn]:
+    """The temporary on-disk index of the structure pass (:data:`pithlog.replay.ScratchFactory`):
+    a write transaction on a throwaway environment, for ``entries`` keys or so."""
+    tmp = tempfile.mkdtemp(prefix="pithlog-replay-")
     try:
-        old = msgspec.json.decode(cached)
-    except (msgspec.MsgspecError, ValueError):
-        return "the cached state is not JSON (damaged bytes)"
-    new = msgspec.json.decode(replayed)
-    if not isinstance(old, dict) or old.keys() != new.keys():
-        return "the cached state does not have the state document's members"
-    differing = [m for m in new if jcs(old[m]) != jcs(new[m])]
-    if not differing:
-        return "the cached bytes differ from the rendering of the same document"
-    counts = [
-        f"{m} cached {old[m]}, replayed {new[m]}"
-        for m in ("event_count", "valid_event_count", "invalid_event_count", "equivocation_count")
-        if old[m] != new[m]
-    ]
-    detail = f"differs in {', '.join(differing)}"
-    return f"{detail} ({'; '.join(counts)})" if counts else detail
+        # One write transaction holds every seq entry; writemap puts its dirty pages in the
+        # file's mapping instead of the heap, so memory does not grow with the log (without
+        # it, a replay of 1M events held 135 MiB of them).
+        index_env = lmdb.open(tmp, map_size=max(64 << 20, entries * 512), sync=False,
+                              metasync=False, lock=False, subdir=True,
+                              writemap=True)  # fmt: skip
+        try:
+            with index_env.begin(write=True) as itx:
+                yield itx
+        finally:
+            index_env.close()
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
 
-
-# --- replay: worker processes -------------------------------------------------------------
 
 _WORKER: dict[str, Any] = {}
 
@@ -1970,170 +892,17 @@ def _worker_init(
 ) -> None:
     gc.disable()  # a worker holds only acyclic decoded JSON: see pithlog.cli
     _WORKER["store"] = Store.open(path, create=False, readonly=True)
-    _WORKER["ctx"] = _ReplayContext(make_keyring(entries), same, verify, stored_kd, threads)
+    _WORKER["ctx"] = ReplayContext(make_keyring(entries), same, verify, stored_kd, threads)
 
 
 def _run_chunk(
-    store: Store, chunk: list[tuple[str, list[bytes]]], ctx: _ReplayContext
-) -> list[_PithOutcome]:
-    def work(txn: _Txn, dbs: dict[str, Any]) -> list[_PithOutcome]:
-        return _replay_chunk(txn, dbs, chunk, ctx)
+    store: Store, chunk: list[tuple[str, list[bytes]]], ctx: ReplayContext
+) -> list[PithOutcome]:
+    def work(txn: _Txn, dbs: dict[str, Any]) -> list[PithOutcome]:
+        return replay_chunk(txn, dbs, chunk, ctx)
 
     return store._read(work)
 
 
-def _worker_run(chunk: list[tuple[str, list[bytes]]]) -> list[_PithOutcome]:
+def _worker_run(chunk: list[tuple[str, list[bytes]]]) -> list[PithOutcome]:
     return _run_chunk(_WORKER["store"], chunk, _WORKER["ctx"])
-
-
-# --- the Merkle tree over the append sequence ---------------------------------------------
-# RFC 9162 section 2.1 over the append sequence: leaf i (from 0) is seq i + 1, its leaf hash
-# SHA-256(0x00 || the 32 raw bytes of the copy's event_id). Two copies of one event_id are
-# two leaves with the same hash; the copy hash is not in the leaf.
-#   merkle    level (1 byte, >= 1) + index (8 bytes big-endian) -> the 32-byte hash of the
-#             perfect subtree of leaves [index * 2**level, (index + 1) * 2**level), for
-#             every such subtree that is complete. Level 0 (the leaf hashes) comes from seq.
-#   copy_seq  event_id (32) + copy hash (32) -> seq (8 bytes big-endian): seq inverted,
-#             in (event_id, copy hash) order (the leaves of an event; the items of sync).
-# meta merkle_size: how many seq entries the two cover. Appends extend them in their own
-# transaction (_merkle_sync); opening a store catches up a store written without them.
-
-register({
-    "store.tree_size": "a tree size or leaf index beyond the store's log: see `pithlog stats` "
-    "(merkle_size)",
-})  # fmt: skip
-
-_NODE = struct.Struct(">BQ")
-
-
-def _merkle_size(txn: _Txn, dbs: dict[str, Any]) -> int:
-    raw = txn.get(META_MERKLE_SIZE, db=dbs["meta"])
-    return _SEQ.unpack(raw)[0] if raw is not None and len(raw) == _SEQ.size else 0
-
-
-def _tree_size_arg(txn: _Txn, dbs: dict[str, Any], size: int | None) -> int:
-    current = _merkle_size(txn, dbs)
-    if size is None:
-        return current
-    if not 0 <= size <= current:
-        raise StoreError("tree_size", f"tree size {size} is not between 0 and the store's "
-                         f"{current}")  # fmt: skip
-    return size
-
-
-def _perfect(txn: _Txn, dbs: dict[str, Any]) -> merkle.PerfectHash:
-    """``perfect(level, index)`` from ``seq`` (level 0) and ``merkle``."""
-
-    def perfect(level: int, index: int) -> bytes:
-        if level == 0:
-            value = txn.get(_SEQ.pack(index + 1), db=dbs["seq"])
-            if value is None or len(value) != 64:
-                raise StoreError("corrupted", f"seq {index + 1} is missing or damaged; run "
-                                 "`pithlog replay --verify`")  # fmt: skip
-            return merkle.leaf_hash(value[:32])
-        value = txn.get(_NODE.pack(level, index), db=dbs["merkle"])
-        if value is None or len(value) != merkle.HASH_SIZE:
-            raise StoreError("corrupted", f"merkle node {level}/{index} is missing or damaged; "
-                             "run `pithlog replay --verify`")  # fmt: skip
-        return value
-
-    return perfect
-
-
-def _subtree(txn: _Txn, dbs: dict[str, Any]) -> merkle.SubtreeHash:
-    return merkle.subtree_from_perfect(_perfect(txn, dbs))
-
-
-def _merkle_sync(txn: _Txn, dbs: dict[str, Any]) -> int:
-    """Extend ``merkle`` and ``copy_seq`` over the seq entries they do not cover yet (those
-    of this transaction's append; all of them for a store written without them). Stops at
-    the first missing sequence number: a damaged seq is replay's to report."""
-    raw = txn.get(META_MERKLE_SIZE, db=dbs["meta"])
-    size = start = _merkle_size(txn, dbs)
-    perfect = _perfect(txn, dbs)
-    while True:
-        value = txn.get(_SEQ.pack(size + 1), db=dbs["seq"])
-        if value is None or len(value) != 64:
-            break
-        for level, index, node in merkle.completed_subtrees(
-            size, merkle.leaf_hash(value[:32]), perfect
-        ):
-            txn.put(_NODE.pack(level, index), node, db=dbs["merkle"])
-        txn.put(value, _SEQ.pack(size + 1), db=dbs["copy_seq"])
-        size += 1
-    if raw is None or size != start:
-        txn.put(META_MERKLE_SIZE, _SEQ.pack(size), db=dbs["meta"])
-    return size
-
-
-def _catch_up_merkle(env: lmdb.Environment, dbs: dict[str, Any]) -> None:
-    """On open: build the tree of a store that lacks it (or was appended to by a pithlog
-    without it), growing the map when it does not fit. Nothing to do for a current one."""
-    while True:
-        try:
-            with _lmdb_errors(), env.begin(write=True) as txn:
-                size = _merkle_size(txn, dbs)
-                if (txn.get(META_MERKLE_SIZE, db=dbs["meta"]) is not None
-                        and txn.get(_SEQ.pack(size + 1), db=dbs["seq"]) is None):  # fmt: skip
-                    return
-                _merkle_sync(txn, dbs)
-                return
-        except StoreError as exc:
-            cause = exc.__cause__
-            if isinstance(cause, lmdb.MapFullError):
-                size_now = env.info()["map_size"]
-                if size_now >= MAX_MAP_SIZE:
-                    raise
-                env.set_mapsize(min(size_now * 2, MAX_MAP_SIZE))
-            elif isinstance(cause, lmdb.MapResizedError):
-                env.set_mapsize(0)
-            else:
-                raise
-
-
-_MAX_MERKLE_LINES = 20
-
-
-def _check_merkle(txn: _Txn, dbs: dict[str, Any], found: list[Discrepancy]) -> None:
-    """Replay: recompute the tree from seq (O(log n) memory) and compare every stored
-    subtree hash; ``copy_seq`` must invert ``seq``; ``merkle_size`` must cover seq."""
-    lines: list[Discrepancy] = []
-
-    def say(subject: str, detail: str) -> None:
-        lines.append(Discrepancy("merkle", subject, detail))
-
-    size = _merkle_size(txn, dbs)
-    entries = txn.stat(dbs["seq"])["entries"]
-    if size != entries:
-        say("merkle_size", f"covers {size} leaves but seq holds {entries} entries")
-    frontier: dict[int, bytes] = {}
-    for checked, (key, value) in enumerate(txn.cursor(db=dbs["seq"])):
-        if checked >= size:
-            break
-        if key != _SEQ.pack(checked + 1) or len(value) != 64:
-            say("seq", f"seq is not consecutive from 1 at leaf {checked}; the tree cannot "
-                "be checked beyond it")  # fmt: skip
-            break
-        if txn.get(value, db=dbs["copy_seq"]) != key:
-            say(_eid_str(value[:32]), f"copy_seq does not map copy {value[32:].hex()[:16]} to "
-                f"seq {checked + 1}")  # fmt: skip
-        node, level, position = merkle.leaf_hash(value[:32]), 0, checked
-        while position & 1:
-            node = merkle.node_hash(frontier.pop(level), node)
-            level += 1
-            position >>= 1
-            if txn.get(_NODE.pack(level, position), db=dbs["merkle"]) != node:
-                say(f"node {level}/{position}", "differs from the hash recomputed from seq")
-        frontier[level] = node
-    expected_nodes = size - bin(size).count("1")
-    nodes = txn.stat(dbs["merkle"])["entries"]
-    if nodes != expected_nodes:
-        say("merkle", f"holds {nodes} subtree hashes; a tree of {size} leaves has "
-            f"{expected_nodes}")  # fmt: skip
-    copies = txn.stat(dbs["copy_seq"])["entries"]
-    if copies != size:
-        say("copy_seq", f"holds {copies} entries; the tree has {size} leaves")
-    found.extend(lines[:_MAX_MERKLE_LINES])
-    if len(lines) > _MAX_MERKLE_LINES:
-        found.append(Discrepancy("merkle", "more", f"{len(lines) - _MAX_MERKLE_LINES} more "
-                                 "merkle discrepancies"))  # fmt: skip

@@ -282,7 +282,7 @@ def test_replay_work_names_every_pith_and_the_evidence_claiming_it(
 ) -> None:
     # Replay reads the piths to replay (and evidence that claims another pith than its
     # event) before the structure pass, which with --jobs N runs beside the workers.
-    from pithlog.store import _replay_work
+    from pithlog.replay import replay_work
 
     store, events = damaged
     victim = _attestation(events)
@@ -295,7 +295,7 @@ def test_replay_work_names_every_pith_and_the_evidence_claiming_it(
     gid = bytes.fromhex(gone["event_id"][7:])
     store._write(lambda txn, dbs: txn.put(gid + b"\x01" * 32, b"{", db=dbs["evidence"]))
 
-    piths, foreign = store._read(_replay_work)
+    piths, foreign = store._read(replay_work)
     assert piths == sorted({e["pith_number"] for e in events})
     assert foreign == {other["pith_number"]: [bytes.fromhex(victim["event_id"][7:])]}
     one, two = store.replay(g.KEYRING, jobs=1), store.replay(g.KEYRING, jobs=2)
@@ -307,6 +307,7 @@ def test_replay_with_verifying_processes_reports_the_same(
 ) -> None:
     # A large one-process replay verifies in helper processes, pipelined by chunk; a
     # small one in threads. Same report, damage included.
+    import pithlog.replay
     import pithlog.store
 
     store, events = damaged
@@ -319,7 +320,7 @@ def test_replay_with_verifying_processes_reports_the_same(
     store._write(lambda txn, dbs: txn.put(eid, bytes(data), db=dbs["events"]))
     threads = store.replay(g.KEYRING, jobs=1)
     monkeypatch.setattr(pithlog.store, "VERIFY_PROCESS_MIN_PITHS", 0)
-    monkeypatch.setattr(pithlog.store, "_CHUNK", 1)
+    monkeypatch.setattr(pithlog.replay, "_CHUNK", 1)
     processes = store.replay(g.KEYRING, jobs=1)
     assert any("applied: 0 entries missing, 1 extra" in d.line() for d in threads.discrepancies)
     assert threads.discrepancies == processes.discrepancies

@@ -1,0 +1,250 @@
+"""What the store's write transactions over events do: an append of a batch (its statuses,
+:class:`AppendResult`, the work of its transaction) and a rebuild under another keyring.
+
+Each ``*_work`` function returns the work of one write transaction, a function of an open
+transaction (:class:`pithlog.layout.Txn`) and the store's named databases (``dbs``) that
+:mod:`pithlog.store` runs, from the start again when the map has to grow; what it has
+judged (verdicts) is kept across those retries.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from pithlog.checks import CheckBatch, check_alone
+from pithlog.errors import DoorError, StoreError
+from pithlog.events import Envelope
+from pithlog.keys import Keyring
+from pithlog.layout import (
+    META_KEYRING,
+    META_NEXT_SEQ,
+    SEQ,
+    Txn,
+    copy_hash,
+    distinct_piths,
+    eid_bytes,
+    evidence_of,
+    stored_envelope,
+    verdict_bytes,
+    verdict_of,
+    why,
+)
+from pithlog.reduce import Judged, prefer
+from pithlog.replay import Progress
+from pithlog.stateindex import index_add, index_clear, rereduce
+from pithlog.treestore import merkle_sync
+
+# Append statuses (one per item of a batch).
+STORED = "stored"
+"""A new event_id: this copy is stored (with ``reason`` set when kept invalid)."""
+DUPLICATE = "duplicate"
+"""This exact envelope is already stored (or appeared earlier in the batch)."""
+REPLACED = "replaced"
+"""A different copy was stored under this event_id; this one is preferred (spec 7 step 0)
+and is now the event's copy; the other is kept as evidence."""
+EVIDENCE = "evidence"
+"""A different copy is stored under this event_id and stays preferred; this one is kept as
+evidence."""
+REJECTED = "rejected"
+"""Fails one of checks 1-12 (``reason``); not stored (see ``keep_invalid``)."""
+REFUSED = "refused"
+"""Refused at the door (spec 1, 4): not attributable, never stored."""
+
+
+@dataclass(frozen=True)
+class AppendResult:
+    """What became of one item of a batch (``index`` counts items from 0)."""
+
+    index: int
+    event_id: str | None
+    status: str
+    reason: str | None = None
+    pith_number: str | None = None
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "index": self.index,
+            "event_id": self.event_id,
+            "status": self.status,
+            "reason": self.reason,
+        }
+
+
+@dataclass
+class StartedBatch:
+    """A batch through the door with checks 1-12 started
+    (:meth:`pithlog.store.Store._start_append`)."""
+
+    items: list[Envelope | DoorError]
+    fresh: list[bytes]
+    """Copy hashes of the copies the store did not hold when the batch was started."""
+    checks: CheckBatch
+
+
+# --- an append ----------------------------------------------------------------------------
+
+
+def append_work(
+    started: StartedBatch, keyring: Keyring, keep_invalid: bool
+) -> Callable[[Txn, dict[str, Any]], list[AppendResult]]:
+    """The write transaction of a started batch, once its verdicts are in
+    (:meth:`pithlog.store.Store._finish_append`)."""
+    items = started.items
+    kd = bytes.fromhex(keyring.digest)
+    # copy hash -> checks 1-12, kept across retries of the transaction
+    verdicts: dict[bytes, str | None] = dict(
+        zip(started.fresh, started.checks.reasons(), strict=True)
+    )
+
+    def judged(env: Envelope, h: bytes) -> Judged:
+        if h not in verdicts:
+            verdicts[h] = check_alone(env, keyring)
+        return Judged(env, verdicts[h])
+
+    def work(txn: Txn, dbs: dict[str, Any]) -> list[AppendResult]:
+        meta = dbs["meta"]
+        stored_kd = txn.get(META_KEYRING, db=meta)
+        if stored_kd != kd:
+            if stored_kd is not None and txn.stat(dbs["events"])["entries"]:
+                raise StoreError(
+                    "keyring_changed",
+                    f"the store's states were reduced under keyring {stored_kd.hex()[:16]}"
+                    f"..., this keyring is {keyring.digest[:16]}...: run `pithlog replay "
+                    "--rebuild --keyring KEYRING` to re-reduce the store under it",
+                )
+            txn.put(META_KEYRING, kd, db=meta)
+        raw_next = txn.get(META_NEXT_SEQ, db=meta)
+        if raw_next is None or len(raw_next) != SEQ.size:
+            raise StoreError("corrupted", "meta next_seq is missing or damaged; run "
+                             "`pithlog replay --verify`")  # fmt: skip
+        next_seq = SEQ.unpack(raw_next)[0]
+        results: list[AppendResult] = []
+        added: dict[str, list[Judged]] = {}  # pith -> events new to the store
+        rebuild: set[str] = set()  # piths whose copies changed: re-reduce them whole
+        for index, item in enumerate(items):
+            if isinstance(item, DoorError):
+                results.append(AppendResult(index, None, REFUSED, item.describe()))
+                continue
+            env, h, eid = item, copy_hash(item.encoded), eid_bytes(item.event_id)
+            current = txn.get(eid, db=dbs["events"])
+            if current == env.encoded or (
+                current is not None and txn.get(eid + h, db=dbs["evidence"]) is not None
+            ):
+                results.append(AppendResult(index, env.event_id, DUPLICATE, None,
+                                            env.pith_number))  # fmt: skip
+                continue
+            new = judged(env, h)
+            if new.reason is not None and not keep_invalid:
+                results.append(AppendResult(index, env.event_id, REJECTED, new.reason,
+                                            env.pith_number))  # fmt: skip
+                continue
+            txn.put(kd + h, verdict_bytes(new.reason), db=dbs["verdicts"])
+            txn.put(SEQ.pack(next_seq), eid + h, db=dbs["seq"])
+            next_seq += 1
+            if current is None:
+                txn.put(eid, env.encoded, db=dbs["events"])
+                txn.put(env.pith_number.encode("ascii") + eid, b"", db=dbs["by_pith"])
+                added.setdefault(env.pith_number, []).append(new)
+                results.append(AppendResult(index, env.event_id, STORED, new.reason,
+                                            env.pith_number))  # fmt: skip
+                continue
+            old_env = stored_envelope(current)
+            old_h = copy_hash(current)
+            cached = txn.get(kd + old_h, db=dbs["verdicts"])
+            if cached is None or old_h in verdicts:
+                old = judged(old_env, old_h)
+                txn.put(kd + old_h, verdict_bytes(old.reason), db=dbs["verdicts"])
+            else:
+                old = Judged(old_env, verdict_of(cached))
+            if prefer(new, old) is new:
+                txn.put(eid, env.encoded, db=dbs["events"])
+                txn.put(eid + old_h, current, db=dbs["evidence"])
+                if old_env.pith_number != env.pith_number:
+                    txn.delete(old_env.pith_number.encode("ascii") + eid, db=dbs["by_pith"])
+                    txn.put(env.pith_number.encode("ascii") + eid, b"", db=dbs["by_pith"])
+                    rebuild.add(old_env.pith_number)
+                rebuild.add(env.pith_number)
+                results.append(AppendResult(
+                    index, env.event_id, REPLACED,
+                    f"preferred to the stored copy: {why(new, old)}", env.pith_number,
+                ))  # fmt: skip
+            else:
+                txn.put(eid + h, env.encoded, db=dbs["evidence"])
+                results.append(AppendResult(
+                    index, env.event_id, EVIDENCE,
+                    f"the stored copy is preferred: {why(old, new)}", env.pith_number,
+                ))  # fmt: skip
+        for pith in sorted(added.keys() | rebuild):
+            if pith in rebuild or not index_add(txn, dbs, pith, added[pith]):
+                rereduce(txn, dbs, pith, kd, keyring, verdicts, added.get(pith, ()))
+        txn.put(META_NEXT_SEQ, SEQ.pack(next_seq), db=meta)
+        merkle_sync(txn, dbs)  # the Merkle tree and copy_seq follow seq
+        return results
+
+    return work
+
+
+# --- a rebuild under another keyring ------------------------------------------------------
+
+
+def rebuild_work(
+    keyring: Keyring, progress: Progress | None = None
+) -> Callable[[Txn, dict[str, Any]], dict[str, int]]:
+    """The write transaction of :meth:`pithlog.store.Store.rebuild`: every stored copy
+    re-judged under ``keyring``, the preferred copy of every event_id re-picked, every pith
+    re-reduced, the index of piths left without events dropped, the keyring recorded. Its
+    result: copies judged, preferred copies changed, piths reduced."""
+    kd = bytes.fromhex(keyring.digest)
+    verdicts: dict[bytes, str | None] = {}
+
+    def work(txn: Txn, dbs: dict[str, Any]) -> dict[str, int]:
+        def verdict(env: Envelope, h: bytes) -> Judged:
+            if h not in verdicts:
+                cached = txn.get(kd + h, db=dbs["verdicts"])
+                verdicts[h] = (
+                    check_alone(env, keyring) if cached is None else verdict_of(cached)
+                )
+            return Judged(env, verdicts[h])
+
+        swaps: list[tuple[bytes, bytes, bytes, Envelope, Envelope]] = []
+        copies = 0
+        for eid, data in txn.cursor(db=dbs["events"]):
+            h = copy_hash(data)
+            best = held = verdict(stored_envelope(data), h)
+            txn.put(kd + h, verdict_bytes(held.reason), db=dbs["verdicts"])
+            copies += 1
+            best_h = h
+            for key, other in evidence_of(txn, dbs, eid):
+                candidate = verdict(stored_envelope(other), key[32:])
+                txn.put(kd + key[32:], verdict_bytes(candidate.reason), db=dbs["verdicts"])
+                copies += 1
+                if prefer(candidate, best) is candidate:
+                    best, best_h = candidate, key[32:]
+            if best is not held:
+                swaps.append((eid, h, best_h, held.envelope, best.envelope))
+        for eid, old_h, new_h, old, new in swaps:
+            txn.put(eid, new.encoded, db=dbs["events"])
+            txn.delete(eid + new_h, db=dbs["evidence"])
+            txn.put(eid + old_h, old.encoded, db=dbs["evidence"])
+            if old.pith_number != new.pith_number:
+                txn.delete(old.pith_number.encode("ascii") + eid, db=dbs["by_pith"])
+                txn.put(new.pith_number.encode("ascii") + eid, b"", db=dbs["by_pith"])
+        piths = distinct_piths(txn, dbs)
+        if progress is not None:
+            progress(0, len(piths))
+        for i, pith in enumerate(piths):
+            rereduce(txn, dbs, pith, kd, keyring, verdicts)
+            if progress is not None:
+                progress(i + 1, len(piths))
+        known = set(piths)
+        stale = [k.decode("ascii", "replace")
+                 for k in txn.cursor(db=dbs["piths"]).iternext(values=False)]  # fmt: skip
+        for pith in stale:
+            if pith not in known:
+                index_clear(txn, dbs, pith)
+        txn.put(META_KEYRING, kd, db=dbs["meta"])
+        return {"copies": copies, "preferred_changed": len(swaps), "piths": len(piths)}
+
+    return work

@@ -1,0 +1,205 @@
+"""The on-disk layout of a store (``docs/store.md`` describes it byte for byte): database
+names, meta keys, the small codecs of keys and values, and the reads of an open transaction
+that the store, its reduction index (:mod:`pithlog.stateindex`), its Merkle tree
+(:mod:`pithlog.treestore`) and replay (:mod:`pithlog.replay`) share.
+
+These modules work on a transaction the store opens; they do not import :mod:`lmdb`
+(:mod:`pithlog.store` is the only module that does): :class:`Txn` is what they use of one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import struct
+from collections.abc import Iterator, Mapping
+from typing import Any, Literal, Protocol
+
+import msgspec
+
+from pithlog.checks import CHECK_NUMBER
+from pithlog.events import Envelope
+from pithlog.reduce import Judged
+
+FORMAT_VERSION = b"2"
+"""``meta[format]``: the layout of ``docs/store.md``."""
+
+DB_NAMES = (
+    "events",
+    "evidence",
+    "by_pith",
+    "seq",
+    "piths",
+    "applied",
+    "slots",
+    "equivocated",
+    "invalid",
+    "verdicts",
+    "meta",
+    "merkle",
+    "copy_seq",
+)
+INDEX_DBS = ("applied", "slots", "equivocated", "invalid")
+"""The per-pith reduction index: a pith's state document is assembled from it on read."""
+
+META_FORMAT = b"format"
+META_MERGE = b"merge_version"
+META_KEYRING = b"keyring_digest"
+META_NEXT_SEQ = b"next_seq"
+META_MERKLE_SIZE = b"merkle_size"
+
+VALID = b"valid"
+"""The verdict value of a copy that passes checks 1-12 (otherwise: its reason code)."""
+
+PITH_BYTES = 36
+"""``pith:YYYY:`` + 26 base32 characters, ASCII."""
+
+SEQ = struct.Struct(">Q")
+
+
+# --- what the modules beside the store use of an LMDB transaction -------------------------
+
+
+class Cursor(Protocol):
+    """The part of ``lmdb.Cursor`` used outside :mod:`pithlog.store`."""
+
+    def __iter__(self) -> Iterator[tuple[bytes, bytes]]: ...
+    def key(self) -> bytes: ...
+    def value(self) -> bytes: ...
+    def item(self) -> tuple[bytes, bytes]: ...
+    def first(self) -> bool: ...
+    def next(self) -> bool: ...
+    def set_range(self, key: bytes, /) -> bool: ...
+    def delete(self) -> bool: ...
+    def iternext(
+        self, keys: Literal[True] = True, *, values: Literal[False]
+    ) -> Iterator[bytes]: ...
+
+
+class Txn(Protocol):
+    """The part of ``lmdb.Transaction`` used outside :mod:`pithlog.store`; ``db`` is one of
+    the store's named databases (the ``dbs`` dict, keyed by :data:`DB_NAMES`)."""
+
+    def get(self, key: bytes, default: None = None, db: Any = None) -> bytes | None: ...
+    def put(self, key: bytes, value: bytes, *, db: Any = None) -> bool: ...
+    def delete(self, key: bytes, *, db: Any = None) -> bool: ...
+    def cursor(self, db: Any = None) -> Cursor: ...
+    def stat(self, db: Any = None) -> Mapping[str, Any]: ...
+
+
+# --- small codecs -------------------------------------------------------------------------
+
+
+def eid_bytes(event_id: str) -> bytes:
+    return bytes.fromhex(event_id[len("sha256:") :])
+
+
+def eid_str(raw: bytes) -> str:
+    return "sha256:" + raw.hex()
+
+
+def copy_hash(data: bytes) -> bytes:
+    return hashlib.sha256(data).digest()
+
+
+def verdict_bytes(reason: str | None) -> bytes:
+    return VALID if reason is None else reason.encode("ascii")
+
+
+def verdict_of(raw: bytes) -> str | None:
+    if raw == VALID:
+        return None
+    reason = raw.decode("ascii", "replace")
+    if reason not in CHECK_NUMBER:
+        raise ValueError(f"not a verdict: {raw!r}")
+    return reason
+
+
+class Ids(msgspec.Struct):
+    event_id: str
+    pith_number: str
+
+
+_IDS = msgspec.json.Decoder(Ids)
+_ANY = msgspec.json.Decoder()
+
+
+def stored_envelope(data: bytes) -> Envelope:
+    """A stored copy, decoded without the door: it passed the door when it was appended
+    (``replay`` is what puts every stored byte through the door again)."""
+    value = _ANY.decode(data)
+    return Envelope(value, value["event_id"], value["pith_number"], data)
+
+
+def decode_ids(data: bytes) -> Ids | None:
+    """``event_id`` and ``pith_number`` of stored bytes, or ``None`` when they do not decode."""
+    try:
+        return _IDS.decode(data)
+    except (msgspec.MsgspecError, ValueError):
+        return None
+
+
+def why(winner: Judged, loser: Judged) -> str:
+    """Why section 7 step 0 prefers ``winner`` to ``loser``, in words."""
+    if winner.reason is None and loser.reason is not None:
+        return f"passes checks 1-12; the other copy fails ({loser.reason})"
+    if winner.reason is not None and loser.reason is not None and winner.reason != loser.reason:
+        return (
+            f"fails at a later check ({winner.reason}, check {CHECK_NUMBER[winner.reason]}) "
+            f"than the other copy ({loser.reason}, check {CHECK_NUMBER[loser.reason]})"
+        )
+    state = "both pass checks 1-12" if winner.reason is None else f"both fail ({winner.reason})"
+    return f"{state}; its JCS encoding is the smaller byte string"
+
+
+# --- reads of an open transaction ---------------------------------------------------------
+
+
+def copy_at(txn: Txn, dbs: dict[str, Any], target: bytes) -> bytes | None:
+    """The stored copy a ``seq`` value (event_id + copy hash) names, or ``None``."""
+    if len(target) != 64:
+        return None
+    eid, h = target[:32], target[32:]
+    data = txn.get(eid, db=dbs["events"])
+    if data is not None and copy_hash(data) == h:
+        return data
+    return txn.get(target, db=dbs["evidence"])
+
+
+def evidence_of(
+    txn: Txn, dbs: dict[str, Any], eid: bytes
+) -> list[tuple[bytes, bytes]]:
+    out: list[tuple[bytes, bytes]] = []
+    cursor = txn.cursor(db=dbs["evidence"])
+    if not cursor.set_range(eid):
+        return out
+    for key, value in cursor:
+        if key[:32] != eid:
+            break
+        out.append((key, value))
+    return out
+
+
+def pith_eids(txn: Txn, dbs: dict[str, Any], pith: str) -> list[bytes]:
+    prefix = pith.encode("ascii")
+    out: list[bytes] = []
+    cursor = txn.cursor(db=dbs["by_pith"])
+    if not cursor.set_range(prefix):
+        return out
+    for key in cursor.iternext(values=False):
+        if not key.startswith(prefix):
+            break
+        out.append(key[len(prefix) :])
+    return out
+
+
+def distinct_piths(txn: Txn, dbs: dict[str, Any]) -> list[str]:
+    """Every pith with at least one entry in ``by_pith``, in order (one seek per pith)."""
+    out: list[str] = []
+    cursor = txn.cursor(db=dbs["by_pith"])
+    found = cursor.first()
+    while found:
+        key = cursor.key()
+        prefix = key[:PITH_BYTES]
+        out.append(prefix.decode("ascii", "replace"))
+        found = cursor.set_range(prefix + b"\xff" * 33)
+    return out

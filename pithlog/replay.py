@@ -1,0 +1,508 @@
+"""Replay: the whole log read back through the pure path (door, checks, reduce, render)
+and compared with what the store holds (``docs/store.md``, "Replay").
+
+The report classes, the structure pass (no signatures), the replay of one pith and of a
+chunk of piths, as functions over an open transaction (:class:`pithlog.layout.Txn`);
+:meth:`pithlog.store.Store.replay` opens the transactions, runs the chunks here or in
+worker processes, and adds up the outcomes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Sequence
+from concurrent.futures import Executor
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
+from typing import Any, Protocol, overload
+
+import msgspec
+
+from pithlog.canonical import jcs
+from pithlog.checks import REASONS, CheckBatch, check_alone, start_checks
+from pithlog.errors import DoorError
+from pithlog.events import Envelope, parse_envelope
+from pithlog.keys import Keyring
+from pithlog.layout import (
+    FORMAT_VERSION,
+    INDEX_DBS,
+    META_FORMAT,
+    META_KEYRING,
+    META_MERGE,
+    META_NEXT_SEQ,
+    PITH_BYTES,
+    SEQ,
+    VALID,
+    Txn,
+    copy_at,
+    copy_hash,
+    decode_ids,
+    distinct_piths,
+    eid_str,
+    evidence_of,
+    pith_eids,
+    verdict_bytes,
+    verdict_of,
+    why,
+)
+from pithlog.records import is_pith_number
+from pithlog.reduce import MERGE_VERSION, Judged, Pending, Reduction, prefer
+from pithlog.state import render_reduction
+from pithlog.stateindex import (
+    INDEX_DAMAGE,
+    assemble_state,
+    index_entries,
+    index_stored,
+    pith_summary,
+    reduce_judged,
+)
+
+# --- the report ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Discrepancy:
+    """One place where the store disagrees with what its log implies."""
+
+    kind: str
+    subject: str
+    detail: str
+
+    def line(self) -> str:
+        return f"{self.kind}: {self.subject}: {self.detail}"
+
+
+@dataclass
+class ReplayReport:
+    """What :meth:`pithlog.store.Store.replay` found. ``ok`` when there is no discrepancy."""
+
+    keyring_digest: str
+    stored_keyring_digest: str | None
+    piths: int = 0
+    events: int = 0
+    copies: int = 0
+    discrepancies: list[Discrepancy] = field(default_factory=list)
+    notes: list[Discrepancy] = field(default_factory=list)
+    """Under another keyring: pending piths whose counts would change (no state does)."""
+
+    @property
+    def same_keyring(self) -> bool:
+        return self.stored_keyring_digest in (None, self.keyring_digest)
+
+    @property
+    def ok(self) -> bool:
+        return not self.discrepancies
+
+    @property
+    def changed_piths(self) -> list[str]:
+        """Piths whose cached state (or pending status) differs from the replayed one."""
+        return sorted({d.subject for d in self.discrepancies if d.kind in ("state", "pith")})
+
+
+Progress = Callable[[int, int], None]
+"""``progress(done, total)``: piths replayed so far, out of ``total``."""
+
+
+# --- replay: structure --------------------------------------------------------------------
+
+_CHUNK = 32
+"""Piths per unit of replay work (and per read transaction), at most."""
+
+
+def make_chunks(
+    piths: list[str], foreign: dict[str, list[bytes]], jobs: int
+) -> list[list[tuple[str, list[bytes]]]]:
+    """The replay work, ``(pith, event_ids of evidence claiming it)``, in chunks of piths:
+    at most :data:`_CHUNK`, and about four chunks per process."""
+    work = [(pith, foreign.get(pith, [])) for pith in piths]
+    size = max(1, min(_CHUNK, -(-len(work) // (max(jobs, 1) * 4))))
+    return [work[i : i + size] for i in range(0, len(work), size)]
+
+
+def replay_work(txn: Txn, dbs: dict[str, Any]) -> tuple[list[str], dict[str, list[bytes]]]:
+    """The piths to replay (every pith in ``by_pith``, and every pith that an evidence copy
+    claims) and, per pith, the event_ids that have an evidence copy claiming that pith
+    while their preferred copy claims another."""
+    foreign: dict[str, set[bytes]] = {}
+    for key, data in txn.cursor(db=dbs["evidence"]):
+        preferred = txn.get(key[:32], db=dbs["events"]) if len(key) == 64 else None
+        ids = decode_ids(data)
+        pref_ids = None if preferred is None else decode_ids(preferred)
+        if (
+            ids is not None
+            and pref_ids is not None
+            and is_pith_number(ids.pith_number)
+            and pref_ids.pith_number != ids.pith_number
+        ):
+            foreign.setdefault(ids.pith_number, set()).add(key[:32])
+    known = set(distinct_piths(txn, dbs))
+    return sorted(known | set(foreign)), {p: sorted(eids) for p, eids in foreign.items()}
+
+
+class ScratchIndex(Protocol):
+    """A temporary key-value index on disk (copy -> seq), empty when made: the part of an
+    LMDB write transaction that the structure pass uses."""
+
+    @overload
+    def get(self, key: bytes) -> bytes | None: ...
+    @overload
+    def get(self, key: bytes, default: bytes) -> bytes: ...
+    def put(self, key: bytes, value: bytes, *, overwrite: bool = True) -> bool: ...
+
+
+ScratchFactory = Callable[[int], AbstractContextManager[ScratchIndex]]
+"""``scratch(entries)``: a context manager giving a new :class:`ScratchIndex` sized for about
+``entries`` keys, removed on exit. The store makes it (this module does not import
+:mod:`lmdb`)."""
+
+
+def check_structure(
+    txn: Txn,
+    dbs: dict[str, Any],
+    report: ReplayReport,
+    replayed: Collection[str],
+    scratch: ScratchFactory,
+) -> None:
+    """The checks that need no signature: meta, seq against the copies, the indexes against
+    each other. ``replayed``: the piths replay goes through (:func:`replay_work`); an
+    index entry of any other pith is reported. ``scratch`` makes the temporary index of
+    copy -> seq that the pass fills (:data:`ScratchFactory`)."""
+    found = report.discrepancies
+
+    def say(kind: str, subject: str, detail: str) -> None:
+        found.append(Discrepancy(kind, subject, detail))
+
+    meta = dbs["meta"]
+    if txn.get(META_FORMAT, db=meta) != FORMAT_VERSION:
+        say("meta", "format", f"is {txn.get(META_FORMAT, db=meta)!r}, expected {FORMAT_VERSION!r}")
+    if txn.get(META_MERGE, db=meta) != MERGE_VERSION.encode("ascii"):
+        say("meta", "merge_version", f"is {txn.get(META_MERGE, db=meta)!r}")
+    raw_next = txn.get(META_NEXT_SEQ, db=meta)
+    next_seq = SEQ.unpack(raw_next)[0] if raw_next is not None and len(raw_next) == 8 else None
+    if next_seq is None:
+        say("meta", "next_seq", f"is {raw_next!r}, not an 8-byte counter")
+    kd = txn.get(META_KEYRING, db=meta)
+    if kd is None and txn.stat(dbs["events"])["entries"]:
+        say("meta", "keyring_digest", "missing although the store holds events")
+
+    # seq -> copies, with a temporary on-disk index copy -> seq (memory stays bounded).
+    with scratch(txn.stat(dbs["seq"])["entries"]) as itx:
+        last = 0
+        for key, value in txn.cursor(db=dbs["seq"]):
+            if len(key) != 8:
+                say("seq", f"key {key.hex()}", "is not an 8-byte sequence number")
+                continue
+            n = SEQ.unpack(key)[0]
+            last = n
+            if len(value) != 64:
+                say("seq", f"seq {n}", f"value of {len(value)} bytes, not 64")
+                continue
+            if copy_at(txn, dbs, value) is None:
+                say("seq", f"seq {n}", f"names copy {value[32:].hex()[:16]} of "
+                    f"{eid_str(value[:32])}, which is not stored")  # fmt: skip
+            if not itx.put(value, key, overwrite=False):
+                other = SEQ.unpack(itx.get(value, b"\0" * 8))[0]
+                say("seq", f"seq {n}", f"names the same copy of {eid_str(value[:32])} "
+                    f"as seq {other}")  # fmt: skip
+        if next_seq is not None and last >= next_seq:
+            say("meta", "next_seq", f"is {next_seq} but seq already holds {last}")
+
+        def has_seq(eid: bytes, h: bytes) -> bool:
+            return itx.get(eid + h) is not None
+
+        # events: each preferred copy is its own event, has a seq entry, is indexed.
+        for eid, data in txn.cursor(db=dbs["events"]):
+            subject = eid_str(eid) if len(eid) == 32 else f"key {eid.hex()}"
+            if len(eid) != 32:
+                say("events", subject, "key is not a 32-byte event id")
+                continue
+            h = copy_hash(data)
+            if not has_seq(eid, h):
+                say("seq", subject, f"the preferred copy {h.hex()[:16]} has no seq entry")
+            ids = decode_ids(data)
+            if ids is None or not is_pith_number(ids.pith_number):
+                say("events", subject, "the stored copy does not decode as an envelope")
+                continue
+            if ids.event_id != subject:
+                say("events", subject, f"the stored copy says event_id {ids.event_id}")
+            pith_key = ids.pith_number.encode("ascii") + eid
+            if txn.get(pith_key, db=dbs["by_pith"]) is None:
+                say("by_pith", subject, f"not indexed under its pith {ids.pith_number}")
+
+        # evidence: hash, owner, not the preferred copy itself, a seq entry.
+        for key, data in txn.cursor(db=dbs["evidence"]):
+            if len(key) != 64:
+                say("evidence", f"key {key.hex()}", "is not event id + copy hash")
+                continue
+            eid, h = key[:32], key[32:]
+            subject = eid_str(eid)
+            if copy_hash(data) != h:
+                say("evidence", subject, f"copy {h.hex()[:16]} does not hash to its key "
+                    f"(its bytes hash to {copy_hash(data).hex()[:16]})")  # fmt: skip
+            if not has_seq(eid, h):
+                say("seq", subject, f"evidence copy {h.hex()[:16]} has no seq entry")
+            preferred = txn.get(eid, db=dbs["events"])
+            if preferred is None:
+                say("evidence", subject, f"copy {h.hex()[:16]} is evidence of an event "
+                    "with no preferred copy in events")  # fmt: skip
+                continue
+            if preferred == data:
+                say("evidence", subject, "an evidence copy equals the preferred copy")
+            ids = decode_ids(data)
+            if ids is None or not is_pith_number(ids.pith_number):
+                say("evidence", subject, f"copy {h.hex()[:16]} does not decode as an "
+                    "envelope")  # fmt: skip
+                continue
+            if ids.event_id != subject:
+                say("evidence", subject, f"copy {h.hex()[:16]} says event_id "
+                    f"{ids.event_id}")  # fmt: skip
+
+    # by_pith: well-formed keys naming stored events (their pith is checked per pith).
+    for key in txn.cursor(db=dbs["by_pith"]).iternext(values=False):
+        pith = key[:PITH_BYTES].decode("ascii", "replace")
+        if len(key) != PITH_BYTES + 32 or not is_pith_number(pith):
+            say("by_pith", f"key {key.hex()}", "is not pith_number + event id")
+            continue
+        if txn.get(key[PITH_BYTES:], db=dbs["events"]) is None:
+            say("by_pith", eid_str(key[PITH_BYTES:]), f"indexed under {pith} but not in events")
+    for name in ("piths", *INDEX_DBS):
+        for key in txn.cursor(db=dbs[name]).iternext(values=False):
+            pith = key[:PITH_BYTES].decode("ascii", "replace")
+            if pith not in replayed:
+                say(name, pith, "cached for a pith that has no events in by_pith")
+    for key, value in txn.cursor(db=dbs["verdicts"]):
+        if len(key) != 64:
+            say("verdicts", f"key {key.hex()}", "is not keyring digest + copy hash")
+        elif value != VALID and value.decode("ascii", "replace") not in REASONS[:12]:
+            say("verdicts", f"copy {key[32:].hex()[:16]}", f"verdict {value!r} is not one of "
+                "checks 1-12")  # fmt: skip
+
+
+# --- replay: one pith ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ReplayContext:
+    keyring: Keyring
+    same_keyring: bool
+    verify: bool
+    stored_kd: str | None
+    threads: int | None = None
+    """Verification threads per process (:func:`check_many`; ``None``: its default)."""
+    executor: Executor | None = None
+    """Verifying processes (:func:`start_checks`) of a one-process replay, if any."""
+
+    @property
+    def kd(self) -> bytes:
+        return bytes.fromhex(self.keyring.digest)
+
+
+PithOutcome = tuple[str, list[Discrepancy], int, int]
+"""``(pith, discrepancies, events, copies)``."""
+
+
+@dataclass
+class _PithCopies:
+    """One pith's stored copies as replay reads them, each through the door."""
+
+    pith: str
+    indexed: set[bytes]
+    by_event: dict[bytes, list[tuple[bytes | None, bytes]]]
+    """event_id -> its copies: ``(None, preferred)`` first, then ``(copy hash, evidence)``."""
+    passed: dict[bytes, Envelope | DoorError]
+
+
+def _read_pith(txn: Txn, dbs: dict[str, Any], pith: str, foreign: Sequence[bytes]) -> _PithCopies:
+    """Every stored copy that claims ``pith`` (or is evidence of an event it indexes),
+    through the door."""
+    indexed = set(pith_eids(txn, dbs, pith))
+    by_event: dict[bytes, list[tuple[bytes | None, bytes]]] = {}
+    passed: dict[bytes, Envelope | DoorError] = {}
+    for eid in sorted(indexed | set(foreign)):
+        preferred = txn.get(eid, db=dbs["events"])
+        if preferred is None:
+            continue  # reported by the structure pass
+        by_event[eid] = [(None, preferred), *((k[32:], v) for k, v in evidence_of(txn, dbs, eid))]
+        for _, data in by_event[eid]:
+            try:
+                passed[data] = parse_envelope(data)
+            except DoorError as exc:
+                passed[data] = exc
+    return _PithCopies(pith, indexed, by_event, passed)
+
+
+@dataclass
+class Started:
+    """A chunk read and through the door, its checks 1-12 started (:func:`start_chunk`)."""
+
+    read: list[_PithCopies]
+    fresh: list[bytes]
+    batch: CheckBatch | None
+
+
+def start_chunk(
+    txn: Txn,
+    dbs: dict[str, Any],
+    chunk: Sequence[tuple[str, Sequence[bytes]]],
+    ctx: ReplayContext,
+) -> Started:
+    """Every copy of the chunk's piths through the door, then checks 1-12 started on all of
+    them at once (``verify``, or another keyring): one batch of signatures for threads or
+    a verifying process (:func:`start_checks`)."""
+    read = [_read_pith(txn, dbs, pith, foreign) for pith, foreign in chunk]
+    if not (ctx.verify or not ctx.same_keyring):
+        return Started(read, [], None)
+    fresh = {data: e for r in read for data, e in r.passed.items() if isinstance(e, Envelope)}
+    batch = start_checks(list(fresh.values()), ctx.keyring, ctx.threads, ctx.executor)
+    return Started(read, list(fresh), batch)
+
+
+def finish_chunk(
+    txn: Txn, dbs: dict[str, Any], started: Started, ctx: ReplayContext
+) -> list[PithOutcome]:
+    """The started chunk, pith by pith, once its signatures are verified."""
+    checked: dict[bytes, str | None] = {}
+    if started.batch is not None:
+        checked = dict(zip(started.fresh, started.batch.reasons(), strict=True))
+    return [_replay_pith(txn, dbs, r, checked, ctx) for r in started.read]
+
+
+def replay_chunk(
+    txn: Txn,
+    dbs: dict[str, Any],
+    chunk: Sequence[tuple[str, Sequence[bytes]]],
+    ctx: ReplayContext,
+) -> list[PithOutcome]:
+    """Replay the piths of ``chunk`` (what a worker process does with one)."""
+    return finish_chunk(txn, dbs, start_chunk(txn, dbs, chunk, ctx), ctx)
+
+
+def _replay_pith(
+    txn: Txn,
+    dbs: dict[str, Any],
+    copies_of: _PithCopies,
+    checked: dict[bytes, str | None],
+    ctx: ReplayContext,
+) -> PithOutcome:
+    found: list[Discrepancy] = []
+
+    def say(kind: str, subject: str, detail: str) -> None:
+        found.append(Discrepancy(kind, subject, detail))
+
+    pith, indexed_set = copies_of.pith, copies_of.indexed
+    by_event, passed = copies_of.by_event, copies_of.passed
+    stored_kd = bytes.fromhex(ctx.stored_kd) if ctx.stored_kd else None
+    judged: list[Judged] = []
+    copies = 0
+    for eid, stored_copies in by_event.items():
+        subject = eid_str(eid)
+        candidates: list[tuple[Judged, bytes | None]] = []
+        for h_key, data in stored_copies:
+            copies += 1
+            label = "the preferred copy" if h_key is None else f"evidence copy {h_key.hex()[:16]}"
+            env = passed[data]
+            if isinstance(env, DoorError):
+                say("door", subject, f"{label} no longer passes the door: {env.describe()}")
+                continue
+            if env.encoded != data:
+                say("events" if h_key is None else "evidence", subject,
+                    f"{label} is not stored in its JCS encoding")  # fmt: skip
+            if env.event_id != subject:
+                say("events" if h_key is None else "evidence", subject,
+                    f"{label} says event_id {env.event_id}")  # fmt: skip
+                continue
+            h = copy_hash(data)
+            cached_raw = None if stored_kd is None else txn.get(stored_kd + h, db=dbs["verdicts"])
+            if data in checked:
+                reason = checked[data]
+            elif ctx.verify or not ctx.same_keyring or cached_raw not in _VERDICT_VALUES:
+                reason = check_alone(env, ctx.keyring)
+            else:
+                reason = verdict_of(cached_raw)
+            if ctx.same_keyring and stored_kd is not None:
+                if cached_raw is None:
+                    say("verdicts", subject, f"{label} has no cached verdict")
+                elif cached_raw != verdict_bytes(reason):
+                    say("verdicts", subject, f"{label}: cached verdict {cached_raw.decode()!r}, "
+                        f"checks 1-12 give {verdict_bytes(reason).decode()!r}")  # fmt: skip
+            candidates.append((Judged(env, reason), h_key))
+        if not candidates:
+            continue
+        held = candidates[0][0] if candidates[0][1] is None else None
+        if eid in indexed_set and held is not None and held.envelope.pith_number != pith:
+            say("by_pith", subject, f"indexed under {pith} but its envelope says "
+                f"{held.envelope.pith_number}")  # fmt: skip
+        winner, winner_h = candidates[0]
+        for candidate, h_key in candidates[1:]:
+            if prefer(candidate, winner) is candidate:
+                winner, winner_h = candidate, h_key
+        if ctx.same_keyring and held is not None and winner_h is not None and eid in indexed_set:
+            say("preference", subject, f"events holds a copy that section 7 step 0 does not "
+                f"prefer; evidence copy {winner_h.hex()[:16]} wins: "
+                f"{why(winner, candidates[0][0])}")  # fmt: skip
+        if winner.envelope.pith_number == pith:
+            judged.append(winner)
+    result = reduce_judged(pith, judged)
+    state = render_reduction(result) if isinstance(result, Reduction) else None
+    key = pith.encode("ascii")
+    try:
+        cached_state = assemble_state(txn, dbs, pith)
+    except INDEX_DAMAGE as exc:
+        say("index", pith, f"the state cannot be assembled from the index: {exc!r}")
+        return pith, found, len(judged), copies
+    cached_status = txn.get(key, db=dbs["piths"])
+    expected_status = None if result is None else jcs(pith_summary(result))
+    if ctx.same_keyring:
+        expected_index = index_entries(pith, result)
+        for name, entries in index_stored(txn, dbs, pith).items():
+            want = expected_index[name]
+            missing = len(want.keys() - entries.keys())
+            extra = len(entries.keys() - want.keys())
+            differ = sum(1 for k in want.keys() & entries.keys() if want[k] != entries[k])
+            if name != "piths" and (missing or extra or differ):
+                say("index", pith, f"{name}: {missing} entries missing, {extra} extra, "
+                    f"{differ} differing from a full reduction")  # fmt: skip
+    if cached_state != state:
+        say("state", pith, _state_difference(cached_state, state, result))
+    elif cached_status != expected_status:
+        shown = f"piths says {_show(cached_status)}, replay gives {_show(expected_status)}"
+        # Under another keyring, a pending pith whose counts change has no state that
+        # changes: a note, not a discrepancy. Under the store's keyring it is damage.
+        say("pith" if ctx.same_keyring or state is not None else "note", pith, shown)
+    return pith, found, len(judged), copies
+
+
+_VERDICT_VALUES = frozenset([VALID, *(r.encode("ascii") for r in REASONS[:12])])
+
+
+def _show(raw: bytes | None) -> str:
+    return "nothing" if raw is None else raw.decode("utf-8", "replace")
+
+
+def _state_difference(
+    cached: bytes | None, replayed: bytes | None, result: Reduction | Pending | None
+) -> str:
+    """Say precisely how a cached state differs from the replayed one."""
+    if replayed is None:
+        now = "no events" if result is None else f"pending ({result.event_count} events)"
+        if cached is None:
+            return f"no cached state, and replay gives none ({now})"
+        return f"a state is cached but replay gives {now}"
+    if cached is None:
+        return f"no state is cached but replay gives one ({len(replayed)} bytes)"
+    try:
+        old = msgspec.json.decode(cached)
+    except (msgspec.MsgspecError, ValueError):
+        return "the cached state is not JSON (damaged bytes)"
+    new = msgspec.json.decode(replayed)
+    if not isinstance(old, dict) or old.keys() != new.keys():
+        return "the cached state does not have the state document's members"
+    differing = [m for m in new if jcs(old[m]) != jcs(new[m])]
+    if not differing:
+        return "the cached bytes differ from the rendering of the same document"
+    counts = [
+        f"{m} cached {old[m]}, replayed {new[m]}"
+        for m in ("event_count", "valid_event_count", "invalid_event_count", "equivocation_count")
+        if old[m] != new[m]
+    ]
+    detail = f"differs in {', '.join(differing)}"
+    return f"{detail} ({'; '.join(counts)})" if counts else detail

@@ -1,0 +1,355 @@
+"""The per-pith reduction index of a store, from which a pith's state document is
+assembled on read (``docs/store.md``: "Why an index and not the documents").
+
+Functions over an open transaction (:class:`pithlog.layout.Txn`) and the store's named
+databases (``dbs``); :mod:`pithlog.store` opens the transactions.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import struct
+from collections.abc import Sequence
+from typing import Any
+
+import msgspec
+
+from pithlog.canonical import jcs
+from pithlog.checks import check_against_record, check_alone
+from pithlog.errors import StoreError
+from pithlog.events import EVENT_TYPES, STATE_LISTS, Envelope, projection_spans
+from pithlog.keys import Keyring
+from pithlog.layout import (
+    INDEX_DBS,
+    Txn,
+    copy_hash,
+    eid_bytes,
+    eid_str,
+    pith_eids,
+    stored_envelope,
+    verdict_bytes,
+    verdict_of,
+)
+from pithlog.reduce import (
+    Judged,
+    Pending,
+    Reduction,
+    SlotKey,
+    chosen_record,
+    reduce_pith,
+    slot_of,
+)
+from pithlog.state import (
+    Fragment,
+    StateParts,
+    assemble,
+    equivocation_entry,
+    fragment,
+    slot_sort_key,
+)
+
+# --- the reduction index ------------------------------------------------------------------
+# A pith's state document is a function of all its events, and for a large pith it is large
+# (a citation signature adds ~2 KB), so re-rendering it on every append would make a growing
+# pith cost O(N^2). The store keeps instead what the document is made of, in key order:
+#   piths        pith -> JCS summary: status, counts, the chosen record's event_id
+#   applied      pith + list index (1) + created_at (20) + event_id (32) -> payload and
+#                signer spans in the stored envelope (4 x uint32): each applied event but R
+#   slots        pith + SHA-256 of the slot's JCS (32) -> JCS {"slot", "members"}, members
+#                as [created_at, event_id] in that order (spec 7 step 4)
+#   equivocated  pith + slot hash -> empty, for every slot of two or more events
+#   invalid      pith + event_id (32) -> reason code
+# New events that do not change R are added to it in O(log N) each (index_add); anything
+# else re-reduces the pith (rereduce). A state is assembled from the index on read
+# (assemble_state), with the same code that renders a reduction.
+
+_SPANS = struct.Struct(">IIII")
+_LIST_INDEX = {name: i for i, name in enumerate(STATE_LISTS)}
+
+
+def _pith_key(pith: str) -> bytes:
+    return pith.encode("ascii")
+
+
+def pith_summary(result: Reduction | Pending) -> dict[str, Any]:
+    if isinstance(result, Pending):
+        return {"status": "pending", "event_count": result.event_count,
+                "invalid_event_count": len(result.invalid)}  # fmt: skip
+    return {
+        "status": "state",
+        "event_count": result.event_count,
+        "valid_event_count": result.valid_event_count,
+        "invalid_event_count": len(result.invalid),
+        "equivocation_count": len(result.equivocations),
+        "record": result.record.event_id,
+    }
+
+
+def _slot_hash(slot: SlotKey) -> bytes:
+    return hashlib.sha256(jcs(list(slot))).digest()
+
+
+def _applied_key(pith: str, envelope_type: str, created_at: str, event_id: str) -> bytes:
+    return (_pith_key(pith) + bytes([_LIST_INDEX[EVENT_TYPES[envelope_type].state_list]])
+            + created_at.encode("ascii") + eid_bytes(event_id))  # fmt: skip
+
+
+def _applied_entry(pith: str, env: Envelope) -> tuple[bytes, bytes]:
+    event = env.value
+    key = _applied_key(pith, event["event_type"], event["created_at"], env.event_id)
+    return key, _SPANS.pack(*projection_spans(env))
+
+
+def _put_applied(txn: Txn, dbs: dict[str, Any], pith: str, env: Envelope) -> None:
+    key, value = _applied_entry(pith, env)
+    txn.put(key, value, db=dbs["applied"])
+
+
+def index_clear(txn: Txn, dbs: dict[str, Any], pith: str) -> None:
+    prefix = _pith_key(pith)
+    for name in INDEX_DBS:
+        cursor = txn.cursor(db=dbs[name])
+        found = cursor.set_range(prefix)
+        while found and cursor.key().startswith(prefix):
+            found = cursor.delete()
+    txn.delete(prefix, db=dbs["piths"])
+
+
+def index_entries(
+    pith: str, result: Reduction | Pending | None
+) -> dict[str, dict[bytes, bytes]]:
+    """Every index entry of a pith, as a full reduction gives them (database -> key ->
+    value). :func:`index_add` keeps exactly these up to date; replay compares them."""
+    key = _pith_key(pith)
+    entries: dict[str, dict[bytes, bytes]] = {name: {} for name in ("piths", *INDEX_DBS)}
+    if result is None:
+        return entries
+    for event_id, reason in result.invalid.items():
+        entries["invalid"][key + eid_bytes(event_id)] = reason.encode("ascii")
+    if isinstance(result, Reduction):
+        slots: dict[SlotKey, list[Envelope]] = {slot_of(e): [e] for e in result.applied}
+        for equivocation in result.equivocations:
+            slots[equivocation.slot] = list(equivocation.events)
+            entries["equivocated"][key + _slot_hash(equivocation.slot)] = b""
+        for slot, members in slots.items():
+            value = {"slot": list(slot),
+                     "members": [[e.value["created_at"], e.event_id] for e in members]}
+            entries["slots"][key + _slot_hash(slot)] = jcs(value)  # fmt: skip
+        entries["applied"].update(_applied_entry(pith, env) for env in result.applied[1:])
+    entries["piths"][key] = jcs(pith_summary(result))
+    return entries
+
+
+def index_write(
+    txn: Txn, dbs: dict[str, Any], pith: str, result: Reduction | Pending | None
+) -> None:
+    """Write the index of a pith from a full reduction (after :func:`index_clear`)."""
+    for name, entries in index_entries(pith, result).items():
+        for key, value in entries.items():
+            txn.put(key, value, db=dbs[name])
+
+
+def index_stored(txn: Txn, dbs: dict[str, Any], pith: str) -> dict[str, dict[bytes, bytes]]:
+    """The index entries a pith has in the store."""
+    prefix = _pith_key(pith)
+    stored: dict[str, dict[bytes, bytes]] = {"piths": {}}
+    raw = txn.get(prefix, db=dbs["piths"])
+    if raw is not None:
+        stored["piths"][prefix] = raw
+    for name in INDEX_DBS:
+        stored[name] = {}
+        cursor = txn.cursor(db=dbs[name])
+        found = cursor.set_range(prefix)
+        while found and cursor.key().startswith(prefix):
+            stored[name][cursor.key()] = cursor.value()
+            found = cursor.next()
+    return stored
+
+
+def index_add(
+    txn: Txn, dbs: dict[str, Any], pith: str, new: list[Judged]
+) -> bool:
+    """Add new events (event_ids new to the store) to a pith's index, as spec 7 would
+    place them, when that needs no other event: R stays the chosen record. Returns False,
+    writing nothing, when the pith must be re-reduced instead (a new pith, a pith getting
+    its first valid record, a record earlier than R)."""
+    key = _pith_key(pith)
+    raw = txn.get(key, db=dbs["piths"])
+    if raw is None:
+        return False
+    summary: dict[str, Any] = msgspec.json.decode(raw)
+    records = [
+        j.envelope
+        for j in new
+        if j.reason is None and j.envelope.value["event_type"] == "record_created"
+    ]
+    if summary["status"] == "pending":
+        if records:
+            return False
+        for j in new:
+            if j.reason is not None:
+                txn.put(key + eid_bytes(j.envelope.event_id), j.reason.encode("ascii"),
+                        db=dbs["invalid"])  # fmt: skip
+                summary["invalid_event_count"] += 1
+        summary["event_count"] += len(new)
+        txn.put(key, jcs(summary), db=dbs["piths"])
+        return True
+    record_data = txn.get(eid_bytes(summary["record"]), db=dbs["events"])
+    if record_data is None:
+        raise StoreError("corrupted", f"the chosen record of {pith} is not in events; run "
+                         "`pithlog replay --verify`")  # fmt: skip
+    record = stored_envelope(record_data)
+    first = (record.value["created_at"], record.event_id)
+    if any((r.value["created_at"], r.event_id) < first for r in records):
+        return False
+    chosen = chosen_record(record)
+    for j in new:
+        env = j.envelope
+        summary["event_count"] += 1
+        reason = j.reason if j.reason is not None else check_against_record(env, chosen)
+        if reason is not None:
+            txn.put(key + eid_bytes(env.event_id), reason.encode("ascii"), db=dbs["invalid"])
+            summary["invalid_event_count"] += 1
+            continue
+        summary["valid_event_count"] += 1
+        slot = slot_of(env)
+        slot_key = key + _slot_hash(slot)
+        member = [env.value["created_at"], env.event_id]
+        stored = txn.get(slot_key, db=dbs["slots"])
+        if stored is None:
+            entry: dict[str, Any] = {"slot": list(slot), "members": [member]}
+            if slot != ("record_created",):
+                _put_applied(txn, dbs, pith, env)
+        else:
+            entry = msgspec.json.decode(stored)
+            members = entry["members"]
+            was = members[0]
+            members.append(member)
+            members.sort()
+            if len(members) == 2:
+                summary["equivocation_count"] += 1
+                txn.put(slot_key, b"", db=dbs["equivocated"])
+            if members[0] is member and slot != ("record_created",):
+                txn.delete(_applied_key(pith, env.value["event_type"], was[0], was[1]),
+                           db=dbs["applied"])  # fmt: skip
+                _put_applied(txn, dbs, pith, env)
+        txn.put(slot_key, jcs(entry), db=dbs["slots"])
+    txn.put(key, jcs(summary), db=dbs["piths"])
+    return True
+
+
+def assemble_state(txn: Txn, dbs: dict[str, Any], pith: str) -> bytes | None:
+    """The state document of a pith, assembled from its index (``None``: no state).
+
+    Raises ``KeyError``/``ValueError``/``struct.error``/``msgspec`` errors on a damaged
+    index; callers turn those into :class:`StoreError` or a replay discrepancy."""
+    key = _pith_key(pith)
+    raw = txn.get(key, db=dbs["piths"])
+    if raw is None:
+        return None
+    summary = msgspec.json.decode(raw)
+    if summary["status"] != "state":
+        return None
+    record_data = txn.get(eid_bytes(summary["record"]), db=dbs["events"])
+    if record_data is None:
+        raise KeyError(f"chosen record {summary['record']} is not stored")
+    record = stored_envelope(record_data)
+    lists: dict[str, list[Fragment]] = {name: [] for name in STATE_LISTS}
+    cursor = txn.cursor(db=dbs["applied"])
+    found = cursor.set_range(key)
+    while found and cursor.key().startswith(key):
+        index_key, spans = cursor.item()
+        event_id = index_key[len(key) + 21 :]
+        data = txn.get(event_id, db=dbs["events"])
+        if data is None:
+            raise KeyError(f"applied event {eid_str(event_id)} is not stored")
+        payload_start, payload_end, signer_start, signer_end = _SPANS.unpack(spans)
+        lists[STATE_LISTS[index_key[len(key)]]].append(Fragment(
+            event_id=eid_str(event_id),
+            created_at=index_key[len(key) + 1 : len(key) + 21].decode("ascii"),
+            target=data[signer_end + len(b',"target":') : -1],
+            signer=data[signer_start:signer_end],
+            payload=data[payload_start:payload_end],
+        ))  # fmt: skip
+        found = cursor.next()
+    equivocations = []
+    cursor = txn.cursor(db=dbs["equivocated"])
+    found = cursor.set_range(key)
+    while found and cursor.key().startswith(key):
+        slot_value = txn.get(cursor.key(), db=dbs["slots"])
+        if slot_value is None:
+            raise KeyError(f"equivocated slot {cursor.key().hex()} has no slots entry")
+        entry = msgspec.json.decode(slot_value)
+        equivocations.append(
+            equivocation_entry(tuple(entry["slot"]), [m[1] for m in entry["members"]])
+        )
+        found = cursor.next()
+    equivocations.sort(key=lambda e: slot_sort_key(e["slot"]))
+    invalid = []
+    cursor = txn.cursor(db=dbs["invalid"])
+    found = cursor.set_range(key)
+    while found and cursor.key().startswith(key):
+        invalid.append((eid_str(cursor.key()[len(key) :]), cursor.value().decode("ascii")))
+        found = cursor.next()
+    payload = record.value["payload"]
+    return assemble(StateParts(
+        pith_number=pith,
+        event_count=summary["event_count"],
+        valid_event_count=summary["valid_event_count"],
+        record=fragment(record),
+        canonical_record=payload["canonical_record"],
+        canonical_sha256=payload["canonical_sha256"],
+        lists=lists,
+        equivocations=equivocations,
+        invalid=invalid,
+    ))  # fmt: skip
+
+
+INDEX_DAMAGE = (KeyError, ValueError, TypeError, IndexError, struct.error, msgspec.MsgspecError)
+
+
+# --- re-reducing a pith -------------------------------------------------------------------
+
+
+def reduce_judged(pith: str, judged: list[Judged]) -> Reduction | Pending | None:
+    return reduce_pith(pith, judged) if judged else None
+
+
+def rereduce(
+    txn: Txn,
+    dbs: dict[str, Any],
+    pith: str,
+    kd: bytes,
+    keyring: Keyring,
+    verdicts: dict[bytes, str | None],
+    known: Sequence[Judged] = (),
+) -> None:
+    """Re-reduce one pith from all its stored events (cached verdicts; no signature is
+    checked again unless a verdict is missing) and rewrite its reduction index.
+
+    ``known``: envelopes of the pith already decoded (an append's new events); a stored
+    copy with the same bytes is taken from them instead of being decoded again."""
+    decoded = {j.envelope.encoded: j.envelope for j in known}
+    judged: list[Judged] = []
+    for eid in pith_eids(txn, dbs, pith):
+        data = txn.get(eid, db=dbs["events"])
+        if data is None:
+            raise StoreError(
+                "corrupted",
+                f"by_pith names {eid_str(eid)} under {pith} but events does not hold it; "
+                "run `pithlog replay --verify`",
+            )
+        env = decoded.get(data) or stored_envelope(data)
+        h = copy_hash(data)
+        if h in verdicts:
+            reason = verdicts[h]
+        else:
+            cached = txn.get(kd + h, db=dbs["verdicts"])
+            if cached is None:
+                reason = check_alone(env, keyring)
+                txn.put(kd + h, verdict_bytes(reason), db=dbs["verdicts"])
+            else:
+                reason = verdict_of(cached)
+        judged.append(Judged(env, reason))
+    index_clear(txn, dbs, pith)
+    index_write(txn, dbs, pith, reduce_judged(pith, judged))

@@ -1,0 +1,204 @@
+"""The storage of the Merkle tree over a store's append sequence (``docs/store.md``,
+``docs/transparency.md``): its subtree hashes and ``copy_seq``, read, extended as appends
+add ``seq`` entries, and checked by replay. :mod:`pithlog.merkle` is the arithmetic.
+
+Functions over an open transaction (:class:`pithlog.layout.Txn`) and the store's named
+databases (``dbs``); :mod:`pithlog.store` opens the transactions.
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import Any
+
+from pithlog import merkle
+from pithlog.errors import StoreError, register
+from pithlog.layout import META_MERKLE_SIZE, SEQ, Txn, copy_at, eid_str
+from pithlog.replay import Discrepancy
+
+# --- the Merkle tree over the append sequence ---------------------------------------------
+# RFC 9162 section 2.1 over the append sequence: leaf i (from 0) is seq i + 1, its leaf hash
+# SHA-256(0x00 || the 32 raw bytes of the copy's event_id). Two copies of one event_id are
+# two leaves with the same hash; the copy hash is not in the leaf.
+#   merkle    level (1 byte, >= 1) + index (8 bytes big-endian) -> the 32-byte hash of the
+#             perfect subtree of leaves [index * 2**level, (index + 1) * 2**level), for
+#             every such subtree that is complete. Level 0 (the leaf hashes) comes from seq.
+#   copy_seq  event_id (32) + copy hash (32) -> seq (8 bytes big-endian): seq inverted,
+#             in (event_id, copy hash) order (the leaves of an event; the items of sync).
+# meta merkle_size: how many seq entries the two cover. Appends extend them in their own
+# transaction (merkle_sync); opening a store catches up a store written without them.
+
+register({
+    "store.tree_size": "a tree size or leaf index beyond the store's log: see `pithlog stats` "
+    "(merkle_size)",
+})  # fmt: skip
+
+_NODE = struct.Struct(">BQ")
+
+
+def merkle_size(txn: Txn, dbs: dict[str, Any]) -> int:
+    raw = txn.get(META_MERKLE_SIZE, db=dbs["meta"])
+    return SEQ.unpack(raw)[0] if raw is not None and len(raw) == SEQ.size else 0
+
+
+def tree_size_arg(txn: Txn, dbs: dict[str, Any], size: int | None) -> int:
+    current = merkle_size(txn, dbs)
+    if size is None:
+        return current
+    if not 0 <= size <= current:
+        raise StoreError("tree_size", f"tree size {size} is not between 0 and the store's "
+                         f"{current}")  # fmt: skip
+    return size
+
+
+def _perfect(txn: Txn, dbs: dict[str, Any]) -> merkle.PerfectHash:
+    """``perfect(level, index)`` from ``seq`` (level 0) and ``merkle``."""
+
+    def perfect(level: int, index: int) -> bytes:
+        if level == 0:
+            value = txn.get(SEQ.pack(index + 1), db=dbs["seq"])
+            if value is None or len(value) != 64:
+                raise StoreError("corrupted", f"seq {index + 1} is missing or damaged; run "
+                                 "`pithlog replay --verify`")  # fmt: skip
+            return merkle.leaf_hash(value[:32])
+        value = txn.get(_NODE.pack(level, index), db=dbs["merkle"])
+        if value is None or len(value) != merkle.HASH_SIZE:
+            raise StoreError("corrupted", f"merkle node {level}/{index} is missing or damaged; "
+                             "run `pithlog replay --verify`")  # fmt: skip
+        return value
+
+    return perfect
+
+
+def subtree(txn: Txn, dbs: dict[str, Any]) -> merkle.SubtreeHash:
+    return merkle.subtree_from_perfect(_perfect(txn, dbs))
+
+
+def merkle_sync(txn: Txn, dbs: dict[str, Any]) -> int:
+    """Extend ``merkle`` and ``copy_seq`` over the seq entries they do not cover yet (those
+    of this transaction's append; all of them for a store written without them). Stops at
+    the first missing sequence number: a damaged seq is replay's to report."""
+    raw = txn.get(META_MERKLE_SIZE, db=dbs["meta"])
+    size = start = merkle_size(txn, dbs)
+    perfect = _perfect(txn, dbs)
+    while True:
+        value = txn.get(SEQ.pack(size + 1), db=dbs["seq"])
+        if value is None or len(value) != 64:
+            break
+        for level, index, node in merkle.completed_subtrees(
+            size, merkle.leaf_hash(value[:32]), perfect
+        ):
+            txn.put(_NODE.pack(level, index), node, db=dbs["merkle"])
+        txn.put(value, SEQ.pack(size + 1), db=dbs["copy_seq"])
+        size += 1
+    if raw is None or size != start:
+        txn.put(META_MERKLE_SIZE, SEQ.pack(size), db=dbs["meta"])
+    return size
+
+
+# --- reads: roots, proofs, the copies of sync ---------------------------------------------
+
+
+def tree_root(txn: Txn, dbs: dict[str, Any], size: int | None) -> tuple[int, bytes]:
+    """What :meth:`pithlog.store.Store.tree_root` returns."""
+    n = tree_size_arg(txn, dbs, size)
+    return n, merkle.root(n, subtree(txn, dbs))
+
+
+def leaves_of(txn: Txn, dbs: dict[str, Any], eid: bytes) -> list[tuple[int, bytes]]:
+    """What :meth:`pithlog.store.Store.leaves_of` returns, for the raw event_id ``eid``."""
+    out: list[tuple[int, bytes]] = []
+    cursor = txn.cursor(db=dbs["copy_seq"])
+    found = cursor.set_range(eid)
+    while found and cursor.key()[:32] == eid:
+        out.append((SEQ.unpack(cursor.value())[0] - 1, cursor.key()[32:]))
+        found = cursor.next()
+    return sorted(out)
+
+
+def inclusion_path(
+    txn: Txn, dbs: dict[str, Any], index: int, size: int | None
+) -> tuple[int, list[bytes]]:
+    """What :meth:`pithlog.store.Store.inclusion_path` returns."""
+    n = tree_size_arg(txn, dbs, size)
+    if not 0 <= index < n:
+        raise StoreError("tree_size", f"leaf {index} is not in the tree of {n} leaves")
+    return n, merkle.inclusion_path(index, n, subtree(txn, dbs))
+
+
+def consistency_path(
+    txn: Txn, dbs: dict[str, Any], old: int, new: int | None
+) -> tuple[int, list[bytes]]:
+    """What :meth:`pithlog.store.Store.consistency_path` returns."""
+    n = tree_size_arg(txn, dbs, new)
+    if not 0 <= old <= n:
+        raise StoreError("tree_size", f"size {old} is not between 0 and {n}")
+    return n, merkle.consistency_path(old, n, subtree(txn, dbs))
+
+
+def copy_seqs(txn: Txn, dbs: dict[str, Any], wanted: list[bytes]) -> list[int | None]:
+    """What :meth:`pithlog.store.Store.copy_seqs` returns."""
+    raw = [txn.get(key, db=dbs["copy_seq"]) for key in wanted]
+    return [None if r is None else SEQ.unpack(r)[0] for r in raw]
+
+
+def copies(txn: Txn, dbs: dict[str, Any], wanted: list[bytes]) -> list[tuple[int, bytes]]:
+    """What :meth:`pithlog.store.Store.copies` returns."""
+    out: list[tuple[int, bytes]] = []
+    for key in wanted:
+        raw_seq = txn.get(key, db=dbs["copy_seq"])
+        data = copy_at(txn, dbs, key) if raw_seq is not None else None
+        if raw_seq is not None and data is not None:
+            out.append((SEQ.unpack(raw_seq)[0], data))
+    out.sort()
+    return out
+
+
+# --- replay's check -----------------------------------------------------------------------
+
+_MAX_MERKLE_LINES = 20
+
+
+def check_merkle(txn: Txn, dbs: dict[str, Any], found: list[Discrepancy]) -> None:
+    """Replay: recompute the tree from seq (O(log n) memory) and compare every stored
+    subtree hash; ``copy_seq`` must invert ``seq``; ``merkle_size`` must cover seq."""
+    lines: list[Discrepancy] = []
+
+    def say(subject: str, detail: str) -> None:
+        lines.append(Discrepancy("merkle", subject, detail))
+
+    size = merkle_size(txn, dbs)
+    entries = txn.stat(dbs["seq"])["entries"]
+    if size != entries:
+        say("merkle_size", f"covers {size} leaves but seq holds {entries} entries")
+    frontier: dict[int, bytes] = {}
+    for checked, (key, value) in enumerate(txn.cursor(db=dbs["seq"])):
+        if checked >= size:
+            break
+        if key != SEQ.pack(checked + 1) or len(value) != 64:
+            say("seq", f"seq is not consecutive from 1 at leaf {checked}; the tree cannot "
+                "be checked beyond it")  # fmt: skip
+            break
+        if txn.get(value, db=dbs["copy_seq"]) != key:
+            say(eid_str(value[:32]), f"copy_seq does not map copy {value[32:].hex()[:16]} to "
+                f"seq {checked + 1}")  # fmt: skip
+        node, level, position = merkle.leaf_hash(value[:32]), 0, checked
+        while position & 1:
+            node = merkle.node_hash(frontier.pop(level), node)
+            level += 1
+            position >>= 1
+            if txn.get(_NODE.pack(level, position), db=dbs["merkle"]) != node:
+                say(f"node {level}/{position}", "differs from the hash recomputed from seq")
+        frontier[level] = node
+    expected_nodes = size - bin(size).count("1")
+    nodes = txn.stat(dbs["merkle"])["entries"]
+    if nodes != expected_nodes:
+        say("merkle", f"holds {nodes} subtree hashes; a tree of {size} leaves has "
+            f"{expected_nodes}")  # fmt: skip
+    copies = txn.stat(dbs["copy_seq"])["entries"]
+    if copies != size:
+        say("copy_seq", f"holds {copies} entries; the tree has {size} leaves")
+    found.extend(lines[:_MAX_MERKLE_LINES])
+    if len(lines) > _MAX_MERKLE_LINES:
+        found.append(Discrepancy("merkle", "more", f"{len(lines) - _MAX_MERKLE_LINES} more "
+                                 "merkle discrepancies"))  # fmt: skip

@@ -93,6 +93,11 @@ class PithlogError(Exception):
         self.where = where
         super().__init__(self.describe())
 
+    def __reduce__(self) -> tuple[type[PithlogError], tuple[str, str, str | None]]:
+        # Errors cross process boundaries (replay and reduce workers, verifying helpers);
+        # Exception's own pickling would call __init__ with the one-line text alone.
+        return type(self), (self.detail, self.message, self.where)
+
     @property
     def code(self) -> str:
         return f"{self.family}.{self.detail}"

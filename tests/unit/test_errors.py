@@ -44,3 +44,25 @@ def test_describe_is_one_line() -> None:
     assert err.code == "door.syntax"
     assert err.describe() == "[door.syntax] not JSON: Expecting value (at line 1 column 1)"
     assert "\n" not in err.describe()
+
+
+def test_every_error_class_survives_pickling_with_its_code_message_and_place() -> None:
+    # Errors raised in worker and helper processes reach the parent pickled.
+    import pickle
+
+    import pithlog.store  # noqa: F401 - registers the store's codes
+    from pithlog import errors
+
+    families = {cls.family: cls for cls in vars(errors).values()
+                if isinstance(cls, type) and issubclass(cls, PithlogError)}  # fmt: skip
+    seen = set()
+    for code in CODES:
+        family, _, detail = code.partition(".")
+        cls = families[family]
+        error = cls(detail, f"what went wrong with {code}", "line 7")
+        back = pickle.loads(pickle.dumps(error))
+        assert type(back) is cls
+        assert (back.code, back.message, back.where, str(back)) == (
+            error.code, error.message, error.where, str(error))  # fmt: skip
+        seen.add(cls)
+    assert len(seen) >= 8

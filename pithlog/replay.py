@@ -158,15 +158,15 @@ ScratchFactory = Callable[[int], AbstractContextManager[ScratchIndex]]
 def check_structure(
     txn: Txn,
     dbs: dict[str, Any],
-    report: ReplayReport,
+    found: list[Discrepancy],
     replayed: Collection[str],
     scratch: ScratchFactory,
 ) -> None:
     """The checks that need no signature: meta, seq against the copies, the indexes against
-    each other. ``replayed``: the piths replay goes through (:func:`replay_work`); an
-    index entry of any other pith is reported. ``scratch`` makes the temporary index of
-    copy -> seq that the pass fills (:data:`ScratchFactory`)."""
-    found = report.discrepancies
+    each other, each disagreement appended to ``found``. ``replayed``: the piths replay
+    goes through (:func:`replay_work`); an index entry of any other pith is reported.
+    ``scratch`` makes the temporary index of copy -> seq that the pass fills
+    (:data:`ScratchFactory`)."""
 
     def say(kind: str, subject: str, detail: str) -> None:
         found.append(Discrepancy(kind, subject, detail))

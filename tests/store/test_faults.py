@@ -326,3 +326,36 @@ def test_replay_with_verifying_processes_reports_the_same(
     assert threads.discrepancies == processes.discrepancies
     assert (threads.piths, threads.events, threads.copies) == (
         processes.piths, processes.events, processes.copies)  # fmt: skip
+
+
+def test_replay_with_the_structure_pass_in_its_own_process_reports_the_same(
+    damaged: tuple[Store, list[Any]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A large one-process replay checks the structure in a process of its own beside the
+    # piths; its findings come first in the report, as when it runs first, here.
+    import pithlog.store
+
+    store, events = damaged
+    victim = _attestation(events)
+    eid = bytes.fromhex(victim["event_id"][7:])
+    store._write(lambda txn, dbs: txn.delete(victim["pith_number"].encode() + eid,
+                                             db=dbs["by_pith"]))  # fmt: skip
+    store._write(lambda txn, dbs: txn.put(b"\x00" * 8, b"short", db=dbs["seq"]))
+    here = store.replay(g.KEYRING, jobs=1)
+    started = []
+    elsewhere = Store._structure_elsewhere
+
+    def spy(self: Store, stack: Any, piths: list[str]) -> Any:
+        future = elsewhere(self, stack, piths)
+        started.append(future)
+        return future
+
+    monkeypatch.setattr(pithlog.store, "STRUCTURE_PROCESS_MIN_COPIES", 0)
+    monkeypatch.setattr(Store, "_structure_elsewhere", spy)
+    apart = store.replay(g.KEYRING, jobs=1)
+    assert started and started[0] is not None
+    kinds = [d.kind for d in here.discrepancies]
+    assert "seq" in kinds and "by_pith" in kinds and "state" in kinds
+    assert kinds.index("seq") < kinds.index("state")
+    assert here.discrepancies == apart.discrepancies
+    assert (here.piths, here.events, here.copies) == (apart.piths, apart.events, apart.copies)

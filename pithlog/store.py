@@ -713,19 +713,15 @@ class Store:
         piths, foreign = self._read(replay_work)
         chunks = make_chunks(piths, foreign, jobs)
         found: list[Discrepancy] = []  # pith by pith, in pith order
-        structure: list[Discrepancy] | None
 
         with contextlib.ExitStack() as stack:
             if jobs > 1:
                 # The workers start on the piths while this process checks the structure,
                 # so the structure pass is not a serial prefix of the whole replay.
                 outcomes = self._replay_pool(stack, chunks, ctx, jobs)
-                structure = _structure_here(self, piths)
+                structure = self._structure(stack, piths, apart=False)
             else:
-                # One process: the structure pass runs beside the piths in a process of its
-                # own when the log is large, else first, here.
-                elsewhere = self._structure_elsewhere(stack, piths)
-                structure = _structure_here(self, piths) if elsewhere is None else None
+                structure = self._structure(stack, piths, apart=True)
                 outcomes = self._replay_here(stack, chunks, ctx)
             total = len(piths)
             done = 0
@@ -741,27 +737,25 @@ class Store:
                 done += len(outcome)
                 if progress is not None:
                     progress(done, total)
-            if structure is None:
-                assert elsewhere is not None
-                structure = elsewhere.result()
-        report.discrepancies = structure + found
+            report.discrepancies = structure.result() + found
         return report
 
-    def _structure_elsewhere(
-        self, stack: contextlib.ExitStack, piths: list[str]
-    ) -> Future[list[Discrepancy]] | None:
-        """The structure pass started in a process of its own, when the machine has another
-        core and the log holds at least :data:`STRUCTURE_PROCESS_MIN_COPIES` copies; else
-        ``None``. It reads the store in its own read transaction, as each chunk of piths
-        does in its own."""
-        if (os.cpu_count() or 1) < 2:
-            return None
-        copies = self._read(lambda txn, dbs: txn.stat(dbs["seq"])["entries"])
-        if copies < STRUCTURE_PROCESS_MIN_COPIES:
-            return None
-        pool = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"))
-        stack.callback(pool.shutdown, wait=True, cancel_futures=True)
-        return pool.submit(_structure_at, self.path, piths)
+    def _structure(
+        self, stack: contextlib.ExitStack, piths: list[str], apart: bool
+    ) -> Future[list[Discrepancy]]:
+        """Replay's structure pass. With ``apart``, on a machine with another core and a log
+        of at least :data:`STRUCTURE_PROCESS_MIN_COPIES` copies, it is started in a process
+        of its own (which reads the store in its own read transaction, as each chunk of
+        piths does in its own); otherwise it runs here, now, and the future is done."""
+        if apart and (os.cpu_count() or 1) > 1:
+            copies = self._read(lambda txn, dbs: txn.stat(dbs["seq"])["entries"])
+            if copies >= STRUCTURE_PROCESS_MIN_COPIES:
+                pool = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"))
+                stack.callback(pool.shutdown, wait=True, cancel_futures=True)
+                return pool.submit(_structure_at, self.path, piths)
+        done: Future[list[Discrepancy]] = Future()
+        done.set_result(_structure_here(self, piths))
+        return done
 
     def _replay_here(
         self,
@@ -913,7 +907,7 @@ def _structure_here(store: Store, piths: list[str]) -> list[Discrepancy]:
 
 
 def _structure_at(path: str, piths: list[str]) -> list[Discrepancy]:
-    """:func:`_structure_here` in a process of its own (:meth:`Store._structure_elsewhere`)."""
+    """:func:`_structure_here` in a process of its own (:meth:`Store._structure`)."""
     gc.disable()  # see pithlog.cli: nothing cyclic is held
     with Store.open(path, create=False, readonly=True) as store:
         return _structure_here(store, piths)

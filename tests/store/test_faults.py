@@ -264,6 +264,12 @@ def test_replay_under_a_revoking_keyring_names_exactly_the_changed_piths(tmp_pat
         assert all(store.state(p) == (s or None) for p, s in after.items())
 
 
+def assert_same_report(a: Any, b: Any) -> None:
+    """Two replays of one store, run differently, report the same, in the same order."""
+    assert a.discrepancies == b.discrepancies
+    assert (a.piths, a.events, a.copies) == (b.piths, b.events, b.copies)
+
+
 def test_parallel_replay_reports_the_same(damaged: tuple[Store, list[Any]]) -> None:
     store, events = damaged
     victim = _attestation(events)
@@ -273,8 +279,7 @@ def test_parallel_replay_reports_the_same(damaged: tuple[Store, list[Any]]) -> N
     one = store.replay(g.KEYRING, jobs=1)
     two = store.replay(g.KEYRING, jobs=3)
     assert not one.ok
-    assert one.discrepancies == two.discrepancies
-    assert (one.piths, one.events, one.copies) == (two.piths, two.events, two.copies)
+    assert_same_report(one, two)
 
 
 def test_replay_work_names_every_pith_and_the_evidence_claiming_it(
@@ -323,9 +328,7 @@ def test_replay_with_verifying_processes_reports_the_same(
     monkeypatch.setattr(pithlog.replay, "_CHUNK", 1)
     processes = store.replay(g.KEYRING, jobs=1)
     assert any("applied: 0 entries missing, 1 extra" in d.line() for d in threads.discrepancies)
-    assert threads.discrepancies == processes.discrepancies
-    assert (threads.piths, threads.events, threads.copies) == (
-        processes.piths, processes.events, processes.copies)  # fmt: skip
+    assert_same_report(threads, processes)
 
 
 def test_replay_with_the_structure_pass_in_its_own_process_reports_the_same(
@@ -357,5 +360,4 @@ def test_replay_with_the_structure_pass_in_its_own_process_reports_the_same(
     kinds = [d.kind for d in here.discrepancies]
     assert "seq" in kinds and "by_pith" in kinds and "state" in kinds
     assert kinds.index("seq") < kinds.index("state")
-    assert here.discrepancies == apart.discrepancies
-    assert (here.piths, here.events, here.copies) == (apart.piths, apart.events, apart.copies)
+    assert_same_report(here, apart)

@@ -359,7 +359,9 @@ def _batches(
 def _result_line(number: int, result: AppendResult) -> bytes:
     doc = {"line": number, "event_id": result.event_id, "status": result.status,
            "reason": result.reason}  # fmt: skip
-    return json.dumps(doc, ensure_ascii=False, separators=(",", ":")).encode("utf-8") + b"\n"
+    # msgspec writes what json.dumps(ensure_ascii=False, compact) writes, about 5x faster:
+    # one line per appended event
+    return msgspec.json.encode(doc) + b"\n"
 
 
 def _append_input(args: argparse.Namespace, out: _Out, command: str) -> int:
@@ -369,8 +371,8 @@ def _append_input(args: argparse.Namespace, out: _Out, command: str) -> int:
     counts: dict[str, int] = {}
     batches = 0
     with _open_input(args.events) as stream, _open_store(args, create=True) as store:
-        # append_batches reads one batch ahead (its door and signatures run while the batch
-        # before is written): the batches wait here for their results, in order.
+        # append_batches reads up to two batches ahead (their door and signatures run while
+        # the batch before is written): the batches wait here for their results, in order.
         waiting: collections.deque[list[tuple[int, bytes | DoorError]]] = collections.deque()
 
         def raw_batches() -> Iterator[list[bytes]]:
@@ -378,17 +380,23 @@ def _append_input(args: argparse.Namespace, out: _Out, command: str) -> int:
                 waiting.append(batch)
                 yield [item for _, item in batch if isinstance(item, bytes)]
 
-        for appended in store.append_batches(raw_batches(), keyring, args.keep_invalid):
-            batch = waiting.popleft()
-            results = iter(appended)
-            batches += 1
-            for number, item in batch:
-                if isinstance(item, DoorError):
-                    result = AppendResult(-1, None, REFUSED, item.describe())
-                else:
-                    result = next(results)
-                counts[result.status] = counts.get(result.status, 0) + 1
-                out.write(_result_line(number, result))
+        # closed here, not when collected: the batch being written is finished or abandoned
+        # while the store is still open
+        pipeline = contextlib.closing(
+            store.append_batches(raw_batches(), keyring, args.keep_invalid)
+        )
+        with pipeline as appended_batches:
+            for appended in appended_batches:
+                batch = waiting.popleft()
+                results = iter(appended)
+                batches += 1
+                for number, item in batch:
+                    if isinstance(item, DoorError):
+                        result = AppendResult(-1, None, REFUSED, item.describe())
+                    else:
+                        result = next(results)
+                    counts[result.status] = counts.get(result.status, 0) + 1
+                    out.write(_result_line(number, result))
     total = sum(counts.values())
     shown = ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
     out.say(f"{command}: {total} events in {batches} transaction(s): {shown or 'nothing'}")

@@ -59,8 +59,9 @@ from pithlog.state import (
 #                as [created_at, event_id] in that order (spec 7 step 4)
 #   equivocated  pith + slot hash -> empty, for every slot of two or more events
 #   invalid      pith + event_id (32) -> reason code
-# New events that do not change R are added to it in O(log N) each (index_add); anything
-# else re-reduces the pith (rereduce). A state is assembled from the index on read
+# New events that do not change R are added to it in O(log N) each, and a pith new to the
+# store is reduced from its new events alone (index_add); anything else re-reduces the pith
+# from all its stored events (rereduce). A state is assembled from the index on read
 # (assemble_state), with the same code that renders a reduction.
 
 _SPANS = struct.Struct(">IIII")
@@ -170,13 +171,17 @@ def index_add(
     txn: Txn, dbs: dict[str, Any], pith: str, new: list[Judged]
 ) -> bool:
     """Add new events (event_ids new to the store) to a pith's index, as spec 7 would
-    place them, when that needs no other event: R stays the chosen record. Returns False,
-    writing nothing, when the pith must be re-reduced instead (a new pith, a pith getting
-    its first valid record, a record earlier than R)."""
+    place them, when that needs no other event: R stays the chosen record, or the pith is
+    new to the store (its events are exactly ``new``: they are reduced alone, with no read
+    of what was just written). Returns False, writing nothing, when the pith must be
+    re-reduced instead (a pith getting its first valid record, a record earlier than R)."""
     key = _pith_key(pith)
     raw = txn.get(key, db=dbs["piths"])
     if raw is None:
-        return False
+        # Every pith with a stored event has a ``piths`` entry (index_write writes one for
+        # any non-empty reduction), so a pith without one holds no event but ``new``.
+        index_write(txn, dbs, pith, reduce_judged(pith, new))
+        return True
     summary: dict[str, Any] = msgspec.json.decode(raw)
     records = [
         j.envelope

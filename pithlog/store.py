@@ -33,8 +33,8 @@ import os
 import shutil
 import tempfile
 import threading
-from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import Executor, Future, ProcessPoolExecutor
+from collections.abc import Callable, Generator, Iterable, Iterator
+from concurrent.futures import Executor, Future, ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar
@@ -356,6 +356,11 @@ def _catch_up_merkle(env: lmdb.Environment, dbs: dict[str, Any]) -> None:
                 raise
 
 
+class Abandoned(Exception):
+    """A batch of :meth:`Store.append_batches` whose consumer stopped before its commit:
+    its transaction is aborted. Internal; it never leaves the pipeline."""
+
+
 # --- the store ----------------------------------------------------------------------------
 
 
@@ -624,28 +629,65 @@ class Store:
         batches: Iterable[Iterable[bytes | bytearray | memoryview | Envelope]],
         keyring: Keyring,
         keep_invalid: bool = False,
-    ) -> Iterator[list[AppendResult]]:
+    ) -> Generator[list[AppendResult], None, None]:
         """:meth:`append` of each batch in turn, as a pipeline: each batch is still ONE
-        durable transaction, and its results are yielded after its commit; meanwhile the
+        durable transaction, and its results are yielded after its commit. Meanwhile the
         next batch goes through the door and checks 1-12, its signatures verified in
-        helper processes beside this process's writing (from the second batch on, on a
-        machine with more than one core, for batches of :data:`PIPELINE_MIN` or more).
-        Nothing of a batch is written before the batches ahead of it are committed;
-        stopping between batches loses only batches not yet committed."""
+        helper processes (from the second batch on, on a machine with more than one core,
+        for batches of :data:`PIPELINE_MIN` or more), and the transactions are written and
+        committed in a thread of their own, so that a commit's wait for the disk overlaps
+        the door's work on the batch after it.
+
+        Nothing of a batch is written before the batches ahead of it are committed, and a
+        batch whose transaction fails stops the pipeline before the next one is written.
+        When the input (or starting a batch) fails, the batch being written is finished
+        and its results yielded before the error is raised; when the consumer stops
+        between batches, the batch being written is abandoned before its commit if it has
+        not reached it (a batch whose results were not yielded is committed only when its
+        commit had already begun)."""
         cores = os.cpu_count() or 1
         with contextlib.ExitStack() as stack:
             executor: Executor | None = None
+            writer: ThreadPoolExecutor | None = None
+            abandon = threading.Event()
             previous: StartedBatch | None = None
-            for number, batch in enumerate(batches):
-                first_large = previous is not None and len(previous.items) >= PIPELINE_MIN
-                if number == 1 and cores > 1 and first_large:
-                    executor = verifying_pool(stack)
-                started = self._start_append(batch, keyring, executor)
+            writing: Future[list[AppendResult]] | None = None
+            try:
+                for number, batch in enumerate(batches):
+                    if number == 1:
+                        large = previous is not None and len(previous.items) >= PIPELINE_MIN
+                        if cores > 1 and large:
+                            executor = verifying_pool(stack)
+                        # after the helper pool, so that it is shut down (waited for) first
+                        writer = stack.enter_context(
+                            ThreadPoolExecutor(1, thread_name_prefix="pithlog-append")
+                        )
+                    started = self._start_append(batch, keyring, executor)
+                    if previous is not None:
+                        assert writer is not None
+                        done, writing = writing, None
+                        committed = done.result() if done is not None else None
+                        writing = writer.submit(
+                            self._finish_append, previous, keyring, keep_invalid, abandon
+                        )
+                        if committed is not None:
+                            yield committed
+                    previous = started
+                if writing is not None:
+                    done, writing = writing, None
+                    yield done.result()
                 if previous is not None:
-                    yield self._finish_append(previous, keyring, keep_invalid)
-                previous = started
-            if previous is not None:
-                yield self._finish_append(previous, keyring, keep_invalid)
+                    last, previous = previous, None
+                    yield self._finish_append(last, keyring, keep_invalid)
+            except GeneratorExit:
+                abandon.set()
+                raise
+            except BaseException:
+                if writing is not None:
+                    # the input failed (or was interrupted) while a batch was being written:
+                    # finish it and hand out its results, then raise
+                    yield writing.result()
+                raise
 
     def _start_append(
         self,
@@ -667,22 +709,41 @@ class Store:
         envelopes = {copy_hash(i.encoded): i for i in items if isinstance(i, Envelope)}
 
         def unseen(txn: _Txn, dbs: dict[str, Any]) -> list[bytes]:
-            return [
-                h
-                for h, env in envelopes.items()
-                if txn.get(eid_bytes(env.event_id), db=dbs["events"]) != env.encoded
-                and txn.get(eid_bytes(env.event_id) + h, db=dbs["evidence"]) is None
-            ]
+            out = []
+            for h, env in envelopes.items():
+                eid = eid_bytes(env.event_id)
+                current = txn.get(eid, db=dbs["events"])
+                # evidence holds other copies of stored event_ids only
+                if current is None or (
+                    current != env.encoded and txn.get(eid + h, db=dbs["evidence"]) is None
+                ):
+                    out.append(h)
+            return out
 
         fresh = self._read(unseen) if envelopes else []
         checks = start_checks([envelopes[h] for h in fresh], keyring, executor=executor)
         return StartedBatch(items, fresh, checks)
 
     def _finish_append(
-        self, started: StartedBatch, keyring: Keyring, keep_invalid: bool
+        self,
+        started: StartedBatch,
+        keyring: Keyring,
+        keep_invalid: bool,
+        abandon: threading.Event | None = None,
     ) -> list[AppendResult]:
-        """The write transaction of a started batch, once its verdicts are in."""
-        return self._write(append_work(started, keyring, keep_invalid))
+        """The write transaction of a started batch, once its verdicts are in; with
+        ``abandon`` set before the commit, the transaction is aborted (:class:`Abandoned`)."""
+        work = append_work(started, keyring, keep_invalid)
+        if abandon is None:
+            return self._write(work)
+
+        def guarded(txn: _Txn, dbs: dict[str, Any]) -> list[AppendResult]:
+            results = work(txn, dbs)
+            if abandon.is_set():
+                raise Abandoned("the consumer stopped before this batch was committed")
+            return results
+
+        return self._write(guarded)
 
     # --- replay ---------------------------------------------------------------------------
 

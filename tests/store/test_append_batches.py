@@ -85,3 +85,65 @@ def test_a_failing_batch_leaves_the_batches_before_it_committed(
         assert len(done) == 1  # the second batch was started, not committed
         assert store.stats()["counts"]["seq"] == sum(r.status == "stored" for r in done[0])
         assert store.replay(g.KEYRING).ok
+
+
+def _lines(seed: int, piths: int = 3) -> list[bytes]:
+    return [g.encoded(e) for e in g.mixed_events(random.Random(seed), piths=piths, per_pith=4)]
+
+
+def test_a_consumer_that_stops_abandons_the_batch_being_written(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    lines = _lines(4)
+    batches = [lines[:4], lines[4:8], lines[8:]]
+    finish = Store._finish_append
+    seen: list[Any] = []
+
+    def held(self: Store, started: Any, keyring: Any, keep: bool, abandon: Any = None) -> Any:
+        if abandon is not None:  # written in the pipeline's thread
+            seen.append(abandon)
+            if len(seen) == 2:  # batch 2: its transaction waits for the close (or 5 s)
+                abandon.wait(5)
+        return finish(self, started, keyring, keep, abandon)
+
+    monkeypatch.setattr(Store, "_finish_append", held)
+    with Store.open(tmp_path / "s") as store:
+        pipeline = store.append_batches(iter(batches), g.KEYRING)
+        first = next(pipeline)  # batch 1 committed; batch 2 is being written
+        pipeline.close()
+        assert len(seen) == 2  # batch 2 was in the writing thread, then abandoned
+        stored = sum(r.status == "stored" for r in first)
+        assert stored > 0
+        assert store.stats()["counts"]["seq"] == stored
+        assert store.replay(g.KEYRING).ok
+
+
+def test_a_failed_transaction_stops_the_pipeline_before_the_next_batch(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    lines = _lines(5)
+    batches = [lines[:4], lines[4:8], lines[8:]]
+    real = pithlog.store.append_work
+    calls: list[int] = []
+
+    def failing_second(started: Any, keyring: Any, keep: bool) -> Any:
+        calls.append(len(started.items))
+        work = real(started, keyring, keep)
+        if len(calls) != 2:
+            return work
+
+        def broken(txn: Any, dbs: Any) -> Any:
+            work(txn, dbs)  # written, then refused: the transaction is aborted
+            raise pithlog.store.StoreError("io", "the disk went away")
+
+        return broken
+
+    monkeypatch.setattr(pithlog.store, "append_work", failing_second)
+    with Store.open(tmp_path / "s") as store:
+        done = []
+        with pytest.raises(pithlog.store.StoreError, match="disk went away"):
+            for results in store.append_batches(iter(batches), g.KEYRING):
+                done.append(results)
+        assert len(done) == 1 and len(calls) == 2  # batch 3 was never written
+        assert store.stats()["counts"]["seq"] == sum(r.status == "stored" for r in done[0])
+        assert store.replay(g.KEYRING).ok

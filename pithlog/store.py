@@ -665,8 +665,9 @@ class Store:
                     started = self._start_append(batch, keyring, executor)
                     if previous is not None:
                         assert writer is not None
-                        done, writing = writing, None
-                        committed = done.result() if done is not None else None
+                        # ``writing`` is cleared only once its results are in hand, so that an
+                        # interrupt while waiting for them still hands them out (below)
+                        committed = writing.result() if writing is not None else None
                         writing = writer.submit(
                             self._finish_append, previous, keyring, keep_invalid, abandon
                         )
@@ -674,8 +675,9 @@ class Store:
                             yield committed
                     previous = started
                 if writing is not None:
-                    done, writing = writing, None
-                    yield done.result()
+                    committed = writing.result()
+                    writing = None
+                    yield committed
                 if previous is not None:
                     last, previous = previous, None
                     yield self._finish_append(last, keyring, keep_invalid)
@@ -684,9 +686,15 @@ class Store:
                 raise
             except BaseException:
                 if writing is not None:
-                    # the input failed (or was interrupted) while a batch was being written:
-                    # finish it and hand out its results, then raise
-                    yield writing.result()
+                    # the input failed (or an interrupt came) while a batch was being written:
+                    # finish it and hand out its results, then raise; when that batch's own
+                    # transaction failed, its error is the one raised
+                    try:
+                        finished = writing.result()
+                    except BaseException:
+                        finished = None
+                    if finished is not None:
+                        yield finished
                 raise
 
     def _start_append(

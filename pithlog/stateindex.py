@@ -179,7 +179,11 @@ def index_add(
     raw = txn.get(key, db=dbs["piths"])
     if raw is None:
         # Every pith with a stored event has a ``piths`` entry (index_write writes one for
-        # any non-empty reduction), so a pith without one holds no event but ``new``.
+        # any non-empty reduction), so a pith without one holds no event but ``new``. The
+        # count of its by_pith keys (no event read) makes sure: a damaged store whose
+        # entry went missing is re-reduced whole, as before this shortcut.
+        if len(pith_eids(txn, dbs, pith)) != len(new):
+            return False
         index_write(txn, dbs, pith, reduce_judged(pith, new))
         return True
     summary: dict[str, Any] = msgspec.json.decode(raw)

@@ -193,6 +193,23 @@ def test_altered_cached_state_and_verdict_are_named(damaged: tuple[Store, list[A
     ]
 
 
+
+def test_a_pith_whose_summary_went_missing_is_re_reduced_whole_on_append(
+    damaged: tuple[Store, list[Any]],
+) -> None:
+    """An append treats a pith without a ``piths`` entry as new to the store (its events are
+    the batch's) only when by_pith agrees; a store that lost the entry is re-reduced whole,
+    which repairs it, instead of being indexed from the new events alone."""
+    store, events = damaged
+    victim = _attestation(events)
+    pith = victim["pith_number"]
+    store._write(lambda txn, dbs: txn.delete(pith.encode(), db=dbs["piths"]))
+    assert any(line.startswith(f"state: {pith}:") for line in lines(store))
+    late = g.attestation(pith, at=900, statement="added after the damage")
+    assert [r.status for r in store.append([g.encoded(late)], g.KEYRING)] == ["stored"]
+    assert store.state(pith) == g.expected_states([*events, late])[pith]
+    assert store.replay(g.KEYRING).ok
+
 # --- concurrency --------------------------------------------------------------------------
 
 

@@ -3,29 +3,17 @@ stderr, and a store that holds every event it printed as stored, and nothing hal
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import random
 import signal
 import subprocess
 import sys
 from pathlib import Path
-from types import ModuleType
+
+from storeevents import g
 
 from pithlog.store import Store
 from pithlog.testing import test_keyring_entries
-
-
-def _eventgen() -> ModuleType:
-    path = Path(__file__).resolve().parents[1] / "store" / "eventgen.py"
-    spec = importlib.util.spec_from_file_location("store_eventgen", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-g = _eventgen()
 
 # The child restores Python's SIGINT handler: a process started in the background of a
 # non-interactive shell inherits SIGINT ignored, and Python then leaves it ignored.

@@ -2,30 +2,17 @@
 
 from __future__ import annotations
 
-import importlib.util
 import io
 import json
 import random
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
+from storeevents import g
 
 from pithlog.cli import main
 from pithlog.testing import test_keyring_entries
-
-
-def _eventgen() -> ModuleType:
-    path = Path(__file__).resolve().parents[1] / "store" / "eventgen.py"
-    spec = importlib.util.spec_from_file_location("store_eventgen", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-g = _eventgen()
 
 
 def run(argv: list[str]) -> tuple[int, bytes, str]:

@@ -2,31 +2,19 @@
 
 from __future__ import annotations
 
-import importlib.util
 import io
 import json
 import random
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
+from storeevents import g
 
 from pithlog.cli import main
 from pithlog.keys import dump_key_file
 from pithlog.testing import test_key, test_keyring_entries
 
-
-def _eventgen() -> ModuleType:
-    path = Path(__file__).resolve().parents[1] / "store" / "eventgen.py"
-    spec = importlib.util.spec_from_file_location("store_eventgen", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-g = _eventgen()
 ORIGIN = "registry.test.invalid/pith"
 
 

@@ -78,6 +78,8 @@ class StartedBatch:
     (:meth:`pithlog.store.Store._start_append`)."""
 
     items: list[Envelope | DoorError]
+    hashes: list[bytes | None]
+    """The copy hash of each item (``None`` for a refused one), computed once at the start."""
     fresh: list[bytes]
     """Copy hashes of the copies the store did not hold when the batch was started."""
     checks: CheckBatch
@@ -127,7 +129,8 @@ def append_work(
             if isinstance(item, DoorError):
                 results.append(AppendResult(index, None, REFUSED, item.describe()))
                 continue
-            env, h, eid = item, copy_hash(item.encoded), eid_bytes(item.event_id)
+            env, h, eid = item, started.hashes[index], eid_bytes(item.event_id)
+            assert h is not None
             current = txn.get(eid, db=dbs["events"])
             if current == env.encoded or (
                 current is not None and txn.get(eid + h, db=dbs["evidence"]) is not None

@@ -706,15 +706,22 @@ class Store:
         """A batch through the door, and checks 1-12 started on its copies that the store
         does not hold yet (a copy already stored is a duplicate, not judged again)."""
         items: list[Envelope | DoorError] = []
+        hashes: list[bytes | None] = []  # each copy hashed once, for the write as well
+        envelopes: dict[bytes, Envelope] = {}
         for item in batch:
             if isinstance(item, Envelope):
-                items.append(item)
-                continue
-            try:
-                items.append(parse_envelope(bytes(item)))
-            except DoorError as exc:
-                items.append(exc)
-        envelopes = {copy_hash(i.encoded): i for i in items if isinstance(i, Envelope)}
+                env = item
+            else:
+                try:
+                    env = parse_envelope(bytes(item))
+                except DoorError as exc:
+                    items.append(exc)
+                    hashes.append(None)
+                    continue
+            h = copy_hash(env.encoded)
+            items.append(env)
+            hashes.append(h)
+            envelopes[h] = env
 
         def unseen(txn: _Txn, dbs: dict[str, Any]) -> list[bytes]:
             out = []
@@ -730,7 +737,7 @@ class Store:
 
         fresh = self._read(unseen) if envelopes else []
         checks = start_checks([envelopes[h] for h in fresh], keyring, executor=executor)
-        return StartedBatch(items, fresh, checks)
+        return StartedBatch(items, hashes, fresh, checks)
 
     def _finish_append(
         self,

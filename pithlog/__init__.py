@@ -27,7 +27,15 @@ from pithlog.events import (
     sign_event,
 )
 from pithlog.keys import Keyring, SigningKey, load_keyring, make_keyring
-from pithlog.reduce import MERGE_VERSION, Pending, Reduction, collapse, reduce_events, reduce_pith
+from pithlog.reduce import (
+    MERGE_VERSION,
+    Pending,
+    Reduction,
+    collapse,
+    reduce_events,
+    reduce_pith,
+    reduce_streamed,
+)
 from pithlog.state import render, state_document, verify_state_document
 
 __version__ = "0.1.0"
@@ -61,6 +69,7 @@ __all__ = [
     "prepare_record_created",
     "reduce_events",
     "reduce_pith",
+    "reduce_streamed",
     "render",
     "sign_event",
     "state_document",

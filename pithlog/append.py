@@ -15,7 +15,7 @@ from typing import Any
 
 from pithlog.checks import CheckBatch, check_alone
 from pithlog.errors import DoorError, StoreError
-from pithlog.events import Envelope
+from pithlog.events import Envelope, readmit
 from pithlog.keys import Keyring
 from pithlog.layout import (
     META_KEYRING,
@@ -26,7 +26,6 @@ from pithlog.layout import (
     distinct_piths,
     eid_bytes,
     evidence_of,
-    stored_envelope,
     verdict_bytes,
     verdict_of,
     why,
@@ -153,7 +152,7 @@ def append_work(
                 results.append(AppendResult(index, env.event_id, STORED, new.reason,
                                             env.pith_number))  # fmt: skip
                 continue
-            old_env = stored_envelope(current)
+            old_env = readmit(current)
             old_h = copy_hash(current)
             cached = txn.get(kd + old_h, db=dbs["verdicts"])
             if cached is None or old_h in verdicts:
@@ -215,12 +214,12 @@ def rebuild_work(
         copies = 0
         for eid, data in txn.cursor(db=dbs["events"]):
             h = copy_hash(data)
-            best = held = verdict(stored_envelope(data), h)
+            best = held = verdict(readmit(data), h)
             txn.put(kd + h, verdict_bytes(held.reason), db=dbs["verdicts"])
             copies += 1
             best_h = h
             for key, other in evidence_of(txn, dbs, eid):
-                candidate = verdict(stored_envelope(other), key[32:])
+                candidate = verdict(readmit(other), key[32:])
                 txn.put(kd + key[32:], verdict_bytes(candidate.reason), db=dbs["verdicts"])
                 copies += 1
                 if prefer(candidate, best) is candidate:

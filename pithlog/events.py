@@ -105,6 +105,18 @@ def parse_envelope(data: bytes) -> Envelope:
     return admit(value, encoded)
 
 
+_ANY = msgspec.json.Decoder()
+
+
+def readmit(encoded: bytes) -> Envelope:
+    """The envelope again from its JCS bytes, which passed the door before: a stored copy
+    (``replay`` is what puts every stored byte through the door again), or a copy that a
+    reduction kept as bytes between step 0 and its pith's turn. No checks: decoding JCS
+    gives back the value it encodes."""
+    value = _ANY.decode(encoded)
+    return Envelope(value, value["event_id"], value["pith_number"], encoded)
+
+
 def body_of(envelope: dict[str, Any]) -> dict[str, Any]:
     """``body``: the envelope without ``event_id`` and ``signature_b64`` (spec 4)."""
     return {k: v for k, v in envelope.items() if k != "event_id" and k != "signature_b64"}

@@ -17,7 +17,6 @@ from typing import Any, Literal, Protocol
 import msgspec
 
 from pithlog.checks import CHECK_NUMBER
-from pithlog.events import Envelope
 from pithlog.reduce import Judged
 
 FORMAT_VERSION = b"2"
@@ -120,14 +119,6 @@ class Ids(msgspec.Struct):
 
 
 _IDS = msgspec.json.Decoder(Ids)
-_ANY = msgspec.json.Decoder()
-
-
-def stored_envelope(data: bytes) -> Envelope:
-    """A stored copy, decoded without the door: it passed the door when it was appended
-    (``replay`` is what puts every stored byte through the door again)."""
-    value = _ANY.decode(data)
-    return Envelope(value, value["event_id"], value["pith_number"], data)
 
 
 def decode_ids(data: bytes) -> Ids | None:

@@ -27,7 +27,7 @@ from typing import Any
 
 from pithlog.events import Envelope, parse_envelope
 from pithlog.keys import Keyring, make_keyring
-from pithlog.reduce import Pending, Reduction, reduce_events
+from pithlog.reduce import Pending, Reduction, reduce_events, reduce_streamed
 from pithlog.state import render_reduction
 
 Result = tuple[str, bytes | Pending]
@@ -66,17 +66,22 @@ def reduce_rendered(
 
 
 def _reduce_here(envelopes: Iterable[Envelope], keyring: Keyring) -> Iterator[Result]:
-    """``jobs`` = 1. An input of :data:`STREAM_MIN` envelopes or more, on a machine with
-    more than one core, has its signatures verified in helper processes while it is still
-    being read (:func:`pithlog.reduce.collapse`); a smaller one in threads."""
+    """``jobs`` = 1, holding the input as JCS bytes (:func:`pithlog.reduce.reduce_streamed`).
+    An input of :data:`STREAM_MIN` envelopes or more, on a machine with more than one core,
+    has its signatures verified in helper processes while it is still being read; a smaller
+    one in threads."""
     stream = iter(envelopes)
     head = list(itertools.islice(stream, STREAM_MIN))
     with contextlib.ExitStack() as stack:
         executor = None
         if len(head) == STREAM_MIN and (os.cpu_count() or 1) > 1:
             executor = verifying_pool(stack, every_core=True)
-        reduced = reduce_events(itertools.chain(head, stream), keyring, executor=executor)
-    for pith, result in reduced.items():
+        reduced = reduce_streamed(itertools.chain(head, stream), keyring, executor=executor)
+        # The helpers are not needed once step 0 is over, which the first result waits for.
+        first = next(reduced, None)
+    if first is None:
+        return
+    for pith, result in itertools.chain([first], reduced):
         yield pith, render_reduction(result) if isinstance(result, Reduction) else result
 
 

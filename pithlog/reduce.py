@@ -7,13 +7,15 @@ Read top to bottom beside the spec:
   and equivocations; a pith with no valid record is :class:`Pending`;
 - step 5 (the document) is :mod:`pithlog.state`.
 
-:func:`reduce_events` runs all steps for every pith of an input. The result depends only on
-the set of envelopes and the keyring: not on order, duplicates or any clock.
+:func:`reduce_events` runs all steps for every pith of an input; :func:`reduce_streamed`
+does the same for an input too large to hold decoded. The result depends only on the set of
+envelopes and the keyring: not on order, duplicates or any clock.
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable
+from collections import deque
+from collections.abc import Collection, Iterable, Iterator
 from concurrent.futures import Executor
 from dataclasses import dataclass
 from typing import Any
@@ -26,7 +28,7 @@ from pithlog.checks import (
     check_many,
     start_checks,
 )
-from pithlog.events import ChosenRecord, Envelope
+from pithlog.events import ChosenRecord, Envelope, readmit
 from pithlog.keys import Keyring
 
 MERGE_VERSION = "pith-open-graph-merge-v1"
@@ -41,11 +43,15 @@ class Judged:
 
     @property
     def rank(self) -> tuple[int, int, bytes]:
-        """Section 7 step 0 preference, smallest first: passed 1-12, else failed at the
-        latest check; then the smallest JCS encoding (unsigned bytes; a prefix is smaller)."""
-        if self.reason is None:
-            return (0, 0, self.envelope.encoded)
-        return (1, -CHECK_NUMBER[self.reason], self.envelope.encoded)
+        return rank(self.reason, self.envelope.encoded)
+
+
+def rank(reason: str | None, encoded: bytes) -> tuple[int, int, bytes]:
+    """Section 7 step 0 preference of a copy, smallest first: passed 1-12, else failed at
+    the latest check; then the smallest JCS encoding (unsigned bytes; a prefix is smaller)."""
+    if reason is None:
+        return (0, 0, encoded)
+    return (1, -CHECK_NUMBER[reason], encoded)
 
 
 def judge(envelope: Envelope, keyring: Keyring) -> Judged:
@@ -237,3 +243,62 @@ def reduce_events(
         by_pith.setdefault(judged.envelope.pith_number, []).append(judged)
     piths = sorted(by_pith if only is None else by_pith.keys() & set(only))
     return {pith: reduce_pith(pith, by_pith[pith]) for pith in piths}
+
+
+def reduce_streamed(
+    envelopes: Iterable[Envelope],
+    keyring: Keyring,
+    threads: int | None = None,
+    executor: Executor | None = None,
+    batch: int = STREAM_BATCH,
+    lag: int = 2,
+) -> Iterator[tuple[str, Reduction | Pending]]:
+    """:func:`reduce_events`, in pith order, holding each kept copy as JCS bytes only.
+
+    Step 0 needs every copy of the input before any pith can be reduced, and a decoded
+    envelope costs about five times its JCS bytes in memory. So the distinct copies are
+    checked in batches of ``batch`` as they arrive (signatures on ``executor``, else on
+    ``threads``); once a batch's verdicts are in, which is at the latest ``lag`` batches
+    later, only the preferred copy of each ``event_id`` is kept, as ``(rank, reason,
+    pith_number)``, and the decoded envelopes are dropped. Each pith's kept copies are
+    decoded again (:func:`pithlog.events.readmit`) when its turn comes, one pith at a time.
+    :func:`prefer`'s order is total, so this keeps the copies that :func:`collapse` keeps.
+    """
+    seen: dict[str, list[bytes]] = {}  # event_id -> its distinct copies so far
+    kept: dict[str, tuple[tuple[int, int, bytes], str | None, str]] = {}
+    started: deque[tuple[list[Envelope], CheckBatch]] = deque()
+
+    def settle() -> None:
+        copies, checks = started.popleft()
+        for envelope, reason in zip(copies, checks.reasons(), strict=True):
+            candidate = (rank(reason, envelope.encoded), reason, envelope.pith_number)
+            current = kept.get(envelope.event_id)
+            if current is None or candidate[0] < current[0]:
+                kept[envelope.event_id] = candidate
+
+    def start(copies: list[Envelope]) -> None:
+        started.append((copies, start_checks(copies, keyring, threads, executor)))
+        while len(started) > lag:
+            settle()
+
+    distinct: list[Envelope] = []
+    for envelope in envelopes:
+        held = seen.setdefault(envelope.event_id, [])
+        if envelope.encoded not in held:  # the same copy again has nothing to choose
+            held.append(envelope.encoded)
+            distinct.append(envelope)
+            if len(distinct) == batch:
+                start(distinct)
+                distinct = []
+    if distinct:
+        start(distinct)
+    seen.clear()
+    while started:
+        settle()
+    by_pith: dict[str, list[tuple[str | None, bytes]]] = {}
+    for preference, reason, pith in kept.values():
+        by_pith.setdefault(pith, []).append((reason, preference[2]))
+    kept.clear()
+    for pith in sorted(by_pith):
+        judged = [Judged(readmit(encoded), reason) for reason, encoded in by_pith.pop(pith)]
+        yield pith, reduce_pith(pith, judged)

@@ -17,7 +17,7 @@ import msgspec
 from pithlog.canonical import jcs
 from pithlog.checks import check_against_record, check_alone
 from pithlog.errors import StoreError
-from pithlog.events import EVENT_TYPES, STATE_LISTS, Envelope, projection_spans
+from pithlog.events import EVENT_TYPES, STATE_LISTS, Envelope, projection_spans, readmit
 from pithlog.keys import Keyring
 from pithlog.layout import (
     INDEX_DBS,
@@ -26,7 +26,6 @@ from pithlog.layout import (
     eid_bytes,
     eid_str,
     pith_eids,
-    stored_envelope,
     verdict_bytes,
     verdict_of,
 )
@@ -207,7 +206,7 @@ def index_add(
     if record_data is None:
         raise StoreError("corrupted", f"the chosen record of {pith} is not in events; run "
                          "`pithlog replay --verify`")  # fmt: skip
-    record = stored_envelope(record_data)
+    record = readmit(record_data)
     first = (record.value["created_at"], record.event_id)
     if any((r.value["created_at"], r.event_id) < first for r in records):
         return False
@@ -262,7 +261,7 @@ def assemble_state(txn: Txn, dbs: dict[str, Any], pith: str) -> bytes | None:
     record_data = txn.get(eid_bytes(summary["record"]), db=dbs["events"])
     if record_data is None:
         raise KeyError(f"chosen record {summary['record']} is not stored")
-    record = stored_envelope(record_data)
+    record = readmit(record_data)
     lists: dict[str, list[Fragment]] = {name: [] for name in STATE_LISTS}
     cursor = txn.cursor(db=dbs["applied"])
     found = cursor.set_range(key)
@@ -348,7 +347,7 @@ def rereduce(
                 f"by_pith names {eid_str(eid)} under {pith} but events does not hold it; "
                 "run `pithlog replay --verify`",
             )
-        env = decoded.get(data) or stored_envelope(data)
+        env = decoded.get(data) or readmit(data)
         h = copy_hash(data)
         if h in verdicts:
             reason = verdicts[h]

@@ -8,7 +8,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pithlog.reduce import Reduction, collapse, reduce_events
+from pithlog.reduce import Reduction, collapse, reduce_events, reduce_streamed
 from pithlog.state import verify_state_document
 
 from .universe import KEYRING, envelopes, event_sets, states
@@ -40,6 +40,22 @@ def test_arrival_order_of_copies_sharing_an_event_id_does_not_matter(specs: Spec
     assert {k: (j.envelope.encoded, j.reason) for k, j in kept_forward.items()} == {
         k: (j.envelope.encoded, j.reason) for k, j in kept_backward.items()
     }
+
+
+@settings(max_examples=80, deadline=None)
+@given(specs=event_sets(), data=st.data())
+def test_streamed_reduction_equals_the_whole_one(specs: Specs, data: st.DataObject) -> None:
+    # Small batches and lags, so that copies of one event_id fall into different batches,
+    # some judged before the next copy arrives and some after.
+    items = envelopes(specs)
+    extra = data.draw(st.lists(st.sampled_from(items), max_size=6), label="duplicates")
+    shuffled = data.draw(st.permutations(items + extra), label="order")
+    batch = data.draw(st.integers(1, 5), label="batch")
+    lag = data.draw(st.integers(0, 3), label="lag")
+    streamed = list(reduce_streamed(shuffled, KEYRING, batch=batch, lag=lag))
+    whole = reduce_events(items, KEYRING)
+    assert [pith for pith, _ in streamed] == list(whole)
+    assert dict(streamed) == whole
 
 
 @settings(max_examples=40, deadline=None)

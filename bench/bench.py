@@ -161,6 +161,7 @@ def run(scale: float, big: int, repeat: int = 1) -> Table:
         ratio = table.rate(f"reduce of a {n:,}-event file, --jobs {jobs}", n,
                            lambda j=jobs: reduce(j))  # type: ignore[misc]  # fmt: skip
         table.figure(f"  reduce --jobs {jobs} vs straightforward", f"{ratio / plain:.2f}x")
+    reduce_memory(table, events, keyring)
 
     # append and replay as users run them: the CLI, in this process.
     for batch in (1000, 10000):
@@ -247,6 +248,28 @@ status = main(["replay", "--store", sys.argv[1], "--verify", "--keyring", sys.ar
 assert status == 0
 time.sleep(0.1)
 print(peak, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+"""
+
+
+def reduce_memory(table: Table, events: Path, keyring: Path) -> None:
+    """Peak RSS of ``pithlog reduce`` (``--jobs 1``) in a fresh process: it holds its whole
+    input, so this grows with the input (docs/cli.md)."""
+    child = [sys.executable, "-c", REDUCE_CHILD, str(events), str(keyring)]
+    out = subprocess.run(child, check=True, capture_output=True, text=True)
+    count = sum(1 for _ in events.open("rb"))
+    table.figure(f"reduce of a {count:,}-event file: peak RSS",
+                 f"{int(out.stdout) / 1024:,.0f} MiB")  # fmt: skip
+
+
+REDUCE_CHILD = """
+import io, os, resource, sys
+from pithlog.cli import main
+
+with open(os.devnull, "wb") as sink:  # the states are printed, not held
+    status = main(["reduce", "--keyring", sys.argv[2], sys.argv[1]],
+                  stdout=sink, stderr=io.StringIO())
+assert status == 0
+print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
 """
 
 

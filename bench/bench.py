@@ -262,14 +262,17 @@ def reduce_memory(table: Table, events: Path, keyring: Path) -> None:
 
 
 REDUCE_CHILD = """
-import io, os, resource, sys
+import io, os, sys
 from pithlog.cli import main
 
 with open(os.devnull, "wb") as sink:  # the states are printed, not held
     status = main(["reduce", "--keyring", sys.argv[2], sys.argv[1]],
                   stdout=sink, stderr=io.StringIO())
 assert status == 0
-print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+# VmHWM: this process's own peak. ru_maxrss would also count the parent's resident memory
+# at the fork that started this process (Linux carries it over the exec).
+with open("/proc/self/status") as status_file:
+    print(next(int(line.split()[1]) for line in status_file if line.startswith("VmHWM:")))
 """
 
 

@@ -1,0 +1,131 @@
+"""The edge of the command line that every command shares: argument errors as
+:class:`~pithlog.errors.UsageError`, reading files and stdin, writing stdout and stderr,
+opening the store, progress bars."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import IO, Any, BinaryIO, NoReturn
+
+from pithlog.errors import (
+    UsageError,
+)
+from pithlog.keys import (
+    Keyring,
+    load_keyring,
+)
+from pithlog.store import Store
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse, with usage errors raised as :class:`UsageError` instead of exiting."""
+
+    def error(self, message: str) -> NoReturn:
+        raise UsageError("arguments", f"{message} (see '{self.prog} --help')")
+
+
+def read_bytes(path: str) -> bytes:
+    try:
+        if path == "-":
+            return sys.stdin.buffer.read()
+        return Path(path).read_bytes()
+    except OSError as exc:
+        raise UsageError("unreadable", f"cannot read {path}: {exc.strerror or exc}; "
+                         "check the path and its permissions") from exc
+
+
+@contextlib.contextmanager
+def open_input(path: str) -> Iterator[BinaryIO]:
+    if path == "-":
+        yield sys.stdin.buffer
+        return
+    try:
+        stream = open(path, "rb")  # noqa: SIM115 - closed by the with below
+    except OSError as exc:
+        raise UsageError("unreadable", f"cannot read {path}: {exc.strerror or exc}; "
+                         "check the path and its permissions") from exc
+    with stream:
+        yield stream
+
+
+def read_keyring(path: str) -> Keyring:
+    return load_keyring(read_bytes(path))
+
+
+class Out:
+    """stdout and stderr as bytes and lines."""
+
+    def __init__(self, stdout: IO[bytes], stderr: IO[str]) -> None:
+        self.stdout = stdout
+        self.stderr = stderr
+
+    def write(self, data: bytes) -> None:
+        self.stdout.write(data)
+
+    def say(self, line: str) -> None:
+        """One line of diagnostics on stderr."""
+        print(line, file=self.stderr)
+
+
+DEFAULT_STORE = "pithlog-store"
+STORE_HELP = "store folder (default: $PITHLOG_STORE, else ./pithlog-store)"
+
+
+def store_path(args: argparse.Namespace) -> str:
+    path: str | None = getattr(args, "store", None)
+    return path or os.environ.get("PITHLOG_STORE") or DEFAULT_STORE
+
+
+def open_store(args: argparse.Namespace, create: bool = False) -> Store:
+    return Store.open(store_path(args), create=create)
+
+
+class Bar:
+    """Progress on stderr (tqdm), or nothing."""
+
+    def __init__(self, out: Out, show: bool, desc: str) -> None:
+        self._bar: Any = None
+        self._out = out
+        self._show = show
+        self._desc = desc
+
+    def __call__(self, done: int, total: int) -> None:
+        if not self._show:
+            return
+        if self._bar is None:
+            from tqdm import tqdm
+
+            self._bar = tqdm(total=total, unit="pith", desc=self._desc, file=self._out.stderr,
+                             dynamic_ncols=True)  # fmt: skip
+        self._bar.update(done - self._bar.n)
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.close()
+
+
+def show_progress(args: argparse.Namespace, out: Out) -> bool:
+    if args.progress:
+        return True
+    isatty = getattr(out.stderr, "isatty", None)
+    return bool(isatty and isatty())
+
+
+def json_line(doc: dict[str, Any]) -> bytes:
+    return json.dumps(doc, ensure_ascii=False, separators=(",", ":")).encode("utf-8") + b"\n"
+
+
+def size_arg(value: int | None, name: str) -> int | None:
+    if value is not None and value < 0:
+        raise UsageError("arguments", f"{name} must be 0 or more")
+    return value
+
+
+StoreParser = Callable[..., Parser]
+"""``store_parser(name, **kwargs)``: a subcommand parser with the ``--store`` option."""

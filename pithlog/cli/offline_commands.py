@@ -1,0 +1,243 @@
+"""The commands that need no store: ``reduce``, ``verify-state``, ``keygen``, ``sign``."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import datetime
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from pithlog.canonical import jcs, parse
+from pithlog.checks import check_alone
+from pithlog.cli.edge import (
+    Out,
+    StoreParser,
+    open_input,
+    read_bytes,
+    read_keyring,
+)
+from pithlog.errors import (
+    EXIT_BAD_INPUT,
+    EXIT_OK,
+    EXIT_VERIFY_FAILED,
+    DoorError,
+    KeyFileError,
+    SigningError,
+    UsageError,
+)
+from pithlog.events import (
+    EVENT_TYPES,
+    Envelope,
+    admit,
+    prepare_record_created,
+    sign_event,
+)
+from pithlog.keys import (
+    SIGNER_TYPES,
+    SigningKey,
+    dump_key_file,
+    load_key_file,
+    make_keyring,
+)
+from pithlog.lines import iter_envelopes
+from pithlog.parallel import reduce_rendered
+from pithlog.records import is_pith_number
+from pithlog.reduce import Pending
+from pithlog.state import verify_state_document
+from pithlog.timestamps import is_ts
+
+
+def cmd_reduce(args: argparse.Namespace, out: Out) -> int:
+    """Reduce a JSON Lines file of events to one state document per pith."""
+    keyring = read_keyring(args.keyring)
+    if args.jobs < 1:
+        raise UsageError("arguments", "--jobs must be at least 1")
+    read = refused = states = pending = 0
+    with open_input(args.events) as stream:
+
+        def admitted() -> Iterator[Envelope]:
+            nonlocal read, refused
+            for number, item in iter_envelopes(stream):
+                if isinstance(item, DoorError):
+                    refused += 1
+                    out.say(f"pithlog: line {number}: {item.describe()}")
+                else:
+                    read += 1
+                    yield item
+
+        for pith, result in reduce_rendered(admitted(), keyring, jobs=args.jobs):
+            if isinstance(result, Pending):
+                out.say(f"pending: {pith}: {result.event_count} events, no valid record_created")
+                pending += 1
+                continue
+            out.write(result + b"\n")
+            states += 1
+    out.say(f"reduce: {read} events read, {refused} lines refused, {states} states, "
+            f"{pending} pending")  # fmt: skip
+    return EXIT_BAD_INPUT if refused else EXIT_OK
+
+
+def cmd_verify_state(args: argparse.Namespace, out: Out) -> int:
+    """Check a published state document without its log (spec section 9)."""
+    failures = verify_state_document(read_bytes(args.state))
+    for failure in failures:
+        out.write(failure.encode("utf-8") + b"\n")
+    if failures:
+        out.say(f"verify-state: {args.state}: {len(failures)} rule(s) failed")
+        return EXIT_VERIFY_FAILED
+    out.say(f"verify-state: {args.state}: conforms to spec section 9")
+    return EXIT_OK
+
+
+def _write_private(path: Path, data: bytes, force: bool) -> None:
+    """Write a secret file with mode 0600, never half-written, never over one by accident."""
+    if path.exists() and not force:
+        raise UsageError("exists", f"{path} exists; pass --force to replace it")
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise KeyFileError("unwritable", f"cannot write {path}: {exc.strerror or exc}; "
+                           "check that its folder exists and is writable") from exc
+
+
+def cmd_keygen(args: argparse.Namespace, out: Out) -> int:
+    """Make an Ed25519 key file and print its keyring entry."""
+    for name in ("not_before", "not_after"):
+        value = getattr(args, name)
+        if value is not None and not is_ts(value):
+            flag = "--" + name.replace("_", "-")
+            raise UsageError("timestamp", f"{flag} must be YYYY-MM-DDTHH:MM:SSZ")
+    key = SigningKey.generate(args.key_id, args.signer_id, args.signer_type)
+    entry = key.keyring_entry(not_before=args.not_before, not_after=args.not_after)
+    make_keyring([entry])  # the entry must be one a keyring accepts
+    _write_private(Path(args.out), dump_key_file(key), args.force)
+    out.write(jcs(entry) + b"\n")
+    out.say(f"keygen: wrote {args.out} (mode 0600); add the entry above to your keyring")
+    return EXIT_OK
+
+
+DEFAULT_TARGETS = {
+    "record_created": "record",
+    "graph_snapshot": "graph",
+    "storage_attestation": "record",
+    "correction": "record",
+    "mirror_hint": "record",
+}
+
+
+def _now() -> str:
+    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def cmd_sign(args: argparse.Namespace, out: Out) -> int:
+    """Build and sign one event; print it as one JSON line."""
+    key = load_key_file(read_bytes(args.key))
+    if args.type not in EVENT_TYPES:
+        raise UsageError("event_type", f"unknown event type {args.type!r}; one of "
+                         f"{', '.join(EVENT_TYPES)}")  # fmt: skip
+    created_at = args.created_at or _now()
+    if not is_ts(created_at):
+        raise UsageError("timestamp", "--created-at must be YYYY-MM-DDTHH:MM:SSZ")
+    target = args.target or DEFAULT_TARGETS.get(args.type)
+    if target is None:
+        raise UsageError("target", f"--target is required for {args.type}")
+    try:
+        payload = parse(read_bytes(args.payload))
+    except DoorError as exc:
+        raise SigningError("payload", f"payload is not v1 JSON: {exc.message}", exc.where) from exc
+    if not isinstance(payload, dict):
+        raise SigningError("payload", "the payload must be a JSON object")
+    pith = args.pith
+    if args.type == "record_created":
+        derived, payload = prepare_record_created(key, payload)
+        if pith is not None and pith != derived:
+            raise SigningError("pith_number", f"--pith {pith} but the record's pith number "
+                               f"is {derived}; leave --pith out or pass that")  # fmt: skip
+        pith = derived
+    if pith is None or not is_pith_number(pith):
+        raise UsageError("pith_number", "--pith PITH (pith:YYYY:<26 base32>) is required")
+    event = sign_event(key, args.type, pith, target, created_at, payload)
+    if not args.allow_invalid:
+        own = make_keyring([key.keyring_entry()])
+        reason = check_alone(admit(event), own)
+        if reason is not None:
+            raise SigningError(
+                "invalid_event",
+                f"the event would be invalid ({reason}); fix it, or pass --allow-invalid",
+            )
+    out.write(jcs(event) + b"\n")
+    return EXIT_OK
+
+
+def add_commands(sub: Any, store_parser: StoreParser) -> None:
+    """The subcommand parsers of this group (none of them takes ``--store``)."""
+    p = sub.add_parser(
+        "reduce",
+        help="reduce events (JSON Lines) to state documents",
+        description="Reduce events (JSON Lines, one event per line, split on LF only) to one "
+        "state document per line for every pith that has a state, sorted by pith_number. "
+        "Pending piths and lines refused at the door are reported on stderr; a refused line "
+        "makes the exit status 2, the rest is still reduced.",
+    )
+    p.add_argument("--keyring", required=True, metavar="KEYRING", help="keyring JSON file")
+    p.add_argument("events", metavar="EVENTS", help="JSON Lines file of events, or - for stdin")
+    p.add_argument("--jobs", type=int, default=1, metavar="N",
+                   help="reduce the piths in N processes (same output)")
+    p.set_defaults(func=cmd_reduce)
+
+    p = sub.add_parser(
+        "verify-state",
+        help="check a published state document without its log",
+        description="Check a state document against spec section 9: state_sha256, pith "
+        "number, aliases, counts, applied_event_ids, order, and that re-rendering reproduces "
+        "its bytes. Prints one line per failed rule and exits 1; exits 0 when it conforms.",
+    )
+    p.add_argument("state", metavar="STATE", help="state document file, or - for stdin")
+    p.set_defaults(func=cmd_verify_state)
+
+    p = sub.add_parser(
+        "keygen",
+        help="make an Ed25519 key file and print its keyring entry",
+        description="Write a new Ed25519 private key file (mode 0600) and print the keyring "
+        "entry for it (one JSON line) on stdout.",
+    )
+    p.add_argument("--key-id", required=True)
+    p.add_argument("--signer-id", required=True)
+    p.add_argument("--signer-type", required=True, choices=sorted(SIGNER_TYPES))
+    p.add_argument("--out", required=True, metavar="KEYFILE", help="private key file to write")
+    p.add_argument("--not-before", metavar="TS", help="not_before of the keyring entry")
+    p.add_argument("--not-after", metavar="TS", help="not_after of the keyring entry")
+    p.add_argument("--force", action="store_true", help="replace KEYFILE if it exists")
+    p.set_defaults(func=cmd_keygen)
+
+    p = sub.add_parser(
+        "sign",
+        help="build and sign one event",
+        description="Build and sign one event and print it as one JSON line. A "
+        "record_created payload gets canonical_sha256, source_kind/id/version and a signed "
+        "receipt filled in from its canonical_record, and its pith number derived. The event "
+        "is checked against the signing key alone (checks 1-12); an event that would be "
+        "invalid is refused unless --allow-invalid.",
+    )
+    p.add_argument("--key", required=True, metavar="KEYFILE")
+    p.add_argument("--type", required=True, metavar="TYPE", help=", ".join(EVENT_TYPES))
+    p.add_argument("--pith", metavar="PITH", help="pith number (derived for record_created)")
+    p.add_argument("--target", metavar="T", help="target (default: record, or graph for "
+                   "graph_snapshot, where the type allows only one)")  # fmt: skip
+    p.add_argument("--payload", required=True, metavar="FILE", help="payload JSON, or -")
+    p.add_argument("--created-at", metavar="TS", help="YYYY-MM-DDTHH:MM:SSZ (default: now, UTC)")
+    p.add_argument("--allow-invalid", action="store_true",
+                   help="print the event even if checks 1-12 would reject it")  # fmt: skip
+    p.set_defaults(func=cmd_sign)
+

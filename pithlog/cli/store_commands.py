@@ -1,0 +1,348 @@
+"""The commands on a store: ``append`` and ``import`` (with the reading of their input),
+``replay``, ``state``, ``pending``, ``export``, ``stats``."""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import contextlib
+import json
+from collections.abc import Iterator
+from typing import Any, BinaryIO
+
+import msgspec
+
+from pithlog.canonical import jcs
+from pithlog.cli.edge import (
+    Bar,
+    Out,
+    StoreParser,
+    open_input,
+    open_store,
+    read_keyring,
+    show_progress,
+)
+from pithlog.errors import (
+    EXIT_BAD_INPUT,
+    EXIT_OK,
+    EXIT_VERIFY_FAILED,
+    DoorError,
+    StoreError,
+    UsageError,
+)
+from pithlog.lines import iter_lines
+from pithlog.records import is_pith_number
+from pithlog.store import REFUSED, REJECTED, AppendResult
+
+_JSON_SPACE = b" \t\r\n"
+
+
+class _Prefixed:
+    """A binary stream with some bytes already read put back in front."""
+
+    def __init__(self, head: bytes, stream: BinaryIO) -> None:
+        self._head = head
+        self._stream = stream
+
+    def read(self, size: int = -1) -> bytes:
+        if self._head:
+            head, self._head = self._head, b""
+            return head
+        return self._stream.read(size)
+
+
+def _iter_events(stream: BinaryIO) -> Iterator[tuple[int, bytes | DoorError]]:
+    """``(position, raw event bytes | DoorError)`` from JSON Lines, a JSON array of events
+    or one JSON object (pretty-printed or not). The position is the line number for JSON
+    Lines, the element number (from 1) for an array, 1 for a single object. Every event's
+    bytes still go through the door (the store's append)."""
+    head = b""
+    while not head.lstrip(_JSON_SPACE):
+        chunk = stream.read(1 << 16)
+        if not chunk:
+            return
+        head += chunk
+    first = head.lstrip(_JSON_SPACE)[:1]
+    if first == b"[":
+        data = head + stream.read()
+        try:
+            elements = msgspec.json.decode(data, type=list[msgspec.Raw])
+        except (msgspec.MsgspecError, ValueError) as exc:
+            raise DoorError("syntax", f"input starts with '[' but is not a JSON array: {exc}",
+                            "the input") from exc  # fmt: skip
+        for number, element in enumerate(elements, 1):
+            yield number, bytes(element)
+        return
+    if first == b"{":
+        while b"\n" not in head:
+            chunk = stream.read(1 << 16)
+            if not chunk:
+                break
+            head += chunk
+        line = head.split(b"\n", 1)[0]
+        if not _complete_json(line):
+            data = head + stream.read()
+            if _complete_json(data):  # one object written over several lines
+                yield 1, data.strip(_JSON_SPACE)
+                return
+            stream = _Prefixed(data, stream)  # type: ignore[assignment]
+        else:
+            stream = _Prefixed(head, stream)  # type: ignore[assignment]
+    else:
+        stream = _Prefixed(head, stream)  # type: ignore[assignment]
+    for number, raw in iter_lines(stream):
+        if raw is None:
+            yield number, DoorError("line_too_long", "line is longer than 8 MiB",
+                                    f"line {number}")  # fmt: skip
+        else:
+            yield number, raw
+
+
+def _complete_json(data: bytes) -> bool:
+    try:
+        msgspec.json.decode(data, type=msgspec.Raw)
+    except (msgspec.MsgspecError, ValueError):
+        return False
+    return True
+
+
+def _batches(
+    items: Iterator[tuple[int, bytes | DoorError]], size: int | None
+) -> Iterator[list[tuple[int, bytes | DoorError]]]:
+    batch: list[tuple[int, bytes | DoorError]] = []
+    for item in items:
+        batch.append(item)
+        if size is not None and len(batch) >= size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
+
+
+def _result_line(number: int, result: AppendResult) -> bytes:
+    doc = {"line": number, "event_id": result.event_id, "status": result.status,
+           "reason": result.reason}  # fmt: skip
+    # msgspec writes what json.dumps(ensure_ascii=False, compact) writes, about 5x faster:
+    # one line per appended event
+    return msgspec.json.encode(doc) + b"\n"
+
+
+def _append_input(args: argparse.Namespace, out: Out, command: str) -> int:
+    keyring = read_keyring(args.keyring)
+    if args.batch_size is not None and args.batch_size < 1:
+        raise UsageError("arguments", "--batch-size must be at least 1")
+    counts: dict[str, int] = {}
+    batches = 0
+    with open_input(args.events) as stream, open_store(args, create=True) as store:
+        # append_batches reads up to two batches ahead (their door and signatures run while
+        # the batch before is written): the batches wait here for their results, in order.
+        waiting: collections.deque[list[tuple[int, bytes | DoorError]]] = collections.deque()
+
+        def raw_batches() -> Iterator[list[bytes]]:
+            for batch in _batches(_iter_events(stream), args.batch_size):
+                waiting.append(batch)
+                yield [item for _, item in batch if isinstance(item, bytes)]
+
+        # closed here, not when collected: the batch being written is finished or abandoned
+        # while the store is still open
+        pipeline = contextlib.closing(
+            store.append_batches(raw_batches(), keyring, args.keep_invalid)
+        )
+        with pipeline as appended_batches:
+            for appended in appended_batches:
+                batch = waiting.popleft()
+                results = iter(appended)
+                batches += 1
+                for number, item in batch:
+                    if isinstance(item, DoorError):
+                        result = AppendResult(-1, None, REFUSED, item.describe())
+                    else:
+                        result = next(results)
+                    counts[result.status] = counts.get(result.status, 0) + 1
+                    out.write(_result_line(number, result))
+    total = sum(counts.values())
+    shown = ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
+    out.say(f"{command}: {total} events in {batches} transaction(s): {shown or 'nothing'}")
+    bad = counts.get(REFUSED, 0) + counts.get(REJECTED, 0)
+    return EXIT_BAD_INPUT if bad else EXIT_OK
+
+
+def cmd_append(args: argparse.Namespace, out: Out) -> int:
+    """Append events to the store; one JSON line per event on stdout."""
+    return _append_input(args, out, "append")
+
+
+def cmd_import(args: argparse.Namespace, out: Out) -> int:
+    """Append an export file to the store."""
+    return _append_input(args, out, "import")
+
+
+def cmd_replay(args: argparse.Namespace, out: Out) -> int:
+    """Replay the whole store and report every disagreement."""
+    keyring = read_keyring(args.keyring)
+    if args.jobs < 1:
+        raise UsageError("arguments", "--jobs must be at least 1")
+    with open_store(args) as store:
+        if args.rebuild:
+            bar = Bar(out, show_progress(args, out), "rebuild")
+            try:
+                counts = store.rebuild(keyring, progress=bar)
+            finally:
+                bar.close()
+            out.say(f"replay --rebuild: {counts['copies']} copies judged, "
+                    f"{counts['preferred_changed']} preferred copies changed, "
+                    f"{counts['piths']} piths re-reduced under keyring "
+                    f"{keyring.digest[:16]}")  # fmt: skip
+            if not args.verify:
+                return EXIT_OK
+        bar = Bar(out, show_progress(args, out), "replay")
+        try:
+            report = store.replay(keyring, verify=args.verify, jobs=args.jobs, progress=bar)
+        finally:
+            bar.close()
+    if not report.same_keyring:
+        out.say(f"replay: the cached states were reduced under keyring "
+                f"{(report.stored_keyring_digest or '')[:16]}, not this one "
+                f"({keyring.digest[:16]}): state lines name the piths whose state "
+                "would change")  # fmt: skip
+    for note in report.notes:
+        out.say(f"replay: note: {note.subject} stays pending under this keyring; "
+                f"{note.detail}")  # fmt: skip
+    for discrepancy in report.discrepancies:
+        out.write(discrepancy.line().encode("utf-8") + b"\n")
+    checked = "signatures verified" if args.verify else "cached verdicts"
+    out.say(f"replay: {report.piths} piths, {report.events} events, {report.copies} copies "
+            f"({checked}): {len(report.discrepancies)} discrepancies")  # fmt: skip
+    return EXIT_OK if report.ok else EXIT_VERIFY_FAILED
+
+
+def cmd_state(args: argparse.Namespace, out: Out) -> int:
+    """Print the cached state document of one pith."""
+    if not is_pith_number(args.pith):
+        raise UsageError("pith_number", f"{args.pith!r} is not a pith number")
+    with open_store(args) as store:
+        state = store.state(args.pith)
+        if state is None:
+            status = store.status(args.pith)
+            if status is None:
+                raise StoreError("no_state", f"the store holds no event of {args.pith}")
+            raise StoreError("no_state", f"{args.pith} is pending: {status['event_count']} "
+                             "events, no valid record_created yet")  # fmt: skip
+    out.write(state + b"\n")
+    return EXIT_OK
+
+
+def cmd_pending(args: argparse.Namespace, out: Out) -> int:
+    """List the piths that have events but no state yet."""
+    with open_store(args) as store:
+        pending = store.pending()
+    for entry in pending:
+        out.write(jcs(entry) + b"\n")
+    out.say(f"pending: {len(pending)} piths")
+    return EXIT_OK
+
+
+def cmd_export(args: argparse.Namespace, out: Out) -> int:
+    """Print every stored envelope, in append order, as JSON Lines."""
+    if args.after < 0:
+        raise UsageError("arguments", "--after must be 0 or more")
+    count = 0
+    last = args.after
+    with open_store(args) as store:
+        for seq, data in store.export(after=args.after):
+            if args.with_seq:
+                out.write(b'{"seq":%d,"event":%s}\n' % (seq, data))
+            else:
+                out.write(data + b"\n")
+            count += 1
+            last = seq
+    out.say(f"export: {count} envelopes, through seq {last} (resume with --after {last})")
+    return EXIT_OK
+
+
+def cmd_stats(args: argparse.Namespace, out: Out) -> int:
+    """Counts, sizes and map use of the store, as JSON."""
+    with open_store(args) as store:
+        stats = store.stats()
+    out.write(json.dumps(stats, indent=2).encode("utf-8") + b"\n")
+    return EXIT_OK
+
+
+def add_commands(sub: Any, store_parser: StoreParser) -> None:
+    """The subcommand parsers of this group."""
+    for name, func, what in (
+        ("append", cmd_append, "events"),
+        ("import", cmd_import, "an export file"),
+    ):
+        p = store_parser(
+            name,
+            help=f"append {what} to the store",
+            description=f"Append {what} to the store: JSON Lines, a JSON array of events or "
+            "one JSON object. Each batch is one durable transaction (all of it or none), "
+            "committed before its lines are printed: one JSON line per event on stdout, "
+            '{"line", "event_id", "status", "reason"}, status one of stored, duplicate, '
+            "replaced, evidence, rejected, refused ('line' is the element number for an "
+            "array). A summary goes to stderr. Exit 2 when anything was refused at the door "
+            "or rejected by checks 1-12, else 0.",
+        )
+        p.add_argument("--keyring", required=True, metavar="KEYRING", help="keyring JSON file")
+        p.add_argument("--keep-invalid", action="store_true",
+                       help="store events that fail checks 1-12 as evidence of invalidity "
+                       "(they enter the reduction as invalid events) instead of rejecting "
+                       "them")  # fmt: skip
+        p.add_argument("--batch-size", type=int, metavar="N",
+                       default=None if name == "append" else 10000,
+                       help="events per transaction (default: "
+                       + ("the whole input" if name == "append" else "10000")
+                       + "); each batch is read, checked and verified while the one "
+                       "before it is written")  # fmt: skip
+        p.add_argument("events", metavar="FILE", nargs="?", default="-",
+                       help="input file, or - for stdin (the default)")  # fmt: skip
+        p.set_defaults(func=func)
+
+    p = store_parser(
+        "replay",
+        help="re-read the whole store and report every disagreement",
+        description="Re-read every stored envelope through the door, recompute event ids "
+        "and (with --verify) every signature, check that the indexes, the sequence and the "
+        "stored copies agree, that each event holds the copy section 7 step 0 prefers, and "
+        "re-reduce every pith against its cached state, byte for byte. One line per "
+        "discrepancy on stdout; exit 0 only when everything agrees, else 1. Under a keyring "
+        "other than the store's, the state lines name exactly the piths whose state would "
+        "change. --rebuild re-reduces the store under KEYRING (needed before appending "
+        "with a changed keyring).",
+    )
+    p.add_argument("--keyring", required=True, metavar="KEYRING", help="keyring JSON file")
+    p.add_argument("--verify", action="store_true",
+                   help="verify every signature again (otherwise cached verdicts are used)")
+    p.add_argument("--rebuild", action="store_true",
+                   help="re-judge and re-reduce the store under KEYRING, then record it")
+    p.add_argument("--jobs", type=int, default=1, metavar="N",
+                   help="replay the piths in N processes (same output)")
+    p.add_argument("--progress", action="store_true",
+                   help="show progress on stderr even when it is not a terminal")
+    p.set_defaults(func=cmd_replay)
+
+    p = store_parser("state", help="print the cached state document of a pith",
+                     description="Print the cached state document of PITH (what `pithlog "
+                     "reduce` prints for it). Exit 2 when the pith is unknown or pending.")
+    p.add_argument("pith", metavar="PITH")
+    p.set_defaults(func=cmd_state)
+
+    p = store_parser("pending", help="list piths with events but no valid record_created",
+                     description="One JSON line per pending pith: pith_number, event_count, "
+                     "invalid_event_count, status.")
+    p.set_defaults(func=cmd_pending)
+
+    p = store_parser("export", help="print the stored envelopes in append order",
+                     description="Print every stored envelope (preferred copies and "
+                     "evidence), in append order, one per line: the format `import` reads. "
+                     "--after N resumes after sequence number N (stderr says the last one).")
+    p.add_argument("--after", type=int, default=0, metavar="N")
+    p.add_argument("--with-seq", action="store_true",
+                   help='print {"seq": N, "event": ENVELOPE} lines instead (not importable)')
+    p.set_defaults(func=cmd_export)
+
+    p = store_parser("stats", help="counts, sizes and map use of the store, as JSON")
+    p.set_defaults(func=cmd_stats)
+

@@ -25,7 +25,7 @@ from collections.abc import Iterable, Iterator
 from concurrent.futures import Executor, ProcessPoolExecutor
 from typing import Any
 
-from pithlog.events import Envelope, parse_envelope
+from pithlog.events import Envelope, readmit
 from pithlog.keys import Keyring, make_keyring
 from pithlog.reduce import Pending, Reduction, reduce_events, reduce_streamed
 from pithlog.state import render_reduction
@@ -157,8 +157,9 @@ def threads_per_process(jobs: int) -> int | None:
 def _reduce_part(
     piths: list[str], blobs: list[bytes], keyring: Keyring, threads: int | None
 ) -> list[Result]:
-    # The copies passed the door in the parent; the same bytes pass it again here.
-    envelopes = [parse_envelope(blob) for blob in blobs]
+    # The copies are the JCS bytes of envelopes that passed the door in the parent, which
+    # reported what it refused: decoding them again is enough.
+    envelopes = [readmit(blob) for blob in blobs]
     reduced = reduce_events(envelopes, keyring, only=piths, threads=threads)
     return [
         (pith, render_reduction(r) if isinstance(r, Reduction) else r)

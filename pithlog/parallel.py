@@ -27,7 +27,7 @@ from typing import Any
 
 from pithlog.events import Envelope, readmit
 from pithlog.keys import Keyring, make_keyring
-from pithlog.reduce import Pending, Reduction, reduce_events, reduce_streamed
+from pithlog.reduce import Kept, Pending, Reduction, collapse_streamed, reduce_events, reduce_kept
 from pithlog.state import render_reduction
 
 Result = tuple[str, bytes | Pending]
@@ -66,23 +66,50 @@ def reduce_rendered(
 
 
 def _reduce_here(envelopes: Iterable[Envelope], keyring: Keyring) -> Iterator[Result]:
-    """``jobs`` = 1, holding the input as JCS bytes (:func:`pithlog.reduce.reduce_streamed`).
+    """``jobs`` = 1, holding the input as JCS bytes (:func:`pithlog.reduce.collapse_streamed`).
+
     An input of :data:`STREAM_MIN` envelopes or more, on a machine with more than one core,
-    has its signatures verified in helper processes while it is still being read; a smaller
-    one in threads."""
+    has its signatures verified in helper processes while it is still being read, and then
+    its piths reduced and rendered by the same helpers, in parts of about
+    :data:`TAIL_EVENTS` events (step 0 is over: this process alone would leave the other
+    cores idle). A smaller input verifies in threads and is reduced here.
+    """
     stream = iter(envelopes)
     head = list(itertools.islice(stream, STREAM_MIN))
     with contextlib.ExitStack() as stack:
         executor = None
         if len(head) == STREAM_MIN and (os.cpu_count() or 1) > 1:
             executor = verifying_pool(stack, every_core=True)
-        reduced = reduce_streamed(itertools.chain(head, stream), keyring, executor=executor)
-        # The helpers are not needed once step 0 is over, which the first result waits for.
-        first = next(reduced, None)
-    if first is None:
-        return
-    for pith, result in itertools.chain([first], reduced):
-        yield pith, render_reduction(result) if isinstance(result, Reduction) else result
+        by_pith = collapse_streamed(itertools.chain(head, stream), keyring, executor=executor)
+        parts: list[list[tuple[str, Kept]]] = [[]]
+        held = 0
+        for pith in sorted(by_pith):
+            if held >= TAIL_EVENTS:
+                parts.append([])
+                held = 0
+            kept = by_pith.pop(pith)
+            parts[-1].append((pith, kept))
+            held += len(kept)
+        if executor is None:
+            for part in parts:
+                yield from _reduce_kept_part(part)
+            return
+        for results in executor.map(_reduce_kept_part, parts):
+            yield from results
+
+
+def _reduce_kept_part(part: list[tuple[str, Kept]]) -> list[Result]:
+    """Steps 1-5 for the piths of ``part`` (what a helper runs after step 0)."""
+    out: list[Result] = []
+    for pith, kept in part:
+        result = reduce_kept(pith, kept)
+        out.append((pith, render_reduction(result) if isinstance(result, Reduction) else result))
+    return out
+
+
+TAIL_EVENTS = 2000
+"""Events per part of the piths reduced by the helpers after step 0: large enough that
+sending a part costs little beside reducing it, small enough that the parts spread."""
 
 
 STREAM_MIN = 2000

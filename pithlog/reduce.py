@@ -245,25 +245,30 @@ def reduce_events(
     return {pith: reduce_pith(pith, by_pith[pith]) for pith in piths}
 
 
-def reduce_streamed(
+Kept = list[tuple[str | None, bytes]]
+"""One pith's events after step 0, each as ``(reason of checks 1-12 or None, JCS bytes)``."""
+
+
+def collapse_streamed(
     envelopes: Iterable[Envelope],
     keyring: Keyring,
     threads: int | None = None,
     executor: Executor | None = None,
-    batch: int = STREAM_BATCH,
+    batch: int | None = None,
     lag: int = 2,
-) -> Iterator[tuple[str, Reduction | Pending]]:
-    """:func:`reduce_events`, in pith order, holding each kept copy as JCS bytes only.
+) -> dict[str, Kept]:
+    """Step 0 as :func:`collapse`, holding each kept copy as JCS bytes only: pith_number ->
+    its events (:data:`Kept`).
 
     Step 0 needs every copy of the input before any pith can be reduced, and a decoded
     envelope costs about five times its JCS bytes in memory. So the distinct copies are
-    checked in batches of ``batch`` as they arrive (signatures on ``executor``, else on
-    ``threads``); once a batch's verdicts are in, which is at the latest ``lag`` batches
-    later, only the preferred copy of each ``event_id`` is kept, as ``(rank, reason,
-    pith_number)``, and the decoded envelopes are dropped. Each pith's kept copies are
-    decoded again (:func:`pithlog.events.readmit`) when its turn comes, one pith at a time.
-    :func:`prefer`'s order is total, so this keeps the copies that :func:`collapse` keeps.
+    checked in batches of ``batch`` (default :data:`STREAM_BATCH`) as they arrive
+    (signatures on ``executor``, else on ``threads``); once a batch's verdicts are in, which
+    is at the latest ``lag`` batches later, only the preferred copy of each ``event_id`` is
+    kept, with its verdict, and the decoded envelopes are dropped. :func:`prefer`'s order is
+    total, so this keeps the copies that :func:`collapse` keeps.
     """
+    batch = STREAM_BATCH if batch is None else batch
     seen: dict[str, list[bytes]] = {}  # event_id -> its distinct copies so far
     kept: dict[str, tuple[tuple[int, int, bytes], str | None, str]] = {}
     started: deque[tuple[list[Envelope], CheckBatch]] = deque()
@@ -295,10 +300,28 @@ def reduce_streamed(
     seen.clear()
     while started:
         settle()
-    by_pith: dict[str, list[tuple[str | None, bytes]]] = {}
+    by_pith: dict[str, Kept] = {}
     for preference, reason, pith in kept.values():
         by_pith.setdefault(pith, []).append((reason, preference[2]))
-    kept.clear()
+    return by_pith
+
+
+def reduce_kept(pith_number: str, events: Kept) -> Reduction | Pending:
+    """Steps 1-4 for one pith's events as :func:`collapse_streamed` keeps them: each is
+    decoded again (:func:`pithlog.events.readmit`; it passed the door before)."""
+    return reduce_pith(pith_number, [Judged(readmit(data), reason) for reason, data in events])
+
+
+def reduce_streamed(
+    envelopes: Iterable[Envelope],
+    keyring: Keyring,
+    threads: int | None = None,
+    executor: Executor | None = None,
+    batch: int | None = None,
+    lag: int = 2,
+) -> Iterator[tuple[str, Reduction | Pending]]:
+    """:func:`reduce_events`, in pith order, for an input too large to hold decoded:
+    :func:`collapse_streamed`, then :func:`reduce_kept` one pith at a time."""
+    by_pith = collapse_streamed(envelopes, keyring, threads, executor, batch, lag)
     for pith in sorted(by_pith):
-        judged = [Judged(readmit(encoded), reason) for reason, encoded in by_pith.pop(pith)]
-        yield pith, reduce_pith(pith, judged)
+        yield pith, reduce_kept(pith, by_pith.pop(pith))

@@ -122,6 +122,7 @@ def test_reduction_with_verifying_processes_gives_the_same_bytes(
     threads = whole(envelopes)
     monkeypatch.setattr(pithlog.parallel, "STREAM_MIN", 5)
     monkeypatch.setattr(pithlog.reduce, "STREAM_BATCH", 3)
+    monkeypatch.setattr(pithlog.parallel, "TAIL_EVENTS", 2)  # each pith a part of its own
     processes = whole(envelopes + envelopes[:4])  # repeats change nothing
     assert processes == threads
     assert b'"bad_signature"' in dict(threads)[A["pith_number"]]

@@ -100,11 +100,13 @@ def _reduce_here(envelopes: Iterable[Envelope], keyring: Keyring) -> Iterator[Re
 
 def _reduce_kept_part(part: list[tuple[str, Kept]]) -> list[Result]:
     """Steps 1-5 for the piths of ``part`` (what a helper runs after step 0)."""
-    out: list[Result] = []
-    for pith, kept in part:
-        result = reduce_kept(pith, kept)
-        out.append((pith, render_reduction(result) if isinstance(result, Reduction) else result))
-    return out
+    return [(pith, _rendered(reduce_kept(pith, kept))) for pith, kept in part]
+
+
+def _rendered(result: Reduction | Pending) -> bytes | Pending:
+    """Step 5: a reduction's state document (display serialization); a pending pith has
+    none."""
+    return render_reduction(result) if isinstance(result, Reduction) else result
 
 
 TAIL_EVENTS = 2000
@@ -188,10 +190,7 @@ def _reduce_part(
     # reported what it refused: decoding them again is enough.
     envelopes = [readmit(blob) for blob in blobs]
     reduced = reduce_events(envelopes, keyring, only=piths, threads=threads)
-    return [
-        (pith, render_reduction(r) if isinstance(r, Reduction) else r)
-        for pith, r in reduced.items()
-    ]
+    return [(pith, _rendered(result)) for pith, result in reduced.items()]
 
 
 _WORKER: dict[str, Any] = {}

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import base64
+import contextlib
 import datetime
 import functools
 import hashlib
@@ -201,30 +202,40 @@ def _cli(argv: list[str]) -> None:
 
 
 def grow(table: Table, ring: Keyring, sizes: list[int]) -> None:
-    """One pith growing by batches of 100 citation signatures: time per batch at sizes,
-    the median of the five batches that end at or just before each size (one batch alone
-    is at the mercy of the machine's other load)."""
+    """One pith grown by batches of 100 citation signatures: time per batch at sizes.
+
+    A store is grown to each size (untimed), then the batches are timed in rounds, one
+    batch per store in each round, and the median of :data:`GROW_ROUNDS` per size is kept.
+    The machine's speed (its disk's most of all: a batch is one durable commit) drifts
+    within minutes, and timing the sizes side by side keeps that drift out of the growth.
+    """
     top = max(sizes)
-    lines = list(workload.one_pith(top, p=900_000))
+    lines = list(workload.one_pith(top + GROW_ROUNDS * 100, p=900_000))
     folder = Path(tempfile.mkdtemp(prefix="pithlog-bench-"))
     try:
-        with Store.open(folder / "store") as store:
+        with contextlib.ExitStack() as stack:
+            stores = {size: stack.enter_context(Store.open(folder / str(size))) for size in sizes}
+            for size, store in stores.items():
+                for i in range(0, size, 100):
+                    store.append(lines[i : min(i + 100, size)], ring)
             samples: dict[int, list[float]] = {size: [] for size in sizes}
-            for i in range(0, len(lines), 100):
-                seconds = timed(lambda i=i: store.append(lines[i : i + 100], ring))
-                held = min(i + 100, len(lines))
-                for size in sizes:
-                    if size - 500 < held <= size:
-                        samples[size].append(seconds)
-            per_batch = {size: sorted(s)[len(s) // 2] for size, s in samples.items() if s}
-            for held, seconds in sorted(per_batch.items()):
-                table.figure(f"one pith at {held:,} events: append a batch of 100",
-                             f"{seconds * 1000:,.0f} ms")  # fmt: skip
-            first = per_batch[min(per_batch)]
-            table.figure("  growth of that time, largest vs smallest size",
-                         f"{per_batch[max(per_batch)] / first:.2f}x")  # fmt: skip
+            for round_ in range(GROW_ROUNDS):
+                for size, store in stores.items():
+                    batch = lines[size + round_ * 100 : size + (round_ + 1) * 100]
+                    samples[size].append(timed(lambda s=store, b=batch: s.append(b, ring)))
+        per_batch = {size: sorted(s)[len(s) // 2] for size, s in samples.items()}
+        for held, seconds in sorted(per_batch.items()):
+            table.figure(f"one pith at {held:,} events: append a batch of 100",
+                         f"{seconds * 1000:,.0f} ms")  # fmt: skip
+        first = per_batch[min(per_batch)]
+        table.figure("  growth of that time, largest vs smallest size",
+                     f"{per_batch[max(per_batch)] / first:.2f}x")  # fmt: skip
     finally:
         shutil.rmtree(folder, ignore_errors=True)
+
+
+GROW_ROUNDS = 7
+"""Timed batches per size in :func:`grow`."""
 
 
 REPLAY_CHILD = """

@@ -239,12 +239,12 @@ GROW_ROUNDS = 7
 
 
 REPLAY_CHILD = """
-import io, resource, sys, threading, time
+import io, sys, threading, time
 from pithlog.cli import main
 
 peak = 0
 def sample():
-    # RssAnon: the process's own memory. ru_maxrss also counts the store's file pages that
+    # RssAnon: the process's own memory. VmHWM also counts the store's file pages that
     # LMDB's read-only memory map made resident, which the kernel may drop at any time.
     global peak
     while True:
@@ -258,7 +258,11 @@ status = main(["replay", "--store", sys.argv[1], "--verify", "--keyring", sys.ar
               stdout=io.BytesIO(), stderr=io.StringIO())
 assert status == 0
 time.sleep(0.1)
-print(peak, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+# VmHWM, not ru_maxrss: ru_maxrss would also count the parent's resident memory at the
+# fork that started this process (Linux carries it over the exec).
+with open("/proc/self/status") as status_file:
+    hwm = next(int(line.split()[1]) for line in status_file if line.startswith("VmHWM:"))
+print(peak, hwm)
 """
 
 

@@ -8,18 +8,14 @@ import argparse
 import contextlib
 import json
 import os
+import stat
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import IO, Any, BinaryIO, NoReturn
+from typing import IO, Any, BinaryIO, NoReturn, cast
 
-from pithlog.errors import (
-    UsageError,
-)
-from pithlog.keys import (
-    Keyring,
-    load_keyring,
-)
+from pithlog.errors import UsageError
+from pithlog.keys import Keyring, load_keyring
 from pithlog.store import Store
 
 
@@ -64,13 +60,16 @@ class Out:
     def __init__(self, stdout: IO[bytes], stderr: IO[str]) -> None:
         self.stdout = stdout
         self.stderr = stderr
+        self.bar: Bar | None = None
+        """A progress bar on stderr while one is shown: lines are printed above it."""
 
     def write(self, data: bytes) -> None:
         self.stdout.write(data)
 
     def say(self, line: str) -> None:
         """One line of diagnostics on stderr."""
-        print(line, file=self.stderr)
+        if self.bar is None or not self.bar.write(line):
+            print(line, file=self.stderr)
 
 
 DEFAULT_STORE = "pithlog-store"
@@ -87,27 +86,75 @@ def open_store(args: argparse.Namespace, create: bool = False) -> Store:
 
 
 class Bar:
-    """Progress on stderr (tqdm), or nothing."""
+    """Progress on stderr (tqdm), or nothing: ``bar(done, total)`` as work completes, in
+    piths, or with ``unit="B"`` in bytes of input."""
 
-    def __init__(self, out: Out, show: bool, desc: str) -> None:
+    def __init__(self, out: Out, show: bool, desc: str, unit: str = "pith") -> None:
         self._bar: Any = None
         self._out = out
         self._show = show
         self._desc = desc
+        self._unit = unit
 
-    def __call__(self, done: int, total: int) -> None:
+    def __call__(self, done: int, total: int | None) -> None:
         if not self._show:
             return
         if self._bar is None:
             from tqdm import tqdm
 
-            self._bar = tqdm(total=total, unit="pith", desc=self._desc, file=self._out.stderr,
+            self._bar = tqdm(total=total, unit=self._unit, unit_scale=self._unit == "B",
+                             desc=self._desc, file=self._out.stderr,
                              dynamic_ncols=True)  # fmt: skip
         self._bar.update(done - self._bar.n)
+
+    def write(self, line: str) -> bool:
+        """Print ``line`` on stderr above the bar, if the bar is shown; say whether it was."""
+        if self._bar is None:
+            return False
+        self._bar.write(line, file=self._out.stderr)
+        return True
 
     def close(self) -> None:
         if self._bar is not None:
             self._bar.close()
+
+
+class _Counted:
+    """An input stream that reports the bytes read from it to a :class:`Bar`."""
+
+    def __init__(self, stream: BinaryIO, bar: Bar, total: int | None) -> None:
+        self._stream = stream
+        self._bar = bar
+        self._total = total
+        self._done = 0
+
+    def read(self, size: int = -1) -> bytes:
+        data = self._stream.read(size)
+        self._done += len(data)
+        self._bar(self._done, self._total)
+        return data
+
+
+@contextlib.contextmanager
+def reading(
+    stream: BinaryIO, args: argparse.Namespace, out: Out, desc: str
+) -> Iterator[BinaryIO]:
+    """``stream``, showing on stderr how much of it has been read (:func:`show_progress`):
+    as a share of its size when it is a regular file, else as a count of bytes."""
+    show = show_progress(args, out)
+    if not show:
+        yield stream
+        return
+    total: int | None = None
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        info = os.fstat(stream.fileno())
+        total = info.st_size if stat.S_ISREG(info.st_mode) else None
+    bar = out.bar = Bar(out, show, desc, unit="B")
+    try:
+        yield cast(BinaryIO, _Counted(stream, bar, total))  # read() is all the readers use
+    finally:
+        out.bar = None
+        bar.close()
 
 
 def show_progress(args: argparse.Namespace, out: Out) -> bool:

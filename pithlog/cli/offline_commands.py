@@ -18,6 +18,7 @@ from pithlog.cli.edge import (
     open_input,
     read_bytes,
     read_keyring,
+    reading,
 )
 from pithlog.errors import (
     EXIT_BAD_INPUT,
@@ -56,7 +57,7 @@ def cmd_reduce(args: argparse.Namespace, out: Out) -> int:
     if args.jobs < 1:
         raise UsageError("arguments", "--jobs must be at least 1")
     read = refused = states = pending = 0
-    with open_input(args.events) as stream:
+    with open_input(args.events) as raw, reading(raw, args, out, "reduce: read") as stream:
 
         def admitted() -> Iterator[Envelope]:
             nonlocal read, refused
@@ -194,6 +195,9 @@ def add_commands(sub: Any, store_parser: StoreParser) -> None:
     p.add_argument("events", metavar="EVENTS", help="JSON Lines file of events, or - for stdin")
     p.add_argument("--jobs", type=int, default=1, metavar="N",
                    help="reduce the piths in N processes (same output)")
+    p.add_argument("--progress", action="store_true",
+                   help="show how much of the input is read on stderr even when it is not a "
+                   "terminal")  # fmt: skip
     p.set_defaults(func=cmd_reduce)
 
     p = sub.add_parser(

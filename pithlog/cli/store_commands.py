@@ -20,6 +20,7 @@ from pithlog.cli.edge import (
     open_input,
     open_store,
     read_keyring,
+    reading,
     show_progress,
 )
 from pithlog.errors import (
@@ -133,7 +134,11 @@ def _append_input(args: argparse.Namespace, out: Out, command: str) -> int:
         raise UsageError("arguments", "--batch-size must be at least 1")
     counts: dict[str, int] = {}
     batches = 0
-    with open_input(args.events) as stream, open_store(args, create=True) as store:
+    with (
+        open_input(args.events) as raw,
+        open_store(args, create=True) as store,
+        reading(raw, args, out, f"{command}: read") as stream,
+    ):
         # append_batches reads up to two batches ahead (their door and signatures run while
         # the batch before is written): the batches wait here for their results, in order.
         waiting: collections.deque[list[tuple[int, bytes | DoorError]]] = collections.deque()
@@ -298,6 +303,9 @@ def add_commands(sub: Any, store_parser: StoreParser) -> None:
                        "before it is written")  # fmt: skip
         p.add_argument("events", metavar="FILE", nargs="?", default="-",
                        help="input file, or - for stdin (the default)")  # fmt: skip
+        p.add_argument("--progress", action="store_true",
+                       help="show how much of the input is read on stderr even when it is "
+                       "not a terminal")  # fmt: skip
         p.set_defaults(func=func)
 
     p = store_parser(

@@ -5,11 +5,13 @@ from __future__ import annotations
 import io
 import json
 import random
+import re
 from pathlib import Path
 from typing import Any
 
 import pytest
 from storeevents import g
+from tqdm import tqdm
 
 from pithlog.cli import main
 from pithlog.testing import test_keyring_entries
@@ -183,3 +185,20 @@ def test_export_then_import_gives_identical_states(files: dict[str, Any]) -> Non
     assert tail.splitlines() == exported.splitlines()[3:]
     status, seqs, _ = run(["--store", files["store"], "export", "--after", "3", "--with-seq"])
     assert [json.loads(x)["seq"] for x in seqs.splitlines()][:2] == [4, 5]
+
+
+def test_progress_of_reading_the_input_goes_to_stderr_only(files: dict[str, Any]) -> None:
+    size = Path(files["log"]).stat().st_size
+    status, plain, err = run(["reduce", "--keyring", files["keyring"], files["log"]])
+    assert status == 0 and "reduce: read" not in err  # stderr is not a terminal here
+    status, shown, err = run(["reduce", "--progress", "--keyring", files["keyring"],
+                              files["log"]])  # fmt: skip
+    assert status == 0 and shown == plain
+    assert f"100%|##########| {tqdm.format_sizeof(size)}/{tqdm.format_sizeof(size)}" in err
+    # a line said while the bar is shown goes above it, on a line of its own
+    assert any(part.startswith("pending: ") and "%|" not in part
+               for part in re.split("[\r\n]", err))  # fmt: skip
+    status, out, err = append(files, "--keep-invalid", "--progress", "--batch-size", "7")
+    assert status == 0 and len(lines(out)) == len(files["events"])
+    assert "append: read: 100%" in err
+    assert err.rstrip().splitlines()[-1].startswith("append: ")  # the summary comes last

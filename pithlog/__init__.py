@@ -32,9 +32,10 @@ from pithlog.reduce import (
     Pending,
     Reduction,
     collapse,
+    collapse_streamed,
     reduce_events,
+    reduce_kept,
     reduce_pith,
-    reduce_streamed,
 )
 from pithlog.state import render, state_document, verify_state_document
 
@@ -60,6 +61,7 @@ __all__ = [
     "check_against_record",
     "check_alone",
     "collapse",
+    "collapse_streamed",
     "digest",
     "jcs",
     "load_keyring",
@@ -68,8 +70,8 @@ __all__ = [
     "parse_envelope",
     "prepare_record_created",
     "reduce_events",
+    "reduce_kept",
     "reduce_pith",
-    "reduce_streamed",
     "render",
     "sign_event",
     "state_document",

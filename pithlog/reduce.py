@@ -7,15 +7,16 @@ Read top to bottom beside the spec:
   and equivocations; a pith with no valid record is :class:`Pending`;
 - step 5 (the document) is :mod:`pithlog.state`.
 
-:func:`reduce_events` runs all steps for every pith of an input; :func:`reduce_streamed`
-does the same for an input too large to hold decoded. The result depends only on the set of
-envelopes and the keyring: not on order, duplicates or any clock.
+:func:`reduce_events` runs all steps for every pith of an input; :func:`collapse_streamed`
+and :func:`reduce_kept` do the same, pith by pith, for an input too large to hold decoded.
+The result depends only on the set of envelopes and the keyring: not on order, duplicates
+or any clock.
 """
 
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Collection, Iterable, Iterator
+from collections.abc import Collection, Iterable
 from concurrent.futures import Executor
 from dataclasses import dataclass
 from typing import Any
@@ -311,17 +312,3 @@ def reduce_kept(pith_number: str, events: Kept) -> Reduction | Pending:
     decoded again (:func:`pithlog.events.readmit`; it passed the door before)."""
     return reduce_pith(pith_number, [Judged(readmit(data), reason) for reason, data in events])
 
-
-def reduce_streamed(
-    envelopes: Iterable[Envelope],
-    keyring: Keyring,
-    threads: int | None = None,
-    executor: Executor | None = None,
-    batch: int | None = None,
-    lag: int = 2,
-) -> Iterator[tuple[str, Reduction | Pending]]:
-    """:func:`reduce_events`, in pith order, for an input too large to hold decoded:
-    :func:`collapse_streamed`, then :func:`reduce_kept` one pith at a time."""
-    by_pith = collapse_streamed(envelopes, keyring, threads, executor, batch, lag)
-    for pith in sorted(by_pith):
-        yield pith, reduce_kept(pith, by_pith.pop(pith))

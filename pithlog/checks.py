@@ -192,6 +192,12 @@ class CheckBatch:
         self._prepared = prepared
         self._sent = sent
 
+    @classmethod
+    def joined(cls, batches: Sequence[CheckBatch]) -> CheckBatch:
+        """One batch of several, in order: its :meth:`reasons` are theirs, one after the
+        other (the parts of a large batch, started as they were read)."""
+        return cls([p for b in batches for p in b._prepared], [s for b in batches for s in b._sent])
+
     def reasons(self) -> list[str | None]:
         """The reason of the first failing check of each envelope, in order, or ``None``.
 

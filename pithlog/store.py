@@ -28,12 +28,13 @@ import contextlib
 import dataclasses
 import functools
 import gc
+import itertools
 import multiprocessing
 import os
 import shutil
 import tempfile
 import threading
-from collections.abc import Callable, Generator, Iterable, Iterator
+from collections.abc import Callable, Generator, Iterable, Iterator, Sized
 from concurrent.futures import Executor, Future, ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -51,7 +52,7 @@ from pithlog.append import REPLACED as REPLACED
 from pithlog.append import STORED as STORED
 from pithlog.append import AppendResult as AppendResult
 from pithlog.append import StartedBatch, append_work, rebuild_work
-from pithlog.checks import start_checks
+from pithlog.checks import CheckBatch, start_checks
 from pithlog.errors import DoorError, StoreError, register
 from pithlog.events import Envelope, is_event_id, parse_envelope
 from pithlog.keys import Keyring, make_keyring
@@ -633,8 +634,9 @@ class Store:
         """:meth:`append` of each batch in turn, as a pipeline: each batch is still ONE
         durable transaction, and its results are yielded after its commit. Meanwhile the
         next batch goes through the door and checks 1-12, its signatures verified in
-        helper processes (from the second batch on, on a machine with more than one core,
-        for batches of :data:`PIPELINE_MIN` or more), and the transactions are written and
+        helper processes (on a machine with more than one core: from the second batch on
+        for batches of :data:`PIPELINE_MIN` or more, from the first for a first batch, a
+        list, of :data:`ALONE_POOL_MIN` or more), and the transactions are written and
         committed in a thread of their own, so that a commit's wait for the disk overlaps
         the door's work on the batch after it.
 
@@ -654,9 +656,13 @@ class Store:
             writing: Future[list[AppendResult]] | None = None
             try:
                 for number, batch in enumerate(batches):
+                    if number == 0 and cores > 1 and _at_least(batch, ALONE_POOL_MIN):
+                        # a large first batch (the whole input, by default) has nothing
+                        # to overlap with: its signatures need the helpers as much
+                        executor = verifying_pool(stack)
                     if number == 1:
                         large = previous is not None and len(previous.items) >= PIPELINE_MIN
-                        if cores > 1 and large:
+                        if cores > 1 and large and executor is None:
                             executor = verifying_pool(stack)
                         # after the helper pool, so that it is shut down (waited for) first
                         writer = stack.enter_context(
@@ -707,37 +713,38 @@ class Store:
         does not hold yet (a copy already stored is a duplicate, not judged again)."""
         items: list[Envelope | DoorError] = []
         hashes: list[bytes | None] = []  # each copy hashed once, for the write as well
-        envelopes: dict[bytes, Envelope] = {}
-        for item in batch:
-            if isinstance(item, Envelope):
-                env = item
-            else:
-                try:
-                    env = parse_envelope(bytes(item))
-                except DoorError as exc:
-                    items.append(exc)
-                    hashes.append(None)
-                    continue
-            h = copy_hash(env.encoded)
-            items.append(env)
-            hashes.append(h)
-            envelopes[h] = env
-
-        def unseen(txn: _Txn, dbs: dict[str, Any]) -> list[bytes]:
-            out = []
-            for h, env in envelopes.items():
-                eid = eid_bytes(env.event_id)
-                current = txn.get(eid, db=dbs["events"])
-                # evidence holds other copies of stored event_ids only
-                if current is None or (
-                    current != env.encoded and txn.get(eid + h, db=dbs["evidence"]) is None
-                ):
-                    out.append(h)
-            return out
-
-        fresh = self._read(unseen) if envelopes else []
-        checks = start_checks([envelopes[h] for h in fresh], keyring, executor=executor)
-        return StartedBatch(items, hashes, fresh, checks)
+        seen: set[bytes] = set()
+        fresh: list[bytes] = []
+        started: list[CheckBatch] = []
+        # With helpers, part by part: the first signatures reach them while the rest of
+        # the batch is still going through the door (threads take the batch whole).
+        size = START_PART if executor is not None else None
+        for part in _parts(batch, size):
+            envelopes: dict[bytes, Envelope] = {}  # the part's copies new to the batch
+            for item in part:
+                if isinstance(item, Envelope):
+                    env = item
+                else:
+                    try:
+                        env = parse_envelope(bytes(item))
+                    except DoorError as exc:
+                        items.append(exc)
+                        hashes.append(None)
+                        continue
+                h = copy_hash(env.encoded)
+                items.append(env)
+                hashes.append(h)
+                if h not in seen:
+                    seen.add(h)
+                    envelopes[h] = env
+            if not envelopes:
+                continue
+            new = self._read(functools.partial(_unseen, envelopes))
+            fresh += new
+            started.append(
+                start_checks([envelopes[h] for h in new], keyring, executor=executor)
+            )
+        return StartedBatch(items, hashes, fresh, CheckBatch.joined(started))
 
     def _finish_append(
         self,
@@ -937,6 +944,45 @@ PIPELINE_MIN = 500
 """Batches of at least this many items (judged by the first) are verified in helper
 processes from the second batch on; smaller ones in threads, as :meth:`Store.append`
 does (a process start costs about as much as verifying a few thousand signatures)."""
+
+def _unseen(envelopes: dict[bytes, Envelope], txn: _Txn, dbs: dict[str, Any]) -> list[bytes]:
+    """The copy hashes of ``envelopes`` that the store holds neither as an event's copy nor
+    as evidence (a read transaction's work)."""
+    out = []
+    for h, env in envelopes.items():
+        eid = eid_bytes(env.event_id)
+        current = txn.get(eid, db=dbs["events"])
+        # evidence holds other copies of stored event_ids only
+        if current is None or (
+            current != env.encoded and txn.get(eid + h, db=dbs["evidence"]) is None
+        ):
+            out.append(h)
+    return out
+
+
+START_PART = 1024
+"""Items per part of a batch started with helper processes (:meth:`Store._start_append`)."""
+
+
+def _parts(items: Iterable[T], size: int | None) -> Iterator[list[T]]:
+    """``items`` in lists of ``size`` (``None``: one list of them all)."""
+    it = iter(items)
+    while part := list(itertools.islice(it, size)):
+        yield part
+        if size is None:
+            return
+
+
+ALONE_POOL_MIN = 2000
+"""A first batch of at least this many items (when its length is known: a list) is
+verified in helper processes too: the whole input, which ``pithlog append`` makes one batch
+by default, would otherwise verify in threads, which hold the GIL between signatures and
+so use little more than one core."""
+
+
+def _at_least(batch: object, n: int) -> bool:
+    return isinstance(batch, Sized) and len(batch) >= n
+
 
 STRUCTURE_PROCESS_MIN_COPIES = 20_000
 """From this many stored copies, a one-process replay runs its structure pass in a process

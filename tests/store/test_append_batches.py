@@ -63,6 +63,44 @@ def test_pipeline_equals_batch_by_batch(
     assert {"stored", "duplicate", "refused", "evidence"} <= statuses
 
 
+def test_a_large_first_batch_is_verified_in_helper_processes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # `pithlog append` makes the whole input one batch by default: with no batch before it
+    # to overlap, threads would leave it at about one core.
+    lines = [line for batch in batches_of(random.Random(5)) for line in batch]
+    with Store.open(tmp_path / "one") as store:
+        expected_results = store.append(lines, g.KEYRING)
+        expected = snapshot(store)
+    sent: list[int] = []
+    real = pithlog.store.verifying_pool
+
+    def counted(stack: Any, *args: Any) -> Any:
+        pool = real(stack, *args)
+        submit = pool.submit
+
+        def counting(*a: Any, **k: Any) -> Any:
+            sent.append(len(a[1]))  # verify_batch's list of signatures
+            return submit(*a, **k)
+
+        pool.submit = counting  # type: ignore[method-assign]
+        return pool
+
+    monkeypatch.setattr(pithlog.store, "verifying_pool", counted)
+    monkeypatch.setattr(pithlog.store, "ALONE_POOL_MIN", len(lines))
+    monkeypatch.setattr(pithlog.store.os, "cpu_count", lambda: 2)
+    with Store.open(tmp_path / "two") as store:
+        assert list(store.append_batches([lines], g.KEYRING)) == [expected_results]
+        assert snapshot(store) == expected
+        assert store.replay(g.KEYRING).ok
+    assert sent and sum(sent) >= len(lines) // 2  # the signatures were sent to the helpers
+    sent.clear()
+    with Store.open(tmp_path / "three") as store:  # one item short; a length not known
+        assert list(store.append_batches([lines[:-1]], g.KEYRING))
+        assert list(store.append_batches([iter(lines)], g.KEYRING))
+    assert not sent
+
+
 @pytest.mark.parametrize("helpers", [False, True])
 def test_a_failing_batch_leaves_the_batches_before_it_committed(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, helpers: bool

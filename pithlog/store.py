@@ -657,8 +657,8 @@ class Store:
             try:
                 for number, batch in enumerate(batches):
                     if number == 0 and cores > 1 and _at_least(batch, ALONE_POOL_MIN):
-                        # a large first batch (the whole input, by default) has nothing
-                        # to overlap with: its signatures need the helpers as much
+                        # a large first batch has nothing to overlap with: its
+                        # signatures need the helpers as much
                         executor = verifying_pool(stack)
                     if number == 1:
                         large = previous is not None and len(previous.items) >= PIPELINE_MIN
@@ -975,9 +975,8 @@ def _parts(items: Iterable[T], size: int | None) -> Iterator[list[T]]:
 
 ALONE_POOL_MIN = 2000
 """A first batch of at least this many items (when its length is known: a list) is
-verified in helper processes too: the whole input, which ``pithlog append`` makes one batch
-by default, would otherwise verify in threads, which hold the GIL between signatures and
-so use little more than one core."""
+verified in helper processes too: it has no batch before it to overlap with, and in
+threads, which hold the GIL between signatures, it would use little more than one core."""
 
 
 def _at_least(batch: object, n: int) -> bool:

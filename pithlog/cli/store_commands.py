@@ -37,6 +37,12 @@ from pithlog.store import REFUSED, REJECTED, AppendResult
 
 _JSON_SPACE = b" \t\r\n"
 
+DEFAULT_BATCH = 10_000
+"""Events per transaction of ``append`` and ``import`` unless ``--batch-size`` says. One
+transaction holds its input, its decoded events and LMDB's dirty pages: about 15 KB per
+event. The 100,000 events of ``make bench`` in one transaction: 1,369 MiB of the process's
+own memory and 16.3 s; in transactions of 10,000: 431 MiB and 12.8 s."""
+
 
 class _Prefixed:
     """A binary stream with some bytes already read put back in front."""
@@ -295,12 +301,10 @@ def add_commands(sub: Any, store_parser: StoreParser) -> None:
                        help="store events that fail checks 1-12 as evidence of invalidity "
                        "(they enter the reduction as invalid events) instead of rejecting "
                        "them")  # fmt: skip
-        p.add_argument("--batch-size", type=int, metavar="N",
-                       default=None if name == "append" else 10000,
-                       help="events per transaction (default: "
-                       + ("the whole input" if name == "append" else "10000")
-                       + "); each batch is read, checked and verified while the one "
-                       "before it is written")  # fmt: skip
+        p.add_argument("--batch-size", type=int, metavar="N", default=DEFAULT_BATCH,
+                       help=f"events per transaction (default: {DEFAULT_BATCH}; one "
+                       "transaction holds about 15 KB of memory per event); each batch is "
+                       "read, checked and verified while the one before it is written")  # fmt: skip
         p.add_argument("events", metavar="FILE", nargs="?", default="-",
                        help="input file, or - for stdin (the default)")  # fmt: skip
         p.add_argument("--progress", action="store_true",

@@ -66,8 +66,8 @@ def test_pipeline_equals_batch_by_batch(
 def test_a_large_first_batch_is_verified_in_helper_processes(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # `pithlog append` makes the whole input one batch by default: with no batch before it
-    # to overlap, threads would leave it at about one core.
+    # A first batch has no batch before it to overlap: threads would leave it at about
+    # one core.
     lines = [line for batch in batches_of(random.Random(5)) for line in batch]
     with Store.open(tmp_path / "one") as store:
         expected_results = store.append(lines, g.KEYRING)

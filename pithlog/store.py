@@ -945,6 +945,7 @@ PIPELINE_MIN = 500
 processes from the second batch on; smaller ones in threads, as :meth:`Store.append`
 does (a process start costs about as much as verifying a few thousand signatures)."""
 
+
 def _unseen(envelopes: dict[bytes, Envelope], txn: _Txn, dbs: dict[str, Any]) -> list[bytes]:
     """The copy hashes of ``envelopes`` that the store holds neither as an event's copy nor
     as evidence (a read transaction's work)."""

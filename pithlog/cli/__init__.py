@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import gc
+import io
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from typing import IO, Any
@@ -76,6 +77,18 @@ def _collector_paused() -> Iterator[None]:
             gc.enable()
 
 
+def _parse(argv: Sequence[str] | None, out: Out) -> argparse.Namespace:
+    """Parse ``argv``. argparse prints ``--help`` and ``--version`` on ``sys.stdout``: they
+    go to the command's stdout instead, as everything else it prints."""
+    text = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(text):
+            return build_parser().parse_args(argv)
+    finally:
+        if text.getvalue():
+            out.write(text.getvalue().encode("utf-8"))
+
+
 def main(
     argv: Sequence[str] | None = None,
     stdout: IO[bytes] | None = None,
@@ -85,7 +98,7 @@ def main(
     out = Out(stdout if stdout is not None else sys.stdout.buffer,
                stderr if stderr is not None else sys.stderr)  # fmt: skip
     try:
-        args = build_parser().parse_args(argv)
+        args = _parse(argv, out)
         func: Command = args.func
         with _collector_paused():
             return func(args, out)

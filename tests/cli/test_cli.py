@@ -155,11 +155,14 @@ def test_usage_errors_exit_2() -> None:
     assert run(["no-such-command"])[0] == 2
 
 
-def test_help_and_version(capsys: pytest.CaptureFixture[str]) -> None:
-    assert run(["--help"])[0] == 0
-    assert "verify-state" in capsys.readouterr().out
-    assert run(["--version"])[0] == 0
-    assert "pithlog" in capsys.readouterr().out
+def test_help_and_version_go_to_the_commands_stdout(capsys: pytest.CaptureFixture[str]) -> None:
+    status, out, err = run(["--help"])
+    assert status == 0 and "verify-state" in out.decode() and not err
+    status, out, _ = run(["--version"])
+    assert status == 0 and out.decode().startswith("pithlog ")
+    status, out, _ = run(["append", "--help"])
+    assert status == 0 and "--batch-size" in out.decode()
+    assert capsys.readouterr().out == ""  # nothing on the process's own stdout
 
 
 def test_keygen_writes_0600_and_prints_entry(tmp_path: Path) -> None:

@@ -81,7 +81,7 @@ def test_refused_and_rejected_lines_exit_2(files: dict[str, Any]) -> None:
 
 @pytest.mark.parametrize("command", ["append", "import"])
 def test_the_default_batch_bounds_a_transaction(
-    files: dict[str, Any], monkeypatch: pytest.MonkeyPatch, capsys: Any, command: str
+    files: dict[str, Any], monkeypatch: pytest.MonkeyPatch, command: str
 ) -> None:
     # A whole large input in one transaction would hold all of it in memory at once.
     import pithlog.cli.store_commands as commands
@@ -92,8 +92,8 @@ def test_the_default_batch_bounds_a_transaction(
     assert status == 0, err
     assert f"{len(files['events'])} events in 3 transaction(s)" in err  # 25 events
     assert [r["line"] for r in lines(out)] == list(range(1, len(files["events"]) + 1))
-    assert run([command, "--help"])[0] == 0  # argparse prints help on sys.stdout
-    assert "(default: 10;" in re.sub(r"\s+", " ", capsys.readouterr().out)
+    status, help_text, _ = run([command, "--help"])
+    assert status == 0 and "(default: 10;" in re.sub(r"\s+", " ", help_text.decode())
 
 
 def test_json_array_single_object_and_batches(files: dict[str, Any]) -> None:

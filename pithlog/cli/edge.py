@@ -8,10 +8,13 @@ import argparse
 import contextlib
 import json
 import os
+import signal
 import stat
 import sys
+import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from types import FrameType
 from typing import IO, Any, BinaryIO, NoReturn, cast
 
 from pithlog.errors import UsageError
@@ -70,6 +73,31 @@ class Out:
         """One line of diagnostics on stderr."""
         if self.bar is None or not self.bar.write(line):
             print(line, file=self.stderr)
+
+
+@contextlib.contextmanager
+def interrupt_held() -> Iterator[Callable[[], bool]]:
+    """Hold Ctrl-C (SIGINT) while the block runs: the lines of a committed batch are then
+    printed whole. Yields a function telling whether one came; a second one is not held,
+    so that a blocked write (a pager not reading) can still be interrupted. Nothing is held
+    outside the main thread or when SIGINT has a handler other than Python's own."""
+    if (threading.current_thread() is not threading.main_thread()
+            or signal.getsignal(signal.SIGINT) is not signal.default_int_handler):  # fmt: skip
+        yield lambda: False
+        return
+    came = False
+
+    def hold(signum: int, frame: FrameType | None) -> None:
+        nonlocal came
+        if came:
+            raise KeyboardInterrupt
+        came = True
+
+    signal.signal(signal.SIGINT, hold)
+    try:
+        yield lambda: came
+    finally:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 DEFAULT_STORE = "pithlog-store"

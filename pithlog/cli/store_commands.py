@@ -17,6 +17,7 @@ from pithlog.cli.edge import (
     Bar,
     Out,
     StoreParser,
+    interrupt_held,
     open_input,
     open_store,
     read_keyring,
@@ -160,17 +161,28 @@ def _append_input(args: argparse.Namespace, out: Out, command: str) -> int:
             store.append_batches(raw_batches(), keyring, args.keep_invalid)
         )
         with pipeline as appended_batches:
-            for appended in appended_batches:
+            interrupted = False
+            while True:
+                # An interrupt held while a committed batch was printed is raised in the
+                # pipeline, which then finishes and hands out the batch it is writing: so
+                # every committed batch is printed whole (docs/cli.md).
+                try:
+                    appended = (appended_batches.throw(KeyboardInterrupt()) if interrupted
+                                else next(appended_batches))  # fmt: skip
+                except StopIteration:
+                    break
                 batch = waiting.popleft()
                 results = iter(appended)
                 batches += 1
-                for number, item in batch:
-                    if isinstance(item, DoorError):
-                        result = AppendResult(-1, None, REFUSED, item.describe())
-                    else:
-                        result = next(results)
-                    counts[result.status] = counts.get(result.status, 0) + 1
-                    out.write(_result_line(number, result))
+                with interrupt_held() as came:
+                    for number, item in batch:
+                        if isinstance(item, DoorError):
+                            result = AppendResult(-1, None, REFUSED, item.describe())
+                        else:
+                            result = next(results)
+                        counts[result.status] = counts.get(result.status, 0) + 1
+                        out.write(_result_line(number, result))
+                interrupted = interrupted or came()
     total = sum(counts.values())
     shown = ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
     out.say(f"{command}: {total} events in {batches} transaction(s): {shown or 'nothing'}")

@@ -3,11 +3,15 @@ stderr, and a store that holds every event it printed as stored, and nothing hal
 
 from __future__ import annotations
 
+import fcntl
 import json
 import random
 import signal
+import struct
 import subprocess
 import sys
+import termios
+import time
 from pathlib import Path
 
 from storeevents import g
@@ -56,4 +60,44 @@ def test_an_interrupted_append_stores_what_it_printed(tmp_path: Path) -> None:
         # unprinted, at most: the rest of the batch being printed when the interrupt landed
         # and the batch being written then (aborted, unless its commit had begun)
         assert len(held - stored) < 2 * BATCH
+        assert opened.replay(g.KEYRING).ok
+
+
+def test_an_interrupt_while_a_batch_is_printed_prints_every_committed_batch_whole(
+    tmp_path: Path,
+) -> None:
+    # The child's lines fill the pipe, which is not read until after the interrupt: it
+    # lands while the first committed batch is being printed. That batch is printed whole,
+    # then the batch being written is finished and printed, and nothing else is stored.
+    batch = 1000  # about 120 KB of lines: more than a pipe holds
+    events = g.mixed_events(random.Random(12), piths=75, per_pith=40)
+    log = tmp_path / "events.jsonl"
+    log.write_bytes(b"".join(g.encoded(e) + b"\n" for e in events))
+    keyring = tmp_path / "keyring.json"
+    keyring.write_text(json.dumps({"keyring_version": "1", "keys": test_keyring_entries()}))
+    store = tmp_path / "store"
+    child = subprocess.Popen(
+        [sys.executable, "-c", CHILD, "append", "--store", str(store), "--keyring",
+         str(keyring), "--keep-invalid", "--batch-size", str(batch), str(log)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    assert child.stdout is not None
+    waiting, last = time.monotonic() + 60, -1
+    while time.monotonic() < waiting:  # until the pipe stays full: the child is blocked
+        time.sleep(0.2)
+        queued = struct.unpack("i", fcntl.ioctl(child.stdout, termios.FIONREAD, b"\0" * 4))[0]
+        if queued == last and queued > 0:
+            break
+        last = queued
+    child.send_signal(signal.SIGINT)
+    out, err = child.communicate(timeout=60)
+    results = [json.loads(line) for line in out.splitlines()]
+
+    assert child.returncode == 130, err
+    assert len(results) % batch == 0 and 0 < len(results) < len(events)  # whole batches
+    with Store.open(store, create=False) as opened:
+        held = [json.loads(data)["event_id"] for _, data in opened.export()]
+        assert len(held) == sum(r["status"] in ("stored", "replaced", "evidence")
+                                for r in results)  # fmt: skip
+        assert {r["event_id"] for r in results} == set(held)
         assert opened.replay(g.KEYRING).ok

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import fcntl
 import json
+import os
 import random
 import signal
 import struct
@@ -14,8 +15,10 @@ import termios
 import time
 from pathlib import Path
 
+import pytest
 from storeevents import g
 
+from pithlog.cli.edge import interrupt_held
 from pithlog.store import Store
 from pithlog.testing import test_keyring_entries
 
@@ -101,3 +104,29 @@ def test_an_interrupt_while_a_batch_is_printed_prints_every_committed_batch_whol
                                 for r in results)  # fmt: skip
         assert {r["event_id"] for r in results} == set(held)
         assert opened.replay(g.KEYRING).ok
+
+
+def _signal_self() -> None:
+    os.kill(os.getpid(), signal.SIGINT)
+    for _ in range(1000):  # Python runs the handler between bytecodes of the main thread
+        time.sleep(0.001)
+
+
+def test_interrupt_held_holds_the_first_interrupt_and_not_the_second() -> None:
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    with interrupt_held() as came:
+        assert not came()
+        _signal_self()
+        assert came()
+        with pytest.raises(KeyboardInterrupt):
+            _signal_self()
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    # A program that embeds pithlog and handles SIGINT itself keeps its handler.
+    seen: list[int] = []
+    signal.signal(signal.SIGINT, lambda signum, frame: seen.append(signum))
+    try:
+        with interrupt_held() as came:
+            _signal_self()
+            assert seen == [signal.SIGINT] and not came()
+    finally:
+        signal.signal(signal.SIGINT, signal.default_int_handler)

@@ -14,6 +14,7 @@ import sys
 import termios
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from storeevents import g
@@ -34,18 +35,23 @@ sys.exit(main(sys.argv[1:]))
 BATCH = 20
 
 
-def test_an_interrupted_append_stores_what_it_printed(tmp_path: Path) -> None:
-    events = g.mixed_events(random.Random(11), piths=80, per_pith=40)
+def _appending(tmp_path: Path, events: list[Any], *options: str) -> subprocess.Popen[bytes]:
+    """A child process appending ``events`` to the store ``tmp_path / "store"``."""
     log = tmp_path / "events.jsonl"
     log.write_bytes(b"".join(g.encoded(e) + b"\n" for e in events))
     keyring = tmp_path / "keyring.json"
     keyring.write_text(json.dumps({"keyring_version": "1", "keys": test_keyring_entries()}))
-    store = tmp_path / "store"
-    child = subprocess.Popen(
-        [sys.executable, "-c", CHILD, "append", "--store", str(store), "--keyring",
-         str(keyring), "--batch-size", str(BATCH), str(log)],
+    return subprocess.Popen(
+        [sys.executable, "-c", CHILD, "append", "--store", str(tmp_path / "store"),
+         "--keyring", str(keyring), *options, str(log)],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE,
     )  # fmt: skip
+
+
+def test_an_interrupted_append_stores_what_it_printed(tmp_path: Path) -> None:
+    events = g.mixed_events(random.Random(11), piths=80, per_pith=40)
+    store = tmp_path / "store"
+    child = _appending(tmp_path, events, "--batch-size", str(BATCH))
     assert child.stdout is not None
     printed = [child.stdout.readline()]  # the first batch is committed: interrupt now
     child.send_signal(signal.SIGINT)
@@ -74,16 +80,8 @@ def test_an_interrupt_while_a_batch_is_printed_prints_every_committed_batch_whol
     # then the batch being written is finished and printed, and nothing else is stored.
     batch = 1000  # about 120 KB of lines: more than a pipe holds
     events = g.mixed_events(random.Random(12), piths=75, per_pith=40)
-    log = tmp_path / "events.jsonl"
-    log.write_bytes(b"".join(g.encoded(e) + b"\n" for e in events))
-    keyring = tmp_path / "keyring.json"
-    keyring.write_text(json.dumps({"keyring_version": "1", "keys": test_keyring_entries()}))
     store = tmp_path / "store"
-    child = subprocess.Popen(
-        [sys.executable, "-c", CHILD, "append", "--store", str(store), "--keyring",
-         str(keyring), "--keep-invalid", "--batch-size", str(batch), str(log)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-    )  # fmt: skip
+    child = _appending(tmp_path, events, "--keep-invalid", "--batch-size", str(batch))
     assert child.stdout is not None
     waiting, last = time.monotonic() + 60, -1
     while time.monotonic() < waiting:  # until the pipe stays full: the child is blocked

@@ -21,6 +21,7 @@ import gc
 import itertools
 import multiprocessing
 import os
+import signal
 from collections.abc import Iterable, Iterator
 from concurrent.futures import Executor, ProcessPoolExecutor
 from typing import Any
@@ -124,7 +125,9 @@ def verifying_pool(stack: contextlib.ExitStack, every_core: bool = False) -> Exe
     ``stack`` closes. On an error or an interrupt the batches not yet started are cancelled,
     so that leaving does not wait for a whole input's signatures."""
     pool = ProcessPoolExecutor(
-        verifying_processes(every_core), mp_context=multiprocessing.get_context("spawn")
+        verifying_processes(every_core),
+        mp_context=multiprocessing.get_context("spawn"),
+        initializer=leave_interrupts_to_parent,
     )
     stack.callback(pool.shutdown, wait=True, cancel_futures=True)
     return pool
@@ -196,7 +199,16 @@ def _reduce_part(
 _WORKER: dict[str, Any] = {}
 
 
+def leave_interrupts_to_parent() -> None:
+    """In a helper or worker process: ignore Ctrl-C. A terminal sends it to every process
+    of the command; the process that started the helpers stops them (its pool's shutdown,
+    or the end of their input if it dies), so none dies mid-task printing a traceback of
+    its own. SIGTERM keeps its default action: the pools stop their processes with it."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
 def _worker_init(entries: list[dict[str, Any]], threads: int | None) -> None:
+    leave_interrupts_to_parent()
     gc.disable()  # a worker holds only acyclic decoded JSON: see pithlog.cli
     _WORKER["keyring"] = make_keyring(entries)
     _WORKER["threads"] = threads

@@ -71,7 +71,7 @@ from pithlog.layout import (
     eid_str,
     evidence_of,
 )
-from pithlog.parallel import threads_per_process, verifying_pool
+from pithlog.parallel import leave_interrupts_to_parent, threads_per_process, verifying_pool
 from pithlog.records import is_pith_number
 from pithlog.reduce import MERGE_VERSION
 from pithlog.replay import Discrepancy as Discrepancy
@@ -833,7 +833,8 @@ class Store:
         if apart and (os.cpu_count() or 1) > 1:
             copies = self._read(lambda txn, dbs: txn.stat(dbs["seq"])["entries"])
             if copies >= STRUCTURE_PROCESS_MIN_COPIES:
-                pool = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"))
+                pool = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"),
+                                           initializer=leave_interrupts_to_parent)  # fmt: skip
                 stack.callback(pool.shutdown, wait=True, cancel_futures=True)
                 return pool.submit(_structure_at, self.path, piths)
         done: Future[list[Discrepancy]] = Future()
@@ -1046,6 +1047,7 @@ def _worker_init(
     stored_kd: str | None,
     threads: int | None,
 ) -> None:
+    leave_interrupts_to_parent()
     gc.disable()  # a worker holds only acyclic decoded JSON: see pithlog.cli
     _WORKER["store"] = Store.open(path, create=False, readonly=True)
     _WORKER["ctx"] = ReplayContext(make_keyring(entries), same, verify, stored_kd, threads)

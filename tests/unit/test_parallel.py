@@ -2,16 +2,29 @@
 
 from __future__ import annotations
 
+import contextlib
 import itertools
+import multiprocessing
 import random
+import signal
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+import pithlog.parallel
+import pithlog.store
 from pithlog.canonical import encode_b64
 from pithlog.events import Envelope, admit
-from pithlog.parallel import PART_EVENTS, _reduce_part, reduce_rendered, split_by_pith
+from pithlog.parallel import (
+    PART_EVENTS,
+    _reduce_part,
+    reduce_rendered,
+    split_by_pith,
+    verifying_pool,
+)
 from pithlog.reduce import Pending
+from pithlog.store import Store
 
 from .builders import KEYRING, canonical_record, event, record_event
 
@@ -126,3 +139,21 @@ def test_reduction_with_verifying_processes_gives_the_same_bytes(
     processes = whole(envelopes + envelopes[:4])  # repeats change nothing
     assert processes == threads
     assert b'"bad_signature"' in dict(threads)[A["pith_number"]]
+
+
+def test_helpers_and_workers_leave_ctrl_c_to_their_parent(tmp_path: Path) -> None:
+    # A terminal sends Ctrl-C to every process of a command; a helper that took it would
+    # die mid-task with a traceback of its own (tests/cli/test_interrupt.py sees the whole).
+    with contextlib.ExitStack() as stack:
+        pool = verifying_pool(stack)
+        assert pool.submit(signal.getsignal, signal.SIGINT).result() == signal.SIG_IGN
+        assert pool.submit(signal.getsignal, signal.SIGTERM).result() == signal.SIG_DFL
+    Store.open(tmp_path / "s").close()
+    entries = [key.entry() for key in KEYRING.values()]
+    spawn = multiprocessing.get_context("spawn")
+    for initializer, initargs in [
+        (pithlog.parallel._worker_init, (entries, None)),  # reduce --jobs N
+        (pithlog.store._worker_init, (str(tmp_path / "s"), entries, True, True, None, None)),
+    ]:  # replay --jobs N
+        with spawn.Pool(1, initializer=initializer, initargs=initargs) as workers:
+            assert workers.apply(signal.getsignal, (signal.SIGINT,)) == signal.SIG_IGN

@@ -29,6 +29,19 @@ class Parser(argparse.ArgumentParser):
         raise UsageError("arguments", f"{message} (see '{self.prog} --help')")
 
 
+def keyring_option(parser: argparse.ArgumentParser) -> None:
+    """``--keyring KEYRING``, which every command that checks signatures requires."""
+    parser.add_argument("--keyring", required=True, metavar="KEYRING", help="keyring JSON file")
+
+
+def progress_option(
+    parser: argparse.ArgumentParser, what: str = "how much of the input is read"
+) -> None:
+    """``--progress``: a bar on stderr even when stderr is not a terminal."""
+    parser.add_argument("--progress", action="store_true",
+                        help=f"show {what} on stderr even when it is not a terminal")  # fmt: skip
+
+
 def read_bytes(path: str) -> bytes:
     try:
         if path == "-":

@@ -15,7 +15,9 @@ from pithlog.checks import check_alone
 from pithlog.cli.edge import (
     Out,
     StoreParser,
+    keyring_option,
     open_input,
+    progress_option,
     read_bytes,
     read_keyring,
     reading,
@@ -191,13 +193,11 @@ def add_commands(sub: Any, store_parser: StoreParser) -> None:
         "Pending piths and lines refused at the door are reported on stderr; a refused line "
         "makes the exit status 2, the rest is still reduced.",
     )
-    p.add_argument("--keyring", required=True, metavar="KEYRING", help="keyring JSON file")
+    keyring_option(p)
     p.add_argument("events", metavar="EVENTS", help="JSON Lines file of events, or - for stdin")
     p.add_argument("--jobs", type=int, default=1, metavar="N",
                    help="reduce the piths in N processes (same output)")
-    p.add_argument("--progress", action="store_true",
-                   help="show how much of the input is read on stderr even when it is not a "
-                   "terminal")  # fmt: skip
+    progress_option(p)
     p.set_defaults(func=cmd_reduce)
 
     p = sub.add_parser(

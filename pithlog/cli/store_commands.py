@@ -18,8 +18,10 @@ from pithlog.cli.edge import (
     Out,
     StoreParser,
     interrupt_held,
+    keyring_option,
     open_input,
     open_store,
+    progress_option,
     read_keyring,
     reading,
     show_progress,
@@ -308,7 +310,7 @@ def add_commands(sub: Any, store_parser: StoreParser) -> None:
             "array). A summary goes to stderr. Exit 2 when anything was refused at the door "
             "or rejected by checks 1-12, else 0.",
         )
-        p.add_argument("--keyring", required=True, metavar="KEYRING", help="keyring JSON file")
+        keyring_option(p)
         p.add_argument("--keep-invalid", action="store_true",
                        help="store events that fail checks 1-12 as evidence of invalidity "
                        "(they enter the reduction as invalid events) instead of rejecting "
@@ -319,9 +321,7 @@ def add_commands(sub: Any, store_parser: StoreParser) -> None:
                        "read, checked and verified while the one before it is written")  # fmt: skip
         p.add_argument("events", metavar="FILE", nargs="?", default="-",
                        help="input file, or - for stdin (the default)")  # fmt: skip
-        p.add_argument("--progress", action="store_true",
-                       help="show how much of the input is read on stderr even when it is "
-                       "not a terminal")  # fmt: skip
+        progress_option(p)
         p.set_defaults(func=func)
 
     p = store_parser(
@@ -336,15 +336,14 @@ def add_commands(sub: Any, store_parser: StoreParser) -> None:
         "change. --rebuild re-reduces the store under KEYRING (needed before appending "
         "with a changed keyring).",
     )
-    p.add_argument("--keyring", required=True, metavar="KEYRING", help="keyring JSON file")
+    keyring_option(p)
     p.add_argument("--verify", action="store_true",
                    help="verify every signature again (otherwise cached verdicts are used)")
     p.add_argument("--rebuild", action="store_true",
                    help="re-judge and re-reduce the store under KEYRING, then record it")
     p.add_argument("--jobs", type=int, default=1, metavar="N",
                    help="replay the piths in N processes (same output)")
-    p.add_argument("--progress", action="store_true",
-                   help="show progress on stderr even when it is not a terminal")
+    progress_option(p, "progress")
     p.set_defaults(func=cmd_replay)
 
     p = store_parser("state", help="print the cached state document of a pith",

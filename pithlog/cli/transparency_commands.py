@@ -15,6 +15,7 @@ from pithlog.cli.edge import (
     Parser,
     StoreParser,
     json_line,
+    keyring_option,
     open_input,
     open_store,
     read_bytes,
@@ -213,7 +214,7 @@ def add_commands(sub: Any, store_parser: StoreParser) -> None:
         '{"origin", "size", "root", "signers"} and exits 0; exits 1 when it is not trusted. '
         "With --check-store, also requires the store's tree at that size to have that root.",
     )
-    p.add_argument("--keyring", required=True, metavar="KEYRING")
+    keyring_option(p)
     p.add_argument("--origin", metavar="NAME", help="require this origin")
     p.add_argument("--check-store", action="store_true",
                    help="also check the checkpoint against the store (--store)")  # fmt: skip
@@ -258,7 +259,7 @@ def add_commands(sub: Any, store_parser: StoreParser) -> None:
         "OLD_CHECKPOINT and NEW_CHECKPOINT, both verified against KEYRING. Exit 0 when the "
         "proof holds, 1 when it does not, 2 for unreadable input.",
     )
-    p.add_argument("--keyring", required=True, metavar="KEYRING")
+    keyring_option(p)
     p.add_argument("--origin", metavar="NAME", help="require this origin")
     p.add_argument("--event-id", metavar="EVENT_ID",
                    help="require an inclusion proof to be about this event")  # fmt: skip
@@ -277,7 +278,7 @@ def add_commands(sub: Any, store_parser: StoreParser) -> None:
         "exchanged, append statuses. Exit 2 when a copy was rejected or a line refused.",
     )
     p.add_argument("--from", dest="source", required=True, metavar="SOURCE")
-    p.add_argument("--keyring", required=True, metavar="KEYRING")
+    keyring_option(p)
     p.add_argument("--keep-invalid", action="store_true",
                    help="store copies that fail checks 1-12, as the source may")  # fmt: skip
     p.add_argument("--batch-size", type=int, default=1000, metavar="N",

@@ -11,12 +11,14 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Sequence
 from concurrent.futures import Executor, Future, ThreadPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from pithlog.canonical import decode_b64, digest
+from pithlog.errors import HelperLost
 from pithlog.events import (
     ENVELOPE_MEMBERS,
     EVENT_TYPES,
@@ -215,27 +217,66 @@ class CheckBatch:
 
 
 class _Sent:
-    """One part of a batch's verifications, sent to an executor (:func:`verify_batch`)."""
+    """One part of a batch's verifications, sent to an executor (:func:`verify_batch`).
 
-    __slots__ = ("checks", "future")
+    A helper that dies (:class:`~pithlog.errors.HelperLost`) loses nothing: the part is
+    verified here instead, when it is sent to a pool already broken or when its result
+    is the pool's breakage."""
+
+    __slots__ = ("checks", "executor", "future")
 
     def __init__(self, checks: list[SignatureCheck], executor: Executor) -> None:
         self.checks = checks
-        self.future: Future[list[bool]] = executor.submit(
-            verify_batch, [(c.public_key, c.signature, c.message) for c in checks]
-        )
+        self.executor = executor
+        self.future: Future[list[bool]] | None
+        try:
+            self.future = executor.submit(
+                verify_batch, [(c.public_key, c.signature, c.message) for c in checks]
+            )
+        except BrokenProcessPool:
+            HelperLost.warn()
+            self._here()
+
+    def _here(self) -> None:
+        self.future = None
+        for check in self.checks:
+            check.run()
 
     def take_back(self) -> None:
         """Verify the part here if the executor has not started it (it then never will)."""
-        if self.future.cancel():
-            for check in self.checks:
-                check.run()
+        if self.future is not None and self.future.cancel():
+            self._here()
 
     def wait(self) -> None:
-        if self.future.cancelled():  # taken back: already verified here
+        if self.future is None:  # verified here
             return
-        for check, ok in zip(self.checks, self.future.result(), strict=True):
+        try:
+            results = settled(self.future, self.executor)
+        except BrokenProcessPool:
+            HelperLost.warn()
+            self._here()
+            return
+        for check, ok in zip(self.checks, results, strict=True):
             check.ok = ok
+
+
+R = TypeVar("R")
+
+_BROKEN_POLL = 0.5
+"""Seconds between two looks at whether a pool broke while a future of it is awaited."""
+
+
+def settled(future: Future[R], executor: Executor) -> R:
+    """``future.result()``, or :class:`BrokenProcessPool` once ``executor`` is a broken
+    process pool and the future is not settled. Before Python 3.12 a pool that breaks while
+    it still lists a cancelled future stops settling the rest (CPython gh-107219): they
+    would be awaited forever."""
+    while True:
+        try:
+            return future.result(timeout=_BROKEN_POLL)
+        except TimeoutError:
+            if getattr(executor, "_broken", False):
+                raise BrokenProcessPool("a helper process ended abruptly") from None
 
 
 def start_checks(

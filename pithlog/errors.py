@@ -11,6 +11,8 @@ they are data of the spec (section 6) and live in :mod:`pithlog.checks`.
 
 from __future__ import annotations
 
+import warnings
+
 EXIT_OK = 0
 EXIT_VERIFY_FAILED = 1
 EXIT_BAD_INPUT = 2
@@ -172,3 +174,17 @@ class SyncError(PithlogError):
     """A sync that cannot read its source or receives a message breaking the protocol."""
 
     family = "sync"
+
+
+class HelperLost(RuntimeWarning):
+    """A helper or worker process ended abruptly (killed: by hand, or by the kernel when
+    memory ran out) before returning its work. Not an error: the work is pure, so the
+    process that started it does it again itself, and every result is the same, only
+    later. Emitted with :mod:`warnings`; the CLI prints it as one line."""
+
+    MESSAGE = ("a helper process ended abruptly (killed?); its work is done in this "
+               "process instead, with the same results")  # fmt: skip
+
+    @classmethod
+    def warn(cls) -> None:
+        warnings.warn(cls.MESSAGE, cls, stacklevel=3)

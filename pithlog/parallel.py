@@ -22,10 +22,14 @@ import itertools
 import multiprocessing
 import os
 import signal
-from collections.abc import Iterable, Iterator
-from concurrent.futures import Executor, ProcessPoolExecutor
-from typing import Any
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import Executor, Future, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from types import TracebackType
+from typing import Any, TypeVar
 
+from pithlog.checks import settled
+from pithlog.errors import HelperLost
 from pithlog.events import Envelope, readmit
 from pithlog.keys import Keyring, make_keyring
 from pithlog.reduce import Kept, Pending, Reduction, collapse_streamed, reduce_events, reduce_kept
@@ -56,13 +60,14 @@ def reduce_rendered(
             yield from _reduce_part(piths, blobs, keyring, None)
         return
     entries = [key.entry() for key in keyring.values()]
-    context = multiprocessing.get_context("spawn")
-    with context.Pool(
-        processes=min(jobs, len(parts)),
-        initializer=_worker_init,
-        initargs=(entries, threads_per_process(jobs)),
-    ) as pool:
-        for results in pool.imap(_worker_run, parts):
+    threads = threads_per_process(jobs)
+
+    def here(part: tuple[list[str], list[bytes]]) -> list[Result]:
+        return _reduce_part(*part, keyring, threads)
+
+    with contextlib.ExitStack() as stack:
+        pool = worker_pool(stack, min(jobs, len(parts)), _worker_init, (entries, threads))
+        for results in in_order(pool, _worker_run, here, parts):
             yield from results
 
 
@@ -95,7 +100,7 @@ def _reduce_here(envelopes: Iterable[Envelope], keyring: Keyring) -> Iterator[Re
             for part in parts:
                 yield from _reduce_kept_part(part)
             return
-        for results in executor.map(_reduce_kept_part, parts):
+        for results in in_order(executor, _reduce_kept_part, _reduce_kept_part, parts):
             yield from results
 
 
@@ -121,16 +126,81 @@ start costs about as much as verifying a few thousand signatures)."""
 
 
 def verifying_pool(stack: contextlib.ExitStack, every_core: bool = False) -> Executor:
-    """A pool of :func:`verifying_processes` helpers (started with ``spawn``), shut down when
-    ``stack`` closes. On an error or an interrupt the batches not yet started are cancelled,
-    so that leaving does not wait for a whole input's signatures."""
+    """A pool of :func:`verifying_processes` helpers, closed with ``stack``
+    (:func:`worker_pool`)."""
+    return worker_pool(stack, verifying_processes(every_core), leave_interrupts_to_parent, ())
+
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+
+def in_order(
+    executor: Executor, remote: Callable[[T], R], here: Callable[[T], R], items: list[T]
+) -> Iterator[R]:
+    """``remote(item)`` of each item on ``executor``'s processes, all sent now, the results
+    in the items' order. An item whose process ended abruptly (the pool is then broken,
+    and so is every item it still held) is done by ``here(item)`` in this process: the
+    work is pure, so the results are the same (:class:`~pithlog.errors.HelperLost`)."""
+    futures: list[Future[R] | None] = []
+    for item in items:
+        try:
+            futures.append(executor.submit(remote, item))
+        except BrokenProcessPool:
+            futures.append(None)
+    for item, future in zip(items, futures, strict=True):
+        if future is not None:
+            try:
+                result = settled(future, executor)
+            except BrokenProcessPool:
+                future = None
+        if future is None:
+            HelperLost.warn()
+            result = here(item)
+        yield result
+
+
+def worker_pool(
+    stack: contextlib.ExitStack,
+    processes: int,
+    initializer: Callable[..., None],
+    initargs: tuple[Any, ...],
+) -> ProcessPoolExecutor:
+    """``processes`` workers (``spawn``) for :func:`in_order`, each set up by ``initializer``;
+    closed with ``stack``. A concurrent.futures pool rather than ``multiprocessing.Pool``:
+    a ``Pool`` whose worker is killed waits forever for the task it held, where this pool
+    reports it broken. Leaving ``stack`` cancels the tasks not started; on an exception (an
+    interrupt), or when the pool broke, it also stops the workers at once rather than let
+    them finish their tasks (a broken pool may not have stopped them all itself)."""
     pool = ProcessPoolExecutor(
-        verifying_processes(every_core),
+        processes,
         mp_context=multiprocessing.get_context("spawn"),
-        initializer=leave_interrupts_to_parent,
+        initializer=initializer,
+        initargs=initargs,
     )
-    stack.callback(pool.shutdown, wait=True, cancel_futures=True)
+
+    def leave(kind: type[BaseException] | None, exc: BaseException | None,
+              tb: TracebackType | None) -> None:  # fmt: skip
+        if kind is not None or getattr(pool, "_broken", False):
+            _stop_workers(pool)
+        pool.shutdown(wait=True, cancel_futures=True)
+
+    stack.push(leave)
     return pool
+
+
+def _stop_workers(pool: ProcessPoolExecutor) -> None:
+    """Terminate the pool's processes and reap them (``terminate_workers`` from Python
+    3.14; before it, each of the processes the pool keeps)."""
+    processes = list((pool._processes or {}).values())
+    terminate = getattr(pool, "terminate_workers", None)
+    if terminate is not None:
+        terminate()
+    else:
+        for process in processes:
+            process.terminate()
+    for process in processes:  # reaped before pithlog exits: none outlives the command
+        process.join(5)
 
 
 def verifying_processes(every_core: bool = False) -> int:

@@ -29,13 +29,13 @@ import dataclasses
 import functools
 import gc
 import itertools
-import multiprocessing
 import os
 import shutil
 import tempfile
 import threading
 from collections.abc import Callable, Generator, Iterable, Iterator, Sized
-from concurrent.futures import Executor, Future, ProcessPoolExecutor, ThreadPoolExecutor
+from concurrent.futures import Executor, Future, ThreadPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar
@@ -53,7 +53,7 @@ from pithlog.append import STORED as STORED
 from pithlog.append import AppendResult as AppendResult
 from pithlog.append import StartedBatch, append_work, rebuild_work
 from pithlog.checks import CheckBatch, start_checks
-from pithlog.errors import DoorError, StoreError, register
+from pithlog.errors import DoorError, HelperLost, StoreError, register
 from pithlog.events import Envelope, is_event_id, parse_envelope
 from pithlog.keys import Keyring, make_keyring
 from pithlog.layout import (
@@ -71,7 +71,13 @@ from pithlog.layout import (
     eid_str,
     evidence_of,
 )
-from pithlog.parallel import leave_interrupts_to_parent, threads_per_process, verifying_pool
+from pithlog.parallel import (
+    in_order,
+    leave_interrupts_to_parent,
+    threads_per_process,
+    verifying_pool,
+    worker_pool,
+)
 from pithlog.records import is_pith_number
 from pithlog.reduce import MERGE_VERSION
 from pithlog.replay import Discrepancy as Discrepancy
@@ -820,7 +826,12 @@ class Store:
                 done += len(outcome)
                 if progress is not None:
                     progress(done, total)
-            report.discrepancies = structure.result() + found
+            try:
+                structural = structure.result()
+            except BrokenProcessPool:
+                HelperLost.warn()
+                structural = _structure_here(self, piths)
+            report.discrepancies = structural + found
         return report
 
     def _structure(
@@ -833,9 +844,7 @@ class Store:
         if apart and (os.cpu_count() or 1) > 1:
             copies = self._read(lambda txn, dbs: txn.stat(dbs["seq"])["entries"])
             if copies >= STRUCTURE_PROCESS_MIN_COPIES:
-                pool = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"),
-                                           initializer=leave_interrupts_to_parent)  # fmt: skip
-                stack.callback(pool.shutdown, wait=True, cancel_futures=True)
+                pool = worker_pool(stack, 1, leave_interrupts_to_parent, ())
                 return pool.submit(_structure_at, self.path, piths)
         done: Future[list[Discrepancy]] = Future()
         done.set_result(_structure_here(self, piths))
@@ -876,14 +885,10 @@ class Store:
         if len(chunks) <= 1:
             return iter([_run_chunk(self, chunk, ctx) for chunk in chunks])
         entries = [key.entry() for key in ctx.keyring.values()]
-        mp = multiprocessing.get_context("spawn")
-        pool = stack.enter_context(mp.Pool(
-            processes=min(jobs, len(chunks)),
-            initializer=_worker_init,
-            initargs=(self.path, entries, ctx.same_keyring, ctx.verify, ctx.stored_kd,
-                      threads_per_process(jobs)),
-        ))  # fmt: skip
-        return pool.imap(_worker_run, chunks)
+        pool = worker_pool(stack, min(jobs, len(chunks)), _worker_init,
+                           (self.path, entries, ctx.same_keyring, ctx.verify, ctx.stored_kd,
+                            threads_per_process(jobs)))  # fmt: skip
+        return in_order(pool, _worker_run, functools.partial(_run_chunk, self, ctx=ctx), chunks)
 
     # --- rebuild under another keyring ----------------------------------------------------
 

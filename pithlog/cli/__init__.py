@@ -18,13 +18,17 @@ import contextlib
 import gc
 import io
 import sys
+import threading
+import warnings
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import InvalidStateError
+from concurrent.futures.process import _ExecutorManagerThread
 from typing import IO, Any
 
 from pithlog import __version__
 from pithlog.cli import offline_commands, store_commands, transparency_commands
 from pithlog.cli.edge import STORE_HELP, Out, Parser
-from pithlog.errors import EXIT_OK, PithlogError
+from pithlog.errors import EXIT_OK, HelperLost, PithlogError
 
 EPILOG = """exit status: 0 success; 1 verification failed; 2 bad input or usage.
 Every error is one line: pithlog: [family.detail] message (docs/errors.md lists them)."""
@@ -77,6 +81,41 @@ def _collector_paused() -> Iterator[None]:
             gc.enable()
 
 
+@contextlib.contextmanager
+def _helper_losses_said(out: Out) -> Iterator[None]:
+    """Print a :class:`~pithlog.errors.HelperLost` warning as one line on stderr, once per
+    command however many parts a lost helper held (other warnings as Python shows them)."""
+    said = False
+    show = warnings.showwarning
+
+    def say(message: Warning | str, category: type[Warning], *rest: Any, **kw: Any) -> None:
+        nonlocal said
+        if not issubclass(category, HelperLost):
+            show(message, category, *rest, **kw)
+        elif not said:
+            said = True
+            out.say(f"pithlog: warning: {message}")
+
+    hook = threading.excepthook
+
+    def quiet(args: threading.ExceptHookArgs) -> None:
+        # Before Python 3.12, a process pool that breaks while it lists a cancelled task
+        # (a helper lost) dies in its own thread on that task (CPython gh-107219).
+        # pithlog does not wait on it (pithlog.checks.settled): no traceback for it.
+        if not (args.exc_type is InvalidStateError
+                and isinstance(args.thread, _ExecutorManagerThread)):  # fmt: skip
+            hook(args)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("always", HelperLost)
+        warnings.showwarning = say
+        threading.excepthook = quiet
+        try:
+            yield
+        finally:
+            threading.excepthook = hook
+
+
 def _parse(argv: Sequence[str] | None, out: Out) -> argparse.Namespace:
     """Parse ``argv``. argparse prints ``--help`` and ``--version`` on ``sys.stdout``: they
     go to the command's stdout instead, as everything else it prints."""
@@ -100,7 +139,7 @@ def main(
     try:
         args = _parse(argv, out)
         func: Command = args.func
-        with _collector_paused():
+        with _collector_paused(), _helper_losses_said(out):
             return func(args, out)
     except PithlogError as exc:
         out.say(f"pithlog: {exc.describe()}")

@@ -16,6 +16,10 @@ import warnings
 EXIT_OK = 0
 EXIT_VERIFY_FAILED = 1
 EXIT_BAD_INPUT = 2
+EXIT_INTERRUPTED = 130
+"""Ctrl-C (SIGINT): 128 + 2, as shells report it."""
+EXIT_TERMINATED = 143
+"""SIGTERM, under the console script: 128 + 15."""
 
 
 CODES: dict[str, str] = {

@@ -190,15 +190,15 @@ def worker_pool(
 
 
 def _stop_workers(pool: ProcessPoolExecutor) -> None:
-    """Terminate the pool's processes and reap them (``terminate_workers`` from Python
-    3.14; before it, each of the processes the pool keeps)."""
+    """Kill the pool's processes and reap them: SIGKILL, since they ignore SIGTERM
+    (``kill_workers`` from Python 3.14; before it, each of the processes the pool keeps)."""
     processes = list((pool._processes or {}).values())
-    terminate = getattr(pool, "terminate_workers", None)
-    if terminate is not None:
-        terminate()
+    kill = getattr(pool, "kill_workers", None)
+    if kill is not None:
+        kill()
     else:
         for process in processes:
-            process.terminate()
+            process.kill()
     for process in processes:  # reaped before pithlog exits: none outlives the command
         process.join(5)
 
@@ -270,11 +270,13 @@ _WORKER: dict[str, Any] = {}
 
 
 def leave_interrupts_to_parent() -> None:
-    """In a helper or worker process: ignore Ctrl-C. A terminal sends it to every process
-    of the command; the process that started the helpers stops them (its pool's shutdown,
-    or the end of their input if it dies), so none dies mid-task printing a traceback of
-    its own. SIGTERM keeps its default action: the pools stop their processes with it."""
+    """In a helper or worker process: ignore Ctrl-C and SIGTERM. A terminal sends Ctrl-C to
+    every process of a command, and a service manager its SIGTERM; the process that started
+    the helpers stops them (its pool's shutdown, :func:`_stop_workers`, or the end of their
+    input if it dies), so none dies mid-task, printing a traceback of its own or leaving
+    its work to be done again."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
 
 
 def _worker_init(entries: list[dict[str, Any]], threads: int | None) -> None:

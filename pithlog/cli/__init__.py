@@ -2,7 +2,8 @@
 
 Exit status (``docs/cli.md``): 0 success; 1 verification failed (a state document or a
 store that does not hold what it claims); 2 bad input or usage (a refused line, a bad
-keyring, a file that cannot be read, wrong arguments). Every deliberate failure is a
+keyring, a file that cannot be read, wrong arguments); 130 interrupted; 143 terminated
+(SIGTERM, under the console script). Every deliberate failure is a
 :class:`~pithlog.errors.PithlogError`, caught once in :func:`main` and printed as one line.
 
 The commands live in three modules, each with its parsers beside them:
@@ -27,10 +28,11 @@ from typing import IO, Any
 
 from pithlog import __version__
 from pithlog.cli import offline_commands, store_commands, transparency_commands
-from pithlog.cli.edge import STORE_HELP, Out, Parser
-from pithlog.errors import EXIT_OK, HelperLost, PithlogError
+from pithlog.cli.edge import STORE_HELP, Out, Parser, Terminated, terminate_as_interrupt
+from pithlog.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_TERMINATED, HelperLost, PithlogError
 
-EPILOG = """exit status: 0 success; 1 verification failed; 2 bad input or usage.
+EPILOG = """exit status: 0 success; 1 verification failed; 2 bad input or usage;
+130 interrupted (Ctrl-C); 143 terminated (SIGTERM).
 Every error is one line: pithlog: [family.detail] message (docs/errors.md lists them)."""
 
 
@@ -148,11 +150,15 @@ def main(
         return exc.code if isinstance(exc.code, int) else EXIT_OK
     except BrokenPipeError:
         return EXIT_OK
+    except Terminated:
+        out.say("pithlog: terminated")
+        return EXIT_TERMINATED
     except KeyboardInterrupt:
         out.say("pithlog: interrupted")
-        return 130
+        return EXIT_INTERRUPTED
 
 
 def entry() -> Any:
-    """Console-script entry point."""
+    """Console-script entry point: SIGTERM stops a command as Ctrl-C does."""
+    terminate_as_interrupt()
     sys.exit(main())

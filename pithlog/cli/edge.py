@@ -88,29 +88,52 @@ class Out:
             print(line, file=self.stderr)
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where Ctrl-C would be (:func:`terminate_as_interrupt`): the command
+    stops as an interrupt stops it, with status 143."""
+
+
+def _terminated(signum: int, frame: FrameType | None) -> None:
+    raise Terminated
+
+
+def terminate_as_interrupt() -> None:
+    """Make SIGTERM stop the program as Ctrl-C does (the batch being written finished and
+    printed, helpers stopped, output flushed) instead of ending it on the spot. For the
+    console script: a program that embeds :func:`pithlog.cli.main` keeps its own SIGTERM."""
+    if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+        signal.signal(signal.SIGTERM, _terminated)
+
+
 @contextlib.contextmanager
-def interrupt_held() -> Iterator[Callable[[], bool]]:
-    """Hold Ctrl-C (SIGINT) while the block runs: the lines of a committed batch are then
-    printed whole. Yields a function telling whether one came; a second one is not held,
-    so that a blocked write (a pager not reading) can still be interrupted. Nothing is held
-    outside the main thread or when SIGINT has a handler other than Python's own."""
-    if (threading.current_thread() is not threading.main_thread()
-            or signal.getsignal(signal.SIGINT) is not signal.default_int_handler):  # fmt: skip
-        yield lambda: False
-        return
-    came = False
+def interrupt_held() -> Iterator[Callable[[], type[KeyboardInterrupt] | None]]:
+    """Hold Ctrl-C (SIGINT), and SIGTERM when :func:`terminate_as_interrupt` handles it,
+    while the block runs: the lines of a committed batch are then printed whole. Yields a
+    function giving the exception of the signal that came, if one did; a second signal is
+    not held, so that a blocked write (a pager not reading) can still be interrupted. A
+    signal whose handler is not pithlog's or Python's own is left alone, and nothing is
+    held outside the main thread."""
+    held: dict[int, type[KeyboardInterrupt]] = {}
+    if threading.current_thread() is threading.main_thread():
+        if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+            held[signal.SIGINT] = KeyboardInterrupt
+        if signal.getsignal(signal.SIGTERM) is _terminated:
+            held[signal.SIGTERM] = Terminated
+    came: list[type[KeyboardInterrupt]] = []
 
     def hold(signum: int, frame: FrameType | None) -> None:
-        nonlocal came
         if came:
-            raise KeyboardInterrupt
-        came = True
+            raise held[signum]
+        came.append(held[signum])
 
-    signal.signal(signal.SIGINT, hold)
+    previous = {signum: signal.getsignal(signum) for signum in held}
+    for signum in held:
+        signal.signal(signum, hold)
     try:
-        yield lambda: came
+        yield lambda: came[0] if came else None
     finally:
-        signal.signal(signal.SIGINT, signal.default_int_handler)
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
 
 
 DEFAULT_STORE = "pithlog-store"

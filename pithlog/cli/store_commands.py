@@ -163,13 +163,13 @@ def _append_input(args: argparse.Namespace, out: Out, command: str) -> int:
             store.append_batches(raw_batches(), keyring, args.keep_invalid)
         )
         with pipeline as appended_batches:
-            interrupted = False
+            interrupted: type[KeyboardInterrupt] | None = None
             while True:
                 # An interrupt held while a committed batch was printed is raised in the
                 # pipeline, which then finishes and hands out the batch it is writing: so
                 # every committed batch is printed whole (docs/cli.md).
                 try:
-                    appended = (appended_batches.throw(KeyboardInterrupt()) if interrupted
+                    appended = (appended_batches.throw(interrupted()) if interrupted
                                 else next(appended_batches))  # fmt: skip
                 except StopIteration:
                     break

@@ -19,17 +19,19 @@ from typing import Any
 import pytest
 from storeevents import g
 
-from pithlog.cli.edge import interrupt_held
+from pithlog.cli.edge import Terminated, interrupt_held, terminate_as_interrupt
 from pithlog.store import Store
 from pithlog.testing import test_keyring_entries
 
 # The child restores Python's SIGINT handler: a process started in the background of a
 # non-interactive shell inherits SIGINT ignored, and Python then leaves it ignored.
+# It runs the console script's entry point, which also makes SIGTERM stop a command as an
+# interrupt does.
 CHILD = """
 import signal, sys
 signal.signal(signal.SIGINT, signal.default_int_handler)
-from pithlog.cli import main
-sys.exit(main(sys.argv[1:]))
+from pithlog.cli import entry
+entry()
 """
 
 BATCH = 20
@@ -72,8 +74,12 @@ def test_an_interrupted_append_stores_what_it_printed(tmp_path: Path) -> None:
         assert opened.replay(g.KEYRING).ok
 
 
+@pytest.mark.parametrize(
+    ("signum", "status", "said"),
+    [(signal.SIGINT, 130, "interrupted"), (signal.SIGTERM, 143, "terminated")],
+)
 def test_an_interrupt_while_a_batch_is_printed_prints_every_committed_batch_whole(
-    tmp_path: Path,
+    tmp_path: Path, signum: int, status: int, said: str
 ) -> None:
     # The child's lines fill the pipe, which is not read until after the interrupt: it
     # lands while the first committed batch is being printed. That batch is printed whole,
@@ -90,14 +96,15 @@ def test_an_interrupt_while_a_batch_is_printed_prints_every_committed_batch_whol
         if queued == last and queued > 0:
             break
         last = queued
-    # Ctrl-C at a terminal reaches every process of the command: the helper processes
-    # verifying the next batch too. They leave it to pithlog, which stops them.
-    os.killpg(child.pid, signal.SIGINT)
+    # Ctrl-C at a terminal, or a service manager's SIGTERM, reaches every process of the
+    # command: the helper processes verifying the next batch too. They leave it to
+    # pithlog, which stops them.
+    os.killpg(child.pid, signum)
     out, err = child.communicate(timeout=60)
     results = [json.loads(line) for line in out.splitlines()]
 
-    assert child.returncode == 130, err
-    assert b"Traceback" not in err and err.decode().splitlines() == ["pithlog: interrupted"]
+    assert child.returncode == status, err
+    assert b"Traceback" not in err and err.decode().splitlines() == [f"pithlog: {said}"]
     assert len(results) % batch == 0 and 0 < len(results) < len(events)  # whole batches
     with Store.open(store, create=False) as opened:
         held = [json.loads(data)["event_id"] for _, data in opened.export()]
@@ -107,8 +114,8 @@ def test_an_interrupt_while_a_batch_is_printed_prints_every_committed_batch_whol
         assert opened.replay(g.KEYRING).ok
 
 
-def _signal_self() -> None:
-    os.kill(os.getpid(), signal.SIGINT)
+def _signal_self(signum: int = signal.SIGINT) -> None:
+    os.kill(os.getpid(), signum)
     for _ in range(1000):  # Python runs the handler between bytecodes of the main thread
         time.sleep(0.001)
 
@@ -116,9 +123,9 @@ def _signal_self() -> None:
 def test_interrupt_held_holds_the_first_interrupt_and_not_the_second() -> None:
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
     with interrupt_held() as came:
-        assert not came()
+        assert came() is None
         _signal_self()
-        assert came()
+        assert came() is KeyboardInterrupt
         with pytest.raises(KeyboardInterrupt):
             _signal_self()
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
@@ -128,6 +135,23 @@ def test_interrupt_held_holds_the_first_interrupt_and_not_the_second() -> None:
     try:
         with interrupt_held() as came:
             _signal_self()
-            assert seen == [signal.SIGINT] and not came()
+            assert seen == [signal.SIGINT] and came() is None
     finally:
         signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+def test_sigterm_under_the_console_script_is_held_and_raised_as_terminated() -> None:
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+    terminate_as_interrupt()
+    try:
+        with pytest.raises(Terminated):
+            _signal_self(signal.SIGTERM)
+        with interrupt_held() as came:
+            _signal_self(signal.SIGTERM)
+            assert came() is Terminated
+            with pytest.raises(Terminated):
+                _signal_self(signal.SIGTERM)
+        with pytest.raises(Terminated):  # the console script's handler is back
+            _signal_self(signal.SIGTERM)
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)

@@ -141,13 +141,13 @@ def test_reduction_with_verifying_processes_gives_the_same_bytes(
     assert b'"bad_signature"' in dict(threads)[A["pith_number"]]
 
 
-def test_helpers_and_workers_leave_ctrl_c_to_their_parent(tmp_path: Path) -> None:
-    # A terminal sends Ctrl-C to every process of a command; a helper that took it would
-    # die mid-task with a traceback of its own (tests/cli/test_interrupt.py sees the whole).
+def test_helpers_and_workers_leave_ctrl_c_and_sigterm_to_their_parent(tmp_path: Path) -> None:
+    # A terminal sends Ctrl-C to every process of a command, a service manager SIGTERM; a
+    # helper that took either would die mid-task (tests/cli/test_interrupt.py sees the whole).
     with contextlib.ExitStack() as stack:
         pool = verifying_pool(stack)
         assert pool.submit(signal.getsignal, signal.SIGINT).result() == signal.SIG_IGN
-        assert pool.submit(signal.getsignal, signal.SIGTERM).result() == signal.SIG_DFL
+        assert pool.submit(signal.getsignal, signal.SIGTERM).result() == signal.SIG_IGN
     Store.open(tmp_path / "s").close()
     entries = [key.entry() for key in KEYRING.values()]
     spawn = multiprocessing.get_context("spawn")
@@ -157,3 +157,4 @@ def test_helpers_and_workers_leave_ctrl_c_to_their_parent(tmp_path: Path) -> Non
     ]:  # replay --jobs N
         with spawn.Pool(1, initializer=initializer, initargs=initargs) as workers:
             assert workers.apply(signal.getsignal, (signal.SIGINT,)) == signal.SIG_IGN
+            assert workers.apply(signal.getsignal, (signal.SIGTERM,)) == signal.SIG_IGN

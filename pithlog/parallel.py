@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Executor, Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import Any, ParamSpec, TypeVar
 
 from pithlog.checks import settled
 from pithlog.errors import HelperLost
@@ -172,7 +172,7 @@ def worker_pool(
     reports it broken. Leaving ``stack`` cancels the tasks not started; on an exception (an
     interrupt), or when the pool broke, it also stops the workers at once rather than let
     them finish their tasks (a broken pool may not have stopped them all itself)."""
-    pool = ProcessPoolExecutor(
+    pool = _Pool(
         processes,
         mp_context=multiprocessing.get_context("spawn"),
         initializer=initializer,
@@ -189,10 +189,29 @@ def worker_pool(
     return pool
 
 
+P = ParamSpec("P")
+
+
+class _Pool(ProcessPoolExecutor):
+    """A process pool whose helpers start with Ctrl-C and SIGTERM blocked: it starts them
+    in :meth:`submit`, as it needs them (the initializer must be
+    :func:`leave_interrupts_to_parent` or call it)."""
+
+    def submit(self, fn: Callable[P, R], /, *args: P.args, **kwargs: P.kwargs) -> Future[R]:
+        with _stopping_signals_blocked():
+            return super().submit(fn, *args, **kwargs)
+
+
 def _stop_workers(pool: ProcessPoolExecutor) -> None:
     """Kill the pool's processes and reap them: SIGKILL, since they ignore SIGTERM
     (``kill_workers`` from Python 3.14; before it, each of the processes the pool keeps)."""
     processes = list((pool._processes or {}).values())
+    # Tasks still queued for the killed processes are dropped: a queue that waits, at
+    # exit, for its last task to be written to processes that no longer read it would
+    # keep pithlog from exiting.
+    queue = getattr(pool, "_call_queue", None)  # concurrent.futures keeps it private
+    if queue is not None:
+        queue.cancel_join_thread()
     kill = getattr(pool, "kill_workers", None)
     if kill is not None:
         kill()
@@ -269,14 +288,38 @@ def _reduce_part(
 _WORKER: dict[str, Any] = {}
 
 
+_STOPPING = (signal.SIGINT, signal.SIGTERM)
+_HAVE_SIGMASK = hasattr(signal, "pthread_sigmask")
+
+
+@contextlib.contextmanager
+def _stopping_signals_blocked() -> Iterator[None]:
+    """Block Ctrl-C and SIGTERM in this thread while it may start a helper: the helper is
+    born with them blocked (a signal mask survives fork and exec) until
+    :func:`leave_interrupts_to_parent` ignores them, so one that comes while it is still
+    starting cannot kill it with a traceback. Here a signal that comes meanwhile is only
+    delayed. (CPython starts its resource tracker the same way.)"""
+    if not _HAVE_SIGMASK:
+        yield
+        return
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, _STOPPING)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+
+
 def leave_interrupts_to_parent() -> None:
-    """In a helper or worker process: ignore Ctrl-C and SIGTERM. A terminal sends Ctrl-C to
-    every process of a command, and a service manager its SIGTERM; the process that started
-    the helpers stops them (its pool's shutdown, :func:`_stop_workers`, or the end of their
-    input if it dies), so none dies mid-task, printing a traceback of its own or leaving
-    its work to be done again."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    """In a helper or worker process: ignore Ctrl-C and SIGTERM, then unblock them (they
+    were blocked from its birth: :func:`_stopping_signals_blocked`). A terminal sends
+    Ctrl-C to every process of a command, and a service manager its SIGTERM; the process
+    that started the helpers stops them (its pool's shutdown, :func:`_stop_workers`, or the
+    end of their input if it dies), so none dies mid-task, printing a traceback of its own
+    or leaving its work to be done again."""
+    for signum in _STOPPING:
+        signal.signal(signum, signal.SIG_IGN)
+    if _HAVE_SIGMASK:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOPPING)
 
 
 def _worker_init(entries: list[dict[str, Any]], threads: int | None) -> None:

@@ -141,6 +141,28 @@ def test_reduction_with_verifying_processes_gives_the_same_bytes(
     assert b'"bad_signature"' in dict(threads)[A["pith_number"]]
 
 
+_BORN_WITH: set[int] = set()
+
+
+def _record_mask_then_leave() -> None:
+    _BORN_WITH.update(signal.pthread_sigmask(signal.SIG_BLOCK, []))
+    pithlog.parallel.leave_interrupts_to_parent()
+
+
+def _born_with() -> set[int]:
+    return _BORN_WITH
+
+
+def test_helpers_start_with_ctrl_c_and_sigterm_blocked_until_they_ignore_them() -> None:
+    # A helper still starting (importing pithlog) would die of a Ctrl-C with a traceback.
+    with contextlib.ExitStack() as stack:
+        pool = pithlog.parallel.worker_pool(stack, 1, _record_mask_then_leave, ())
+        assert {signal.SIGINT, signal.SIGTERM} <= pool.submit(_born_with).result()
+        now = pool.submit(signal.pthread_sigmask, signal.SIG_BLOCK, []).result()
+        assert not {signal.SIGINT, signal.SIGTERM} & now
+    assert not {signal.SIGINT, signal.SIGTERM} & signal.pthread_sigmask(signal.SIG_BLOCK, [])
+
+
 def test_helpers_and_workers_leave_ctrl_c_and_sigterm_to_their_parent(tmp_path: Path) -> None:
     # A terminal sends Ctrl-C to every process of a command, a service manager SIGTERM; a
     # helper that took either would die mid-task (tests/cli/test_interrupt.py sees the whole).

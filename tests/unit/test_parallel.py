@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import itertools
-import multiprocessing
 import random
 import signal
 from pathlib import Path
@@ -172,11 +171,11 @@ def test_helpers_and_workers_leave_ctrl_c_and_sigterm_to_their_parent(tmp_path: 
         assert pool.submit(signal.getsignal, signal.SIGTERM).result() == signal.SIG_IGN
     Store.open(tmp_path / "s").close()
     entries = [key.entry() for key in KEYRING.values()]
-    spawn = multiprocessing.get_context("spawn")
     for initializer, initargs in [
         (pithlog.parallel._worker_init, (entries, None)),  # reduce --jobs N
         (pithlog.store._worker_init, (str(tmp_path / "s"), entries, True, True, None, None)),
     ]:  # replay --jobs N
-        with spawn.Pool(1, initializer=initializer, initargs=initargs) as workers:
-            assert workers.apply(signal.getsignal, (signal.SIGINT,)) == signal.SIG_IGN
-            assert workers.apply(signal.getsignal, (signal.SIGTERM,)) == signal.SIG_IGN
+        with contextlib.ExitStack() as stack:
+            workers = pithlog.parallel.worker_pool(stack, 1, initializer, initargs)
+            assert workers.submit(signal.getsignal, signal.SIGINT).result() == signal.SIG_IGN
+            assert workers.submit(signal.getsignal, signal.SIGTERM).result() == signal.SIG_IGN

@@ -285,9 +285,6 @@ def _reduce_part(
     return [(pith, _rendered(result)) for pith, result in reduced.items()]
 
 
-_WORKER: dict[str, Any] = {}
-
-
 _STOPPING = (signal.SIGINT, signal.SIGTERM)
 _HAVE_SIGMASK = hasattr(signal, "pthread_sigmask")
 
@@ -320,6 +317,9 @@ def leave_interrupts_to_parent() -> None:
         signal.signal(signum, signal.SIG_IGN)
     if _HAVE_SIGMASK:
         signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOPPING)
+
+
+_WORKER: dict[str, Any] = {}
 
 
 def _worker_init(entries: list[dict[str, Any]], threads: int | None) -> None:

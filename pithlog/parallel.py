@@ -16,6 +16,7 @@ No files and no clock here: the caller passes envelopes that passed the door and
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import gc
 import itertools
@@ -142,13 +143,16 @@ def in_order(
     in the items' order. An item whose process ended abruptly (the pool is then broken,
     and so is every item it still held) is done by ``here(item)`` in this process: the
     work is pure, so the results are the same (:class:`~pithlog.errors.HelperLost`)."""
-    futures: list[Future[R] | None] = []
+    sent: collections.deque[tuple[T, Future[R] | None]] = collections.deque()
     for item in items:
         try:
-            futures.append(executor.submit(remote, item))
+            sent.append((item, executor.submit(remote, item)))
         except BrokenProcessPool:
-            futures.append(None)
-    for item, future in zip(items, futures, strict=True):
+            sent.append((item, None))
+    while sent:
+        # Each future is let go once its result is handed out: a reduction's states are
+        # not all held to the end.
+        item, future = sent.popleft()
         if future is not None:
             try:
                 result = settled(future, executor)

@@ -13,7 +13,8 @@ import os
 import sys
 import threading
 import time
-from concurrent.futures import InvalidStateError, ProcessPoolExecutor
+import weakref
+from concurrent.futures import InvalidStateError, ProcessPoolExecutor, ThreadPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 from typing import Any
@@ -63,6 +64,19 @@ def test_in_order_does_here_what_a_dead_process_held() -> None:
         with pytest.warns(HelperLost):
             got = list(in_order(pool, _tenfold_but_three, lambda i: i * 10, list(range(7))))
     assert got == [i * 10 for i in range(7)]
+
+
+class _Result:
+    """A result that can be watched (weakref) to see when ``in_order`` lets go of it."""
+
+
+def test_in_order_lets_go_of_each_result_once_handed_out() -> None:
+    with ThreadPoolExecutor(2) as executor:
+        results = in_order(executor, lambda _: _Result(), lambda _: _Result(), [1, 2, 3])
+        first = weakref.ref(next(results))  # the caller drops it at once
+        second = next(results)
+        assert first() is None  # not held to the end (a reduction's states add up)
+        assert isinstance(second, _Result) and len(list(results)) == 1
 
 
 # On Python 3.11 the pool's own thread dies of CPython gh-107219 here (a cancelled part):

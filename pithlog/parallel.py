@@ -143,15 +143,24 @@ def in_order(
     in the items' order. An item whose process ended abruptly (the pool is then broken,
     and so is every item it still held) is done by ``here(item)`` in this process: the
     work is pure, so the results are the same (:class:`~pithlog.errors.HelperLost`)."""
+    # Sent here, not at the first result: a caller may do other work meanwhile (replay's
+    # structure pass while the workers take the piths).
     sent: collections.deque[tuple[T, Future[R] | None]] = collections.deque()
     for item in items:
         try:
             sent.append((item, executor.submit(remote, item)))
         except BrokenProcessPool:
             sent.append((item, None))
+    return _results(sent, executor, here)
+
+
+def _results(
+    sent: collections.deque[tuple[T, Future[R] | None]], executor: Executor,
+    here: Callable[[T], R],
+) -> Iterator[R]:  # fmt: skip
+    """The results of :func:`in_order`, in order, each future let go once its result is
+    handed out (a reduction's states are not all held to the end)."""
     while sent:
-        # Each future is let go once its result is handed out: a reduction's states are
-        # not all held to the end.
         item, future = sent.popleft()
         if future is not None:
             try:

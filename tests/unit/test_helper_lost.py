@@ -66,6 +66,15 @@ def test_in_order_does_here_what_a_dead_process_held() -> None:
     assert got == [i * 10 for i in range(7)]
 
 
+def test_in_order_sends_every_item_before_the_first_result_is_asked_for() -> None:
+    # replay --jobs N checks the structure while the workers take the piths
+    started = [threading.Event() for _ in range(3)]
+    with ThreadPoolExecutor(3) as executor:
+        results = in_order(executor, lambda i: started[i].set(), lambda i: None, [0, 1, 2])
+        assert all(event.wait(5) for event in started)
+        assert list(results) == [None, None, None]
+
+
 class _Result:
     """A result that can be watched (weakref) to see when ``in_order`` lets go of it."""
 

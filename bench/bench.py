@@ -5,6 +5,12 @@ Sizes: `--scale` multiplies the event counts (1.0 = the documented sizes; CI nev
 this). `--repeat N` (default 3) times each throughput N times and keeps the median ratio:
 the machine's speed moves by up to 30 % between timings. Workloads are cached in
 bench/.cache (deterministic, so reusable).
+
+Each throughput also shows its CPU time per event (this process and its helpers, on all
+cores) in raw verifies, and how many cores it kept busy; for the two targets that compare
+throughputs with each other, a row gives the most CPU per event that the target allows on
+this machine's cores. A target whose command measures more than that cannot be met by
+spreading the same work over the same cores, only by less work per event.
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ import functools
 import hashlib
 import io
 import json
+import os
 import platform
 import shutil
 import subprocess
@@ -57,6 +64,8 @@ class Table:
         self.rows: list[tuple[str, str, str]] = []
         self.verify_samples: list[float] = []
         self.repeat = repeat
+        self.cpu: dict[str, float] = {}
+        """Name of a throughput -> its CPU time per event, in raw verifies (median timing)."""
 
     def verify_rate(self) -> float:
         rate = raw_verify_rate(VERIFY_SAMPLE)
@@ -74,21 +83,28 @@ class Table:
         the timing whose ratio to its local verify rate is the median (the upper one of the
         two middle ones for an even count), with all the ratios when there are several;
         return that ratio."""
-        timings: list[tuple[float, float]] = []  # (ratio, rate)
+        timings: list[tuple[float, float, float, float]] = []  # (ratio, rate, verifies, cores)
         for _ in range(self.repeat):
             if setup is not None:
                 setup()
             before = self.verify_rate()
+            cpu_before = cpu_seconds()
             seconds = timed(func)
+            cpu = cpu_seconds() - cpu_before
             local = (before + self.verify_rate()) / 2
-            timings.append((events / seconds / local, events / seconds))
+            timings.append((events / seconds / local, events / seconds,
+                            cpu / events * local, cpu / seconds))  # fmt: skip
             print(f"  {name}: {events / seconds:,.0f} events/s ({timings[-1][0]:.2f}x verify, "
-                  f"verify {local:,.0f}/s)", flush=True)  # fmt: skip
-        ratio, rate = sorted(timings)[len(timings) // 2]
+                  f"verify {local:,.0f}/s; CPU {timings[-1][2]:.2f} verifies per event, "
+                  f"{timings[-1][3]:.2f} cores busy)", flush=True)  # fmt: skip
+        ratio, rate, verifies, cores = sorted(timings)[len(timings) // 2]
         shown = f"{rate:,.0f} events/s"
         if len(timings) > 1:
-            shown += f" (median of {len(timings)}: {', '.join(f'{r:.2f}' for r, _ in timings)})"
+            shown += f" (median of {len(timings)}: {', '.join(f'{t[0]:.2f}' for t in timings)})"
         self.rows.append((name, shown, f"{ratio:.2f}"))
+        self.rows.append(("  its CPU per event, in raw verifies (cores busy)",
+                          f"{verifies:.2f} ({cores:.2f} of {CORES})", ""))  # fmt: skip
+        self.cpu[name] = verifies
         return ratio
 
     def figure(self, name: str, value: str, ratio: str = "") -> None:
@@ -108,6 +124,24 @@ class Table:
 
 VERIFY_SAMPLE = 2000
 """Verifications per sample of the raw rate (about a quarter of a second)."""
+
+
+CORES = os.cpu_count() or 1
+
+
+def cpu_seconds() -> float:
+    """CPU time of this process and of its children that have ended (every helper of a
+    command has ended when the command returns): what a command costs on all cores."""
+    t = os.times()
+    return t.user + t.system + t.children_user + t.children_system
+
+
+def ceiling(table: Table, target: str, ratio: float) -> None:
+    """The CPU per event that a throughput of ``ratio`` x verify allows on this machine's
+    cores, kept busy all the time: a target is out of reach while the CPU per event
+    measured for it is above this."""
+    table.figure(f"  {target} needs at most, on {CORES} cores",
+                 f"{CORES / ratio:.2f} raw verifies of CPU per event")  # fmt: skip
 
 
 def timed(func: Callable[[], object]) -> float:
@@ -162,6 +196,7 @@ def run(scale: float, big: int, repeat: int = 1) -> Table:
         ratio = table.rate(f"reduce of a {n:,}-event file, --jobs {jobs}", n,
                            lambda j=jobs: reduce(j))  # type: ignore[misc]  # fmt: skip
         table.figure(f"  reduce --jobs {jobs} vs straightforward", f"{ratio / plain:.2f}x")
+    ceiling(table, "3x straightforward", 3 * plain)
     reduce_memory(table, events, keyring)
 
     # append and replay as users run them: the CLI, in this process.
@@ -186,6 +221,7 @@ def run(scale: float, big: int, repeat: int = 1) -> Table:
                     name = f"replay --verify --jobs {jobs}"
                     ratios[jobs] = table.rate(name, n, functools.partial(_cli, replay))
                 table.figure("  replay --jobs 2 vs --jobs 1", f"{ratios[2] / ratios[1]:.2f}x")
+                ceiling(table, "--jobs 2 at 1.6x this --jobs 1", 1.6 * ratios[1])
         finally:
             shutil.rmtree(folder, ignore_errors=True)
 

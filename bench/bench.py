@@ -64,8 +64,6 @@ class Table:
         self.rows: list[tuple[str, str, str]] = []
         self.verify_samples: list[float] = []
         self.repeat = repeat
-        self.cpu: dict[str, float] = {}
-        """Name of a throughput -> its CPU time per event, in raw verifies (median timing)."""
 
     def verify_rate(self) -> float:
         rate = raw_verify_rate(VERIFY_SAMPLE)
@@ -104,7 +102,6 @@ class Table:
         self.rows.append((name, shown, f"{ratio:.2f}"))
         self.rows.append(("  its CPU per event, in raw verifies (cores busy)",
                           f"{verifies:.2f} ({cores:.2f} of {CORES})", ""))  # fmt: skip
-        self.cpu[name] = verifies
         return ratio
 
     def figure(self, name: str, value: str, ratio: str = "") -> None:

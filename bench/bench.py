@@ -29,14 +29,12 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Callable
 from importlib import metadata
 from pathlib import Path
 
 import rfc8785
 from cryptography.hazmat.primitives.asymmetric.ed25519 import (
-    Ed25519PrivateKey,
     Ed25519PublicKey,
 )
 
@@ -44,9 +42,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import stages
 import workload
+from verify_rate import raw_verify_rate, timed
 
 from pithlog.cli import main
-from pithlog.keys import Keyring, make_keyring
+from pithlog.protocol.keys import Keyring, make_keyring
 from pithlog.store import Store
 from pithlog.testing import test_keyring_entries
 
@@ -139,22 +138,6 @@ def ceiling(table: Table, target: str, ratio: float) -> None:
     measured for it is above this."""
     table.figure(f"  {target} needs at most, on {CORES} cores",
                  f"{CORES / ratio:.2f} raw verifies of CPU per event")  # fmt: skip
-
-
-def timed(func: Callable[[], object]) -> float:
-    start = time.perf_counter()
-    func()
-    return time.perf_counter() - start
-
-
-def raw_verify_rate(n: int) -> float:
-    """Ed25519 verifications per second, one core, 32-byte messages (what pithlog signs)."""
-    key = Ed25519PrivateKey.generate()
-    public = key.public_key()
-    message = bytes(32)
-    signature = key.sign(message)
-    seconds = timed(lambda: [public.verify(signature, message) for _ in range(n)])
-    return n / seconds
 
 
 def straightforward(path: Path, public_keys: dict[str, object]) -> int:

@@ -19,11 +19,13 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from pithlog.checks import SignatureCheck, prepare
-from pithlog.events import parse_envelope
-from pithlog.keys import Keyring, make_keyring
-from pithlog.reduce import Judged, Reduction, reduce_pith
-from pithlog.state import render_reduction
+from verify_rate import raw_verify_rate
+
+from pithlog.protocol.checks import SignatureCheck, prepare
+from pithlog.protocol.events import parse_envelope
+from pithlog.protocol.keys import Keyring, make_keyring
+from pithlog.protocol.reduce import Judged, Reduction, reduce_pith
+from pithlog.protocol.state import render_reduction
 from pithlog.store import Store
 from pithlog.testing import test_keyring_entries
 
@@ -114,8 +116,6 @@ def table(lines: list[bytes], verify_us: float) -> str:
 
 
 def main(argv: list[str]) -> int:
-    from bench import raw_verify_rate
-
     path = Path(argv[0]) if argv else Path(__file__).parent / ".cache" / "mixed-10000.jsonl"
     lines = list(itertools.islice(path.read_bytes().splitlines(), 20000))
     print(table(lines, 1e6 / raw_verify_rate(5000)))

@@ -26,11 +26,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import workload
 
-from pithlog import merkle
-from pithlog import sync as s
-from pithlog.keys import make_keyring
+from pithlog.net import sync as s
+from pithlog.protocol.keys import make_keyring
 from pithlog.store import Store
 from pithlog.testing import test_keyring_entries
+from pithlog.transparency import merkle
 
 CACHE = Path(__file__).resolve().parent / ".cache"
 

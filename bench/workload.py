@@ -15,8 +15,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from pithlog.canonical import digest, jcs
-from pithlog.events import prepare_record_created, sign_event
+from pithlog.protocol.canonical import digest, jcs
+from pithlog.protocol.events import prepare_record_created, sign_event
 from pithlog.testing import test_key
 
 ROOT = Path(__file__).resolve().parent.parent

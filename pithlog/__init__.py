@@ -7,8 +7,6 @@ The pure core implements ``pith-open-graph-merge-v1`` (``docs/protocol.md``):
 See ``docs/api.md`` for the Python API.
 """
 
-from pithlog.canonical import digest, jcs, parse
-from pithlog.checks import REASONS, check_against_record, check_alone
 from pithlog.errors import (
     DoorError,
     KeyFileError,
@@ -18,7 +16,9 @@ from pithlog.errors import (
     StoreError,
     UsageError,
 )
-from pithlog.events import (
+from pithlog.protocol.canonical import digest, jcs, parse
+from pithlog.protocol.checks import REASONS, check_against_record, check_alone
+from pithlog.protocol.events import (
     EVENT_TYPES,
     Envelope,
     admit,
@@ -26,8 +26,8 @@ from pithlog.events import (
     prepare_record_created,
     sign_event,
 )
-from pithlog.keys import Keyring, SigningKey, load_keyring, make_keyring
-from pithlog.reduce import (
+from pithlog.protocol.keys import Keyring, SigningKey, load_keyring, make_keyring
+from pithlog.protocol.reduce import (
     MERGE_VERSION,
     Pending,
     Reduction,
@@ -37,7 +37,7 @@ from pithlog.reduce import (
     reduce_kept,
     reduce_pith,
 )
-from pithlog.state import render, state_document, verify_state_document
+from pithlog.protocol.state import render, state_document, verify_state_document
 
 __version__ = "0.1.0"
 

@@ -6,7 +6,7 @@ form ``family.detail`` (``door.duplicate_member``), which the CLI prints and
 ``docs/errors.md`` lists. ``exit_status`` is the CLI status the error maps to.
 
 Reason codes inside state documents (``malformed``, ``bad_signature``, ...) are not errors:
-they are data of the spec (section 6) and live in :mod:`pithlog.checks`.
+they are data of the spec (section 6) and live in :mod:`pithlog.protocol.checks`.
 """
 
 from __future__ import annotations

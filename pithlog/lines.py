@@ -10,9 +10,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import BinaryIO
 
-from pithlog.canonical import MAX_LINE_BYTES
 from pithlog.errors import DoorError
-from pithlog.events import Envelope, parse_envelope
+from pithlog.protocol.canonical import MAX_LINE_BYTES
+from pithlog.protocol.events import Envelope, parse_envelope
 
 _BLANK = b" \t\r"
 CHUNK = 1 << 20

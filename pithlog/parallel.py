@@ -29,12 +29,19 @@ from concurrent.futures.process import BrokenProcessPool
 from types import TracebackType
 from typing import Any, ParamSpec, TypeVar
 
-from pithlog.checks import settled
 from pithlog.errors import HelperLost
-from pithlog.events import Envelope, readmit
-from pithlog.keys import Keyring, make_keyring
-from pithlog.reduce import Kept, Pending, Reduction, collapse_streamed, reduce_events, reduce_kept
-from pithlog.state import render_reduction
+from pithlog.protocol.checks import settled
+from pithlog.protocol.events import Envelope, readmit
+from pithlog.protocol.keys import Keyring, make_keyring
+from pithlog.protocol.reduce import (
+    Kept,
+    Pending,
+    Reduction,
+    collapse_streamed,
+    reduce_events,
+    reduce_kept,
+)
+from pithlog.protocol.state import render_reduction
 
 Result = tuple[str, bytes | Pending]
 """A pith and its state document (display serialization), or :class:`Pending`."""
@@ -73,7 +80,8 @@ def reduce_rendered(
 
 
 def _reduce_here(envelopes: Iterable[Envelope], keyring: Keyring) -> Iterator[Result]:
-    """``jobs`` = 1, holding the input as JCS bytes (:func:`pithlog.reduce.collapse_streamed`).
+    """``jobs`` = 1, holding the input as JCS bytes
+    (:func:`pithlog.protocol.reduce.collapse_streamed`).
 
     An input of :data:`STREAM_MIN` envelopes or more, on a machine with more than one core,
     has its signatures verified in helper processes while it is still being read, and then

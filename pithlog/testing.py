@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
-from pithlog.keys import Keyring, SigningKey, make_keyring
+from pithlog.protocol.keys import Keyring, SigningKey, make_keyring
 
 TEST_SIGNERS: dict[str, tuple[str, str]] = {
     # name: (signer_type, signer_id)

@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 from pithlog.cli import main
-from pithlog.keys import dump_key_file
+from pithlog.protocol.keys import dump_key_file
 from pithlog.testing import test_key
 
 ROOT = Path(__file__).resolve().parent.parent

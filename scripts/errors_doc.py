@@ -31,7 +31,7 @@ def _cell(text: str) -> str:
 
 
 def render() -> str:
-    for module in pkgutil.iter_modules(pithlog.__path__, "pithlog."):
+    for module in pkgutil.walk_packages(pithlog.__path__, "pithlog."):
         if module.name != "pithlog.__main__":
             importlib.import_module(module.name)  # modules may register codes of their own
     rows = "".join(f"| `{code}` | {_cell(CODES[code])} |\n" for code in sorted(CODES))

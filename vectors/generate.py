@@ -15,7 +15,7 @@ that every event came out as intended, so the expected files record what the pro
 requires, not merely what the reducer happens to say.
 
 Digests and event ids of the generated events are computed here with the reference JCS
-encoder (``rfc8785``), not with :func:`pithlog.canonical.jcs`.
+encoder (``rfc8785``), not with :func:`pithlog.protocol.canonical.jcs`.
 """
 
 from __future__ import annotations
@@ -36,11 +36,11 @@ from typing import Any
 import rfc8785
 from cryptography.hazmat.primitives.serialization import Encoding, NoEncryption, PrivateFormat
 
-from pithlog.checks import REASONS
-from pithlog.events import EVENT_TYPES, parse_envelope, prepare_record_created
-from pithlog.keys import SigningKey, load_keyring
-from pithlog.reduce import Pending, Reduction, collapse, reduce_events
-from pithlog.state import render, state_document, verify_state_document
+from pithlog.protocol.checks import REASONS
+from pithlog.protocol.events import EVENT_TYPES, parse_envelope, prepare_record_created
+from pithlog.protocol.keys import SigningKey, load_keyring
+from pithlog.protocol.reduce import Pending, Reduction, collapse, reduce_events
+from pithlog.protocol.state import render, state_document, verify_state_document
 from pithlog.testing import test_key, test_keyring_entries
 
 HERE = Path(__file__).resolve().parent
@@ -76,7 +76,7 @@ def b64(raw: bytes) -> str:
 
 
 def pith_of(record: dict[str, Any]) -> str:
-    """Spec 2, computed here independently of pithlog.records."""
+    """Spec 2, computed here independently of pithlog.protocol.records."""
     short = base64.b32encode(bytes.fromhex(digest(record))[:16]).decode("ascii").rstrip("=")
     return f"pith:{record['metadata']['submitted_at'][:4]}:{short}"
 

@@ -103,7 +103,7 @@ def _helper_losses_said(out: Out) -> Iterator[None]:
     def quiet(args: threading.ExceptHookArgs) -> None:
         # Before Python 3.12, a process pool that breaks while it lists a cancelled task
         # (a helper lost) dies in its own thread on that task (CPython gh-107219).
-        # pithlog does not wait on it (pithlog.checks.settled): no traceback for it.
+        # pithlog does not wait on it (pithlog.protocol.checks.settled): no traceback for it.
         if not (args.exc_type is InvalidStateError
                 and isinstance(args.thread, _ExecutorManagerThread)):  # fmt: skip
             hook(args)

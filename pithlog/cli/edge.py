@@ -18,7 +18,7 @@ from types import FrameType
 from typing import IO, Any, BinaryIO, NoReturn, cast
 
 from pithlog.errors import UsageError
-from pithlog.keys import Keyring, load_keyring
+from pithlog.protocol.keys import Keyring, load_keyring
 from pithlog.store import Store
 
 

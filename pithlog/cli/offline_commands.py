@@ -10,8 +10,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from pithlog.canonical import jcs, parse
-from pithlog.checks import check_alone
 from pithlog.cli.edge import (
     Out,
     StoreParser,
@@ -31,26 +29,28 @@ from pithlog.errors import (
     SigningError,
     UsageError,
 )
-from pithlog.events import (
+from pithlog.lines import iter_envelopes
+from pithlog.parallel import reduce_rendered
+from pithlog.protocol.canonical import jcs, parse
+from pithlog.protocol.checks import check_alone
+from pithlog.protocol.events import (
     EVENT_TYPES,
     Envelope,
     admit,
     prepare_record_created,
     sign_event,
 )
-from pithlog.keys import (
+from pithlog.protocol.keys import (
     SIGNER_TYPES,
     SigningKey,
     dump_key_file,
     load_key_file,
     make_keyring,
 )
-from pithlog.lines import iter_envelopes
-from pithlog.parallel import reduce_rendered
-from pithlog.records import is_pith_number
-from pithlog.reduce import Pending
-from pithlog.state import verify_state_document
-from pithlog.timestamps import is_ts
+from pithlog.protocol.records import is_pith_number
+from pithlog.protocol.reduce import Pending
+from pithlog.protocol.state import verify_state_document
+from pithlog.protocol.timestamps import is_ts
 
 
 def cmd_reduce(args: argparse.Namespace, out: Out) -> int:

@@ -12,7 +12,6 @@ from typing import Any, BinaryIO
 
 import msgspec
 
-from pithlog.canonical import jcs
 from pithlog.cli.edge import (
     Bar,
     Out,
@@ -35,7 +34,8 @@ from pithlog.errors import (
     UsageError,
 )
 from pithlog.lines import iter_lines
-from pithlog.records import is_pith_number
+from pithlog.protocol.canonical import jcs
+from pithlog.protocol.records import is_pith_number
 from pithlog.store import REFUSED, REJECTED, AppendResult
 
 _JSON_SPACE = b" \t\r\n"

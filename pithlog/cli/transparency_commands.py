@@ -7,8 +7,6 @@ import argparse
 import os
 from typing import Any
 
-from pithlog.canonical import encode_b64
-from pithlog.checkpoint import Checkpoint, sign_checkpoint, verify_checkpoint
 from pithlog.cli.edge import (
     STORE_HELP,
     Out,
@@ -29,22 +27,24 @@ from pithlog.errors import (
     ProofError,
     UsageError,
 )
-from pithlog.events import (
+from pithlog.lines import iter_lines
+from pithlog.net.sync import ExportSource, pull, store_responder
+from pithlog.protocol.canonical import encode_b64
+from pithlog.protocol.events import (
     is_event_id,
 )
-from pithlog.keys import (
+from pithlog.protocol.keys import (
     load_key_file,
 )
-from pithlog.lines import iter_lines
-from pithlog.proofs import (
+from pithlog.store import REFUSED, REJECTED, Store
+from pithlog.transparency.checkpoint import Checkpoint, sign_checkpoint, verify_checkpoint
+from pithlog.transparency.proofs import (
     ConsistencyProof,
     InclusionProof,
     proof_kind,
     verify_consistency_proof,
     verify_inclusion_proof,
 )
-from pithlog.store import REFUSED, REJECTED, Store
-from pithlog.sync import ExportSource, pull, store_responder
 
 
 def cmd_checkpoint(args: argparse.Namespace, out: Out) -> int:

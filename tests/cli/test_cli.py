@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from pithlog.canonical import jcs
 from pithlog.cli import main
-from pithlog.keys import dump_key_file, load_key_file
+from pithlog.protocol.canonical import jcs
+from pithlog.protocol.keys import dump_key_file, load_key_file
 from pithlog.testing import test_key
 
 ROOT = Path(__file__).resolve().parents[2]

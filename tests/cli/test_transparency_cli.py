@@ -12,7 +12,7 @@ import pytest
 from storeevents import g
 
 from pithlog.cli import main
-from pithlog.keys import dump_key_file
+from pithlog.protocol.keys import dump_key_file
 from pithlog.testing import test_key, test_keyring_entries
 
 ORIGIN = "registry.test.invalid/pith"

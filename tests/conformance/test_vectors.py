@@ -1,8 +1,8 @@
 """The conformance vectors in ``vectors/cases``: replay every case and compare byte for byte.
 
 Each case is read as another implementation would read it (``vectors/README.md``): the
-keyring through :func:`pithlog.keys.load_keyring`, each line of ``events.jsonl`` (split on
-LF only) through :func:`pithlog.events.parse_envelope`, then reduced and rendered.
+keyring through :func:`pithlog.protocol.keys.load_keyring`, each line of ``events.jsonl`` (split on
+LF only) through :func:`pithlog.protocol.events.parse_envelope`, then reduced and rendered.
 """
 
 from __future__ import annotations
@@ -19,11 +19,11 @@ from typing import Any
 
 import pytest
 
-from pithlog.checks import REASONS
-from pithlog.events import EVENT_TYPES, Envelope, parse_envelope
-from pithlog.keys import Keyring, load_keyring
-from pithlog.reduce import Pending, Reduction, collapse, reduce_events
-from pithlog.state import render, state_document, verify_state_document
+from pithlog.protocol.checks import REASONS
+from pithlog.protocol.events import EVENT_TYPES, Envelope, parse_envelope
+from pithlog.protocol.keys import Keyring, load_keyring
+from pithlog.protocol.reduce import Pending, Reduction, collapse, reduce_events
+from pithlog.protocol.state import render, state_document, verify_state_document
 
 VECTORS = Path(__file__).resolve().parents[2] / "vectors"
 CASES_DIR = VECTORS / "cases"

@@ -22,10 +22,10 @@ from pathlib import Path
 import atheris
 
 with atheris.instrument_imports():
-    from pithlog.canonical import jcs, jcs_reference, parse_exact
-    from pithlog.checks import check_alone
     from pithlog.errors import DoorError
-    from pithlog.events import admit, parse_envelope
+    from pithlog.protocol.canonical import jcs, jcs_reference, parse_exact
+    from pithlog.protocol.checks import check_alone
+    from pithlog.protocol.events import admit, parse_envelope
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from corpus import KEYRING, ORIGINALS

@@ -13,7 +13,7 @@ import tempfile
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pithlog.events import parse_envelope
+from pithlog.protocol.events import parse_envelope
 from pithlog.store import EVIDENCE, REFUSED, REJECTED, REPLACED, STORED, Store
 
 from .corpus import KEYRING, ORIGINALS, budget, junk, mutations, resealed

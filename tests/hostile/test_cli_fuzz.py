@@ -19,11 +19,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pithlog.canonical import MAX_LINE_BYTES, jcs, parse
 from pithlog.cli import main
 from pithlog.errors import CODES, DoorError
-from pithlog.events import parse_envelope
-from pithlog.state import STATE_MAX_DEPTH, verify_state_document
+from pithlog.protocol.canonical import MAX_LINE_BYTES, jcs, parse
+from pithlog.protocol.events import parse_envelope
+from pithlog.protocol.state import STATE_MAX_DEPTH, verify_state_document
 from pithlog.testing import test_keyring_entries
 
 from .corpus import (

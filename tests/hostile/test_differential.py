@@ -16,9 +16,9 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pithlog.canonical import MAX_SAFE_INTEGER, decode, jcs_reference, parse, parse_exact
 from pithlog.errors import DoorError
-from pithlog.events import admit, parse_envelope
+from pithlog.protocol.canonical import MAX_SAFE_INTEGER, decode, jcs_reference, parse, parse_exact
+from pithlog.protocol.events import admit, parse_envelope
 
 from .corpus import SEEDS, budget, emit, equivalents, junk, mutations, resealed
 

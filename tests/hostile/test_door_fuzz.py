@@ -14,12 +14,12 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pithlog.canonical import jcs, jcs_reference, parse
-from pithlog.checks import REASONS, check_alone
 from pithlog.errors import CODES, DoorError
-from pithlog.events import Envelope, parse_envelope
-from pithlog.reduce import Pending, Reduction, reduce_events
-from pithlog.state import render, render_reduction, state_document, verify_state_document
+from pithlog.protocol.canonical import jcs, jcs_reference, parse
+from pithlog.protocol.checks import REASONS, check_alone
+from pithlog.protocol.events import Envelope, parse_envelope
+from pithlog.protocol.reduce import Pending, Reduction, reduce_events
+from pithlog.protocol.state import render, render_reduction, state_document, verify_state_document
 
 from .corpus import KEYRING, ORIGINALS, RECORD, budget, equivalents, junk, mutations, resealed
 

@@ -18,10 +18,10 @@ from typing import Any
 
 import pytest
 
-from pithlog.canonical import MAX_LINE_BYTES, encode_b64, jcs
 from pithlog.cli import main
 from pithlog.errors import CODES
-from pithlog.keys import dump_key_file
+from pithlog.protocol.canonical import MAX_LINE_BYTES, encode_b64, jcs
+from pithlog.protocol.keys import dump_key_file
 from pithlog.testing import test_key, test_keyring_entries
 
 from .corpus import CANONICAL_RECORD, ORIGINALS, PITH

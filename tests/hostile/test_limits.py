@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from pithlog.canonical import MAX_ENVELOPE_BYTES, MAX_LINE_BYTES, jcs, jcs_reference, parse
 from pithlog.errors import DoorError
-from pithlog.events import parse_envelope
+from pithlog.protocol.canonical import MAX_ENVELOPE_BYTES, MAX_LINE_BYTES, jcs, jcs_reference, parse
+from pithlog.protocol.events import parse_envelope
 
 from .corpus import ORIGINALS, PITH, VALID
 
@@ -170,9 +170,9 @@ def test_a_100_mb_line_is_refused_without_reading_it_whole(
 
 _DOOR_IN_CHILD = """
 import json, resource, sys, time
-from pithlog.canonical import jcs, jcs_reference, parse
+from pithlog.protocol.canonical import jcs, jcs_reference, parse
 from pithlog.errors import DoorError
-from pithlog.events import parse_envelope
+from pithlog.protocol.events import parse_envelope
 
 kind, size = sys.argv[1], int(sys.argv[2])
 if kind == "outlier":  # one member sorting after all the others, then the rest ascending
@@ -229,8 +229,8 @@ def test_an_8_mib_line_of_tiny_values_is_refused_before_it_becomes_objects(kind:
 def test_envelope_size_boundary_is_exactly_one_mib() -> None:
     """A resealed valid event whose JCS is exactly 1 MiB passes the door (and the checks);
     one byte more is refused; whitespace around it does not count."""
-    from pithlog.checks import check_alone
-    from pithlog.events import sign_event
+    from pithlog.protocol.checks import check_alone
+    from pithlog.protocol.events import sign_event
     from pithlog.testing import test_key
 
     from .corpus import KEYRING, LATER
@@ -260,7 +260,7 @@ def test_envelope_size_boundary_is_exactly_one_mib() -> None:
 def test_the_size_floor_never_exceeds_the_jcs_of_accepted_input() -> None:
     """The early refusal is sound: it counts bytes JCS keeps, so it never refuses input
     whose JCS is small enough (escapes and whitespace only make the text longer)."""
-    from pithlog.canonical import jcs_size_floor
+    from pithlog.protocol.canonical import jcs_size_floor
 
     for original in ORIGINALS:
         value = parse(original)

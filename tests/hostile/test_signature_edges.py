@@ -17,11 +17,11 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from cryptography.hazmat.primitives.serialization import Encoding, NoEncryption, PrivateFormat
 
-from pithlog.canonical import digest, encode_b64
-from pithlog.checks import check_alone
 from pithlog.errors import KeyringError
-from pithlog.events import admit, body_of, prepare_record_created, sign_event
-from pithlog.keys import Keyring, SigningKey, make_keyring
+from pithlog.protocol.canonical import digest, encode_b64
+from pithlog.protocol.checks import check_alone
+from pithlog.protocol.events import admit, body_of, prepare_record_created, sign_event
+from pithlog.protocol.keys import Keyring, SigningKey, make_keyring
 from pithlog.testing import test_key, test_keyring_entries
 
 from . import edwards as ed

@@ -8,9 +8,9 @@ from typing import Any
 
 from hypothesis import given, settings
 
-from pithlog.canonical import jcs
-from pithlog.reduce import Reduction, reduce_events
-from pithlog.state import fragment, render, render_reduction, state_document
+from pithlog.protocol.canonical import jcs
+from pithlog.protocol.reduce import Reduction, reduce_events
+from pithlog.protocol.state import fragment, render, render_reduction, state_document
 
 from .universe import KEYRING, envelopes, event_sets
 

@@ -10,9 +10,9 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pithlog.canonical import MAX_SAFE_INTEGER, digest, jcs, jcs_reference, parse
 from pithlog.errors import DoorError
-from pithlog.events import Envelope, admit, body_of, body_sha256
+from pithlog.protocol.canonical import MAX_SAFE_INTEGER, digest, jcs, jcs_reference, parse
+from pithlog.protocol.events import Envelope, admit, body_of, body_sha256
 
 # Characters where encoders tend to disagree: controls, DEL, line separators, the BOM,
 # quotes and backslash, the U+E000..U+FFFF block and characters beyond the BMP (whose

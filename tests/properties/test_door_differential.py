@@ -7,8 +7,8 @@ import json
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pithlog.canonical import decode, jcs, jcs_reference, parse, parse_exact
 from pithlog.errors import DoorError
+from pithlog.protocol.canonical import decode, jcs, jcs_reference, parse, parse_exact
 
 _ints = st.integers(min_value=-(2**53) - 2, max_value=2**53 + 2)
 _text = st.text(

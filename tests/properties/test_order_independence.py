@@ -8,8 +8,14 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pithlog.reduce import Reduction, collapse, collapse_streamed, reduce_events, reduce_kept
-from pithlog.state import verify_state_document
+from pithlog.protocol.reduce import (
+    Reduction,
+    collapse,
+    collapse_streamed,
+    reduce_events,
+    reduce_kept,
+)
+from pithlog.protocol.state import verify_state_document
 
 from .universe import KEYRING, envelopes, event_sets, states
 

@@ -9,8 +9,8 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pithlog.reduce import Reduction, reduce_events
-from pithlog.state import render_reduction
+from pithlog.protocol.reduce import Reduction, reduce_events
+from pithlog.protocol.state import render_reduction
 from pithlog.store import Store
 
 from .universe import KEYRING, envelopes, event_sets
@@ -41,7 +41,7 @@ def test_incremental_index_equals_full_reduction(
 def test_a_later_batch_can_take_over_a_slot(tmp_path: Any) -> None:
     """Equivocation across batches: the event appended second sorts first in its slot, so
     it becomes the applied one and the first becomes the loser (spec 7 step 4)."""
-    from pithlog.events import admit, prepare_record_created, sign_event
+    from pithlog.protocol.events import admit, prepare_record_created, sign_event
     from pithlog.testing import test_key
 
     registry, mirror = test_key("registry"), test_key("mirror")

@@ -12,11 +12,11 @@ import hashlib
 import random
 from typing import Any
 
-from pithlog.canonical import digest, encode_b64, jcs
-from pithlog.events import body_of, prepare_record_created, sign_event
-from pithlog.keys import Keyring
-from pithlog.reduce import Pending, reduce_events
-from pithlog.state import render, state_document
+from pithlog.protocol.canonical import digest, encode_b64, jcs
+from pithlog.protocol.events import body_of, prepare_record_created, sign_event
+from pithlog.protocol.keys import Keyring
+from pithlog.protocol.reduce import Pending, reduce_events
+from pithlog.protocol.state import render, state_document
 from pithlog.testing import test_key, test_keyring
 
 KEYRING = test_keyring()
@@ -121,7 +121,7 @@ def mixed_events(rng: random.Random, piths: int, per_pith: int) -> list[dict[str
 def expected_states(events: list[dict[str, Any]], keyring: Keyring = KEYRING) -> dict[str, bytes]:
     """What ``pithlog reduce`` gives for these events: pith -> rendered state (or b"" when
     the pith is pending)."""
-    from pithlog.events import admit
+    from pithlog.protocol.events import admit
 
     out: dict[str, bytes] = {}
     for pith, result in reduce_events([admit(e) for e in events], keyring).items():

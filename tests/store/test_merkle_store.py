@@ -12,9 +12,9 @@ from typing import Any
 import eventgen as g
 import pytest
 
-from pithlog import merkle
 from pithlog.errors import StoreError
 from pithlog.store import Store
+from pithlog.transparency import merkle
 
 
 def leaves_of(store: Store) -> list[bytes]:

@@ -10,9 +10,9 @@ from typing import Any
 import eventgen as g
 import pytest
 
-from pithlog.checks import check_alone
 from pithlog.errors import StoreError
-from pithlog.events import admit
+from pithlog.protocol.checks import check_alone
+from pithlog.protocol.events import admit
 from pithlog.store import Store
 from pithlog.testing import test_keyring
 

@@ -9,8 +9,8 @@ from typing import Any
 import eventgen as g
 import pytest
 
-from pithlog import sync as s
 from pithlog.errors import SyncError
+from pithlog.net import sync as s
 from pithlog.store import Store
 
 

@@ -10,10 +10,10 @@ import copy
 from pathlib import Path
 from typing import Any
 
-from pithlog.canonical import digest, encode_b64, parse
-from pithlog.events import admit, body_of, prepare_record_created, sign_event
-from pithlog.keys import Keyring, SigningKey
-from pithlog.reduce import Pending, Reduction, reduce_events
+from pithlog.protocol.canonical import digest, encode_b64, parse
+from pithlog.protocol.events import admit, body_of, prepare_record_created, sign_event
+from pithlog.protocol.keys import Keyring, SigningKey
+from pithlog.protocol.reduce import Pending, Reduction, reduce_events
 from pithlog.testing import test_key, test_keyring
 
 REPO = Path(__file__).resolve().parents[2]

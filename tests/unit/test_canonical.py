@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 import rfc8785
 
-from pithlog.canonical import (
+from pithlog.errors import DoorError
+from pithlog.protocol.canonical import (
     MAX_DEPTH,
     MAX_LINE_BYTES,
     decode_b64,
@@ -21,7 +22,6 @@ from pithlog.canonical import (
     lower_ascii,
     parse,
 )
-from pithlog.errors import DoorError
 
 
 def refused(data: bytes) -> str:

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from pithlog.canonical import decode_b64, digest
-from pithlog.checks import check_alone, check_many, start_checks, verify_batch
 from pithlog.errors import DoorError
-from pithlog.events import Envelope, body_of, parse_envelope
-from pithlog.keys import load_keyring
+from pithlog.protocol.canonical import decode_b64, digest
+from pithlog.protocol.checks import check_alone, check_many, start_checks, verify_batch
+from pithlog.protocol.events import Envelope, body_of, parse_envelope
+from pithlog.protocol.keys import load_keyring
 
 CASE = Path(__file__).resolve().parents[2] / "vectors" / "cases" / "reasons"
 KEYRING = load_keyring((CASE / "keyring.json").read_bytes())

@@ -8,7 +8,10 @@ import hashlib
 
 import pytest
 
-from pithlog.checkpoint import (
+from pithlog.errors import EXIT_BAD_INPUT, EXIT_VERIFY_FAILED, CheckpointError
+from pithlog.protocol.keys import SigningKey, make_keyring, verify_signature
+from pithlog.testing import test_key, test_keyring, test_keyring_entries
+from pithlog.transparency.checkpoint import (
     Checkpoint,
     key_id,
     may_sign,
@@ -18,9 +21,6 @@ from pithlog.checkpoint import (
     sign_note,
     verify_checkpoint,
 )
-from pithlog.errors import EXIT_BAD_INPUT, EXIT_VERIFY_FAILED, CheckpointError
-from pithlog.keys import SigningKey, make_keyring, verify_signature
-from pithlog.testing import test_key, test_keyring, test_keyring_entries
 
 # golang.org/x/mod/sumdb/note's documented example (PRIVATE+KEY+PeterNeumann+c74f20a3+...).
 GO_SEED = base64.b64decode("AYEKFALVFGyNhPJEMzD1QIDr+Y7hfZx09iUvxdXHKDFz")[1:]

@@ -13,12 +13,12 @@ from typing import Any
 
 import pytest
 
-from pithlog.canonical import digest, encode_b64
-from pithlog.checks import CHECK_NUMBER, REASONS, check_against_record, check_alone
-from pithlog.events import EVENT_TYPES, admit, prepare_record_created, sign_event
-from pithlog.keys import make_keyring
-from pithlog.records import base32_of, pith_number_for
-from pithlog.reduce import chosen_record
+from pithlog.protocol.canonical import digest, encode_b64
+from pithlog.protocol.checks import CHECK_NUMBER, REASONS, check_against_record, check_alone
+from pithlog.protocol.events import EVENT_TYPES, admit, prepare_record_created, sign_event
+from pithlog.protocol.keys import make_keyring
+from pithlog.protocol.records import base32_of, pith_number_for
+from pithlog.protocol.reduce import chosen_record
 from pithlog.testing import test_keyring as fixed_keyring
 from pithlog.testing import test_keyring_entries as fixed_entries
 

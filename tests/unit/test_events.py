@@ -6,9 +6,9 @@ from typing import Any
 
 import pytest
 
-from pithlog.canonical import MAX_ENVELOPE_BYTES, digest, jcs
 from pithlog.errors import DoorError, SigningError
-from pithlog.events import admit, body_of, parse_envelope, prepare_record_created
+from pithlog.protocol.canonical import MAX_ENVELOPE_BYTES, digest, jcs
+from pithlog.protocol.events import admit, body_of, parse_envelope, prepare_record_created
 
 from .builders import canonical_record, event, key, record_event
 

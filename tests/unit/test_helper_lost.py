@@ -21,15 +21,15 @@ from typing import Any
 
 import pytest
 
-import pithlog.checks
 import pithlog.parallel
-import pithlog.store
-from pithlog.checks import check_many, settled, start_checks
+import pithlog.protocol.checks
+import pithlog.store.log
 from pithlog.cli import _helper_losses_said, main
 from pithlog.cli.edge import Out
 from pithlog.errors import HelperLost
-from pithlog.events import admit
 from pithlog.parallel import in_order, reduce_rendered, worker_pool
+from pithlog.protocol.checks import check_many, settled, start_checks
+from pithlog.protocol.events import admit
 from pithlog.store import Store
 from pithlog.testing import test_keyring_entries
 
@@ -94,7 +94,7 @@ def test_in_order_lets_go_of_each_result_once_handed_out() -> None:
 def test_a_batch_is_verified_here_when_its_helper_dies(monkeypatch: pytest.MonkeyPatch) -> None:
     envelopes = [admit(v) for v in _values()] * 40  # several parts of 256 verifications
     expected = check_many(envelopes, KEYRING, 1)
-    monkeypatch.setattr(pithlog.checks, "verify_batch", _die)
+    monkeypatch.setattr(pithlog.protocol.checks, "verify_batch", _die)
     spawn = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(1, mp_context=spawn) as executor:
         with pytest.warns(HelperLost):
@@ -131,7 +131,7 @@ def test_replay_jobs_when_a_worker_dies(damaged: str, monkeypatch: pytest.Monkey
     with Store.open(damaged, readonly=True) as store:
         expected = store.replay(KEYRING, verify=True, jobs=1)
         assert len(expected.discrepancies) == 1
-        monkeypatch.setattr(pithlog.store, "_worker_run", _die)
+        monkeypatch.setattr(pithlog.store.log, "_worker_run", _die)
         with pytest.warns(HelperLost):
             report = store.replay(KEYRING, verify=True, jobs=2)
     assert _lines(report) == _lines(expected)
@@ -144,9 +144,9 @@ def test_replay_when_the_structure_pass_process_dies(
 ) -> None:
     with Store.open(damaged, readonly=True) as store:
         expected = store.replay(KEYRING, verify=True, jobs=1)
-        monkeypatch.setattr(pithlog.store, "STRUCTURE_PROCESS_MIN_COPIES", 1)
-        monkeypatch.setattr(pithlog.store.os, "cpu_count", lambda: 2)
-        monkeypatch.setattr(pithlog.store, "_structure_at", _die)
+        monkeypatch.setattr(pithlog.store.log, "STRUCTURE_PROCESS_MIN_COPIES", 1)
+        monkeypatch.setattr(pithlog.store.log.os, "cpu_count", lambda: 2)
+        monkeypatch.setattr(pithlog.store.log, "_structure_at", _die)
         with pytest.warns(HelperLost):
             report = store.replay(KEYRING, verify=True, jobs=1)
     assert _lines(report) == _lines(expected)
@@ -166,7 +166,7 @@ def test_the_cli_says_it_once_and_prints_the_same(
 
     status, out, err = run()
     assert not any("warning" in line for line in err)
-    monkeypatch.setattr(pithlog.store, "_worker_run", _die)
+    monkeypatch.setattr(pithlog.store.log, "_worker_run", _die)
     assert run()[:2] == (status, out)  # every chunk was lost: each warned, one line said
     assert status == 1 and out
     lost = [line for line in run()[2] if line.startswith("pithlog: warning: ")]

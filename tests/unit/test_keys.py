@@ -11,9 +11,9 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 
-from pithlog.canonical import encode_b64
 from pithlog.errors import KeyFileError, KeyringError
-from pithlog.keys import (
+from pithlog.protocol.canonical import encode_b64
+from pithlog.protocol.keys import (
     SigningKey,
     _decode_point,
     dump_key_file,

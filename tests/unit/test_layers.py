@@ -1,9 +1,14 @@
-"""The layering of docs/architecture.md, read off the source: a pure core, I/O at the edges.
+"""The layering of docs/architecture.md, read off the source: one subpackage per layer,
+arrows pointing down only, a pure core, I/O at the edges.
 
-- Only ``pithlog.store`` imports ``lmdb``.
+- Each layer imports only the layers its row of :data:`MAY_IMPORT` names (and itself), so no
+  two layers import each other and the protocol core imports nothing of pithlog but
+  ``pithlog.errors``.
+- Only ``pithlog.store`` imports ``lmdb``; each other third-party package has one home.
 - Only the ``pithlog.cli`` package parses argv or writes to stdout and stderr.
-- The pure core (the protocol's modules) opens no file, reads no clock and touches no
-  process state: it takes values and returns values.
+- The pure layers (``protocol``, ``transparency``) open no file, read no clock and touch no
+  process state: they take values and return values.
+- The benchmark scripts do not import each other in a cycle.
 """
 
 from __future__ import annotations
@@ -13,15 +18,47 @@ from pathlib import Path
 
 import pytest
 
-PACKAGE = Path(__file__).resolve().parents[2] / "pithlog"
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGE = ROOT / "pithlog"
 
-CORE = ("canonical", "timestamps", "records", "keys", "events", "checks", "reduce", "state",
-        "merkle", "proofs", "checkpoint")  # fmt: skip
-"""The modules that implement the protocol itself (spec sections 1-9, the log's proofs)."""
+MAY_IMPORT: dict[str, set[str]] = {
+    "errors": set(),
+    "protocol": {"errors"},
+    "transparency": {"errors", "protocol"},
+    "lines": {"errors", "protocol"},
+    "parallel": {"errors", "protocol"},
+    "testing": {"protocol"},
+    "store": {"errors", "protocol", "transparency", "lines", "parallel"},
+    "net": {"errors", "protocol", "transparency", "lines", "parallel", "store"},
+    "distributed": {"errors", "protocol", "lines", "parallel"},
+    "cli": {
+        "errors", "protocol", "transparency", "lines", "parallel", "store", "net",
+        "distributed",
+    },
+    # the facades: the public API (docs/api.md) and ``python -m pithlog``
+    "__init__": {"errors", "protocol", "store"},
+    "__main__": {"cli"},
+}  # fmt: skip
+"""Layer -> the layers it may import, from the bottom (``errors``) up (``cli``)."""
 
-NOT_IN_CORE = {
+PURE = ("protocol", "transparency")
+"""The layers that implement the protocol and the log's proofs: values in, values out."""
+
+HOMES = {
+    "lmdb": {"pithlog.store"},
+    "cryptography": {"pithlog.protocol.keys", "pithlog.protocol.checks"},
+    "rfc8785": {"pithlog.protocol.canonical"},
+    "starlette": {"pithlog.net"},
+    "uvicorn": {"pithlog.net", "pithlog.cli"},
+    "httpx": {"pithlog.net"},
+    "jinja2": {"pithlog.net"},
+    "dask": {"pithlog.distributed"},
+}
+"""A third-party package -> the modules or layers that may import it."""
+
+NOT_IN_PURE = {
     "time", "datetime", "lmdb", "pathlib", "io", "shutil", "tempfile", "subprocess", "socket",
-    "sys", "argparse", "threading", "multiprocessing",
+    "sys", "argparse", "threading", "multiprocessing", "signal",
 }  # fmt: skip
 
 
@@ -33,15 +70,32 @@ def modules() -> dict[str, ast.Module]:
     return found
 
 
+def layer(name: str) -> str:
+    """``pithlog.store.replay`` -> ``store``; the package itself is ``__init__``."""
+    parts = name.split(".")
+    return parts[1] if len(parts) > 1 else "__init__"
+
+
 def imported(tree: ast.Module) -> set[str]:
-    """The top-level names of every module ``tree`` imports, at any depth of the code."""
+    """The full dotted names of every module ``tree`` imports, at any depth of the code
+    (``from pithlog import x`` counts as ``pithlog.x``)."""
     names: set[str] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
-            names |= {alias.name.split(".")[0] for alias in node.names}
+            names |= {alias.name for alias in node.names}
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            names.add(node.module.split(".")[0])
+            names.add(node.module)
+            if node.module == "pithlog":
+                names |= {f"pithlog.{alias.name}" for alias in node.names}
     return names
+
+
+def tops(tree: ast.Module) -> set[str]:
+    return {name.split(".")[0] for name in imported(tree)}
+
+
+def layers_imported(tree: ast.Module) -> set[str]:
+    return {layer(n) for n in imported(tree) if n.startswith("pithlog.")} - {"__version__"}
 
 
 def called(node: ast.AST) -> str | None:
@@ -69,30 +123,83 @@ def writes_to_terminal(tree: ast.Module) -> bool:
 ALL = modules()
 
 
-def test_the_package_is_found() -> None:
-    assert {f"pithlog.{name}" for name in CORE} <= ALL.keys()
-    assert "pithlog.cli" in ALL and "pithlog.store" in ALL
+def test_the_tree_shows_the_layers() -> None:
+    """Every module lives in a known layer, and few are left at the top of the package."""
+    assert {layer(name) for name in ALL} <= MAY_IMPORT.keys()
+    top = sorted(
+        name for name in ALL
+        if name.count(".") == 1 and (PACKAGE / f"{layer(name)}.py").is_file()
+        and name != "pithlog.__main__"
+    )  # fmt: skip
+    assert top == ["pithlog.errors", "pithlog.lines", "pithlog.parallel", "pithlog.testing"]
+    for package in ("protocol", "transparency", "store", "net", "cli"):
+        assert f"pithlog.{package}" in ALL
+
+
+def test_the_rules_have_no_cycle() -> None:
+    """Arrows point down only: the allowed imports themselves form no cycle."""
+    seen: dict[str, int] = {}
+
+    def depth(name: str, path: tuple[str, ...] = ()) -> int:
+        assert name not in path, f"cycle: {' -> '.join((*path, name))}"
+        if name not in seen:
+            seen[name] = 1 + max((depth(d, (*path, name)) for d in MAY_IMPORT[name]), default=0)
+        return seen[name]
+
+    for name in MAY_IMPORT:
+        depth(name)
 
 
 @pytest.mark.parametrize("name", sorted(ALL))
-def test_only_the_store_imports_lmdb(name: str) -> None:
-    assert ("lmdb" in imported(ALL[name])) == (name == "pithlog.store")
+def test_each_module_imports_only_the_layers_below(name: str) -> None:
+    own = layer(name)
+    wrong = layers_imported(ALL[name]) - MAY_IMPORT[own] - {own}
+    assert not wrong, f"{name} ({own}) imports {sorted(wrong)}"
+
+
+@pytest.mark.parametrize("name", sorted(ALL))
+def test_each_third_party_package_has_its_home(name: str) -> None:
+    for package, homes in HOMES.items():
+        if package in tops(ALL[name]):
+            assert any(name == h or name.startswith(h + ".") for h in homes), (
+                f"{name} imports {package}, whose homes are {sorted(homes)}"
+            )
 
 
 @pytest.mark.parametrize("name", sorted(ALL))
 def test_only_the_cli_parses_argv_and_prints(name: str) -> None:
-    in_cli = name == "pithlog.cli" or name.startswith("pithlog.cli.")
-    if not in_cli:
-        assert "argparse" not in imported(ALL[name])
+    if layer(name) != "cli":
+        assert "argparse" not in tops(ALL[name])
         assert not writes_to_terminal(ALL[name])
 
 
-@pytest.mark.parametrize("name", CORE)
-def test_the_core_takes_values_and_returns_values(name: str) -> None:
-    tree = ALL[f"pithlog.{name}"]
-    assert not imported(tree) & NOT_IN_CORE
+@pytest.mark.parametrize("name", sorted(n for n in ALL if layer(n) in PURE))
+def test_the_pure_layers_take_values_and_return_values(name: str) -> None:
+    tree = ALL[name]
+    assert not tops(tree) & NOT_IN_PURE, f"{name} imports {sorted(tops(tree) & NOT_IN_PURE)}"
     for node in ast.walk(tree):
         assert called(node) not in {"open", "print", "input"}, f"{name} calls {called(node)}"
         # os only to size a thread pool (checks): never files, environment or clock
         used = attribute(node, "os")
         assert used in {None, "cpu_count"}, f"{name} uses os.{used}"
+
+
+def test_the_rules_fail_on_a_module_that_breaks_them() -> None:
+    """The checks above read real imports: a protocol module importing the store, or a
+    store module printing, is caught."""
+    bad = ast.parse("from pithlog.store import Store\nimport lmdb\nprint('x')\n")
+    assert layers_imported(bad) - MAY_IMPORT["protocol"] == {"store"}
+    assert "lmdb" in tops(bad)
+    assert writes_to_terminal(bad)
+    sneaky = ast.parse("from pithlog import net\n")
+    assert layers_imported(sneaky) == {"net"}
+
+
+def test_the_benchmarks_do_not_import_each_other() -> None:
+    """``bench/`` scripts import shared helpers, never one another both ways."""
+    scripts = (ROOT / "bench").glob("*.py")
+    bench = {p.stem: ast.parse(p.read_text(encoding="utf-8")) for p in scripts}
+    edges = {a: tops(tree) & (bench.keys() - {a}) for a, tree in bench.items()}
+    for a, targets in edges.items():
+        for b in targets:
+            assert a not in edges[b], f"bench/{a}.py and bench/{b}.py import each other"

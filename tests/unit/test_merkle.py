@@ -1,4 +1,5 @@
-"""pithlog.merkle against the RFC 9162 definitions, written out literally as recursion."""
+"""pithlog.transparency.merkle against the RFC 9162 definitions, written out literally as
+recursion."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import random
 
 import pytest
 
-from pithlog import merkle as m
+from pithlog.transparency import merkle as m
 
 LEAVES = [hashlib.sha256(b"leaf %d" % i).digest() for i in range(301)]
 HASHES = [m.leaf_hash(d) for d in LEAVES]

@@ -12,9 +12,7 @@ from typing import Any
 import pytest
 
 import pithlog.parallel
-import pithlog.store
-from pithlog.canonical import encode_b64
-from pithlog.events import Envelope, admit
+import pithlog.store.log
 from pithlog.parallel import (
     PART_EVENTS,
     _reduce_part,
@@ -22,7 +20,9 @@ from pithlog.parallel import (
     split_by_pith,
     verifying_pool,
 )
-from pithlog.reduce import Pending
+from pithlog.protocol.canonical import encode_b64
+from pithlog.protocol.events import Envelope, admit
+from pithlog.protocol.reduce import Pending
 from pithlog.store import Store
 
 from .builders import KEYRING, canonical_record, event, record_event
@@ -122,7 +122,7 @@ def test_reduction_with_verifying_processes_gives_the_same_bytes(
     # jobs=1 on a large input starts checks on batches of copies while reading, verified in
     # a helper process; here "large" is made small enough for a test.
     import pithlog.parallel
-    import pithlog.reduce
+    import pithlog.protocol.reduce
 
     values = crossing() + [
         event("mirror_hint", A, created_at=f"2026-06-01T00:00:{s:02d}Z") for s in range(20)
@@ -133,7 +133,7 @@ def test_reduction_with_verifying_processes_gives_the_same_bytes(
     envelopes = [admit(v) for v in values]
     threads = whole(envelopes)
     monkeypatch.setattr(pithlog.parallel, "STREAM_MIN", 5)
-    monkeypatch.setattr(pithlog.reduce, "STREAM_BATCH", 3)
+    monkeypatch.setattr(pithlog.protocol.reduce, "STREAM_BATCH", 3)
     monkeypatch.setattr(pithlog.parallel, "TAIL_EVENTS", 2)  # each pith a part of its own
     processes = whole(envelopes + envelopes[:4])  # repeats change nothing
     assert processes == threads
@@ -173,7 +173,7 @@ def test_helpers_and_workers_leave_ctrl_c_and_sigterm_to_their_parent(tmp_path: 
     entries = [key.entry() for key in KEYRING.values()]
     for initializer, initargs in [
         (pithlog.parallel._worker_init, (entries, None)),  # reduce --jobs N
-        (pithlog.store._worker_init, (str(tmp_path / "s"), entries, True, True, None, None)),
+        (pithlog.store.log._worker_init, (str(tmp_path / "s"), entries, True, True, None, None)),
     ]:  # replay --jobs N
         with contextlib.ExitStack() as stack:
             workers = pithlog.parallel.worker_pool(stack, 1, initializer, initargs)

@@ -7,10 +7,11 @@ import hashlib
 
 import pytest
 
-from pithlog import merkle
-from pithlog.checkpoint import Checkpoint, sign_checkpoint
 from pithlog.errors import CheckpointError, ProofError
-from pithlog.proofs import (
+from pithlog.testing import test_key, test_keyring
+from pithlog.transparency import merkle
+from pithlog.transparency.checkpoint import Checkpoint, sign_checkpoint
+from pithlog.transparency.proofs import (
     ConsistencyProof,
     InclusionProof,
     parse_consistency_proof,
@@ -19,7 +20,6 @@ from pithlog.proofs import (
     verify_consistency_proof,
     verify_inclusion_proof,
 )
-from pithlog.testing import test_key, test_keyring
 
 ORIGIN = "registry.test.invalid"
 EIDS = [hashlib.sha256(b"event %d" % i).digest() for i in range(40)]

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from pithlog.canonical import digest, parse
-from pithlog.records import base32_of, is_pith_number, pith_number_for, pith_number_of
+from pithlog.protocol.canonical import digest, parse
+from pithlog.protocol.records import base32_of, is_pith_number, pith_number_for, pith_number_of
 
 from .builders import STATE_SEED
 

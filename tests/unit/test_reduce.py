@@ -5,10 +5,10 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
-from pithlog.canonical import encode_b64, jcs
-from pithlog.events import admit
-from pithlog.reduce import Pending, Reduction, collapse, reduce_events, reduce_pith
-from pithlog.state import render, state_document
+from pithlog.protocol.canonical import encode_b64, jcs
+from pithlog.protocol.events import admit
+from pithlog.protocol.reduce import Pending, Reduction, collapse, reduce_events, reduce_pith
+from pithlog.protocol.state import render, state_document
 
 from .builders import (
     KEYRING,

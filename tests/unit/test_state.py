@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from pithlog.canonical import digest, jcs, parse
-from pithlog.reduce import Reduction
-from pithlog.state import (
+from pithlog.protocol.canonical import digest, jcs, parse
+from pithlog.protocol.reduce import Reduction
+from pithlog.protocol.state import (
     STATE_MEMBERS,
     digest_document,
     render,
@@ -273,7 +273,7 @@ def test_source_aliases_of_an_arxiv_record() -> None:
     record = canonical_record(source_id="2411.00284", version=2)
     sha = digest(record)
     aliases = source_aliases(record, sha, "2026-01-01T00:00:00Z")
-    from pithlog.records import base32_of
+    from pithlog.protocol.records import base32_of
 
     b = base32_of(sha)
     assert [(a["alias_kind"], a["alias_value"]) for a in aliases] == [

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from pithlog.canonical import MAX_DEPTH, MAX_LINE_BYTES, jcs
-from pithlog.events import parse_envelope, prepare_record_created, sign_event
-from pithlog.reduce import Reduction, reduce_events
-from pithlog.state import render, state_document, verify_state_document
+from pithlog.protocol.canonical import MAX_DEPTH, MAX_LINE_BYTES, jcs
+from pithlog.protocol.events import parse_envelope, prepare_record_created, sign_event
+from pithlog.protocol.reduce import Reduction, reduce_events
+from pithlog.protocol.state import render, state_document, verify_state_document
 from pithlog.testing import test_key, test_keyring
 
 RECORD = {

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pithlog.timestamps import is_ts
+from pithlog.protocol.timestamps import is_ts
 
 
 @pytest.mark.parametrize(

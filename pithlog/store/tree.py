@@ -1,8 +1,8 @@
 """The storage of the Merkle tree over a store's append sequence (``docs/store.md``,
 ``docs/transparency.md``): its subtree hashes and ``copy_seq``, read, extended as appends
-add ``seq`` entries, and checked by replay. :mod:`pithlog.merkle` is the arithmetic.
+add ``seq`` entries, and checked by replay. :mod:`pithlog.transparency.merkle` is the arithmetic.
 
-Functions over an open transaction (:class:`pithlog.layout.Txn`) and the store's named
+Functions over an open transaction (:class:`pithlog.store.layout.Txn`) and the store's named
 databases (``dbs``); :mod:`pithlog.store` opens the transactions.
 """
 
@@ -11,10 +11,10 @@ from __future__ import annotations
 import struct
 from typing import Any
 
-from pithlog import merkle
 from pithlog.errors import StoreError, register
-from pithlog.layout import META_MERKLE_SIZE, SEQ, Txn, copy_at, eid_str
-from pithlog.replay import Discrepancy
+from pithlog.store.layout import META_MERKLE_SIZE, SEQ, Txn, copy_at, eid_str
+from pithlog.store.replay import Discrepancy
+from pithlog.transparency import merkle
 
 # --- the Merkle tree over the append sequence ---------------------------------------------
 # RFC 9162 section 2.1 over the append sequence: leaf i (from 0) is seq i + 1, its leaf hash

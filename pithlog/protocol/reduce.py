@@ -5,7 +5,7 @@ Read top to bottom beside the spec:
 - step 0, :func:`collapse`: one envelope per ``event_id`` across the whole input;
 - steps 1-4, :func:`reduce_pith`: checks 1-12, the chosen record ``R``, checks 13-14, slots
   and equivocations; a pith with no valid record is :class:`Pending`;
-- step 5 (the document) is :mod:`pithlog.state`.
+- step 5 (the document) is :mod:`pithlog.protocol.state`.
 
 :func:`reduce_events` runs all steps for every pith of an input; :func:`collapse_streamed`
 and :func:`reduce_kept` do the same, pith by pith, for an input too large to hold decoded.
@@ -21,7 +21,7 @@ from concurrent.futures import Executor
 from dataclasses import dataclass
 from typing import Any
 
-from pithlog.checks import (
+from pithlog.protocol.checks import (
     CHECK_NUMBER,
     CheckBatch,
     check_against_record,
@@ -29,8 +29,8 @@ from pithlog.checks import (
     check_many,
     start_checks,
 )
-from pithlog.events import ChosenRecord, Envelope, readmit
-from pithlog.keys import Keyring
+from pithlog.protocol.events import ChosenRecord, Envelope, readmit
+from pithlog.protocol.keys import Keyring
 
 MERGE_VERSION = "pith-open-graph-merge-v1"
 
@@ -77,7 +77,7 @@ def collapse(
 ) -> dict[str, Judged]:
     """Step 0: ``event_id`` -> the one preferred copy, with its checks 1-12 verdict.
 
-    ``threads``: verification threads (:func:`pithlog.checks.check_many`). With
+    ``threads``: verification threads (:func:`pithlog.protocol.checks.check_many`). With
     ``executor`` (verifying processes) instead, checks 1-12 start on each batch of distinct
     copies as it arrives, so that the signatures are verified while the rest of the input
     is still read and parsed. :func:`prefer` is a total order: the verdicts' order does not
@@ -309,6 +309,6 @@ def collapse_streamed(
 
 def reduce_kept(pith_number: str, events: Kept) -> Reduction | Pending:
     """Steps 1-4 for one pith's events as :func:`collapse_streamed` keeps them: each is
-    decoded again (:func:`pithlog.events.readmit`; it passed the door before)."""
+    decoded again (:func:`pithlog.protocol.events.readmit`; it passed the door before)."""
     return reduce_pith(pith_number, [Judged(readmit(data), reason) for reason, data in events])
 

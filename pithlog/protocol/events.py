@@ -18,7 +18,8 @@ from typing import Any
 
 import msgspec
 
-from pithlog.canonical import (
+from pithlog.errors import DoorError, SigningError
+from pithlog.protocol.canonical import (
     JSON,
     MAX_ENVELOPE_BYTES,
     decode,
@@ -28,10 +29,9 @@ from pithlog.canonical import (
     is_hex64,
     jcs,
 )
-from pithlog.errors import DoorError, SigningError
-from pithlog.keys import SigningKey
-from pithlog.records import is_pith_number, pith_number_for
-from pithlog.timestamps import is_ts
+from pithlog.protocol.keys import SigningKey
+from pithlog.protocol.records import is_pith_number, pith_number_for
+from pithlog.protocol.timestamps import is_ts
 
 ENVELOPE_MEMBERS = frozenset(
     {

@@ -27,9 +27,9 @@ from cryptography.hazmat.primitives.serialization import (
     PublicFormat,
 )
 
-from pithlog.canonical import decode_b64, digest, encode_b64, parse
 from pithlog.errors import DoorError, KeyFileError, KeyringError
-from pithlog.timestamps import is_ts
+from pithlog.protocol.canonical import decode_b64, digest, encode_b64, parse
+from pithlog.protocol.timestamps import is_ts
 
 SIGNER_TYPES = frozenset(
     {

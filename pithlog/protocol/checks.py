@@ -17,9 +17,9 @@ from typing import Any, TypeVar
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
-from pithlog.canonical import decode_b64, digest
 from pithlog.errors import HelperLost
-from pithlog.events import (
+from pithlog.protocol.canonical import decode_b64, digest
+from pithlog.protocol.events import (
     ENVELOPE_MEMBERS,
     EVENT_TYPES,
     SIGNER_MEMBERS,
@@ -27,9 +27,9 @@ from pithlog.events import (
     Envelope,
     body_sha256,
 )
-from pithlog.keys import Keyring, verify_signature
-from pithlog.records import pith_number_for
-from pithlog.timestamps import is_ts
+from pithlog.protocol.keys import Keyring, verify_signature
+from pithlog.protocol.records import pith_number_for
+from pithlog.protocol.timestamps import is_ts
 
 REASONS: tuple[str, ...] = (
     "malformed",  # 1
@@ -329,7 +329,7 @@ def _prepare_all(
 
 def verify_batch(items: list[tuple[bytes, bytes, bytes]]) -> list[bool]:
     """Verify ``(public key, signature, message)`` triples (raw bytes): what a verifying
-    process runs. The keys are keyring keys, already checked by :mod:`pithlog.keys`."""
+    process runs. The keys are keyring keys, already checked by :mod:`pithlog.protocol.keys`."""
     out = []
     for public_key, signature, message in items:
         verifier = _VERIFIERS.get(public_key)

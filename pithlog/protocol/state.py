@@ -1,6 +1,6 @@
 """The state document (spec section 8) and the check of a published one (section 9).
 
-- :func:`state_document` builds the document of a :class:`~pithlog.reduce.Reduction`, its
+- :func:`state_document` builds the document of a :class:`~pithlog.protocol.reduce.Reduction`, its
   members in display order, with ``state_sha256``.
 - :func:`render` is the display serialization: compact UTF-8, the state's own members in
   display order, every object inside ``signer``, ``payload`` and ``canonical_record`` in JCS
@@ -18,13 +18,19 @@ from typing import Any
 
 import msgspec
 
-from pithlog.canonical import MAX_DEPTH, digest, jcs, lower_ascii, parse
-from pithlog.checks import REASONS
 from pithlog.errors import DoorError
-from pithlog.events import EVENT_TYPES, STATE_LISTS, Envelope, is_event_id, projection_spans
-from pithlog.records import base32_of, is_pith_number, pith_number_for
-from pithlog.reduce import MERGE_VERSION, Equivocation, Reduction, SlotKey
-from pithlog.timestamps import is_ts
+from pithlog.protocol.canonical import MAX_DEPTH, digest, jcs, lower_ascii, parse
+from pithlog.protocol.checks import REASONS
+from pithlog.protocol.events import (
+    EVENT_TYPES,
+    STATE_LISTS,
+    Envelope,
+    is_event_id,
+    projection_spans,
+)
+from pithlog.protocol.records import base32_of, is_pith_number, pith_number_for
+from pithlog.protocol.reduce import MERGE_VERSION, Equivocation, Reduction, SlotKey
+from pithlog.protocol.timestamps import is_ts
 
 STATE_MAX_DEPTH = MAX_DEPTH + 3
 """A payload sits at depth 2 of its envelope and at depth 5 of a state document (state,

@@ -3,9 +3,9 @@ cached state of every pith (``docs/store.md`` describes the layout byte for byte
 
 This is the only module that imports :mod:`lmdb`: it opens the environment and the
 transactions, and the modules beside it do their work on those transactions without
-importing :mod:`lmdb` (:mod:`pithlog.layout`: the layout and its codecs;
-:mod:`pithlog.stateindex`: the per-pith reduction index; :mod:`pithlog.append`: what an
-append and a rebuild write; :mod:`pithlog.replay`: replay; :mod:`pithlog.treestore`: the
+importing :mod:`lmdb` (:mod:`pithlog.store.layout`: the layout and its codecs;
+:mod:`pithlog.store.stateindex`: the per-pith reduction index; :mod:`pithlog.store.append`: what an
+append and a rebuild write; :mod:`pithlog.store.replay`: replay; :mod:`pithlog.store.tree`: the
 Merkle tree's storage).
 
 - :meth:`Store.append` takes a batch (raw lines or envelopes), applies the door, checks 1-12
@@ -43,20 +43,29 @@ from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar
 import lmdb
 import msgspec
 
-from pithlog import treestore
-from pithlog.append import DUPLICATE as DUPLICATE
-from pithlog.append import EVIDENCE as EVIDENCE
-from pithlog.append import REFUSED as REFUSED
-from pithlog.append import REJECTED as REJECTED
-from pithlog.append import REPLACED as REPLACED
-from pithlog.append import STORED as STORED
-from pithlog.append import AppendResult as AppendResult
-from pithlog.append import StartedBatch, append_work, rebuild_work
-from pithlog.checks import CheckBatch, start_checks
 from pithlog.errors import DoorError, HelperLost, StoreError, register
-from pithlog.events import Envelope, is_event_id, parse_envelope
-from pithlog.keys import Keyring, make_keyring
-from pithlog.layout import (
+from pithlog.parallel import (
+    in_order,
+    leave_interrupts_to_parent,
+    threads_per_process,
+    verifying_pool,
+    worker_pool,
+)
+from pithlog.protocol.checks import CheckBatch, start_checks
+from pithlog.protocol.events import Envelope, is_event_id, parse_envelope
+from pithlog.protocol.keys import Keyring, make_keyring
+from pithlog.protocol.records import is_pith_number
+from pithlog.protocol.reduce import MERGE_VERSION
+from pithlog.store import tree
+from pithlog.store.append import DUPLICATE as DUPLICATE
+from pithlog.store.append import EVIDENCE as EVIDENCE
+from pithlog.store.append import REFUSED as REFUSED
+from pithlog.store.append import REJECTED as REJECTED
+from pithlog.store.append import REPLACED as REPLACED
+from pithlog.store.append import STORED as STORED
+from pithlog.store.append import AppendResult as AppendResult
+from pithlog.store.append import StartedBatch, append_work, rebuild_work
+from pithlog.store.layout import (
     DB_NAMES,
     FORMAT_VERSION,
     META_FORMAT,
@@ -71,17 +80,8 @@ from pithlog.layout import (
     eid_str,
     evidence_of,
 )
-from pithlog.parallel import (
-    in_order,
-    leave_interrupts_to_parent,
-    threads_per_process,
-    verifying_pool,
-    worker_pool,
-)
-from pithlog.records import is_pith_number
-from pithlog.reduce import MERGE_VERSION
-from pithlog.replay import Discrepancy as Discrepancy
-from pithlog.replay import (
+from pithlog.store.replay import Discrepancy as Discrepancy
+from pithlog.store.replay import (
     PithOutcome,
     ReplayContext,
     Started,
@@ -92,9 +92,9 @@ from pithlog.replay import (
     replay_work,
     start_chunk,
 )
-from pithlog.replay import Progress as Progress
-from pithlog.replay import ReplayReport as ReplayReport
-from pithlog.stateindex import INDEX_DAMAGE, assemble_state
+from pithlog.store.replay import Progress as Progress
+from pithlog.store.replay import ReplayReport as ReplayReport
+from pithlog.store.stateindex import INDEX_DAMAGE, assemble_state
 
 register(
     {
@@ -344,11 +344,11 @@ def _catch_up_merkle(env: lmdb.Environment, dbs: dict[str, Any]) -> None:
     while True:
         try:
             with _lmdb_errors(), env.begin(write=True) as txn:
-                size = treestore.merkle_size(txn, dbs)
+                size = tree.merkle_size(txn, dbs)
                 if (txn.get(META_MERKLE_SIZE, db=dbs["meta"]) is not None
                         and txn.get(SEQ.pack(size + 1), db=dbs["seq"]) is None):  # fmt: skip
                     return
-                treestore.merkle_sync(txn, dbs)
+                tree.merkle_sync(txn, dbs)
                 return
         except StoreError as exc:
             cause = exc.__cause__
@@ -625,7 +625,7 @@ class Store:
         Raw bytes go through the door (refused ones are reported, never stored). A copy
         that fails checks 1-12 is ``rejected`` (not stored) unless ``keep_invalid``, which
         stores it so that it enters the reduction as an invalid event. A second, different
-        copy of a stored event_id is resolved by :func:`pithlog.reduce.prefer`. Every pith
+        copy of a stored event_id is resolved by :func:`pithlog.protocol.reduce.prefer`. Every pith
         whose events changed is re-reduced in the same transaction. Results are returned
         only after the commit is durable.
         """
@@ -903,12 +903,12 @@ class Store:
 
     def tree_size(self) -> int:
         """Leaves of the Merkle tree: one per ``seq`` entry (every distinct stored copy)."""
-        return self._read(lambda txn, dbs: treestore.merkle_size(txn, dbs))
+        return self._read(lambda txn, dbs: tree.merkle_size(txn, dbs))
 
     def tree_root(self, size: int | None = None) -> tuple[int, bytes]:
         """``(size, MTH(D[size]))`` of the log's first ``size`` leaves (default: all), from
         O(log n) stored subtree hashes."""
-        return self._read(lambda txn, dbs: treestore.tree_root(txn, dbs, size))
+        return self._read(lambda txn, dbs: tree.tree_root(txn, dbs, size))
 
     def leaves_of(self, event_id: str) -> list[tuple[int, bytes]]:
         """``(leaf index, copy hash)`` of every stored copy of ``event_id`` (leaf index =
@@ -917,19 +917,19 @@ class Store:
         if not is_event_id(event_id):
             return []
         eid = eid_bytes(event_id)
-        return self._read(lambda txn, dbs: treestore.leaves_of(txn, dbs, eid))
+        return self._read(lambda txn, dbs: tree.leaves_of(txn, dbs, eid))
 
     def inclusion_path(self, index: int, size: int | None = None) -> tuple[int, list[bytes]]:
         """``(size, PATH(index, D[size]))`` (RFC 9162 2.1.3.1)."""
-        return self._read(lambda txn, dbs: treestore.inclusion_path(txn, dbs, index, size))
+        return self._read(lambda txn, dbs: tree.inclusion_path(txn, dbs, index, size))
 
     def consistency_path(self, old: int, new: int | None = None) -> tuple[int, list[bytes]]:
         """``(new, PROOF(old, D[new]))`` (RFC 9162 2.1.4.1)."""
-        return self._read(lambda txn, dbs: treestore.consistency_path(txn, dbs, old, new))
+        return self._read(lambda txn, dbs: tree.consistency_path(txn, dbs, old, new))
 
     def copy_keys(self) -> list[bytes]:
         """Every distinct stored copy as event_id (32) + copy hash (32), in that byte order:
-        the items :mod:`pithlog.sync` reconciles."""
+        the items :mod:`pithlog.net.sync` reconciles."""
         return self._read(
             lambda txn, dbs: list(txn.cursor(db=dbs["copy_seq"]).iternext(values=False))
         )
@@ -937,13 +937,13 @@ class Store:
     def copy_seqs(self, keys: Iterable[bytes]) -> list[int | None]:
         """The sequence number of each copy named by ``keys`` (``None``: not stored)."""
         wanted = list(keys)
-        return self._read(lambda txn, dbs: treestore.copy_seqs(txn, dbs, wanted))
+        return self._read(lambda txn, dbs: tree.copy_seqs(txn, dbs, wanted))
 
     def copies(self, keys: Iterable[bytes]) -> list[tuple[int, bytes]]:
         """``(seq, JCS bytes)`` of the stored copies named by ``keys`` (event_id + copy
         hash), in append order; keys of copies not stored are left out."""
         wanted = list(keys)
-        return self._read(lambda txn, dbs: treestore.copies(txn, dbs, wanted))
+        return self._read(lambda txn, dbs: tree.copies(txn, dbs, wanted))
 
 
 PIPELINE_MIN = 500
@@ -1005,8 +1005,9 @@ costs about as much as verifying a few thousand signatures."""
 
 @contextlib.contextmanager
 def _scratch_index(entries: int) -> Iterator[_Txn]:
-    """The temporary on-disk index of the structure pass (:data:`pithlog.replay.ScratchFactory`):
-    a write transaction on a throwaway environment, for ``entries`` keys or so."""
+    """The temporary on-disk index of the structure pass
+    (:data:`pithlog.store.replay.ScratchFactory`): a write transaction on a throwaway
+    environment, for ``entries`` keys or so."""
     tmp = tempfile.mkdtemp(prefix="pithlog-replay-")
     try:
         # One write transaction holds every seq entry; writemap puts its dirty pages in the
@@ -1025,12 +1026,12 @@ def _scratch_index(entries: int) -> Iterator[_Txn]:
 
 
 def _structure_here(store: Store, piths: list[str]) -> list[Discrepancy]:
-    """Replay's structure pass (:func:`pithlog.replay.check_structure`, then the Merkle
+    """Replay's structure pass (:func:`pithlog.store.replay.check_structure`, then the Merkle
     tree) over ``store``; ``piths``: the piths replay goes through."""
     found: list[Discrepancy] = []
     replayed = set(piths)
     store._read(lambda txn, dbs: check_structure(txn, dbs, found, replayed, _scratch_index))
-    store._read(lambda txn, dbs: treestore.check_merkle(txn, dbs, found))
+    store._read(lambda txn, dbs: tree.check_merkle(txn, dbs, found))
     return found
 
 

@@ -32,11 +32,11 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from pithlog import merkle
-from pithlog.canonical import decode_b64, encode_b64
-from pithlog.checkpoint import VerifiedCheckpoint, verify_checkpoint
 from pithlog.errors import ProofError, register
-from pithlog.keys import Keyring
+from pithlog.protocol.canonical import decode_b64, encode_b64
+from pithlog.protocol.keys import Keyring
+from pithlog.transparency import merkle
+from pithlog.transparency.checkpoint import VerifiedCheckpoint, verify_checkpoint
 
 register(
     {

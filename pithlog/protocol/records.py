@@ -11,7 +11,7 @@ import base64
 import re
 from typing import Any
 
-from pithlog.canonical import digest
+from pithlog.protocol.canonical import digest
 
 PITH_NUMBER = re.compile(r"pith:[0-9]{4}:[A-Z2-7]{26}")
 

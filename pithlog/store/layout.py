@@ -1,7 +1,7 @@
 """The on-disk layout of a store (``docs/store.md`` describes it byte for byte): database
 names, meta keys, the small codecs of keys and values, and the reads of an open transaction
-that the store, its reduction index (:mod:`pithlog.stateindex`), its Merkle tree
-(:mod:`pithlog.treestore`) and replay (:mod:`pithlog.replay`) share.
+that the store, its reduction index (:mod:`pithlog.store.stateindex`), its Merkle tree
+(:mod:`pithlog.store.tree`) and replay (:mod:`pithlog.store.replay`) share.
 
 These modules work on a transaction the store opens; they do not import :mod:`lmdb`
 (:mod:`pithlog.store` is the only module that does): :class:`Txn` is what they use of one.
@@ -16,8 +16,8 @@ from typing import Any, Literal, Protocol
 
 import msgspec
 
-from pithlog.checks import CHECK_NUMBER
-from pithlog.reduce import Judged
+from pithlog.protocol.checks import CHECK_NUMBER
+from pithlog.protocol.reduce import Judged
 
 FORMAT_VERSION = b"2"
 """``meta[format]``: the layout of ``docs/store.md``."""

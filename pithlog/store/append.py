@@ -2,7 +2,7 @@
 :class:`AppendResult`, the work of its transaction) and a rebuild under another keyring.
 
 Each ``*_work`` function returns the work of one write transaction, a function of an open
-transaction (:class:`pithlog.layout.Txn`) and the store's named databases (``dbs``) that
+transaction (:class:`pithlog.store.layout.Txn`) and the store's named databases (``dbs``) that
 :mod:`pithlog.store` runs, from the start again when the map has to grow; what it has
 judged (verdicts) is kept across those retries.
 """
@@ -13,11 +13,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from pithlog.checks import CheckBatch, check_alone
 from pithlog.errors import DoorError, StoreError
-from pithlog.events import Envelope, readmit
-from pithlog.keys import Keyring
-from pithlog.layout import (
+from pithlog.protocol.checks import CheckBatch, check_alone
+from pithlog.protocol.events import Envelope, readmit
+from pithlog.protocol.keys import Keyring
+from pithlog.protocol.reduce import Judged, prefer
+from pithlog.store.layout import (
     META_KEYRING,
     META_NEXT_SEQ,
     SEQ,
@@ -30,10 +31,9 @@ from pithlog.layout import (
     verdict_of,
     why,
 )
-from pithlog.reduce import Judged, prefer
-from pithlog.replay import Progress
-from pithlog.stateindex import index_add, index_clear, rereduce
-from pithlog.treestore import merkle_sync
+from pithlog.store.replay import Progress
+from pithlog.store.stateindex import index_add, index_clear, rereduce
+from pithlog.store.tree import merkle_sync
 
 # Append statuses (one per item of a batch).
 STORED = "stored"

@@ -217,7 +217,7 @@ def parse(
 ) -> JSON:
     """Parse untrusted bytes into a v1 JSON value, or raise :class:`DoorError`.
 
-    The size rule on the JCS encoding is the caller's (:func:`pithlog.events.admit`), since
+    The size rule on the JCS encoding is the caller's (:func:`pithlog.protocol.events.admit`), since
     it applies to envelopes; everything else of spec section 1 is checked here. The limits
     are the envelope's by default; a state document, which nests payloads three levels
     deeper and may hold any number of them, is read with wider ones.

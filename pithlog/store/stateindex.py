@@ -1,7 +1,7 @@
 """The per-pith reduction index of a store, from which a pith's state document is
 assembled on read (``docs/store.md``: "Why an index and not the documents").
 
-Functions over an open transaction (:class:`pithlog.layout.Txn`) and the store's named
+Functions over an open transaction (:class:`pithlog.store.layout.Txn`) and the store's named
 databases (``dbs``); :mod:`pithlog.store` opens the transactions.
 """
 
@@ -14,22 +14,12 @@ from typing import Any
 
 import msgspec
 
-from pithlog.canonical import jcs
-from pithlog.checks import check_against_record, check_alone
 from pithlog.errors import StoreError
-from pithlog.events import EVENT_TYPES, STATE_LISTS, Envelope, projection_spans, readmit
-from pithlog.keys import Keyring
-from pithlog.layout import (
-    INDEX_DBS,
-    Txn,
-    copy_hash,
-    eid_bytes,
-    eid_str,
-    pith_eids,
-    verdict_bytes,
-    verdict_of,
-)
-from pithlog.reduce import (
+from pithlog.protocol.canonical import jcs
+from pithlog.protocol.checks import check_against_record, check_alone
+from pithlog.protocol.events import EVENT_TYPES, STATE_LISTS, Envelope, projection_spans, readmit
+from pithlog.protocol.keys import Keyring
+from pithlog.protocol.reduce import (
     Judged,
     Pending,
     Reduction,
@@ -38,13 +28,23 @@ from pithlog.reduce import (
     reduce_pith,
     slot_of,
 )
-from pithlog.state import (
+from pithlog.protocol.state import (
     Fragment,
     StateParts,
     assemble,
     equivocation_entry,
     fragment,
     slot_sort_key,
+)
+from pithlog.store.layout import (
+    INDEX_DBS,
+    Txn,
+    copy_hash,
+    eid_bytes,
+    eid_str,
+    pith_eids,
+    verdict_bytes,
+    verdict_of,
 )
 
 # --- the reduction index ------------------------------------------------------------------

@@ -2,7 +2,7 @@
 and compared with what the store holds (``docs/store.md``, "Replay").
 
 The report classes, the structure pass (no signatures), the replay of one pith and of a
-chunk of piths, as functions over an open transaction (:class:`pithlog.layout.Txn`);
+chunk of piths, as functions over an open transaction (:class:`pithlog.store.layout.Txn`);
 :meth:`pithlog.store.Store.replay` opens the transactions, runs the chunks here or in
 worker processes, and adds up the outcomes.
 """
@@ -17,12 +17,15 @@ from typing import Any, Protocol, overload
 
 import msgspec
 
-from pithlog.canonical import jcs
-from pithlog.checks import REASONS, CheckBatch, check_alone, start_checks
 from pithlog.errors import DoorError
-from pithlog.events import Envelope, parse_envelope
-from pithlog.keys import Keyring
-from pithlog.layout import (
+from pithlog.protocol.canonical import jcs
+from pithlog.protocol.checks import REASONS, CheckBatch, check_alone, start_checks
+from pithlog.protocol.events import Envelope, parse_envelope
+from pithlog.protocol.keys import Keyring
+from pithlog.protocol.records import is_pith_number
+from pithlog.protocol.reduce import MERGE_VERSION, Judged, Pending, Reduction, prefer
+from pithlog.protocol.state import render_reduction
+from pithlog.store.layout import (
     FORMAT_VERSION,
     INDEX_DBS,
     META_FORMAT,
@@ -44,10 +47,7 @@ from pithlog.layout import (
     verdict_of,
     why,
 )
-from pithlog.records import is_pith_number
-from pithlog.reduce import MERGE_VERSION, Judged, Pending, Reduction, prefer
-from pithlog.state import render_reduction
-from pithlog.stateindex import (
+from pithlog.store.stateindex import (
     INDEX_DAMAGE,
     assemble_state,
     index_entries,

@@ -36,9 +36,9 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from pithlog.canonical import decode_b64, encode_b64
 from pithlog.errors import CheckpointError, register
-from pithlog.keys import KeyEntry, Keyring, SigningKey, verify_signature
+from pithlog.protocol.canonical import decode_b64, encode_b64
+from pithlog.protocol.keys import KeyEntry, Keyring, SigningKey, verify_signature
 
 register(
     {

@@ -53,8 +53,8 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 from pithlog.errors import DoorError, SyncError, register
-from pithlog.events import parse_envelope
-from pithlog.keys import Keyring
+from pithlog.protocol.events import parse_envelope
+from pithlog.protocol.keys import Keyring
 from pithlog.store import Store
 
 register(

@@ -1,0 +1,18 @@
+"""The LMDB log (docs/store.md): :class:`Store`, the one facade an embedding registry uses,
+and the modules that work in its transactions (layout, the reduction index, append, replay,
+the Merkle tree's storage). The only package that imports ``lmdb``."""
+
+from pithlog.store.log import (
+    DUPLICATE,
+    EVIDENCE,
+    REFUSED,
+    REJECTED,
+    REPLACED,
+    STORED,
+    AppendResult,
+    Store,
+)
+
+__all__ = [
+    "DUPLICATE", "EVIDENCE", "REFUSED", "REJECTED", "REPLACED", "STORED", "AppendResult", "Store",
+]  # fmt: skip

@@ -219,3 +219,50 @@ def test_progress_of_reading_the_input_goes_to_stderr_only(files: dict[str, Any]
     assert status == 0 and len(lines(out)) == len(files["events"])
     assert "append: read: 100%" in err
     assert err.rstrip().splitlines()[-1].startswith("append: ")  # the summary comes last
+
+
+class _Counting(io.BytesIO):
+    """A stream that remembers how many bytes were read from it."""
+
+    taken = 0
+
+    def read(self, size: int | None = -1) -> bytes:
+        data = super().read(size)
+        self.taken += len(data)
+        return data
+
+
+def test_a_broken_first_line_is_not_a_reason_to_read_everything(files: dict[str, Any]) -> None:
+    """A JSON Lines input whose first line is not complete JSON is tried as one multi-line
+    object only up to the door's 8 MiB; the rest is streamed as lines (issue: 180 MB read
+    whole)."""
+    from pithlog.cli import store_commands
+    from pithlog.protocol.canonical import MAX_LINE_BYTES
+
+    good = g.encoded(files["events"][0]) + b"\n"
+    stream = _Counting(b'{"broken": \n' + good * (3 * MAX_LINE_BYTES // len(good)))
+    items = store_commands._iter_events(stream)
+    first, second = next(items), next(items)
+    assert isinstance(first[1], bytes) and first[0] == 1  # the broken line, for the door
+    assert second == (2, good.rstrip(b"\n"))
+    assert stream.taken <= MAX_LINE_BYTES + (2 << 20)  # not the 3 x 8 MiB of the input
+    assert sum(1 for _ in items) == 3 * MAX_LINE_BYTES // len(good) - 1
+
+
+def test_a_json_array_over_the_limit_is_refused_unread(
+    files: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from pithlog.cli import store_commands
+
+    monkeypatch.setattr(store_commands, "MAX_ARRAY_BYTES", 1024)
+    array = json.dumps(files["events"]).encode()
+    assert len(array) > 8 * 1024
+    stream = _Counting(array)
+    with pytest.raises(store_commands.DoorError, match="JSON Lines") as refused:
+        list(store_commands._iter_events(stream))
+    assert refused.value.code == "door.too_large"
+    assert stream.taken <= 1024 + (1 << 16)
+    path = files["tmp"] / "array.json"
+    path.write_bytes(array)
+    status, out, err = append(files, path=str(path))
+    assert status == 2 and out == b"" and "[door.too_large]" in err

@@ -174,6 +174,14 @@ class ProofError(_Verifying):
     failed = frozenset({"inclusion", "consistency", "mismatch"})
 
 
+class EvidenceError(_Verifying):
+    """An evidence file (an equivocation proof) that is not one, or whose claim does not
+    hold."""
+
+    family = "evidence"
+    failed = frozenset({"does_not_hold"})
+
+
 class SyncError(PithlogError):
     """A sync that cannot read its source or receives a message breaking the protocol."""
 

@@ -20,6 +20,7 @@ from pithlog.cli.edge import (
     read_keyring,
     size_arg,
 )
+from pithlog.cli.evidence_commands import add_prove_equivocation, verify_evidence
 from pithlog.errors import (
     EXIT_BAD_INPUT,
     EXIT_OK,
@@ -38,6 +39,7 @@ from pithlog.protocol.keys import (
 )
 from pithlog.store import REFUSED, REJECTED, Store
 from pithlog.transparency.checkpoint import Checkpoint, sign_checkpoint, verify_checkpoint
+from pithlog.transparency.evidence import evidence_type
 from pithlog.transparency.proofs import (
     ConsistencyProof,
     InclusionProof,
@@ -119,6 +121,12 @@ def cmd_verify_proof(args: argparse.Namespace, out: Out) -> int:
     """Verify an inclusion or a consistency proof offline, against signed checkpoints."""
     keyring = read_keyring(args.keyring)
     data = read_bytes(args.proof)
+    kind = evidence_type(data)
+    if kind is not None:
+        if args.checkpoints or args.event_id:
+            raise UsageError("arguments", "an evidence file carries its checkpoint and events: "
+                             "give neither checkpoint files nor --event-id")  # fmt: skip
+        return verify_evidence(data, kind, keyring, args.origin, out)
     if proof_kind(data) == "inclusion":
         if args.checkpoints:
             raise UsageError("arguments", "an inclusion proof carries its checkpoint: give "
@@ -251,11 +259,14 @@ def add_commands(sub: Any, store_parser: StoreParser) -> None:
     q.add_argument("old", type=int, metavar="OLD")
     q.add_argument("new", type=int, metavar="NEW", nargs="?")
     q.set_defaults(func=cmd_prove_consistency)
+    add_prove_equivocation(kinds)
 
     p = sub.add_parser(
         "verify-proof",
-        help="verify an inclusion or consistency proof offline",
-        description="Verify a proof without the store. An inclusion proof (tlog-proof@v1) "
+        help="verify an inclusion or consistency proof, or an evidence file, offline",
+        description="Verify a proof without the store. An evidence file (an equivocation "
+        "proof, docs/evidence.md) carries its events and checkpoint; so does an inclusion "
+        "proof (tlog-proof@v1): "
         "carries its checkpoint: the checkpoint is verified against KEYRING, then the event's "
         "leaf against its root. A consistency proof needs the two checkpoints it joins, "
         "OLD_CHECKPOINT and NEW_CHECKPOINT, both verified against KEYRING. Exit 0 when the "

@@ -1,0 +1,184 @@
+"""prove equivocation and verify-proof of evidence files, in-process; the proofs are also
+checked with Ed25519 and RFC 9162 code written here, independent of pithlog's."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import io
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import rfc8785
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
+from pithlog.cli import main
+from pithlog.protocol.keys import dump_key_file
+from pithlog.testing import test_key
+
+ORIGIN = "registry.test.invalid/pith"
+CASE = Path(__file__).resolve().parents[2] / "vectors" / "cases" / "equivocations"
+
+
+def run(argv: list[str]) -> tuple[int, bytes, str]:
+    out, err = io.BytesIO(), io.StringIO()
+    status = main(argv, stdout=out, stderr=err)
+    return status, out.getvalue(), err.getvalue()
+
+
+@pytest.fixture(scope="module")
+def case(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """The conformance case of equivocations, appended to a store."""
+    tmp = tmp_path_factory.mktemp("evidence")
+    key = tmp / "registry.key"
+    key.write_bytes(dump_key_file(test_key("registry")))
+    store = str(tmp / "store")
+    keyring = str(CASE / "keyring.json")
+    status, _, err = run(["--store", store, "append", "--keep-invalid", "--keyring", keyring,
+                          str(CASE / "events.jsonl")])  # fmt: skip
+    assert status in (0, 2), err
+    states = [json.loads(line) for line in (CASE / "expected.jsonl").read_bytes().splitlines()]
+    equivocated = [s for s in states if s["equivocations"]]
+    assert equivocated, "the case has equivocations"
+    return {"tmp": tmp, "key": str(key), "store": store, "keyring": keyring,
+            "states": equivocated}  # fmt: skip
+
+
+def prove(case: dict[str, Any], pith: str, *extra: str) -> tuple[int, bytes, str]:
+    return run(["--store", case["store"], "prove", "equivocation", pith, "--key", case["key"],
+                "--origin", ORIGIN, "--keyring", case["keyring"], *extra])  # fmt: skip
+
+
+def verify(case: dict[str, Any], data: bytes, name: str = "proof.json") -> tuple[int, bytes, str]:
+    path = case["tmp"] / name
+    path.write_bytes(data)
+    return run(["verify-proof", "--keyring", case["keyring"], str(path)])
+
+
+def every_proof(case: dict[str, Any]) -> list[tuple[dict[str, Any], dict[str, Any], bytes]]:
+    """(state, equivocation, proof file) for every equivocated slot of the case."""
+    found = []
+    for state in case["states"]:
+        for number, slot in enumerate(state["equivocations"], 1):
+            status, out, err = prove(case, state["pith_number"], "--slot", str(number))
+            assert status == 0, err
+            found.append((state, slot, out))
+    return found
+
+
+def test_every_equivocation_is_proven_and_verified(case: dict[str, Any]) -> None:
+    for state, slot, proof in every_proof(case):
+        doc = json.loads(proof)
+        assert doc["evidence_type"] == "pith-equivocation-proof"
+        assert doc["slot"] == slot["slot"] and doc["pith_number"] == state["pith_number"]
+        assert sorted(e["event_id"] for e in doc["events"]) == sorted(slot["event_ids"])
+        status, out, err = verify(case, proof)
+        assert status == 0, err
+        assert json.loads(out)["event_ids"] == slot["event_ids"]
+        assert "equivocation proven" in err
+
+
+def _root_from_path(leaf: bytes, index: int, size: int, path: list[bytes]) -> bytes:
+    """RFC 9162 2.1.3.2, written out here."""
+    fn, sn = index, size - 1
+    r = leaf
+    for p in path:
+        if sn == 0:
+            raise AssertionError("path too long")
+        if fn & 1 or fn == sn:
+            r = hashlib.sha256(b"\x01" + p + r).digest()
+            while not fn & 1 and fn != 0:
+                fn >>= 1
+                sn >>= 1
+        else:
+            r = hashlib.sha256(b"\x01" + r + p).digest()
+        fn >>= 1
+        sn >>= 1
+    assert sn == 0
+    return r
+
+
+def test_proofs_hold_under_independent_code(case: dict[str, Any]) -> None:
+    """Each envelope is signed by the named key (Ed25519 over its JCS body, spec 5) and
+    included under the checkpoint's root (RFC 9162), which the log's key signed."""
+    keyring = {k["key_id"]: k for k in json.loads(Path(case["keyring"]).read_text())["keys"]}
+    for _, _, proof in every_proof(case):
+        doc = json.loads(proof)
+        text, _, signatures = doc["checkpoint"].partition("\n\n")
+        origin, size, root_b64 = text.split("\n")[:3]
+        root = base64.b64decode(root_b64)
+        log_key = Ed25519PublicKey.from_public_bytes(
+            base64.b64decode(keyring["test-registry"]["public_key_b64"]))
+        sig = base64.b64decode(signatures.split(" ")[-1])[4:]
+        log_key.verify(sig, (text + "\n").encode())
+        for event, place in zip(doc["events"], doc["inclusion"], strict=True):
+            body = {k: v for k, v in event.items() if k not in ("event_id", "signature_b64")}
+            assert event["event_id"] == "sha256:" + hashlib.sha256(rfc8785.dumps(body)).hexdigest()
+            signer = keyring[event["signer"]["key_id"]]
+            assert signer in doc["keys"]
+            public = Ed25519PublicKey.from_public_bytes(base64.b64decode(signer["public_key_b64"]))
+            public.verify(base64.b64decode(event["signature_b64"]),
+                          hashlib.sha256(rfc8785.dumps(body)).digest())  # spec 4: digest(body)
+            leaf = bytes.fromhex(event["event_id"][7:]) + hashlib.sha256(
+                rfc8785.dumps(event)).digest()
+            leaf_hash = hashlib.sha256(b"\x00" + leaf).digest()
+            path = [base64.b64decode(h) for h in place["path"]]
+            assert _root_from_path(leaf_hash, place["index"], int(size), path) == root
+        assert origin == ORIGIN
+
+
+def test_every_single_byte_change_fails(case: dict[str, Any]) -> None:
+    """No change of one byte leaves a proof that verifies: each is refused as not evidence
+    (exit 2) or as evidence that does not hold (exit 1)."""
+    from pithlog.errors import PithlogError
+    from pithlog.protocol.keys import load_keyring
+    from pithlog.transparency.evidence import verify_equivocation_proof
+
+    keyring = load_keyring(Path(case["keyring"]).read_bytes())
+    _, _, proof = min(every_proof(case), key=lambda p: len(p[2]))
+    assert verify_equivocation_proof(proof, keyring).event_ids
+    codes: dict[str, int] = {}
+    for at in range(len(proof)):
+        changed = bytearray(proof)
+        changed[at] ^= 0x01 if changed[at] != 0x0A else 0x20
+        with pytest.raises(PithlogError) as refused:
+            verify_equivocation_proof(bytes(changed), keyring)
+        codes[refused.value.code] = codes.get(refused.value.code, 0) + 1
+    assert codes.keys() <= {"evidence.malformed", "evidence.does_not_hold",
+                            "checkpoint.malformed", "checkpoint.bad_signature",
+                            "checkpoint.untrusted"}  # fmt: skip
+    assert codes.get("evidence.does_not_hold", 0) > 0 and codes.get("evidence.malformed", 0) > 0
+
+
+def test_exit_statuses_of_verify_proof(case: dict[str, Any]) -> None:
+    _, _, proof = every_proof(case)[0]
+    doc = json.loads(proof)
+    doc["inclusion"][0]["index"] += 1  # well formed, does not hold
+    status, _, err = verify(case, rfc8785.dumps(doc) + b"\n")
+    assert status == 1 and "[evidence.does_not_hold]" in err
+    status, _, err = verify(case, proof.replace(b",", b", ", 1))  # not JCS: not as written
+    assert status == 2 and "[evidence.malformed]" in err
+    doc = json.loads(proof)
+    doc["events"] = doc["events"][:1] * 2  # one event twice is no equivocation
+    doc["inclusion"] = doc["inclusion"][:1] * 2
+    status, _, err = verify(case, rfc8785.dumps(doc) + b"\n")
+    assert status == 1 and "one event_id" in err
+
+
+def test_a_pith_without_equivocation_and_slot_choice(case: dict[str, Any]) -> None:
+    calm_case = CASE.parent / "all-event-types"
+    store = str(case["tmp"] / "calm")
+    status, _, err = run(["--store", store, "append", "--keyring", case["keyring"],
+                          str(calm_case / "events.jsonl")])  # fmt: skip
+    assert status in (0, 2), err
+    calm = json.loads((calm_case / "expected.jsonl").read_bytes().splitlines()[0])
+    assert not calm["equivocations"]
+    status, out, err = prove({**case, "store": store}, calm["pith_number"])
+    assert status == 2 and out == b"" and "[evidence.no_equivocation]" in err
+    busy = next(s for s in case["states"] if len(s["equivocations"]) > 1)
+    status, _, err = prove(case, busy["pith_number"])
+    assert status == 2 and "--slot" in err
+    status, _, err = prove(case, busy["pith_number"], "--slot", "99")
+    assert status == 2 and "[evidence.no_equivocation]" in err

@@ -182,6 +182,14 @@ class EvidenceError(_Verifying):
     failed = frozenset({"does_not_hold"})
 
 
+class WitnessError(_Verifying):
+    """A cosignature or a witness request that is malformed or does not verify (C2SP
+    tlog-witness, tlog-cosignature)."""
+
+    family = "witness"
+    failed = frozenset({"cosignature", "quorum"})
+
+
 class SyncError(PithlogError):
     """A sync that cannot read its source or receives a message breaking the protocol."""
 

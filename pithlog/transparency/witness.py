@@ -1,0 +1,236 @@
+"""Witnesses: C2SP ``tlog-cosignature`` (v1, Ed25519) and the ``add-checkpoint`` call of
+C2SP ``tlog-witness`` (docs/witness.md).
+
+A cosignature is a signed-note signature line on a checkpoint::
+
+    — <witness name> base64(key ID (4) || timestamp (8, big-endian) || Ed25519 signature (64))
+
+with key ID ``SHA-256(name || 0x0A || 0x04 || public key)[:4]``, over the message
+``cosignature/v1\\n``, ``time <timestamp>\\n``, then the checkpoint's note text. It states
+that, at that time, this was the largest consistent tree the witness had seen for the
+checkpoint's origin.
+
+``add-checkpoint`` (request body: ``old <size>\\n``, up to 63 base64 consistency-proof lines,
+an empty line, then the signed checkpoint) is judged by :func:`judge_add_checkpoint`, a pure
+function of the body, the keyring and what the witness last cosigned for the origin; the
+store keeps that state and applies the verdict in one write transaction, so the check and
+the update are atomic (tlog-witness: a rolled-back size is the race it warns of).
+
+pithlog's names: a witness key is a keyring entry (spec 3) of signer_type ``mirror`` or
+``pith_registry``, not revoked; its cosignatures carry its ``signer_id`` as the key name.
+
+Pure: no clock (the caller passes the timestamp), no file, no network.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import struct
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from pithlog.errors import CheckpointError, WitnessError, register
+from pithlog.protocol.canonical import decode_b64, encode_b64
+from pithlog.protocol.keys import KeyEntry, Keyring, SigningKey, verify_signature
+from pithlog.transparency import merkle
+from pithlog.transparency.checkpoint import (
+    EM_DASH,
+    NoteSignature,
+    VerifiedCheckpoint,
+    checkpoint_keys,
+    is_key_name,
+    parse_checkpoint_text,
+    parse_note,
+    verify_checkpoint,
+)
+
+register({
+    "witness.malformed": "the add-checkpoint body is not 'old N', proof lines, an empty line "
+    "and a signed checkpoint (C2SP tlog-witness)",
+    "witness.cosignature": "a cosignature line does not verify under the witness key named",
+    "witness.quorum": "fewer witnesses cosigned the checkpoint than the quorum asked for",
+    "witness.key": "the key may not cosign as a witness: use a mirror or pith_registry key, "
+    "not revoked",
+})  # fmt: skip
+
+COSIGNATURE_V1 = 0x04
+"""The signed-note signature type of an Ed25519 cosignature (tlog-cosignature)."""
+MAX_PROOF_LINES = 63
+MAX_BODY_BYTES = 64 << 10
+"""The largest add-checkpoint body a witness reads: 63 proof lines and a checkpoint."""
+WITNESS_SIGNER_TYPES = frozenset({"mirror", "pith_registry"})
+_DECIMAL = re.compile(r"0|[1-9][0-9]{0,18}")
+_STAMP = struct.Struct(">Q")
+
+
+def cosignature_key_id(name: str, public_key: bytes) -> bytes:
+    """``SHA-256(name || 0x0A || 0x04 || public key)[:4]``."""
+    return hashlib.sha256(name.encode("utf-8") + b"\n" + bytes([COSIGNATURE_V1]) +
+                          public_key).digest()[:4]  # fmt: skip
+
+
+def cosigned_message(note_text: bytes, timestamp: int) -> bytes:
+    """What a v1 cosignature signs: the header line, the time line, the note text."""
+    return b"cosignature/v1\ntime " + str(timestamp).encode("ascii") + b"\n" + note_text
+
+
+def may_witness(entry: KeyEntry) -> bool:
+    return entry.signer_type in WITNESS_SIGNER_TYPES and entry.revoked_at is None
+
+
+def cosign(note_text: bytes, key: SigningKey, timestamp: int) -> NoteSignature:
+    """The cosignature line of ``key`` (key name: its signer_id) on a checkpoint's text."""
+    if key.signer_type not in WITNESS_SIGNER_TYPES or not is_key_name(key.signer_id):
+        raise WitnessError("key", f"key {key.key_id} ({key.signer_type}, {key.signer_id!r}) "
+                           "may not cosign as a witness")  # fmt: skip
+    if not 0 <= timestamp < 1 << 63:
+        raise WitnessError("malformed", f"timestamp {timestamp} is out of range")
+    signature = key.sign(cosigned_message(note_text, timestamp))
+    return NoteSignature(key.signer_id, cosignature_key_id(key.signer_id, key.public_key),
+                         _STAMP.pack(timestamp) + signature)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Cosigned:
+    """A verified cosignature: by ``key_id`` (keyring), at ``timestamp``."""
+
+    key_id: str
+    name: str
+    timestamp: int
+
+
+def verify_cosignatures(note: bytes, witnesses: Sequence[KeyEntry]) -> list[Cosigned]:
+    """The cosignatures on a signed checkpoint ``note`` by ``witnesses`` (lines by other keys
+    are ignored, as signed notes ignore unknown keys); one that names a witness's key but
+    does not verify raises ``witness.cosignature``."""
+    parsed = parse_note(note)
+    found: list[Cosigned] = []
+    for entry in witnesses:
+        wanted = cosignature_key_id(entry.signer_id, entry.public_key)
+        for sig in parsed.signatures:
+            if sig.name != entry.signer_id or sig.key_id != wanted:
+                continue
+            if len(sig.signature) != 8 + 64:
+                raise WitnessError("cosignature", f"the cosignature by {entry.key_id} is not "
+                                   "a timestamp and a 64-byte signature")  # fmt: skip
+            (stamp,) = _STAMP.unpack(sig.signature[:8])
+            if stamp >= 1 << 63 or not verify_signature(
+                entry.verifier, sig.signature[8:], cosigned_message(parsed.text, stamp)
+            ):
+                raise WitnessError("cosignature", f"the cosignature by {entry.key_id} does not "
+                                   "verify")  # fmt: skip
+            found.append(Cosigned(entry.key_id, entry.signer_id, stamp))
+            break
+    return found
+
+
+def require_quorum(note: bytes, witnesses: Sequence[KeyEntry], quorum: int) -> list[Cosigned]:
+    """:func:`verify_cosignatures`, and at least ``quorum`` distinct witnesses among them."""
+    found = verify_cosignatures(note, witnesses)
+    if len(found) < quorum:
+        raise WitnessError("quorum", f"{len(found)} of the {len(witnesses)} witness key(s) "
+                           f"cosigned; {quorum} required")  # fmt: skip
+    return found
+
+
+# --- add-checkpoint -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class AddCheckpoint:
+    """A parsed add-checkpoint request body."""
+
+    old: int
+    proof: tuple[bytes, ...]
+    checkpoint: bytes
+
+    def encoded(self) -> bytes:
+        lines = [f"old {self.old}", *(encode_b64(h) for h in self.proof)]
+        return "".join(f"{line}\n" for line in lines).encode("ascii") + b"\n" + self.checkpoint
+
+
+def parse_add_checkpoint(body: bytes) -> AddCheckpoint:
+    if len(body) > MAX_BODY_BYTES:
+        raise WitnessError("malformed", f"the body is over {MAX_BODY_BYTES} bytes")
+    head, blank, checkpoint = body.partition(b"\n\n")
+    if not blank:
+        raise WitnessError("malformed", "no empty line before the checkpoint")
+    try:
+        lines = head.decode("ascii").split("\n")
+    except UnicodeDecodeError as exc:
+        raise WitnessError("malformed", "the old-size and proof lines are ASCII") from exc
+    if not lines[0].startswith("old ") or not _DECIMAL.fullmatch(lines[0][4:]):
+        raise WitnessError("malformed", "the first line is 'old N' (decimal, no leading zero)")
+    if len(lines) - 1 > MAX_PROOF_LINES:
+        raise WitnessError("malformed", f"more than {MAX_PROOF_LINES} proof lines")
+    proof = []
+    for line in lines[1:]:
+        raw = decode_b64(line)
+        if raw is None or len(raw) != merkle.HASH_SIZE:
+            raise WitnessError("malformed", "a proof line is not base64 of a 32-byte hash")
+        proof.append(raw)
+    return AddCheckpoint(int(lines[0][4:]), tuple(proof), checkpoint)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What a witness answers: an HTTP status, a body and its content type, and, on 200,
+    the ``(size, root)`` to store for ``origin`` before answering."""
+
+    status: int
+    body: bytes
+    content_type: str = "text/plain; charset=utf-8"
+    origin: str | None = None
+    record: tuple[int, bytes] | None = None
+
+
+def judge_add_checkpoint(
+    body: bytes,
+    keyring: Keyring,
+    known: Callable[[str], tuple[int, bytes] | None],
+    key: SigningKey,
+    timestamp: int,
+) -> Verdict:
+    """tlog-witness ``add-checkpoint``: ``known(origin)`` is the ``(size, root)`` the witness
+    last cosigned for ``origin``, or ``None``. Statuses: 400 (malformed, or old > new); 404
+    (no keyring key may sign for the origin); 403 (no trusted signature); 409 (old is not
+    the known size, answered as ``text/x.tlog.size``; or the same size with another root);
+    422 (the consistency proof fails); 200 (the cosignature line)."""
+    try:
+        request = parse_add_checkpoint(body)
+        note = parse_note(request.checkpoint)
+        checkpoint = parse_checkpoint_text(note.text)
+    except (WitnessError, CheckpointError, UnicodeDecodeError) as exc:
+        return Verdict(400, f"{exc}\n".encode())
+    origin = checkpoint.origin
+    if not checkpoint_keys(keyring, origin):
+        return Verdict(404, f"unknown origin {origin}\n".encode())
+    try:
+        verified: VerifiedCheckpoint = verify_checkpoint(request.checkpoint, keyring, origin)
+    except CheckpointError as exc:
+        return Verdict(403, f"{exc}\n".encode())
+    cp = verified.checkpoint
+    if request.old > cp.size:
+        return Verdict(400, b"old size is larger than the checkpoint's\n")
+    size, root = known(origin) or (0, b"")
+    if request.old != size:
+        return Verdict(409, f"{size}\n".encode("ascii"), "text/x.tlog.size")
+    if request.old == cp.size and size and root != cp.root:
+        return Verdict(409, f"{size}\n".encode("ascii"), "text/x.tlog.size")
+    if request.old == 0:
+        if request.proof:
+            return Verdict(422, b"the proof must be empty from size 0\n")
+    elif not merkle.verify_consistency(request.old, cp.size, root, cp.root, request.proof):
+        return Verdict(422, f"not consistent with size {size}\n".encode("ascii"))
+    line = cosign(note.text, key, timestamp).line().encode("utf-8")
+    return Verdict(200, line, origin=origin, record=(cp.size, cp.root))
+
+
+def with_cosignatures(note: bytes, lines: bytes) -> bytes:
+    """The signed checkpoint with cosignature lines appended (each ends in a newline)."""
+    for line in lines.decode("utf-8").splitlines(keepends=True):
+        if not line.startswith(EM_DASH + " ") or not line.endswith("\n"):
+            raise WitnessError("malformed", "a witness answered something other than "
+                               "signature lines")  # fmt: skip
+    return note + lines

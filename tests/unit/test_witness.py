@@ -1,0 +1,117 @@
+"""pithlog.transparency.witness: cosignatures (C2SP tlog-cosignature) and the add-checkpoint
+verdicts (C2SP tlog-witness), checked against the byte layouts written out here."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import struct
+
+import pytest
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
+from pithlog.errors import WitnessError
+from pithlog.protocol.keys import make_keyring
+from pithlog.testing import test_key, test_keyring_entries
+from pithlog.transparency import merkle
+from pithlog.transparency.checkpoint import Checkpoint, Note, sign_checkpoint, sign_note
+from pithlog.transparency.witness import (
+    AddCheckpoint,
+    cosign,
+    judge_add_checkpoint,
+    parse_add_checkpoint,
+    require_quorum,
+    verify_cosignatures,
+    with_cosignatures,
+)
+
+ORIGIN = "registry.test.invalid/pith"
+KEYRING = make_keyring(test_keyring_entries())
+WITNESS = test_key("mirror")
+LEAVES = [merkle.leaf_hash(bytes([i]) * 64) for i in range(40)]
+SUB = merkle.subtree_from_leaves(LEAVES)
+
+
+def signed(size: int, key: str = "registry") -> bytes:
+    return sign_checkpoint(Checkpoint(ORIGIN, size, merkle.root(size, SUB)), test_key(key))
+
+
+def body(old: int, new: int, checkpoint: bytes | None = None) -> bytes:
+    proof = merkle.consistency_path(old, new, SUB) if 0 < old < new else []
+    return AddCheckpoint(old, tuple(proof), checkpoint or signed(new)).encoded()
+
+
+def test_a_cosignature_has_the_layout_of_the_spec() -> None:
+    note = signed(10)
+    text = note[: note.index(b"\n\n") + 1]
+    line = cosign(text, WITNESS, 1_700_000_000).line()
+    dash, name, blob = line.rstrip("\n").split(" ")
+    assert dash == "\u2014" and name == WITNESS.signer_id
+    raw = base64.b64decode(blob)
+    expected_id = hashlib.sha256(name.encode() + b"\n\x04" + WITNESS.public_key).digest()[:4]
+    assert raw[:4] == expected_id and len(raw) == 4 + 8 + 64
+    assert struct.unpack(">Q", raw[4:12])[0] == 1_700_000_000
+    message = b"cosignature/v1\ntime 1700000000\n" + text
+    Ed25519PublicKey.from_public_bytes(WITNESS.public_key).verify(raw[12:], message)
+
+
+def test_cosignatures_verify_and_count_toward_a_quorum() -> None:
+    note = signed(10)
+    text = note[: note.index(b"\n\n") + 1]
+    witnesses = [KEYRING["test-mirror"]]
+    cosigned = with_cosignatures(note, cosign(text, WITNESS, 5).line().encode())
+    assert [c.key_id for c in verify_cosignatures(cosigned, witnesses)] == ["test-mirror"]
+    assert require_quorum(cosigned, witnesses, 1)
+    with pytest.raises(WitnessError, match="1 required"):
+        require_quorum(note, witnesses, 1)
+    other = with_cosignatures(signed(11), cosign(text, WITNESS, 5).line().encode())
+    with pytest.raises(WitnessError) as wrong:  # a cosignature of another tree
+        verify_cosignatures(other, witnesses)
+    assert wrong.value.code == "witness.cosignature"
+
+
+def test_add_checkpoint_round_trip_and_limits() -> None:
+    request = parse_add_checkpoint(body(8, 20))
+    assert request.old == 8 and request.proof and request.checkpoint == signed(20)
+    for bad in (b"old 01\n\n" + signed(3), b"old 3\n" + b"AAAA\n" + b"\n" + signed(3),
+                b"no empty line", b"old 1\n" + b"A" * 44 + b"\n" * 64):  # fmt: skip
+        with pytest.raises(WitnessError):
+            parse_add_checkpoint(bad)
+
+
+class Witness:
+    """A witness's state, as the store keeps it: origin -> (size, root)."""
+
+    def __init__(self) -> None:
+        self.known: dict[str, tuple[int, bytes]] = {}
+
+    def add(self, data: bytes) -> tuple[int, bytes]:
+        verdict = judge_add_checkpoint(data, KEYRING, self.known.get, WITNESS, 7)
+        if verdict.status == 200:
+            assert verdict.origin is not None and verdict.record is not None
+            self.known[verdict.origin] = verdict.record
+        return verdict.status, verdict.body
+
+
+def test_the_statuses_of_tlog_witness() -> None:
+    w = Witness()
+    status, line = w.add(body(0, 10))
+    assert status == 200 and line.startswith("\u2014 mirror".encode())
+    assert verify_cosignatures(with_cosignatures(signed(10), line), [KEYRING["test-mirror"]])
+    assert w.add(body(0, 20)) == (409, b"10\n")  # old is not what it cosigned
+    assert w.add(body(10, 20))[0] == 200 and w.known[ORIGIN][0] == 20
+    assert w.add(body(20, 20))[0] == 200  # the same tree again
+    assert w.add(body(30, 20))[0] == 400  # old > new
+    bad_proof = AddCheckpoint(20, (bytes(32),), signed(30)).encoded()
+    assert w.add(bad_proof)[0] == 422 and w.known[ORIGIN][0] == 20
+    other_root = sign_checkpoint(Checkpoint(ORIGIN, 20, bytes(32)), test_key("registry"))
+    assert w.add(AddCheckpoint(20, (), other_root).encoded())[0] == 409
+    stranger = Checkpoint("nobody.invalid/log", 3, merkle.root(3, SUB))
+    text = stranger.text()
+    note = Note(text, (sign_note(text, stranger.origin, test_key("stranger")),)).encoded()
+    assert w.add(AddCheckpoint(0, (), note).encoded())[0] == 404
+    forged = Note(signed(30)[: signed(30).index(b"\n\n") + 1],
+                  (sign_note(b"x\n", ORIGIN, test_key("author")),)).encoded()  # fmt: skip
+    assert w.add(AddCheckpoint(20, (), forged).encoded())[0] == 403
+    assert w.add(b"garbage")[0] == 400
+    assert w.known[ORIGIN][0] == 20  # nothing but a 200 moved it

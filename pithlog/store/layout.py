@@ -4,7 +4,8 @@ that the store, its reduction index (:mod:`pithlog.store.stateindex`), its Merkl
 (:mod:`pithlog.store.tree`) and replay (:mod:`pithlog.store.replay`) share.
 
 These modules work on a transaction the store opens; they do not import :mod:`lmdb`
-(:mod:`pithlog.store` is the only module that does): :class:`Txn` is what they use of one.
+(:mod:`pithlog.store.environment` is the only module that does): :class:`Txn` is what they
+use of one.
 """
 
 from __future__ import annotations
@@ -63,7 +64,7 @@ SEQ = struct.Struct(">Q")
 
 
 class Cursor(Protocol):
-    """The part of ``lmdb.Cursor`` used outside :mod:`pithlog.store`."""
+    """The part of ``lmdb.Cursor`` used outside :mod:`pithlog.store.environment`."""
 
     def __iter__(self) -> Iterator[tuple[bytes, bytes]]: ...
     def key(self) -> bytes: ...
@@ -79,8 +80,9 @@ class Cursor(Protocol):
 
 
 class Txn(Protocol):
-    """The part of ``lmdb.Transaction`` used outside :mod:`pithlog.store`; ``db`` is one of
-    the store's named databases (the ``dbs`` dict, keyed by :data:`DB_NAMES`)."""
+    """The part of ``lmdb.Transaction`` used outside :mod:`pithlog.store.environment`;
+    ``db`` is one of the store's named databases (the ``dbs`` dict, keyed by
+    :data:`DB_NAMES`)."""
 
     def get(self, key: bytes, default: None = None, db: Any = None) -> bytes | None: ...
     def put(self, key: bytes, value: bytes, *, db: Any = None) -> bool: ...

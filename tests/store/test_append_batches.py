@@ -9,7 +9,8 @@ from typing import Any
 import eventgen as g
 import pytest
 
-import pithlog.store.log
+import pithlog.errors
+import pithlog.store.append_pipeline
 from pithlog.store import AppendResult, Store
 
 
@@ -53,7 +54,8 @@ def test_pipeline_equals_batch_by_batch(
         ]
         expected = snapshot(store)
         assert store.replay(g.KEYRING).ok
-    monkeypatch.setattr(pithlog.store.log, "PIPELINE_MIN", 0)  # helper processes from batch 2
+    # helper processes from batch 2
+    monkeypatch.setattr(pithlog.store.append_pipeline, "PIPELINE_MIN", 0)
     with Store.open(tmp_path / "two") as store:
         two = list(store.append_batches(iter(batches), g.KEYRING, keep_invalid=keep_invalid))
         assert two == one
@@ -73,7 +75,7 @@ def test_a_large_first_batch_is_verified_in_helper_processes(
         expected_results = store.append(lines, g.KEYRING)
         expected = snapshot(store)
     sent: list[int] = []
-    real = pithlog.store.log.verifying_pool
+    real = pithlog.store.append_pipeline.verifying_pool
 
     def counted(stack: Any, *args: Any) -> Any:
         pool = real(stack, *args)
@@ -86,9 +88,9 @@ def test_a_large_first_batch_is_verified_in_helper_processes(
         pool.submit = counting  # type: ignore[method-assign]
         return pool
 
-    monkeypatch.setattr(pithlog.store.log, "verifying_pool", counted)
-    monkeypatch.setattr(pithlog.store.log, "ALONE_POOL_MIN", len(lines))
-    monkeypatch.setattr(pithlog.store.log.os, "cpu_count", lambda: 2)
+    monkeypatch.setattr(pithlog.store.append_pipeline, "verifying_pool", counted)
+    monkeypatch.setattr(pithlog.store.append_pipeline, "ALONE_POOL_MIN", len(lines))
+    monkeypatch.setattr(pithlog.store.append_pipeline.os, "cpu_count", lambda: 2)
     with Store.open(tmp_path / "two") as store:
         assert list(store.append_batches([lines], g.KEYRING)) == [expected_results]
         assert snapshot(store) == expected
@@ -106,7 +108,7 @@ def test_a_failing_batch_leaves_the_batches_before_it_committed(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, helpers: bool
 ) -> None:
     if helpers:  # the second batch is started in helper processes, then abandoned
-        monkeypatch.setattr(pithlog.store.log, "PIPELINE_MIN", 0)
+        monkeypatch.setattr(pithlog.store.append_pipeline, "PIPELINE_MIN", 0)
     events = g.mixed_events(random.Random(3), piths=2, per_pith=4)
     lines = [g.encoded(e) for e in events]
 
@@ -161,7 +163,7 @@ def test_a_failed_transaction_stops_the_pipeline_before_the_next_batch(
 ) -> None:
     lines = _lines(5)
     batches = [lines[:4], lines[4:8], lines[8:]]
-    real = pithlog.store.log.append_work
+    real = pithlog.store.append_pipeline.append_work
     calls: list[int] = []
 
     def failing_second(started: Any, keyring: Any, keep: bool) -> Any:
@@ -172,14 +174,14 @@ def test_a_failed_transaction_stops_the_pipeline_before_the_next_batch(
 
         def broken(txn: Any, dbs: Any) -> Any:
             work(txn, dbs)  # written, then refused: the transaction is aborted
-            raise pithlog.store.log.StoreError("io", "the disk went away")
+            raise pithlog.errors.StoreError("io", "the disk went away")
 
         return broken
 
-    monkeypatch.setattr(pithlog.store.log, "append_work", failing_second)
+    monkeypatch.setattr(pithlog.store.append_pipeline, "append_work", failing_second)
     with Store.open(tmp_path / "s") as store:
         done = []
-        with pytest.raises(pithlog.store.log.StoreError, match="disk went away"):
+        with pytest.raises(pithlog.errors.StoreError, match="disk went away"):
             for results in store.append_batches(iter(batches), g.KEYRING):
                 done.append(results)
         assert len(done) == 1 and len(calls) == 2  # batch 3 was never written

@@ -329,8 +329,8 @@ def test_replay_with_verifying_processes_reports_the_same(
 ) -> None:
     # A large one-process replay verifies in helper processes, pipelined by chunk; a
     # small one in threads. Same report, damage included.
-    import pithlog.store.log
     import pithlog.store.replay
+    import pithlog.store.replay_processes
 
     store, events = damaged
     victim = _attestation(events)
@@ -341,7 +341,7 @@ def test_replay_with_verifying_processes_reports_the_same(
     assert check_alone(admit(json.loads(data)), g.KEYRING) == "bad_signature"
     store._write(lambda txn, dbs: txn.put(eid, bytes(data), db=dbs["events"]))
     threads = store.replay(g.KEYRING, jobs=1)
-    monkeypatch.setattr(pithlog.store.log, "VERIFY_PROCESS_MIN_PITHS", 0)
+    monkeypatch.setattr(pithlog.store.replay_processes, "VERIFY_PROCESS_MIN_PITHS", 0)
     monkeypatch.setattr(pithlog.store.replay, "_CHUNK", 1)
     processes = store.replay(g.KEYRING, jobs=1)
     assert any("applied: 0 entries missing, 1 extra" in d.line() for d in threads.discrepancies)
@@ -353,7 +353,7 @@ def test_replay_with_the_structure_pass_in_its_own_process_reports_the_same(
 ) -> None:
     # A large one-process replay checks the structure in a process of its own beside the
     # piths; its findings come first in the report, as when it runs first, here.
-    import pithlog.store.log
+    import pithlog.store.replay_processes
 
     store, events = damaged
     victim = _attestation(events)
@@ -370,7 +370,7 @@ def test_replay_with_the_structure_pass_in_its_own_process_reports_the_same(
         started.append(future.running() or not future.done())
         return future
 
-    monkeypatch.setattr(pithlog.store.log, "STRUCTURE_PROCESS_MIN_COPIES", 0)
+    monkeypatch.setattr(pithlog.store.replay_processes, "STRUCTURE_PROCESS_MIN_COPIES", 0)
     monkeypatch.setattr(Store, "_structure", spy)
     apart = store.replay(g.KEYRING, jobs=1)
     assert started == [True]  # handed to a process, not done here before the piths

@@ -23,7 +23,7 @@ import pytest
 
 import pithlog.parallel
 import pithlog.protocol.checks
-import pithlog.store.log
+import pithlog.store.replay_processes
 from pithlog.cli import _helper_losses_said, main
 from pithlog.cli.edge import Out
 from pithlog.errors import HelperLost
@@ -131,7 +131,7 @@ def test_replay_jobs_when_a_worker_dies(damaged: str, monkeypatch: pytest.Monkey
     with Store.open(damaged, readonly=True) as store:
         expected = store.replay(KEYRING, verify=True, jobs=1)
         assert len(expected.discrepancies) == 1
-        monkeypatch.setattr(pithlog.store.log, "_worker_run", _die)
+        monkeypatch.setattr(pithlog.store.replay_processes, "_worker_run", _die)
         with pytest.warns(HelperLost):
             report = store.replay(KEYRING, verify=True, jobs=2)
     assert _lines(report) == _lines(expected)
@@ -144,9 +144,9 @@ def test_replay_when_the_structure_pass_process_dies(
 ) -> None:
     with Store.open(damaged, readonly=True) as store:
         expected = store.replay(KEYRING, verify=True, jobs=1)
-        monkeypatch.setattr(pithlog.store.log, "STRUCTURE_PROCESS_MIN_COPIES", 1)
-        monkeypatch.setattr(pithlog.store.log.os, "cpu_count", lambda: 2)
-        monkeypatch.setattr(pithlog.store.log, "_structure_at", _die)
+        monkeypatch.setattr(pithlog.store.replay_processes, "STRUCTURE_PROCESS_MIN_COPIES", 1)
+        monkeypatch.setattr(pithlog.store.replay_processes.os, "cpu_count", lambda: 2)
+        monkeypatch.setattr(pithlog.store.replay_processes, "_structure_at", _die)
         with pytest.warns(HelperLost):
             report = store.replay(KEYRING, verify=True, jobs=1)
     assert _lines(report) == _lines(expected)
@@ -166,7 +166,7 @@ def test_the_cli_says_it_once_and_prints_the_same(
 
     status, out, err = run()
     assert not any("warning" in line for line in err)
-    monkeypatch.setattr(pithlog.store.log, "_worker_run", _die)
+    monkeypatch.setattr(pithlog.store.replay_processes, "_worker_run", _die)
     assert run()[:2] == (status, out)  # every chunk was lost: each warned, one line said
     assert status == 1 and out
     lost = [line for line in run()[2] if line.startswith("pithlog: warning: ")]

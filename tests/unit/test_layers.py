@@ -45,7 +45,7 @@ PURE = ("protocol", "transparency")
 """The layers that implement the protocol and the log's proofs: values in, values out."""
 
 HOMES = {
-    "lmdb": {"pithlog.store"},
+    "lmdb": {"pithlog.store.environment"},
     "cryptography": {"pithlog.protocol.keys", "pithlog.protocol.checks"},
     "rfc8785": {"pithlog.protocol.canonical"},
     "starlette": {"pithlog.net"},

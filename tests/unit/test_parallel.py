@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 import pithlog.parallel
-import pithlog.store.log
+import pithlog.store.replay_processes as replay_processes
 from pithlog.parallel import (
     PART_EVENTS,
     _reduce_part,
@@ -173,7 +173,7 @@ def test_helpers_and_workers_leave_ctrl_c_and_sigterm_to_their_parent(tmp_path: 
     entries = [key.entry() for key in KEYRING.values()]
     for initializer, initargs in [
         (pithlog.parallel._worker_init, (entries, None)),  # reduce --jobs N
-        (pithlog.store.log._worker_init, (str(tmp_path / "s"), entries, True, True, None, None)),
+        (replay_processes._worker_init, (str(tmp_path / "s"), entries, True, True, None, None)),
     ]:  # replay --jobs N
         with contextlib.ExitStack() as stack:
             workers = pithlog.parallel.worker_pool(stack, 1, initializer, initargs)

@@ -1,0 +1,205 @@
+"""How :meth:`pithlog.store.Store.append` and :meth:`~pithlog.store.Store.append_batches` run
+the work of :mod:`pithlog.store.append`: a batch through the door, checks 1-12 started on
+its copies new to the store (in threads, or in helper processes for large batches), then
+its one write transaction; for a stream of batches, as a pipeline in which the next batch
+is judged while the one before it is written and committed (``docs/store.md``,
+"Appending").
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import itertools
+import os
+import threading
+from collections.abc import Generator, Iterable, Iterator, Sized
+from concurrent.futures import Executor, Future, ThreadPoolExecutor
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from pithlog.errors import DoorError
+from pithlog.parallel import verifying_pool
+from pithlog.protocol.checks import CheckBatch, start_checks
+from pithlog.protocol.events import Envelope, parse_envelope
+from pithlog.protocol.keys import Keyring
+from pithlog.store.append import AppendResult, StartedBatch, append_work
+from pithlog.store.layout import Txn, copy_hash, eid_bytes
+
+if TYPE_CHECKING:
+    from pithlog.store.log import Store
+
+T = TypeVar("T")
+
+Item = bytes | bytearray | memoryview | Envelope
+"""One item of a batch: a raw line (through the door) or an envelope already through it."""
+
+PIPELINE_MIN = 500
+"""Batches of at least this many items (judged by the first) are verified in helper
+processes from the second batch on; smaller ones in threads, as :meth:`Store.append`
+does (a process start costs about as much as verifying a few thousand signatures)."""
+
+START_PART = 1024
+"""Items per part of a batch started with helper processes (:func:`start_append`)."""
+
+ALONE_POOL_MIN = 2000
+"""A first batch of at least this many items (when its length is known: a list) is
+verified in helper processes too: it has no batch before it to overlap with, and in
+threads, which hold the GIL between signatures, it would use little more than one core."""
+
+
+class Abandoned(Exception):
+    """A batch of :meth:`Store.append_batches` whose consumer stopped before its commit:
+    its transaction is aborted. Internal; it never leaves the pipeline."""
+
+
+def _unseen(envelopes: dict[bytes, Envelope], txn: Txn, dbs: dict[str, Any]) -> list[bytes]:
+    """The copy hashes of ``envelopes`` that the store holds neither as an event's copy nor
+    as evidence (a read transaction's work)."""
+    out = []
+    for h, env in envelopes.items():
+        eid = eid_bytes(env.event_id)
+        current = txn.get(eid, db=dbs["events"])
+        # evidence holds other copies of stored event_ids only
+        if current is None or (
+            current != env.encoded and txn.get(eid + h, db=dbs["evidence"]) is None
+        ):
+            out.append(h)
+    return out
+
+
+def _parts(items: Iterable[T], size: int | None) -> Iterator[list[T]]:
+    """``items`` in lists of ``size`` (``None``: one list of them all)."""
+    it = iter(items)
+    while part := list(itertools.islice(it, size)):
+        yield part
+        if size is None:
+            return
+
+
+def _at_least(batch: object, n: int) -> bool:
+    return isinstance(batch, Sized) and len(batch) >= n
+
+
+def append_batches(
+    store: Store,
+    batches: Iterable[Iterable[Item]],
+    keyring: Keyring,
+    keep_invalid: bool,
+) -> Generator[list[AppendResult], None, None]:
+    """:meth:`Store.append_batches` (whose docstring says what it promises)."""
+    cores = os.cpu_count() or 1
+    with contextlib.ExitStack() as stack:
+        executor: Executor | None = None
+        writer: ThreadPoolExecutor | None = None
+        abandon = threading.Event()
+        previous: StartedBatch | None = None
+        writing: Future[list[AppendResult]] | None = None
+        try:
+            for number, batch in enumerate(batches):
+                if number == 0 and cores > 1 and _at_least(batch, ALONE_POOL_MIN):
+                    # a large first batch has nothing to overlap with: its
+                    # signatures need the helpers as much
+                    executor = verifying_pool(stack)
+                if number == 1:
+                    large = previous is not None and len(previous.items) >= PIPELINE_MIN
+                    if cores > 1 and large and executor is None:
+                        executor = verifying_pool(stack)
+                    # after the helper pool, so that it is shut down (waited for) first
+                    writer = stack.enter_context(
+                        ThreadPoolExecutor(1, thread_name_prefix="pithlog-append")
+                    )
+                started = store._start_append(batch, keyring, executor)
+                if previous is not None:
+                    assert writer is not None
+                    # ``writing`` is cleared only once its results are in hand, so that an
+                    # interrupt while waiting for them still hands them out (below)
+                    committed = writing.result() if writing is not None else None
+                    writing = writer.submit(
+                        store._finish_append, previous, keyring, keep_invalid, abandon
+                    )
+                    if committed is not None:
+                        yield committed
+                previous = started
+            if writing is not None:
+                committed = writing.result()
+                writing = None
+                yield committed
+            if previous is not None:
+                last, previous = previous, None
+                yield store._finish_append(last, keyring, keep_invalid)
+        except GeneratorExit:
+            abandon.set()
+            raise
+        except BaseException:
+            if writing is not None:
+                # the input failed (or an interrupt came) while a batch was being written:
+                # finish it and hand out its results, then raise; when that batch's own
+                # transaction failed, its error is the one raised
+                try:
+                    finished = writing.result()
+                except BaseException:
+                    finished = None
+                if finished is not None:
+                    yield finished
+            raise
+
+
+def start_append(
+    store: Store, batch: Iterable[Item], keyring: Keyring, executor: Executor | None = None
+) -> StartedBatch:
+    """A batch through the door, and checks 1-12 started on its copies that the store
+    does not hold yet (a copy already stored is a duplicate, not judged again)."""
+    items: list[Envelope | DoorError] = []
+    hashes: list[bytes | None] = []  # each copy hashed once, for the write as well
+    seen: set[bytes] = set()
+    fresh: list[bytes] = []
+    started: list[CheckBatch] = []
+    # With helpers, part by part: the first signatures reach them while the rest of
+    # the batch is still going through the door (threads take the batch whole).
+    size = START_PART if executor is not None else None
+    for part in _parts(batch, size):
+        envelopes: dict[bytes, Envelope] = {}  # the part's copies new to the batch
+        for item in part:
+            if isinstance(item, Envelope):
+                env = item
+            else:
+                try:
+                    env = parse_envelope(bytes(item))
+                except DoorError as exc:
+                    items.append(exc)
+                    hashes.append(None)
+                    continue
+            h = copy_hash(env.encoded)
+            items.append(env)
+            hashes.append(h)
+            if h not in seen:
+                seen.add(h)
+                envelopes[h] = env
+        if not envelopes:
+            continue
+        new = store._read(functools.partial(_unseen, envelopes))
+        fresh += new
+        started.append(start_checks([envelopes[h] for h in new], keyring, executor=executor))
+    return StartedBatch(items, hashes, fresh, CheckBatch.joined(started))
+
+
+def finish_append(
+    store: Store,
+    started: StartedBatch,
+    keyring: Keyring,
+    keep_invalid: bool,
+    abandon: threading.Event | None = None,
+) -> list[AppendResult]:
+    """The write transaction of a started batch, once its verdicts are in; with
+    ``abandon`` set before the commit, the transaction is aborted (:class:`Abandoned`)."""
+    work = append_work(started, keyring, keep_invalid)
+    if abandon is None:
+        return store._write(work)
+
+    def guarded(txn: Txn, dbs: dict[str, Any]) -> list[AppendResult]:
+        results = work(txn, dbs)
+        if abandon.is_set():
+            raise Abandoned("the consumer stopped before this batch was committed")
+        return results
+
+    return store._write(guarded)

@@ -1,0 +1,225 @@
+"""Where :meth:`pithlog.store.Store.replay` does its work: which process checks the
+structure and which the piths of :mod:`pithlog.store.replay` (``docs/store.md``, "Replay").
+
+- ``jobs=1``: the chunks of piths in this process, as a pipeline; a large log has its
+  signatures verified in helper processes and its structure pass run in a process of its
+  own beside the piths.
+- ``jobs`` > 1: the chunks in worker processes, each with the store open read-only, while
+  this process checks the structure.
+
+A helper or worker that dies costs time, not results: its work is done again here
+(:class:`pithlog.errors.HelperLost`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import functools
+import gc
+import os
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future
+from concurrent.futures.process import BrokenProcessPool
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from pithlog.errors import HelperLost
+from pithlog.parallel import (
+    in_order,
+    leave_interrupts_to_parent,
+    threads_per_process,
+    verifying_pool,
+    worker_pool,
+)
+from pithlog.protocol.keys import Keyring, make_keyring
+from pithlog.store import tree
+from pithlog.store.environment import Work, acquire, release, scratch_index
+from pithlog.store.layout import Txn
+from pithlog.store.replay import (
+    Discrepancy,
+    PithOutcome,
+    Progress,
+    ReplayContext,
+    ReplayReport,
+    Started,
+    check_structure,
+    finish_chunk,
+    make_chunks,
+    replay_chunk,
+    replay_work,
+    start_chunk,
+)
+
+if TYPE_CHECKING:
+    from pithlog.store.log import Store
+
+T = TypeVar("T")
+
+Read = Callable[[Work[T]], T]
+"""A store's read transactions: ``read(work)`` runs ``work`` in one and returns its result."""
+
+Chunk = list[tuple[str, list[bytes]]]
+"""Piths with the copies each holds, as :func:`pithlog.store.replay.make_chunks` cuts them."""
+
+STRUCTURE_PROCESS_MIN_COPIES = 20_000
+"""From this many stored copies, a one-process replay runs its structure pass in a process
+of its own beside the piths (about 0.35 s of work at this size, above the cost of starting
+a process); smaller logs check their structure first, in the replaying process."""
+
+VERIFY_PROCESS_MIN_PITHS = 100
+"""A one-process replay of fewer piths verifies in threads: starting a verifying process
+costs about as much as verifying a few thousand signatures."""
+
+
+def replay(
+    store: Store, keyring: Keyring, verify: bool, jobs: int, progress: Progress | None
+) -> ReplayReport:
+    """:meth:`Store.replay` (whose docstring says what it checks)."""
+    report = ReplayReport(keyring.digest, store.keyring_digest())
+    ctx = ReplayContext(keyring, report.same_keyring, verify, report.stored_keyring_digest)
+
+    piths, foreign = store._read(replay_work)
+    chunks = make_chunks(piths, foreign, jobs)
+    found: list[Discrepancy] = []  # pith by pith, in pith order
+
+    with contextlib.ExitStack() as stack:
+        if jobs > 1:
+            # The workers start on the piths while this process checks the structure,
+            # so the structure pass is not a serial prefix of the whole replay.
+            outcomes = _replay_pool(store, stack, chunks, ctx, jobs)
+            structure = store._structure(stack, piths, apart=False)
+        else:
+            structure = store._structure(stack, piths, apart=True)
+            outcomes = _replay_here(store._read, stack, chunks, ctx)
+        total = len(piths)
+        done = 0
+        if progress is not None:
+            progress(0, total)
+        for outcome in outcomes:
+            for _pith, pith_found, events, copies in outcome:
+                found.extend(d for d in pith_found if d.kind != "note")
+                report.notes.extend(d for d in pith_found if d.kind == "note")
+                report.events += events
+                report.copies += copies
+                report.piths += 1
+            done += len(outcome)
+            if progress is not None:
+                progress(done, total)
+        try:
+            structural = structure.result()
+        except BrokenProcessPool:
+            HelperLost.warn()
+            structural = _structure_here(store._read, piths)
+        report.discrepancies = structural + found
+    return report
+
+
+def structure(
+    store: Store, stack: contextlib.ExitStack, piths: list[str], apart: bool
+) -> Future[list[Discrepancy]]:
+    """Replay's structure pass. With ``apart``, on a machine with another core and a log
+    of at least :data:`STRUCTURE_PROCESS_MIN_COPIES` copies, it is started in a process
+    of its own (which reads the store in its own read transaction, as each chunk of
+    piths does in its own); otherwise it runs here, now, and the future is done."""
+    if apart and (os.cpu_count() or 1) > 1:
+        copies = store._read(lambda txn, dbs: txn.stat(dbs["seq"])["entries"])
+        if copies >= STRUCTURE_PROCESS_MIN_COPIES:
+            pool = worker_pool(stack, 1, leave_interrupts_to_parent, ())
+            return pool.submit(_structure_at, store.path, piths)
+    done: Future[list[Discrepancy]] = Future()
+    done.set_result(_structure_here(store._read, piths))
+    return done
+
+
+def _replay_here(
+    read: Read[Any], stack: contextlib.ExitStack, chunks: list[Chunk], ctx: ReplayContext
+) -> Iterator[list[PithOutcome]]:
+    """``jobs=1``: the chunks in this process, as a pipeline. When signatures are to be
+    verified and the machine has another core, they are verified in helper processes
+    (one per other core) while this process reads the next chunk and puts it through
+    the door and checks, and judges the chunk before; threads could not overlap that
+    Python work (a verifying thread waits for the GIL after each signature)."""
+    cores = os.cpu_count() or 1
+    large = sum(len(chunk) for chunk in chunks) >= VERIFY_PROCESS_MIN_PITHS
+    if (ctx.verify or not ctx.same_keyring) and cores > 1 and len(chunks) > 1 and large:
+        ctx = dataclasses.replace(ctx, executor=verifying_pool(stack))
+    previous: Started | None = None
+    for chunk in chunks:
+        started: Started = read(functools.partial(start_chunk, chunk=chunk, ctx=ctx))
+        if previous is not None:
+            yield read(functools.partial(finish_chunk, started=previous, ctx=ctx))
+        previous = started
+    if previous is not None:
+        yield read(functools.partial(finish_chunk, started=previous, ctx=ctx))
+
+
+def _replay_pool(
+    store: Store,
+    stack: contextlib.ExitStack,
+    chunks: list[Chunk],
+    ctx: ReplayContext,
+    jobs: int,
+) -> Iterator[list[PithOutcome]]:
+    """Hand ``chunks`` to worker processes now; their outcomes, in order."""
+    if len(chunks) <= 1:
+        return iter([_run_chunk(store._read, chunk, ctx) for chunk in chunks])
+    entries = [key.entry() for key in ctx.keyring.values()]
+    pool = worker_pool(stack, min(jobs, len(chunks)), _worker_init,
+                       (store.path, entries, ctx.same_keyring, ctx.verify, ctx.stored_kd,
+                        threads_per_process(jobs)))  # fmt: skip
+    return in_order(
+        pool, _worker_run, functools.partial(_run_chunk, store._read, ctx=ctx), chunks
+    )
+
+
+# --- the structure pass and the worker processes ------------------------------------------
+
+
+def _structure_here(read: Read[Any], piths: list[str]) -> list[Discrepancy]:
+    """Replay's structure pass (:func:`pithlog.store.replay.check_structure`, then the Merkle
+    tree) over the store ``read`` reads; ``piths``: the piths replay goes through."""
+    found: list[Discrepancy] = []
+    replayed = set(piths)
+    read(lambda txn, dbs: check_structure(txn, dbs, found, replayed, scratch_index))
+    read(lambda txn, dbs: tree.check_merkle(txn, dbs, found))
+    return found
+
+
+def _structure_at(path: str, piths: list[str]) -> list[Discrepancy]:
+    """:func:`_structure_here` in a process of its own (:func:`structure`)."""
+    gc.disable()  # see pithlog.cli: nothing cyclic is held
+    shared = acquire(path, create=False)
+    try:
+        return _structure_here(shared.read, piths)
+    finally:
+        release(shared)
+
+
+_WORKER: dict[str, Any] = {}
+
+
+def _worker_init(
+    path: str,
+    entries: list[dict[str, Any]],
+    same: bool,
+    verify: bool,
+    stored_kd: str | None,
+    threads: int | None,
+) -> None:
+    leave_interrupts_to_parent()
+    gc.disable()  # a worker holds only acyclic decoded JSON: see pithlog.cli
+    # the store, read-only, for the life of the worker
+    _WORKER["read"] = acquire(path, create=False).read
+    _WORKER["ctx"] = ReplayContext(make_keyring(entries), same, verify, stored_kd, threads)
+
+
+def _run_chunk(read: Read[Any], chunk: Chunk, ctx: ReplayContext) -> list[PithOutcome]:
+    def work(txn: Txn, dbs: dict[str, Any]) -> list[PithOutcome]:
+        return replay_chunk(txn, dbs, chunk, ctx)
+
+    result: list[PithOutcome] = read(work)
+    return result
+
+
+def _worker_run(chunk: Chunk) -> list[PithOutcome]:
+    return _run_chunk(_WORKER["read"], chunk, _WORKER["ctx"])

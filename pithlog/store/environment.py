@@ -333,6 +333,11 @@ def _open_dbs(env: lmdb.Environment, real: str, create: bool) -> dict[str, Any]:
             try:
                 env.open_db(b"meta", txn=txn, create=False)
             except lmdb.NotFoundError:
+                if not txn.stat()["entries"]:
+                    # data.mdb exists but nothing was ever committed to it: a first append
+                    # killed before its commit. No store yet, rather than a foreign one.
+                    raise StoreError("missing", f"no store at {real} yet: its creation was "
+                                     "interrupted before the first commit") from None  # fmt: skip
                 raise StoreError("not_a_store", f"{real} holds no pithlog store") from None
         dbs = {name: env.open_db(name.encode("ascii"), txn=txn) for name in DB_NAMES}
         meta = dbs["meta"]

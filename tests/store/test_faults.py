@@ -15,6 +15,7 @@ from typing import Any
 import eventgen as g
 import pytest
 
+from pithlog.errors import StoreError
 from pithlog.protocol.canonical import jcs
 from pithlog.protocol.checks import check_alone
 from pithlog.protocol.events import admit
@@ -86,9 +87,13 @@ def test_sigkill_during_appends_loses_nothing_reported(tmp_path: Path) -> None:
             os.close(read_fd)
             complete = data[: data.rfind(b"\n") + 1]
             reported |= {line.decode() for line in complete.split()}
-            if not store_path.exists():
-                continue  # killed before the store was even created
-            with Store.open(store_path, create=False) as store:
+            try:
+                opened = Store.open(store_path, create=False)
+            except StoreError as exc:  # killed before the store's first commit
+                assert exc.code == "store.missing", exc
+                assert not reported
+                continue
+            with opened as store:
                 report = store.replay(g.KEYRING)
                 assert report.ok, [d.line() for d in report.discrepancies]
                 missing = [e for e in reported if store.event(e) is None]

@@ -261,3 +261,26 @@ def test_a_changed_keyring_is_refused_until_rebuild(tmp_path: Path) -> None:
         assert store.replay(revoked).ok
         store.append([g.encoded(g.attestation(rec["pith_number"], 200))], revoked)
         assert store.replay(revoked).ok
+
+
+def test_a_store_whose_creation_never_committed_is_missing_not_foreign(tmp_path: Path) -> None:
+    """A first append killed between creating data.mdb and its first commit leaves an
+    environment with nothing in it: that is no store yet (store.missing), and an append
+    creates it; a folder with another LMDB database in it is not a store."""
+    import lmdb
+
+    empty = tmp_path / "empty"
+    lmdb.open(str(empty), max_dbs=2).close()  # data.mdb, nothing committed
+    with pytest.raises(StoreError) as missing:
+        Store.open(empty, create=False)
+    assert missing.value.code == "store.missing"
+    with Store.open(empty) as store:
+        assert store.stats()["counts"]["seq"] == 0
+    foreign = tmp_path / "foreign"
+    env = lmdb.open(str(foreign), max_dbs=2)
+    with env.begin(write=True) as txn:
+        txn.put(b"someone", b"else's")
+    env.close()
+    with pytest.raises(StoreError) as other:
+        Store.open(foreign, create=False)
+    assert other.value.code == "store.not_a_store"

@@ -1,0 +1,105 @@
+"""Asking witnesses to cosign a checkpoint (C2SP tlog-witness ``add-checkpoint``), for
+``pithlog checkpoint --witness URL --quorum N`` (docs/witness.md).
+
+A witness answers 409 with the size it last cosigned when the request's ``old`` is not it;
+the client then proves consistency from that size and asks once more. Every answer is
+checked: only cosignature lines that verify under a keyring witness key count.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import httpx
+
+from pithlog.errors import WitnessError
+from pithlog.protocol.keys import KeyEntry
+from pithlog.transparency.witness import (
+    AddCheckpoint,
+    Cosigned,
+    verify_cosignatures,
+    with_cosignatures,
+)
+
+TIMEOUT = 10.0
+"""Seconds for one request to a witness."""
+MAX_ANSWER_BYTES = 16 << 10
+
+
+@dataclass(frozen=True)
+class Asked:
+    """What one witness said: its cosignatures (verified), or why there are none."""
+
+    url: str
+    lines: bytes
+    cosigned: tuple[Cosigned, ...]
+    problem: str | None = None
+
+
+def _post(client: httpx.Client, url: str, body: bytes) -> httpx.Response:
+    return client.post(url.rstrip("/") + "/add-checkpoint", content=body,
+                       headers={"Content-Type": "text/plain; charset=utf-8"})  # fmt: skip
+
+
+def ask_witness(
+    client: httpx.Client,
+    url: str,
+    note: bytes,
+    size: int,
+    proof_from: Callable[[int], Sequence[bytes]],
+    witnesses: Sequence[KeyEntry],
+) -> Asked:
+    """Send the signed checkpoint ``note`` (of tree ``size``) to the witness at ``url``,
+    starting from old size 0 and, on a 409, from the size the witness names, with the
+    consistency proof ``proof_from(old)``."""
+    old = 0
+    for _ in range(2):
+        proof = tuple(proof_from(old)) if 0 < old < size else ()
+        try:
+            answer = _post(client, url, AddCheckpoint(old, proof, note).encoded())
+        except httpx.HTTPError as exc:
+            return Asked(url, b"", (), f"no answer: {exc}")
+        content = answer.content[:MAX_ANSWER_BYTES]
+        if answer.status_code == 409 and answer.headers.get("content-type", "").startswith(
+            "text/x.tlog.size"
+        ):
+            text = content.decode("ascii", "replace").strip()
+            if not text.isdigit() or int(text) == old or int(text) > size:
+                return Asked(url, b"", (), f"409 with size {text!r}: the witness has seen "
+                             "another tree of this log")  # fmt: skip
+            old = int(text)
+            continue
+        if answer.status_code != 200:
+            return Asked(url, b"", (), f"status {answer.status_code}: "
+                         f"{content.decode('utf-8', 'replace').strip()[:200]}")  # fmt: skip
+        try:
+            found = verify_cosignatures(with_cosignatures(note, content), witnesses)
+        except WitnessError as exc:
+            return Asked(url, b"", (), exc.message)
+        return Asked(url, content, tuple(found), None if found else "no cosignature by a "
+                     "keyring witness key")  # fmt: skip
+    return Asked(url, b"", (), "the witness moved while it was asked")
+
+
+def collect(
+    urls: Sequence[str],
+    note: bytes,
+    size: int,
+    proof_from: Callable[[int], Sequence[bytes]],
+    witnesses: Sequence[KeyEntry],
+    quorum: int,
+    transport: httpx.BaseTransport | None = None,
+) -> tuple[bytes, list[Asked]]:
+    """Ask every witness in turn; the checkpoint with the cosignatures of all that cosigned,
+    or ``witness.quorum`` when fewer than ``quorum`` distinct witness keys did."""
+    asked: list[Asked] = []
+    with httpx.Client(timeout=TIMEOUT, transport=transport) as client:
+        for url in urls:
+            asked.append(ask_witness(client, url, note, size, proof_from, witnesses))
+    keys = {c.key_id for a in asked for c in a.cosigned}
+    if len(keys) < quorum:
+        why = "; ".join(f"{a.url}: {a.problem}" for a in asked if a.problem)
+        raise WitnessError("quorum", f"{len(keys)} witness(es) cosigned, {quorum} required"
+                           + (f" ({why})" if why else ""))  # fmt: skip
+    return note + b"".join(a.lines for a in asked if a.cosigned), asked

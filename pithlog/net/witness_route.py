@@ -1,0 +1,52 @@
+"""``POST /add-checkpoint`` of ``pithlog serve --witness`` (C2SP tlog-witness,
+docs/witness.md): the verdict is :func:`pithlog.transparency.witness.judge_add_checkpoint`,
+judged and recorded in one write transaction of the store that keeps the witness's state.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from pithlog.protocol.keys import Keyring, SigningKey
+from pithlog.store import Store
+from pithlog.transparency.witness import MAX_BODY_BYTES, Verdict, judge_add_checkpoint
+
+
+async def _body(request: Request) -> bytes | None:
+    """The request body, or ``None`` past :data:`MAX_BODY_BYTES` (read no further)."""
+    parts: list[bytes] = []
+    held = 0
+    async for chunk in request.stream():
+        held += len(chunk)
+        if held > MAX_BODY_BYTES:
+            return None
+        parts.append(chunk)
+    return b"".join(parts)
+
+
+def witness_routes(
+    store: Store, keyring: Keyring, key: SigningKey, clock: Callable[[], float]
+) -> list[Route]:
+    """The witness's route: ``keyring`` names the logs it witnesses (a key allowed to sign
+    an origin's checkpoints makes the origin known), ``key`` cosigns, ``clock`` gives the
+    cosignatures' time (POSIX seconds)."""
+
+    async def add_checkpoint(request: Request) -> Response:
+        body = await _body(request)
+        if body is None:
+            return Response(f"the body is over {MAX_BODY_BYTES} bytes\n", 413)
+
+        def judge() -> Verdict:
+            return store.witness_add(
+                lambda known: judge_add_checkpoint(body, keyring, known, key, int(clock()))
+            )
+
+        verdict = await run_in_threadpool(judge)
+        return Response(verdict.body, verdict.status, media_type=verdict.content_type)
+
+    return [Route("/add-checkpoint", add_checkpoint, methods=["POST"])]

@@ -21,6 +21,7 @@ from pithlog.cli.edge import (
     size_arg,
 )
 from pithlog.cli.evidence_commands import add_prove_equivocation, verify_evidence
+from pithlog.cli.witness_commands import add_witness_options, cosigned
 from pithlog.errors import (
     EXIT_BAD_INPUT,
     EXIT_OK,
@@ -54,7 +55,9 @@ def cmd_checkpoint(args: argparse.Namespace, out: Out) -> int:
     key = load_key_file(read_bytes(args.key))
     with open_store(args) as store:
         size, root = store.tree_root(size_arg(args.size, "--size"))
-    out.write(sign_checkpoint(Checkpoint(args.origin, size, root), key))
+        note = sign_checkpoint(Checkpoint(args.origin, size, root), key)
+        note = cosigned(args, store, note, size, out)
+    out.write(note)
     out.say(f"checkpoint: {args.origin} at tree size {size}, signed by {key.key_id}")
     return EXIT_OK
 
@@ -213,6 +216,7 @@ def add_commands(sub: Any, store_parser: StoreParser) -> None:
                    help="the log's origin, also the signature's key name")  # fmt: skip
     p.add_argument("--size", type=int, metavar="N",
                    help="sign the tree of the first N leaves (default: all)")  # fmt: skip
+    add_witness_options(p)
     p.set_defaults(func=cmd_checkpoint)
 
     p = store_parser(

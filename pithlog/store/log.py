@@ -33,7 +33,7 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
-from collections.abc import Generator, Iterable, Iterator
+from collections.abc import Callable, Generator, Iterable, Iterator
 from concurrent.futures import Executor, Future
 from pathlib import Path
 from typing import Any, TypeVar
@@ -45,7 +45,7 @@ from pithlog.protocol.events import is_event_id
 from pithlog.protocol.keys import Keyring
 from pithlog.protocol.records import is_pith_number
 from pithlog.protocol.reduce import MERGE_VERSION
-from pithlog.store import tree
+from pithlog.store import tree, witnessed
 from pithlog.store.append import DUPLICATE as DUPLICATE
 from pithlog.store.append import EVIDENCE as EVIDENCE
 from pithlog.store.append import REFUSED as REFUSED
@@ -80,6 +80,7 @@ from pithlog.store.replay import ReplayReport as ReplayReport
 from pithlog.store.replay_processes import replay, structure
 from pithlog.store.stateindex import INDEX_DAMAGE, assemble_state
 
+V = TypeVar("V")
 T = TypeVar("T")
 
 
@@ -413,3 +414,25 @@ class Store:
         wanted = list(keys)
         return self._read(lambda txn, dbs: tree.copies(txn, dbs, wanted))
 
+
+    # --- a witness's state (C2SP tlog-witness, docs/witness.md) ---------------------------
+
+    def witness_add(self, judge: Callable[[Callable[[str], tuple[int, bytes] | None]], V]) -> V:
+        """Run ``judge`` (:func:`pithlog.transparency.witness.judge_add_checkpoint`, bound
+        to a request) in one write transaction, handing it what the witness last cosigned
+        per origin, and record the ``(size, root)`` its verdict names before the commit: the
+        check and the update are atomic, so no two requests can roll the size back."""
+
+        def work(txn: Txn, dbs: dict[str, Any]) -> V:
+            verdict = judge(lambda origin: witnessed.known(txn, dbs, origin))
+            record = getattr(verdict, "record", None)
+            origin = getattr(verdict, "origin", None)
+            if record is not None and origin is not None:
+                witnessed.record(txn, dbs, origin, *record)
+            return verdict
+
+        return self._write(work)
+
+    def witness_state(self, origin: str) -> tuple[int, bytes] | None:
+        """``(size, root)`` this store's witness last cosigned for ``origin``, or ``None``."""
+        return self._read(lambda txn, dbs: witnessed.known(txn, dbs, origin))

@@ -1,0 +1,50 @@
+"""Witnesses at the command line (docs/witness.md): ``checkpoint --witness URL --quorum N``
+collects cosignatures before it prints the checkpoint."""
+
+from __future__ import annotations
+
+import argparse
+
+from pithlog.cli.edge import Out, read_keyring
+from pithlog.errors import UsageError
+from pithlog.net.witness_client import collect
+from pithlog.store import Store
+from pithlog.transparency.witness import may_witness
+
+
+def add_witness_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--witness", action="append", default=[], metavar="URL",
+                   help="ask the witness at URL (C2SP tlog-witness) to cosign; "
+                   "repeatable")  # fmt: skip
+    p.add_argument("--quorum", type=int, metavar="N",
+                   help="cosignatures required before the checkpoint is printed (default: "
+                   "one per --witness)")  # fmt: skip
+    p.add_argument("--keyring", metavar="KEYRING",
+                   help="with --witness: the keyring naming the witness keys (mirror or "
+                   "pith_registry keys; a cosignature's key name is the key's "
+                   "signer_id)")  # fmt: skip
+
+
+def cosigned(args: argparse.Namespace, store: Store, note: bytes, size: int, out: Out) -> bytes:
+    """``note`` with the cosignatures of the ``--witness`` URLs, once at least ``--quorum``
+    distinct keyring witness keys cosigned; ``note`` itself without ``--witness``."""
+    if not args.witness:
+        if args.quorum:
+            raise UsageError("arguments", "--quorum needs --witness URL")
+        return note
+    if not args.keyring:
+        raise UsageError("arguments", "--witness needs --keyring, which names the witness keys")
+    quorum = len(args.witness) if args.quorum is None else args.quorum
+    if not 1 <= quorum <= len(args.witness):
+        raise UsageError("arguments", f"--quorum is between 1 and the {len(args.witness)} "
+                         "--witness given")  # fmt: skip
+    witnesses = [e for e in read_keyring(args.keyring).values() if may_witness(e)]
+
+    def proof_from(old: int) -> list[bytes]:
+        return store.consistency_path(old, size)[1]
+
+    result, asked = collect(args.witness, note, size, proof_from, witnesses, quorum)
+    for a in asked:
+        said = ", ".join(c.key_id for c in a.cosigned) or f"nothing ({a.problem})"
+        out.say(f"checkpoint: witness {a.url} cosigned: {said}")
+    return result

@@ -26,6 +26,7 @@ from uvicorn.supervisors import Multiprocess
 
 from pithlog.errors import StoreError, UsageError
 from pithlog.net.app import ServeConfig, create_app
+from pithlog.net.pages import page_routes
 from pithlog.net.submit import Limits
 from pithlog.protocol.keys import load_key_file, load_keyring
 from pithlog.store import Store
@@ -67,9 +68,9 @@ class Settings:
 
 
 def extra_routes() -> list[BaseRoute]:
-    """Routes served beside the log's own (:attr:`ServeConfig.extra_routes`): the place
-    where ``POST /sync`` is mounted."""
-    return []
+    """Routes served beside the log's own (:attr:`ServeConfig.extra_routes`): the pages for
+    people (docs/pages.md), and the place where ``POST /sync`` is mounted."""
+    return page_routes()
 
 
 def _read(path: str) -> bytes:

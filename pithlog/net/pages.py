@@ -1,0 +1,297 @@
+"""Pages for people (docs/pages.md): the log at a glance (``/``), one record as a person
+reads it (``/pith/<pith_number>``), an event (``/event/sha256:<hex>`` when the client asks
+for HTML), and the search that takes an arXiv id, a DOI, a pith number or a short alias.
+
+Server-rendered from Jinja2 templates with autoescaping on for every template: every string
+on a page comes from signed but untrusted events. No JavaScript. The JSON endpoints of
+:mod:`pithlog.net.app` stay what they are; these routes are mounted before them.
+"""
+
+from __future__ import annotations
+
+import datetime
+import re
+from importlib import resources
+from typing import Any
+
+import jinja2
+import msgspec
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, RedirectResponse, Response
+from starlette.routing import BaseRoute, Route
+
+from pithlog import __version__
+from pithlog.errors import PithlogError
+from pithlog.net.app import Log, get_event
+from pithlog.protocol.events import EVENT_TYPES, STATE_LISTS, is_event_id
+from pithlog.protocol.records import is_pith_number
+from pithlog.protocol.timestamps import is_ts
+
+RECENT = 12
+"""Events listed on the front page."""
+
+MAX_QUERY = 256
+"""The longest search accepted (an alias is far shorter)."""
+
+REASON_MEANINGS = {
+    "malformed": "members missing, extra or of the wrong JSON type, or a created_at that is "
+    "not a timestamp",
+    "unknown_event_type": "not one of the nine event types of the protocol",
+    "event_id_mismatch": "the event_id is not the SHA-256 of the event's body",
+    "unknown_key": "signed with a key the keyring does not hold",
+    "signer_mismatch": "the signer's fields differ from the keyring's entry for the key",
+    "bad_signature": "the signature does not verify",
+    "key_not_valid": "the key was not valid at the event's time (not yet, expired or revoked)",
+    "unauthorized_signer": "this kind of signer may not sign this type of event",
+    "bad_target": "the target is not allowed for this type of event",
+    "bad_payload": "the payload breaks a rule of its event type",
+    "pith_number_mismatch": "the record's pith number is not derived from its canonical record",
+    "bad_receipt": "the registry's receipt in the record does not verify",
+    "predates_record": "signed before the record it speaks of was created",
+    "record_mismatch": "the payload disagrees with the record (source, anchored hash or paper)",
+}
+"""Reason code (spec 6) -> what it means, in a sentence for a reader."""
+
+_HEADINGS = {
+    "graph_snapshots": "Graph snapshots", "author_attestations": "Author attestations",
+    "timestamp_anchors": "Timestamp anchors", "storage_attestations": "Storage attestations",
+    "citation_signatures": "Citation signatures", "replication_records": "Replication records",
+    "corrections": "Corrections", "mirror_hints": "Mirror hints",
+}  # fmt: skip
+_HEX64 = re.compile(r"(sha256:)?[0-9a-f]{64}")
+_ARXIV = re.compile(r"(?:arxiv:)?(\d{4}\.\d{4,5})(v\d+)?", re.IGNORECASE)
+_SHORT = re.compile(r"(?:pith:)?([A-Z2-7]{8}|[A-Z2-7]{12}|[A-Z2-7]{16})", re.IGNORECASE)
+
+
+def _readable_time(ts: str) -> str:
+    """``2026-07-05T09:31:31Z`` -> ``5 Jul 2026, 09:31:31 UTC`` (the ISO form stays in the
+    ``datetime`` attribute)."""
+    try:
+        moment = datetime.datetime.fromisoformat(ts.replace("Z", "+00:00"))
+    except ValueError:
+        return ts
+    return f"{moment.day} {moment:%b %Y, %H:%M:%S} UTC"
+
+
+def _environment() -> jinja2.Environment:
+    templates = resources.files("pithlog.net") / "templates"
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(templates)),
+        autoescape=True,  # every template, whatever its name
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.filters["readable_time"] = _readable_time
+    env.tests["hashlike"] = lambda v: isinstance(v, str) and bool(_HEX64.fullmatch(v))
+    env.tests["timestamp"] = lambda v: isinstance(v, str) and is_ts(v)
+    return env
+
+
+def alias_of(query: str) -> str | None:
+    """What a person typed -> a lookup form of the alias index (``arxiv:2411.00284v2``,
+    ``doi:10.48550/arxiv.2411.00284``, ``pith:4F47WZKM``), or ``None``."""
+    q = query.strip()
+    if m := _ARXIV.fullmatch(q):
+        return f"arxiv:{m.group(1)}{(m.group(2) or '').lower()}"
+    low = q.lower()
+    for prefix in ("doi:", "https://doi.org/", "http://doi.org/", "doi.org/"):
+        if low.startswith(prefix):
+            return "doi:" + q[len(prefix) :]
+    if low.startswith("10."):
+        return "doi:" + q
+    if m := _SHORT.fullmatch(q):
+        return "pith:" + m.group(1).upper()
+    return None
+
+
+class Pages:
+    """The page routes over a served log (:class:`pithlog.net.app.Log`)."""
+
+    def __init__(self) -> None:
+        self.env = _environment()
+        self._totals: tuple[int, dict[str, int]] | None = None
+
+    def render(self, request: Request, template: str, status: int = 200,
+               **context: Any) -> HTMLResponse:  # fmt: skip
+        log: Log = request.app.state.log
+        page = self.env.get_template(template).render(
+            origin=log.config.origin, version=__version__,
+            query=request.query_params.get("q", "")[:MAX_QUERY], **context,
+        )  # fmt: skip
+        return HTMLResponse(page, status, headers={
+            "Cache-Control": "no-cache", "X-Content-Type-Options": "nosniff",
+            # nothing on these pages runs or loads from elsewhere
+            "Content-Security-Policy": "default-src 'none'; style-src 'self'; img-src 'self'; "
+            "form-action 'self'; base-uri 'none'; frame-ancestors 'none'",
+        })  # fmt: skip
+
+    def message(self, request: Request, status: int, heading: str, text: str,
+                links: list[tuple[str, str]] | None = None) -> HTMLResponse:  # fmt: skip
+        return self.render(request, "message.html", status, heading=heading, text=text,
+                           links=links or [])  # fmt: skip
+
+    # --- the front page ---------------------------------------------------------------------
+
+    def totals(self, log: Log, tree_size: int) -> dict[str, int]:
+        """Counts over every pith, computed again only when the tree has grown."""
+        cached = self._totals
+        if cached is not None and cached[0] == tree_size:
+            return cached[1]
+        out = {"piths": 0, "pending": 0, "events": 0, "invalid": 0, "equivocations": 0}
+        for pith in log.store.piths():
+            out["piths" if pith["status"] == "state" else "pending"] += 1
+            out["events"] += pith.get("event_count", 0)
+            out["invalid"] += pith.get("invalid_event_count", 0)
+            out["equivocations"] += pith.get("equivocation_count", 0)
+        self._totals = (tree_size, out)
+        return out
+
+    @staticmethod
+    def recent(log: Log, tree_size: int) -> list[dict[str, Any]]:
+        """The last :data:`RECENT` copies of the log, newest first."""
+        out = []
+        for seq, copy in log.store.export(after=max(0, tree_size - RECENT)):
+            event = msgspec.json.decode(copy)
+            signer = event.get("signer")
+            out.append({
+                "leaf": seq - 1, "event_id": event.get("event_id"),
+                "event_type": str(event.get("event_type")),
+                "pith_number": event.get("pith_number"),
+                "signer_id": signer.get("signer_id") if isinstance(signer, dict) else None,
+                "created_at": event.get("created_at"),
+            })  # fmt: skip
+        return out[::-1]
+
+    async def home(self, request: Request) -> Response:
+        log: Log = request.app.state.log
+        published = await log.checkpoint()
+        totals = await log.read(self.totals, log, published.size)
+        recent = await log.read(self.recent, log, published.size)
+        return self.render(request, "home.html", tree_size=published.size, totals=totals,
+                           recent=recent, checkpoint=published.note.decode("utf-8"))  # fmt: skip
+
+    # --- search -----------------------------------------------------------------------------
+
+    async def search(self, request: Request) -> Response:
+        log: Log = request.app.state.log
+        query = request.query_params.get("q", "").strip()
+        if not query or len(query) > MAX_QUERY:
+            return self.message(request, 400, "Search", "Type an arXiv id (2411.00284, with "
+                                "or without its version), a DOI, a pith number or the first "
+                                "8, 12 or 16 characters of one.")  # fmt: skip
+        if is_pith_number(query):
+            return RedirectResponse(f"/pith/{query}", 303)
+        alias = alias_of(query)
+        piths: list[str] = []
+        if alias is not None:
+            try:
+                piths = await log.read(log.store.piths_for_alias, alias)
+            except PithlogError:
+                piths = []
+        if len(piths) == 1:
+            return RedirectResponse(f"/pith/{piths[0]}", 303)
+        if piths:
+            return self.message(request, 200, "Several records match",
+                                f"{query} names {len(piths)} records (versions of one paper "
+                                "share its arXiv id):",
+                                [(f"/pith/{p}", p) for p in piths])  # fmt: skip
+        return self.message(request, 404, "Nothing found",
+                            f"No record of this log has the alias {query}.")
+
+    # --- a record ---------------------------------------------------------------------------
+
+    def _pith_context(self, log: Log, pith: str) -> dict[str, Any] | None:
+        state_bytes = log.store.state(pith)
+        if state_bytes is None:
+            return None
+        state = msgspec.json.decode(state_bytes)
+        equivocations = []
+        for q in state["equivocations"]:
+            events = []
+            for event_id in q["event_ids"]:
+                copy = log.store.event(event_id)
+                payload = msgspec.json.decode(copy).get("payload") if copy else None
+                events.append({"event_id": event_id, "payload": payload})
+            equivocations.append({**q, "events": events})
+        title = None
+        for snapshot in state["current"]["graph_snapshots"][::-1]:
+            paper = (snapshot["payload"].get("graph_snapshot") or {}).get("paper")
+            if isinstance(paper, dict) and isinstance(paper.get("title"), str) and paper["title"]:
+                title = paper["title"]
+                break
+        lists = [(name, _HEADINGS[name]) for name in STATE_LISTS if name in _HEADINGS]
+        return {"state": state, "pith": pith, "equivocations": equivocations, "title": title,
+                "lists": lists, "reasons": REASON_MEANINGS}  # fmt: skip
+
+    async def pith(self, request: Request) -> Response:
+        log: Log = request.app.state.log
+        pith = request.path_params["pith"]
+        if not is_pith_number(pith):
+            return self.message(request, 400, "Not a pith number",
+                                "A pith number reads pith:YYYY: and 26 base32 characters.")
+        context = await log.read(self._pith_context, log, pith)
+        if context is not None:
+            return self.render(request, "pith.html", **context)
+        status = await log.read(log.store.status, pith)
+        if status is None:
+            return self.message(request, 404, "Unknown record",
+                                f"This log holds no event of {pith}.")
+        return self.message(request, 404, "Pending record",
+                            f"{pith} has {status['event_count']} event(s) but no valid "
+                            "record_created yet, so no state: it is pending.")
+
+    # --- an event ---------------------------------------------------------------------------
+
+    async def event(self, request: Request) -> Response:
+        """HTML when the client prefers it (a browser), else the JSON route's answer."""
+        if request.query_params.get("format") == "json" or not _wants_html(request):
+            return await get_event(request)
+        log: Log = request.app.state.log
+        event_id = request.path_params["event_id"]
+        if not is_event_id(event_id):
+            return self.message(request, 400, "Not an event id",
+                                "An event id reads sha256: and 64 lowercase hex digits.")
+        copy = await log.read(log.store.event, event_id)
+        if copy is None:
+            return self.message(request, 404, "Unknown event",
+                                f"This log holds no event {event_id}.")
+        event = msgspec.json.decode(copy)
+        if not isinstance(event.get("event_type"), str) or event["event_type"] not in EVENT_TYPES:
+            event["event_type"] = "unknown type"
+        return self.render(request, "event.html", event=event)
+
+    def routes(self) -> list[BaseRoute]:
+        return [
+            Route("/", self.home),
+            Route("/search", self.search),
+            Route("/pith/{pith}", self.pith),
+            Route("/event/{event_id}", self.event),
+            Route("/static/style.css", _stylesheet),
+        ]
+
+
+def _wants_html(request: Request) -> bool:
+    """``Accept`` names text/html before any JSON type (what a browser sends)."""
+    accept = request.headers.get("accept", "").lower()
+    html = accept.find("text/html")
+    json = min((i for i in (accept.find("application/json"), accept.find("application/x-ndjson"))
+                if i >= 0), default=-1)  # fmt: skip
+    return html >= 0 and (json < 0 or html < json)
+
+
+_CSS: bytes | None = None
+
+
+async def _stylesheet(request: Request) -> Response:
+    global _CSS
+    if _CSS is None:
+        _CSS = (resources.files("pithlog.net") / "static" / "style.css").read_bytes()
+    return Response(_CSS, media_type="text/css",
+                    headers={"Cache-Control": "public, max-age=3600"})  # fmt: skip
+
+
+def page_routes() -> list[BaseRoute]:
+    """The routes of the pages, to mount before the log's own (the event route negotiates
+    between a page and the JSON)."""
+    return Pages().routes()
+

@@ -1,0 +1,185 @@
+"""The pages for people, in a real browser: Debian's Chromium driven by Playwright against a
+real ``pithlog serve`` on 127.0.0.1. Screenshots are kept under ``tests/browser/output/``
+for people to look at.
+
+Skipped, with the reason printed, only where Chromium or Playwright is missing (``.ci/run``
+installs both, so CI always runs it)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pithlog.cli import main
+from pithlog.protocol.events import sign_event
+from pithlog.protocol.keys import dump_key_file, load_keyring
+from pithlog.testing import test_key
+
+ROOT = Path(__file__).resolve().parents[2]
+CASES = ROOT / "vectors" / "cases"
+OUTPUT = Path(__file__).resolve().parent / "output"
+ORIGIN = "registry.test.invalid/pith"
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+
+playwright_api = pytest.importorskip(
+    "playwright.sync_api", reason="Playwright for Python is not installed (make install)"
+)
+if not os.path.exists(CHROMIUM):
+    pytest.skip(f"no Chromium at {CHROMIUM}: apt-get install chromium (.ci/run does)",
+                allow_module_level=True)  # fmt: skip
+
+FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+         "--disable-background-networking", "--disable-component-update", "--disable-sync"]  # fmt: skip
+"""Chromium as root, on a machine whose only network is loopback."""
+
+
+def _run(argv: list[str]) -> None:
+    import io
+
+    out, err = io.BytesIO(), io.StringIO()
+    status = main(argv, stdout=out, stderr=err)
+    assert status in (0, 2), err.getvalue()
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    """A store of the conformance cases with equivocations, invalid events and the real
+    seed, plus an event whose strings carry HTML and script, served by ``pithlog serve``."""
+    tmp = tmp_path_factory.mktemp("pages")
+    store = str(tmp / "store")
+    key = tmp / "registry.key"
+    key.write_bytes(dump_key_file(test_key("registry")))
+    keyring = str(CASES / "equivocations" / "keyring.json")
+    for case in ("seed-2411.00284", "equivocations"):
+        digest = load_keyring((CASES / case / "keyring.json").read_bytes()).digest
+        assert digest == load_keyring(Path(keyring).read_bytes()).digest, "one keyring"
+        _run(["--store", store, "append", "--keep-invalid", "--keyring", keyring,
+              str(CASES / case / "events.jsonl")])  # fmt: skip
+    seed_state = json.loads((CASES / "seed-2411.00284" / "expected.jsonl").read_text())
+    pith = seed_state["pith_number"]
+    hostile = sign_event(test_key("author"), "author_attestation", pith, "claim:<b>x</b>",
+                         "2026-08-01T00:00:00Z",
+                         {"statement": '<script>document.title="pwned"</script><img src=x '
+                          'onerror="document.title=\'pwned\'">'})  # fmt: skip
+    path = tmp / "hostile.jsonl"
+    path.write_text(json.dumps(hostile) + "\n")
+    _run(["--store", store, "append", "--keyring", keyring, str(path)])
+    process = subprocess.Popen(
+        [sys.executable, "-m", "pithlog", "--store", store, "serve", "--listen",
+         "127.0.0.1:0", "--key", str(key), "--origin", ORIGIN],
+        stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        url = None
+        deadline = time.monotonic() + 30
+        assert process.stderr is not None
+        while url is None and time.monotonic() < deadline:
+            line = process.stderr.readline()
+            if not line:
+                break
+            if m := re.search(r"listening on (http://\S+)", line):
+                url = m.group(1)
+        assert url, "pithlog serve did not say where it listens"
+        yield {"url": url, "pith": pith, "hostile": hostile,
+               "equivocated": json.loads((CASES / "equivocations" / "expected.jsonl")
+                                         .read_text().splitlines()[0])}  # fmt: skip
+    finally:
+        process.terminate()
+        try:
+            process.wait(10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(5)
+
+
+@pytest.fixture(scope="module")
+def browser(served: dict[str, Any]) -> Iterator[Any]:
+    with playwright_api.sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=FLAGS)
+        try:
+            yield b
+        finally:
+            b.close()
+
+
+def shot(page: Any, name: str) -> None:
+    OUTPUT.mkdir(exist_ok=True)
+    page.screenshot(path=str(OUTPUT / f"{name}.png"), full_page=True)
+
+
+def accessible(page: Any) -> None:
+    """Every page: a title, one h1, a label for every form field, text for every link."""
+    assert page.title()
+    assert page.locator("h1").count() == 1
+    for field in page.locator("input:not([type=hidden]), select, textarea").all():
+        name = field.get_attribute("id")
+        assert name and page.locator(f"label[for='{name}']").count() == 1
+    for link in page.locator("a").all():
+        assert link.inner_text().strip() or link.get_attribute("aria-label")
+
+
+def test_search_an_arxiv_id_and_read_the_record(served: dict[str, Any], browser: Any) -> None:
+    page = browser.new_page()
+    page.goto(served["url"] + "/")
+    accessible(page)
+    assert "copies logged" in page.inner_text("main")
+    shot(page, "home")
+    page.fill("input[type=search]", "2411.00284")
+    page.click("button[type=submit]")
+    page.wait_for_url(f"**/pith/{served['pith']}")
+    accessible(page)
+    heading = page.inner_text("h1")
+    assert heading == "SimpleFSDP: Simpler Fully Sharded Data Parallel with torch.compile"
+    body = page.inner_text("main")
+    assert "cs.DC" in body and "2411.00284" in body and "Graph snapshots" in body
+    shot(page, "pith-seed")
+    # the event's JSON, by its link
+    page.click("text=its JSON >> nth=0")
+    doc = json.loads(page.inner_text("body"))
+    assert doc["event_id"].startswith("sha256:") and doc["pith_number"] == served["pith"]
+    page.close()
+
+
+def test_an_equivocation_and_invalid_events_read_as_such(
+    served: dict[str, Any], browser: Any
+) -> None:
+    state = served["equivocated"]
+    page = browser.new_page()
+    page.goto(served["url"] + "/search?q=" + state["pith_number"])
+    page.wait_for_url(f"**/pith/{state['pith_number']}")
+    accessible(page)
+    counts = page.inner_text("h1 + p")
+    assert f"{state['equivocation_count']} equivocation" in counts
+    section = page.locator("section[aria-labelledby=equivocations]")
+    assert section.locator(".badge", has_text="applied").count() >= state["equivocation_count"]
+    assert section.locator(".badge", has_text="not applied").count() >= 1
+    shot(page, "pith-equivocations")
+    page.goto(served["url"] + "/search?q=" + served["pith"][5:9])  # not an alias: nothing
+    assert page.locator("h1").inner_text() in {"Nothing found", "Search"}
+    page.close()
+
+
+def test_strings_from_events_are_never_interpreted(served: dict[str, Any], browser: Any) -> None:
+    page = browser.new_page()
+    ran: list[str] = []
+    page.on("dialog", lambda d: (ran.append(d.message), d.dismiss()))
+    page.goto(served["url"] + "/event/" + served["hostile"]["event_id"])
+    accessible(page)
+    assert page.title() != "pwned" and not ran
+    text = page.inner_text("main")
+    assert '<script>document.title="pwned"</script>' in text  # shown, as text
+    assert page.locator("main script").count() == 0 and page.locator("main img").count() == 0
+    page.goto(served["url"] + f"/pith/{served['pith']}")
+    assert "claim:<b>x</b>" in page.inner_text("main") and page.title() != "pwned"
+    shot(page, "pith-hostile-strings")
+    page.close()

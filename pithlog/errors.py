@@ -50,6 +50,15 @@ CODES: dict[str, str] = {
     "canonical (y < p) and not of small order",
     "keyring.timestamp": "not_before, not_after, revoked_at: null or YYYY-MM-DDTHH:MM:SSZ",
     "keyring.validity": "not_before must be earlier than not_after",
+    "keyring.not_a_keyring": "a keyring entry or a key file was given where a keyring is "
+    "expected: build a keyring with `pithlog keyring new` and `pithlog keyring add`",
+    "keyring.not_an_entry": "`pithlog keyring add` takes a keyring entry (as keygen prints "
+    "it) or a pithlog key file",
+    "keyring.duplicate_public_key": "each public key may appear once in a keyring",
+    "keyring.unknown_key_id": "the keyring has no key of that key_id: see `pithlog keyring "
+    "show`",
+    "keyring.revoked": "the key is already revoked at that time or earlier",
+    "keyring.unwritable": "the keyring file cannot be written there; check the folder",
     # key files
     "key_file.not_json": "the key file is not JSON pithlog can read",
     "key_file.version": "not a pithlog key file (key_file_version pithlog-key-v1)",

@@ -126,7 +126,8 @@ def cmd_keygen(args: argparse.Namespace, out: Out) -> int:
     make_keyring([entry])  # the entry must be one a keyring accepts
     _write_private(Path(args.out), dump_key_file(key), args.force)
     out.write(jcs(entry) + b"\n")
-    out.say(f"keygen: wrote {args.out} (mode 0600); add the entry above to your keyring")
+    out.say(f"keygen: wrote {args.out} (mode 0600); trust it with: pithlog keyring add "
+            f"KEYRING {args.out}")  # fmt: skip
     return EXIT_OK
 
 

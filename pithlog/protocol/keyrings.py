@@ -82,8 +82,8 @@ def add_key(doc: dict[str, Any], entry: dict[str, Any]) -> dict[str, Any]:
     for other in before.values():
         if entry.get("public_key_b64") == other.entry()["public_key_b64"]:
             raise KeyringError("duplicate_public_key", f"this public key is already in the "
-                               f"keyring as {other.key_id!r}; a key must appear once (revoke it there "
-                               "instead of adding it again)")  # fmt: skip
+                               f"keyring as {other.key_id!r}; a key must appear once "
+                               "(revoke it there instead of adding it again)")  # fmt: skip
     missing = [m for m in KEY_MEMBERS if m not in entry]
     if missing:
         raise KeyringError("missing_member", f"the entry lacks {', '.join(missing)}; every "

@@ -16,6 +16,9 @@ import warnings
 EXIT_OK = 0
 EXIT_VERIFY_FAILED = 1
 EXIT_BAD_INPUT = 2
+EXIT_BEHIND = 3
+"""``verify-checkpoint --check-store``: the store holds fewer leaves than the checkpoint
+(a mirror behind the log, not a fork)."""
 EXIT_INTERRUPTED = 130
 """Ctrl-C (SIGINT): 128 + 2, as shells report it."""
 EXIT_TERMINATED = 143
@@ -79,6 +82,8 @@ CODES: dict[str, str] = {
     "usage.target": "pass --target for this event type",
     "usage.timestamp": "timestamps are YYYY-MM-DDTHH:MM:SSZ",
     "usage.pith_number": "pass --pith pith:YYYY:<26 base32 characters>",
+    "usage.several_states": "verify-state checks one state document per file: split the "
+    "lines of reduce's output into files",
 }
 """Every stable error code, with what to do about it; ``docs/errors.md`` lists the same."""
 
@@ -174,6 +179,11 @@ class CheckpointError(_Verifying):
 
     family = "checkpoint"
     failed = frozenset({"untrusted", "bad_signature", "origin", "diverged"})
+
+    def __init__(self, detail: str, message: str, where: str | None = None) -> None:
+        super().__init__(detail, message, where)
+        if detail == "behind":
+            self.exit_status = EXIT_BEHIND
 
 
 class ProofError(_Verifying):

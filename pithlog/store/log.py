@@ -80,6 +80,7 @@ from pithlog.store.layout import (
     eid_str,
     evidence_of,
 )
+from pithlog.store.place import check_place
 from pithlog.store.replay import Discrepancy as Discrepancy
 from pithlog.store.replay import (
     PithOutcome,
@@ -268,6 +269,7 @@ def _open_env(real: str, create: bool, map_size: int) -> _Shared:
     if not os.path.exists(data):
         if not create:
             raise StoreError("missing", f"no store at {real} (no data.mdb)")
+        check_place(real)  # a file, or a folder of other files: refused before creating
         try:
             os.makedirs(real, exist_ok=True)
         except OSError as exc:

@@ -74,6 +74,7 @@ PINNED_CODES = [
     "usage.event_type",
     "usage.exists",
     "usage.pith_number",
+    "usage.several_states",
     "usage.target",
     "usage.timestamp",
     "usage.unreadable",
@@ -305,6 +306,8 @@ def test_sign_and_usage_refusals_are_one_line(files: dict[str, Path], tmp_path: 
     not_json.write_bytes(b"{")
     existing = tmp_path / "exists.key"
     existing.write_bytes(b"x")
+    two_states = tmp_path / "states.jsonl"
+    two_states.write_bytes(b"{}\n{}\n")
     cases: list[tuple[str, list[str]]] = [
         ("sign.payload", _sign(files, "--type", "mirror_hint", "--pith", PITH,
                                "--payload", str(not_object))),
@@ -324,6 +327,7 @@ def test_sign_and_usage_refusals_are_one_line(files: dict[str, Path], tmp_path: 
         ("usage.unreadable", ["reduce", "--keyring", str(files["keyring"]),
                               str(tmp_path / "none.jsonl")]),
         ("usage.unreadable", ["verify-state", str(tmp_path)]),
+        ("usage.several_states", ["verify-state", str(two_states)]),
         ("usage.exists", ["keygen", "--key-id", "k", "--signer-id", "s", "--signer-type",
                           "mirror", "--out", str(existing)]),
         ("usage.timestamp", ["keygen", "--key-id", "k", "--signer-id", "s", "--signer-type",

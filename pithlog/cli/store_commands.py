@@ -40,7 +40,7 @@ from pithlog.lines import iter_lines
 from pithlog.protocol.canonical import jcs
 from pithlog.protocol.events import parse_envelope
 from pithlog.protocol.records import is_pith_number
-from pithlog.store import REFUSED, REJECTED, AppendResult
+from pithlog.store import REFUSED, REJECTED, AppendResult, PendingPith
 from pithlog.store.place import check_place, is_store_folder
 
 _JSON_SPACE = b" \t\r\n"
@@ -293,12 +293,11 @@ def cmd_state(args: argparse.Namespace, out: Out) -> int:
     if not is_pith_number(args.pith):
         raise UsageError("pith_number", f"{args.pith!r} is not a pith number")
     with open_store(args) as store:
-        state = store.state(args.pith)
+        state = store.lookup(args.pith)
         if state is None:
-            status = store.status(args.pith)
-            if status is None:
-                raise StoreError("no_state", f"the store holds no event of {args.pith}")
-            raise StoreError("no_state", f"{args.pith} is pending: {status['event_count']} "
+            raise StoreError("no_state", f"the store holds no event of {args.pith}")
+        if isinstance(state, PendingPith):
+            raise StoreError("no_state", f"{args.pith} is pending: {state.event_count} "
                              "events, no valid record_created yet")  # fmt: skip
     out.write(state + b"\n")
     return EXIT_OK

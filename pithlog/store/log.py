@@ -52,7 +52,7 @@ from pithlog.parallel import (
     worker_pool,
 )
 from pithlog.protocol.checks import CheckBatch, start_checks
-from pithlog.protocol.events import Envelope, is_event_id, parse_envelope
+from pithlog.protocol.events import Envelope, admit, is_event_id, parse_envelope
 from pithlog.protocol.keys import Keyring, make_keyring
 from pithlog.protocol.records import is_pith_number
 from pithlog.protocol.reduce import MERGE_VERSION
@@ -80,6 +80,7 @@ from pithlog.store.layout import (
     eid_str,
     evidence_of,
 )
+from pithlog.store.lookup import PendingPith, require_pith_number
 from pithlog.store.place import check_place
 from pithlog.store.replay import Discrepancy as Discrepancy
 from pithlog.store.replay import (
@@ -482,9 +483,10 @@ class Store:
 
     def state(self, pith_number: str) -> bytes | None:
         """The cached state document of a pith (exactly what ``pithlog reduce`` prints for
-        it, without the newline), or ``None`` when it has none (unknown or pending)."""
-        if not is_pith_number(pith_number):
-            return None
+        it, without the newline), or ``None`` when it has none (unknown or pending: see
+        :meth:`lookup` to tell them apart). A string that is not a pith number raises
+        :class:`StoreError` ``store.pith_number``."""
+        require_pith_number(pith_number)
 
         def work(txn: _Txn, dbs: dict[str, Any]) -> bytes | None:
             try:
@@ -494,6 +496,16 @@ class Store:
                                  "run `pithlog replay --verify`") from exc  # fmt: skip
 
         return self._read(work)
+
+    def lookup(self, pith_number: str) -> bytes | PendingPith | None:
+        """What the store knows of a pith: its state document (bytes, as :meth:`state`), a
+        :class:`PendingPith` (events, but no valid record_created yet), or ``None`` (no
+        event of it). Raises ``store.pith_number`` for a string that is not a pith number."""
+        state = self.state(pith_number)
+        if state is not None:
+            return state
+        status = self.status(pith_number)
+        return None if status is None else PendingPith.of(status)
 
     def event(self, event_id: str) -> bytes | None:
         """The preferred copy stored under ``event_id`` (JCS bytes), or ``None``."""
@@ -618,13 +630,14 @@ class Store:
 
     def append(
         self,
-        batch: Iterable[bytes | bytearray | memoryview | Envelope],
+        batch: Iterable[bytes | bytearray | memoryview | Envelope | dict[str, Any]],
         keyring: Keyring,
         keep_invalid: bool = False,
     ) -> list[AppendResult]:
         """Append a batch as ONE durable transaction; one :class:`AppendResult` per item.
 
-        Raw bytes go through the door (refused ones are reported, never stored). A copy
+        Raw bytes, and event dicts (as :func:`pithlog.sign_event` returns them), go
+        through the door (refused ones are reported, never stored). A copy
         that fails checks 1-12 is ``rejected`` (not stored) unless ``keep_invalid``, which
         stores it so that it enters the reduction as an invalid event. A second, different
         copy of a stored event_id is resolved by :func:`pithlog.protocol.reduce.prefer`. Every pith
@@ -635,7 +648,7 @@ class Store:
 
     def append_batches(
         self,
-        batches: Iterable[Iterable[bytes | bytearray | memoryview | Envelope]],
+        batches: Iterable[Iterable[bytes | bytearray | memoryview | Envelope | dict[str, Any]]],
         keyring: Keyring,
         keep_invalid: bool = False,
     ) -> Generator[list[AppendResult], None, None]:
@@ -713,7 +726,7 @@ class Store:
 
     def _start_append(
         self,
-        batch: Iterable[bytes | bytearray | memoryview | Envelope],
+        batch: Iterable[bytes | bytearray | memoryview | Envelope | dict[str, Any]],
         keyring: Keyring,
         executor: Executor | None = None,
     ) -> StartedBatch:
@@ -734,7 +747,9 @@ class Store:
                     env = item
                 else:
                     try:
-                        env = parse_envelope(bytes(item))
+                        # a dict (what sign_event returns) enters through the same door
+                        env = admit(item) if isinstance(item, dict) else parse_envelope(
+                            bytes(item))  # fmt: skip
                     except DoorError as exc:
                         items.append(exc)
                         hashes.append(None)

@@ -19,8 +19,12 @@ import msgspec
 from pithlog.protocol.checks import CHECK_NUMBER
 from pithlog.protocol.reduce import Judged
 
-FORMAT_VERSION = b"2"
+FORMAT_VERSION = b"3"
 """``meta[format]``: the layout of ``docs/store.md``."""
+
+MIGRATES_FROM = b"2"
+"""The format a store is migrated from on open (format 3 added the ``aliases``
+database: :func:`pithlog.store.aliases.rebuild_aliases` builds it)."""
 
 DB_NAMES = (
     "events",
@@ -36,6 +40,7 @@ DB_NAMES = (
     "meta",
     "merkle",
     "copy_seq",
+    "aliases",
 )
 INDEX_DBS = ("applied", "slots", "equivocated", "invalid")
 """The per-pith reduction index: a pith's state document is assembled from it on read."""

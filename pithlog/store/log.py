@@ -56,7 +56,7 @@ from pithlog.protocol.events import Envelope, admit, is_event_id, parse_envelope
 from pithlog.protocol.keys import Keyring, make_keyring
 from pithlog.protocol.records import is_pith_number
 from pithlog.protocol.reduce import MERGE_VERSION
-from pithlog.store import tree
+from pithlog.store import aliases, tree
 from pithlog.store.append import DUPLICATE as DUPLICATE
 from pithlog.store.append import EVIDENCE as EVIDENCE
 from pithlog.store.append import REFUSED as REFUSED
@@ -73,6 +73,7 @@ from pithlog.store.layout import (
     META_MERGE,
     META_MERKLE_SIZE,
     META_NEXT_SEQ,
+    MIGRATES_FROM,
     SEQ,
     copy_at,
     copy_hash,
@@ -304,6 +305,7 @@ def _open_env(real: str, create: bool, map_size: int) -> _Shared:
                     raise
                 env.set_mapsize(0)  # another process grew the map: adopt its size
         _catch_up_merkle(env, dbs)
+        _migrate(env, dbs)
     except BaseException:
         env.close()
         raise
@@ -326,7 +328,7 @@ def _open_dbs(env: lmdb.Environment, real: str, create: bool) -> dict[str, Any]:
             txn.put(META_FORMAT, FORMAT_VERSION, db=meta)
             txn.put(META_MERGE, MERGE_VERSION.encode("ascii"), db=meta)
             txn.put(META_NEXT_SEQ, SEQ.pack(1), db=meta)
-        elif fmt != FORMAT_VERSION:
+        elif fmt not in (FORMAT_VERSION, MIGRATES_FROM):  # MIGRATES_FROM: _migrate, below
             raise StoreError(
                 "format",
                 f"store format {fmt.decode('ascii', 'replace')!r}; this pithlog reads "
@@ -360,6 +362,27 @@ def _catch_up_merkle(env: lmdb.Environment, dbs: dict[str, Any]) -> None:
                 if size_now >= MAX_MAP_SIZE:
                     raise
                 env.set_mapsize(min(size_now * 2, MAX_MAP_SIZE))
+            elif isinstance(cause, lmdb.MapResizedError):
+                env.set_mapsize(0)
+            else:
+                raise
+
+
+def _migrate(env: lmdb.Environment, dbs: dict[str, Any]) -> None:
+    """On open: bring a store of format :data:`MIGRATES_FROM` to the current one (build its
+    alias index) in one write transaction, growing the map when it does not fit."""
+    while True:
+        try:
+            with _lmdb_errors(), env.begin(write=True) as txn:
+                if txn.get(META_FORMAT, db=dbs["meta"]) != MIGRATES_FROM:
+                    return
+                aliases.rebuild_aliases(txn, dbs)
+                txn.put(META_FORMAT, FORMAT_VERSION, db=dbs["meta"])
+                return
+        except StoreError as exc:
+            cause = exc.__cause__
+            if isinstance(cause, lmdb.MapFullError) and env.info()["map_size"] < MAX_MAP_SIZE:
+                env.set_mapsize(min(env.info()["map_size"] * 2, MAX_MAP_SIZE))
             elif isinstance(cause, lmdb.MapResizedError):
                 env.set_mapsize(0)
             else:
@@ -506,6 +529,25 @@ class Store:
             return state
         status = self.status(pith_number)
         return None if status is None else PendingPith.of(status)
+
+    def piths_for_alias(self, alias: str) -> list[str]:
+        """The piths whose chosen record has ``alias`` (``arxiv:2411.00284``,
+        ``arxiv:2411.00284v2``, ``doi:...``, ``pith:4F47WZKM``), in pith order: one cursor
+        seek in the alias index (:mod:`pithlog.store.aliases`). Raises ``store.alias`` for
+        a string that is not of those forms."""
+        key = aliases.lookup_form(alias)
+        return self._read(lambda txn, dbs: aliases.piths_for(txn, dbs, key))
+
+    def pith_for_alias(self, alias: str) -> str | None:
+        """The one pith whose chosen record has ``alias``, or ``None``; raises
+        ``store.ambiguous_alias`` when several do (two versions of a paper share
+        ``arxiv:ID``: ask for ``arxiv:IDvN``)."""
+        piths = self.piths_for_alias(alias)
+        if len(piths) > 1:
+            raise StoreError("ambiguous_alias", f"{alias} names {len(piths)} piths: "
+                             f"{', '.join(piths)}; give a more precise alias or the pith "
+                             "number")  # fmt: skip
+        return piths[0] if piths else None
 
     def event(self, event_id: str) -> bytes | None:
         """The preferred copy stored under ``event_id`` (JCS bytes), or ``None``."""
@@ -1049,6 +1091,7 @@ def _structure_here(store: Store, piths: list[str]) -> list[Discrepancy]:
     replayed = set(piths)
     store._read(lambda txn, dbs: check_structure(txn, dbs, found, replayed, _scratch_index))
     store._read(lambda txn, dbs: tree.check_merkle(txn, dbs, found))
+    store._read(lambda txn, dbs: aliases.check_aliases(txn, dbs, found))
     return found
 
 

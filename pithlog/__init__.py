@@ -4,6 +4,10 @@ The pure core implements ``pith-open-graph-merge-v1`` (``docs/protocol.md``):
 
 >>> from pithlog import load_keyring, parse_envelope, reduce_events, state_document, render
 
+and the durable log an embedding registry appends to:
+
+>>> from pithlog import Store, AppendResult, STORED
+
 See ``docs/api.md`` for the Python API.
 """
 
@@ -38,23 +42,43 @@ from pithlog.protocol.reduce import (
     reduce_pith,
 )
 from pithlog.protocol.state import render, state_document, verify_state_document
+from pithlog.store import (
+    DUPLICATE,
+    EVIDENCE,
+    REFUSED,
+    REJECTED,
+    REPLACED,
+    STORED,
+    AppendResult,
+    PendingPith,
+    Store,
+)
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "DUPLICATE",
     "EVENT_TYPES",
+    "EVIDENCE",
     "MERGE_VERSION",
     "REASONS",
+    "REFUSED",
+    "REJECTED",
+    "REPLACED",
+    "STORED",
+    "AppendResult",
     "DoorError",
     "Envelope",
     "KeyFileError",
     "Keyring",
     "KeyringError",
     "Pending",
+    "PendingPith",
     "PithlogError",
     "Reduction",
     "SigningError",
     "SigningKey",
+    "Store",
     "StoreError",
     "UsageError",
     "admit",

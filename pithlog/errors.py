@@ -16,6 +16,9 @@ import warnings
 EXIT_OK = 0
 EXIT_VERIFY_FAILED = 1
 EXIT_BAD_INPUT = 2
+EXIT_BEHIND = 3
+"""``verify-checkpoint --check-store``: the store holds fewer leaves than the checkpoint
+(a mirror behind the log, not a fork)."""
 EXIT_INTERRUPTED = 130
 """Ctrl-C (SIGINT): 128 + 2, as shells report it."""
 EXIT_TERMINATED = 143
@@ -50,6 +53,15 @@ CODES: dict[str, str] = {
     "canonical (y < p) and not of small order",
     "keyring.timestamp": "not_before, not_after, revoked_at: null or YYYY-MM-DDTHH:MM:SSZ",
     "keyring.validity": "not_before must be earlier than not_after",
+    "keyring.not_a_keyring": "a keyring entry or a key file was given where a keyring is "
+    "expected: build a keyring with `pithlog keyring new` and `pithlog keyring add`",
+    "keyring.not_an_entry": "`pithlog keyring add` takes a keyring entry (as keygen prints "
+    "it) or a pithlog key file",
+    "keyring.duplicate_public_key": "each public key may appear once in a keyring",
+    "keyring.unknown_key_id": "the keyring has no key of that key_id: see `pithlog keyring "
+    "show`",
+    "keyring.revoked": "the key is already revoked at that time or earlier",
+    "keyring.unwritable": "the keyring file cannot be written there; check the folder",
     # key files
     "key_file.not_json": "the key file is not JSON pithlog can read",
     "key_file.version": "not a pithlog key file (key_file_version pithlog-key-v1)",
@@ -70,6 +82,8 @@ CODES: dict[str, str] = {
     "usage.target": "pass --target for this event type",
     "usage.timestamp": "timestamps are YYYY-MM-DDTHH:MM:SSZ",
     "usage.pith_number": "pass --pith pith:YYYY:<26 base32 characters>",
+    "usage.several_states": "verify-state checks one state document per file: split the "
+    "lines of reduce's output into files",
 }
 """Every stable error code, with what to do about it; ``docs/errors.md`` lists the same."""
 
@@ -165,6 +179,11 @@ class CheckpointError(_Verifying):
 
     family = "checkpoint"
     failed = frozenset({"untrusted", "bad_signature", "origin", "diverged"})
+
+    def __init__(self, detail: str, message: str, where: str | None = None) -> None:
+        super().__init__(detail, message, where)
+        if detail == "behind":
+            self.exit_status = EXIT_BEHIND
 
 
 class ProofError(_Verifying):

@@ -3,13 +3,16 @@
 Makes a fresh folder with an empty store, writes a keyring for the fixed public test
 registry key, re-signs the published seed's own payloads (vectors/seeds/state-2411.00284.json)
 with it, appends them to the store, prints the cached state document, checks it offline, and
-replays the whole store with --verify: each step through the real CLI (`pithlog.cli.main`),
+replays the whole store with --verify; then exports the log, signs a checkpoint of it, proves
+that the record is in it and verifies the proof, imports the export into a mirror and checks
+the checkpoint against the mirror: each step through the real CLI (`pithlog.cli.main`),
 with the command shown as a user would type it.
 """
 
 from __future__ import annotations
 
 import json
+import shlex
 import shutil
 import sys
 from pathlib import Path
@@ -22,13 +25,15 @@ ROOT = Path(__file__).resolve().parent.parent
 SEED = ROOT / "vectors" / "seeds" / "state-2411.00284.json"
 
 
-def run(*argv: str, stdout_to: Path | None = None) -> int:
-    shown = " ".join(argv) + (f" > {stdout_to}" if stdout_to else "")
-    print(f"\n$ pithlog {shown}", flush=True)
+def run(*argv: str, stdout_to: Path | None = None, append: bool = False) -> int:
+    """Run ``pithlog ARGV`` and print it as a shell would run it: ``> FILE`` writes
+    stdout to FILE afresh, ``>> FILE`` (``append``) adds to it, exactly as done here."""
+    redirect = (" >> " if append else " > ") + shlex.quote(str(stdout_to)) if stdout_to else ""
+    print(f"\n$ pithlog {shlex.join(argv)}{redirect}", flush=True)
     if stdout_to is None:
         status = main(list(argv))
     else:
-        with stdout_to.open("ab") as handle:
+        with stdout_to.open("ab" if append else "wb") as handle:
             status = main(list(argv), stdout=handle)
     sys.stdout.flush()
     if status != 0:
@@ -44,9 +49,10 @@ def demo(folder: Path) -> None:
     key = test_key("registry")
     (folder / "registry.key").write_bytes(dump_key_file(key))
     (folder / "registry.key").chmod(0o600)
-    keyring = {"keyring_version": "1", "keys": [key.keyring_entry()]}
-    (folder / "keyring.json").write_text(json.dumps(keyring, indent=2) + "\n")
-    print(f"demo: fresh folder {folder}, keyring with the public test key {key.key_id}")
+    print(f"demo: fresh folder {folder}, with the public test key {key.key_id} in "
+          f"{folder / 'registry.key'}")  # fmt: skip
+    run("keyring", "new", str(folder / "keyring.json"))
+    run("keyring", "add", str(folder / "keyring.json"), str(folder / "registry.key"))
 
     seed = json.loads(SEED.read_bytes())
     current = seed["current"]
@@ -62,7 +68,7 @@ def demo(folder: Path) -> None:
     pith = json.loads(events.read_bytes().splitlines()[0])["pith_number"]
     run("sign", "--key", str(folder / "registry.key"), "--type", "graph_snapshot",
         "--pith", pith, "--payload", str(folder / "snapshot.json"),
-        "--created-at", snapshot["created_at"], stdout_to=events)  # fmt: skip
+        "--created-at", snapshot["created_at"], stdout_to=events, append=True)  # fmt: skip
     store = str(folder / "store")
     keyring_file = str(folder / "keyring.json")
     run("--store", store, "append", "--keyring", keyring_file, str(events))
@@ -79,6 +85,25 @@ def demo(folder: Path) -> None:
         sys.exit(1)
     run("--store", store, "replay", "--verify", "--keyring", keyring_file)
     run("verify-state", str(SEED))
+
+    # the log a mirror copies, and the transparency that lets it check what it copied
+    export = folder / "export.jsonl"
+    run("--store", store, "export", stdout_to=export)
+    checkpoint = folder / "today.cp"
+    origin = "registry.test.invalid/pith"
+    key_file = str(folder / "registry.key")
+    run("--store", store, "checkpoint", "--key", key_file, "--origin", origin,
+        stdout_to=checkpoint)  # fmt: skip
+    print(checkpoint.read_text(encoding="utf-8"), end="")
+    record_id = json.loads(events.read_bytes().splitlines()[0])["event_id"]
+    proof = folder / "record.tlog-proof"
+    run("--store", store, "prove", "inclusion", record_id, "--key", key_file,
+        "--origin", origin, stdout_to=proof)  # fmt: skip
+    run("verify-proof", "--keyring", keyring_file, str(proof))
+    mirror = str(folder / "mirror")
+    run("--store", mirror, "import", "--keyring", keyring_file, str(export))
+    run("--store", mirror, "verify-checkpoint", "--keyring", keyring_file, "--check-store",
+        str(checkpoint))  # fmt: skip
     print(f"\ndemo: done; files are in {folder}")
 
 

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import argparse
+import collections
 import contextlib
 import datetime
 import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+
+import msgspec
 
 from pithlog.cli.edge import (
     Out,
@@ -40,6 +43,7 @@ from pithlog.protocol.events import (
     prepare_record_created,
     sign_event,
 )
+from pithlog.protocol.explain import payload_problem, targets_of
 from pithlog.protocol.keys import (
     SIGNER_TYPES,
     SigningKey,
@@ -53,12 +57,36 @@ from pithlog.protocol.state import verify_state_document
 from pithlog.protocol.timestamps import is_ts
 
 
+class _Invalid(msgspec.Struct):
+    event_id: str
+    reason: str
+
+
+class _StateInvalid(msgspec.Struct):
+    invalid_events: list[_Invalid]
+
+
+_INVALID = msgspec.json.Decoder(_StateInvalid)
+"""Only ``invalid_events`` of a rendered state (msgspec skips the rest unread)."""
+
+
+def invalid_summary(invalid: collections.Counter[str]) -> str:
+    """``N invalid events (reason N, ...)``, most frequent first, for a summary line."""
+    total = sum(invalid.values())
+    if not total:
+        return "0 invalid events"
+    reasons = ", ".join(f"{reason} {n}" for reason, n in
+                        sorted(invalid.items(), key=lambda kv: (-kv[1], kv[0])))  # fmt: skip
+    return f"{total} invalid events ({reasons})"
+
+
 def cmd_reduce(args: argparse.Namespace, out: Out) -> int:
     """Reduce a JSON Lines file of events to one state document per pith."""
     keyring = read_keyring(args.keyring)
     if args.jobs < 1:
         raise UsageError("arguments", "--jobs must be at least 1")
     read = refused = states = pending = 0
+    invalid: collections.Counter[str] = collections.Counter()
     with open_input(args.events) as raw, reading(raw, args, out, "reduce: read") as stream:
 
         def admitted() -> Iterator[Envelope]:
@@ -75,17 +103,26 @@ def cmd_reduce(args: argparse.Namespace, out: Out) -> int:
             if isinstance(result, Pending):
                 out.say(f"pending: {pith}: {result.event_count} events, no valid record_created")
                 pending += 1
+                invalid.update(result.invalid.values())
                 continue
             out.write(result + b"\n")
             states += 1
+            if b'"invalid_events":[]' not in result:
+                invalid.update(i.reason for i in _INVALID.decode(result).invalid_events)
     out.say(f"reduce: {read} events read, {refused} lines refused, {states} states, "
-            f"{pending} pending")  # fmt: skip
+            f"{pending} pending; {invalid_summary(invalid)}")  # fmt: skip
     return EXIT_BAD_INPUT if refused else EXIT_OK
 
 
 def cmd_verify_state(args: argparse.Namespace, out: Out) -> int:
     """Check a published state document without its log (spec section 9)."""
-    failures = verify_state_document(read_bytes(args.state))
+    data = read_bytes(args.state)
+    lines = data.removesuffix(b"\n").count(b"\n") + 1
+    if lines > 1 and data.strip():
+        raise UsageError("several_states", f"one state document per file; {args.state} has "
+                         f"{lines} lines (pithlog reduce prints one state per line): give "
+                         "each its own file (split -l 1) and verify each")  # fmt: skip
+    failures = verify_state_document(data)
     for failure in failures:
         out.write(failure.encode("utf-8") + b"\n")
     if failures:
@@ -126,7 +163,8 @@ def cmd_keygen(args: argparse.Namespace, out: Out) -> int:
     make_keyring([entry])  # the entry must be one a keyring accepts
     _write_private(Path(args.out), dump_key_file(key), args.force)
     out.write(jcs(entry) + b"\n")
-    out.say(f"keygen: wrote {args.out} (mode 0600); add the entry above to your keyring")
+    out.say(f"keygen: wrote {args.out} (mode 0600); trust it with: pithlog keyring add "
+            f"KEYRING {args.out}")  # fmt: skip
     return EXIT_OK
 
 
@@ -154,7 +192,11 @@ def cmd_sign(args: argparse.Namespace, out: Out) -> int:
         raise UsageError("timestamp", "--created-at must be YYYY-MM-DDTHH:MM:SSZ")
     target = args.target or DEFAULT_TARGETS.get(args.type)
     if target is None:
-        raise UsageError("target", f"--target is required for {args.type}")
+        raise UsageError("target", f"--target is required for {args.type}: pass "
+                         f"{targets_of(args.type)}")  # fmt: skip
+    if not EVENT_TYPES[args.type].target_ok(target):
+        raise UsageError("target", f"--target {target!r} is not allowed for {args.type}: "
+                         f"pass {targets_of(args.type)}")  # fmt: skip
     try:
         payload = parse(read_bytes(args.payload))
     except DoorError as exc:
@@ -174,6 +216,10 @@ def cmd_sign(args: argparse.Namespace, out: Out) -> int:
     if not args.allow_invalid:
         own = make_keyring([key.keyring_entry()])
         reason = check_alone(admit(event), own)
+        problem = payload_problem(args.type, payload, target) if reason == "bad_payload" else None
+        if problem is not None:
+            raise SigningError("payload", f"{args.type} payload: {problem} (check 10, "
+                               "bad_payload); see docs/cli.md for a payload of every type")
         if reason is not None:
             raise SigningError(
                 "invalid_event",
@@ -216,8 +262,10 @@ def add_commands(sub: Any, store_parser: StoreParser) -> None:
         description="Write a new Ed25519 private key file (mode 0600) and print the keyring "
         "entry for it (one JSON line) on stdout.",
     )
-    p.add_argument("--key-id", required=True)
-    p.add_argument("--signer-id", required=True)
+    p.add_argument("--key-id", required=True, metavar="ID",
+                   help="the key's key_id: unique in the keyring, e.g. registry-2026-07")
+    p.add_argument("--signer-id", required=True, metavar="ID",
+                   help="who signs with it, e.g. the registry's domain")
     p.add_argument("--signer-type", required=True, choices=sorted(SIGNER_TYPES))
     p.add_argument("--out", required=True, metavar="KEYFILE", help="private key file to write")
     p.add_argument("--not-before", metavar="TS", help="not_before of the keyring entry")

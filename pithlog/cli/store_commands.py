@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import collections
 import contextlib
+import itertools
 import json
 from collections.abc import Iterator
 from typing import Any, BinaryIO
@@ -24,6 +25,7 @@ from pithlog.cli.edge import (
     read_keyring,
     reading,
     show_progress,
+    store_path,
 )
 from pithlog.errors import (
     EXIT_BAD_INPUT,
@@ -32,13 +34,20 @@ from pithlog.errors import (
     DoorError,
     StoreError,
     UsageError,
+    register,
 )
 from pithlog.lines import iter_lines
 from pithlog.protocol.canonical import MAX_LINE_BYTES, jcs
+from pithlog.protocol.events import parse_envelope
 from pithlog.protocol.records import is_pith_number
-from pithlog.store import REFUSED, REJECTED, AppendResult
+from pithlog.store import REFUSED, REJECTED, AppendResult, PendingPith
+from pithlog.store.place import check_place, is_store_folder
 
 _JSON_SPACE = b" \t\r\n"
+
+register({"store.past_end": "export --after N: N must be at most the log's last seq (see "
+          "`pithlog stats`, next_seq - 1); a larger cursor belongs to another store or a "
+          "rewound log"})  # fmt: skip
 
 DEFAULT_BATCH = 10_000
 """Events per transaction of ``append`` and ``import`` unless ``--batch-size`` says. One
@@ -153,6 +162,25 @@ def _batches(
         yield batch
 
 
+def _until_admitted(
+    items: Iterator[tuple[int, bytes | DoorError]],
+) -> tuple[list[tuple[int, bytes | DoorError]], bool]:
+    """The items up to the first that passes the door (the door's error in place of each
+    refused one), and whether one did."""
+    head: list[tuple[int, bytes | DoorError]] = []
+    for number, item in items:
+        if isinstance(item, bytes):
+            try:
+                parse_envelope(item)
+            except DoorError as exc:
+                item = exc
+            else:
+                head.append((number, item))
+                return head, True
+        head.append((number, item))
+    return head, False
+
+
 def _result_line(number: int, result: AppendResult) -> bytes:
     doc = {"line": number, "event_id": result.event_id, "status": result.status,
            "reason": result.reason}  # fmt: skip
@@ -167,17 +195,36 @@ def _append_input(args: argparse.Namespace, out: Out, command: str) -> int:
         raise UsageError("arguments", "--batch-size must be at least 1")
     counts: dict[str, int] = {}
     batches = 0
-    with (
-        open_input(args.events) as raw,
-        open_store(args, create=True) as store,
-        reading(raw, args, out, f"{command}: read") as stream,
-    ):
+    path = store_path(args)
+    check_place(path)  # before anything is read or created
+    with contextlib.ExitStack() as stack:
+        raw = stack.enter_context(open_input(args.events))
+        stream = stack.enter_context(reading(raw, args, out, f"{command}: read"))
+        events = _iter_events(stream)
+        if not is_store_folder(path):
+            # A new store is made only for input with an event that passes the door: an
+            # input whose every line is refused leaves no empty store behind.
+            head, admitted = _until_admitted(events)
+            if not head:
+                out.say(f"{command}: no events: nothing to do (no store created at {path})")
+                return EXIT_OK
+            if not admitted:
+                for number, item in head:
+                    assert isinstance(item, DoorError)
+                    result = AppendResult(-1, None, REFUSED, item.describe())
+                    counts[REFUSED] = counts.get(REFUSED, 0) + 1
+                    out.write(_result_line(number, result))
+                out.say(f"{command}: {len(head)} events, every one refused at the door: "
+                        f"no store created at {path}")  # fmt: skip
+                return EXIT_BAD_INPUT
+            events = itertools.chain(head, events)
+        store = stack.enter_context(open_store(args, create=True))
         # append_batches reads up to two batches ahead (their door and signatures run while
         # the batch before is written): the batches wait here for their results, in order.
         waiting: collections.deque[list[tuple[int, bytes | DoorError]]] = collections.deque()
 
         def raw_batches() -> Iterator[list[bytes]]:
-            for batch in _batches(_iter_events(stream), args.batch_size):
+            for batch in _batches(events, args.batch_size):
                 waiting.append(batch)
                 yield [item for _, item in batch if isinstance(item, bytes)]
 
@@ -270,12 +317,11 @@ def cmd_state(args: argparse.Namespace, out: Out) -> int:
     if not is_pith_number(args.pith):
         raise UsageError("pith_number", f"{args.pith!r} is not a pith number")
     with open_store(args) as store:
-        state = store.state(args.pith)
+        state = store.lookup(args.pith)
         if state is None:
-            status = store.status(args.pith)
-            if status is None:
-                raise StoreError("no_state", f"the store holds no event of {args.pith}")
-            raise StoreError("no_state", f"{args.pith} is pending: {status['event_count']} "
+            raise StoreError("no_state", f"the store holds no event of {args.pith}")
+        if isinstance(state, PendingPith):
+            raise StoreError("no_state", f"{args.pith} is pending: {state.event_count} "
                              "events, no valid record_created yet")  # fmt: skip
     out.write(state + b"\n")
     return EXIT_OK
@@ -298,6 +344,11 @@ def cmd_export(args: argparse.Namespace, out: Out) -> int:
     count = 0
     last = args.after
     with open_store(args) as store:
+        end = store.tree_size()  # the last seq: sequence numbers run 1..size
+        if args.after > end:
+            raise StoreError("past_end", f"--after {args.after} is past the end of the log, "
+                             f"which ends at seq {end}: check the cursor (a cursor of another "
+                             "store, or a log rewound since)")  # fmt: skip
         for seq, data in store.export(after=args.after):
             if args.with_seq:
                 out.write(b'{"seq":%d,"event":%s}\n' % (seq, data))
@@ -385,11 +436,18 @@ def add_commands(sub: Any, store_parser: StoreParser) -> None:
                      description="Print every stored envelope (preferred copies and "
                      "evidence), in append order, one per line: the format `import` reads. "
                      "--after N resumes after sequence number N (stderr says the last one).")
-    p.add_argument("--after", type=int, default=0, metavar="N")
+    p.add_argument("--after", type=int, default=0, metavar="N",
+                   help="start after sequence number N (default 0: everything); N past "
+                   "the log's end is an error")
     p.add_argument("--with-seq", action="store_true",
                    help='print {"seq": N, "event": ENVELOPE} lines instead (not importable)')
     p.set_defaults(func=cmd_export)
 
-    p = store_parser("stats", help="counts, sizes and map use of the store, as JSON")
+    p = store_parser("stats", help="counts, sizes and map use of the store, as JSON",
+                     description="Print the store's counts (entries of every database, "
+                     "piths with a state and pending), the digest of the keyring its states "
+                     "were reduced under (compare `pithlog keyring digest KEYRING`), "
+                     "next_seq, format, and the LMDB map's size and use, as one JSON "
+                     "object.")
     p.set_defaults(func=cmd_stats)
 

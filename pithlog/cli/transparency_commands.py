@@ -4,6 +4,9 @@
 from __future__ import annotations
 
 import argparse
+import collections
+import contextlib
+import hashlib
 import os
 from typing import Any
 
@@ -32,14 +35,13 @@ from pithlog.errors import (
 from pithlog.lines import iter_lines
 from pithlog.net.sync import ExportSource, pull, store_responder
 from pithlog.protocol.canonical import encode_b64
-from pithlog.protocol.events import (
-    is_event_id,
-)
+from pithlog.protocol.events import is_event_id, parse_envelope
 from pithlog.protocol.keys import (
     load_key_file,
 )
-from pithlog.store import REFUSED, REJECTED, Store
+from pithlog.store import REFUSED, REJECTED, AppendResult, Store
 from pithlog.transparency.checkpoint import Checkpoint, sign_checkpoint, verify_checkpoint
+from pithlog.transparency.diverge import first_difference
 from pithlog.transparency.evidence import evidence_type
 from pithlog.transparency.proofs import (
     ConsistencyProof,
@@ -68,21 +70,56 @@ def _checkpoint_doc(verified: Any) -> dict[str, Any]:
             "signers": list(verified.signers)}  # fmt: skip
 
 
+def _where_they_part(
+    args: argparse.Namespace, store: Store, size: int, root: bytes, theirs: bytes
+) -> str:
+    """The message of a fork: the two roots, and with ``--against`` (a store holding the
+    checkpoint's log) the first leaf where the logs differ, by bisection on roots."""
+    said = (f"the store's root at size {size} is {encode_b64(root)}, the checkpoint's "
+            f"{encode_b64(theirs)}: the store holds another log")  # fmt: skip
+    if not args.against:
+        return said + "; pass --against A_STORE_OF_THE_LOG to find the first leaf that differs"
+    with Store.open(args.against, create=False, readonly=True) as other:
+        if other.tree_size() < size or other.tree_root(size)[1] != theirs:
+            return said + f"; {args.against} does not hold the checkpoint's log either"
+        index = first_difference(size, lambda n: store.tree_root(n)[1],
+                                 lambda n: other.tree_root(n)[1])  # fmt: skip
+        assert index is not None
+        ours, there = _leaf(store, index), _leaf(other, index)
+    return (f"{said}; the logs part at leaf {index} (seq {index + 1}): their first {index} "
+            f"leaves are the same; leaf {index} is {ours} here and {there} in "
+            f"{args.against}")  # fmt: skip
+
+
+def _leaf(store: Store, index: int) -> str:
+    """Leaf ``index`` of the store's log in words: its event_id and copy hash."""
+    for _, data in store.export(after=index, chunk=1):
+        event_id = parse_envelope(data).event_id
+        return f"a copy of {event_id} (copy hash {hashlib.sha256(data).hexdigest()[:16]}...)"
+    return "missing"
+
+
 def cmd_verify_checkpoint(args: argparse.Namespace, out: Out) -> int:
     """Verify a signed checkpoint against a keyring (and, with --check-store, the store)."""
     keyring = read_keyring(args.keyring)
     verified = verify_checkpoint(read_bytes(args.checkpoint), keyring, args.origin)
     cp = verified.checkpoint
+    if args.against and not args.check_store:
+        raise UsageError("arguments", "--against goes with --check-store")
     if args.check_store:
         with open_store(args) as store:
             held = store.tree_size()
             if cp.size > held:
-                raise CheckpointError("diverged", f"the checkpoint is of size {cp.size}; the "
-                                      f"store holds {held} leaves")  # fmt: skip
+                raise CheckpointError("behind", f"the store is behind the checkpoint by "
+                                      f"{cp.size - held} leaves (it holds {held}, the "
+                                      f"checkpoint signs {cp.size}): sync it from the log, "
+                                      "then check again; behind is not forked, but whether "
+                                      f"its {held} leaves are the log's first {held} needs "
+                                      "that sync or a consistency proof")  # fmt: skip
             _, root = store.tree_root(cp.size)
-        if root != cp.root:
-            raise CheckpointError("diverged", f"the store's root at size {cp.size} is "
-                                  f"{encode_b64(root)}, the checkpoint's {encode_b64(cp.root)}")
+            if root != cp.root:
+                raise CheckpointError("diverged", _where_they_part(args, store, cp.size, root,
+                                                                   cp.root))  # fmt: skip
     out.write(json_line(_checkpoint_doc(verified)))
     held_too = ", and the store holds that tree" if args.check_store else ""
     out.say(f"verify-checkpoint: {cp.origin} at size {cp.size} signed by "
@@ -164,17 +201,32 @@ def cmd_sync(args: argparse.Namespace, out: Out) -> int:
         raise UsageError("arguments", "--batch-size must be at least 1")
     source = args.source
     refused = 0
-    with open_store(args, create=True) as store:
-        if os.path.isdir(source):
-            with Store.open(source, create=False, readonly=True) as other:
-                report = pull(store, store_responder(other), keyring,
-                              keep_invalid=args.keep_invalid, batch=args.batch_size)
-        else:
-            with open_input(source) as stream:
-                export = ExportSource.read(line for _, line in iter_lines(stream))
-            refused = export.refused
-            report = pull(store, export.responder(), keyring, keep_invalid=args.keep_invalid,
-                          batch=args.batch_size)  # fmt: skip
+    stored: collections.Counter[str] = collections.Counter()
+
+    def tally(results: list[AppendResult]) -> None:
+        stored.update(result.status for result in results)
+
+    try:
+        with contextlib.ExitStack() as stack:
+            if os.path.isdir(source):
+                other = stack.enter_context(Store.open(source, create=False, readonly=True))
+                responder = store_responder(other)
+            else:
+                with open_input(source) as stream:
+                    export = ExportSource.read(line for _, line in iter_lines(stream))
+                refused = export.refused
+                for number, problem in export.problems:
+                    out.say(f"pithlog: {source}: line {number}: {problem.describe()}")
+                responder = export.responder()
+            store = stack.enter_context(open_store(args, create=True))
+            report = pull(store, responder, keyring, keep_invalid=args.keep_invalid,
+                          batch=args.batch_size, on_results=tally)  # fmt: skip
+    except KeyboardInterrupt:
+        shown = ", ".join(f"{n} {status}" for status, n in sorted(stored.items()))
+        out.say(f"sync: interrupted after {sum(stored.values())} copies were committed "
+                f"({shown or 'none'}); they stay stored: run the same sync again for the "
+                "rest")  # fmt: skip
+        raise
     doc = {
         "local_copies": report.local_items,
         "remote_copies": report.remote_items,
@@ -225,12 +277,18 @@ def add_commands(sub: Any, store_parser: StoreParser) -> None:
         description="Verify a checkpoint: its note syntax, and a valid signature by a "
         "keyring key allowed to sign for its origin (docs/transparency.md). Prints "
         '{"origin", "size", "root", "signers"} and exits 0; exits 1 when it is not trusted. '
-        "With --check-store, also requires the store's tree at that size to have that root.",
+        "With --check-store, also requires the store's tree at that size to have that root: "
+        "a store with fewer leaves is behind (checkpoint.behind, exit 3), one with another "
+        "root has forked (checkpoint.diverged, exit 1; --against names where they part).",
     )
     keyring_option(p)
     p.add_argument("--origin", metavar="NAME", help="require this origin")
     p.add_argument("--check-store", action="store_true",
                    help="also check the checkpoint against the store (--store)")  # fmt: skip
+    p.add_argument("--against", metavar="DIR",
+                   help="with --check-store: a store holding the checkpoint's log (the "
+                   "registry's, or a good mirror's), to find the first leaf where the two "
+                   "logs part when they differ")  # fmt: skip
     p.add_argument("checkpoint", metavar="CHECKPOINT", help="checkpoint file, or -")
     p.set_defaults(func=cmd_verify_checkpoint)
 
@@ -248,9 +306,11 @@ def add_commands(sub: Any, store_parser: StoreParser) -> None:
     )
     q.add_argument("--store", metavar="DIR", default=argparse.SUPPRESS, help=STORE_HELP)
     q.add_argument("event_id", metavar="EVENT_ID")
-    q.add_argument("--size", type=int, metavar="N")
-    q.add_argument("--key", required=True, metavar="KEYFILE")
-    q.add_argument("--origin", required=True, metavar="NAME")
+    q.add_argument("--size", type=int, metavar="N",
+                   help="prove against the tree of the first N leaves (default: all)")
+    q.add_argument("--key", required=True, metavar="KEYFILE",
+                   help="key file that signs the proof's checkpoint")
+    q.add_argument("--origin", required=True, metavar="NAME", help="the log's origin")
     q.set_defaults(func=cmd_prove_inclusion)
     q = kinds.add_parser(
         "consistency",
@@ -294,7 +354,8 @@ def add_commands(sub: Any, store_parser: StoreParser) -> None:
         "--batch-size. Prints one JSON line: copies on each side, needed, rounds, bytes "
         "exchanged, append statuses. Exit 2 when a copy was rejected or a line refused.",
     )
-    p.add_argument("--from", dest="source", required=True, metavar="SOURCE")
+    p.add_argument("--from", dest="source", required=True, metavar="SOURCE",
+                   help="a store folder (opened read-only) or a JSON Lines export file")
     keyring_option(p)
     p.add_argument("--keep-invalid", action="store_true",
                    help="store copies that fail checks 1-12, as the source may")  # fmt: skip

@@ -55,7 +55,7 @@ from dataclasses import dataclass, field
 from pithlog.errors import DoorError, SyncError, register
 from pithlog.protocol.events import parse_envelope
 from pithlog.protocol.keys import Keyring
-from pithlog.store import Store
+from pithlog.store import AppendResult, Store
 
 register(
     {
@@ -418,6 +418,8 @@ class ExportSource:
 
     copies: dict[bytes, tuple[int, bytes]] = field(default_factory=dict)
     refused: int = 0
+    problems: list[tuple[int, DoorError]] = field(default_factory=list)
+    """``(line number from 1, why)`` of every line refused at the door."""
 
     @classmethod
     def read(cls, lines: Iterable[bytes | None]) -> ExportSource:
@@ -425,11 +427,14 @@ class ExportSource:
         for number, line in enumerate(lines):
             if line is None:
                 source.refused += 1
+                source.problems.append((number + 1, DoorError(
+                    "line_too_long", "line is longer than 8 MiB")))  # fmt: skip
                 continue
             try:
                 env = parse_envelope(line)
-            except DoorError:
+            except DoorError as exc:
                 source.refused += 1
+                source.problems.append((number + 1, exc))
                 continue
             source.copies.setdefault(item_of(env.event_id, env.encoded), (number, env.encoded))
         return source
@@ -473,10 +478,12 @@ def pull(
     keep_invalid: bool = False,
     batch: int = FETCH_BATCH,
     on_batch: Callable[[list[bytes]], None] | None = None,
+    on_results: Callable[[list[AppendResult]], None] | None = None,
 ) -> SyncReport:
     """Reconcile ``store`` with ``remote``, fetch what it lacks and append it (one
     transaction per batch). ``keep_invalid`` as for append: without it, copies failing
-    checks 1-12 are rejected (and asked for again by the next sync)."""
+    checks 1-12 are rejected (and asked for again by the next sync). ``on_results`` gets
+    the results of each committed transaction as it commits."""
     local = store.copy_keys()
     channel = Channel(remote)
     need, rounds = reconcile(local, channel)
@@ -485,8 +492,11 @@ def pull(
     ordered = append_order(channel, need) if need else []
     for chunk in _chunks(ordered, max(1, batch)):
         data = fetch(channel, chunk)
-        for result in store.append(data, keyring, keep_invalid=keep_invalid):
+        results = store.append(data, keyring, keep_invalid=keep_invalid)
+        for result in results:
             report.statuses[result.status] += 1
+        if on_results is not None:  # each committed batch, as it commits (an interrupt
+            on_results(results)  # may come before the report is returned)
         if on_batch is not None:
             on_batch(data)
     report.fetch_sent = channel.sent - report.reconcile_sent

@@ -293,10 +293,23 @@ def _refuse(detail: str, message: str, where: str | None = None) -> KeyringError
     return KeyringError(detail, message, where)
 
 
+def _refuse_lookalike(doc: dict[str, Any]) -> None:
+    """A key file or a keyring entry given where a keyring is expected: say which."""
+    if "key_file_version" in doc:
+        raise _refuse("not_a_keyring", "this is a private key file, not a keyring; use "
+                      "`pithlog keyring add KEYRING KEYFILE` to put its public entry in one")
+    if "key_id" in doc or "public_key_b64" in doc:
+        raise _refuse("not_a_keyring", "this is one keyring entry (as pithlog keygen prints "
+                      "it), not a keyring; use `pithlog keyring new KEYRING` and `pithlog "
+                      "keyring add KEYRING ENTRY` to make one")
+
+
 def keyring_from_value(doc: Any) -> Keyring:
     """Check a parsed keyring (spec 3) and build it, or raise :class:`KeyringError`."""
     if not isinstance(doc, dict):
         raise _refuse("shape", "keyring must be a JSON object")
+    if "keyring_version" not in doc:
+        _refuse_lookalike(doc)
     if doc.get("keyring_version") != "1":
         raise _refuse("version", 'keyring_version must be the string "1"', "/keyring_version")
     keys = doc.get("keys")

@@ -13,7 +13,9 @@ from pithlog.store.log import (
     AppendResult,
     Store,
 )
+from pithlog.store.lookup import PendingPith
 
 __all__ = [
-    "DUPLICATE", "EVIDENCE", "REFUSED", "REJECTED", "REPLACED", "STORED", "AppendResult", "Store",
+    "DUPLICATE", "EVIDENCE", "REFUSED", "REJECTED", "REPLACED", "STORED", "AppendResult",
+    "PendingPith", "Store",
 ]  # fmt: skip

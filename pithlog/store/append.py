@@ -18,6 +18,7 @@ from pithlog.protocol.checks import CheckBatch, check_alone
 from pithlog.protocol.events import Envelope, readmit
 from pithlog.protocol.keys import Keyring
 from pithlog.protocol.reduce import Judged, prefer
+from pithlog.store import aliases
 from pithlog.store.layout import (
     META_KEYRING,
     META_NEXT_SEQ,
@@ -179,8 +180,10 @@ def append_work(
                     f"the stored copy is preferred: {why(old, new)}", env.pith_number,
                 ))  # fmt: skip
         for pith in sorted(added.keys() | rebuild):
+            before = aliases.chosen(txn, dbs, pith)
             if pith in rebuild or not index_add(txn, dbs, pith, added[pith]):
                 rereduce(txn, dbs, pith, kd, keyring, verdicts, added.get(pith, ()))
+            aliases.follow(txn, dbs, pith, before)  # the alias index follows R
         txn.put(META_NEXT_SEQ, SEQ.pack(next_seq), db=meta)
         merkle_sync(txn, dbs)  # the Merkle tree and copy_seq follow seq
         return results
@@ -246,6 +249,7 @@ def rebuild_work(
         for pith in stale:
             if pith not in known:
                 index_clear(txn, dbs, pith)
+        aliases.rebuild_aliases(txn, dbs)
         txn.put(META_KEYRING, kd, db=dbs["meta"])
         return {"copies": copies, "preferred_changed": len(swaps), "piths": len(piths)}
 

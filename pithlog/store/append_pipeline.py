@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from pithlog.errors import DoorError
 from pithlog.parallel import verifying_pool
 from pithlog.protocol.checks import CheckBatch, start_checks
-from pithlog.protocol.events import Envelope, parse_envelope
+from pithlog.protocol.events import Envelope, admit, parse_envelope
 from pithlog.protocol.keys import Keyring
 from pithlog.store.append import AppendResult, StartedBatch, append_work
 from pithlog.store.layout import Txn, copy_hash, eid_bytes
@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 
-Item = bytes | bytearray | memoryview | Envelope
+Item = bytes | bytearray | memoryview | Envelope | dict[str, Any]
 """One item of a batch: a raw line (through the door) or an envelope already through it."""
 
 PIPELINE_MIN = 500
@@ -164,7 +164,9 @@ def start_append(
                 env = item
             else:
                 try:
-                    env = parse_envelope(bytes(item))
+                    # a dict (what sign_event returns) enters through the same door
+                    env = admit(item) if isinstance(item, dict) else parse_envelope(
+                        bytes(item))  # fmt: skip
                 except DoorError as exc:
                     items.append(exc)
                     hashes.append(None)

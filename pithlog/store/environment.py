@@ -29,18 +29,19 @@ import lmdb
 
 from pithlog.errors import StoreError, register
 from pithlog.protocol.reduce import MERGE_VERSION
-from pithlog.store import tree
+from pithlog.store import aliases, tree
 from pithlog.store.layout import (
     DB_NAMES,
-    FORMAT_LEAF_EVENT_ID,
     FORMAT_VERSION,
     META_FORMAT,
     META_MERGE,
     META_MERKLE_SIZE,
     META_NEXT_SEQ,
+    MIGRATES_FROM,
     SEQ,
     Txn,
 )
+from pithlog.store.place import check_place
 from pithlog.store.replay import ScratchIndex
 
 register(
@@ -288,6 +289,7 @@ def _open_env(real: str, create: bool, map_size: int) -> SharedEnvironment:
     if not os.path.exists(data):
         if not create:
             raise StoreError("missing", f"no store at {real} (no data.mdb)")
+        check_place(real)  # a file, or a folder of other files: refused before creating
         try:
             os.makedirs(real, exist_ok=True)
         except OSError as exc:
@@ -348,7 +350,7 @@ def _open_dbs(env: lmdb.Environment, real: str, create: bool) -> dict[str, Any]:
             txn.put(META_FORMAT, FORMAT_VERSION, db=meta)
             txn.put(META_MERGE, MERGE_VERSION.encode("ascii"), db=meta)
             txn.put(META_NEXT_SEQ, SEQ.pack(1), db=meta)
-        elif fmt not in (FORMAT_VERSION, FORMAT_LEAF_EVENT_ID):  # the older: _catch_up_merkle
+        elif fmt not in (FORMAT_VERSION, MIGRATES_FROM):  # the older: _catch_up_merkle
             raise StoreError(
                 "format",
                 f"store format {fmt.decode('ascii', 'replace')!r}; this pithlog reads "
@@ -394,9 +396,10 @@ def _catch_up_merkle(env: lmdb.Environment, dbs: dict[str, Any]) -> None:
 def _migrate(txn: Txn, dbs: dict[str, Any]) -> bool:
     """Bring an older store to :data:`FORMAT_VERSION` in ``txn`` (the caller's write
     transaction, retried whole on a full map); ``True`` when it did."""
-    if txn.get(META_FORMAT, db=dbs["meta"]) != FORMAT_LEAF_EVENT_ID:
+    if txn.get(META_FORMAT, db=dbs["meta"]) != MIGRATES_FROM:
         return False
-    tree.migrate_leaf_data(txn, dbs)
+    tree.migrate_leaf_data(txn, dbs)  # records FORMAT_VERSION
+    aliases.rebuild_aliases(txn, dbs)
     return True
 
 

@@ -23,9 +23,11 @@ from pithlog.protocol.reduce import Judged
 FORMAT_VERSION = b"3"
 """``meta[format]``: the layout of ``docs/store.md``."""
 
-FORMAT_LEAF_EVENT_ID = b"2"
-"""The format before leaves committed to the copy's bytes (leaf data: the event_id alone).
-Opening such a store migrates it (:func:`pithlog.store.tree.migrate_leaf_data`)."""
+MIGRATES_FROM = b"2"
+"""The format a store is migrated from on open, in one write transaction: format 3's leaves
+commit to the copy's bytes (:func:`pithlog.store.tree.migrate_leaf_data` rebuilds ``merkle``
+and builds ``by_copy``) and it added the ``aliases`` database
+(:func:`pithlog.store.aliases.rebuild_aliases` builds it)."""
 
 DB_NAMES = (
     "events",
@@ -42,6 +44,7 @@ DB_NAMES = (
     "merkle",
     "copy_seq",
     "by_copy",
+    "aliases",
 )
 INDEX_DBS = ("applied", "slots", "equivocated", "invalid")
 """The per-pith reduction index: a pith's state document is assembled from it on read."""

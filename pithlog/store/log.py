@@ -45,7 +45,7 @@ from pithlog.protocol.events import is_event_id
 from pithlog.protocol.keys import Keyring
 from pithlog.protocol.records import is_pith_number
 from pithlog.protocol.reduce import MERGE_VERSION
-from pithlog.store import tree, witnessed
+from pithlog.store import aliases, tree, witnessed
 from pithlog.store.append import DUPLICATE as DUPLICATE
 from pithlog.store.append import EVIDENCE as EVIDENCE
 from pithlog.store.append import REFUSED as REFUSED
@@ -74,6 +74,7 @@ from pithlog.store.layout import (
     eid_str,
     evidence_of,
 )
+from pithlog.store.lookup import PendingPith, require_pith_number
 from pithlog.store.replay import Discrepancy as Discrepancy
 from pithlog.store.replay import Progress as Progress
 from pithlog.store.replay import ReplayReport as ReplayReport
@@ -145,9 +146,10 @@ class Store:
 
     def state(self, pith_number: str) -> bytes | None:
         """The cached state document of a pith (exactly what ``pithlog reduce`` prints for
-        it, without the newline), or ``None`` when it has none (unknown or pending)."""
-        if not is_pith_number(pith_number):
-            return None
+        it, without the newline), or ``None`` when it has none (unknown or pending: see
+        :meth:`lookup` to tell them apart). A string that is not a pith number raises
+        :class:`StoreError` ``store.pith_number``."""
+        require_pith_number(pith_number)
 
         def work(txn: Txn, dbs: dict[str, Any]) -> bytes | None:
             try:
@@ -157,6 +159,35 @@ class Store:
                                  "run `pithlog replay --verify`") from exc  # fmt: skip
 
         return self._read(work)
+
+    def lookup(self, pith_number: str) -> bytes | PendingPith | None:
+        """What the store knows of a pith: its state document (bytes, as :meth:`state`), a
+        :class:`PendingPith` (events, but no valid record_created yet), or ``None`` (no
+        event of it). Raises ``store.pith_number`` for a string that is not a pith number."""
+        state = self.state(pith_number)
+        if state is not None:
+            return state
+        status = self.status(pith_number)
+        return None if status is None else PendingPith.of(status)
+
+    def piths_for_alias(self, alias: str) -> list[str]:
+        """The piths whose chosen record has ``alias`` (``arxiv:2411.00284``,
+        ``arxiv:2411.00284v2``, ``doi:...``, ``pith:4F47WZKM``), in pith order: one cursor
+        seek in the alias index (:mod:`pithlog.store.aliases`). Raises ``store.alias`` for
+        a string that is not of those forms."""
+        key = aliases.lookup_form(alias)
+        return self._read(lambda txn, dbs: aliases.piths_for(txn, dbs, key))
+
+    def pith_for_alias(self, alias: str) -> str | None:
+        """The one pith whose chosen record has ``alias``, or ``None``; raises
+        ``store.ambiguous_alias`` when several do (two versions of a paper share
+        ``arxiv:ID``: ask for ``arxiv:IDvN``)."""
+        piths = self.piths_for_alias(alias)
+        if len(piths) > 1:
+            raise StoreError("ambiguous_alias", f"{alias} names {len(piths)} piths: "
+                             f"{', '.join(piths)}; give a more precise alias or the pith "
+                             "number")  # fmt: skip
+        return piths[0] if piths else None
 
     def event(self, event_id: str) -> bytes | None:
         """The preferred copy stored under ``event_id`` (JCS bytes), or ``None``."""
@@ -283,7 +314,8 @@ class Store:
     ) -> list[AppendResult]:
         """Append a batch as ONE durable transaction; one :class:`AppendResult` per item.
 
-        Raw bytes go through the door (refused ones are reported, never stored). A copy
+        Raw bytes, and event dicts (as :func:`pithlog.sign_event` returns them), go
+        through the door (refused ones are reported, never stored). A copy
         that fails checks 1-12 is ``rejected`` (not stored) unless ``keep_invalid``, which
         stores it so that it enters the reduction as an invalid event. A second, different
         copy of a stored event_id is resolved by :func:`pithlog.protocol.reduce.prefer`. Every pith

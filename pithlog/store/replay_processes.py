@@ -32,7 +32,7 @@ from pithlog.parallel import (
     worker_pool,
 )
 from pithlog.protocol.keys import Keyring, make_keyring
-from pithlog.store import tree
+from pithlog.store import aliases, tree
 from pithlog.store.environment import Work, acquire, release, scratch_index
 from pithlog.store.layout import Txn
 from pithlog.store.replay import (
@@ -182,6 +182,7 @@ def _structure_here(read: Read[Any], piths: list[str]) -> list[Discrepancy]:
     replayed = set(piths)
     read(lambda txn, dbs: check_structure(txn, dbs, found, replayed, scratch_index))
     read(lambda txn, dbs: tree.check_merkle(txn, dbs, found))
+    read(lambda txn, dbs: aliases.check_aliases(txn, dbs, found))
     return found
 
 

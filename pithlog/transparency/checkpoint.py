@@ -50,8 +50,11 @@ register(
         "checkpoint.bad_signature": "a signature by a trusted key does not verify: the "
         "checkpoint was altered or forged; do not trust it",
         "checkpoint.origin": "the checkpoint is for another origin than the one required",
-        "checkpoint.diverged": "the store's tree at the checkpoint's size has another root "
-        "(or is smaller): the store does not hold the log the checkpoint signs",
+        "checkpoint.diverged": "the store's tree at the checkpoint's size has another root: "
+        "the store does not hold the log the checkpoint signs (a fork); --against names "
+        "the first leaf where they part",
+        "checkpoint.behind": "the store holds fewer leaves than the checkpoint: sync it from "
+        "the log, then check again (exit status 3: not a fork)",
         "checkpoint.key": "this key may not sign checkpoints for this origin: use a "
         "pith_registry or mirror key whose signer_id is the origin, or the origin's prefix "
         "before '/'",

@@ -38,8 +38,10 @@ if not os.path.exists(CHROMIUM):
     pytest.skip(f"no Chromium at {CHROMIUM}: apt-get install chromium (.ci/run does)",
                 allow_module_level=True)  # fmt: skip
 
-FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync"]  # fmt: skip
+FLAGS = [
+    "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+]  # fmt: skip
 """Chromium as root, on a machine whose only network is loopback."""
 
 

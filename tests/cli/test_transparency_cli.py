@@ -83,7 +83,7 @@ def test_checkpoint_and_verify_checkpoint(f: dict[str, Any]) -> None:
     big = checkpoint(f, "big")
     status, _, err = run(["--store", other, "verify-checkpoint", "--keyring", f["keyring"],
                           "--check-store", str(big)])  # fmt: skip
-    assert status == 1 and "[checkpoint.diverged]" in err
+    assert status == 3 and "[checkpoint.behind]" in err  # fewer leaves: behind, not forked
     status, _, err = run(["verify-checkpoint", "--keyring", f["authors"], str(cp)])
     assert status == 1 and "[checkpoint.untrusted]" in err
     cp.write_bytes(cp.read_bytes().replace(b"\n20\n", b"\n21\n"))
@@ -223,3 +223,33 @@ def test_sync_command(f: dict[str, Any]) -> None:
     status, _, err = run(["--store", c, "sync", "--from", str(f["tmp"] / "nothing"),
                           "--keyring", f["keyring"]])  # fmt: skip
     assert status == 2 and "[usage.unreadable]" in err
+
+
+def test_a_mirror_behind_the_checkpoint_is_behind_not_forked(f: dict[str, Any]) -> None:
+    append(f, f["first"])
+    append(f, f["rest"])
+    cp = checkpoint(f, "cp")
+    size = json.loads(run(["verify-checkpoint", "--keyring", f["keyring"], str(cp)])[1])["size"]
+    mirror = str(f["tmp"] / "mirror")
+    append(f, f["first"], store=mirror)  # the log's first 20 leaves
+    status, out, err = run(["--store", mirror, "verify-checkpoint", "--keyring", f["keyring"],
+                            "--check-store", str(cp)])  # fmt: skip
+    assert status == 3 and out == b""
+    assert "[checkpoint.behind]" in err and f"behind the checkpoint by {size - 20} leaves" in err
+
+
+def test_a_fork_names_the_first_leaf_where_the_logs_part(f: dict[str, Any]) -> None:
+    append(f, f["first"])
+    cp = checkpoint(f, "cp")
+    fork = str(f["tmp"] / "fork")
+    lines = Path(f["first"]).read_bytes().splitlines(keepends=True)
+    # the same log up to leaf 12, then the leaves in another order
+    (f["tmp"] / "forked.jsonl").write_bytes(b"".join(lines[:12] + lines[12:][::-1]))
+    append(f, str(f["tmp"] / "forked.jsonl"), store=fork)
+    args = ["--store", fork, "verify-checkpoint", "--keyring", f["keyring"], "--check-store"]
+    status, _, err = run([*args, str(cp)])
+    assert status == 1 and "[checkpoint.diverged]" in err and "--against" in err
+    status, _, err = run([*args, "--against", f["store"], str(cp)])
+    assert status == 1 and "[checkpoint.diverged]" in err
+    assert "the logs part at leaf 12 (seq 13)" in err, err
+    assert json.loads(lines[19])["event_id"] in err and json.loads(lines[12])["event_id"] in err

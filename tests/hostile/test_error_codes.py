@@ -51,14 +51,20 @@ PINNED_CODES = [
     "key_file.unwritable",
     "key_file.version",
     "keyring.duplicate_key_id",
+    "keyring.duplicate_public_key",
     "keyring.key_id",
     "keyring.missing_member",
+    "keyring.not_a_keyring",
+    "keyring.not_an_entry",
     "keyring.not_json",
     "keyring.public_key",
+    "keyring.revoked",
     "keyring.shape",
     "keyring.signer_id",
     "keyring.signer_type",
     "keyring.timestamp",
+    "keyring.unknown_key_id",
+    "keyring.unwritable",
     "keyring.validity",
     "keyring.version",
     "sign.invalid_event",
@@ -68,6 +74,7 @@ PINNED_CODES = [
     "usage.event_type",
     "usage.exists",
     "usage.pith_number",
+    "usage.several_states",
     "usage.target",
     "usage.timestamp",
     "usage.unreadable",
@@ -195,6 +202,11 @@ def _keyring_with(tmp_path: Path, doc: Any) -> Path:
     return path
 
 
+def _good_key_doc() -> dict[str, Any]:
+    doc: dict[str, Any] = json.loads(dump_key_file(test_key("registry")))
+    return doc
+
+
 def _entry(**changes: Any) -> dict[str, Any]:
     entry = test_keyring_entries(("registry",))[0]
     entry.update(changes)
@@ -217,7 +229,30 @@ KEYRINGS: list[tuple[str, Any]] = [
     ("keyring.timestamp", {"keyring_version": "1", "keys": [_entry(not_after="2026")]}),
     ("keyring.validity", {"keyring_version": "1", "keys": [
         _entry(not_before="2026-01-01T00:00:00Z", not_after="2025-01-01T00:00:00Z")]}),
+    ("keyring.not_a_keyring", _entry()),
+    ("keyring.not_a_keyring", _good_key_doc()),
 ]  # fmt: skip
+
+KEYRING_EDITS: list[tuple[str, list[str]]] = [
+    ("keyring.not_an_entry", ["add", "RING", '{"keyring_version": "1", "keys": []}']),
+    ("keyring.not_an_entry", ["add", "RING", "[1]"]),
+    ("keyring.duplicate_public_key", ["add", "RING", json.dumps(_entry(key_id="again"))]),
+    ("keyring.unknown_key_id", ["revoke", "RING", "nobody", "--at", "2026-01-01T00:00:00Z"]),
+    ("keyring.revoked", ["revoke", "RING", "revoked", "--at", "2026-02-01T00:00:00Z"]),
+    ("keyring.unwritable", ["new", "NOWHERE"]),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("code", "argv"), KEYRING_EDITS, ids=[c for c, _ in KEYRING_EDITS])
+def test_a_refused_keyring_edit_is_one_line(tmp_path: Path, code: str, argv: list[str]) -> None:
+    ring = tmp_path / "keyring.json"
+    revoked = _entry(key_id="revoked", public_key_b64=encode_b64(test_key("author").public_key),
+                     revoked_at="2026-01-01T00:00:00Z")  # fmt: skip
+    ring.write_text(json.dumps({"keyring_version": "1", "keys": [_entry(), revoked]}))
+    where = {"RING": str(ring), "NOWHERE": str(tmp_path / "no" / "such" / "folder.json")}
+    number, got, message = refusal(["keyring", *(where.get(a, a) for a in argv)])
+    assert (number, got) == (0, code)
+    assert ADVICE.search(message), message
 
 
 @pytest.mark.parametrize(("code", "doc"), KEYRINGS, ids=[c for c, _ in KEYRINGS])
@@ -236,11 +271,6 @@ def _key_file(tmp_path: Path, doc: Any) -> Path:
     path = tmp_path / "bad.key"
     path.write_bytes(doc if isinstance(doc, bytes) else json.dumps(doc).encode())
     return path
-
-
-def _good_key_doc() -> dict[str, Any]:
-    doc: dict[str, Any] = json.loads(dump_key_file(test_key("registry")))
-    return doc
 
 
 KEY_FILES: list[tuple[str, Any]] = [
@@ -276,6 +306,8 @@ def test_sign_and_usage_refusals_are_one_line(files: dict[str, Path], tmp_path: 
     not_json.write_bytes(b"{")
     existing = tmp_path / "exists.key"
     existing.write_bytes(b"x")
+    two_states = tmp_path / "states.jsonl"
+    two_states.write_bytes(b"{}\n{}\n")
     cases: list[tuple[str, list[str]]] = [
         ("sign.payload", _sign(files, "--type", "mirror_hint", "--pith", PITH,
                                "--payload", str(not_object))),
@@ -295,6 +327,7 @@ def test_sign_and_usage_refusals_are_one_line(files: dict[str, Path], tmp_path: 
         ("usage.unreadable", ["reduce", "--keyring", str(files["keyring"]),
                               str(tmp_path / "none.jsonl")]),
         ("usage.unreadable", ["verify-state", str(tmp_path)]),
+        ("usage.several_states", ["verify-state", str(two_states)]),
         ("usage.exists", ["keygen", "--key-id", "k", "--signer-id", "s", "--signer-type",
                           "mirror", "--out", str(existing)]),
         ("usage.timestamp", ["keygen", "--key-id", "k", "--signer-id", "s", "--signer-type",
@@ -328,6 +361,7 @@ def test_sign_and_usage_refusals_are_one_line(files: dict[str, Path], tmp_path: 
 def test_every_pinned_code_is_triggered_by_some_test_here() -> None:
     triggered = {code for code, _ in DOOR_LINES} | {"door.line_too_long"}
     triggered |= {code for code, _ in KEYRINGS} | {code for code, _ in KEY_FILES}
+    triggered |= {code for code, _ in KEYRING_EDITS}
     triggered |= {"key_file.unwritable"}
     triggered |= {c for c in PINNED_CODES if c.startswith(("sign.", "usage."))}
     assert triggered == set(PINNED_CODES)

@@ -1,0 +1,198 @@
+"""``pithlog keyring new|add|revoke|show|digest``: build and read a keyring file (spec
+section 3) without hand-written JSON.
+
+The edits themselves are pure (:mod:`pithlog.protocol.keyrings`: the rules of
+``load_keyring``, duplicates refused); this module reads the file, and writes the new one
+atomically: a temporary file beside it, synced, renamed over it, the folder synced, so a
+crash leaves the old keyring or the new one, never half of one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from pithlog.cli.edge import Out, Parser, StoreParser, read_bytes
+from pithlog.errors import EXIT_OK, KeyringError, UsageError
+from pithlog.protocol.keyrings import (
+    add_key,
+    entry_from,
+    new_keyring,
+    parse_keyring_doc,
+    revoke_key,
+    validity,
+)
+from pithlog.protocol.keys import keyring_from_value
+from pithlog.protocol.timestamps import is_ts
+
+
+def render_keyring(doc: dict[str, Any]) -> bytes:
+    """A keyring file as pithlog writes it: indented JSON, one member per line, UTF-8."""
+    return (json.dumps(doc, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
+
+
+def write_atomically(path: Path, data: bytes, replace: bool) -> None:
+    """Write ``path`` all at once: temp file, fsync, rename, fsync of the folder. An
+    existing file is replaced only with ``replace`` (and keeps its mode)."""
+    if path.exists() and not replace:
+        raise UsageError("exists", f"{path} exists; pass --force to replace it")
+    mode = path.stat().st_mode & 0o777 if path.exists() else 0o644
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+        folder = os.open(path.parent, os.O_RDONLY)
+        try:
+            os.fsync(folder)
+        finally:
+            os.close(folder)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise KeyringError("unwritable", f"cannot write {path}: {exc.strerror or exc}; "
+                           "check that its folder exists and is writable") from exc
+
+
+def _read_doc(path: str) -> dict[str, Any]:
+    doc, _ = parse_keyring_doc(read_bytes(path))
+    return doc
+
+
+def cmd_keyring_new(args: argparse.Namespace, out: Out) -> int:
+    """Write an empty keyring."""
+    write_atomically(Path(args.keyring), render_keyring(new_keyring()), args.force)
+    out.say(f"keyring new: wrote {args.keyring} (no keys yet; add them with "
+            f"pithlog keyring add {args.keyring} ENTRY_OR_KEYFILE)")  # fmt: skip
+    return EXIT_OK
+
+
+def _entry_arg(value: str) -> bytes:
+    """ENTRY_OR_KEYFILE: a file (or - for stdin), or the entry's JSON itself."""
+    if value.lstrip().startswith(("{", "[")):
+        return value.encode("utf-8")
+    return read_bytes(value)
+
+
+def cmd_keyring_add(args: argparse.Namespace, out: Out) -> int:
+    """Add a key (a keyring entry, or the public entry of a key file)."""
+    doc = _read_doc(args.keyring)
+    entry = entry_from(_entry_arg(args.entry))
+    for name in ("not_before", "not_after"):
+        value = getattr(args, name)
+        if value is not None:
+            if not is_ts(value):
+                flag = "--" + name.replace("_", "-")
+                raise UsageError("timestamp", f"{flag} must be YYYY-MM-DDTHH:MM:SSZ")
+            entry[name] = value
+    after = add_key(doc, entry)
+    write_atomically(Path(args.keyring), render_keyring(after), replace=True)
+    keyring = keyring_from_value(after)
+    key = keyring[entry["key_id"]]
+    out.say(f"keyring add: {key.key_id} ({key.signer_type} {key.signer_id}, fingerprint "
+            f"{key.fingerprint}); {args.keyring} has {len(keyring)} keys, digest "
+            f"{keyring.digest}")  # fmt: skip
+    return EXIT_OK
+
+
+def cmd_keyring_revoke(args: argparse.Namespace, out: Out) -> int:
+    """Set a key's revoked_at."""
+    doc = _read_doc(args.keyring)
+    after = revoke_key(doc, args.key_id, args.at)
+    write_atomically(Path(args.keyring), render_keyring(after), replace=True)
+    keyring = keyring_from_value(after)
+    out.say(f"keyring revoke: {args.key_id} is valid only before {args.at}; digest now "
+            f"{keyring.digest} (a store reduced under the old keyring needs "
+            "`pithlog replay --rebuild --keyring` before the next append)")  # fmt: skip
+    return EXIT_OK
+
+
+COLUMNS = ("KEY_ID", "SIGNER_ID", "SIGNER_TYPE", "VALIDITY", "FINGERPRINT")
+
+
+def cmd_keyring_show(args: argparse.Namespace, out: Out) -> int:
+    """The keys of a keyring as a table."""
+    _, keyring = parse_keyring_doc(read_bytes(args.keyring))
+    rows = [COLUMNS]
+    for key in keyring.values():
+        entry = key.entry()
+        rows.append((key.key_id, key.signer_id, key.signer_type, validity(entry),
+                     key.fingerprint))  # fmt: skip
+    widths = [max(len(row[i]) for row in rows) for i in range(len(COLUMNS))]
+    for row in rows:
+        line = "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True))
+        out.write(line.rstrip().encode("utf-8") + b"\n")
+    out.say(f"keyring show: {len(keyring)} keys, digest {keyring.digest}")
+    return EXIT_OK
+
+
+def cmd_keyring_digest(args: argparse.Namespace, out: Out) -> int:
+    """The keyring's digest, as ``stats`` shows a store's."""
+    _, keyring = parse_keyring_doc(read_bytes(args.keyring))
+    out.write(keyring.digest.encode("ascii") + b"\n")
+    return EXIT_OK
+
+
+def add_commands(sub: Any, store_parser: StoreParser) -> None:
+    """``keyring`` and its subcommands (none takes ``--store``)."""
+    p = sub.add_parser(
+        "keyring",
+        help="make, edit and show a keyring file",
+        description="Build and read a keyring (spec section 3). Every edit is checked with "
+        "the rules `--keyring` applies when loading one, refuses a key_id or a public key "
+        "already there, and writes the file atomically (temporary file, sync, rename).",
+    )
+    actions = p.add_subparsers(dest="action", metavar="ACTION", parser_class=Parser)
+    actions.required = True
+
+    q = actions.add_parser("new", help="write an empty keyring",
+                           description="Write KEYRING with no keys.")
+    q.add_argument("keyring", metavar="KEYRING")
+    q.add_argument("--force", action="store_true", help="replace KEYRING if it exists")
+    q.set_defaults(func=cmd_keyring_new)
+
+    q = actions.add_parser(
+        "add",
+        help="add a key: a keyring entry or a key file's public entry",
+        description="Add a key to KEYRING. ENTRY_OR_KEYFILE is the entry pithlog keygen "
+        "printed (a file holding it, - for stdin, or the JSON itself) or a pithlog key file, "
+        "whose public entry is added (the private key is not copied).",
+    )
+    q.add_argument("keyring", metavar="KEYRING")
+    q.add_argument("entry", metavar="ENTRY_OR_KEYFILE")
+    q.add_argument("--not-before", metavar="TS", help="set the entry's not_before")
+    q.add_argument("--not-after", metavar="TS", help="set the entry's not_after")
+    q.set_defaults(func=cmd_keyring_add)
+
+    q = actions.add_parser(
+        "revoke",
+        help="revoke a key from a time on",
+        description="Set revoked_at of KEY_ID to TS: the key signs validly only for "
+        "created_at before TS (events before it stay valid). A revoked key can only be "
+        "revoked again at an earlier time.",
+    )
+    q.add_argument("keyring", metavar="KEYRING")
+    q.add_argument("key_id", metavar="KEY_ID")
+    q.add_argument("--at", required=True, metavar="TS", help="revoked_at, YYYY-MM-DDTHH:MM:SSZ")
+    q.set_defaults(func=cmd_keyring_revoke)
+
+    q = actions.add_parser("show", help="the keys as a table",
+                           description="One line per key: key id, signer, signer type, "
+                           "validity (not_before .. not_after, revoked_at) and fingerprint "
+                           "(first 16 bytes of SHA-256 of the public key).")  # fmt: skip
+    q.add_argument("keyring", metavar="KEYRING")
+    q.set_defaults(func=cmd_keyring_show)
+
+    q = actions.add_parser("digest", help="the keyring's digest (as stats shows a store's)",
+                           description="Print the digest of what the keyring means (the "
+                           "seven members of every key, by key_id), the keyring_digest that "
+                           "`pithlog stats` shows for the keyring a store was reduced under.")
+    q.add_argument("keyring", metavar="KEYRING")
+    q.set_defaults(func=cmd_keyring_digest)

@@ -1,0 +1,39 @@
+"""Where a store may be made: refused before anything is created (``docs/store.md``).
+
+A store is a folder holding LMDB's ``data.mdb`` (and ``lock.mdb``). ``--store`` naming a
+plain file, or an existing folder that holds other files but no store, is almost always a
+mistake (a wrong path, a typo, the current folder): pithlog refuses it instead of putting
+its files among someone else's.
+"""
+
+from __future__ import annotations
+
+import os
+
+from pithlog.errors import StoreError
+
+STORE_FILES = frozenset({"data.mdb", "lock.mdb"})
+
+
+def is_store_folder(path: str) -> bool:
+    """A folder holding ``data.mdb``: a store (or a damaged one, for open to judge)."""
+    return os.path.isfile(os.path.join(path, "data.mdb"))
+
+
+def check_place(path: str) -> None:
+    """Refuse ``path`` as the place of a new store: a file, or a folder holding other
+    files and no store. A missing path, an empty folder and a store are fine."""
+    if is_store_folder(path) or not os.path.lexists(path):
+        return
+    if not os.path.isdir(path):
+        raise StoreError("not_a_store", f"{path} is a file, not a store folder: check "
+                         "--store (a store is a folder; give a new or empty one)")  # fmt: skip
+    try:
+        others = sorted(set(os.listdir(path)) - STORE_FILES)
+    except OSError as exc:
+        raise StoreError("io", f"cannot read {path}: {exc.strerror or exc}") from exc
+    if others:
+        shown = ", ".join(others[:3]) + (", ..." if len(others) > 3 else "")
+        raise StoreError("not_a_store", f"{path} is a folder holding other files ({shown}) "
+                         "and no pithlog store: check --store, or give a new or empty "
+                         "folder")  # fmt: skip

@@ -1,0 +1,132 @@
+"""``pithlog keyring``: building, editing and reading a keyring file without hand-written
+JSON, and the messages for a keyring entry or a key file given where a keyring goes."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from pithlog.cli import keyring_commands
+from pithlog.protocol.keys import load_keyring
+from tests.cli.test_cli import run
+
+
+def keygen(tmp_path: Path, key_id: str, signer_type: str = "pith_registry") -> tuple[Path, Path]:
+    key = tmp_path / f"{key_id}.key"
+    status, entry, _ = run(["keygen", "--key-id", key_id, "--signer-id", f"{key_id}.example",
+                            "--signer-type", signer_type, "--out", str(key)])  # fmt: skip
+    assert status == 0
+    (tmp_path / f"{key_id}.entry").write_bytes(entry)
+    return key, tmp_path / f"{key_id}.entry"
+
+
+def test_new_add_revoke_show_digest(tmp_path: Path) -> None:
+    k1, e1 = keygen(tmp_path, "reg-1")
+    k2, _ = keygen(tmp_path, "mirror-1", "mirror")
+    ring = str(tmp_path / "keyring.json")
+    assert run(["keyring", "new", ring])[0] == 0
+    assert load_keyring(Path(ring).read_bytes()) == {}
+    assert run(["keyring", "new", ring])[0] == 2  # an existing file is kept
+    assert run(["keyring", "add", ring, str(e1)])[0] == 0
+    status, _, err = run(["keyring", "add", ring, str(k2), "--not-before",
+                          "2026-01-01T00:00:00Z"])  # fmt: skip
+    assert status == 0, err
+    keyring = load_keyring(Path(ring).read_bytes())
+    assert list(keyring) == ["reg-1", "mirror-1"]
+    assert keyring["mirror-1"].not_before == "2026-01-01T00:00:00Z"
+    assert "private_key_b64" not in Path(ring).read_text()  # only the public entry
+
+    status, _, err = run(["keyring", "revoke", ring, "reg-1", "--at", "2026-06-01T00:00:00Z"])
+    assert status == 0, err
+    keyring = load_keyring(Path(ring).read_bytes())
+    assert keyring["reg-1"].revoked_at == "2026-06-01T00:00:00Z"
+
+    status, table, _ = run(["keyring", "show", ring])
+    assert status == 0
+    lines = table.decode().splitlines()
+    assert lines[0].split() == ["KEY_ID", "SIGNER_ID", "SIGNER_TYPE", "VALIDITY", "FINGERPRINT"]
+    assert lines[1].startswith("reg-1 ") and "revoked at 2026-06-01T00:00:00Z" in lines[1]
+    assert keyring["reg-1"].fingerprint in lines[1]
+    assert "mirror " in lines[2] and "2026-01-01T00:00:00Z .. -" in lines[2]
+
+    status, digest, _ = run(["keyring", "digest", ring])
+    assert status == 0 and digest.decode().strip() == keyring.digest
+    assert k1.exists()
+
+
+def test_add_refuses_duplicates_and_keeps_the_file(tmp_path: Path) -> None:
+    k1, e1 = keygen(tmp_path, "reg-1")
+    ring = tmp_path / "keyring.json"
+    run(["keyring", "new", str(ring)])
+    run(["keyring", "add", str(ring), str(e1)])
+    before = ring.read_bytes()
+    status, _, err = run(["keyring", "add", str(ring), str(k1)])  # same key_id, same key
+    assert status == 2 and "[keyring.duplicate_key_id]" in err
+    renamed = json.loads(e1.read_bytes())
+    renamed["key_id"] = "reg-2"
+    status, _, err = run(["keyring", "add", str(ring), json.dumps(renamed)])
+    assert status == 2 and "[keyring.duplicate_public_key]" in err and "reg-1" in err
+    assert ring.read_bytes() == before
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
+
+
+def test_add_checks_the_entry_with_the_keyring_rules(tmp_path: Path) -> None:
+    _, e1 = keygen(tmp_path, "reg-1")
+    ring = tmp_path / "keyring.json"
+    run(["keyring", "new", str(ring)])
+    entry = json.loads(e1.read_bytes())
+    entry["signer_type"] = "publisher"
+    status, _, err = run(["keyring", "add", str(ring), json.dumps(entry)])
+    assert status == 2 and "[keyring.signer_type]" in err
+    status, _, err = run(["keyring", "add", str(ring), str(ring)])
+    assert status == 2 and "[keyring.not_an_entry]" in err and "whole keyring" in err
+    status, _, err = run(["keyring", "add", str(ring), str(e1), "--not-after", "soon"])
+    assert status == 2 and "[usage.timestamp]" in err
+    assert load_keyring(ring.read_bytes()) == {}
+
+
+def test_revoke_unknown_and_later_revocations_are_refused(tmp_path: Path) -> None:
+    _, e1 = keygen(tmp_path, "reg-1")
+    ring = str(tmp_path / "keyring.json")
+    run(["keyring", "new", ring])
+    run(["keyring", "add", ring, str(e1)])
+    status, _, err = run(["keyring", "revoke", ring, "reg-9", "--at", "2026-06-01T00:00:00Z"])
+    assert status == 2 and "[keyring.unknown_key_id]" in err and "reg-1" in err
+    assert run(["keyring", "revoke", ring, "reg-1", "--at", "2026-06-01T00:00:00Z"])[0] == 0
+    status, _, err = run(["keyring", "revoke", ring, "reg-1", "--at", "2026-07-01T00:00:00Z"])
+    assert status == 2 and "[keyring.revoked]" in err
+    assert run(["keyring", "revoke", ring, "reg-1", "--at", "2026-05-01T00:00:00Z"])[0] == 0
+    assert load_keyring(Path(ring).read_bytes())["reg-1"].revoked_at == "2026-05-01T00:00:00Z"
+
+
+def test_an_entry_or_a_key_file_where_a_keyring_goes_says_so(tmp_path: Path) -> None:
+    key, entry = keygen(tmp_path, "reg-1")
+    events = tmp_path / "none.jsonl"
+    events.write_bytes(b"")
+    status, _, err = run(["reduce", "--keyring", str(entry), str(events)])
+    assert status == 2
+    assert "[keyring.not_a_keyring]" in err and "one keyring entry" in err
+    status, _, err = run(["reduce", "--keyring", str(key), str(events)])
+    assert status == 2
+    assert "[keyring.not_a_keyring]" in err and "private key file" in err
+
+
+def test_a_failed_write_leaves_the_old_keyring(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _, e1 = keygen(tmp_path, "reg-1")
+    ring = tmp_path / "keyring.json"
+    run(["keyring", "new", str(ring)])
+    before = ring.read_bytes()
+
+    def broken(fd: int) -> None:
+        raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr(keyring_commands.os, "fsync", broken)
+    status, _, err = run(["keyring", "add", str(ring), str(e1)])
+    assert status == 2 and "[keyring.unwritable]" in err
+    assert ring.read_bytes() == before
+    assert sorted(os.listdir(tmp_path)) == sorted(["keyring.json", "reg-1.key", "reg-1.entry"])

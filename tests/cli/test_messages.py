@@ -1,0 +1,159 @@
+"""What the commands print when a person makes the usual mistakes: a usage mistake is
+status 2 and says what to do, a count is given where one helps (issue: "Tried as a new user
+would", point 4). Each test fails on the message or status printed before."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pithlog.store import Store
+from tests.cli.test_cli import run, sign_seed, signer
+
+__all__ = ["signer"]  # the fixture, imported for the tests below
+
+
+def stored(files: dict[str, Path], tmp_path: Path) -> tuple[str, list[bytes]]:
+    events = sign_seed(files)
+    (tmp_path / "events.jsonl").write_bytes(b"".join(events))
+    store = str(tmp_path / "store")
+    status, _, err = run(["--store", store, "append", "--keyring", str(files["keyring"]),
+                          str(tmp_path / "events.jsonl")])  # fmt: skip
+    assert status == 0, err
+    return store, events
+
+
+def test_verify_state_of_several_states_is_a_usage_mistake(
+    signer: dict[str, Path], tmp_path: Path
+) -> None:
+    states = tmp_path / "states.jsonl"
+    seed = (Path(__file__).parents[2] / "vectors/seeds/state-2411.00284.json").read_bytes()
+    states.write_bytes(seed.strip() + b"\n" + seed.strip() + b"\n" + seed.strip() + b"\n")
+    status, out, err = run(["verify-state", str(states)])
+    assert status == 2 and out == b""
+    assert "[usage.several_states] one state document per file" in err and "3 lines" in err
+    one = tmp_path / "one.json"
+    one.write_bytes(seed.strip() + b"\n")
+    assert run(["verify-state", str(one)])[0] == 0
+
+
+def test_export_after_the_end_of_the_log_is_an_error(
+    signer: dict[str, Path], tmp_path: Path
+) -> None:
+    store, _ = stored(signer, tmp_path)
+    status, out, err = run(["--store", store, "export", "--after", "2"])
+    assert status == 0 and out == b""  # at the end: nothing new, fine
+    status, out, err = run(["--store", store, "export", "--after", "99"])
+    assert status == 2 and out == b""
+    assert "[store.past_end]" in err and "ends at seq 2" in err
+
+
+def test_reduce_counts_invalid_events_by_reason(signer: dict[str, Path], tmp_path: Path) -> None:
+    events = sign_seed(signer)
+    (tmp_path / "events.jsonl").write_bytes(b"".join(events))
+    ring = tmp_path / "other.json"
+    run(["keygen", "--key-id", "other", "--signer-id", "o", "--signer-type", "mirror",
+         "--out", str(tmp_path / "other.key")])  # fmt: skip
+    run(["keyring", "new", str(ring)])
+    run(["keyring", "add", str(ring), str(tmp_path / "other.key")])
+    status, _, err = run(["reduce", "--keyring", str(ring), str(tmp_path / "events.jsonl")])
+    assert status == 0
+    assert "2 invalid events (unknown_key 2)" in err, err
+    status, _, err = run(["reduce", "--keyring", str(signer["keyring"]),
+                          str(tmp_path / "events.jsonl")])  # fmt: skip
+    assert status == 0 and "0 invalid events" in err
+
+
+def test_sync_from_a_file_says_why_each_line_is_refused(
+    signer: dict[str, Path], tmp_path: Path
+) -> None:
+    bad = tmp_path / "bad.jsonl"
+    bad.write_bytes(b'{"a":1}\n[1]\n')
+    status, _, err = run(["--store", str(tmp_path / "s"), "sync", "--from", str(bad),
+                          "--keyring", str(signer["keyring"])])  # fmt: skip
+    assert status == 2
+    assert f"{bad}: line 1: [door.event_id]" in err and f"{bad}: line 2: [door.not_object]" in err
+
+
+def test_an_interrupted_sync_says_what_it_stored(
+    signer: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    source, _ = stored(signer, tmp_path)
+    calls = []
+    append = Store.append
+
+    def interrupted_second(self: Store, *args: Any, **kwargs: Any) -> Any:
+        calls.append(1)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return append(self, *args, **kwargs)
+
+    monkeypatch.setattr(Store, "append", interrupted_second)
+    mirror = str(tmp_path / "mirror")
+    status, _, err = run(["--store", mirror, "sync", "--from", source, "--batch-size", "1",
+                          "--keyring", str(signer["keyring"])])  # fmt: skip
+    assert status == 130
+    assert "sync: interrupted after 1 copies were committed (1 stored)" in err, err
+    monkeypatch.undo()
+    with Store.open(mirror, create=False) as store:
+        assert store.tree_size() == 1
+
+
+def test_sign_names_the_payload_member_and_the_allowed_targets(signer: dict[str, Path]) -> None:
+    payload = json.loads(signer["record"].read_text())
+    record = payload["canonical_record"]
+    record["source"]["version"] = "v1"
+    signer["record"].write_text(json.dumps({"canonical_record": record}))
+    status, _, err = run(["sign", "--key", str(signer["key"]), "--type", "record_created",
+                          "--payload", str(signer["record"])])  # fmt: skip
+    assert status == 2
+    assert "canonical_record.source.version must be an integer (got 'v1')" in err
+    status, _, err = run(["sign", "--key", str(signer["key"]), "--type", "author_attestation",
+                          "--pith", "pith:2024:" + "A" * 26, "--payload",
+                          str(signer["snapshot"])])  # fmt: skip
+    assert status == 2 and "record or claim:<claim id>" in err
+
+
+def test_a_store_that_is_a_file_or_a_foreign_folder_is_refused(
+    signer: dict[str, Path], tmp_path: Path
+) -> None:
+    events = b"".join(sign_seed(signer))
+    (tmp_path / "events.jsonl").write_bytes(events)
+    plain = tmp_path / "plain"
+    plain.write_bytes(b"x")
+    status, _, err = run(["--store", str(plain), "append", "--keyring", str(signer["keyring"]),
+                          str(tmp_path / "events.jsonl")])  # fmt: skip
+    assert status == 2 and "[store.not_a_store]" in err and "is a file" in err
+    assert plain.read_bytes() == b"x"
+    foreign = tmp_path / "papers"
+    foreign.mkdir()
+    (foreign / "notes.txt").write_text("mine")
+    status, _, err = run(["--store", str(foreign), "append", "--keyring",
+                          str(signer["keyring"]), str(tmp_path / "events.jsonl")])  # fmt: skip
+    assert status == 2 and "holding other files (notes.txt)" in err
+    assert sorted(p.name for p in foreign.iterdir()) == ["notes.txt"]
+
+
+def test_an_import_whose_every_line_is_refused_creates_no_store(
+    signer: dict[str, Path], tmp_path: Path
+) -> None:
+    bad = tmp_path / "bad.jsonl"
+    bad.write_bytes(b'{"a":1}\nnot json\n')
+    store = tmp_path / "store"
+    status, out, err = run(["--store", str(store), "import", "--keyring",
+                            str(signer["keyring"]), str(bad)])  # fmt: skip
+    assert status == 2 and not store.exists()
+    assert [json.loads(line)["status"] for line in out.splitlines()] == ["refused", "refused"]
+    assert "no store created" in err
+
+
+def test_help_texts(capsys: pytest.CaptureFixture[str]) -> None:
+    for argv, wanted in ((["stats", "--help"], "keyring digest"),
+                         (["keygen", "--help"], "unique in the keyring"),
+                         (["checkpoint", "--help"], "first N leaves"),
+                         (["sync", "--help"], "export file")):  # fmt: skip
+        status, out, _ = run(argv)
+        assert status == 0 and wanted in " ".join(out.decode().split()), argv

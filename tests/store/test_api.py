@@ -1,0 +1,58 @@
+"""The store in the public API (docs/api.md): ``pithlog.Store`` and its results, events as
+``sign_event`` returns them, and what a pith lookup can answer."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import pithlog
+from pithlog import STORED, AppendResult, PendingPith, Store, StoreError, sign_event
+from pithlog.protocol.canonical import jcs
+from pithlog.testing import test_key, test_keyring
+from tests.unit.builders import record_event
+
+
+def test_the_store_is_exported_from_pithlog() -> None:
+    for name in ("Store", "AppendResult", "PendingPith", "STORED", "DUPLICATE", "REPLACED",
+                 "EVIDENCE", "REJECTED", "REFUSED"):  # fmt: skip
+        assert name in pithlog.__all__ and hasattr(pithlog, name)
+    assert pithlog.Store is pithlog.store.Store
+
+
+def test_append_takes_what_sign_event_returns(tmp_path: Path) -> None:
+    record = record_event()
+    assert isinstance(record, dict)
+    with Store.open(tmp_path / "s") as store:
+        results = store.append([record], test_keyring())
+        assert [(r.status, r.event_id) for r in results] == [(STORED, record["event_id"])]
+        assert isinstance(results[0], AppendResult)
+        assert store.event(record["event_id"]) == jcs(record)
+        again = store.append([jcs(record)], test_keyring())
+        assert again[0].status == "duplicate"
+        broken = dict(record, event_id="sha256:" + "0" * 64)
+        refused = store.append([broken], test_keyring())
+        assert (refused[0].status, refused[0].reason) == ("rejected", "event_id_mismatch")
+        assert store.append([{"event_id": 1}], test_keyring())[0].status == "refused"
+
+
+def test_lookup_tells_not_a_pith_from_unknown_from_pending(tmp_path: Path) -> None:
+    key = test_key("registry")
+    record = record_event()
+    pith = record["pith_number"]
+    snapshot = sign_event(key, "mirror_hint", pith, "record", "2026-07-05T09:31:31Z",
+                          {"locator": "https://m.example/a"})  # fmt: skip
+    with Store.open(tmp_path / "s") as store:
+        with pytest.raises(StoreError) as caught:
+            store.state("arxiv:2411.00284")
+        assert caught.value.code == "store.pith_number"
+        with pytest.raises(StoreError):
+            store.lookup("pith:2024:short")
+        assert store.lookup(pith) is None and store.state(pith) is None
+        store.append([snapshot], test_keyring())
+        assert store.lookup(pith) == PendingPith(pith, 1, 0)
+        assert store.state(pith) is None
+        store.append([record], test_keyring())
+        state = store.lookup(pith)
+        assert isinstance(state, bytes) and state == store.state(pith)

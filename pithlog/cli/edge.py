@@ -17,6 +17,8 @@ from pathlib import Path
 from types import FrameType
 from typing import IO, Any, BinaryIO, NoReturn, cast
 
+import msgspec
+
 from pithlog.errors import UsageError
 from pithlog.protocol.keys import Keyring, load_keyring
 from pithlog.store import Store
@@ -240,3 +242,13 @@ def size_arg(value: int | None, name: str) -> int | None:
 
 StoreParser = Callable[..., Parser]
 """``store_parser(name, **kwargs)``: a subcommand parser with the ``--store`` option."""
+
+
+def is_json(data: bytes) -> bool:
+    """Whether ``data`` is one complete JSON value (syntax only: the door judges the rest).
+    Used to tell one document written over several lines from JSON Lines."""
+    try:
+        msgspec.json.decode(data, type=msgspec.Raw)
+    except (msgspec.MsgspecError, ValueError):
+        return False
+    return True

@@ -16,6 +16,7 @@ import msgspec
 from pithlog.cli.edge import (
     Out,
     StoreParser,
+    is_json,
     keyring_option,
     open_input,
     progress_option,
@@ -117,10 +118,14 @@ def cmd_reduce(args: argparse.Namespace, out: Out) -> int:
 def cmd_verify_state(args: argparse.Namespace, out: Out) -> int:
     """Check a published state document without its log (spec section 9)."""
     data = read_bytes(args.state)
-    lines = data.removesuffix(b"\n").count(b"\n") + 1
-    if lines > 1 and data.strip():
+    lines = [line for line in data.split(b"\n") if line.strip()]
+    # Several lines that are each a JSON value, and are not one value together: JSON Lines
+    # (what reduce prints). One document written over several lines is verified (and fails
+    # the rendering rule of section 9 like any other form that is not the display one).
+    if len(lines) > 1 and not is_json(data) and is_json(lines[0]) and is_json(lines[1]):
+        lines_count = len(lines)
         raise UsageError("several_states", f"one state document per file; {args.state} has "
-                         f"{lines} lines (pithlog reduce prints one state per line): give "
+                         f"{lines_count} lines (pithlog reduce prints one state per line): give "
                          "each its own file (split -l 1) and verify each")  # fmt: skip
     failures = verify_state_document(data)
     for failure in failures:

@@ -18,6 +18,7 @@ from pithlog.cli.edge import (
     Out,
     StoreParser,
     interrupt_held,
+    is_json,
     keyring_option,
     open_input,
     open_store,
@@ -103,12 +104,12 @@ def _iter_events(stream: BinaryIO) -> Iterator[tuple[int, bytes | DoorError]]:
                 break
             head += chunk
         line = head.split(b"\n", 1)[0]
-        if not _complete_json(line):
+        if not is_json(line):
             # One object written over several lines is at most one event's worth of input
             # (the door's 8 MiB): reading further in the hope of one would hold a whole
             # JSON Lines file whose first line is broken.
             data = head + _read_at_most(stream, MAX_LINE_BYTES + 1 - len(head))
-            if len(data) <= MAX_LINE_BYTES and _complete_json(data):
+            if len(data) <= MAX_LINE_BYTES and is_json(data):
                 yield 1, data.strip(_JSON_SPACE)
                 return
             stream = _Prefixed(data, stream)  # type: ignore[assignment]
@@ -139,14 +140,6 @@ def _read_at_most(stream: BinaryIO, size: int) -> bytes:
         parts.append(chunk)
         size -= len(chunk)
     return b"".join(parts)
-
-
-def _complete_json(data: bytes) -> bool:
-    try:
-        msgspec.json.decode(data, type=msgspec.Raw)
-    except (msgspec.MsgspecError, ValueError):
-        return False
-    return True
 
 
 def _batches(

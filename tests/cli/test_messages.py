@@ -38,6 +38,11 @@ def test_verify_state_of_several_states_is_a_usage_mistake(
     one = tmp_path / "one.json"
     one.write_bytes(seed.strip() + b"\n")
     assert run(["verify-state", str(one)])[0] == 0
+    # one document over several lines is one document: verified, and not in display form
+    pretty = tmp_path / "pretty.json"
+    pretty.write_text(json.dumps(json.loads(seed), indent=2))
+    status, out, err = run(["verify-state", str(pretty)])
+    assert status == 1 and out.startswith(b"rendering: ")
 
 
 def test_export_after_the_end_of_the_log_is_an_error(

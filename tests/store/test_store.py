@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import random
+import subprocess
+import sys
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -183,6 +186,38 @@ def test_map_grows_from_a_tiny_map(tmp_path: Path) -> None:
         stats = store.stats()
         assert stats["map_size"] > first
         assert stats["counts"]["events"] == len({e["event_id"] for e in events})
+        assert_states(store, g.expected_states(events))
+        assert store.replay(g.KEYRING).ok
+
+
+def test_a_map_grown_by_another_process_is_adopted(tmp_path: Path) -> None:
+    # Another process grows the map while this one holds the store open: this process's
+    # next read and write begin on the larger map (LMDB's MDB_MAP_RESIZED) instead of failing.
+    events = valid(g.mixed_events(random.Random(6), piths=20, per_pith=15))
+    lines = [g.encoded(e) for e in events]
+    path = tmp_path / "s"
+    with Store.open(path, map_size=64 << 10) as store:
+        store.append(lines[:5], g.KEYRING)
+        before = store.stats()["map_size"]
+        script = (
+            "import sys, json\n"
+            "from pithlog.store import Store\n"
+            "from pithlog.testing import test_keyring\n"
+            "lines = [line.encode() for line in json.load(sys.stdin)]\n"
+            "with Store.open(sys.argv[1], map_size=64 << 10) as store:\n"
+            "    for i in range(0, len(lines), 50):\n"
+            "        store.append(lines[i : i + 50], test_keyring())\n"
+            "    print(store.stats()['map_size'])\n"
+        )
+        grown = subprocess.run(
+            [sys.executable, "-c", script, str(path)],
+            input=json.dumps([line.decode() for line in lines[5:-1]]),
+            capture_output=True, text=True, check=True,
+        )  # fmt: skip
+        assert int(grown.stdout) > before
+        assert store.stats()["counts"]["events"] == len(lines) - 1  # read: adopted the size
+        store.append(lines[-1:], g.KEYRING)  # and a write
+        assert store.stats()["map_size"] >= int(grown.stdout)
         assert_states(store, g.expected_states(events))
         assert store.replay(g.KEYRING).ok
 

@@ -12,7 +12,7 @@ import struct
 from typing import Any
 
 from pithlog.errors import StoreError, register
-from pithlog.store.layout import META_MERKLE_SIZE, SEQ, Txn, copy_at, eid_str
+from pithlog.store.layout import META_MERKLE_SIZE, SEQ, Txn, copy_at, eid_str, prefixed
 from pithlog.store.replay import Discrepancy
 from pithlog.transparency import merkle
 
@@ -107,13 +107,9 @@ def tree_root(txn: Txn, dbs: dict[str, Any], size: int | None) -> tuple[int, byt
 
 def leaves_of(txn: Txn, dbs: dict[str, Any], eid: bytes) -> list[tuple[int, bytes]]:
     """What :meth:`pithlog.store.Store.leaves_of` returns, for the raw event_id ``eid``."""
-    out: list[tuple[int, bytes]] = []
-    cursor = txn.cursor(db=dbs["copy_seq"])
-    found = cursor.set_range(eid)
-    while found and cursor.key()[:32] == eid:
-        out.append((SEQ.unpack(cursor.value())[0] - 1, cursor.key()[32:]))
-        found = cursor.next()
-    return sorted(out)
+    return sorted(
+        (SEQ.unpack(seq)[0] - 1, key[32:]) for key, seq in prefixed(txn, dbs["copy_seq"], eid)
+    )
 
 
 def inclusion_path(

@@ -17,6 +17,7 @@ from pithlog.errors import StoreError
 from pithlog.protocol.checks import check_alone
 from pithlog.protocol.events import admit
 from pithlog.store import Store
+from pithlog.store.layout import prefixed
 from pithlog.testing import test_keyring
 
 
@@ -296,3 +297,23 @@ def test_a_changed_keyring_is_refused_until_rebuild(tmp_path: Path) -> None:
         assert store.replay(revoked).ok
         store.append([g.encoded(g.attestation(rec["pith_number"], 200))], revoked)
         assert store.replay(revoked).ok
+
+
+def test_the_prefix_scan_stops_at_the_first_key_without_the_prefix(tmp_path: Path) -> None:
+    # layout.prefixed is the one prefix scan behind evidence, by_pith, the index of a pith
+    # and the leaves of an event: neighbours on both sides stay out, and delete=True
+    # removes exactly the entries it yields.
+    keys = [b"ab", b"abc\x00", b"abc\x01", b"abc\xff", b"abd", b"b"]
+    with Store.open(tmp_path / "s") as store:
+        store._write(lambda txn, dbs: [txn.put(k, k * 2, db=dbs["slots"]) for k in keys])
+
+        def scan(prefix: bytes, delete: bool = False) -> Any:
+            def work(txn: Any, dbs: dict[str, Any]) -> list[tuple[bytes, bytes]]:
+                return list(prefixed(txn, dbs["slots"], prefix, delete=delete))
+
+            return store._write(work) if delete else store._read(work)
+
+        assert scan(b"abc") == [(k, k * 2) for k in keys[1:4]]
+        assert scan(b"abe") == [] and scan(b"c") == []
+        assert scan(b"abc", delete=True) == [(k, k * 2) for k in keys[1:4]]
+        assert scan(b"") == [(k, k * 2) for k in (b"ab", b"abd", b"b")]

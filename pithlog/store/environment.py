@@ -321,7 +321,11 @@ def _open_dbs(env: lmdb.Environment, txn: Txn, real: str, create: bool) -> dict[
         try:
             env.open_db(b"meta", txn=ltxn, create=False)
         except lmdb.NotFoundError:
-            raise StoreError("not_a_store", f"{real} holds no pithlog store") from None
+            # An environment with nothing in it at all is a store whose creation was
+            # interrupted (killed between making data.mdb and committing this transaction):
+            # it is finished here, as a new store. Anything else is someone else's data.
+            if env.stat()["entries"]:
+                raise StoreError("not_a_store", f"{real} holds no pithlog store") from None
     dbs = {name: env.open_db(name.encode("ascii"), txn=ltxn) for name in DB_NAMES}
     meta = dbs["meta"]
     fmt = txn.get(META_FORMAT, db=meta)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import random
 import subprocess
@@ -11,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import eventgen as g
+import lmdb
 import pytest
 
 from pithlog.errors import StoreError
@@ -221,6 +223,29 @@ def test_a_map_grown_by_another_process_is_adopted(tmp_path: Path) -> None:
         assert store.stats()["map_size"] >= int(grown.stdout)
         assert_states(store, g.expected_states(events))
         assert store.replay(g.KEYRING).ok
+
+
+def test_a_store_whose_creation_was_interrupted_opens_empty(tmp_path: Path) -> None:
+    # Killed after LMDB made data.mdb but before the first commit, a store holds nothing:
+    # opening it finishes its creation. An LMDB environment holding anything else is not
+    # a store, and stays untouched.
+    lmdb.open(str(tmp_path / "interrupted"), max_dbs=2).close()
+    with Store.open(tmp_path / "interrupted", create=False) as store:
+        assert store.stats()["counts"]["events"] == 0
+        assert store.tree_root() == (0, hashlib.sha256(b"").digest())
+        store.append([g.encoded(g.record("2501.00009"))], g.KEYRING)
+        assert store.replay(g.KEYRING).ok
+    foreign = lmdb.open(str(tmp_path / "foreign"), max_dbs=2)
+    with foreign.begin(write=True) as txn:
+        txn.put(b"someone", b"else's")
+    foreign.close()
+    with pytest.raises(StoreError) as refused:
+        Store.open(tmp_path / "foreign", create=False)
+    assert refused.value.code == "store.not_a_store"
+    foreign = lmdb.open(str(tmp_path / "foreign"), max_dbs=2)
+    with foreign.begin() as txn:
+        assert list(txn.cursor()) == [(b"someone", b"else's")]
+    foreign.close()
 
 
 def test_opening_twice_in_one_process_is_safe(tmp_path: Path) -> None:

@@ -19,7 +19,7 @@ from collections import deque
 from collections.abc import Collection, Iterable
 from concurrent.futures import Executor
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple, Protocol, TypeVar
 
 from pithlog.protocol.checks import (
     CHECK_NUMBER,
@@ -60,13 +60,32 @@ def judge(envelope: Envelope, keyring: Keyring) -> Judged:
     return Judged(envelope, check_alone(envelope, keyring))
 
 
-def prefer(a: Judged, b: Judged) -> Judged:
-    """The copy of one ``event_id`` that section 7 step 0 keeps of the two.
+class Ranked(Protocol):
+    """A copy as step 0 compares it: by its :func:`rank`."""
 
-    A total order, so keeping the preferred copy pairwise gives the same winner in any
-    order; a store applies the same function when a second copy arrives.
+    @property
+    def rank(self) -> tuple[int, int, bytes]: ...
+
+
+R = TypeVar("R", bound=Ranked)
+
+
+def keep_preferred(kept: R | None, candidate: R) -> R:
+    """Section 7 step 0, one copy at a time: the copy of one ``event_id`` kept once
+    ``candidate`` arrives where ``kept`` was kept (``None``: none yet).
+
+    :func:`rank` is a total order, so folding the copies in any order keeps the same one.
+    This is the one place the preference is applied: :func:`collapse`,
+    :func:`collapse_streamed`, a store's append and rebuild, and replay all fold through it.
+    On equal ranks (the same bytes: the same copy) ``kept`` stays.
     """
-    return a if a.rank <= b.rank else b
+    return candidate if kept is None or candidate.rank < kept.rank else kept
+
+
+def prefer(a: Judged, b: Judged) -> Judged:
+    """The copy of one ``event_id`` that section 7 step 0 keeps of the two
+    (:func:`keep_preferred` of ``b`` where ``a`` is kept)."""
+    return keep_preferred(a, b)
 
 
 def collapse(
@@ -101,9 +120,8 @@ def collapse(
         reasons = [reason for batch in batches for reason in batch.reasons()]
     kept: dict[str, Judged] = {}
     for envelope, reason in zip(distinct, reasons, strict=True):
-        candidate = Judged(envelope, reason)
-        current = kept.get(envelope.event_id)
-        kept[envelope.event_id] = candidate if current is None else prefer(current, candidate)
+        eid = envelope.event_id
+        kept[eid] = keep_preferred(kept.get(eid), Judged(envelope, reason))
     return kept
 
 
@@ -246,6 +264,15 @@ def reduce_events(
     return {pith: reduce_pith(pith, by_pith[pith]) for pith in piths}
 
 
+class _KeptCopy(NamedTuple):
+    """A copy :func:`collapse_streamed` keeps: its rank (which ends in its JCS bytes), its
+    verdict and its pith, without the decoded envelope."""
+
+    rank: tuple[int, int, bytes]
+    reason: str | None
+    pith: str
+
+
 Kept = list[tuple[str | None, bytes]]
 """One pith's events after step 0, each as ``(reason of checks 1-12 or None, JCS bytes)``."""
 
@@ -271,16 +298,15 @@ def collapse_streamed(
     """
     batch = STREAM_BATCH if batch is None else batch
     seen: dict[str, list[bytes]] = {}  # event_id -> its distinct copies so far
-    kept: dict[str, tuple[tuple[int, int, bytes], str | None, str]] = {}
+    kept: dict[str, _KeptCopy] = {}
     started: deque[tuple[list[Envelope], CheckBatch]] = deque()
 
     def settle() -> None:
         copies, checks = started.popleft()
         for envelope, reason in zip(copies, checks.reasons(), strict=True):
-            candidate = (rank(reason, envelope.encoded), reason, envelope.pith_number)
-            current = kept.get(envelope.event_id)
-            if current is None or candidate[0] < current[0]:
-                kept[envelope.event_id] = candidate
+            eid = envelope.event_id
+            candidate = _KeptCopy(rank(reason, envelope.encoded), reason, envelope.pith_number)
+            kept[eid] = keep_preferred(kept.get(eid), candidate)
 
     def start(copies: list[Envelope]) -> None:
         started.append((copies, start_checks(copies, keyring, threads, executor)))
@@ -303,7 +329,7 @@ def collapse_streamed(
         settle()
     by_pith: dict[str, Kept] = {}
     for preference, reason, pith in kept.values():
-        by_pith.setdefault(pith, []).append((reason, preference[2]))
+        by_pith.setdefault(pith, []).append((reason, preference[2]))  # its JCS bytes
     return by_pith
 
 

@@ -17,7 +17,7 @@ from pithlog.errors import DoorError, StoreError
 from pithlog.protocol.checks import CheckBatch, check_alone
 from pithlog.protocol.events import Envelope, readmit
 from pithlog.protocol.keys import Keyring
-from pithlog.protocol.reduce import Judged, prefer
+from pithlog.protocol.reduce import Judged, keep_preferred
 from pithlog.store import aliases
 from pithlog.store.layout import (
     META_KEYRING,
@@ -161,7 +161,7 @@ def append_work(
                 txn.put(kd + old_h, verdict_bytes(old.reason), db=dbs["verdicts"])
             else:
                 old = Judged(old_env, verdict_of(cached))
-            if prefer(new, old) is new:
+            if keep_preferred(old, new) is new:
                 txn.put(eid, env.encoded, db=dbs["events"])
                 txn.put(eid + old_h, current, db=dbs["evidence"])
                 if old_env.pith_number != env.pith_number:
@@ -225,7 +225,7 @@ def rebuild_work(
                 candidate = verdict(readmit(other), key[32:])
                 txn.put(kd + key[32:], verdict_bytes(candidate.reason), db=dbs["verdicts"])
                 copies += 1
-                if prefer(candidate, best) is candidate:
+                if keep_preferred(best, candidate) is candidate:
                     best, best_h = candidate, key[32:]
             if best is not held:
                 swaps.append((eid, h, best_h, held.envelope, best.envelope))

@@ -23,7 +23,7 @@ import tempfile
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import lmdb
 
@@ -175,46 +175,39 @@ class SharedEnvironment:
     def write(self, work: Work[T]) -> T:
         """Run ``work`` in one write transaction and commit it durably. On a full map the
         transaction is aborted, the map doubled, and ``work`` run again from the start."""
-        with _lmdb_errors(), self.gate.write:
-            while True:
-                with self.gate.shared():
-                    try:
-                        txn = self.env.begin(write=True)
-                    except lmdb.MapResizedError:
-                        resized = True
-                    else:
-                        resized = False
-                        try:
-                            result = work(txn, self.dbs)
-                            txn.commit()
-                            return result
-                        except lmdb.MapFullError:
-                            with contextlib.suppress(lmdb.Error):
-                                txn.abort()
-                        except BaseException:
-                            with contextlib.suppress(lmdb.Error):
-                                txn.abort()
-                            raise
-                if resized:
-                    self._adopt_size()
-                else:
-                    self._grow()
+        return self._run(work, write=True)
 
     def read(self, work: Work[T]) -> T:
         """Run ``work`` in a read transaction (a snapshot of the last commit)."""
-        with _lmdb_errors():
+        return self._run(work, write=False)
+
+    def _run(self, work: Work[T], write: bool) -> T:
+        """The one place a map is resized: a transaction that cannot begin because another
+        process grew the map adopts its size; a write that does not fit is aborted, the map
+        doubled (:data:`MAX_MAP_SIZE` at most) and ``work`` run again from the start. Both
+        happen with no transaction of this process active (:class:`_Gate`)."""
+        with _lmdb_errors(), self.gate.write if write else contextlib.nullcontext():
             while True:
                 with self.gate.shared():
                     try:
-                        txn = self.env.begin()
+                        txn = self.env.begin(write=write)
                     except lmdb.MapResizedError:
-                        pass
+                        resize = self._adopt_size
                     else:
                         try:
-                            return work(txn, self.dbs)
-                        finally:
-                            txn.abort()
-                self._adopt_size()
+                            result = work(txn, self.dbs)
+                            if write:
+                                txn.commit()
+                            else:
+                                txn.abort()
+                            return result
+                        except BaseException as exc:
+                            with contextlib.suppress(lmdb.Error):
+                                txn.abort()
+                            if not (write and isinstance(exc, lmdb.MapFullError)):
+                                raise
+                            resize = self._grow
+                resize()
 
     def usage(self) -> dict[str, int]:
         """The map's page size, size and bytes in use (``pithlog stats``)."""
@@ -312,90 +305,74 @@ def _open_env(real: str, create: bool, map_size: int) -> SharedEnvironment:
         if not create and isinstance(exc, (lmdb.InvalidError, lmdb.VersionMismatchError)):
             raise StoreError("not_a_store", f"{real} is not a pithlog store: {exc}") from exc
         raise _store_error(exc) from exc
+    shared = SharedEnvironment(_file_key(real), real, env, {})
     try:
         env.reader_check()  # clear reader slots of processes that died (SIGKILL)
-        while True:
-            try:
-                dbs = _open_dbs(env, real, create)
-                break
-            except StoreError as exc:
-                if not isinstance(exc.__cause__, lmdb.MapResizedError):
-                    raise
-                env.set_mapsize(0)  # another process grew the map: adopt its size
-        _catch_up_merkle(env, dbs)
+        shared.dbs = shared.write(lambda txn, _: _open_dbs(env, txn, real, create))
+        shared.write(_catch_up_merkle)
     except BaseException:
         env.close()
         raise
-    return SharedEnvironment(_file_key(real), real, env, dbs)
+    return shared
 
 
-def _open_dbs(env: lmdb.Environment, real: str, create: bool) -> dict[str, Any]:
-    with _lmdb_errors(), env.begin(write=True) as txn:
-        if not create:
-            try:
-                env.open_db(b"meta", txn=txn, create=False)
-            except lmdb.NotFoundError:
-                if not txn.stat()["entries"]:
-                    # data.mdb exists but nothing was ever committed to it: a first append
-                    # killed before its commit. No store yet, rather than a foreign one.
-                    raise StoreError("missing", f"no store at {real} yet: its creation was "
-                                     "interrupted before the first commit") from None  # fmt: skip
+def _open_dbs(env: lmdb.Environment, txn: Txn, real: str, create: bool) -> dict[str, Any]:
+    """The store's named databases, opened (and for a new store, its meta written) in the
+    write transaction ``txn``; a folder that holds no store, or another format, is refused."""
+    ltxn = cast("lmdb.Transaction[bytes]", txn)  # what SharedEnvironment.write began
+    if not create:
+        try:
+            env.open_db(b"meta", txn=ltxn, create=False)
+        except lmdb.NotFoundError:
+            # An environment with nothing in it at all is a store whose creation was
+            # interrupted (killed between making data.mdb and committing its first
+            # transaction): no store yet, as if nothing had been made, and the next append
+            # creates it. Anything else is someone else's data.
+            if env.stat()["entries"]:
                 raise StoreError("not_a_store", f"{real} holds no pithlog store") from None
-        dbs = {name: env.open_db(name.encode("ascii"), txn=txn) for name in DB_NAMES}
-        meta = dbs["meta"]
-        fmt = txn.get(META_FORMAT, db=meta)
-        if fmt is None:
-            if txn.stat(dbs["events"])["entries"] or txn.stat(dbs["seq"])["entries"]:
-                raise StoreError("not_a_store", f"{real} has events but no meta format")
-            txn.put(META_FORMAT, FORMAT_VERSION, db=meta)
-            txn.put(META_MERGE, MERGE_VERSION.encode("ascii"), db=meta)
-            txn.put(META_NEXT_SEQ, SEQ.pack(1), db=meta)
-        elif fmt not in (FORMAT_VERSION, MIGRATES_FROM):  # the older: _catch_up_merkle
-            raise StoreError(
-                "format",
-                f"store format {fmt.decode('ascii', 'replace')!r}; this pithlog reads "
-                f"{FORMAT_VERSION.decode()!r}",
-            )
-        merge = txn.get(META_MERGE, db=meta)
-        if merge != MERGE_VERSION.encode("ascii"):
-            raise StoreError(
-                "format",
-                f"store merge_version {merge!r}; this pithlog implements {MERGE_VERSION}",
-            )
+            raise StoreError("missing", f"no store at {real} yet: its creation was "
+                             "interrupted before the first commit") from None
+    dbs = {name: env.open_db(name.encode("ascii"), txn=ltxn) for name in DB_NAMES}
+    meta = dbs["meta"]
+    fmt = txn.get(META_FORMAT, db=meta)
+    if fmt is None:
+        if txn.stat(dbs["events"])["entries"] or txn.stat(dbs["seq"])["entries"]:
+            raise StoreError("not_a_store", f"{real} has events but no meta format")
+        txn.put(META_FORMAT, FORMAT_VERSION, db=meta)
+        txn.put(META_MERGE, MERGE_VERSION.encode("ascii"), db=meta)
+        txn.put(META_NEXT_SEQ, SEQ.pack(1), db=meta)
+    elif fmt not in (FORMAT_VERSION, MIGRATES_FROM):  # the older: _migrate
+        raise StoreError(
+            "format",
+            f"store format {fmt.decode('ascii', 'replace')!r}; this pithlog reads "
+            f"{FORMAT_VERSION.decode()!r}",
+        )
+    merge = txn.get(META_MERGE, db=meta)
+    if merge != MERGE_VERSION.encode("ascii"):
+        raise StoreError(
+            "format",
+            f"store merge_version {merge!r}; this pithlog implements {MERGE_VERSION}",
+        )
     return dbs
 
 
-def _catch_up_merkle(env: lmdb.Environment, dbs: dict[str, Any]) -> None:
+def _catch_up_merkle(txn: Txn, dbs: dict[str, Any]) -> None:
     """On open: build the tree of a store that lacks it (or was appended to by a pithlog
-    without it), or migrate a format-2 store to leaves of 64 bytes (:func:`_migrate`),
-    growing the map when it does not fit. Nothing to do for a current one."""
-    while True:
-        try:
-            with _lmdb_errors(), env.begin(write=True) as txn:
-                if _migrate(txn, dbs):
-                    return
-                size = tree.merkle_size(txn, dbs)
-                if (txn.get(META_MERKLE_SIZE, db=dbs["meta"]) is not None
-                        and txn.get(SEQ.pack(size + 1), db=dbs["seq"]) is None):  # fmt: skip
-                    return
-                tree.merkle_sync(txn, dbs)
-                return
-        except StoreError as exc:
-            cause = exc.__cause__
-            if isinstance(cause, lmdb.MapFullError):
-                size_now = env.info()["map_size"]
-                if size_now >= MAX_MAP_SIZE:
-                    raise
-                env.set_mapsize(min(size_now * 2, MAX_MAP_SIZE))
-            elif isinstance(cause, lmdb.MapResizedError):
-                env.set_mapsize(0)
-            else:
-                raise
+    without it), or migrate a store of the format before (:func:`_migrate`). Nothing to do
+    for a current one."""
+    if _migrate(txn, dbs):
+        return
+    size = tree.merkle_size(txn, dbs)
+    if (txn.get(META_MERKLE_SIZE, db=dbs["meta"]) is not None
+            and txn.get(SEQ.pack(size + 1), db=dbs["seq"]) is None):  # fmt: skip
+        return
+    tree.merkle_sync(txn, dbs)
 
 
 def _migrate(txn: Txn, dbs: dict[str, Any]) -> bool:
-    """Bring an older store to :data:`FORMAT_VERSION` in ``txn`` (the caller's write
-    transaction, retried whole on a full map); ``True`` when it did."""
+    """Bring a store of format :data:`MIGRATES_FROM` to :data:`FORMAT_VERSION` in ``txn``
+    (the caller's write transaction, retried whole on a full map): leaves of 64 bytes and
+    ``by_copy``, then the alias index. ``True`` when it did."""
     if txn.get(META_FORMAT, db=dbs["meta"]) != MIGRATES_FROM:
         return False
     tree.migrate_leaf_data(txn, dbs)  # records FORMAT_VERSION

@@ -166,31 +166,35 @@ def copy_at(txn: Txn, dbs: dict[str, Any], target: bytes) -> bytes | None:
     return txn.get(target, db=dbs["evidence"])
 
 
+def prefixed(
+    txn: Txn, db: Any, prefix: bytes, *, delete: bool = False
+) -> Iterator[tuple[bytes, bytes]]:
+    """Every entry of ``db`` whose key starts with ``prefix``, as ``(key, value)`` in key
+    order: one seek to the first key at or after ``prefix``, then a walk that stops at the
+    first key without it. With ``delete``, each entry is deleted once yielded (the cursor
+    deletes in place, no second seek). The one prefix scan of the store's indexes (every
+    key of a pith, every copy of an event_id)."""
+    cursor = txn.cursor(db=db)
+    found = cursor.set_range(prefix)
+    while found:
+        key = cursor.key()
+        if not key.startswith(prefix):
+            return
+        yield key, cursor.value()
+        found = cursor.delete() if delete else cursor.next()
+
+
 def evidence_of(
     txn: Txn, dbs: dict[str, Any], eid: bytes
 ) -> list[tuple[bytes, bytes]]:
-    out: list[tuple[bytes, bytes]] = []
-    cursor = txn.cursor(db=dbs["evidence"])
-    if not cursor.set_range(eid):
-        return out
-    for key, value in cursor:
-        if key[:32] != eid:
-            break
-        out.append((key, value))
-    return out
+    """``(event_id + copy hash, copy)`` of every evidence copy of the raw event_id ``eid``."""
+    return list(prefixed(txn, dbs["evidence"], eid))
 
 
 def pith_eids(txn: Txn, dbs: dict[str, Any], pith: str) -> list[bytes]:
+    """The raw event_ids ``by_pith`` lists under ``pith``, in order."""
     prefix = pith.encode("ascii")
-    out: list[bytes] = []
-    cursor = txn.cursor(db=dbs["by_pith"])
-    if not cursor.set_range(prefix):
-        return out
-    for key in cursor.iternext(values=False):
-        if not key.startswith(prefix):
-            break
-        out.append(key[len(prefix) :])
-    return out
+    return [key[len(prefix) :] for key, _ in prefixed(txn, dbs["by_pith"], prefix)]
 
 
 def distinct_piths(txn: Txn, dbs: dict[str, Any]) -> list[str]:

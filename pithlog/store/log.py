@@ -318,9 +318,10 @@ class Store:
         through the door (refused ones are reported, never stored). A copy
         that fails checks 1-12 is ``rejected`` (not stored) unless ``keep_invalid``, which
         stores it so that it enters the reduction as an invalid event. A second, different
-        copy of a stored event_id is resolved by :func:`pithlog.protocol.reduce.prefer`. Every pith
-        whose events changed is re-reduced in the same transaction. Results are returned
-        only after the commit is durable.
+        copy of a stored event_id is resolved by
+        :func:`pithlog.protocol.reduce.keep_preferred`. Every pith whose events changed is
+        re-reduced in the same transaction. Results are returned only after the commit is
+        durable.
         """
         return self._finish_append(self._start_append(batch, keyring), keyring, keep_invalid)
 
@@ -377,10 +378,11 @@ class Store:
         ``by_pith``, ``piths``, ``states`` against each other), then pith by pith: every
         copy through the door, its event_id and checks 1-12 recomputed (``verify``: for
         real, signatures included; otherwise from the cached verdicts), the preferred copy
-        against :func:`prefer`, the pith re-reduced and compared byte for byte with its
-        cached state. Under a keyring other than the store's, preference and cached
-        verdicts are not compared (they belong to the store's keyring), so what is
-        reported beyond structure is exactly the piths whose state would change.
+        against :func:`~pithlog.protocol.reduce.keep_preferred`, the pith re-reduced and
+        compared byte for byte with its cached state. Under a keyring other than the
+        store's, preference and cached verdicts are not compared (they belong to the
+        store's keyring), so what is reported beyond structure is exactly the piths whose
+        state would change.
 
         ``jobs`` > 1 splits the piths across that many processes (each opens the store
         read-only); the report is the same as with ``jobs=1``.

@@ -23,7 +23,7 @@ from pithlog.protocol.checks import REASONS, CheckBatch, check_alone, start_chec
 from pithlog.protocol.events import Envelope, parse_envelope
 from pithlog.protocol.keys import Keyring
 from pithlog.protocol.records import is_pith_number
-from pithlog.protocol.reduce import MERGE_VERSION, Judged, Pending, Reduction, prefer
+from pithlog.protocol.reduce import MERGE_VERSION, Judged, Pending, Reduction, keep_preferred
 from pithlog.protocol.state import render_reduction
 from pithlog.store.layout import (
     FORMAT_VERSION,
@@ -433,7 +433,7 @@ def _replay_pith(
                 f"{held.envelope.pith_number}")  # fmt: skip
         winner, winner_h = candidates[0]
         for candidate, h_key in candidates[1:]:
-            if prefer(candidate, winner) is candidate:
+            if keep_preferred(winner, candidate) is candidate:
                 winner, winner_h = candidate, h_key
         if ctx.same_keyring and held is not None and winner_h is not None and eid in indexed_set:
             say("preference", subject, f"events holds a copy that section 7 step 0 does not "

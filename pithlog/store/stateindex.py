@@ -43,6 +43,7 @@ from pithlog.store.layout import (
     eid_bytes,
     eid_str,
     pith_eids,
+    prefixed,
     verdict_bytes,
     verdict_of,
 )
@@ -108,10 +109,8 @@ def _put_applied(txn: Txn, dbs: dict[str, Any], pith: str, env: Envelope) -> Non
 def index_clear(txn: Txn, dbs: dict[str, Any], pith: str) -> None:
     prefix = _pith_key(pith)
     for name in INDEX_DBS:
-        cursor = txn.cursor(db=dbs[name])
-        found = cursor.set_range(prefix)
-        while found and cursor.key().startswith(prefix):
-            found = cursor.delete()
+        for _entry in prefixed(txn, dbs[name], prefix, delete=True):
+            pass
     txn.delete(prefix, db=dbs["piths"])
 
 
@@ -157,12 +156,7 @@ def index_stored(txn: Txn, dbs: dict[str, Any], pith: str) -> dict[str, dict[byt
     if raw is not None:
         stored["piths"][prefix] = raw
     for name in INDEX_DBS:
-        stored[name] = {}
-        cursor = txn.cursor(db=dbs[name])
-        found = cursor.set_range(prefix)
-        while found and cursor.key().startswith(prefix):
-            stored[name][cursor.key()] = cursor.value()
-            found = cursor.next()
+        stored[name] = dict(prefixed(txn, dbs[name], prefix))
     return stored
 
 
@@ -263,10 +257,7 @@ def assemble_state(txn: Txn, dbs: dict[str, Any], pith: str) -> bytes | None:
         raise KeyError(f"chosen record {summary['record']} is not stored")
     record = readmit(record_data)
     lists: dict[str, list[Fragment]] = {name: [] for name in STATE_LISTS}
-    cursor = txn.cursor(db=dbs["applied"])
-    found = cursor.set_range(key)
-    while found and cursor.key().startswith(key):
-        index_key, spans = cursor.item()
+    for index_key, spans in prefixed(txn, dbs["applied"], key):
         event_id = index_key[len(key) + 21 :]
         data = txn.get(event_id, db=dbs["events"])
         if data is None:
@@ -279,26 +270,20 @@ def assemble_state(txn: Txn, dbs: dict[str, Any], pith: str) -> bytes | None:
             signer=data[signer_start:signer_end],
             payload=data[payload_start:payload_end],
         ))  # fmt: skip
-        found = cursor.next()
     equivocations = []
-    cursor = txn.cursor(db=dbs["equivocated"])
-    found = cursor.set_range(key)
-    while found and cursor.key().startswith(key):
-        slot_value = txn.get(cursor.key(), db=dbs["slots"])
+    for slot_key, _ in prefixed(txn, dbs["equivocated"], key):
+        slot_value = txn.get(slot_key, db=dbs["slots"])
         if slot_value is None:
-            raise KeyError(f"equivocated slot {cursor.key().hex()} has no slots entry")
+            raise KeyError(f"equivocated slot {slot_key.hex()} has no slots entry")
         entry = msgspec.json.decode(slot_value)
         equivocations.append(
             equivocation_entry(tuple(entry["slot"]), [m[1] for m in entry["members"]])
         )
-        found = cursor.next()
     equivocations.sort(key=lambda e: slot_sort_key(e["slot"]))
-    invalid = []
-    cursor = txn.cursor(db=dbs["invalid"])
-    found = cursor.set_range(key)
-    while found and cursor.key().startswith(key):
-        invalid.append((eid_str(cursor.key()[len(key) :]), cursor.value().decode("ascii")))
-        found = cursor.next()
+    invalid = [
+        (eid_str(invalid_key[len(key) :]), reason.decode("ascii"))
+        for invalid_key, reason in prefixed(txn, dbs["invalid"], key)
+    ]
     payload = record.value["payload"]
     return assemble(StateParts(
         pith_number=pith,

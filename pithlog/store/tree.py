@@ -20,6 +20,7 @@ from pithlog.store.layout import (
     Txn,
     copy_at,
     eid_str,
+    prefixed,
 )
 from pithlog.store.replay import Discrepancy
 from pithlog.transparency import merkle
@@ -134,13 +135,9 @@ def tree_root(txn: Txn, dbs: dict[str, Any], size: int | None) -> tuple[int, byt
 
 def leaves_of(txn: Txn, dbs: dict[str, Any], eid: bytes) -> list[tuple[int, bytes]]:
     """What :meth:`pithlog.store.Store.leaves_of` returns, for the raw event_id ``eid``."""
-    out: list[tuple[int, bytes]] = []
-    cursor = txn.cursor(db=dbs["copy_seq"])
-    found = cursor.set_range(eid)
-    while found and cursor.key()[:32] == eid:
-        out.append((SEQ.unpack(cursor.value())[0] - 1, cursor.key()[32:]))
-        found = cursor.next()
-    return sorted(out)
+    return sorted(
+        (SEQ.unpack(seq)[0] - 1, key[32:]) for key, seq in prefixed(txn, dbs["copy_seq"], eid)
+    )
 
 
 def inclusion_path(

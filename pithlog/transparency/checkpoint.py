@@ -70,7 +70,14 @@ MAX_SIGNATURES = 100
 """At most this many signature lines (the signed-note spec asks for at least 16)."""
 
 CHECKPOINT_SIGNER_TYPES = frozenset({"pith_registry", "mirror"})
-_SIZE = re.compile(r"0|[1-9][0-9]{0,18}")
+_DECIMAL = re.compile(r"0|[1-9][0-9]{0,18}")
+
+
+def decimal_of(text: str) -> int | None:
+    """The number ``text`` writes as c2sp.org/tlog-checkpoint writes a tree size (ASCII
+    decimal, no leading zero; at most 19 digits, so it fits in 64 bits), or ``None``. The
+    one reading of a tree size or leaf index, here and in :mod:`pithlog.transparency.proofs`."""
+    return int(text) if _DECIMAL.fullmatch(text) else None
 
 
 def _malformed(message: str) -> CheckpointError:
@@ -182,13 +189,14 @@ def parse_checkpoint_text(text: bytes) -> Checkpoint:
     lines.pop()
     if any(not line for line in lines):
         raise _malformed("a checkpoint's text has no empty line")
-    origin, size, root = lines[:3]
-    if not _SIZE.fullmatch(size):
-        raise _malformed(f"tree size {size!r} is not a decimal without leading zeros")
+    origin, size_line, root = lines[:3]
+    size = decimal_of(size_line)
+    if size is None:
+        raise _malformed(f"tree size {size_line!r} is not a decimal without leading zeros")
     raw = decode_b64(root)
     if raw is None or len(raw) != 32:
         raise _malformed("the root hash line is not base64 of 32 bytes")
-    return Checkpoint(origin, int(size), raw, tuple(lines[3:]))
+    return Checkpoint(origin, size, raw, tuple(lines[3:]))
 
 
 def may_sign(signer_type: str, signer_id: str, origin: str) -> bool:

@@ -29,15 +29,15 @@ Pure: parsing, formatting, and verification over bytes.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from pithlog.errors import ProofError, register
 from pithlog.protocol.canonical import decode_b64, encode_b64
+from pithlog.protocol.events import is_event_id
 from pithlog.protocol.keys import Keyring
 from pithlog.transparency import merkle
-from pithlog.transparency.checkpoint import VerifiedCheckpoint, verify_checkpoint
+from pithlog.transparency.checkpoint import VerifiedCheckpoint, decimal_of, verify_checkpoint
 
 register(
     {
@@ -58,7 +58,6 @@ register(
 
 TLOG_PROOF = "c2sp.org/tlog-proof@v1"
 CONSISTENCY_PROOF = "pithlog-consistency-proof@v1"
-_DECIMAL = re.compile(r"0|[1-9][0-9]{0,18}")
 MAX_PROOF_BYTES = 1 << 20
 
 
@@ -67,9 +66,10 @@ def _malformed(message: str) -> ProofError:
 
 
 def _decimal(value: str, what: str) -> int:
-    if not _DECIMAL.fullmatch(value):
+    number = decimal_of(value)
+    if number is None:
         raise _malformed(f"{what} {value!r} is not a decimal without leading zeros")
-    return int(value)
+    return number
 
 
 def _hashes(lines: Sequence[str], first_line: int) -> list[bytes]:
@@ -180,7 +180,7 @@ def verify_inclusion_proof(
 
 
 def _event_id_bytes(event_id: str) -> bytes:
-    if not re.fullmatch(r"sha256:[0-9a-f]{64}", event_id):
+    if not is_event_id(event_id):
         raise _malformed(f"{event_id!r} is not an event_id (sha256: + 64 lowercase hex)")
     return bytes.fromhex(event_id[7:])
 

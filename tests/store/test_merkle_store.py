@@ -10,10 +10,11 @@ from pathlib import Path
 from typing import Any
 
 import eventgen as g
+import lmdb
 import pytest
 
 from pithlog.errors import StoreError
-from pithlog.store import Store
+from pithlog.store import Store, tree
 from pithlog.transparency import merkle
 
 
@@ -102,6 +103,41 @@ def test_a_store_without_the_tree_gets_it_on_open(tmp_path: Path) -> None:
 
         store._write(forget)
     with Store.open(tmp_path / "s", create=False) as again:
+        assert again.tree_root() == expected
+        assert again.replay(g.KEYRING).ok
+
+
+def test_a_tree_built_on_open_that_does_not_fit_grows_the_map(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The tree built on open is written like an append: a map too small for it is doubled
+    # and the tree written again from the start (here the first attempt is told the map
+    # is full, as LMDB would).
+    store, _ = filled(tmp_path / "s")
+    with store:
+        expected = store.tree_root()
+        size = store.stats()["map_size"]
+
+        def forget(txn: Any, dbs: dict[str, Any]) -> None:
+            txn.drop(dbs["merkle"], delete=False)
+            txn.drop(dbs["copy_seq"], delete=False)
+            txn.delete(b"merkle_size", db=dbs["meta"])
+
+        store._write(forget)
+    real = tree.merkle_sync
+    attempts: list[int] = []
+
+    def full_once(txn: Any, dbs: dict[str, Any]) -> None:
+        attempts.append(len(attempts))
+        real(txn, dbs)
+        if len(attempts) == 1:
+            raise lmdb.MapFullError("MDB_MAP_FULL")
+
+    monkeypatch.setattr(tree, "merkle_sync", full_once)
+    with Store.open(tmp_path / "s", create=False) as again:
+        assert attempts == [0, 1]
+        assert again.stats()["map_size"] == 2 * size
+        monkeypatch.undo()
         assert again.tree_root() == expected
         assert again.replay(g.KEYRING).ok
 

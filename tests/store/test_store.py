@@ -2,18 +2,23 @@
 
 from __future__ import annotations
 
+import json
 import random
+import subprocess
+import sys
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
 import eventgen as g
+import lmdb
 import pytest
 
 from pithlog.errors import StoreError
 from pithlog.protocol.checks import check_alone
 from pithlog.protocol.events import admit
 from pithlog.store import Store
+from pithlog.store.layout import prefixed
 from pithlog.testing import test_keyring
 
 
@@ -187,6 +192,38 @@ def test_map_grows_from_a_tiny_map(tmp_path: Path) -> None:
         assert store.replay(g.KEYRING).ok
 
 
+def test_a_map_grown_by_another_process_is_adopted(tmp_path: Path) -> None:
+    # Another process grows the map while this one holds the store open: this process's
+    # next read and write begin on the larger map (LMDB's MDB_MAP_RESIZED) instead of failing.
+    events = valid(g.mixed_events(random.Random(6), piths=20, per_pith=15))
+    lines = [g.encoded(e) for e in events]
+    path = tmp_path / "s"
+    with Store.open(path, map_size=64 << 10) as store:
+        store.append(lines[:5], g.KEYRING)
+        before = store.stats()["map_size"]
+        script = (
+            "import sys, json\n"
+            "from pithlog.store import Store\n"
+            "from pithlog.testing import test_keyring\n"
+            "lines = [line.encode() for line in json.load(sys.stdin)]\n"
+            "with Store.open(sys.argv[1], map_size=64 << 10) as store:\n"
+            "    for i in range(0, len(lines), 50):\n"
+            "        store.append(lines[i : i + 50], test_keyring())\n"
+            "    print(store.stats()['map_size'])\n"
+        )
+        grown = subprocess.run(
+            [sys.executable, "-c", script, str(path)],
+            input=json.dumps([line.decode() for line in lines[5:-1]]),
+            capture_output=True, text=True, check=True,
+        )  # fmt: skip
+        assert int(grown.stdout) > before
+        assert store.stats()["counts"]["events"] == len(lines) - 1  # read: adopted the size
+        store.append(lines[-1:], g.KEYRING)  # and a write
+        assert store.stats()["map_size"] >= int(grown.stdout)
+        assert_states(store, g.expected_states(events))
+        assert store.replay(g.KEYRING).ok
+
+
 def test_opening_twice_in_one_process_is_safe(tmp_path: Path) -> None:
     rec = g.record("2501.00005")
     path = tmp_path / "s"
@@ -267,7 +304,6 @@ def test_a_store_whose_creation_never_committed_is_missing_not_foreign(tmp_path:
     """A first append killed between creating data.mdb and its first commit leaves an
     environment with nothing in it: that is no store yet (store.missing), and an append
     creates it; a folder with another LMDB database in it is not a store."""
-    import lmdb
 
     empty = tmp_path / "empty"
     lmdb.open(str(empty), max_dbs=2).close()  # data.mdb, nothing committed
@@ -284,3 +320,27 @@ def test_a_store_whose_creation_never_committed_is_missing_not_foreign(tmp_path:
     with pytest.raises(StoreError) as other:
         Store.open(foreign, create=False)
     assert other.value.code == "store.not_a_store"
+    env = lmdb.open(str(foreign), max_dbs=2)  # left untouched
+    with env.begin() as txn:
+        assert list(txn.cursor()) == [(b"someone", b"else's")]
+    env.close()
+
+
+def test_the_prefix_scan_stops_at_the_first_key_without_the_prefix(tmp_path: Path) -> None:
+    # layout.prefixed is the one prefix scan behind evidence, by_pith, the index of a pith
+    # and the leaves of an event: neighbours on both sides stay out, and delete=True
+    # removes exactly the entries it yields.
+    keys = [b"ab", b"abc\x00", b"abc\x01", b"abc\xff", b"abd", b"b"]
+    with Store.open(tmp_path / "s") as store:
+        store._write(lambda txn, dbs: [txn.put(k, k * 2, db=dbs["slots"]) for k in keys])
+
+        def scan(prefix: bytes, delete: bool = False) -> Any:
+            def work(txn: Any, dbs: dict[str, Any]) -> list[tuple[bytes, bytes]]:
+                return list(prefixed(txn, dbs["slots"], prefix, delete=delete))
+
+            return store._write(work) if delete else store._read(work)
+
+        assert scan(b"abc") == [(k, k * 2) for k in keys[1:4]]
+        assert scan(b"abe") == [] and scan(b"c") == []
+        assert scan(b"abc", delete=True) == [(k, k * 2) for k in keys[1:4]]
+        assert scan(b"") == [(k, k * 2) for k in (b"ab", b"abd", b"b")]

@@ -13,6 +13,7 @@ from pithlog.protocol.keys import SigningKey, make_keyring, verify_signature
 from pithlog.testing import test_key, test_keyring, test_keyring_entries
 from pithlog.transparency.checkpoint import (
     Checkpoint,
+    decimal_of,
     key_id,
     may_sign,
     parse_checkpoint_text,
@@ -153,3 +154,12 @@ def test_malformed_notes(data: bytes) -> None:
 def test_checkpoint_text_round_trip() -> None:
     cp = Checkpoint("o", 18446744073709551615 // 10, ROOT, ("a", "b c"))
     assert parse_checkpoint_text(cp.text()) == cp
+
+
+def test_a_tree_size_or_index_is_ascii_decimal_without_a_leading_zero() -> None:
+    # The one reading of sizes and indexes, for checkpoints and proof files alike.
+    assert decimal_of("0") == 0
+    assert decimal_of("1204") == 1204
+    assert decimal_of("9" * 19) == 10**19 - 1  # fits in 64 bits
+    for text in ("", "01", "00", "-1", "+1", " 1", "1 ", "1_000", "9" * 20, "\u0661", "0x1"):
+        assert decimal_of(text) is None, text  # int() alone would take some of these

@@ -7,7 +7,16 @@ from typing import Any
 
 from pithlog.protocol.canonical import encode_b64, jcs
 from pithlog.protocol.events import admit
-from pithlog.protocol.reduce import Pending, Reduction, collapse, reduce_events, reduce_pith
+from pithlog.protocol.reduce import (
+    Pending,
+    Reduction,
+    collapse,
+    collapse_streamed,
+    judge,
+    keep_preferred,
+    reduce_events,
+    reduce_pith,
+)
 from pithlog.protocol.state import render, state_document
 
 from .builders import (
@@ -301,6 +310,28 @@ def test_among_failing_copies_the_latest_failing_check_wins() -> None:
         result = reduce_values([R, *order])[PITH]
         assert result.invalid == {eid: "bad_signature"}
         assert result.event_count == 2
+
+
+def test_every_step_0_folds_through_keep_preferred() -> None:
+    # One rule, one home: folding copies one at a time through keep_preferred keeps, in
+    # every order, the copy collapse and collapse_streamed keep (the store folds the same).
+    good = event("mirror_hint", R)
+    eid = good["event_id"]
+    copies = [
+        good,
+        signature_of_zeros(good),  # check 6, and the smaller bytes
+        {**good, "zz": 1},  # check 1
+    ]
+    for order in itertools.permutations(copies):
+        judged = [judge(admit(v), KEYRING) for v in order]
+        kept = None
+        for candidate in judged:
+            kept = keep_preferred(kept, candidate)
+            assert keep_preferred(kept, candidate) is kept  # the same copy again: no change
+        assert kept is not None and kept.envelope.value == good and kept.reason is None
+        assert collapse([admit(v) for v in order], KEYRING)[eid].envelope.value == good
+        streamed = collapse_streamed([admit(v) for v in order], KEYRING, batch=1, lag=0)
+        assert streamed[PITH] == [(None, jcs(good))]
 
 
 def test_failing_copies_tie_by_smallest_jcs_bytes() -> None:

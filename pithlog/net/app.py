@@ -14,10 +14,9 @@ from the file system: every answer comes from the :class:`~pithlog.store.Store`.
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -27,8 +26,8 @@ from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.middleware.gzip import GZipMiddleware
-from starlette.requests import Request
-from starlette.responses import Response
+from starlette.requests import ClientDisconnect, Request
+from starlette.responses import Response, StreamingResponse
 from starlette.routing import BaseRoute, Route
 
 from pithlog.errors import PithlogError, ServeError, StoreError, TileError, register
@@ -75,8 +74,11 @@ _STATUS = {
     "serve.not_found": 404, "serve.pending": 404, "serve.bad_path": 400,
     "serve.bad_request": 400, "serve.method": 405, "serve.read_only": 403,
     "serve.too_large": 413, "serve.too_many_lines": 413, "serve.timeout": 408,
+    "serve.busy": 503,
     "tile.path": 400, "store.tree_size": 404, "store.readers_full": 503,
 }  # fmt: skip
+COPIES_PER_READ = 16
+"""Copies read per store read of ``/copies/``: at most 16 MiB held for one request."""
 _HEX64 = re.compile(r"[0-9a-f]{64}")
 _DECIMAL = re.compile(r"0|[1-9][0-9]{0,18}")
 
@@ -112,7 +114,6 @@ class Log:
         self.config = config
         self.store = config.store
         self._published: Published | None = None
-        self._lock = asyncio.Lock()
         self.submissions = (GroupCommit.over(config.store, config.keyring, config.limits)
                             if config.keyring is not None else None)  # fmt: skip
 
@@ -121,15 +122,13 @@ class Log:
         return await run_in_threadpool(work, *args)
 
     async def checkpoint(self) -> Published:
-        """The signed checkpoint of the current tree (Ed25519 is deterministic: one tree,
-        one note)."""
+        """The signed checkpoint of the current tree, signed again only when the tree has
+        grown (Ed25519 is deterministic: one tree, one note, whichever worker signs)."""
         size, root = await self.read(self.store.tree_root)
         published = self._published
         if published is None or published.size != size:
-            async with self._lock:
-                note = sign_checkpoint(Checkpoint(self.config.origin, size, root),
-                                       self.config.key)  # fmt: skip
-                published = self._published = Published(size, root, note)
+            note = sign_checkpoint(Checkpoint(self.config.origin, size, root), self.config.key)
+            published = self._published = Published(size, root, note)
         return published
 
 
@@ -192,14 +191,27 @@ async def get_entries(request: Request) -> Response:
 
 
 async def get_copies(request: Request) -> Response:
-    """``/copies/<N>[.p/<W>]``: the copies of the leaves of bundle N, JSON Lines."""
+    """``/copies/<N>[.p/<W>]``: the copies of the leaves of bundle N, JSON Lines, streamed
+    :data:`COPIES_PER_READ` at a time (a copy may be 1 MiB: 256 of them are not held at
+    once)."""
     log = _log(request)
     tile = _tile_ref("entries/" + request.path_params["rest"])
-    copies = await log.read(log.store.leaf_copies, tile.index * tiles.WIDTH, tile.width)
-    if copies is None:
+    first, end = tile.index * tiles.WIDTH, tile.index * tiles.WIDTH + tile.width
+    if end > await log.read(log.store.tree_size):
         raise _not_found(f"copies {tile.index} of width {tile.width}: the tree has not that "
                          "many leaves")  # fmt: skip
-    return respond(b"".join(c + b"\n" for c in copies), JSON_LINES, IMMUTABLE)
+
+    async def lines() -> AsyncIterator[bytes]:
+        for start in range(first, end, COPIES_PER_READ):
+            count = min(COPIES_PER_READ, end - start)
+            copies = await log.read(log.store.leaf_copies, start, count)
+            if copies is None:  # cannot happen in an append-only log: end <= size
+                raise _not_found(f"leaves {start} to {start + count}")
+            yield b"".join(c + b"\n" for c in copies)
+
+    return StreamingResponse(lines(), media_type=JSON_LINES,
+                             headers={"Cache-Control": IMMUTABLE,
+                                      "X-Content-Type-Options": "nosniff"})  # fmt: skip
 
 
 async def get_copy(request: Request) -> Response:
@@ -303,6 +315,9 @@ async def get_stats(request: Request) -> Response:
     log = _log(request)
     stats = await log.read(log.store.stats)
     stats.pop("path", None)
+    if log.submissions is not None:  # this worker's, since it started
+        stats["submissions"] = {"requests": log.submissions.requests,
+                                "commits": log.submissions.commits}  # fmt: skip
     return respond(msgspec.json.encode(stats) + b"\n", JSON, NO_STORE)
 
 
@@ -319,9 +334,10 @@ async def post_submit(request: Request) -> Response:
     if log.submissions is None:
         raise ServeError("read_only", "this server takes no submissions")
     limits = log.config.limits
-    body = await read_body(request.stream(), request.headers.get("content-length"), limits)
-    lines = split_lines(body, limits)
-    results = await log.submissions.submit([raw for _, raw in lines if raw is not None])
+    async with log.submissions.slot(limits):  # at most max_pending bodies held at once
+        body = await read_body(request.stream(), request.headers.get("content-length"), limits)
+        lines = split_lines(body, limits)
+        results = await log.submissions.submit([raw for _, raw in lines if raw is not None])
     return respond(answer(lines, results), JSON_LINES, NO_STORE)
 
 
@@ -341,6 +357,11 @@ async def _http_error(request: Request, exc: Exception) -> Response:
     if exc.status_code == 404:
         return error_response(404, "serve.not_found", "no such endpoint")
     return error_response(exc.status_code, "serve.bad_request", str(exc.detail))
+
+
+async def _gone(request: Request, exc: Exception) -> Response:
+    # the client closed the connection mid-body: nothing was stored, nobody reads this
+    return error_response(400, "serve.bad_request", "the client went away mid-request")
 
 
 async def _internal(request: Request, exc: Exception) -> Response:
@@ -378,7 +399,8 @@ def create_app(config: ServeConfig) -> Starlette:
     app = Starlette(
         routes=[*config.extra_routes, *routes()],
         exception_handlers={PithlogError: _pithlog_error, HTTPException: _http_error,
-                            Exception: _internal},
+                            ClientDisconnect: _gone, Exception: _internal},
     )
+    app.router.redirect_slashes = False  # one URL per resource: no 307 to another
     app.state.log = log
     return app

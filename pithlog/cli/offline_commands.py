@@ -114,11 +114,27 @@ def cmd_reduce(args: argparse.Namespace, out: Out) -> int:
     return EXIT_BAD_INPUT if refused else EXIT_OK
 
 
+def _json_lines(data: bytes) -> int:
+    """How many state documents ``data`` holds as JSON Lines: its number of non-blank
+    lines when each is a JSON object of its own (what ``reduce`` prints), else 1 (one
+    document, perhaps pretty-printed or damaged: verify-state judges it)."""
+    lines = [line for line in data.split(b"\n") if line.strip()]
+    if len(lines) < 2:
+        return 1
+    for line in lines:
+        try:
+            if not isinstance(msgspec.json.decode(line), dict):
+                return 1
+        except (msgspec.MsgspecError, ValueError):
+            return 1
+    return len(lines)
+
+
 def cmd_verify_state(args: argparse.Namespace, out: Out) -> int:
     """Check a published state document without its log (spec section 9)."""
     data = read_bytes(args.state)
-    lines = data.removesuffix(b"\n").count(b"\n") + 1
-    if lines > 1 and data.strip():
+    lines = _json_lines(data)
+    if lines > 1:
         raise UsageError("several_states", f"one state document per file; {args.state} has "
                          f"{lines} lines (pithlog reduce prints one state per line): give "
                          "each its own file (split -l 1) and verify each")  # fmt: skip

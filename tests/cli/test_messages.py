@@ -38,6 +38,10 @@ def test_verify_state_of_several_states_is_a_usage_mistake(
     one = tmp_path / "one.json"
     one.write_bytes(seed.strip() + b"\n")
     assert run(["verify-state", str(one)])[0] == 0
+    pretty = tmp_path / "pretty.json"  # one document over many lines: judged, not refused
+    pretty.write_text(json.dumps(json.loads(seed), indent=2))
+    status, out, err = run(["verify-state", str(pretty)])
+    assert status == 1 and "several_states" not in err and out
 
 
 def test_export_after_the_end_of_the_log_is_an_error(

@@ -373,6 +373,9 @@ def _migrate(env: lmdb.Environment, dbs: dict[str, Any]) -> None:
     alias index) in one write transaction, growing the map when it does not fit."""
     while True:
         try:
+            with _lmdb_errors(), env.begin() as txn:  # a current store takes no write lock
+                if txn.get(META_FORMAT, db=dbs["meta"]) != MIGRATES_FROM:
+                    return
             with _lmdb_errors(), env.begin(write=True) as txn:
                 if txn.get(META_FORMAT, db=dbs["meta"]) != MIGRATES_FROM:
                     return

@@ -33,6 +33,7 @@ from pithlog.cli import (
     offline_commands,
     store_commands,
     transparency_commands,
+    view_commands,
 )
 from pithlog.cli.edge import STORE_HELP, Out, Parser, Terminated, terminate_as_interrupt
 from pithlog.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_TERMINATED, HelperLost, PithlogError
@@ -66,6 +67,7 @@ def build_parser() -> argparse.ArgumentParser:
     store_commands.add_commands(sub, store_parser)
     transparency_commands.add_commands(sub, store_parser)
     net_commands.add_commands(sub, store_parser)
+    view_commands.add_commands(sub, store_parser)
     return parser
 
 

@@ -97,7 +97,8 @@ def cmd_keyring_add(args: argparse.Namespace, out: Out) -> int:
     keyring = keyring_from_value(after)
     key = keyring[entry["key_id"]]
     out.say(f"keyring add: {key.key_id} ({key.signer_type} {key.signer_id}, fingerprint "
-            f"{key.fingerprint}); {args.keyring} has {len(keyring)} keys, digest "
+            f"{key.fingerprint}); {args.keyring} has {len(keyring)} "
+            f"{'key' if len(keyring) == 1 else 'keys'}, digest "
             f"{keyring.digest}")  # fmt: skip
     return EXIT_OK
 

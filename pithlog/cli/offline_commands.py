@@ -16,7 +16,6 @@ import msgspec
 from pithlog.cli.edge import (
     Out,
     StoreParser,
-    is_json,
     keyring_option,
     open_input,
     progress_option,
@@ -115,17 +114,29 @@ def cmd_reduce(args: argparse.Namespace, out: Out) -> int:
     return EXIT_BAD_INPUT if refused else EXIT_OK
 
 
+def _json_lines(data: bytes) -> int:
+    """How many state documents ``data`` holds as JSON Lines: its number of non-blank
+    lines when each is a JSON object of its own (what ``reduce`` prints), else 1 (one
+    document, perhaps pretty-printed or damaged: verify-state judges it)."""
+    lines = [line for line in data.split(b"\n") if line.strip()]
+    if len(lines) < 2:
+        return 1
+    for line in lines:
+        try:
+            if not isinstance(msgspec.json.decode(line), dict):
+                return 1
+        except (msgspec.MsgspecError, ValueError):
+            return 1
+    return len(lines)
+
+
 def cmd_verify_state(args: argparse.Namespace, out: Out) -> int:
     """Check a published state document without its log (spec section 9)."""
     data = read_bytes(args.state)
-    lines = [line for line in data.split(b"\n") if line.strip()]
-    # Several lines that are each a JSON value, and are not one value together: JSON Lines
-    # (what reduce prints). One document written over several lines is verified (and fails
-    # the rendering rule of section 9 like any other form that is not the display one).
-    if len(lines) > 1 and not is_json(data) and is_json(lines[0]) and is_json(lines[1]):
-        lines_count = len(lines)
+    lines = _json_lines(data)
+    if lines > 1:
         raise UsageError("several_states", f"one state document per file; {args.state} has "
-                         f"{lines_count} lines (pithlog reduce prints one state per line): give "
+                         f"{lines} lines (pithlog reduce prints one state per line): give "
                          "each its own file (split -l 1) and verify each")  # fmt: skip
     failures = verify_state_document(data)
     for failure in failures:

@@ -307,9 +307,17 @@ def cmd_replay(args: argparse.Namespace, out: Out) -> int:
 
 def cmd_state(args: argparse.Namespace, out: Out) -> int:
     """Print the cached state document of one pith."""
-    if not is_pith_number(args.pith):
-        raise UsageError("pith_number", f"{args.pith!r} is not a pith number")
+    if (args.pith is None) == (args.alias is None):
+        raise UsageError("arguments", "give PITH or --alias ALIAS (one of them)")
+    if args.pith is not None and not is_pith_number(args.pith):
+        raise UsageError("pith_number", f"{args.pith!r} is not a pith number; for an "
+                         "alias (arxiv:ID, doi:DOI) use --alias")  # fmt: skip
     with open_store(args) as store:
+        if args.alias is not None:
+            args.pith = store.pith_for_alias(args.alias)
+            if args.pith is None:
+                raise StoreError("no_state", f"no pith with a state has the alias "
+                                 f"{args.alias}")  # fmt: skip
         state = store.lookup(args.pith)
         if state is None:
             raise StoreError("no_state", f"the store holds no event of {args.pith}")
@@ -416,8 +424,14 @@ def add_commands(sub: Any, store_parser: StoreParser) -> None:
 
     p = store_parser("state", help="print the cached state document of a pith",
                      description="Print the cached state document of PITH (what `pithlog "
-                     "reduce` prints for it). Exit 2 when the pith is unknown or pending.")
-    p.add_argument("pith", metavar="PITH")
+                     "reduce` prints for it), or of the pith whose chosen record has the "
+                     "alias given with --alias (the store's alias index: one read). Exit 2 "
+                     "when the pith is unknown or pending, or the alias names none or "
+                     "several.")
+    p.add_argument("pith", metavar="PITH", nargs="?")
+    p.add_argument("--alias", metavar="ALIAS",
+                   help="arxiv:ID, arxiv:IDvN, doi:DOI or pith:SHORT (8, 12 or 16 "
+                   "characters) instead of PITH")
     p.set_defaults(func=cmd_state)
 
     p = store_parser("pending", help="list piths with events but no valid record_created",

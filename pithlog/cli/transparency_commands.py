@@ -22,6 +22,7 @@ from pithlog.cli.edge import (
     read_bytes,
     read_keyring,
     size_arg,
+    store_path,
 )
 from pithlog.cli.evidence_commands import add_prove_equivocation, verify_evidence
 from pithlog.cli.witness_commands import add_witness_options, cosigned
@@ -40,6 +41,7 @@ from pithlog.protocol.keys import (
     load_key_file,
 )
 from pithlog.store import REFUSED, REJECTED, AppendResult, Store
+from pithlog.store.place import is_store_folder
 from pithlog.transparency.checkpoint import Checkpoint, sign_checkpoint, verify_checkpoint
 from pithlog.transparency.diverge import first_difference
 from pithlog.transparency.evidence import evidence_type
@@ -218,6 +220,10 @@ def cmd_sync(args: argparse.Namespace, out: Out) -> int:
                 for number, problem in export.problems:
                     out.say(f"pithlog: {source}: line {number}: {problem.describe()}")
                 responder = export.responder()
+                if not export.copies and not is_store_folder(store_path(args)):
+                    out.say(f"sync: {source} holds no copy that passes the door "
+                            f"({refused} lines refused): no store created")  # fmt: skip
+                    return EXIT_BAD_INPUT if refused else EXIT_OK
             store = stack.enter_context(open_store(args, create=True))
             report = pull(store, responder, keyring, keep_invalid=args.keep_invalid,
                           batch=args.batch_size, on_results=tally)  # fmt: skip

@@ -81,6 +81,7 @@ def test_sync_from_a_file_says_why_each_line_is_refused(
                           "--keyring", str(signer["keyring"])])  # fmt: skip
     assert status == 2
     assert f"{bad}: line 1: [door.event_id]" in err and f"{bad}: line 2: [door.not_object]" in err
+    assert "no store created" in err and not (tmp_path / "s").exists()
 
 
 def test_an_interrupted_sync_says_what_it_stored(

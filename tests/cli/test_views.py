@@ -1,0 +1,101 @@
+"""show, piths, event and state --alias: readable views of a store, found by pith number
+or by an alias of the chosen record (the store's alias index)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from pithlog.protocol.keys import dump_key_file
+from pithlog.testing import test_key
+from tests.cli.test_cli import run, sign_seed, signer
+
+__all__ = ["signer"]  # the fixture, imported for the tests below
+
+
+def seeded(files: dict[str, Path], tmp_path: Path, keyring: Path | None = None) -> str:
+    events = sign_seed(files)
+    (tmp_path / "events.jsonl").write_bytes(b"".join(events))
+    store = str(tmp_path / "store")
+    status, _, err = run(["--store", store, "append", "--keyring",
+                          str(keyring or files["keyring"]), str(tmp_path / "events.jsonl")])
+    assert status in (0, 2), err
+    return store
+
+
+def test_state_by_alias_is_the_state_by_pith(signer: dict[str, Path], tmp_path: Path) -> None:
+    store = seeded(signer, tmp_path)
+    pith = json.loads(sign_seed(signer)[0])["pith_number"]
+    status, by_pith, _ = run(["--store", store, "state", pith])
+    assert status == 0
+    state = json.loads(by_pith)
+    for alias in state["current"]["source_aliases"]:
+        family = {"arxiv_version": "arxiv", "arxiv": "arxiv", "doi": "doi"}.get(
+            alias["alias_kind"], "pith")
+        status, by_alias, err = run(["--store", store, "state", "--alias",
+                                     f"{family}:{alias['alias_value']}"])  # fmt: skip
+        assert status == 0 and by_alias == by_pith, err
+    status, _, err = run(["--store", store, "state", "--alias", "arxiv:2411.99999"])
+    assert status == 2 and "[store.no_state]" in err
+    status, _, err = run(["--store", store, "state", "arxiv:2411.00284"])
+    assert status == 2 and "use --alias" in err
+    status, _, err = run(["--store", store, "state", pith, "--alias", "arxiv:2411.00284"])
+    assert status == 2 and "[usage.arguments]" in err
+
+
+def test_show_summarizes_a_state(signer: dict[str, Path], tmp_path: Path) -> None:
+    store = seeded(signer, tmp_path)
+    status, out, _ = run(["--store", store, "show", "arxiv:2411.00284v2"])
+    assert status == 0
+    rows = {line.split(None, 1)[0]: line.split(None, 1)[1] for line in out.decode().splitlines()}
+    state = json.loads(run(["--store", store, "state", rows["pith"]])[1])
+    assert rows["events"] == "2: 2 valid, 0 invalid"
+    assert rows["applied"] == "graph_snapshots 1"
+    assert rows["record"].startswith(state["current"]["record_created"]["event_id"])
+    assert "doi:10.48550/arxiv.2411.00284" in rows["aliases"]
+    assert rows["state_sha256"] == state["state_sha256"]
+
+
+def test_show_counts_invalid_events_by_reason_and_shows_pending(
+    signer: dict[str, Path], tmp_path: Path
+) -> None:
+    record, snapshot = sign_seed(signer)
+    (tmp_path / "s.jsonl").write_bytes(snapshot)
+    store = str(tmp_path / "store")
+    assert run(["--store", store, "append", "--keyring", str(signer["keyring"]),
+                str(tmp_path / "s.jsonl")])[0] == 0  # fmt: skip
+    pith = json.loads(snapshot)["pith_number"]
+    status, out, _ = run(["--store", store, "show", pith])
+    assert status == 0 and b"pending" in out and b"1: 0 invalid" in out
+    assert run(["--store", store, "piths"])[1].decode().splitlines()[1:] == []
+    mirror = tmp_path / "mirror.key"
+    mirror.write_bytes(dump_key_file(test_key("mirror")))  # not in the keyring
+    (tmp_path / "hint.json").write_text('{"locator": "https://m.example/a"}')
+    status, hint, _ = run(["sign", "--key", str(mirror), "--type", "mirror_hint", "--pith",
+                           pith, "--payload", str(tmp_path / "hint.json"),
+                           "--created-at", "2026-07-06T00:00:00Z"])  # fmt: skip
+    assert status == 0
+    (tmp_path / "r.jsonl").write_bytes(record + hint)
+    run(["--store", store, "append", "--keep-invalid", "--keyring", str(signer["keyring"]),
+         str(tmp_path / "r.jsonl")])  # fmt: skip
+    status, out, _ = run(["--store", store, "show", pith])
+    assert status == 0
+    rows = {line.split(None, 1)[0]: line.split(None, 1)[1] for line in out.decode().splitlines()}
+    assert rows["events"] == "3: 2 valid, 1 invalid" and rows["invalid"] == "unknown_key 1"
+    status, table, _ = run(["--store", store, "piths"])
+    lines = table.decode().splitlines()
+    assert lines[0].split() == ["PITH", "EVENTS", "VALID", "INVALID", "EQUIVOCATIONS"]
+    assert lines[1].split() == [pith, "3", "2", "1", "0"]
+
+
+def test_event_prints_the_stored_copy(signer: dict[str, Path], tmp_path: Path) -> None:
+    store = seeded(signer, tmp_path)
+    record = sign_seed(signer)[0]
+    event_id = json.loads(record)["event_id"]
+    status, out, err = run(["--store", store, "event", event_id])
+    assert status == 0 and out == record
+    assert "record_created of pith:2024:" in err and "leaves 0 of the log" in err
+    status, _, err = run(["--store", store, "event", "sha256:" + "0" * 64])
+    assert status == 2 and "[store.no_event]" in err
+    status, _, err = run(["--store", store, "event", "nope"])
+    assert status == 2 and "[usage.arguments]" in err

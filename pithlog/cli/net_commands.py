@@ -16,16 +16,23 @@ def cmd_serve(args: argparse.Namespace, out: Out) -> int:
     except ImportError as exc:  # the optional extra: pip install 'pithlog[net]'
         raise UsageError("arguments", f"pithlog serve needs the net extra (pip install "
                          f"'pithlog[net]'): {exc}") from exc  # fmt: skip
-    if args.submit != (args.keyring is not None):
+    if args.witness:
+        if args.submit or args.keyring is None:
+            raise UsageError("arguments", "--witness takes --keyring (the logs it witnesses) "
+                             "and no --submit")  # fmt: skip
+    elif args.origin is None:
+        raise UsageError("arguments", "--origin is required (the log's origin), unless "
+                         "--witness")  # fmt: skip
+    elif args.submit != (args.keyring is not None):
         raise UsageError("arguments", "--submit and --keyring go together: the keyring "
                          "judges what is submitted")  # fmt: skip
     if min(args.max_body, args.max_lines, args.max_pending) < 1 or args.body_timeout <= 0:
         raise UsageError("arguments", "--max-body, --max-lines, --max-pending and "
                          "--body-timeout are positive")  # fmt: skip
     settings = server.Settings(
-        store=store_path(args), key=args.key, origin=args.origin, keyring=args.keyring,
+        store=store_path(args), key=args.key, origin=args.origin or "", keyring=args.keyring,
         max_body=args.max_body, max_lines=args.max_lines, body_seconds=args.body_timeout,
-        max_pending=args.max_pending,
+        max_pending=args.max_pending, witness=args.witness,
     )  # fmt: skip
     server.serve(settings, args.listen, args.workers,
                  lambda url: out.say(f"serve: listening on {url}"))  # fmt: skip
@@ -46,13 +53,20 @@ def add_commands(sub: Any, store_parser: StoreParser) -> None:
                    help="address to listen on (default 127.0.0.1:8080; port 0 picks a free "
                    "port)")  # fmt: skip
     p.add_argument("--key", required=True, metavar="KEYFILE",
-                   help="the log's private key: signs the published checkpoints")
-    p.add_argument("--origin", required=True, metavar="ORIGIN",
-                   help="the checkpoints' origin line (and key name)")
+                   help="the log's private key: signs the published checkpoints (with "
+                   "--witness: the witness's key, which cosigns)")  # fmt: skip
+    p.add_argument("--origin", metavar="ORIGIN",
+                   help="the checkpoints' origin line (and key name); required unless "
+                   "--witness")  # fmt: skip
+    p.add_argument("--witness", action="store_true",
+                   help="serve as a witness (C2SP tlog-witness, docs/witness.md): POST "
+                   "/add-checkpoint for the logs --keyring allows; the store keeps what it "
+                   "last cosigned")  # fmt: skip
     p.add_argument("--submit", action="store_true",
                    help="accept POST /submit (needs --keyring)")
     p.add_argument("--keyring", metavar="KEYRING",
-                   help="keyring JSON file judging submissions (with --submit)")
+                   help="keyring JSON file judging submissions (with --submit), or naming "
+                   "the logs a witness follows (with --witness)")  # fmt: skip
     p.add_argument("--workers", type=int, default=1, metavar="N",
                    help="worker processes (default 1)")
     p.add_argument("--max-body", type=int, default=8 << 20, metavar="BYTES",

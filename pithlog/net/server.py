@@ -16,22 +16,27 @@ import dataclasses
 import json
 import os
 import socket
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import uvicorn
 from starlette.applications import Starlette
-from starlette.routing import BaseRoute
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import BaseRoute, Route
 from uvicorn.supervisors import Multiprocess
 
 from pithlog.errors import StoreError, UsageError
 from pithlog.net.app import ServeConfig, create_app
 from pithlog.net.pages import page_routes
 from pithlog.net.submit import Limits
-from pithlog.protocol.keys import load_key_file, load_keyring
+from pithlog.net.witness_route import witness_routes
+from pithlog.protocol.keys import Keyring, SigningKey, load_key_file, load_keyring
 from pithlog.store import Store
 from pithlog.transparency import merkle
 from pithlog.transparency.checkpoint import Checkpoint, sign_checkpoint
+from pithlog.transparency.witness import WITNESS_SIGNER_TYPES
 
 SETTINGS_VARIABLE = "PITHLOG_SERVE_SETTINGS"
 
@@ -55,6 +60,8 @@ class Settings:
     max_lines: int = Limits.max_lines
     body_seconds: float = Limits.body_seconds
     max_pending: int = Limits.max_pending
+    witness: bool = False
+    """Serve as a witness (docs/witness.md): ``key`` cosigns, ``keyring`` names the logs."""
 
     def encode(self) -> str:
         return json.dumps(dataclasses.asdict(self))
@@ -101,9 +108,37 @@ def open_config(settings: Settings) -> ServeConfig:
                        tuple(extra_routes()))  # fmt: skip
 
 
+def open_witness(settings: Settings) -> tuple[Store, Keyring, SigningKey]:
+    """What a witness opens: its store (created when new: it keeps what the witness last
+    cosigned per origin), the keyring naming the logs it follows, and its key."""
+    key = load_key_file(_read(settings.key))
+    if key.signer_type not in WITNESS_SIGNER_TYPES:
+        raise UsageError("arguments", f"key {key.key_id} is a {key.signer_type} key; a "
+                         "witness cosigns with a mirror or pith_registry key")  # fmt: skip
+    if settings.keyring is None:
+        raise UsageError("arguments", "--witness needs --keyring: the logs it witnesses")
+    keyring = load_keyring(_read(settings.keyring))
+    return Store.open(settings.store), keyring, key
+
+
+def witness_app(settings: Settings) -> Starlette:
+    """The app of a witness: ``POST /add-checkpoint`` (C2SP tlog-witness) and ``/healthz``.
+    The cosignatures' time is this machine's clock."""
+    store, keyring, key = open_witness(settings)
+
+    async def healthz(request: Request) -> Response:
+        return Response(b"ok\n", media_type="text/plain")
+
+    return Starlette(routes=[*witness_routes(store, keyring, key, time.time),
+                             Route("/healthz", healthz)])  # fmt: skip
+
+
 def app_from_environment() -> Starlette:
     """The app of one worker (uvicorn's factory), from :data:`SETTINGS_VARIABLE`."""
-    return create_app(open_config(Settings.decode(os.environ[SETTINGS_VARIABLE])))
+    settings = Settings.decode(os.environ[SETTINGS_VARIABLE])
+    if settings.witness:
+        return witness_app(settings)
+    return create_app(open_config(settings))
 
 
 def parse_listen(listen: str) -> tuple[str, int]:
@@ -137,7 +172,11 @@ def serve(settings: Settings, listen: str, workers: int, ready: Callable[[str], 
     if workers < 1:
         raise UsageError("arguments", "--workers must be at least 1")
     host, port = parse_listen(listen)
-    open_config(settings).store.close()  # fail here, once, on a bad store, key or keyring
+    # fail here, once, on a bad store, key or keyring
+    if settings.witness:
+        open_witness(settings)[0].close()
+    else:
+        open_config(settings).store.close()
     sock = bind(host, port)
     os.environ[SETTINGS_VARIABLE] = settings.encode()
     config = uvicorn.Config(

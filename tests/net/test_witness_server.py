@@ -1,26 +1,24 @@
-"""A witness on a real uvicorn server (127.0.0.1, a free port): ``checkpoint --witness``
-collects its cosignature, the witness's state moves only on a 200, and a quorum that is not
-reached prints nothing."""
+"""A witness, ``pithlog serve --witness`` (uvicorn on 127.0.0.1, a free port):
+``checkpoint --witness`` collects its cosignature, the witness's state moves only on a 200,
+and a quorum that is not reached prints nothing."""
 
 from __future__ import annotations
 
 import io
 import json
 import random
+import re
 import socket
+import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-import uvicorn
-from starlette.applications import Starlette
 
 from pithlog.cli import main
-from pithlog.net.witness_route import witness_routes
 from pithlog.protocol.keys import dump_key_file, make_keyring
 from pithlog.store import Store
 from pithlog.testing import test_key, test_keyring_entries
@@ -41,27 +39,43 @@ def run(argv: list[str]) -> tuple[int, bytes, str]:
 
 @pytest.fixture
 def witness(tmp_path: Path) -> Iterator[dict[str, Any]]:
-    """A witness (test key "mirror", state in its own store) served by uvicorn in a thread,
-    stopped at the end of the test."""
-    store = Store.open(tmp_path / "witness-state")
-    app = Starlette(routes=witness_routes(store, KEYRING, test_key("mirror"), time.time))
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(app, log_level="error", lifespan="off"))
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 10
-    while not server.started:
-        assert time.monotonic() < deadline, "the witness did not start"
-        time.sleep(0.01)
+    """``pithlog serve --witness`` (test key "mirror", its state in its own store) as a
+    subprocess on 127.0.0.1 and a port the kernel picks, stopped at the end of the test."""
+    key = tmp_path / "witness.key"
+    key.write_bytes(dump_key_file(test_key("mirror")))
+    keyring = tmp_path / "witnessed.json"
+    keyring.write_text(json.dumps({"keyring_version": "1", "keys": test_keyring_entries()}))
+    state = tmp_path / "witness-state"
+    process = subprocess.Popen(
+        [sys.executable, "-m", "pithlog", "--store", str(state), "serve", "--witness",
+         "--listen", "127.0.0.1:0", "--key", str(key), "--keyring", str(keyring)],
+        stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
     try:
-        yield {"url": f"http://127.0.0.1:{port}", "store": store}
+        assert process.stderr is not None
+        url = None
+        deadline = time.monotonic() + 30
+        while url is None and time.monotonic() < deadline:
+            line = process.stderr.readline()
+            if not line:
+                break
+            if m := re.search(r"listening on (http://\S+)", line):
+                url = m.group(1)
+        assert url, "pithlog serve --witness did not say where it listens"
+        yield {"url": url, "state": state}
     finally:
-        server.should_exit = True
-        thread.join(10)
-        sock.close()
-        store.close()
+        process.terminate()
+        try:
+            process.wait(10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(5)
+
+
+def witnessed(witness: dict[str, Any]) -> tuple[int, bytes] | None:
+    """What the witness last cosigned for the log, read from its store beside it."""
+    with Store.open(witness["state"], create=False, readonly=True) as store:
+        return store.witness_state(ORIGIN)
 
 
 @pytest.fixture
@@ -100,17 +114,17 @@ def test_checkpoint_collects_a_cosignature_and_the_witness_follows_the_log(
     cosigned = verify_cosignatures(note, [KEYRING["test-mirror"]])
     assert [c.key_id for c in cosigned] == ["test-mirror"]
     size = int(note.split(b"\n")[1])
-    assert witness["store"].witness_state(ORIGIN)[0] == size
+    assert witnessed(witness)[0] == size
     # the log grows: the witness answers 409 with its size, the client proves from there
     append(log, log["halves"][1])
     status, note2, err = checkpoint(log, "--witness", witness["url"])
     assert status == 0, err
     assert verify_cosignatures(note2, [KEYRING["test-mirror"]])
-    assert witness["store"].witness_state(ORIGIN)[0] == int(note2.split(b"\n")[1]) > size
+    assert witnessed(witness)[0] == int(note2.split(b"\n")[1]) > size
     # an older checkpoint is never cosigned again: the witness does not roll back
     status, out, err = checkpoint(log, "--witness", witness["url"], "--size", str(size))
     assert status == 1 and out == b"" and "[witness.quorum]" in err
-    assert witness["store"].witness_state(ORIGIN)[0] > size
+    assert witnessed(witness)[0] > size
 
 
 def test_a_quorum_not_reached_prints_nothing(

@@ -105,6 +105,12 @@ def demo(folder: Path) -> None:
     run("--store", mirror, "verify-checkpoint", "--keyring", keyring_file, "--check-store",
         str(checkpoint))  # fmt: skip
     print(f"\ndemo: done; files are in {folder}")
+    # the pages for people: printed, not started (make demo leaves nothing running)
+    print("demo: to read the store in a browser, serve it (needs pithlog[net], which make "
+          "install includes):")  # fmt: skip
+    print(f"  .venv/bin/pithlog --store {shlex.quote(store)} serve --listen 127.0.0.1:8080 "
+          f"--key {shlex.quote(key_file)} --origin {origin}")  # fmt: skip
+    print(f"  then open http://127.0.0.1:8080/pith/{pith}")
 
 
 if __name__ == "__main__":

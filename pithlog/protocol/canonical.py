@@ -172,20 +172,25 @@ def _no_float(text: str) -> NoReturn:
 # The fast door, for JSON in any form: compact or spaced, members in any order, escaped or
 # not. msgspec's decoder is strict where v1 is (RFC 8259 syntax, UTF-8, no lone surrogates,
 # no NaN; floats are refused by the hook) but keeps the last of repeated member names, reads
-# -0 as 0 and knows neither the integer range nor the depth limit. Byte counts settle those
+# -0 as 0 and knows neither the integer range nor the depth limit. Byte scans settle those
 # without a walk of the value:
 #
-# - no run of 16 digits that ends where a number may end (at ``,``, ``]``, ``}``,
-#   whitespace or the end) bounds every integer below 2^53 - 1 (16 digits); runs that end
-#   otherwise are inside strings (identifiers, DOIs). At most ``max_depth`` brackets in
-#   all bound the depth (brackets in strings only add);
-# - the colons of the input are its members plus the colons in its strings; those of the
-#   value's JCS, the value's members plus the colons in the value's strings. The value is
-#   the input with the earlier of each repeated member dropped, so when no colon is written
-#   as an escape (\u003a), a dropped member leaves the JCS with fewer colons than the input
-#   (its own, and any in what it held). Equal counts prove no name repeats;
-# - likewise minus signs (no escape \u002d): every negative integer keeps its sign in the
-#   JCS, but -0 becomes 0. Equal counts prove no -0.
+# - integers: no run of 16 digits that ends where a number may end (``,``, ``]``, ``}``,
+#   whitespace, the end) bounds every integer below 2^53 - 1 (16 digits); runs that end
+#   otherwise are inside strings (identifiers, DOIs);
+# - depth: at most ``max_depth`` brackets in all (brackets in strings only add);
+# - repeated names and -0, by length: JCS writes a value at its shortest (each character
+#   in its shortest JSON form, each integer in its only form, no whitespace; member order
+#   does not change the length), so the value's JCS is never longer than the input, and
+#   exactly as long only if the input lost nothing to a repeated name (a dropped member
+#   takes at least ``"":0,`` with it) and wrote no -0 (it re-encodes as 0). One comparison
+#   settles JCS input and compact JSON in any member order (the seeds' form);
+# - repeated names and -0, by counts, for the other forms (spaced, escaped): the colons of
+#   the input are its members plus the colons in its strings, those of the value's JCS the
+#   value's members plus the colons in the value's strings; a dropped member takes its
+#   colon (and any in what it held) with it, so, when no colon is written as the escape
+#   \u003a, equal counts prove no name repeats. Likewise minus signs (none written
+#   \u002d): a negative integer keeps its sign in JCS, -0 loses it.
 #
 # What is not proven so (an escaped colon or minus, a long digit run, many brackets,
 # anything msgspec refuses) goes through the exact, slower door, which gives the verdict.
@@ -214,8 +219,11 @@ def _fast(raw: bytes, max_depth: int = MAX_DEPTH) -> tuple[JSON, bytes] | None:
         return None
     colons = raw.count(b":")
     encoded = _jcs(value, colons)
-    if encoded == raw or encoded == raw.strip(_JSON_SPACE):
-        return value, encoded  # already JCS: the counts below would be equal
+    if len(encoded) == len(raw) or (
+        (raw[:1] in _JSON_SPACE or raw[-1:] in _JSON_SPACE)
+        and len(encoded) == len(raw.strip(_JSON_SPACE))
+    ):
+        return value, encoded  # as short as its JCS: nothing dropped, no -0 (see above)
     if (
         encoded.count(b":") != colons
         or encoded.count(b"-") != raw.count(b"-")

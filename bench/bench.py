@@ -1,6 +1,10 @@
 """`make bench`: pithlog's figures as ratios to the raw Ed25519 verify rate of the same run.
 
 Prints one table and appends it, with the machine, versions and date, to bench/RESULTS.md.
+Two workloads: ``mixed`` (every line in JCS, as ``pithlog sign`` writes it) and
+``registry`` (citation-heavy, most lines in the forms producers write; see
+bench/workload.py), each with the stage table of bench/stages.py, then the door's cost per
+line in each form (bench/door.py).
 Sizes: `--scale` multiplies the event counts (1.0 = the documented sizes; CI never runs
 this). `--repeat N` (default 3) times each throughput N times and keeps the median ratio:
 the machine's speed moves by up to 30 % between timings. Workloads are cached in
@@ -40,6 +44,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import (
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import door
 import stages
 import workload
 from verify_rate import raw_verify_rate, timed
@@ -205,10 +210,39 @@ def run(scale: float, big: int, repeat: int = 1) -> Table:
         finally:
             shutil.rmtree(folder, ignore_errors=True)
 
+    registry_rows(table, n, keyring)
     top = max(1000, 100_000 * scale)
     grow(table, ring, [size for size in (1000, 10000, 100_000) if size <= top])
     replay_memory(table, ring, max(10_000, int(big * scale)))
     return table
+
+
+def registry_rows(table: Table, n: int, keyring: Path) -> None:
+    """reduce, append and replay --verify on the registry workload (:func:`workload.registry`:
+    citation-heavy, most lines in the producer's compact form, the rest JCS, ASCII-escaped,
+    spaced or slash-escaped), against the targets of issue 23."""
+    events = workload.write(CACHE / f"registry-{n}.jsonl", workload.registry(n))
+    data = events.read_bytes()
+    kinds = [json.loads(line)["event_type"] for line in data.splitlines()]
+    share = kinds.count("citation_signature") / n
+    table.figure(f"registry workload: {n:,} events",
+                 f"{share:.0%} citation signatures, {len(data) / n:,.0f} bytes per event")
+    reduce = ["reduce", "--keyring", str(keyring), str(events)]
+    table.rate(f"registry: reduce of a {n:,}-event file, --jobs 1 (target 1.0)", n,
+               functools.partial(_cli, reduce))  # fmt: skip
+    folder = Path(tempfile.mkdtemp(prefix="pithlog-bench-"))
+    store = str(folder / "store")
+    try:
+        append = ["append", "--store", store, "--keyring", str(keyring),
+                  "--batch-size", "1000", str(events)]  # fmt: skip
+        fresh = functools.partial(shutil.rmtree, store, ignore_errors=True)
+        table.rate(f"registry: append {n:,} events, batches of 1,000 (target 0.8)", n,
+                   functools.partial(_cli, append), setup=fresh)  # fmt: skip
+        replay = ["replay", "--store", store, "--verify", "--keyring", str(keyring)]
+        table.rate("registry: replay --verify --jobs 1 (target 0.9)", n,
+                   functools.partial(_cli, replay))  # fmt: skip
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def _cli(argv: list[str]) -> None:
@@ -365,6 +399,15 @@ def main_bench(argv: list[str] | None = None) -> int:
     print(where)
     text += ("\n\nWhere the time goes, each stage alone on one core over "
              f"{len(lines):,} events of the same workload:\n\n{where}")  # fmt: skip
+    lines = (CACHE / f"registry-{n}.jsonl").read_bytes().splitlines()[:20000]
+    where = stages.table(lines, verify_us)
+    print(where)
+    text += ("\n\nThe same on the registry workload (most lines not in JCS), over "
+             f"{len(lines):,} events:\n\n{where}")  # fmt: skip
+    forms = door.table()
+    print(forms)
+    text += ("\n\nThe door's cost per line in each form producers write (CPU time, one "
+             f"core, the same events in every form):\n\n{forms}")  # fmt: skip
     if not args.no_record:
         with (HERE / "RESULTS.md").open("a", encoding="utf-8") as handle:
             handle.write(f"\n## {environment()} · scale {args.scale} · repeat {args.repeat}"

@@ -5,12 +5,19 @@ graph snapshots carrying the seed's snapshot payload, citation signatures carryi
 real seed observations (their citing/cited arxiv ids rewritten to the pith's paper and the
 digest recomputed, so they are valid), and every other event type. Signed with the fixed
 public test keys, so every run measures the same bytes.
+
+Two workloads: :func:`mixed`, every line in JCS (what ``pithlog sign`` writes), and
+:func:`registry`, what a registry receives: citation-heavy, piths of very different sizes,
+and each line in one of the forms producers write (:data:`FORMS`, mostly compact JSON in
+the producer's own member order).
 """
 
 from __future__ import annotations
 
 import copy
 import json
+import random
+import zlib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -154,3 +161,87 @@ def write(path: Path, lines: Iterator[bytes]) -> Path:
                 handle.write(line)
         tmp.replace(path)
     return path
+
+
+# --- the forms producers write --------------------------------------------------------------
+
+FORMS = ("producer", "jcs", "ascii", "spaced", "slash")
+"""How a line may be written. ``producer``: compact JSON (no whitespace), members in the
+producer's own order, UTF-8 as it is (the seeds' form, json.dumps with compact separators
+and ensure_ascii=False); ``jcs``: RFC 8785; ``ascii``: compact, every non-ASCII character
+as ``\\uXXXX`` (json.dumps' default); ``spaced``: ``", "`` and ``": "`` between tokens
+(json.dumps' default); ``slash``: compact with every ``/`` written ``\\/`` (PHP's
+json_encode). All but ``jcs`` keep the producer's member order."""
+
+REGISTRY_FORMS = (("producer", 0.70), ("jcs", 0.15), ("ascii", 0.06), ("spaced", 0.06),
+                  ("slash", 0.03))  # fmt: skip
+"""The share of each form in :func:`registry`: most producers write compact JSON in their
+own order; ``pithlog sign`` writes JCS; the rest are other libraries' defaults."""
+
+ENVELOPE_ORDER = ("event_type", "pith_number", "target", "created_at", "signer", "payload",
+                  "event_id", "signature_b64")  # fmt: skip
+"""A producer's order of the envelope: what the event is about first, its proof last."""
+
+
+def _producer_rank(name: str) -> tuple[int, int]:
+    # A fixed order that is not code point order: what a producer's own data structures
+    # give (the order its fields were declared in), made deterministic here.
+    if name in ENVELOPE_ORDER:
+        return (0, ENVELOPE_ORDER.index(name))
+    return (1, zlib.crc32(name.encode("utf-8")))
+
+
+def producer_order(value: Any) -> Any:
+    """``value`` with the members of every object in the producer's order."""
+    if isinstance(value, dict):
+        return {k: producer_order(value[k]) for k in sorted(value, key=_producer_rank)}
+    if isinstance(value, list):
+        return [producer_order(v) for v in value]
+    return value
+
+
+def written(event: dict[str, Any], form: str) -> bytes:
+    """One JSON line of ``event`` in ``form`` (one of :data:`FORMS`)."""
+    if form == "jcs":
+        return jcs(event) + b"\n"
+    value = producer_order(event)
+    if form == "spaced":
+        text = json.dumps(value, ensure_ascii=False)
+    else:
+        text = json.dumps(value, ensure_ascii=form == "ascii", separators=(",", ":"))
+        if form == "slash":
+            # "/" is never structure in JSON, so every one is inside a string
+            text = text.replace("/", "\\/")
+    return text.encode("utf-8") + b"\n"
+
+
+CITATIONS_PER_PITH = 139
+"""The most citation signatures a pith gets: the seed's citation record holds 139."""
+
+
+def registry(count: int, seed: int = 2304) -> Iterator[bytes]:
+    """``count`` JSON lines as a registry receives them: per pith a record and a graph
+    snapshot; citation signatures from none to :data:`CITATIONS_PER_PITH` per pith, few for
+    most papers and many for some (a Pareto draw, as citations are); one of the other six
+    types now and then. About 70 % of the events are citation signatures. Each line is in
+    a form drawn from :data:`REGISTRY_FORMS`."""
+    rnd = random.Random(seed)
+    names, weights = zip(*REGISTRY_FORMS, strict=True)
+    made = 0
+    p = 1_000_000  # papers distinct from those of mixed()
+    while made < count:
+        pith, record = record_created(p)
+        events = [record]
+        cites = min(CITATIONS_PER_PITH, int(rnd.paretovariate(1.1) * 4) - 2)
+        kinds = ["citation"] * max(0, cites) + ["other"] * rnd.randint(0, 4)
+        rnd.shuffle(kinds)
+        events.append(other_event(pith, p, 0))  # the graph snapshot
+        for i, kind in enumerate(kinds, 1):
+            if kind == "citation":
+                events.append(citation(pith, p, i))
+            else:
+                events.append(other_event(pith, p, 7 * i + rnd.randrange(1, 7)))
+        for event in events[: count - made]:
+            yield written(event, rnd.choices(names, weights)[0])
+        made += len(events[: count - made])
+        p += 1

@@ -169,34 +169,66 @@ def _no_float(text: str) -> NoReturn:
     raise ValueError("not an integer")
 
 
-# The fast door. msgspec's decoder is strict where v1 is (RFC 8259 syntax, UTF-8, no lone
-# surrogates, no NaN; floats are refused by the hook) but keeps the last of repeated member
-# names and knows neither the integer range nor the depth limit. Input that is already in
-# canonical form settles those without a walk: a JCS re-encoding equal to the input bytes
-# proves no name repeats (the value would re-encode shorter), no -0 (it re-encodes as 0);
-# no run of 16 digits anywhere bounds every integer below 2^53 - 1 (16 digits); at most 64
-# brackets in all bound the depth. Everything else goes through the exact, slower door.
+# The fast door, for JSON in any form: compact or spaced, members in any order, escaped or
+# not. msgspec's decoder is strict where v1 is (RFC 8259 syntax, UTF-8, no lone surrogates,
+# no NaN; floats are refused by the hook) but keeps the last of repeated member names, reads
+# -0 as 0 and knows neither the integer range nor the depth limit. Byte scans settle those
+# without a walk of the value:
+#
+# - integers: no run of 16 digits that ends where a number may end (``,``, ``]``, ``}``,
+#   whitespace, the end) bounds every integer below 2^53 - 1 (16 digits); runs that end
+#   otherwise are inside strings (identifiers, DOIs);
+# - depth: at most ``max_depth`` brackets in all (brackets in strings only add);
+# - repeated names and -0, by length: JCS writes a value at its shortest (each character
+#   in its shortest JSON form, each integer in its only form, no whitespace; member order
+#   does not change the length), so the value's JCS is never longer than the input, and
+#   exactly as long only if the input lost nothing to a repeated name (a dropped member
+#   takes at least ``"":0,`` with it) and wrote no -0 (it re-encodes as 0). One comparison
+#   settles JCS input and compact JSON in any member order (the seeds' form);
+# - repeated names and -0, by counts, for the other forms (spaced, escaped): the colons of
+#   the input are its members plus the colons in its strings, those of the value's JCS the
+#   value's members plus the colons in the value's strings; a dropped member takes its
+#   colon (and any in what it held) with it, so, when no colon is written as the escape
+#   \u003a, equal counts prove no name repeats. Likewise minus signs (none written
+#   \u002d): a negative integer keeps its sign in JCS, -0 loses it.
+#
+# What is not proven so (an escaped colon or minus, a long digit run, many brackets,
+# anything msgspec refuses) goes through the exact, slower door, which gives the verdict.
 _FAST = msgspec.json.Decoder(float_hook=_no_float)
 # Digits to "0", everything else to ".": then a run of 16 digits is a substring search, a
 # few times faster than the regex [0-9]{16} on hex-heavy input.
 _DIGIT_MASK = bytes(0x30 if 0x30 <= i <= 0x39 else 0x2E for i in range(256))
 _SIXTEEN_ZEROS = b"0" * 16
+_LONG_NUMBER = re.compile(rb"[0-9]{16}(?:[,\]} \t\r\n]|\Z)")
+"""The last 16 digits of an integer beyond 2^53 - 1 and what follows it: looked for only
+where the mask has found a run of 16 digits, which strings hold more often than numbers."""
+_COUNTED_ESCAPE = re.compile(rb"\\u00(?:3[aA]|2[dD])")
+"""An escape of a colon or a minus sign, which would hide it from the counts above."""
 _JSON_SPACE = b" \t\r\n"
 
 
 def _fast(raw: bytes, max_depth: int = MAX_DEPTH) -> tuple[JSON, bytes] | None:
-    """The value and its JCS when ``raw`` is canonical v1 JSON; ``None`` when unsure."""
-    if (
-        raw.count(b"[") + raw.count(b"{") > max_depth
-        or _SIXTEEN_ZEROS in raw.translate(_DIGIT_MASK)
+    """The value and its JCS when ``raw`` is provably v1 JSON; ``None`` when unsure."""
+    if raw.count(b"[") + raw.count(b"{") > max_depth or (
+        _SIXTEEN_ZEROS in raw.translate(_DIGIT_MASK) and _LONG_NUMBER.search(raw) is not None
     ):
         return None
     try:
         value = _FAST.decode(raw)
     except (msgspec.MsgspecError, RecursionError, ValueError):
         return None
-    encoded = _jcs(value, raw.count(b":"))
-    if encoded != raw.strip(_JSON_SPACE):
+    colons = raw.count(b":")
+    encoded = _jcs(value, colons)
+    if len(encoded) == len(raw) or (
+        (raw[:1] in _JSON_SPACE or raw[-1:] in _JSON_SPACE)
+        and len(encoded) == len(raw.strip(_JSON_SPACE))
+    ):
+        return value, encoded  # as short as its JCS: nothing dropped, no -0 (see above)
+    if (
+        encoded.count(b":") != colons
+        or encoded.count(b"-") != raw.count(b"-")
+        or (b"\\" in raw and _COUNTED_ESCAPE.search(raw) is not None)
+    ):
         return None
     return value, encoded
 
@@ -263,6 +295,12 @@ def jcs_size_floor(raw: bytes) -> int:
     and everything else can only shrink. So JCS holds at least as many of them.
     """
     return sum(raw.count(b) for b in _STRUCTURAL)
+
+
+def decode_fast(data: bytes) -> tuple[JSON, bytes] | None:
+    """The fast door alone: the value and its JCS when it proves ``data`` v1 JSON, ``None``
+    when it would hand ``data`` to the exact door. For tests and the bench."""
+    return _fast(_prepare(data))
 
 
 def parse_exact(data: bytes) -> JSON:

@@ -122,13 +122,15 @@ def emit(
     numform: float = 0.0,
     surrogate: float = 0.0,
     duplicate: float = 0.0,
+    slash: float = 0.0,
 ) -> bytes:
     """JSON text of ``value``, each rule broken or bent with the given probability.
 
     ``shuffle``: members in random order; ``escape``: a character written as ``\\uXXXX``;
     ``space``: whitespace between tokens; ``numform``: an integer written with a fraction,
     an exponent, a sign or a leading zero; ``surrogate``: a lone surrogate put in a string
-    (escaped, or raw and so not UTF-8); ``duplicate``: an object repeats a member. With all
+    (escaped, or raw and so not UTF-8); ``duplicate``: an object repeats a member;
+    ``slash``: a ``/`` written ``\\/`` (as PHP's json_encode writes every one). With all
     zero the text is JSON of the same value (not necessarily JCS).
     """
 
@@ -151,7 +153,7 @@ def emit(
                     out.append(f"\\u{0xD800 + (code >> 10):04x}\\u{0xDC00 + (code & 0x3FF):04X}")
                 else:
                     out.append(f"\\u{code:04x}" if rnd.random() < 0.5 else f"\\u{code:04X}")
-            elif ch == '"' or ch == "\\":
+            elif ch == '"' or ch == "\\" or (ch == "/" and slash and rnd.random() < slash):
                 out.append("\\" + ch)
             elif code < 0x20:
                 out.append(f"\\u{code:04x}")
@@ -334,10 +336,10 @@ def mutations(draw: st.DrawFn) -> tuple[int, bytes]:
     if level == "value":
         return index, emit(value, rnd)
     bend = draw(st.sampled_from(["shuffle", "escape", "space", "numform", "surrogate",
-                                 "duplicate", "all"]))  # fmt: skip
+                                 "duplicate", "slash", "all"]))  # fmt: skip
     p = draw(st.sampled_from([0.05, 0.3, 1.0]))
     options = {name: p for name in ("shuffle", "escape", "space", "numform", "surrogate",
-                                    "duplicate") if bend in (name, "all")}  # fmt: skip
+                                    "duplicate", "slash") if bend in (name, "all")}  # fmt: skip
     return index, emit(value, rnd, **options)
 
 
@@ -347,7 +349,8 @@ def equivalents(draw: st.DrawFn) -> tuple[int, bytes]:
     index = draw(st.integers(0, len(VALID) - 1))
     rnd = random.Random(draw(SEEDS))
     options = {
-        name: draw(st.sampled_from([0.0, 0.2, 1.0])) for name in ("shuffle", "escape", "space")
+        name: draw(st.sampled_from([0.0, 0.2, 1.0]))
+        for name in ("shuffle", "escape", "space", "slash")
     }
     return index, emit(VALID[index], rnd, **options)
 

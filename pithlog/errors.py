@@ -70,6 +70,11 @@ CODES: dict[str, str] = {
     "usage.target": "pass --target for this event type",
     "usage.timestamp": "timestamps are YYYY-MM-DDTHH:MM:SSZ",
     "usage.pith_number": "pass --pith pith:YYYY:<26 base32 characters>",
+    # dask: reduce --dask (docs/distributed.md)
+    "dask.extra": "--dask needs the dask extra: pip install 'pithlog[dask]'",
+    "dask.scheduler": "start the Dask scheduler and its workers, or check ADDRESS "
+    "(tcp://host:port, or local[:N] for a cluster on this machine)",
+    "dask.version": "install on every Dask worker the pithlog version the client runs",
 }
 """Every stable error code, with what to do about it; ``docs/errors.md`` lists the same."""
 
@@ -178,6 +183,12 @@ class SyncError(PithlogError):
     """A sync that cannot read its source or receives a message breaking the protocol."""
 
     family = "sync"
+
+
+class DaskError(PithlogError):
+    """A reduction on a Dask cluster that cannot start or run (``pithlog.distributed``)."""
+
+    family = "dask"
 
 
 class HelperLost(RuntimeWarning):

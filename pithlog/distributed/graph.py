@@ -39,7 +39,7 @@ from dask.bag.core import groupby_tasks
 from dask.delayed import delayed
 from distributed import Client, LocalCluster
 
-from pithlog.distributed.sources import Block, SourceFile, blocks, expand
+from pithlog.distributed.sources import SourceFile, blocks, expand
 from pithlog.distributed.tasks import (
     BlockReport,
     Difference,
@@ -70,6 +70,12 @@ BLOCKS_PER_THREAD = 4
 """Ranges per worker thread, by default, so that the load spreads and a lost worker's
 share is small."""
 
+PARTITION_BYTES = 128 << 20
+"""Input bytes per partition of the shuffles, at most (unless there are fewer than two
+per worker thread): the shuffles cost a task per pair of partitions in each stage (Dask's
+task shuffle), so they take the ranges' outputs together, and a partition's events are
+what one task of steps 1-5 holds."""
+
 MAX_BRANCH = 32
 """Dask's task shuffle splits each partition at most this many ways per stage."""
 
@@ -94,7 +100,7 @@ def connect(address: str, timeout: float = CONNECT_TIMEOUT) -> Iterator[Client]:
         with (
             LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
                          host="127.0.0.1", dashboard_address=":0",
-                         silence_logs=logging.ERROR) as cluster,
+                         silence_logs=logging.CRITICAL) as cluster,
             Client(cluster) as client,
         ):  # fmt: skip
             yield client
@@ -153,6 +159,12 @@ def _shuffle(bag: db.Bag, grouper: Any, buckets: int) -> db.Bag:
     if out.npartitions != buckets:  # the arithmetic of shuffled_partitions no longer holds
         raise RuntimeError(f"task shuffle gave {out.npartitions} partitions, not {buckets}")
     return out
+
+
+def shuffle_partitions(total: int, threads: int, ranges: int) -> int:
+    """Partitions of the shuffles: two per worker thread, more when each would hold over
+    :data:`PARTITION_BYTES` of input; never more than the ranges read."""
+    return max(1, min(ranges, max(2 * threads, -(-total // PARTITION_BYTES))))
 
 
 def blocksize_for(files: list[SourceFile], threads: int, blocksize: int | None) -> int:
@@ -267,23 +279,21 @@ def start(
         delayed(check_block, nout=2, pure=False)(b, keyring_data, expected)
         for b in blocks(files, size)
     ]  # fmt: skip
-    copies = db.from_delayed([c for c, _ in checked])
+    copies = _gathered([c for c, _ in checked], files, threads)
     buckets = shuffled_partitions(copies.npartitions)
-    winners = _shuffle(copies, functools.partial(event_bucket, buckets), buckets).map_partitions(
-        step0
-    )
+    by_event = _shuffle(copies, functools.partial(event_bucket, buckets), buckets)
+    winners = by_event.map_partitions(step0)
     pub_read = [
         delayed(read_published, nout=2, pure=False)(b, expected)
-        for b in _pub_blocks(pub_files, size)
+        for b in (blocks(pub_files, size) if pub_files else [])
     ]  # fmt: skip
-    parts = winners.npartitions + len(pub_read)
-    ranges = shuffled_partitions(parts)
+    states = _gathered([s for s, _ in pub_read], pub_files, threads) if pub_read else None
+    ranges = shuffled_partitions(winners.npartitions + (states.npartitions if states else 0))
     per = max(1, -(-SAMPLES * ranges // winners.npartitions))
     sampled = winners.map_partitions(sample_piths, per).to_delayed()
     bounds = delayed(boundaries)(sampled, ranges)
     tagged = winners.map_partitions(tag_ranges, "e", bounds)
-    if pub_read:
-        states = db.from_delayed([s for s, _ in pub_read])
+    if states is not None:
         tagged = db.concat([tagged, states.map_partitions(tag_ranges, "p", bounds)])
     grouped = _shuffle(tagged, first, ranges)
     final = compare_range if published else reduce_range
@@ -296,5 +306,9 @@ def start(
                compare=bool(published))  # fmt: skip
 
 
-def _pub_blocks(files: list[SourceFile], size: int) -> list[Block]:
-    return blocks(files, size) if files else []
+def _gathered(parts: list[Any], files: list[SourceFile], threads: int) -> db.Bag:
+    """The outputs of the ranges as a bag of :func:`shuffle_partitions` partitions (adjacent
+    ranges' outputs joined)."""
+    width = shuffle_partitions(sum(f.size for f in files), threads, len(parts))
+    bag: db.Bag = db.from_delayed(parts).repartition(width)
+    return bag

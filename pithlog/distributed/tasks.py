@@ -19,8 +19,11 @@ from __future__ import annotations
 
 import bisect
 import functools
+import gc
+import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, BinaryIO, cast
+from typing import Any, BinaryIO, ParamSpec, TypeVar, cast
 
 from pithlog import __version__
 from pithlog.distributed.sources import Block, RangeStream
@@ -65,6 +68,37 @@ def require(expected: Versions) -> None:
         )
 
 
+_COLLECTOR = {"tasks": 0, "was_enabled": True}
+_COLLECTOR_LOCK = threading.Lock()
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def collector_paused(task: Callable[P, R]) -> Callable[P, R]:
+    """Run a task with Python's cyclic garbage collector paused, as the CLI runs a command
+    (``pithlog.cli._collector_paused``: a task holds many acyclic decoded events, which the
+    collector would traverse again and again). Counted, so that a worker running several
+    tasks at once restarts it when the last of them ends."""
+
+    @functools.wraps(task)
+    def paused(*args: P.args, **kwargs: P.kwargs) -> R:
+        with _COLLECTOR_LOCK:
+            if _COLLECTOR["tasks"] == 0:
+                _COLLECTOR["was_enabled"] = gc.isenabled()
+                gc.disable()
+            _COLLECTOR["tasks"] += 1
+        try:
+            return task(*args, **kwargs)
+        finally:
+            with _COLLECTOR_LOCK:
+                _COLLECTOR["tasks"] -= 1
+                if _COLLECTOR["tasks"] == 0 and _COLLECTOR["was_enabled"]:
+                    gc.enable()
+
+    return paused
+
+
 @functools.lru_cache(maxsize=4)
 def keyring_of(data: bytes) -> Keyring:
     """The keyring, loaded once per worker process (it came through its door on the client
@@ -87,6 +121,7 @@ class BlockReport:
     published state line that could not be read."""
 
 
+@collector_paused
 def check_block(
     block: Block, keyring_data: bytes, expected: Versions
 ) -> tuple[list[Copy], BlockReport]:
@@ -139,6 +174,7 @@ def identity(value: int) -> int:
     return value
 
 
+@collector_paused
 def step0(groups: list[tuple[int, list[Copy]]]) -> list[Winner]:
     """Section 7 step 0 over every copy of each ``event_id`` of a bucket."""
     winners: list[Winner] = []
@@ -198,6 +234,7 @@ def _by_pith(
     return events, published
 
 
+@collector_paused
 def reduce_range(groups: list[tuple[int, list[Tagged]]], expected: Versions) -> list[Result]:
     """Steps 1-5 for every pith of one range, in pith order (what ``pithlog reduce`` prints
     for them: :func:`pithlog.parallel.rendered`)."""
@@ -209,6 +246,7 @@ def reduce_range(groups: list[tuple[int, list[Tagged]]], expected: Versions) -> 
 # --- --compare -----------------------------------------------------------------------
 
 
+@collector_paused
 def read_published(block: Block, expected: Versions) -> tuple[list[Published], BlockReport]:
     """The published state lines of ``block``, each filed under its ``pith_number`` (read
     through the door); a line that cannot be read is reported, not shuffled."""
@@ -260,6 +298,7 @@ def _same(expected: bytes, published: bytes) -> bool:
         return False
 
 
+@collector_paused
 def compare_range(
     groups: list[tuple[int, list[Tagged]]], expected: Versions
 ) -> tuple[list[Difference], dict[str, int]]:

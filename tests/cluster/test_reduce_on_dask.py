@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import cloudpickle
+import dask
 import pytest
 from distributed import Client, LocalCluster
 from distributed.diagnostics.plugin import WorkerPlugin
@@ -53,6 +54,7 @@ def bounded() -> Iterator[None]:
 def cluster() -> Iterator[Client]:
     faulthandler.dump_traceback_later(STALL, exit=True)
     with (
+        dask.config.set({"distributed.worker.profile.enabled": False}),
         LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
                      dashboard_address=":0", silence_logs=logging.ERROR) as local,
         Client(local) as client,
@@ -122,7 +124,7 @@ def test_the_conformance_vectors_give_the_same_bytes(
     status, out, err = reference(tmp_path, case / "keyring.json", paths)
     # ranges that cut lines (each is read by the range it starts in); few of them, as each
     # costs the task shuffles a task per other range
-    size = str(max(700, sum(Path(p).stat().st_size for p in paths) // 8))
+    size = str(max(700, sum(Path(p).stat().st_size for p in paths) // 4))
     got = run(on_dask(cluster, case / "keyring.json", paths, "--blocksize", size))
     assert got[:2] == (status, out)
     assert out == b"".join(line + b"\n" for line in lines((case / "expected.jsonl").read_bytes()))

@@ -59,6 +59,9 @@ def cmd_reduce(args: argparse.Namespace, out: Out) -> int:
     if args.jobs < 1:
         raise UsageError("arguments", "--jobs must be at least 1")
     if args.dask is not None:
+        if args.jobs != 1:
+            raise UsageError("arguments", "--jobs and --dask both spread the work: give one "
+                             "(--dask local:N for N processes on this machine)")  # fmt: skip
         return reduce_on_dask(args, out)
     if args.compare is not None:
         raise UsageError("arguments", "--compare needs --dask (on one machine: --dask local)")

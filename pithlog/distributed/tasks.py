@@ -18,16 +18,17 @@ worker, including a worker that joins mid-job.
 from __future__ import annotations
 
 import bisect
+import contextlib
 import functools
 import gc
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO, ParamSpec, TypeVar, cast
 
 from pithlog import __version__
 from pithlog.distributed.sources import Block, RangeStream
-from pithlog.errors import DaskError, DoorError
+from pithlog.errors import DaskError, DoorError, UsageError
 from pithlog.lines import iter_envelopes, iter_lines
 from pithlog.parallel import Result, rendered
 from pithlog.protocol.canonical import jcs, parse
@@ -106,6 +107,20 @@ def keyring_of(data: bytes) -> Keyring:
     return load_keyring(data)
 
 
+@contextlib.contextmanager
+def opened(block: Block) -> Iterator[Any]:
+    """The file of ``block``, opened on this worker; a file the worker cannot read (a local
+    path it does not see, a URL it has no credentials for) is one error naming it."""
+    try:
+        handle = block.fs.open(block.path, "rb")
+    except OSError as exc:
+        raise UsageError("unreadable", f"a Dask worker cannot read {block.path}: "
+                         f"{exc.strerror or exc}; every worker must reach the SOURCE files "
+                         "(a shared file system, or object storage)") from exc  # fmt: skip
+    with handle:
+        yield handle
+
+
 @dataclass
 class BlockReport:
     """What a range tells the client besides its copies: small, whatever the range's size."""
@@ -146,7 +161,7 @@ def check_block(
                 kept[envelope.event_id] = copy
         batch.clear()
 
-    with block.fs.open(block.path, "rb") as handle:
+    with opened(block) as handle:
         stream = RangeStream(handle, block.start, block.end)
         for number, item in iter_envelopes(cast(BinaryIO, stream)):
             if isinstance(item, DoorError):
@@ -253,7 +268,7 @@ def read_published(block: Block, expected: Versions) -> tuple[list[Published], B
     require(expected)
     states: list[Published] = []
     report = BlockReport(block.source, block.index, 0)
-    with block.fs.open(block.path, "rb") as handle:
+    with opened(block) as handle:
         stream = RangeStream(handle, block.start, block.end)
         for number, line in iter_lines(cast(BinaryIO, stream)):
             if line is None:

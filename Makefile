@@ -9,7 +9,7 @@ DEMO   := .demo
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[dev,net]'
+	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[dev,net,dask]'
 	touch $(STAMP)
 
 install: $(STAMP)

@@ -161,7 +161,35 @@ def straightforward(path: Path, public_keys: dict[str, object]) -> int:
     return count
 
 
-def run(scale: float, big: int, repeat: int = 1) -> Table:
+def reduce_rows(table: Table, n: int, events: Path, keyring: Path, plain: float) -> None:
+    """``reduce`` with ``--jobs 1`` and ``2``, and on a Dask cluster of two worker processes
+    started and stopped by the command (``--dask local:2``: the cost of distribution on one
+    machine, the cluster's start included), each as users run it."""
+
+    def reduce(*options: str) -> None:
+        status = main(["reduce", *options, "--keyring", str(keyring), str(events)],
+                      stdout=io.BytesIO(), stderr=io.StringIO())  # fmt: skip
+        assert status == 0
+
+    ratios = {}
+    for jobs in (1, 2):
+        ratios[jobs] = table.rate(f"reduce of a {n:,}-event file, --jobs {jobs}", n,
+                                  functools.partial(reduce, "--jobs", str(jobs)))  # fmt: skip
+        table.figure(f"  reduce --jobs {jobs} vs straightforward",
+                     f"{ratios[jobs] / plain:.2f}x")  # fmt: skip
+    ceiling(table, "3x straightforward", 3 * plain)
+    try:
+        import pithlog.distributed  # noqa: F401 - the dask extra
+    except ImportError:
+        table.figure("reduce --dask local:2", "not measured: pithlog[dask] is not installed")
+        return
+    dask = table.rate(f"reduce of a {n:,}-event file, --dask local:2", n,
+                      functools.partial(reduce, "--dask", "local:2"))  # fmt: skip
+    table.figure("  reduce --dask local:2 ÷ reduce --jobs 2 (target >= 0.7)",
+                 f"{dask / ratios[2]:.2f}x")  # fmt: skip
+
+
+def run(scale: float, big: int, repeat: int = 1, only_reduce: bool = False) -> Table:
     table = Table(repeat)
     n = max(1000, int(100_000 * scale))
     events = workload.write(CACHE / f"mixed-{n}.jsonl", workload.mixed(n))
@@ -172,16 +200,9 @@ def run(scale: float, big: int, repeat: int = 1) -> Table:
     plain = table.rate("straightforward json + rfc8785 + verify", n,
                        lambda: straightforward(events, keys))  # fmt: skip
 
-    def reduce(jobs: int) -> None:
-        status = main(["reduce", "--jobs", str(jobs), "--keyring", str(keyring), str(events)],
-                      stdout=io.BytesIO(), stderr=io.StringIO())  # fmt: skip
-        assert status == 0
-
-    for jobs in (1, 2):
-        ratio = table.rate(f"reduce of a {n:,}-event file, --jobs {jobs}", n,
-                           lambda j=jobs: reduce(j))  # type: ignore[misc]  # fmt: skip
-        table.figure(f"  reduce --jobs {jobs} vs straightforward", f"{ratio / plain:.2f}x")
-    ceiling(table, "3x straightforward", 3 * plain)
+    reduce_rows(table, n, events, keyring, plain)
+    if only_reduce:
+        return table
     reduce_memory(table, events, keyring)
 
     # append and replay as users run them: the CLI, in this process.
@@ -383,14 +404,19 @@ def main_bench(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=3, metavar="N",
                         help="time each throughput N times and keep the median ratio "
                         "(the machine's speed moves by up to 30 %% between timings)")  # fmt: skip
+    parser.add_argument("--only-reduce", action="store_true",
+                        help="time the reduce rows only (straightforward, --jobs, --dask); "
+                        "nothing is recorded")
     args = parser.parse_args(argv)
     if args.repeat < 1:
         parser.error("--repeat must be at least 1")
     print(f"pithlog bench, scale {args.scale}, repeat {args.repeat}: {environment()}",
           flush=True)  # fmt: skip
-    table = run(args.scale, args.replay_events, args.repeat)
+    table = run(args.scale, args.replay_events, args.repeat, args.only_reduce)
     text = table.markdown()
     print(text)
+    if args.only_reduce:  # a part of the table: not recorded
+        return 0
     samples = sorted(table.verify_samples)
     verify_us = 1e6 / samples[len(samples) // 2]
     n = max(1000, int(100_000 * args.scale))

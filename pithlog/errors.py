@@ -84,6 +84,11 @@ CODES: dict[str, str] = {
     "usage.pith_number": "pass --pith pith:YYYY:<26 base32 characters>",
     "usage.several_states": "verify-state checks one state document per file: split the "
     "lines of reduce's output into files",
+    # dask: reduce --dask (docs/distributed.md)
+    "dask.extra": "--dask needs the dask extra: pip install 'pithlog[dask]'",
+    "dask.scheduler": "start the Dask scheduler and its workers, or check ADDRESS "
+    "(tcp://host:port, or local[:N] for a cluster on this machine)",
+    "dask.version": "install on every Dask worker the pithlog version the client runs",
 }
 """Every stable error code, with what to do about it; ``docs/errors.md`` lists the same."""
 
@@ -228,6 +233,12 @@ class SyncError(PithlogError):
     """A sync that cannot read its source or receives a message breaking the protocol."""
 
     family = "sync"
+
+
+class DaskError(PithlogError):
+    """A reduction on a Dask cluster that cannot start or run (``pithlog.distributed``)."""
+
+    family = "dask"
 
 
 class HelperLost(RuntimeWarning):

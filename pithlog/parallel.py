@@ -115,10 +115,10 @@ def _reduce_here(envelopes: Iterable[Envelope], keyring: Keyring) -> Iterator[Re
 
 def _reduce_kept_part(part: list[tuple[str, Kept]]) -> list[Result]:
     """Steps 1-5 for the piths of ``part`` (what a helper runs after step 0)."""
-    return [(pith, _rendered(reduce_kept(pith, kept))) for pith, kept in part]
+    return [(pith, rendered(reduce_kept(pith, kept))) for pith, kept in part]
 
 
-def _rendered(result: Reduction | Pending) -> bytes | Pending:
+def rendered(result: Reduction | Pending) -> bytes | Pending:
     """Step 5: a reduction's state document (display serialization); a pending pith has
     none."""
     return render_reduction(result) if isinstance(result, Reduction) else result
@@ -303,7 +303,7 @@ def _reduce_part(
     # reported what it refused: decoding them again is enough.
     envelopes = [readmit(blob) for blob in blobs]
     reduced = reduce_events(envelopes, keyring, only=piths, threads=threads)
-    return [(pith, _rendered(result)) for pith, result in reduced.items()]
+    return [(pith, rendered(result)) for pith, result in reduced.items()]
 
 
 _STOPPING = (signal.SIGINT, signal.SIGTERM)

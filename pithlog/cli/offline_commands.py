@@ -23,6 +23,7 @@ from pithlog.cli.edge import (
     read_keyring,
     reading,
 )
+from pithlog.cli.on_dask import reduce_on_dask
 from pithlog.errors import (
     EXIT_BAD_INPUT,
     EXIT_OK,
@@ -81,34 +82,45 @@ def invalid_summary(invalid: collections.Counter[str]) -> str:
 
 
 def cmd_reduce(args: argparse.Namespace, out: Out) -> int:
-    """Reduce a JSON Lines file of events to one state document per pith."""
-    keyring = read_keyring(args.keyring)
+    """Reduce JSON Lines files of events to one state document per pith."""
     if args.jobs < 1:
         raise UsageError("arguments", "--jobs must be at least 1")
+    if args.dask is not None:
+        if args.jobs != 1:
+            raise UsageError("arguments", "--jobs and --dask both spread the work: give one "
+                             "(--dask local:N for N processes on this machine)")  # fmt: skip
+        return reduce_on_dask(args, out)
+    if args.compare is not None:
+        raise UsageError("arguments", "--compare needs --dask (on one machine: --dask local)")
+    keyring = read_keyring(args.keyring)
     read = refused = states = pending = 0
     invalid: collections.Counter[str] = collections.Counter()
-    with open_input(args.events) as raw, reading(raw, args, out, "reduce: read") as stream:
+    several = len(args.events) > 1
 
-        def admitted() -> Iterator[Envelope]:
-            nonlocal read, refused
-            for number, item in iter_envelopes(stream):
-                if isinstance(item, DoorError):
-                    refused += 1
-                    out.say(f"pithlog: line {number}: {item.describe()}")
-                else:
-                    read += 1
-                    yield item
+    def admitted() -> Iterator[Envelope]:
+        # Each file is framed on its own: the last line of one ends at its end.
+        nonlocal read, refused
+        for path in args.events:
+            with open_input(path) as raw, reading(raw, args, out, "reduce: read") as stream:
+                for number, item in iter_envelopes(stream):
+                    if isinstance(item, DoorError):
+                        refused += 1
+                        where = f"{path}: line {number}" if several else f"line {number}"
+                        out.say(f"pithlog: {where}: {item.describe()}")
+                    else:
+                        read += 1
+                        yield item
 
-        for pith, result in reduce_rendered(admitted(), keyring, jobs=args.jobs):
-            if isinstance(result, Pending):
-                out.say(f"pending: {pith}: {result.event_count} events, no valid record_created")
-                pending += 1
-                invalid.update(result.invalid.values())
-                continue
-            out.write(result + b"\n")
-            states += 1
-            if b'"invalid_events":[]' not in result:
-                invalid.update(i.reason for i in _INVALID.decode(result).invalid_events)
+    for pith, result in reduce_rendered(admitted(), keyring, jobs=args.jobs):
+        if isinstance(result, Pending):
+            out.say(f"pending: {pith}: {result.event_count} events, no valid record_created")
+            pending += 1
+            invalid.update(result.invalid.values())
+            continue
+        out.write(result + b"\n")
+        states += 1
+        if b'"invalid_events":[]' not in result:
+            invalid.update(i.reason for i in _INVALID.decode(result).invalid_events)
     out.say(f"reduce: {read} events read, {refused} lines refused, {states} states, "
             f"{pending} pending; {invalid_summary(invalid)}")  # fmt: skip
     return EXIT_BAD_INPUT if refused else EXIT_OK
@@ -252,13 +264,28 @@ def add_commands(sub: Any, store_parser: StoreParser) -> None:
         help="reduce events (JSON Lines) to state documents",
         description="Reduce events (JSON Lines, one event per line, split on LF only) to one "
         "state document per line for every pith that has a state, sorted by pith_number. "
+        "Several EVENTS are one input, read in order. "
         "Pending piths and lines refused at the door are reported on stderr; a refused line "
         "makes the exit status 2, the rest is still reduced.",
     )
     keyring_option(p)
-    p.add_argument("events", metavar="EVENTS", help="JSON Lines file of events, or - for stdin")
+    p.add_argument("events", metavar="EVENTS", nargs="+",
+                   help="JSON Lines file(s) of events, read in order as one input, or - for "
+                   "stdin; with --dask also globs and fsspec URLs (s3://bucket/export-*.jsonl)")
     p.add_argument("--jobs", type=int, default=1, metavar="N",
                    help="reduce the piths in N processes (same output)")
+    p.add_argument("--dask", metavar="ADDRESS", default=None,
+                   help="reduce on a Dask cluster: its scheduler (tcp://host:port), or local[:N] "
+                   "for N worker processes started here (same output; needs pithlog[dask]; "
+                   "docs/distributed.md)")
+    p.add_argument("--compare", metavar="PUBLISHED", default=None,
+                   help="with --dask: compare the states with PUBLISHED (JSON Lines, one state "
+                   "per line; a path, glob or URL) on the workers and print only the "
+                   "differences, one JSON line each; exit 1 when any state differs or is "
+                   "missing")
+    p.add_argument("--blocksize", type=int, default=None, metavar="BYTES",
+                   help="with --dask: bytes of a file per task (default: the input spread over "
+                   "4 tasks per worker thread, between 1 MiB and 64 MiB)")
     progress_option(p)
     p.set_defaults(func=cmd_reduce)
 

@@ -6,9 +6,12 @@ from __future__ import annotations
 import argparse
 import collections
 import contextlib
+import hashlib
 import itertools
 import json
+import os
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any, BinaryIO
 
 import msgspec
@@ -339,9 +342,14 @@ def cmd_pending(args: argparse.Namespace, out: Out) -> int:
 
 
 def cmd_export(args: argparse.Namespace, out: Out) -> int:
-    """Print every stored envelope, in append order, as JSON Lines."""
+    """Print every stored envelope, in append order, as JSON Lines; or with ``--out``, write
+    them to shard files."""
     if args.after < 0:
         raise UsageError("arguments", "--after must be 0 or more")
+    if args.out is not None:
+        return _export_shards(args, out)
+    if args.shard_size is not None:
+        raise UsageError("arguments", "--shard-size needs --out DIR (the folder of the shards)")
     count = 0
     last = args.after
     with open_store(args) as store:
@@ -358,6 +366,93 @@ def cmd_export(args: argparse.Namespace, out: Out) -> int:
             count += 1
             last = seq
     out.say(f"export: {count} envelopes, through seq {last} (resume with --after {last})")
+    return EXIT_OK
+
+
+DEFAULT_SHARD = 1_000_000
+"""Envelopes per shard of ``export --out`` unless ``--shard-size`` says (about 1.5 GB)."""
+
+
+class _Shard:
+    """One shard being written: a hidden temporary file in the folder, renamed to
+    ``export-<first seq>.jsonl`` once whole and on disk, so that a reader of the folder (a
+    Dask audit, an upload to object storage) never sees half a shard."""
+
+    def __init__(self, folder: Path, first: int) -> None:
+        self.path = folder / f"export-{first:012d}.jsonl"
+        if self.path.exists():
+            raise UsageError("exists", f"{self.path} exists: export into an empty folder, or "
+                             "resume with --after the last seq exported there")  # fmt: skip
+        self.tmp = folder / f".{self.path.name}.tmp-{os.getpid()}"
+        self.handle = open(self.tmp, "wb")  # noqa: SIM115 - closed in close()
+        self.digest = hashlib.sha256()
+        self.first = first
+        self.last = first
+        self.count = 0
+
+    def write(self, seq: int, data: bytes) -> None:
+        line = data + b"\n"
+        self.handle.write(line)
+        self.digest.update(line)
+        self.last = seq
+        self.count += 1
+
+    def close(self) -> bytes:
+        """Make the shard durable under its name; its line for stdout."""
+        self.handle.flush()
+        os.fsync(self.handle.fileno())
+        self.handle.close()
+        os.replace(self.tmp, self.path)
+        return jcs({"file": self.path.name, "first_seq": self.first, "last_seq": self.last,
+                    "envelopes": self.count, "sha256": self.digest.hexdigest()}) + b"\n"
+
+    def abandon(self) -> None:
+        self.handle.close()
+        with contextlib.suppress(OSError):
+            self.tmp.unlink()
+
+
+def _export_shards(args: argparse.Namespace, out: Out) -> int:
+    """``export --out DIR``: the envelopes in shards of ``--shard-size``, in append order
+    (the files' names sort in that order), one JSON line per shard written on stdout."""
+    size = DEFAULT_SHARD if args.shard_size is None else args.shard_size
+    if size < 1:
+        raise UsageError("arguments", "--shard-size must be at least 1")
+    if args.with_seq:
+        raise UsageError("arguments", "--with-seq cannot be sharded: shards are what "
+                         "import and reduce read")  # fmt: skip
+    folder = Path(args.out)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError("unreadable", f"cannot create {folder}: {exc.strerror or exc}") from exc
+    count = shards = 0
+    last = args.after
+    shard: _Shard | None = None
+    try:
+        with open_store(args) as store:
+            for seq, data in store.export(after=args.after):
+                if shard is None:
+                    shard = _Shard(folder, seq)
+                shard.write(seq, data)
+                count += 1
+                last = seq
+                if shard.count == size:
+                    out.write(shard.close())
+                    shards += 1
+                    shard = None
+        if shard is not None:
+            out.write(shard.close())
+            shards += 1
+            shard = None
+    except OSError as exc:
+        raise UsageError("unreadable", f"cannot write a shard in {folder}: "
+                         f"{exc.strerror or exc}") from exc  # fmt: skip
+    finally:
+        if shard is not None:
+            shard.abandon()
+    out.say(f"export: {count} envelopes in {shards} shard(s) in {folder}, through seq {last} "
+            f"(resume with --after {last})")  # fmt: skip
     return EXIT_OK
 
 
@@ -448,6 +543,12 @@ def add_commands(sub: Any, store_parser: StoreParser) -> None:
                    "the log's end is an error")
     p.add_argument("--with-seq", action="store_true",
                    help='print {"seq": N, "event": ENVELOPE} lines instead (not importable)')
+    p.add_argument("--out", metavar="DIR", default=None,
+                   help="write shard files export-<first seq>.jsonl into DIR instead (each "
+                   "renamed into place once whole), one JSON line per shard on stdout: file, "
+                   "first_seq, last_seq, envelopes, sha256 (docs/distributed.md)")
+    p.add_argument("--shard-size", type=int, default=None, metavar="N",
+                   help=f"envelopes per shard with --out (default: {DEFAULT_SHARD:,})")
     p.set_defaults(func=cmd_export)
 
     p = store_parser("stats", help="counts, sizes and map use of the store, as JSON",

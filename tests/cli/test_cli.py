@@ -110,6 +110,29 @@ def test_reduce_reports_refused_lines_and_still_reduces(
     assert "line 3" not in err
 
 
+def test_reduce_reads_several_files_as_one_input_each_framed_alone(
+    signer: dict[str, Path], tmp_path: Path
+) -> None:
+    lines = sign_seed(signer)
+    first, second = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    first.write_bytes(lines[0].rstrip(b"\n"))  # no final LF: its line ends with the file
+    second.write_bytes(b"[1.5]\n" + lines[1])
+    status, out, err = run(["reduce", "--keyring", str(signer["keyring"]), str(first),
+                            str(second)])  # fmt: skip
+    assert status == 2
+    assert json.loads(out)["event_count"] == 2
+    assert f"pithlog: {second}: line 1: [door.number_form]" in err
+    assert "1 lines refused" in err
+
+
+def test_reduce_options_that_need_dask_or_exclude_it(signer: dict[str, Path]) -> None:
+    base = ["reduce", "--keyring", str(signer["keyring"]), "events.jsonl"]
+    status, _, err = run([*base, "--compare", "published.jsonl"])
+    assert status == 2 and "[usage.arguments] --compare needs --dask" in err
+    status, _, err = run([*base, "--jobs", "2", "--dask", "local:2"])
+    assert status == 2 and "[usage.arguments] --jobs and --dask" in err
+
+
 def test_reduce_splits_on_lf_only(signer: dict[str, Path], tmp_path: Path,
                                   monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
     record = json.loads(signer["record"].read_text())

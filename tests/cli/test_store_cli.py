@@ -204,6 +204,37 @@ def test_export_then_import_gives_identical_states(files: dict[str, Any]) -> Non
     assert [json.loads(x)["seq"] for x in seqs.splitlines()][:2] == [4, 5]
 
 
+def test_export_writes_shards_that_reduce_and_import_read_as_one(
+    files: dict[str, Any],
+) -> None:
+    assert append(files, "--keep-invalid")[0] == 0
+    _, whole, _ = run(["--store", files["store"], "export"])
+    total = len(whole.splitlines())
+    out_dir = files["tmp"] / "shards"
+    status, manifest, err = run(["--store", files["store"], "export", "--shard-size", "7",
+                                 "--out", str(out_dir)])  # fmt: skip
+    assert status == 0 and f"{total} envelopes in {-(-total // 7)} shard(s)" in err
+    shards = sorted(out_dir.iterdir())
+    assert [p.name for p in shards] == [m["file"] for m in lines(manifest)]
+    assert [m["envelopes"] for m in lines(manifest)] == [7] * (total // 7) + (
+        [total % 7] if total % 7 else [])  # fmt: skip
+    assert b"".join(p.read_bytes() for p in shards) == whole  # append order, named in order
+    assert lines(manifest)[1]["first_seq"] == lines(manifest)[0]["last_seq"] + 1 == 8
+    # the shards, as several EVENTS, reduce to what the whole export reduces to
+    dump = files["tmp"] / "whole.jsonl"
+    dump.write_bytes(whole)
+    reduced = run(["reduce", "--keyring", files["keyring"], str(dump)])
+    assert run(["reduce", "--keyring", files["keyring"], *map(str, shards)])[:2] == reduced[:2]
+    # a resumed export adds shards beside them; one that would overwrite a shard is refused
+    assert run(["--store", files["store"], "export", "--after", str(total), "--out",
+                str(out_dir)])[0] == 0  # fmt: skip
+    status, _, err = run(["--store", files["store"], "export", "--out", str(out_dir)])
+    assert status == 2 and "[usage.exists]" in err
+    assert sorted(out_dir.iterdir()) == shards  # no half-written shard left behind
+    status, _, err = run(["--store", files["store"], "export", "--shard-size", "7"])
+    assert status == 2 and "--out" in err
+
+
 def test_progress_of_reading_the_input_goes_to_stderr_only(files: dict[str, Any]) -> None:
     size = Path(files["log"]).stat().st_size
     status, plain, err = run(["reduce", "--keyring", files["keyring"], files["log"]])

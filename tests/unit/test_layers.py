@@ -53,6 +53,8 @@ HOMES = {
     "httpx": {"pithlog.net"},
     "jinja2": {"pithlog.net"},
     "dask": {"pithlog.distributed"},
+    "distributed": {"pithlog.distributed"},
+    "fsspec": {"pithlog.distributed"},
 }
 """A third-party package -> the modules or layers that may import it."""
 

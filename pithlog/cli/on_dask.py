@@ -1,0 +1,80 @@
+"""``pithlog reduce --dask``: the command's edge for a Dask cluster. ``pithlog.distributed``
+is imported here, when the command runs, so that pithlog without the ``dask`` extra still
+works and says which extra ``--dask`` needs."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+from types import ModuleType
+from typing import TYPE_CHECKING
+
+from pithlog.cli.edge import Out, json_line, read_bytes, read_keyring
+from pithlog.errors import EXIT_BAD_INPUT, EXIT_OK, EXIT_VERIFY_FAILED, DaskError
+from pithlog.protocol.reduce import Pending
+
+if TYPE_CHECKING:
+    from pithlog.distributed import Run
+
+_EXTRA = ("dask", "distributed", "fsspec", "cloudpickle", "tornado", "toolz")
+"""Top-level packages that come with the extra: their absence means the extra is missing."""
+
+
+def load_distributed() -> ModuleType:
+    """``pithlog.distributed``, or a one-line error naming the extra to install."""
+    try:
+        return importlib.import_module("pithlog.distributed")
+    except ImportError as exc:
+        missing = (exc.name or "").split(".")[0]
+        if missing not in _EXTRA:
+            raise
+        raise DaskError("extra", f"--dask needs Dask, which is not installed here ({missing} "
+                        "is missing): pip install 'pithlog[dask]'") from exc  # fmt: skip
+
+
+def reduce_on_dask(args: argparse.Namespace, out: Out) -> int:
+    """Reduce (or with ``--compare``, verify) the EVENTS on the cluster at ``--dask``."""
+    distributed = load_distributed()
+    read_keyring(args.keyring)  # refused here, once, if bad: the workers get its bytes
+    keyring_data = read_bytes(args.keyring)
+    published = [args.compare] if args.compare is not None else None
+    with distributed.connect(args.dask) as client:
+        run = distributed.start(client, args.events, keyring_data, args.blocksize, published)
+        run.wait_reports()
+        for refusal in run.refused:
+            out.say(f"pithlog: {refusal.source}: line {refusal.line}: {refusal.message}")
+        if published is not None:
+            return _report(run, out)
+        states = pending = 0
+        for pith, result in run.results():
+            if isinstance(result, Pending):
+                out.say(f"pending: {pith}: {result.event_count} events, no valid "
+                        "record_created")  # fmt: skip
+                pending += 1
+                continue
+            out.write(result + b"\n")
+            states += 1
+    out.say(f"reduce: {run.read} events read, {len(run.refused)} lines refused, {states} "
+            f"states, {pending} pending")  # fmt: skip
+    return EXIT_BAD_INPUT if run.refused else EXIT_OK
+
+
+def _report(run: Run, out: Out) -> int:
+    """The ``--compare`` report: unreadable published lines, then the differences in pith
+    order, one JSON line each (docs/distributed.md)."""
+    differences = 0
+    for bad in run.unreadable:
+        out.write(json_line({"status": "unreadable", "source": bad.source, "line": bad.line,
+                             "reason": bad.message}))  # fmt: skip
+        differences += 1
+    for difference in run.differences():
+        out.write(json_line(difference))
+        differences += 1
+    counts = run.counts
+    out.say(f"compare: {run.read} events read, {len(run.refused)} lines refused, "
+            f"{counts.get('states', 0)} states, {counts.get('pending', 0)} pending, "
+            f"{run.published_read} published states read, "
+            f"{counts.get('equal', 0)} equal, {differences} differences")
+    if differences:
+        return EXIT_VERIFY_FAILED
+    return EXIT_BAD_INPUT if run.refused else EXIT_OK

@@ -1,0 +1,320 @@
+"""The Dask graph of ``pithlog reduce --dask``, and the cluster it runs on.
+
+The graph follows the partition the protocol allows (docs/distributed.md):
+
+::
+
+    ranges of the SOURCE files ─▶ check_block ─▶ shuffle by event_id ─▶ step0 ─┐
+    (read by the workers)          door, checks    (Dask's task shuffle)         │ sample piths
+                                   1-12, local                                  ▼ boundaries
+                                   step 0                                       │
+    published state lines ─▶ read_published ─────────────▶ tag_ranges ◀─────────┘
+                                                               │ shuffle by pith range
+                                                               ▼
+                                                 reduce_range / compare_range ─▶ client,
+                                                 steps 1-5, one range of piths    range by range
+
+Step 0 needs every copy of an ``event_id`` together, wherever it was read and whatever
+pith it claims; steps 1-5 need every winner of a pith together. So there are two shuffles,
+both Dask's own task shuffle (``dask.bag``), each keyed by a bucket number that is its
+output partition: the second one's buckets are ranges of piths cut at quantiles sampled
+from the winners, so the client fetches the outputs in partition order and prints the
+states in pith order, one range at a time, with no sort and nothing else held.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import logging
+import math
+import os
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import dask
+import dask.bag as db
+from dask.bag.core import groupby_tasks
+from dask.delayed import delayed
+from distributed import Client, LocalCluster
+
+from pithlog.distributed.sources import SourceFile, blocks, expand
+from pithlog.distributed.tasks import (
+    BlockReport,
+    Difference,
+    boundaries,
+    check_block,
+    compare_range,
+    event_bucket,
+    first,
+    identity,
+    read_published,
+    reduce_range,
+    sample_piths,
+    step0,
+    tag_ranges,
+    versions,
+)
+from pithlog.errors import DaskError, UsageError
+from pithlog.parallel import Result
+
+MAX_BLOCK = 64 << 20
+"""The largest range a task reads, by default: what bounds a task's memory (docs)."""
+
+MIN_BLOCK = 1 << 20
+"""The smallest range chosen by default: below it a task costs more to schedule than to
+run."""
+
+BLOCKS_PER_THREAD = 4
+"""Ranges per worker thread, by default, so that the load spreads and a lost worker's
+share is small."""
+
+PARTITION_BYTES = 128 << 20
+"""Input bytes per partition of the shuffles, at most (unless there are fewer than two
+per worker thread): the shuffles cost a task per pair of partitions in each stage (Dask's
+task shuffle), so they take the ranges' outputs together, and a partition's events are
+what one task of steps 1-5 holds."""
+
+MAX_BRANCH = 32
+"""Dask's task shuffle splits each partition at most this many ways per stage."""
+
+SAMPLES = 64
+"""Piths sampled per output range to cut the pith ranges."""
+
+CONNECT_TIMEOUT = 30.0
+"""Seconds to reach a scheduler, and for a first worker to join it."""
+
+_LOCAL = re.compile(r"local(?::([0-9]+))?")
+
+
+@contextlib.contextmanager
+def connect(address: str, timeout: float = CONNECT_TIMEOUT) -> Iterator[Client]:
+    """A client of the scheduler at ``address``; ``local[:N]`` starts (and at the end stops)
+    a cluster of N worker processes on this machine (N: its cores), one thread each."""
+    local = _LOCAL.fullmatch(address)
+    if local is not None:
+        workers = int(local.group(1) or os.cpu_count() or 1)
+        if workers < 1:
+            raise UsageError("arguments", "--dask local:N needs N of at least 1")
+        # Dask's statistical profiler samples every worker thread's stack every 10 ms: a
+        # third more CPU per event measured here, for a dashboard nobody looks at.
+        with (
+            dask.config.set({"distributed.worker.profile.enabled": False}),
+            LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
+                         host="127.0.0.1", dashboard_address=":0",
+                         silence_logs=logging.CRITICAL) as cluster,
+            Client(cluster) as client,
+        ):  # fmt: skip
+            yield client
+        return
+    if "://" not in address:
+        raise UsageError("arguments", f"--dask {address}: give a scheduler address "
+                         "(tcp://host:port) or local[:N]")  # fmt: skip
+    try:
+        client = Client(address, timeout=timeout)
+    except (OSError, TimeoutError, ValueError) as exc:
+        raise DaskError("scheduler", f"cannot reach the Dask scheduler at {address}: "
+                        f"{exc}") from exc  # fmt: skip
+    with client:
+        try:
+            client.wait_for_workers(1, timeout=timeout)
+        except (TimeoutError, OSError) as exc:
+            raise DaskError("scheduler", f"no worker joined the scheduler at {address} "
+                            f"within {timeout:.0f} s") from exc  # fmt: skip
+        yield client
+
+
+def check_workers(client: Client) -> int:
+    """Refuse a cluster whose workers run another pithlog or merge version than this
+    process (each task checks again, for workers that join later). Returns the worker
+    threads."""
+    here = versions()
+    try:
+        found: dict[str, Any] = client.run(versions)
+    except Exception as exc:  # a worker without pithlog cannot even unpickle the call
+        raise DaskError("version", f"a Dask worker cannot run pithlog: {exc}; install "
+                        f"pithlog {here[0]} on every worker") from exc  # fmt: skip
+    for worker, theirs in sorted(found.items()):
+        if tuple(theirs) != here:
+            raise DaskError(
+                "version",
+                f"Dask worker {worker} runs pithlog {theirs[0]} ({theirs[1]}) but this "
+                f"client runs pithlog {here[0]} ({here[1]}); install the same pithlog on "
+                "every worker",
+            )
+    threads: dict[str, int] = client.nthreads()
+    return max(1, sum(threads.values()))
+
+
+def shuffled_partitions(n: int, max_branch: int = MAX_BRANCH) -> int:
+    """The output partitions of Dask's task shuffle of ``n`` partitions
+    (``dask.bag.core.groupby_tasks``): ``k ** stages`` with ``k ** stages >= n``."""
+    stages = math.ceil(math.log(n) / math.log(max_branch)) or 1
+    k = n if stages == 1 else math.ceil(n ** (1 / stages))
+    return int(k**stages)
+
+
+def _shuffle(bag: db.Bag, grouper: Any, buckets: int) -> db.Bag:
+    """Dask's task shuffle of ``bag`` by ``grouper``, a bucket below ``buckets``: bucket ``b``
+    lands in output partition ``b``."""
+    out: db.Bag = groupby_tasks(bag, grouper, hash=identity, max_branch=MAX_BRANCH)
+    if out.npartitions != buckets:  # the arithmetic of shuffled_partitions no longer holds
+        raise RuntimeError(f"task shuffle gave {out.npartitions} partitions, not {buckets}")
+    return out
+
+
+def shuffle_partitions(total: int, threads: int, ranges: int) -> int:
+    """Partitions of the shuffles: two per worker thread, more when each would hold over
+    :data:`PARTITION_BYTES` of input; never more than the ranges read."""
+    return max(1, min(ranges, max(2 * threads, -(-total // PARTITION_BYTES))))
+
+
+def blocksize_for(files: list[SourceFile], threads: int, blocksize: int | None) -> int:
+    if blocksize is not None:
+        return max(1, blocksize)
+    total = sum(f.size for f in files)
+    share = -(-total // (BLOCKS_PER_THREAD * threads))
+    return max(MIN_BLOCK, min(MAX_BLOCK, share))
+
+
+@dataclass
+class Refusal:
+    source: str
+    line: int
+    message: str
+
+
+@dataclass
+class Run:
+    """A job on the cluster: its reports as they are read, then its output range by range
+    (:meth:`results` or :meth:`differences`)."""
+
+    files: list[SourceFile]
+    published_files: list[SourceFile]
+    _reports: list[Any]
+    _published_reports: list[Any]
+    _outputs: list[Any]
+    compare: bool
+    read: int = 0
+    refused: list[Refusal] = field(default_factory=list)
+    unreadable: list[Refusal] = field(default_factory=list)
+    published_read: int = 0
+    counts: dict[str, int] = field(default_factory=dict)
+    _offsets: dict[tuple[int, int], int] = field(default_factory=dict)
+
+    def wait_reports(self) -> None:
+        """Wait for every range to be read, then number the refused lines in their files."""
+        reports: list[BlockReport] = [f.result() for f in self._reports]
+        published: list[BlockReport] = [f.result() for f in self._published_reports]
+        self.read = sum(r.read for r in reports)
+        self.published_read = sum(r.read for r in published)
+        self.refused = _numbered(reports, self.files, {})
+        self.unreadable = _numbered(published, self.published_files, self._offsets)
+
+    def results(self) -> Iterator[Result]:
+        """``(pith, state bytes | Pending)`` in pith order, one output range at a time."""
+        last = ""
+        for future in self._outputs:
+            part: list[Result] = future.result()
+            future.release()  # printed: the worker may drop it
+            for pith, result in part:
+                _in_order(last, pith)
+                last = pith
+                yield pith, result
+
+    def differences(self) -> Iterator[Difference]:
+        """The report of ``--compare``: each difference, in pith order, its published line
+        numbered in its file."""
+        last = ""
+        for future in self._outputs:
+            part, counts = future.result()
+            future.release()
+            for name, value in counts.items():
+                self.counts[name] = self.counts.get(name, 0) + value
+            for difference in part:
+                _in_order(last, difference["pith_number"], strict=False)
+                last = difference["pith_number"]
+                where = difference.pop("where", None)
+                if where is not None:
+                    source, index, line = where
+                    difference["source"] = self.published_files[source].name
+                    difference["line"] = self._offsets.get((source, index), 0) + line
+                yield difference
+
+
+def _in_order(last: str, pith: str, strict: bool = True) -> None:
+    if pith < last or (strict and pith == last):
+        raise RuntimeError(f"pith ranges came back out of order ({last} before {pith})")
+
+
+def _numbered(
+    reports: list[BlockReport], files: list[SourceFile], offsets: dict[tuple[int, int], int]
+) -> list[Refusal]:
+    """Each report's refused lines numbered in its file (ranges frame their lines
+    exactly: a range's first line follows the previous range's LFs); ``offsets`` is
+    filled with each range's first line number less one."""
+    at: dict[int, int] = {}
+    out: list[Refusal] = []
+    for report in sorted(reports, key=lambda r: (r.source, r.index)):
+        base = at.get(report.source, 0)
+        offsets[(report.source, report.index)] = base
+        out.extend(Refusal(files[report.source].name, base + n, why) for n, why in report.refused)
+        at[report.source] = base + report.lfs
+    return out
+
+
+def start(
+    client: Client,
+    sources: list[str],
+    keyring_data: bytes,
+    blocksize: int | None = None,
+    published: list[str] | None = None,
+) -> Run:
+    """Build the graph for ``sources`` (and, with ``published``, their comparison with the
+    published states) and start it on the cluster."""
+    threads = check_workers(client)
+    files = expand(sources)
+    pub_files = expand(published) if published else []
+    expected = versions()
+    size = blocksize_for(files + pub_files, threads, blocksize)
+    checked = [
+        delayed(check_block, nout=2, pure=False)(b, keyring_data, expected)
+        for b in blocks(files, size)
+    ]  # fmt: skip
+    copies = _gathered([c for c, _ in checked], files, threads)
+    buckets = shuffled_partitions(copies.npartitions)
+    by_event = _shuffle(copies, functools.partial(event_bucket, buckets), buckets)
+    winners = by_event.map_partitions(step0)
+    pub_read = [
+        delayed(read_published, nout=2, pure=False)(b, expected)
+        for b in (blocks(pub_files, size) if pub_files else [])
+    ]  # fmt: skip
+    states = _gathered([s for s, _ in pub_read], pub_files, threads) if pub_read else None
+    ranges = shuffled_partitions(winners.npartitions + (states.npartitions if states else 0))
+    per = max(1, -(-SAMPLES * ranges // winners.npartitions))
+    sampled = winners.map_partitions(sample_piths, per).to_delayed(optimize_graph=False)
+    bounds = delayed(boundaries)(sampled, ranges)
+    tagged = winners.map_partitions(tag_ranges, "e", bounds)
+    if states is not None:
+        tagged = db.concat([tagged, states.map_partitions(tag_ranges, "p", bounds)])
+    grouped = _shuffle(tagged, first, ranges)
+    final = compare_range if published else reduce_range
+    # Not optimized: optimizing fuses and renames tasks collection by collection, and a
+    # task two of them share (step 0 feeds the sample and the ranges) would run twice.
+    parts = grouped.to_delayed(optimize_graph=False)
+    outputs = [delayed(final, pure=False)(part, expected) for part in parts]
+    wanted = [r for _, r in checked] + [r for _, r in pub_read] + outputs
+    futures = client.compute(wanted, optimize_graph=False)
+    n, p = len(checked), len(pub_read)
+    return Run(files, pub_files, futures[:n], futures[n : n + p], futures[n + p :],
+               compare=bool(published))  # fmt: skip
+
+
+def _gathered(parts: list[Any], files: list[SourceFile], threads: int) -> db.Bag:
+    """The outputs of the ranges as a bag of :func:`shuffle_partitions` partitions (adjacent
+    ranges' outputs joined)."""
+    width = shuffle_partitions(sum(f.size for f in files), threads, len(parts))
+    bag: db.Bag = db.from_delayed(parts).repartition(width)
+    return bag

@@ -1,0 +1,354 @@
+"""What the workers run for ``pithlog reduce --dask``: pure functions of their arguments,
+each one task of the graph that :mod:`pithlog.distributed.graph` builds.
+
+1. :func:`check_block`, where a range of a file is read: framing, the door and checks
+   1-12 on every line, and step 0 among the copies of this range alone (``prefer`` is a
+   total order, so keeping the preferred copy here first changes no winner).
+2. :func:`step0`, after the shuffle by ``event_id``: step 0 over every copy of each
+   ``event_id`` in the log, whatever shard or pith it came from.
+3. :func:`tag_ranges`, then the shuffle by pith range, then :func:`reduce_range`: steps
+   1-5 for each pith of one range, in pith order; or :func:`compare_range`, the same
+   compared with the published states of the range, only differences returned.
+
+Every task takes the client's ``(pithlog version, merge version)`` and refuses to run
+under another (:func:`require`): the protocol must be the one the client runs, on every
+worker, including a worker that joins mid-job.
+"""
+
+from __future__ import annotations
+
+import bisect
+import contextlib
+import functools
+import gc
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any, BinaryIO, ParamSpec, TypeVar, cast
+
+from pithlog import __version__
+from pithlog.distributed.sources import Block, RangeStream
+from pithlog.errors import DaskError, DoorError, UsageError
+from pithlog.lines import iter_envelopes, iter_lines
+from pithlog.parallel import Result, rendered
+from pithlog.protocol.canonical import jcs, parse
+from pithlog.protocol.checks import check_many
+from pithlog.protocol.events import Envelope
+from pithlog.protocol.keys import Keyring, load_keyring
+from pithlog.protocol.records import is_pith_number
+from pithlog.protocol.reduce import MERGE_VERSION, STREAM_BATCH, Kept, Pending, rank, reduce_kept
+
+Versions = tuple[str, str]
+
+Copy = tuple[str, str | None, str, bytes]
+"""A distinct copy after checks 1-12: ``(event_id, reason or None, pith claimed, JCS)``."""
+
+Winner = tuple[str, str | None, bytes]
+"""The copy step 0 keeps of one ``event_id``: ``(pith_number, reason or None, JCS)``."""
+
+Published = tuple[str, tuple[int, int, int], bytes]
+"""A published state line: ``(pith_number, (file, range, line in the range), bytes)``."""
+
+Tagged = tuple[int, tuple[str, Any]]
+"""``(pith range, ("e", Winner) | ("p", Published))``: what the second shuffle moves."""
+
+
+def versions() -> Versions:
+    """This process's ``(pithlog version, merge version)``."""
+    return (__version__, MERGE_VERSION)
+
+
+def require(expected: Versions) -> None:
+    """Refuse to run a task under another pithlog than the client's (docs/distributed.md)."""
+    here = versions()
+    if here != expected:
+        raise DaskError(
+            "version",
+            f"a worker runs pithlog {here[0]} ({here[1]}) but the client runs pithlog "
+            f"{expected[0]} ({expected[1]}); install the client's pithlog on every worker",
+        )
+
+
+_COLLECTOR = {"tasks": 0, "was_enabled": True}
+_COLLECTOR_LOCK = threading.Lock()
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def collector_paused(task: Callable[P, R]) -> Callable[P, R]:
+    """Run a task with Python's cyclic garbage collector paused, as the CLI runs a command
+    (``pithlog.cli._collector_paused``: a task holds many acyclic decoded events, which the
+    collector would traverse again and again). Counted, so that a worker running several
+    tasks at once restarts it when the last of them ends."""
+
+    @functools.wraps(task)
+    def paused(*args: P.args, **kwargs: P.kwargs) -> R:
+        with _COLLECTOR_LOCK:
+            if _COLLECTOR["tasks"] == 0:
+                _COLLECTOR["was_enabled"] = gc.isenabled()
+                gc.disable()
+            _COLLECTOR["tasks"] += 1
+        try:
+            return task(*args, **kwargs)
+        finally:
+            with _COLLECTOR_LOCK:
+                _COLLECTOR["tasks"] -= 1
+                if _COLLECTOR["tasks"] == 0 and _COLLECTOR["was_enabled"]:
+                    gc.enable()
+
+    return paused
+
+
+@functools.lru_cache(maxsize=4)
+def keyring_of(data: bytes) -> Keyring:
+    """The keyring, loaded once per worker process (it came through its door on the client
+    too, which refused it there if it was bad)."""
+    return load_keyring(data)
+
+
+@contextlib.contextmanager
+def opened(block: Block) -> Iterator[Any]:
+    """The file of ``block``, opened on this worker; a file the worker cannot read (a local
+    path it does not see, a URL it has no credentials for) is one error naming it."""
+    try:
+        handle = block.fs.open(block.path, "rb")
+    except OSError as exc:
+        raise UsageError("unreadable", f"a Dask worker cannot read {block.path}: "
+                         f"{exc.strerror or exc}; every worker must reach the SOURCE files "
+                         "(a shared file system, or object storage)") from exc  # fmt: skip
+    with handle:
+        yield handle
+
+
+@dataclass
+class BlockReport:
+    """What a range tells the client besides its copies: small, whatever the range's size."""
+
+    source: int
+    index: int
+    lfs: int
+    """Lines framed (LFs read): the client numbers lines across the ranges of a file."""
+    read: int = 0
+    """Lines that passed the door."""
+    refused: list[tuple[int, str]] = field(default_factory=list)
+    """``(line in the range, one-line reason)`` of each line refused at the door, or of a
+    published state line that could not be read."""
+
+
+@collector_paused
+def check_block(
+    block: Block, keyring_data: bytes, expected: Versions
+) -> tuple[list[Copy], BlockReport]:
+    """Framing, the door and checks 1-12 for the lines of ``block``; step 0 among them.
+
+    Memory: the preferred copies' JCS bytes (at most the range's size) and one batch of
+    :data:`~pithlog.protocol.reduce.STREAM_BATCH` decoded envelopes at a time.
+    """
+    require(expected)
+    keyring = keyring_of(keyring_data)
+    kept: dict[str, Copy] = {}
+    refused: list[tuple[int, str]] = []
+    batch: list[Envelope] = []
+    read = 0
+
+    def settle() -> None:
+        # One verifying thread: a Dask worker runs one task per thread it has.
+        for envelope, reason in zip(batch, check_many(batch, keyring, 1), strict=True):
+            copy = (envelope.event_id, reason, envelope.pith_number, envelope.encoded)
+            current = kept.get(envelope.event_id)
+            if current is None or rank(reason, envelope.encoded) < rank(current[1], current[3]):
+                kept[envelope.event_id] = copy
+        batch.clear()
+
+    with opened(block) as handle:
+        stream = RangeStream(handle, block.start, block.end)
+        for number, item in iter_envelopes(cast(BinaryIO, stream)):
+            if isinstance(item, DoorError):
+                refused.append((number, item.describe()))
+                continue
+            read += 1
+            held = kept.get(item.event_id)
+            if held is not None and held[3] == item.encoded:
+                continue  # the same copy again has nothing to choose
+            batch.append(item)
+            if len(batch) >= STREAM_BATCH:
+                settle()
+        settle()
+    return list(kept.values()), BlockReport(block.source, block.index, stream.lfs, read, refused)
+
+
+def event_bucket(buckets: int, copy: Copy) -> int:
+    """The shuffle bucket of a copy's ``event_id`` ("sha256:" + hex: uniform already)."""
+    return int(copy[0][7:23], 16) % buckets
+
+
+def identity(value: int) -> int:
+    """The shuffle's hash of a bucket number: bucket ``b`` goes to output partition ``b``
+    (Dask's task shuffle sends key ``h`` to partition ``h`` modulo their count)."""
+    return value
+
+
+@collector_paused
+def step0(groups: list[tuple[int, list[Copy]]]) -> list[Winner]:
+    """Section 7 step 0 over every copy of each ``event_id`` of a bucket."""
+    winners: list[Winner] = []
+    for _, copies in groups:
+        best: dict[str, Copy] = {}
+        for copy in copies:
+            current = best.get(copy[0])
+            if current is None or rank(copy[1], copy[3]) < rank(current[1], current[3]):
+                best[copy[0]] = copy
+        winners.extend((pith, reason, data) for _, reason, pith, data in best.values())
+    return winners
+
+
+def sample_piths(winners: list[Winner], size: int) -> list[str]:
+    """About ``size`` piths of a partition, evenly spaced in pith order, one per event (so
+    that the ranges cut by :func:`boundaries` hold about as many events each)."""
+    piths = sorted(w[0] for w in winners)
+    if len(piths) <= size:
+        return piths
+    return [piths[len(piths) * i // size] for i in range(size)]
+
+
+def boundaries(samples: list[list[str]], ranges: int) -> list[str]:
+    """``ranges - 1`` piths cutting the sampled piths into ``ranges`` ranges of about equal
+    events: range ``i`` holds the piths ``p`` with ``bounds[i-1] <= p < bounds[i]``."""
+    merged = sorted(p for sample in samples for p in sample)
+    if not merged:
+        return []
+    return [merged[len(merged) * i // ranges] for i in range(1, ranges)]
+
+
+def range_of(bounds: list[str], pith: str) -> int:
+    return bisect.bisect_right(bounds, pith)
+
+
+def tag_ranges(items: list[Winner] | list[Published], kind: str, bounds: list[str]) -> list[Tagged]:
+    """Each winner (``kind`` "e") or published state ("p") with the range of its pith."""
+    return [(range_of(bounds, item[0]), (kind, item)) for item in items]
+
+
+def first(tagged: Tagged) -> int:
+    return tagged[0]
+
+
+def _by_pith(
+    groups: list[tuple[int, list[Tagged]]],
+) -> tuple[dict[str, Kept], dict[str, list[Published]]]:
+    events: dict[str, Kept] = {}
+    published: dict[str, list[Published]] = {}
+    for _, items in groups:
+        for _, (kind, item) in items:
+            if kind == "e":
+                pith, reason, data = item
+                events.setdefault(pith, []).append((reason, data))
+            else:
+                published.setdefault(item[0], []).append(item)
+    return events, published
+
+
+@collector_paused
+def reduce_range(groups: list[tuple[int, list[Tagged]]], expected: Versions) -> list[Result]:
+    """Steps 1-5 for every pith of one range, in pith order (what ``pithlog reduce`` prints
+    for them: :func:`pithlog.parallel.rendered`)."""
+    require(expected)
+    events, _ = _by_pith(groups)
+    return [(pith, rendered(reduce_kept(pith, events.pop(pith)))) for pith in sorted(events)]
+
+
+# --- --compare -----------------------------------------------------------------------
+
+
+@collector_paused
+def read_published(block: Block, expected: Versions) -> tuple[list[Published], BlockReport]:
+    """The published state lines of ``block``, each filed under its ``pith_number`` (read
+    through the door); a line that cannot be read is reported, not shuffled."""
+    require(expected)
+    states: list[Published] = []
+    report = BlockReport(block.source, block.index, 0)
+    with opened(block) as handle:
+        stream = RangeStream(handle, block.start, block.end)
+        for number, line in iter_lines(cast(BinaryIO, stream)):
+            if line is None:
+                report.refused.append((number, "the line is longer than 8 MiB"))
+                continue
+            try:
+                value = parse(line)
+            except DoorError as exc:
+                report.refused.append((number, exc.describe()))
+                continue
+            pith = value.get("pith_number") if isinstance(value, dict) else None
+            if not isinstance(pith, str) or not is_pith_number(pith):
+                report.refused.append((number, "not a state document: no pith_number"))
+                continue
+            report.read += 1
+            states.append((pith, (block.source, block.index, number), line))
+    report.lfs = stream.lfs
+    return states, report
+
+
+Difference = dict[str, Any]
+"""One line of the ``--compare`` report, before the client numbers its published line."""
+
+
+def _sha(data: bytes) -> str | None:
+    try:
+        value = parse(data)
+    except DoorError:
+        return None
+    sha = value.get("state_sha256") if isinstance(value, dict) else None
+    return sha if isinstance(sha, str) else None
+
+
+def _same(expected: bytes, published: bytes) -> bool:
+    """Equal bytes, or equal JSON values (a registry may publish another serialization of
+    the same document: JCS, say, where ``reduce`` prints display form)."""
+    if expected == published:
+        return True
+    try:
+        return jcs(parse(expected)) == jcs(parse(published))
+    except DoorError:
+        return False
+
+
+@collector_paused
+def compare_range(
+    groups: list[tuple[int, list[Tagged]]], expected: Versions
+) -> tuple[list[Difference], dict[str, int]]:
+    """Steps 1-5 for every pith of one range, compared with the states published for it:
+    the differences only, in pith order, and counts."""
+    require(expected)
+    events, published = _by_pith(groups)
+    counts = {"states": 0, "pending": 0, "published": 0, "equal": 0}
+    out: list[Difference] = []
+    for pith in sorted(events.keys() | published.keys()):
+        kept = events.pop(pith, None)
+        result: bytes | Pending | None = None
+        if kept is not None:
+            result = rendered(reduce_kept(pith, kept))
+        lines = sorted(published.pop(pith, []), key=lambda p: p[1])
+        counts["published"] += len(lines)
+        state = result if isinstance(result, bytes) else None
+        counts["states" if state is not None else "pending"] += kept is not None
+        wanted = _sha(state) if state is not None else None
+        if not lines:
+            if state is not None:
+                out.append({"pith_number": pith, "status": "missing",
+                            "expected_sha256": wanted})  # fmt: skip
+            continue
+        for n, (_, where, data) in enumerate(lines):
+            if state is None:
+                status = "unexpected"
+            elif n > 0:
+                status = "duplicate"
+            elif _same(state, data):
+                counts["equal"] += 1
+                continue
+            else:
+                status = "differs"
+            out.append({"pith_number": pith, "status": status, "expected_sha256": wanted,
+                        "published_sha256": _sha(data), "where": where})  # fmt: skip
+    return out, counts
+

@@ -1,0 +1,329 @@
+"""``pithlog reduce --dask`` on a LocalCluster of two worker processes (one thread each),
+started once for the module: the same bytes as ``pithlog reduce`` over the concatenation
+of the shards, whatever the shards, the ranges and the workers; a worker killed mid-job
+changes nothing; a worker running another pithlog is refused; ``--compare`` reports only
+differences."""
+
+from __future__ import annotations
+
+import faulthandler
+import io
+import json
+import logging
+import os
+import random
+import signal
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import cloudpickle
+import dask
+import pytest
+from distributed import Client, LocalCluster
+from distributed.diagnostics.plugin import WorkerPlugin
+
+from pithlog.cli import main
+from pithlog.distributed import connect
+from pithlog.errors import DaskError
+from pithlog.protocol.canonical import jcs
+from pithlog.testing import test_keyring_entries
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "tests" / "store"))
+import eventgen  # noqa: E402 - the store tests' signed events
+
+CASES = sorted(p for p in (ROOT / "vectors" / "cases").iterdir() if p.is_dir())
+
+STALL = 120
+"""Seconds a test may take before the run is stopped with every thread's traceback: a
+cluster that hangs must not hang the suite."""
+
+cloudpickle.register_pickle_by_value(sys.modules[__name__])  # the workers cannot import tests
+
+
+@pytest.fixture(autouse=True)
+def bounded() -> Iterator[None]:
+    faulthandler.dump_traceback_later(STALL, exit=True)
+    yield
+    faulthandler.cancel_dump_traceback_later()
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[Client]:
+    faulthandler.dump_traceback_later(STALL, exit=True)
+    with (
+        dask.config.set({"distributed.worker.profile.enabled": False}),
+        LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
+                     dashboard_address=":0", silence_logs=logging.ERROR) as local,
+        Client(local) as client,
+    ):  # fmt: skip
+        faulthandler.cancel_dump_traceback_later()
+        yield client
+
+
+def run(argv: list[str]) -> tuple[int, bytes, str]:
+    out, err = io.BytesIO(), io.StringIO()
+    status = main(argv, stdout=out, stderr=err)
+    return status, out.getvalue(), err.getvalue()
+
+
+def lines(data: bytes) -> list[bytes]:
+    return [line for line in data.split(b"\n") if line.strip(b" \t\r")]
+
+
+def shard(
+    tmp: Path, events: list[bytes], count: int, rng: random.Random, apart: list[list[bytes]]
+) -> list[str]:
+    """``events`` dealt at random into ``count`` shuffled shard files; each group of
+    ``apart`` (copies of one event_id) spread over different shards."""
+    shards: list[list[bytes]] = [[] for _ in range(count)]
+    for line in events:
+        shards[rng.randrange(count)].append(line)
+    for group in apart:
+        first = rng.randrange(count)
+        for n, line in enumerate(group):
+            shards[(first + n) % count].append(line)
+    paths = []
+    for n, held in enumerate(shards):
+        rng.shuffle(held)
+        path = tmp / f"shard-{n:02d}.jsonl"
+        path.write_bytes(b"".join(line + b"\n" for line in held))
+        paths.append(str(path))
+    return paths
+
+
+def reference(tmp: Path, keyring: Path, paths: list[str]) -> tuple[int, bytes, str]:
+    """``pithlog reduce`` over the shards concatenated into one file."""
+    whole = tmp / "concatenated.jsonl"
+    whole.write_bytes(b"".join(Path(p).read_bytes() for p in paths))
+    return run(["reduce", "--keyring", str(keyring), str(whole)])
+
+
+def pending_lines(err: str) -> list[str]:
+    return [line for line in err.splitlines() if line.startswith("pending: ")]
+
+
+def summary(err: str) -> str:
+    return [line for line in err.splitlines() if line.startswith("reduce: ")][-1]
+
+
+def on_dask(cluster: Client, keyring: Path, paths: list[str], *more: str) -> list[str]:
+    return ["reduce", "--keyring", str(keyring), "--dask", cluster.scheduler.address,
+            *more, *paths]  # fmt: skip
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def test_the_conformance_vectors_give_the_same_bytes(
+    cluster: Client, case: Path, tmp_path: Path
+) -> None:
+    events = lines((case / "events.jsonl").read_bytes())
+    rng = random.Random(case.name)
+    paths = shard(tmp_path, events, 3, rng, [])
+    status, out, err = reference(tmp_path, case / "keyring.json", paths)
+    # ranges that cut lines (each is read by the range it starts in); few of them, as each
+    # costs the task shuffles a task per other range
+    size = str(max(700, sum(Path(p).stat().st_size for p in paths) // 4))
+    got = run(on_dask(cluster, case / "keyring.json", paths, "--blocksize", size))
+    assert got[:2] == (status, out)
+    assert out == b"".join(line + b"\n" for line in lines((case / "expected.jsonl").read_bytes()))
+    assert pending_lines(got[2]) == pending_lines(err)
+    assert summary(got[2]) == summary(err)
+
+
+def moved(event: dict[str, Any], pith: str) -> dict[str, Any]:
+    """A forged copy: the same event_id claiming another pith (check 3 fails)."""
+    return {**event, "pith_number": pith}
+
+
+def generated(rng: random.Random) -> tuple[list[bytes], list[list[bytes]]]:
+    """A mixed log, and groups of copies of one event_id to spread across shards: a valid
+    copy with forged ones under other piths; only forged copies, under two other piths
+    (step 0's choice decides the pith); a second valid signature; a bad signature."""
+    events = eventgen.mixed_events(rng, piths=10, per_pith=5)
+    piths = sorted({e["pith_number"] for e in events})
+    keep: list[dict[str, Any]] = []
+    groups: list[list[bytes]] = []
+    for n, event in enumerate(events):
+        others = [p for p in piths if p != event["pith_number"]]
+        a, b = rng.sample(others, 2)
+        if n % 9 == 1:  # the genuine copy, and a forgery in another pith
+            groups.append([jcs(event), jcs(moved(event, a)), jcs(event)])
+        elif n % 9 == 4:  # only forgeries: the pith is the preferred forgery's
+            groups.append([jcs(moved(event, a)), jcs(moved(event, b))])
+        elif n % 9 == 6:  # forged signature here, a copy in another pith
+            groups.append([jcs(eventgen.forged(event)), jcs(moved(event, a))])
+        elif n == 7:  # two valid signatures of one body
+            second = eventgen.resigned(event, "author", b"another nonce")
+            groups.append([jcs(event), jcs(second)])
+        else:
+            keep.append(event)
+    return [jcs(e) for e in keep], groups
+
+
+def test_copies_across_shards_and_piths_give_the_same_bytes(
+    cluster: Client, tmp_path: Path
+) -> None:
+    rng = random.Random(22)
+    events, groups = generated(rng)
+    keyring = tmp_path / "keyring.json"
+    keyring.write_bytes(jcs({"keyring_version": "1", "keys": test_keyring_entries()}))
+    paths = shard(tmp_path, [*events, b"not json", b'{"event_id": 1}'], 4, rng, groups)
+    status, out, err = reference(tmp_path, keyring, paths)
+    assert status == 2 and len(lines(out)) > 5  # the refused lines, and states
+    for blocksize in ("2500", "100000"):  # ranges inside the shards, and whole shards
+        got = run(on_dask(cluster, keyring, paths, "--blocksize", blocksize))
+        assert got[:2] == (status, out)
+        assert pending_lines(got[2]) == pending_lines(err)
+        assert summary(got[2]) == summary(err)
+        # each refused line is named by its shard and its line in that shard
+        refused = [line for line in got[2].splitlines() if line.startswith("pithlog: ")]
+        assert len(refused) == 2
+        for line in refused:
+            name, number = line.split(": ")[1], int(line.split(": ")[2].split()[1])
+            held = Path(name).read_bytes().split(b"\n")[number - 1]
+            assert held in (b"not json", b'{"event_id": 1}')
+    # the same shards in another order: the same bytes
+    got = run(on_dask(cluster, keyring, paths[::-1]))
+    assert got[:2] == (status, out)
+
+
+class KillOnce(WorkerPlugin):
+    """Kills the worker process (SIGKILL) the first time it starts a task of ``prefix``:
+    a worker lost mid-job, with the shuffled data it held."""
+
+    name = "pithlog-kill-once"
+
+    def __init__(self, marker: str, prefix: str) -> None:
+        self.marker = marker
+        self.prefix = prefix
+
+    def transition(self, key: Any, start: str, finish: str, **kwargs: Any) -> None:
+        name = key[0] if isinstance(key, tuple) else key
+        if finish == "executing" and str(name).startswith(self.prefix):
+            try:
+                os.close(os.open(self.marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+            except FileExistsError:
+                return
+            os.kill(os.getpid(), signal.SIGKILL)
+
+
+def test_a_worker_killed_mid_job_changes_nothing(cluster: Client, tmp_path: Path) -> None:
+    rng = random.Random(7)
+    events, groups = generated(rng)
+    keyring = tmp_path / "keyring.json"
+    keyring.write_bytes(jcs({"keyring_version": "1", "keys": test_keyring_entries()}))
+    paths = shard(tmp_path, events, 3, rng, groups)
+    expected = reference(tmp_path, keyring, paths)
+    marker = tmp_path / "killed"
+    cluster.register_plugin(KillOnce(str(marker), "reduce_range"))
+    try:
+        got = run(on_dask(cluster, keyring, paths, "--blocksize", "2000"))
+    finally:
+        cluster.unregister_worker_plugin(KillOnce.name)
+        cluster.wait_for_workers(2, timeout=60)  # the nanny starts a new one
+    assert marker.exists()  # a worker was killed while it reduced a range
+    assert got[:2] == expected[:2]
+    assert summary(got[2]) == summary(expected[2])
+
+
+def set_version(version: str) -> None:
+    sys.modules["pithlog.distributed.tasks"].__version__ = version  # type: ignore[attr-defined]
+
+
+def test_a_worker_running_another_pithlog_is_refused(cluster: Client) -> None:
+    case = CASES[0]
+    worker = sorted(cluster.scheduler_info()["workers"])[0]
+    cluster.run(set_version, "0.0.0-other", workers=[worker])
+    try:
+        status, out, err = run(on_dask(cluster, case / "keyring.json",
+                                       [str(case / "events.jsonl")]))  # fmt: skip
+    finally:
+        cluster.run(set_version, __import__("pithlog").__version__, workers=[worker])
+    assert (status, out) == (2, b"")
+    assert err.count("\n") == 1 and "[dask.version]" in err
+    assert worker in err and "0.0.0-other" in err
+
+
+def test_without_the_extra_dask_fails_naming_it(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """pithlog installed without ``pithlog[dask]``: simulated by making ``import dask``
+    fail in this process."""
+    for name in list(sys.modules):
+        if name.split(".")[0] in ("dask", "distributed") or name.startswith("pithlog.distrib"):
+            monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setitem(sys.modules, "dask", None)
+    case = CASES[0]
+    argv = ["reduce", "--keyring", str(case / "keyring.json"), str(case / "events.jsonl")]
+    status, out, err = run([*argv[:3], "--dask", "local:1", *argv[3:]])
+    assert (status, out) == (2, b"")
+    assert err.count("\n") == 1 and "[dask.extra]" in err and "pithlog[dask]" in err
+    assert run(argv)[:2] == (0, (case / "expected.jsonl").read_bytes())  # the rest works
+
+
+def test_an_unreachable_scheduler_is_one_error() -> None:
+    with pytest.raises(DaskError) as caught, connect("tcp://127.0.0.1:9", timeout=1):
+        pass
+    assert caught.value.code == "dask.scheduler"
+
+
+def test_local_starts_and_stops_its_own_cluster(tmp_path: Path) -> None:
+    case = ROOT / "vectors" / "cases" / "step0-copies"
+    argv = ["reduce", "--keyring", str(case / "keyring.json"), str(case / "events.jsonl")]
+    got = run([*argv[:3], "--dask", "local:1", *argv[3:]])
+    assert got[:2] == run(argv)[:2]
+
+
+def state_of(line: bytes) -> dict[str, Any]:
+    value: dict[str, Any] = json.loads(line)
+    return value
+
+
+def test_compare_reports_only_the_differences(cluster: Client, tmp_path: Path) -> None:
+    rng = random.Random(3)
+    events, groups = generated(rng)
+    keyring = tmp_path / "keyring.json"
+    keyring.write_bytes(jcs({"keyring_version": "1", "keys": test_keyring_entries()}))
+    paths = shard(tmp_path, events, 2, rng, groups)
+    status, out, err = reference(tmp_path, keyring, paths)
+    states = lines(out)
+    assert len(states) >= 5
+    pending = [line.split(": ")[1] for line in pending_lines(err)]
+    assert pending
+    published = tmp_path / "published.jsonl"
+
+    def compare() -> tuple[int, list[dict[str, Any]], str]:
+        got = run(on_dask(cluster, keyring, paths, "--compare", str(published)))
+        return got[0], [json.loads(line) for line in lines(got[1])], got[2]
+
+    # every state, in another serialization (JCS) and another order: nothing to report
+    published.write_bytes(b"".join(jcs(state_of(s)) + b"\n" for s in states[::-1]))
+    assert compare()[:2] == (0, [])
+
+    changed = state_of(states[0])
+    changed["event_count"] += 1
+    fake = {**state_of(states[2]), "pith_number": pending[0]}
+    published.write_bytes(b"".join([
+        jcs(changed) + b"\n",                 # line 1: differs
+        states[2] + b"\n", states[2] + b"\n",  # lines 2-3: the second is a duplicate
+        b"{not json\n",                       # line 4: unreadable
+        jcs(fake) + b"\n",                    # line 5: a state for a pending pith
+        *(s + b"\n" for s in states[3:]),     # states[1] is missing
+    ]))  # fmt: skip
+    status, report, err = compare()
+    assert status == 1
+    found = {(r.get("pith_number"), r["status"], r.get("line")) for r in report}
+    piths = [state_of(s)["pith_number"] for s in states]
+    assert found == {
+        (None, "unreadable", 4),
+        (piths[0], "differs", 1),
+        (piths[1], "missing", None),
+        (piths[2], "duplicate", 3),
+        (pending[0], "unexpected", 5),
+    }
+    differs = next(r for r in report if r["status"] == "differs")
+    assert differs["expected_sha256"] == state_of(states[0])["state_sha256"]
+    assert differs["source"] == str(published)
+    assert "5 differences" in err

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import collections
 import contextlib
 import datetime
 import os
@@ -24,6 +23,7 @@ from pithlog.cli.edge import (
     reading,
 )
 from pithlog.cli.on_dask import reduce_on_dask
+from pithlog.cli.tally import InvalidTally
 from pithlog.errors import (
     EXIT_BAD_INPUT,
     EXIT_OK,
@@ -58,29 +58,6 @@ from pithlog.protocol.state import verify_state_document
 from pithlog.protocol.timestamps import is_ts
 
 
-class _Invalid(msgspec.Struct):
-    event_id: str
-    reason: str
-
-
-class _StateInvalid(msgspec.Struct):
-    invalid_events: list[_Invalid]
-
-
-_INVALID = msgspec.json.Decoder(_StateInvalid)
-"""Only ``invalid_events`` of a rendered state (msgspec skips the rest unread)."""
-
-
-def invalid_summary(invalid: collections.Counter[str]) -> str:
-    """``N invalid events (reason N, ...)``, most frequent first, for a summary line."""
-    total = sum(invalid.values())
-    if not total:
-        return "0 invalid events"
-    reasons = ", ".join(f"{reason} {n}" for reason, n in
-                        sorted(invalid.items(), key=lambda kv: (-kv[1], kv[0])))  # fmt: skip
-    return f"{total} invalid events ({reasons})"
-
-
 def cmd_reduce(args: argparse.Namespace, out: Out) -> int:
     """Reduce JSON Lines files of events to one state document per pith."""
     if args.jobs < 1:
@@ -94,7 +71,7 @@ def cmd_reduce(args: argparse.Namespace, out: Out) -> int:
         raise UsageError("arguments", "--compare needs --dask (on one machine: --dask local)")
     keyring = read_keyring(args.keyring)
     read = refused = states = pending = 0
-    invalid: collections.Counter[str] = collections.Counter()
+    invalid = InvalidTally()
     several = len(args.events) > 1
 
     def admitted() -> Iterator[Envelope]:
@@ -115,14 +92,13 @@ def cmd_reduce(args: argparse.Namespace, out: Out) -> int:
         if isinstance(result, Pending):
             out.say(f"pending: {pith}: {result.event_count} events, no valid record_created")
             pending += 1
-            invalid.update(result.invalid.values())
+            invalid.add(result)
             continue
         out.write(result + b"\n")
         states += 1
-        if b'"invalid_events":[]' not in result:
-            invalid.update(i.reason for i in _INVALID.decode(result).invalid_events)
+        invalid.add(result)
     out.say(f"reduce: {read} events read, {refused} lines refused, {states} states, "
-            f"{pending} pending; {invalid_summary(invalid)}")  # fmt: skip
+            f"{pending} pending; {invalid.summary()}")  # fmt: skip
     return EXIT_BAD_INPUT if refused else EXIT_OK
 
 

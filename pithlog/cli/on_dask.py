@@ -10,6 +10,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING
 
 from pithlog.cli.edge import Out, json_line, read_bytes, read_keyring
+from pithlog.cli.tally import InvalidTally
 from pithlog.errors import EXIT_BAD_INPUT, EXIT_OK, EXIT_VERIFY_FAILED, DaskError
 from pithlog.protocol.reduce import Pending
 
@@ -46,7 +47,9 @@ def reduce_on_dask(args: argparse.Namespace, out: Out) -> int:
         if published is not None:
             return _report(run, out)
         states = pending = 0
+        invalid = InvalidTally()
         for pith, result in run.results():
+            invalid.add(result)
             if isinstance(result, Pending):
                 out.say(f"pending: {pith}: {result.event_count} events, no valid "
                         "record_created")  # fmt: skip
@@ -55,7 +58,7 @@ def reduce_on_dask(args: argparse.Namespace, out: Out) -> int:
             out.write(result + b"\n")
             states += 1
     out.say(f"reduce: {run.read} events read, {len(run.refused)} lines refused, {states} "
-            f"states, {pending} pending")  # fmt: skip
+            f"states, {pending} pending; {invalid.summary()}")  # fmt: skip
     return EXIT_BAD_INPUT if run.refused else EXIT_OK
 
 

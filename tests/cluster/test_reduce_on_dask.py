@@ -229,7 +229,11 @@ def test_a_worker_killed_mid_job_changes_nothing(cluster: Client, tmp_path: Path
 
 
 def set_version(version: str) -> None:
-    sys.modules["pithlog.distributed.tasks"].__version__ = version  # type: ignore[attr-defined]
+    """On a worker: the version its tasks report (imported here, as a worker that has run
+    no task yet has not imported them)."""
+    import pithlog.distributed.tasks as tasks
+
+    tasks.__version__ = version  # type: ignore[attr-defined]
 
 
 def test_a_worker_running_another_pithlog_is_refused(cluster: Client) -> None:

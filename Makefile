@@ -9,7 +9,7 @@ DEMO   := .demo
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[dev]'
+	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[dev,net]'
 	touch $(STAMP)
 
 install: $(STAMP)

@@ -92,15 +92,15 @@ def cmd_prove_inclusion(args: argparse.Namespace, out: Out) -> int:
     key = load_key_file(read_bytes(args.key))
     with open_store(args) as store:
         size, root = store.tree_root(size_arg(args.size, "--size"))
-        leaves = [index for index, _ in store.leaves_of(args.event_id) if index < size]
+        leaves = [leaf for leaf in store.leaves_of(args.event_id) if leaf[0] < size]
         if not leaves:
             raise ProofError("not_found", f"no copy of {args.event_id} among the first {size} "
                              "leaves of the store's log")  # fmt: skip
-        _, path = store.inclusion_path(leaves[0], size)
+        _, path = store.inclusion_path(leaves[0][0], size)
     checkpoint = sign_checkpoint(Checkpoint(args.origin, size, root), key)
-    extra = bytes.fromhex(args.event_id[len("sha256:") :])
-    out.write(InclusionProof(leaves[0], tuple(path), checkpoint, extra).encoded())
-    out.say(f"prove inclusion: {args.event_id} is leaf {leaves[0]} of {size} "
+    extra = bytes.fromhex(args.event_id[len("sha256:") :]) + leaves[0][1]
+    out.write(InclusionProof(leaves[0][0], tuple(path), checkpoint, extra).encoded())
+    out.say(f"prove inclusion: {args.event_id} is leaf {leaves[0][0]} of {size} "
             f"({len(path)} hashes)")  # fmt: skip
     return EXIT_OK
 
@@ -124,7 +124,8 @@ def cmd_verify_proof(args: argparse.Namespace, out: Out) -> int:
             raise UsageError("arguments", "an inclusion proof carries its checkpoint: give "
                              "no checkpoint files")  # fmt: skip
         proven = verify_inclusion_proof(data, keyring, args.event_id, args.origin)
-        doc = {"proof": "inclusion", "event_id": proven.event_id, "index": proven.index,
+        doc = {"proof": "inclusion", "event_id": proven.event_id,
+               "copy_sha256": proven.copy_sha256, "index": proven.index,
                **_checkpoint_doc(proven.checkpoint)}  # fmt: skip
         out.write(json_line(doc))
         cp = proven.checkpoint.checkpoint
@@ -228,7 +229,8 @@ def add_commands(sub: Any, store_parser: StoreParser) -> None:
     q = kinds.add_parser(
         "inclusion",
         help="a C2SP tlog-proof@v1 that an event is in the log",
-        description="Print a c2sp.org/tlog-proof@v1: the event_id (extra), the index of its "
+        description="Print a c2sp.org/tlog-proof@v1: the leaf data (extra: the event_id and "
+        "the SHA-256 of its copy), the index of its "
         "first copy in the log, the RFC 9162 inclusion path and a checkpoint of the tree of "
         "--size leaves (default: all) signed with KEYFILE for ORIGIN.",
     )

@@ -19,8 +19,12 @@ import msgspec
 from pithlog.protocol.checks import CHECK_NUMBER
 from pithlog.protocol.reduce import Judged
 
-FORMAT_VERSION = b"2"
+FORMAT_VERSION = b"3"
 """``meta[format]``: the layout of ``docs/store.md``."""
+
+FORMAT_LEAF_EVENT_ID = b"2"
+"""The format before leaves committed to the copy's bytes (leaf data: the event_id alone).
+Opening such a store migrates it (:func:`pithlog.store.tree.migrate_leaf_data`)."""
 
 DB_NAMES = (
     "events",

@@ -67,6 +67,7 @@ from pithlog.store.append import AppendResult as AppendResult
 from pithlog.store.append import StartedBatch, append_work, rebuild_work
 from pithlog.store.layout import (
     DB_NAMES,
+    FORMAT_LEAF_EVENT_ID,
     FORMAT_VERSION,
     META_FORMAT,
     META_KEYRING,
@@ -323,7 +324,7 @@ def _open_dbs(env: lmdb.Environment, real: str, create: bool) -> dict[str, Any]:
             txn.put(META_FORMAT, FORMAT_VERSION, db=meta)
             txn.put(META_MERGE, MERGE_VERSION.encode("ascii"), db=meta)
             txn.put(META_NEXT_SEQ, SEQ.pack(1), db=meta)
-        elif fmt != FORMAT_VERSION:
+        elif fmt not in (FORMAT_VERSION, FORMAT_LEAF_EVENT_ID):  # the older: _catch_up_merkle
             raise StoreError(
                 "format",
                 f"store format {fmt.decode('ascii', 'replace')!r}; this pithlog reads "
@@ -340,10 +341,13 @@ def _open_dbs(env: lmdb.Environment, real: str, create: bool) -> dict[str, Any]:
 
 def _catch_up_merkle(env: lmdb.Environment, dbs: dict[str, Any]) -> None:
     """On open: build the tree of a store that lacks it (or was appended to by a pithlog
-    without it), growing the map when it does not fit. Nothing to do for a current one."""
+    without it), or migrate a format-2 store to leaves of 64 bytes (:func:`_migrate`),
+    growing the map when it does not fit. Nothing to do for a current one."""
     while True:
         try:
             with _lmdb_errors(), env.begin(write=True) as txn:
+                if _migrate(txn, dbs):
+                    return
                 size = tree.merkle_size(txn, dbs)
                 if (txn.get(META_MERKLE_SIZE, db=dbs["meta"]) is not None
                         and txn.get(SEQ.pack(size + 1), db=dbs["seq"]) is None):  # fmt: skip
@@ -361,6 +365,15 @@ def _catch_up_merkle(env: lmdb.Environment, dbs: dict[str, Any]) -> None:
                 env.set_mapsize(0)
             else:
                 raise
+
+
+def _migrate(txn: _Txn, dbs: dict[str, Any]) -> bool:
+    """Bring an older store to :data:`FORMAT_VERSION` in ``txn`` (the caller's write
+    transaction, retried whole on a full map); ``True`` when it did."""
+    if txn.get(META_FORMAT, db=dbs["meta"]) != FORMAT_LEAF_EVENT_ID:
+        return False
+    tree.migrate_leaf_data(txn, dbs)
+    return True
 
 
 class Abandoned(Exception):

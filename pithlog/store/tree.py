@@ -12,14 +12,24 @@ import struct
 from typing import Any
 
 from pithlog.errors import StoreError, register
-from pithlog.store.layout import META_MERKLE_SIZE, SEQ, Txn, copy_at, eid_str
+from pithlog.store.layout import (
+    FORMAT_VERSION,
+    META_FORMAT,
+    META_MERKLE_SIZE,
+    SEQ,
+    Txn,
+    copy_at,
+    eid_str,
+)
 from pithlog.store.replay import Discrepancy
 from pithlog.transparency import merkle
 
 # --- the Merkle tree over the append sequence ---------------------------------------------
-# RFC 9162 section 2.1 over the append sequence: leaf i (from 0) is seq i + 1, its leaf hash
-# SHA-256(0x00 || the 32 raw bytes of the copy's event_id). Two copies of one event_id are
-# two leaves with the same hash; the copy hash is not in the leaf.
+# RFC 9162 section 2.1 over the append sequence: leaf i (from 0) is seq i + 1; its leaf data
+# is the seq value, event_id (32 raw bytes) || SHA-256(the copy's JCS bytes) (the 64-byte
+# item sync reconciles), its leaf hash SHA-256(0x00 || leaf data). The leaf commits to the
+# exact bytes of one copy, signature included, so a checkpoint pins which copy was logged
+# (format 3; format 2 hashed the event_id alone: migrate_leaf_data).
 #   merkle    level (1 byte, >= 1) + index (8 bytes big-endian) -> the 32-byte hash of the
 #             perfect subtree of leaves [index * 2**level, (index + 1) * 2**level), for
 #             every such subtree that is complete. Level 0 (the leaf hashes) comes from seq.
@@ -60,7 +70,7 @@ def _perfect(txn: Txn, dbs: dict[str, Any]) -> merkle.PerfectHash:
             if value is None or len(value) != 64:
                 raise StoreError("corrupted", f"seq {index + 1} is missing or damaged; run "
                                  "`pithlog replay --verify`")  # fmt: skip
-            return merkle.leaf_hash(value[:32])
+            return merkle.leaf_hash(value)
         value = txn.get(_NODE.pack(level, index), db=dbs["merkle"])
         if value is None or len(value) != merkle.HASH_SIZE:
             raise StoreError("corrupted", f"merkle node {level}/{index} is missing or damaged; "
@@ -86,7 +96,7 @@ def merkle_sync(txn: Txn, dbs: dict[str, Any]) -> int:
         if value is None or len(value) != 64:
             break
         for level, index, node in merkle.completed_subtrees(
-            size, merkle.leaf_hash(value[:32]), perfect
+            size, merkle.leaf_hash(value), perfect
         ):
             txn.put(_NODE.pack(level, index), node, db=dbs["merkle"])
         txn.put(value, SEQ.pack(size + 1), db=dbs["copy_seq"])
@@ -94,6 +104,20 @@ def merkle_sync(txn: Txn, dbs: dict[str, Any]) -> int:
     if raw is None or size != start:
         txn.put(META_MERKLE_SIZE, SEQ.pack(size), db=dbs["meta"])
     return size
+
+
+def migrate_leaf_data(txn: Txn, dbs: dict[str, Any]) -> int:
+    """Format 2 -> 3 (``docs/store.md``): format 2 hashed only the event_id into a leaf, so
+    every stored subtree hash is of another tree. Drop them all and rebuild ``merkle`` from
+    ``seq`` with the 64-byte leaf data; ``copy_seq`` and ``seq`` do not change. Run in the
+    write transaction that also records the new format, so a store is either format 2 with
+    its old tree or format 3 with the new one. Returns the tree size."""
+    cursor = txn.cursor(db=dbs["merkle"])
+    while cursor.first():
+        cursor.delete()
+    txn.delete(META_MERKLE_SIZE, db=dbs["meta"])
+    txn.put(META_FORMAT, FORMAT_VERSION, db=dbs["meta"])
+    return merkle_sync(txn, dbs)
 
 
 # --- reads: roots, proofs, the copies of sync ---------------------------------------------
@@ -182,7 +206,7 @@ def check_merkle(txn: Txn, dbs: dict[str, Any], found: list[Discrepancy]) -> Non
         if txn.get(value, db=dbs["copy_seq"]) != key:
             say(eid_str(value[:32]), f"copy_seq does not map copy {value[32:].hex()[:16]} to "
                 f"seq {checked + 1}")  # fmt: skip
-        node, level, position = merkle.leaf_hash(value[:32]), 0, checked
+        node, level, position = merkle.leaf_hash(value), 0, checked
         while position & 1:
             node = merkle.node_hash(frontier.pop(level), node)
             level += 1

@@ -2,8 +2,9 @@
 their offline verification against signed checkpoints (``docs/transparency.md``).
 
 Inclusion, c2sp.org/tlog-proof@v1: the line ``c2sp.org/tlog-proof@v1``; an optional line
-``extra <base64>`` (pithlog writes the 32 raw bytes of the event_id there: unauthenticated
-by itself, it is what the leaf hash is recomputed from); ``index <N>`` (zero-based, decimal);
+``extra <base64>`` (pithlog writes the 64-byte leaf data there, the event_id's 32 raw bytes
+and the SHA-256 of the copy's JCS bytes: unauthenticated by itself, it is what the leaf
+hash is recomputed from); ``index <N>`` (zero-based, decimal);
 the inclusion path, one base64 SHA-256 hash per line, from the leaf's sibling up to the
 root's child; an empty line; the signed checkpoint, verbatim::
 
@@ -131,12 +132,17 @@ def parse_inclusion_proof(data: bytes) -> InclusionProof:
     return InclusionProof(index, tuple(path), checkpoint.encode("utf-8"), extra)
 
 
+LEAF_DATA_SIZE = 64
+"""Leaf data: event_id (32 raw bytes) || SHA-256 of the copy's JCS bytes (32)."""
+
+
 @dataclass(frozen=True)
 class ProvenInclusion:
-    """What a verified inclusion proof shows: ``event_id`` is leaf ``index`` of the log of
-    the checkpoint."""
+    """What a verified inclusion proof shows: the copy whose JCS bytes hash to
+    ``copy_sha256`` (hex), of ``event_id``, is leaf ``index`` of the log of the checkpoint."""
 
     event_id: str
+    copy_sha256: str
     index: int
     checkpoint: VerifiedCheckpoint
 
@@ -146,27 +152,31 @@ def verify_inclusion_proof(
     keyring: Keyring,
     event_id: str | None = None,
     origin: str | None = None,
+    copy_sha256: bytes | None = None,
 ) -> ProvenInclusion:
     """Verify a tlog-proof: its checkpoint against ``keyring``, then the inclusion of the
-    leaf (``event_id``'s 32 raw bytes, or the proof's extra data when no event_id is given)
-    at its index under the checkpoint's root. Raises ``ProofError``/``CheckpointError``."""
+    leaf (the proof's 64-byte extra data: event_id || SHA-256 of the copy) at its index
+    under the checkpoint's root. ``event_id`` and ``copy_sha256``, when given, must be the
+    ones the extra data names. Raises ``ProofError``/``CheckpointError``."""
     proof = parse_inclusion_proof(data)
     verified = verify_checkpoint(proof.checkpoint, keyring, origin)
-    if event_id is not None:
-        leaf = _event_id_bytes(event_id)
-        if proof.extra is not None and proof.extra != leaf:
-            raise ProofError("mismatch", f"the proof is about sha256:{proof.extra.hex()}, "
-                             f"not {event_id}")  # fmt: skip
-    elif proof.extra is not None and len(proof.extra) == 32:
-        leaf = proof.extra
-    else:
-        raise _malformed("the proof names no event_id (no 32-byte extra line): give one")
+    if proof.extra is None or len(proof.extra) != LEAF_DATA_SIZE:
+        raise _malformed("the proof carries no 64-byte leaf data (extra line: event_id and "
+                         "the copy's SHA-256); a proof of 32 bytes is of an older format")
+    leaf = proof.extra
+    if event_id is not None and leaf[:32] != _event_id_bytes(event_id):
+        raise ProofError("mismatch", f"the proof is about sha256:{leaf[:32].hex()}, "
+                         f"not {event_id}")  # fmt: skip
+    if copy_sha256 is not None and leaf[32:] != copy_sha256:
+        raise ProofError("mismatch", f"the proof is about the copy {leaf[32:].hex()}, not "
+                         f"{copy_sha256.hex()}")  # fmt: skip
     cp = verified.checkpoint
     if not merkle.verify_inclusion(merkle.leaf_hash(leaf), proof.index, cp.size,
                                    proof.path, cp.root):  # fmt: skip
-        raise ProofError("inclusion", f"sha256:{leaf.hex()} at index {proof.index} does not "
-                         f"lead to the root of {cp.origin} at size {cp.size}")  # fmt: skip
-    return ProvenInclusion("sha256:" + leaf.hex(), proof.index, verified)
+        raise ProofError("inclusion", f"sha256:{leaf[:32].hex()} (copy {leaf[32:].hex()[:16]}) "
+                         f"at index {proof.index} does not lead to the root of {cp.origin} at "
+                         f"size {cp.size}")  # fmt: skip
+    return ProvenInclusion("sha256:" + leaf[:32].hex(), leaf[32:].hex(), proof.index, verified)
 
 
 def _event_id_bytes(event_id: str) -> bytes:

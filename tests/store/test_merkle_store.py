@@ -18,8 +18,13 @@ from pithlog.transparency import merkle
 
 
 def leaves_of(store: Store) -> list[bytes]:
-    """Leaf data in append order, from export: the event_id of every copy."""
-    return [bytes.fromhex(json.loads(data)["event_id"][7:]) for _, data in store.export()]
+    """Leaf data in append order, from export: event_id || SHA-256(copy) of every copy."""
+    return [bytes.fromhex(json.loads(data)["event_id"][7:]) + hashlib.sha256(data).digest()
+            for _, data in store.export()]  # fmt: skip
+
+
+def leaf(event: dict[str, Any]) -> bytes:
+    return bytes.fromhex(event["event_id"][7:]) + hashlib.sha256(g.encoded(event)).digest()
 
 
 def filled(path: Path, seed: int = 4) -> tuple[Store, list[dict[str, Any]]]:
@@ -58,7 +63,10 @@ def test_roots_and_proofs_match_the_log(tmp_path: Path) -> None:
         # every copy of an event is a leaf of its event_id
         copies = store.leaves_of(events[1]["event_id"])
         assert len(copies) == 2
-        assert all(data[index] == bytes.fromhex(events[1]["event_id"][7:]) for index, _ in copies)
+        eid = bytes.fromhex(events[1]["event_id"][7:])
+        assert all(data[index] == eid + h for index, h in copies)
+        # two copies of one event are two different leaves: a root pins which copy
+        assert data[copies[0][0]] != data[copies[1][0]]
         assert store.replay(g.KEYRING).ok
         with pytest.raises(StoreError, match="tree_size"):
             store.tree_root(n + 1)
@@ -157,9 +165,68 @@ def test_a_rewritten_history_fails_consistency(tmp_path: Path) -> None:
         for old in range(victim + 1, old_size + 1):
             _, path = rewritten.consistency_path(old)
             claimed = old_root if old == old_size else merkle.root_of(
-                [bytes.fromhex(e["event_id"][7:]) for e in events[:old]])  # fmt: skip
+                [leaf(e) for e in events[:old]])  # fmt: skip
             assert not merkle.verify_consistency(old, new_size, claimed, new_root, path)
         # before the removed event the two logs agree, and that is provable
         _, path = rewritten.consistency_path(victim)
-        prefix = merkle.root_of([bytes.fromhex(e["event_id"][7:]) for e in events[:victim]])
+        prefix = merkle.root_of([leaf(e) for e in events[:victim]])
         assert merkle.verify_consistency(victim, new_size, prefix, new_root, path)
+
+
+def as_format_2(store: Store) -> tuple[int, bytes]:
+    """Rewrite ``store`` as pithlog wrote format 2 (docs/store.md): the same databases, but
+    every ``merkle`` node hashed from leaves of the event_id alone, and ``format`` 2.
+    Returns that old tree's size and root."""
+
+    def rewrite(txn: Any, dbs: dict[str, Any]) -> tuple[int, bytes]:
+        txn.drop(dbs["merkle"], delete=False)
+        nodes: dict[tuple[int, int], bytes] = {}
+        old: list[bytes] = []
+        for _key, value in txn.cursor(db=dbs["seq"]):
+            old.append(merkle.leaf_hash(value[:32]))
+
+            def perfect(level: int, index: int) -> bytes:
+                return old[index] if level == 0 else nodes[(level, index)]
+
+            for level, index, node in merkle.completed_subtrees(len(old) - 1, old[-1], perfect):
+                nodes[(level, index)] = node
+                txn.put(level.to_bytes(1, "big") + index.to_bytes(8, "big"), node,
+                        db=dbs["merkle"])  # fmt: skip
+        txn.put(b"format", b"2", db=dbs["meta"])
+        return len(old), merkle.root(len(old), merkle.subtree_from_leaves(old))
+
+    result: tuple[int, bytes] = store._write(rewrite)
+    return result
+
+
+def test_a_format_2_store_is_migrated_on_open(tmp_path: Path) -> None:
+    """Format 2 hashed the event_id alone into a leaf; opening such a store rebuilds the
+    tree over the 64-byte leaf data and records format 3, in one transaction."""
+    store, _ = filled(tmp_path / "s")
+    with store:
+        data = leaves_of(store)
+        size, old_root = as_format_2(store)
+        assert size == len(data)
+        assert old_root == merkle.root_of([d[:32] for d in data])
+        states = {p["pith_number"]: store.state(p["pith_number"]) for p in store.piths()}
+    # the process's environment is shared while a Store is open: closed above, so the
+    # next open reads the files afresh and migrates them
+    with Store.open(tmp_path / "s", create=False) as again:
+        assert again.stats()["format"] == "3"
+        assert again._read(lambda txn, dbs: txn.get(b"format", db=dbs["meta"])) == b"3"
+        assert again.tree_root() == (size, merkle.root_of(data))
+        assert again.tree_root()[1] != old_root
+        assert {p: again.state(p) for p in states} == states
+        report = again.replay(g.KEYRING)
+        assert report.ok, [d.line() for d in report.discrepancies]
+        # and it stays a working store: an append extends the new tree
+        again.append([g.encoded(g.record("2599.00003"))], g.KEYRING)
+        assert again.tree_root() == (size + 1, merkle.root_of(leaves_of(again)))
+
+
+def test_another_format_is_refused(tmp_path: Path) -> None:
+    store, _ = filled(tmp_path / "s")
+    with store:
+        store._write(lambda txn, dbs: txn.put(b"format", b"1", db=dbs["meta"]))
+    with pytest.raises(StoreError, match="format"):
+        Store.open(tmp_path / "s", create=False)

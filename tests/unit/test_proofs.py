@@ -23,7 +23,10 @@ from pithlog.transparency.proofs import (
 
 ORIGIN = "registry.test.invalid"
 EIDS = [hashlib.sha256(b"event %d" % i).digest() for i in range(40)]
-SUBTREE = merkle.subtree_from_leaves([merkle.leaf_hash(e) for e in EIDS])
+COPIES = [hashlib.sha256(b"copy %d" % i).digest() for i in range(40)]
+LEAVES = [e + c for e, c in zip(EIDS, COPIES, strict=True)]
+"""Leaf data: event_id || SHA-256 of the copy (docs/transparency.md)."""
+SUBTREE = merkle.subtree_from_leaves([merkle.leaf_hash(d) for d in LEAVES])
 
 
 def checkpoint(size: int, origin: str = ORIGIN) -> bytes:
@@ -33,21 +36,21 @@ def checkpoint(size: int, origin: str = ORIGIN) -> bytes:
 
 def inclusion(index: int, size: int, extra: bool = True) -> bytes:
     path = tuple(merkle.inclusion_path(index, size, SUBTREE))
-    return InclusionProof(index, path, checkpoint(size), EIDS[index] if extra else None).encoded()
+    return InclusionProof(index, path, checkpoint(size), LEAVES[index] if extra else None).encoded()
 
 
 def test_inclusion_proof_format() -> None:
     data = inclusion(5, 13)
     lines = data.decode().split("\n")
     assert lines[0] == "c2sp.org/tlog-proof@v1"
-    assert lines[1] == "extra " + base64.b64encode(EIDS[5]).decode()
+    assert lines[1] == "extra " + base64.b64encode(LEAVES[5]).decode()
     assert lines[2] == "index 5"
     path = merkle.inclusion_path(5, 13, SUBTREE)
     assert lines[3 : 3 + len(path)] == [base64.b64encode(h).decode() for h in path]
     assert lines[3 + len(path)] == ""
     assert data.endswith(checkpoint(13))
     parsed = parse_inclusion_proof(data)
-    assert parsed == InclusionProof(5, tuple(path), checkpoint(13), EIDS[5])
+    assert parsed == InclusionProof(5, tuple(path), checkpoint(13), LEAVES[5])
     assert proof_kind(data) == "inclusion"
     # a one-leaf tree has an empty path
     single = inclusion(0, 1)
@@ -59,12 +62,20 @@ def test_verify_inclusion_proofs() -> None:
         for index in range(size):
             proven = verify_inclusion_proof(inclusion(index, size), test_keyring())
             assert proven.index == index and proven.event_id == "sha256:" + EIDS[index].hex()
+            assert proven.copy_sha256 == COPIES[index].hex()
     eid = "sha256:" + EIDS[7].hex()
-    assert verify_inclusion_proof(inclusion(7, 9, extra=False), test_keyring(), eid).index == 7
+    assert verify_inclusion_proof(inclusion(7, 9), test_keyring(), eid, copy_sha256=COPIES[7])
     with pytest.raises(ProofError, match="mismatch"):
         verify_inclusion_proof(inclusion(7, 9), test_keyring(), "sha256:" + EIDS[8].hex())
+    with pytest.raises(ProofError, match="mismatch"):  # the event, but another copy of it
+        verify_inclusion_proof(inclusion(7, 9), test_keyring(), eid, copy_sha256=COPIES[8])
+    # the leaf data is what is proven: without it (or with the event_id alone) no proof
     with pytest.raises(ProofError, match="malformed"):
-        verify_inclusion_proof(inclusion(7, 9, extra=False), test_keyring())
+        verify_inclusion_proof(inclusion(7, 9, extra=False), test_keyring(), eid)
+    path = tuple(merkle.inclusion_path(7, 9, SUBTREE))
+    eid_only = InclusionProof(7, path, checkpoint(9), EIDS[7]).encoded()
+    with pytest.raises(ProofError, match="malformed"):
+        verify_inclusion_proof(eid_only, test_keyring())
     with pytest.raises(CheckpointError, match="origin"):
         verify_inclusion_proof(inclusion(7, 9), test_keyring(), origin="elsewhere")
 
@@ -84,8 +95,13 @@ def _mutations(data: bytes) -> list[bytes]:
         flipped[at] = base64.b64encode(raw)
         out.append(b"\n".join(flipped) + b"\n\n" + cp)  # a flipped bit in a hash
     out.append(b"\n".join(lines[:-1]) + b"\n\n" + cp)  # a hash dropped
-    other = bytearray(EIDS[index])
+    other = bytearray(LEAVES[index])
     other[0] ^= 1
+    lines3 = list(lines)
+    lines3[1] = b"extra " + base64.b64encode(bytes(other))
+    out.append(b"\n".join(lines3) + b"\n\n" + cp)  # another event_id
+    other = bytearray(LEAVES[index])
+    other[40] ^= 1  # the same event_id, another copy
     lines3 = list(lines)
     lines3[1] = b"extra " + base64.b64encode(bytes(other))
     out.append(b"\n".join(lines3) + b"\n\n" + cp)  # another leaf

@@ -4,8 +4,12 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
-from typing import Any
+import shutil
+import tempfile
+from collections.abc import Iterator
+from typing import Any, BinaryIO
 
 from pithlog.cli.edge import (
     STORE_HELP,
@@ -27,13 +31,14 @@ from pithlog.errors import (
     ProofError,
     UsageError,
 )
-from pithlog.lines import iter_lines
-from pithlog.net.sync import ExportSource, pull, store_responder
+from pithlog.net.sources import ExportSource, store_responder
+from pithlog.net.sync import MAX_NEEDED, Limits, pull
 from pithlog.protocol.canonical import encode_b64
 from pithlog.protocol.events import (
     is_event_id,
 )
 from pithlog.protocol.keys import (
+    Keyring,
     load_key_file,
 )
 from pithlog.store import REFUSED, REJECTED, Store
@@ -146,24 +151,55 @@ def cmd_verify_proof(args: argparse.Namespace, out: Out) -> int:
     return EXIT_OK
 
 
+def _trusted_checkpoint(args: argparse.Namespace, keyring: Keyring) -> Checkpoint | None:
+    """``--keep-invalid`` needs the source's signed checkpoint (``--checkpoint``), verified
+    against the keyring: invalid copies are kept only when the source proves them leaves
+    of its tree (docs/transparency.md, "Sync's limits")."""
+    if args.checkpoint is None:
+        if args.keep_invalid:
+            raise UsageError("arguments", "--keep-invalid keeps invalid copies only from a "
+                             "source whose signed log proves them: give --checkpoint FILE, "
+                             "the source's checkpoint, which the keyring must trust")
+        return None
+    if not args.keep_invalid:
+        raise UsageError("arguments", "--checkpoint is used with --keep-invalid only")
+    return verify_checkpoint(read_bytes(args.checkpoint), keyring, args.origin).checkpoint
+
+
+@contextlib.contextmanager
+def _seekable(path: str) -> Iterator[BinaryIO]:
+    """The export file, or standard input spooled to a temporary file (a sync reads its
+    source twice: once to list it, then the copies it needs)."""
+    with open_input(path) as stream:
+        if stream.seekable():
+            yield stream
+            return
+        with tempfile.TemporaryFile() as spool:
+            shutil.copyfileobj(stream, spool, 1 << 20)
+            spool.seek(0)
+            yield spool
+
+
 def cmd_sync(args: argparse.Namespace, out: Out) -> int:
     """Bring into the store the copies a store folder or an export file holds."""
     keyring = read_keyring(args.keyring)
     if args.batch_size < 1:
         raise UsageError("arguments", "--batch-size must be at least 1")
+    trusted = _trusted_checkpoint(args, keyring)
+    limits = Limits(max_needed=args.max_copies)
     source = args.source
     refused = 0
     with open_store(args, create=True) as store:
         if os.path.isdir(source):
             with Store.open(source, create=False, readonly=True) as other:
-                report = pull(store, store_responder(other), keyring,
-                              keep_invalid=args.keep_invalid, batch=args.batch_size)
+                report = pull(store, store_responder(other, limits), keyring, trusted,
+                              batch=args.batch_size, limits=limits)  # fmt: skip
         else:
-            with open_input(source) as stream:
-                export = ExportSource.read(line for _, line in iter_lines(stream))
-            refused = export.refused
-            report = pull(store, export.responder(), keyring, keep_invalid=args.keep_invalid,
-                          batch=args.batch_size)  # fmt: skip
+            with _seekable(source) as stream:
+                export = ExportSource.read(stream)
+                refused = export.refused
+                report = pull(store, export.responder(limits), keyring, trusted,
+                              batch=args.batch_size, limits=limits)  # fmt: skip
     doc = {
         "local_copies": report.local_items,
         "remote_copies": report.remote_items,
@@ -175,6 +211,7 @@ def cmd_sync(args: argparse.Namespace, out: Out) -> int:
                   "fetch_sent": report.fetch_sent, "fetch_received": report.fetch_received,
                   "total": report.bytes_exchanged},
         "statuses": dict(sorted(report.statuses.items())),
+        "proven": report.proven,
         "refused_lines": refused,
     }  # fmt: skip
     out.write(json_line(doc))
@@ -184,8 +221,9 @@ def cmd_sync(args: argparse.Namespace, out: Out) -> int:
             f"{report.bytes_exchanged} bytes exchanged")  # fmt: skip
     bad = report.statuses.get(REJECTED, 0) + report.statuses.get(REFUSED, 0) + refused
     if report.statuses.get(REJECTED, 0):
-        out.say("sync: rejected copies fail checks 1-12 here; pass --keep-invalid to hold "
-                "them as the source does")  # fmt: skip
+        out.say("sync: rejected copies fail checks 1-12 here; they are kept only with "
+                "--keep-invalid --checkpoint, when the source proves them leaves of its "
+                "signed log")  # fmt: skip
     return EXIT_BAD_INPUT if bad else EXIT_OK
 
 
@@ -276,13 +314,23 @@ def add_commands(sub: Any, store_parser: StoreParser) -> None:
         description="Reconcile the store with SOURCE (a store folder, opened read-only, or a "
         "JSON Lines export file) by comparing fingerprints of ranges of copies, fetch the "
         "copies the store lacks (preferred and evidence) and append them in transactions of "
-        "--batch-size. Prints one JSON line: copies on each side, needed, rounds, bytes "
-        "exchanged, append statuses. Exit 2 when a copy was rejected or a line refused.",
+        "--batch-size, in the source's order. Every fetched copy must hash to what was asked; "
+        "the source is held to the limits of docs/transparency.md. Prints one JSON line: "
+        "copies on each side, needed, rounds, bytes exchanged, append statuses. Exit 2 when "
+        "a copy was rejected or a line refused.",
     )
     p.add_argument("--from", dest="source", required=True, metavar="SOURCE")
     keyring_option(p)
     p.add_argument("--keep-invalid", action="store_true",
-                   help="store copies that fail checks 1-12, as the source may")  # fmt: skip
+                   help="store copies that fail checks 1-12 when the source proves them "
+                   "leaves of the tree of --checkpoint")  # fmt: skip
+    p.add_argument("--checkpoint", metavar="FILE",
+                   help="the source's signed checkpoint (needed by --keep-invalid); the "
+                   "keyring must trust it")  # fmt: skip
+    p.add_argument("--origin", metavar="NAME", help="require this origin of --checkpoint")
     p.add_argument("--batch-size", type=int, default=1000, metavar="N",
                    help="copies per fetch and per transaction (default 1000)")  # fmt: skip
+    p.add_argument("--max-copies", type=int, default=MAX_NEEDED, metavar="N",
+                   help=f"stop when the source lists more than N copies the store lacks "
+                   f"(default {MAX_NEEDED})")  # fmt: skip
     p.set_defaults(func=cmd_sync)

@@ -64,7 +64,7 @@ from pithlog.store.append import REJECTED as REJECTED
 from pithlog.store.append import REPLACED as REPLACED
 from pithlog.store.append import STORED as STORED
 from pithlog.store.append import AppendResult as AppendResult
-from pithlog.store.append import StartedBatch, append_work, rebuild_work
+from pithlog.store.append import KeepInvalid, StartedBatch, append_work, rebuild_work
 from pithlog.store.layout import (
     DB_NAMES,
     FORMAT_LEAF_EVENT_ID,
@@ -631,7 +631,7 @@ class Store:
         self,
         batch: Iterable[bytes | bytearray | memoryview | Envelope],
         keyring: Keyring,
-        keep_invalid: bool = False,
+        keep_invalid: KeepInvalid = False,
     ) -> list[AppendResult]:
         """Append a batch as ONE durable transaction; one :class:`AppendResult` per item.
 
@@ -648,7 +648,7 @@ class Store:
         self,
         batches: Iterable[Iterable[bytes | bytearray | memoryview | Envelope]],
         keyring: Keyring,
-        keep_invalid: bool = False,
+        keep_invalid: KeepInvalid = False,
     ) -> Generator[list[AppendResult], None, None]:
         """:meth:`append` of each batch in turn, as a pipeline: each batch is still ONE
         durable transaction, and its results are yielded after its commit. Meanwhile the
@@ -769,7 +769,7 @@ class Store:
         self,
         started: StartedBatch,
         keyring: Keyring,
-        keep_invalid: bool,
+        keep_invalid: KeepInvalid,
         abandon: threading.Event | None = None,
     ) -> list[AppendResult]:
         """The write transaction of a started batch, once its verdicts are in; with

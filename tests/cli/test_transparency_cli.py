@@ -217,9 +217,28 @@ def test_sync_command(f: dict[str, Any]) -> None:
     doc = json.loads(out)
     assert doc["statuses"] == {"stored": len(f["events"]), "rejected": 1}
     assert doc["refused_lines"] == 1
+    # --keep-invalid needs the source's checkpoint; an export file proves nothing with it
+    status, out, err = run(["--store", c, "sync", "--from", str(export), "--keyring",
+                            f["keyring"], "--keep-invalid"])  # fmt: skip
+    assert status == 2 and "[usage.arguments]" in err and "--checkpoint" in err
+    signed = checkpoint(f, "signed.cp")
     status, out, _ = run(["--store", c, "sync", "--from", str(export), "--keyring",
-                          f["keyring"], "--keep-invalid"])  # fmt: skip
-    assert json.loads(out)["statuses"] == {"stored": 1}
+                          f["keyring"], "--keep-invalid", "--checkpoint", str(signed)])
+    assert status == 2 and json.loads(out)["statuses"] == {"rejected": 1}
+    # from a store holding it in its signed log, the invalid copy is proven and kept
+    status, _, err = run(["--store", f["store"], "append", "--keyring", f["keyring"],
+                          "--keep-invalid", str(export)])  # fmt: skip
+    signed = checkpoint(f, "signed2.cp")
+    status, out, err = run(["--store", c, "sync", "--from", f["store"], "--keyring",
+                            f["keyring"], "--keep-invalid", "--checkpoint", str(signed),
+                            "--origin", ORIGIN])  # fmt: skip
+    assert status == 0, err
+    doc = json.loads(out)
+    assert doc["statuses"] == {"stored": 1} and doc["proven"] == 1
+    # a checkpoint the keyring does not trust is refused before anything is fetched
+    status, _, err = run(["--store", c, "sync", "--from", f["store"], "--keyring",
+                          f["authors"], "--keep-invalid", "--checkpoint", str(signed)])
+    assert status == 1 and "[checkpoint.untrusted]" in err
     status, _, err = run(["--store", c, "sync", "--from", str(f["tmp"] / "nothing"),
                           "--keyring", f["keyring"]])  # fmt: skip
     assert status == 2 and "[usage.unreadable]" in err

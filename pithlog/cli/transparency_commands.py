@@ -42,7 +42,13 @@ from pithlog.protocol.keys import (
     load_key_file,
 )
 from pithlog.store import REFUSED, REJECTED, Store
-from pithlog.transparency.checkpoint import Checkpoint, sign_checkpoint, verify_checkpoint
+from pithlog.transparency.checkpoint import (
+    Checkpoint,
+    parse_checkpoint_text,
+    parse_note,
+    sign_checkpoint,
+    verify_checkpoint,
+)
 from pithlog.transparency.proofs import (
     ConsistencyProof,
     InclusionProof,
@@ -90,19 +96,57 @@ def cmd_verify_checkpoint(args: argparse.Namespace, out: Out) -> int:
     return EXIT_OK
 
 
+def _published(args: argparse.Namespace) -> tuple[bytes, Checkpoint] | None:
+    """``--checkpoint FILE`` of ``prove inclusion``: the signed checkpoint to prove against
+    (its bytes, verbatim, and its text), or ``None`` when a new one is signed (``--key``)."""
+    if (args.key is None) == (args.checkpoint is None):
+        raise UsageError("arguments", "give --key KEYFILE --origin NAME to sign a checkpoint "
+                         "of the tree, or --checkpoint FILE to prove against a signed one")
+    if args.checkpoint is None:
+        if args.origin is None:
+            raise UsageError("arguments", "--key needs --origin NAME")
+        return None
+    if args.size is not None:
+        raise UsageError("arguments", "--checkpoint gives the tree size: no --size")
+    data = read_bytes(args.checkpoint)
+    cp = parse_checkpoint_text(parse_note(data).text)
+    if args.origin is not None and cp.origin != args.origin:
+        raise CheckpointError("origin", f"the checkpoint is of {cp.origin!r}, not "
+                              f"{args.origin!r}")  # fmt: skip
+    return data, cp
+
+
 def cmd_prove_inclusion(args: argparse.Namespace, out: Out) -> int:
-    """Write a tlog-proof@v1 that EVENT_ID is in the store's log."""
+    """Write a tlog-proof@v1 that EVENT_ID is in the store's log: against a checkpoint
+    signed here (``--key``), or against a signed one (``--checkpoint``), whose tree the
+    store must hold."""
     if not is_event_id(args.event_id):
         raise ProofError("event_id", f"{args.event_id!r} is not an event_id")
-    key = load_key_file(read_bytes(args.key))
+    published = _published(args)
+    key = load_key_file(read_bytes(args.key)) if published is None else None
     with open_store(args) as store:
-        size, root = store.tree_root(size_arg(args.size, "--size"))
+        if published is None:
+            size, root = store.tree_root(size_arg(args.size, "--size"))
+        else:
+            cp = published[1]
+            if cp.size > store.tree_size():
+                raise CheckpointError("diverged", f"the checkpoint is of size {cp.size}; the "
+                                      f"store holds {store.tree_size()} leaves")  # fmt: skip
+            size, root = store.tree_root(cp.size)
+            if root != cp.root:
+                raise CheckpointError("diverged", f"the store's root at size {size} is "
+                                      f"{encode_b64(root)}, the checkpoint's "
+                                      f"{encode_b64(cp.root)}")  # fmt: skip
         leaves = [leaf for leaf in store.leaves_of(args.event_id) if leaf[0] < size]
         if not leaves:
             raise ProofError("not_found", f"no copy of {args.event_id} among the first {size} "
                              "leaves of the store's log")  # fmt: skip
         _, path = store.inclusion_path(leaves[0][0], size)
-    checkpoint = sign_checkpoint(Checkpoint(args.origin, size, root), key)
+    if key is not None:
+        checkpoint = sign_checkpoint(Checkpoint(args.origin, size, root), key)
+    else:
+        assert published is not None
+        checkpoint = published[0]
     extra = bytes.fromhex(args.event_id[len("sha256:") :]) + leaves[0][1]
     out.write(InclusionProof(leaves[0][0], tuple(path), checkpoint, extra).encoded())
     out.say(f"prove inclusion: {args.event_id} is leaf {leaves[0][0]} of {size} "
@@ -270,13 +314,19 @@ def add_commands(sub: Any, store_parser: StoreParser) -> None:
         description="Print a c2sp.org/tlog-proof@v1: the leaf data (extra: the event_id and "
         "the SHA-256 of its copy), the index of its "
         "first copy in the log, the RFC 9162 inclusion path and a checkpoint of the tree of "
-        "--size leaves (default: all) signed with KEYFILE for ORIGIN.",
+        "--size leaves (default: all) signed with KEYFILE for ORIGIN; or, with --checkpoint "
+        "FILE, the path to the root of that signed checkpoint, copied verbatim into the "
+        "proof (a server or mirror holding only a published or cosigned checkpoint).",
     )
     q.add_argument("--store", metavar="DIR", default=argparse.SUPPRESS, help=STORE_HELP)
     q.add_argument("event_id", metavar="EVENT_ID")
     q.add_argument("--size", type=int, metavar="N")
-    q.add_argument("--key", required=True, metavar="KEYFILE")
-    q.add_argument("--origin", required=True, metavar="NAME")
+    q.add_argument("--key", metavar="KEYFILE", help="sign a checkpoint with this key")
+    q.add_argument("--origin", metavar="NAME",
+                   help="the origin to sign for (with --key), or to require of --checkpoint")
+    q.add_argument("--checkpoint", metavar="FILE",
+                   help="prove against this signed checkpoint (its size; the store must "
+                   "hold its tree) instead of signing one: no private key needed")
     q.set_defaults(func=cmd_prove_inclusion)
     q = kinds.add_parser(
         "consistency",

@@ -242,3 +242,45 @@ def test_sync_command(f: dict[str, Any]) -> None:
     status, _, err = run(["--store", c, "sync", "--from", str(f["tmp"] / "nothing"),
                           "--keyring", f["keyring"]])  # fmt: skip
     assert status == 2 and "[usage.unreadable]" in err
+
+
+def test_inclusion_proofs_against_a_published_checkpoint(f: dict[str, Any]) -> None:
+    """prove inclusion --checkpoint: no private key, the checkpoint copied verbatim, the
+    proof verifies; a checkpoint of a tree the store does not hold is refused."""
+    append(f, f["first"])
+    published = checkpoint(f, "published.cp")  # of the first 20 events
+    append(f, f["rest"])
+    eid = f["events"][7]["event_id"]
+    status, out, err = run(["--store", f["store"], "prove", "inclusion", eid,
+                            "--checkpoint", str(published)])  # fmt: skip
+    assert status == 0, err
+    assert out.endswith(published.read_bytes())
+    proof = f["tmp"] / "against-published"
+    proof.write_bytes(out)
+    status, out, err = run(["verify-proof", "--keyring", f["keyring"], "--origin", ORIGIN,
+                            "--event-id", eid, str(proof)])  # fmt: skip
+    assert status == 0, err
+    assert json.loads(out)["size"] == 20 and json.loads(out)["index"] == 7
+    # an event logged after the checkpoint's size is not in its tree
+    later = f["events"][25]["event_id"]
+    status, _, err = run(["--store", f["store"], "prove", "inclusion", later,
+                          "--checkpoint", str(published)])  # fmt: skip
+    assert status == 2 and "[proof.not_found]" in err
+    # a checkpoint of another store's tree (same size, other root) is refused
+    other = str(f["tmp"] / "other")
+    append(f, f["rest"], store=other)
+    foreign = checkpoint(f, "foreign.cp", store=other)
+    status, _, err = run(["--store", f["store"], "prove", "inclusion", eid,
+                          "--checkpoint", str(foreign)])  # fmt: skip
+    assert status == 1 and "[checkpoint.diverged]" in err
+    # a bigger tree than the store holds, a wrong origin, and the usage errors
+    status, _, err = run(["--store", other, "prove", "inclusion", later,
+                          "--checkpoint", str(checkpoint(f, "all.cp"))])  # fmt: skip
+    assert status == 1 and "[checkpoint.diverged]" in err
+    status, _, err = run(["--store", f["store"], "prove", "inclusion", eid, "--checkpoint",
+                          str(published), "--origin", "other.invalid"])  # fmt: skip
+    assert status == 1 and "[checkpoint.origin]" in err
+    for extra in ([], ["--checkpoint", str(published), "--key", f["key"]],
+                  ["--checkpoint", str(published), "--size", "3"], ["--key", f["key"]]):
+        status, _, err = run(["--store", f["store"], "prove", "inclusion", eid, *extra])
+        assert status == 2 and "[usage.arguments]" in err

@@ -174,6 +174,21 @@ class ProofError(_Verifying):
     failed = frozenset({"inclusion", "consistency", "mismatch"})
 
 
+class TileError(_Verifying):
+    """A tlog-tiles path that names no tile, or served tiles and bundles that do not verify
+    against their checkpoint (``pithlog.transparency.tiles``)."""
+
+    family = "tile"
+    failed = frozenset({"mismatch", "bundle", "size"})
+
+
+class ServeError(PithlogError):
+    """A request that ``pithlog serve`` refuses (``docs/network.md``): the HTTP status comes
+    with the code."""
+
+    family = "serve"
+
+
 class SyncError(PithlogError):
     """A sync that cannot read its source or receives a message breaking the protocol."""
 

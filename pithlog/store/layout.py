@@ -40,6 +40,7 @@ DB_NAMES = (
     "meta",
     "merkle",
     "copy_seq",
+    "by_copy",
 )
 INDEX_DBS = ("applied", "slots", "equivocated", "invalid")
 """The per-pith reduction index: a pith's state document is assembled from it on read."""

@@ -96,6 +96,7 @@ from pithlog.store.replay import (
 from pithlog.store.replay import Progress as Progress
 from pithlog.store.replay import ReplayReport as ReplayReport
 from pithlog.store.stateindex import INDEX_DAMAGE, assemble_state
+from pithlog.transparency import tiles
 
 register(
     {
@@ -957,6 +958,49 @@ class Store:
         hash), in append order; keys of copies not stored are left out."""
         wanted = list(keys)
         return self._read(lambda txn, dbs: tree.copies(txn, dbs, wanted))
+
+
+    # --- reads for the network: tiles, bundles, copies (docs/network.md) ------------------
+
+    def tile(self, level: int, index: int, width: int) -> bytes | None:
+        """The bytes of tlog-tiles tile ``index`` of ``level`` with ``width`` hashes
+        (:mod:`pithlog.transparency.tiles`), or ``None`` when the tree does not have that
+        many yet. A partial tile is the first ``width`` hashes of its full tile, whatever
+        the current size."""
+
+        def work(txn: _Txn, dbs: dict[str, Any]) -> bytes | None:
+            if width > tiles.tile_width(level, index, tree.merkle_size(txn, dbs)):
+                return None
+            first = index * tiles.WIDTH
+            return tree.tile_hashes(txn, dbs, tiles.HEIGHT * level, first, width)
+
+        return self._read(work)
+
+    def leaf_data(self, first: int, count: int) -> list[bytes] | None:
+        """The 64-byte leaf data of leaves ``first`` to ``first + count`` (``None``: beyond
+        the tree)."""
+
+        def work(txn: _Txn, dbs: dict[str, Any]) -> list[bytes] | None:
+            if first < 0 or count < 0 or first + count > tree.merkle_size(txn, dbs):
+                return None
+            return tree.leaf_data(txn, dbs, first, count)
+
+        return self._read(work)
+
+    def leaf_copies(self, first: int, count: int) -> list[bytes] | None:
+        """The JCS bytes of the copies of leaves ``first`` to ``first + count``, in leaf
+        order (``None``: beyond the tree)."""
+
+        def work(txn: _Txn, dbs: dict[str, Any]) -> list[bytes] | None:
+            if first < 0 or count < 0 or first + count > tree.merkle_size(txn, dbs):
+                return None
+            return tree.copies_of_leaves(txn, dbs, first, count)
+
+        return self._read(work)
+
+    def copy(self, copy_sha256: bytes) -> bytes | None:
+        """The stored copy whose JCS bytes hash to ``copy_sha256`` (preferred or evidence)."""
+        return self._read(lambda txn, dbs: tree.copy_by_hash(txn, dbs, copy_sha256))
 
 
 PIPELINE_MIN = 500

@@ -35,6 +35,8 @@ from pithlog.transparency import merkle
 #             every such subtree that is complete. Level 0 (the leaf hashes) comes from seq.
 #   copy_seq  event_id (32) + copy hash (32) -> seq (8 bytes big-endian): seq inverted,
 #             in (event_id, copy hash) order (the leaves of an event; the items of sync).
+#   by_copy   copy hash (32) -> seq (8 bytes big-endian): a copy found by its SHA-256 alone
+#             (what a mirror asks for, `GET /copy/<hex>`).
 # meta merkle_size: how many seq entries the two cover. Appends extend them in their own
 # transaction (merkle_sync); opening a store catches up a store written without them.
 
@@ -100,6 +102,7 @@ def merkle_sync(txn: Txn, dbs: dict[str, Any]) -> int:
         ):
             txn.put(_NODE.pack(level, index), node, db=dbs["merkle"])
         txn.put(value, SEQ.pack(size + 1), db=dbs["copy_seq"])
+        txn.put(value[32:], SEQ.pack(size + 1), db=dbs["by_copy"])
         size += 1
     if raw is None or size != start:
         txn.put(META_MERKLE_SIZE, SEQ.pack(size), db=dbs["meta"])
@@ -178,6 +181,65 @@ def copies(txn: Txn, dbs: dict[str, Any], wanted: list[bytes]) -> list[tuple[int
     return out
 
 
+# --- reads by leaf range: tiles, bundles, copies (docs/network.md) ----------------------
+
+
+def tile_hashes(txn: Txn, dbs: dict[str, Any], level: int, first: int, count: int) -> bytes:
+    """The hashes of Merkle level ``level`` (0 or a multiple of 8 for tiles), indexes
+    ``first`` to ``first + count``, concatenated: leaf hashes from ``seq`` for level 0, else
+    the stored subtree hashes, read by one cursor walk. The caller keeps the range inside
+    the tree (:func:`merkle_size`)."""
+    out = bytearray()
+    if level == 0:
+        for value in leaf_data(txn, dbs, first, count):
+            out += merkle.leaf_hash(value)
+        return bytes(out)
+    cursor = txn.cursor(db=dbs["merkle"])
+    found = cursor.set_range(_NODE.pack(level, first))
+    for index in range(first, first + count):
+        key, value = cursor.item() if found else (b"", b"")
+        if key != _NODE.pack(level, index) or len(value) != merkle.HASH_SIZE:
+            raise StoreError("corrupted", f"merkle node {level}/{index} is missing or "
+                             "damaged; run `pithlog replay --verify`")  # fmt: skip
+        out += value
+        found = cursor.next()
+    return bytes(out)
+
+
+def leaf_data(txn: Txn, dbs: dict[str, Any], first: int, count: int) -> list[bytes]:
+    """The 64-byte leaf data (``seq`` values) of leaves ``first`` to ``first + count``."""
+    out: list[bytes] = []
+    cursor = txn.cursor(db=dbs["seq"])
+    found = cursor.set_range(SEQ.pack(first + 1))
+    for index in range(first, first + count):
+        key, value = cursor.item() if found else (b"", b"")
+        if key != SEQ.pack(index + 1) or len(value) != 64:
+            raise StoreError("corrupted", f"seq {index + 1} is missing or damaged; run "
+                             "`pithlog replay --verify`")  # fmt: skip
+        out.append(value)
+        found = cursor.next()
+    return out
+
+
+def copies_of_leaves(txn: Txn, dbs: dict[str, Any], first: int, count: int) -> list[bytes]:
+    """The JCS bytes of the copies of leaves ``first`` to ``first + count``, in leaf order."""
+    out: list[bytes] = []
+    for index, value in enumerate(leaf_data(txn, dbs, first, count), first):
+        data = copy_at(txn, dbs, value)
+        if data is None:
+            raise StoreError("corrupted", f"seq {index + 1} names a copy that is not stored "
+                             f"({eid_str(value[:32])}); run `pithlog replay --verify`")
+        out.append(data)
+    return out
+
+
+def copy_by_hash(txn: Txn, dbs: dict[str, Any], h: bytes) -> bytes | None:
+    """The stored copy whose JCS bytes hash to ``h`` (``None``: no such copy)."""
+    raw = txn.get(h, db=dbs["by_copy"]) if len(h) == 32 else None
+    value = txn.get(raw, db=dbs["seq"]) if raw is not None else None
+    return copy_at(txn, dbs, value) if value is not None else None
+
+
 # --- replay's check -----------------------------------------------------------------------
 
 _MAX_MERKLE_LINES = 20
@@ -206,6 +268,9 @@ def check_merkle(txn: Txn, dbs: dict[str, Any], found: list[Discrepancy]) -> Non
         if txn.get(value, db=dbs["copy_seq"]) != key:
             say(eid_str(value[:32]), f"copy_seq does not map copy {value[32:].hex()[:16]} to "
                 f"seq {checked + 1}")  # fmt: skip
+        if txn.get(value[32:], db=dbs["by_copy"]) != key:
+            say(eid_str(value[:32]), f"by_copy does not map copy {value[32:].hex()[:16]} to "
+                f"seq {checked + 1}")  # fmt: skip
         node, level, position = merkle.leaf_hash(value), 0, checked
         while position & 1:
             node = merkle.node_hash(frontier.pop(level), node)
@@ -219,9 +284,10 @@ def check_merkle(txn: Txn, dbs: dict[str, Any], found: list[Discrepancy]) -> Non
     if nodes != expected_nodes:
         say("merkle", f"holds {nodes} subtree hashes; a tree of {size} leaves has "
             f"{expected_nodes}")  # fmt: skip
-    copies = txn.stat(dbs["copy_seq"])["entries"]
-    if copies != size:
-        say("copy_seq", f"holds {copies} entries; the tree has {size} leaves")
+    for name in ("copy_seq", "by_copy"):
+        held = txn.stat(dbs[name])["entries"]
+        if held != size:
+            say(name, f"holds {held} entries; the tree has {size} leaves")
     found.extend(lines[:_MAX_MERKLE_LINES])
     if len(lines) > _MAX_MERKLE_LINES:
         found.append(Discrepancy("merkle", "more", f"{len(lines) - _MAX_MERKLE_LINES} more "

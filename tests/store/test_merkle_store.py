@@ -97,6 +97,7 @@ def test_a_store_without_the_tree_gets_it_on_open(tmp_path: Path) -> None:
         def forget(txn: Any, dbs: dict[str, Any]) -> None:
             txn.drop(dbs["merkle"], delete=True)
             txn.drop(dbs["copy_seq"], delete=True)
+            txn.drop(dbs["by_copy"], delete=True)
             txn.delete(b"merkle_size", db=dbs["meta"])
 
         store._write(forget)
@@ -180,6 +181,7 @@ def as_format_2(store: Store) -> tuple[int, bytes]:
 
     def rewrite(txn: Any, dbs: dict[str, Any]) -> tuple[int, bytes]:
         txn.drop(dbs["merkle"], delete=False)
+        txn.drop(dbs["by_copy"], delete=False)  # format 2 had none
         nodes: dict[tuple[int, int], bytes] = {}
         old: list[bytes] = []
         for _key, value in txn.cursor(db=dbs["seq"]):
@@ -217,6 +219,8 @@ def test_a_format_2_store_is_migrated_on_open(tmp_path: Path) -> None:
         assert again.tree_root() == (size, merkle.root_of(data))
         assert again.tree_root()[1] != old_root
         assert {p: again.state(p) for p in states} == states
+        for _seq, copy in again.export():  # by_copy, new in format 3, built too
+            assert again.copy(hashlib.sha256(copy).digest()) == copy
         report = again.replay(g.KEYRING)
         assert report.ok, [d.line() for d in report.discrepancies]
         # and it stays a working store: an append extends the new tree
@@ -230,3 +234,39 @@ def test_another_format_is_refused(tmp_path: Path) -> None:
         store._write(lambda txn, dbs: txn.put(b"format", b"1", db=dbs["meta"]))
     with pytest.raises(StoreError, match="format"):
         Store.open(tmp_path / "s", create=False)
+
+
+def test_tiles_bundles_and_copies_by_leaf_range(tmp_path: Path) -> None:
+    """The reads the network serves: tiles as tlog-tiles defines them (held to merkle's
+    recursion), leaf data and copies in leaf order, a copy by its hash."""
+    from pithlog.transparency import tiles
+
+    store, _ = filled(tmp_path / "s")
+    with store:
+        data = leaves_of(store)
+        n = len(data)
+        hashes = [merkle.leaf_hash(d) for d in data]
+        assert store.tile(0, 0, n) == b"".join(hashes)
+        assert store.tile(0, 0, 3) == b"".join(hashes[:3])  # a partial of an earlier size
+        assert store.tile(0, 0, n + 1) is None and store.tile(1, 0, 1) is None
+        assert store.leaf_data(0, n) == data and store.leaf_data(1, n) is None
+        exported = [copy for _, copy in store.export()]
+        assert store.leaf_copies(2, 5) == exported[2:7]
+        assert store.leaf_copies(n, 1) is None
+        for copy in exported:
+            assert store.copy(hashlib.sha256(copy).digest()) == copy
+        assert store.copy(b"\x00" * 32) is None and store.copy(b"short") is None
+
+        # level 1 from a store past 256 leaves: the hash of each full level-0 tile
+        rng = random.Random(5)
+        more = [g.encoded(e) for e in g.mixed_events(rng, piths=60, per_pith=6)]
+        store.append(more, g.KEYRING, keep_invalid=True)
+        data = leaves_of(store)
+        size = len(data)
+        assert size > 256
+        subtree = merkle.subtree_from_leaves([merkle.leaf_hash(d) for d in data])
+        width = tiles.tile_width(1, 0, size)
+        level1 = store.tile(1, 0, width)
+        assert level1 == b"".join(subtree(i * 256, (i + 1) * 256) for i in range(width))
+        full = store.tile(0, 0, 256)
+        assert full is not None and tiles.tile_root(full) == level1[:32]

@@ -1,0 +1,62 @@
+"""The commands of the log on the network: ``serve`` (docs/network.md)."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from pithlog.cli.edge import Out, StoreParser, store_path
+from pithlog.errors import EXIT_OK, UsageError
+
+
+def cmd_serve(args: argparse.Namespace, out: Out) -> int:
+    """Serve the store's log over HTTP until interrupted."""
+    try:
+        from pithlog.net import server
+    except ImportError as exc:  # the optional extra: pip install 'pithlog[net]'
+        raise UsageError("arguments", f"pithlog serve needs the net extra (pip install "
+                         f"'pithlog[net]'): {exc}") from exc  # fmt: skip
+    if args.submit != (args.keyring is not None):
+        raise UsageError("arguments", "--submit and --keyring go together: the keyring "
+                         "judges what is submitted")  # fmt: skip
+    if args.max_body < 1 or args.max_lines < 1 or args.body_timeout <= 0:
+        raise UsageError("arguments", "--max-body, --max-lines and --body-timeout are positive")
+    settings = server.Settings(
+        store=store_path(args), key=args.key, origin=args.origin, keyring=args.keyring,
+        max_body=args.max_body, max_lines=args.max_lines, body_seconds=args.body_timeout,
+    )  # fmt: skip
+    server.serve(settings, args.listen, args.workers,
+                 lambda url: out.say(f"serve: listening on {url}"))  # fmt: skip
+    return EXIT_OK
+
+
+def add_commands(sub: Any, store_parser: StoreParser) -> None:
+    """The subcommand parsers of this group."""
+    p = store_parser(
+        "serve",
+        help="serve the store's log over HTTP (C2SP tlog-tiles, states, proofs, submissions)",
+        description="Serve the store's log over HTTP (docs/network.md): the signed "
+        "checkpoint, tlog-tiles tiles and entry bundles, copies, state documents and proofs, "
+        "and with --submit, POST /submit. Prints 'serve: listening on http://HOST:PORT' on "
+        "stderr once it listens; stops on Ctrl-C or SIGTERM.",
+    )
+    p.add_argument("--listen", default="127.0.0.1:8080", metavar="HOST:PORT",
+                   help="address to listen on (default 127.0.0.1:8080; port 0 picks a free "
+                   "port)")  # fmt: skip
+    p.add_argument("--key", required=True, metavar="KEYFILE",
+                   help="the log's private key: signs the published checkpoints")
+    p.add_argument("--origin", required=True, metavar="ORIGIN",
+                   help="the checkpoints' origin line (and key name)")
+    p.add_argument("--submit", action="store_true",
+                   help="accept POST /submit (needs --keyring)")
+    p.add_argument("--keyring", metavar="KEYRING",
+                   help="keyring JSON file judging submissions (with --submit)")
+    p.add_argument("--workers", type=int, default=1, metavar="N",
+                   help="worker processes (default 1)")
+    p.add_argument("--max-body", type=int, default=8 << 20, metavar="BYTES",
+                   help="largest POST /submit body (default 8 MiB; larger: 413)")
+    p.add_argument("--max-lines", type=int, default=10_000, metavar="N",
+                   help="most lines per POST /submit (default 10,000; more: 413)")
+    p.add_argument("--body-timeout", type=float, default=30.0, metavar="SECONDS",
+                   help="time to receive a POST /submit body (default 30; slower: 408)")
+    p.set_defaults(func=cmd_serve)

@@ -1,0 +1,384 @@
+"""``pithlog serve``: a store's log on HTTP (``docs/network.md``), as a Starlette ASGI app.
+
+The log is served as C2SP ``tlog-tiles`` (``/checkpoint``, ``/tile/<L>/<N>[.p/<W>]``,
+``/tile/entries/<N>[.p/<W>]``) with the copies beside it (``/copies/...``, ``/copy/<hex>``,
+``/event/sha256:<hex>``), state documents, proofs against the published checkpoint, and,
+with ``submit``, ``POST /submit``. Other routes (``POST /sync``) are mounted through
+``extra_routes``.
+
+Every store read runs in a worker thread (:func:`starlette.concurrency.run_in_threadpool`),
+so a slow read never holds the event loop. Every error is JSON ``{"error": code,
+"message": ...}`` with a code of ``docs/errors.md``, never a traceback. Nothing is read
+from the file system: every answer comes from the :class:`~pithlog.store.Store`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+import msgspec
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
+from starlette.middleware.gzip import GZipMiddleware
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import BaseRoute, Route
+
+from pithlog.errors import PithlogError, ServeError, StoreError, TileError, register
+from pithlog.net.submit import GroupCommit, Limits, answer, read_body, split_lines
+from pithlog.protocol.events import is_event_id
+from pithlog.protocol.keys import Keyring, SigningKey
+from pithlog.protocol.records import is_pith_number
+from pithlog.store import Store
+from pithlog.transparency import tiles
+from pithlog.transparency.checkpoint import Checkpoint, sign_checkpoint
+from pithlog.transparency.proofs import ConsistencyProof, InclusionProof
+
+register(
+    {
+        "serve.not_found": "nothing at that path: see docs/network.md for the endpoints "
+        "(a tile or leaf beyond the tree is not there yet)",
+        "serve.bad_path": "the path names no resource: a malformed event_id, copy hash, pith "
+        "number or tree size (docs/network.md)",
+        "serve.method": "that method is not allowed on this path (docs/network.md)",
+        "serve.pending": "the pith is pending: it has events but no valid record_created yet, "
+        "so no state document",
+        "serve.read_only": "this server does not take submissions (it runs without --submit)",
+        "serve.internal": "the server failed to answer; the operator's log has the details",
+    }
+)
+
+T = TypeVar("T")
+
+IMMUTABLE = "public, max-age=31536000, immutable"
+"""Tiles, bundles and copies of a given width, a copy by hash, a consistency proof: the
+bytes at such a URL never change in an append-only log."""
+CHECKPOINT_CACHE = "public, max-age=2"
+"""tlog-tiles: the checkpoint SHOULD NOT be cached beyond a few seconds."""
+REVALIDATE = "no-cache"
+"""Stored by a cache, but checked again (``If-None-Match``) before each use."""
+NO_STORE = "no-store"
+
+OCTETS = "application/octet-stream"
+JSON = "application/json"
+JSON_LINES = "application/x-ndjson"
+TEXT = "text/plain; charset=utf-8"
+
+_STATUS = {
+    "serve.not_found": 404, "serve.pending": 404, "serve.bad_path": 400,
+    "serve.bad_request": 400, "serve.method": 405, "serve.read_only": 403,
+    "serve.too_large": 413, "serve.too_many_lines": 413, "serve.timeout": 408,
+    "tile.path": 400, "store.tree_size": 404, "store.readers_full": 503,
+}  # fmt: skip
+_HEX64 = re.compile(r"[0-9a-f]{64}")
+_DECIMAL = re.compile(r"0|[1-9][0-9]{0,18}")
+
+
+@dataclass
+class ServeConfig:
+    """What ``pithlog serve`` serves: the store, the key that signs its checkpoints and
+    their origin; with ``keyring``, ``POST /submit`` is open."""
+
+    store: Store
+    key: SigningKey
+    origin: str
+    keyring: Keyring | None = None
+    limits: Limits = field(default_factory=Limits)
+    extra_routes: Sequence[BaseRoute] = ()
+    """Routes mounted beside these (``POST /sync``); they read ``request.app.state.log``."""
+
+
+@dataclass
+class Published:
+    """The checkpoint the server publishes: re-signed when the tree has grown."""
+
+    size: int
+    root: bytes
+    note: bytes
+
+
+class Log:
+    """The state an app holds (``request.app.state.log``): config, the published
+    checkpoint, the group commit of submissions."""
+
+    def __init__(self, config: ServeConfig) -> None:
+        self.config = config
+        self.store = config.store
+        self._published: Published | None = None
+        self._lock = asyncio.Lock()
+        self.submissions = (GroupCommit.over(config.store, config.keyring, config.limits)
+                            if config.keyring is not None else None)  # fmt: skip
+
+    async def read(self, work: Callable[..., T], *args: Any) -> T:
+        """A store read, in a worker thread."""
+        return await run_in_threadpool(work, *args)
+
+    async def checkpoint(self) -> Published:
+        """The signed checkpoint of the current tree (Ed25519 is deterministic: one tree,
+        one note)."""
+        size, root = await self.read(self.store.tree_root)
+        published = self._published
+        if published is None or published.size != size:
+            async with self._lock:
+                note = sign_checkpoint(Checkpoint(self.config.origin, size, root),
+                                       self.config.key)  # fmt: skip
+                published = self._published = Published(size, root, note)
+        return published
+
+
+def _log(request: Request) -> Log:
+    log: Log = request.app.state.log
+    return log
+
+
+def respond(body: bytes, media: str, cache: str, **headers: str) -> Response:
+    return Response(body, media_type=media,
+                    headers={"Cache-Control": cache, "X-Content-Type-Options": "nosniff",
+                             **headers})  # fmt: skip
+
+
+def error_response(status: int, code: str, message: str, **extra: Any) -> Response:
+    """``{"error": code, "message": ...}``; never cached (a tile missing now is there
+    after the next append)."""
+    body = msgspec.json.encode({"error": code, "message": message, **extra}) + b"\n"
+    return Response(body, status_code=status, media_type=JSON,
+                    headers={"Cache-Control": NO_STORE, "X-Content-Type-Options": "nosniff"})
+
+
+def _not_found(what: str) -> ServeError:
+    return ServeError("not_found", what)
+
+
+# --- the log: checkpoint, tiles, bundles, copies ------------------------------------------
+
+
+async def get_checkpoint(request: Request) -> Response:
+    published = await _log(request).checkpoint()
+    return respond(published.note, TEXT, CHECKPOINT_CACHE)
+
+
+def _tile_ref(path: str) -> tiles.Tile:
+    return tiles.parse_tile_path(path)
+
+
+async def get_tile(request: Request) -> Response:
+    """``/tile/<L>/<N>[.p/<W>]``: hashes, exactly ``W * 32`` bytes."""
+    log = _log(request)
+    tile = _tile_ref(request.path_params["rest"])
+    if tile.level == tiles.ENTRIES:  # only reached without the entries route
+        return await get_entries(request)
+    hashes = await log.read(log.store.tile, tile.level, tile.index, tile.width)
+    if hashes is None:
+        raise _not_found(f"{tile.path()}: the tree has not that many hashes at that level")
+    return respond(hashes, OCTETS, IMMUTABLE)
+
+
+async def get_entries(request: Request) -> Response:
+    """``/tile/entries/<N>[.p/<W>]``: the 64-byte leaf data, uint16-length prefixed."""
+    log = _log(request)
+    rest = request.path_params["rest"]
+    tile = _tile_ref(rest if rest.startswith("entries/") else "entries/" + rest)
+    data = await log.read(log.store.leaf_data, tile.index * tiles.WIDTH, tile.width)
+    if data is None:
+        raise _not_found(f"{tile.path()}: the tree has not that many leaves")
+    return respond(tiles.encode_bundle(data), OCTETS, IMMUTABLE)
+
+
+async def get_copies(request: Request) -> Response:
+    """``/copies/<N>[.p/<W>]``: the copies of the leaves of bundle N, JSON Lines."""
+    log = _log(request)
+    tile = _tile_ref("entries/" + request.path_params["rest"])
+    copies = await log.read(log.store.leaf_copies, tile.index * tiles.WIDTH, tile.width)
+    if copies is None:
+        raise _not_found(f"copies {tile.index} of width {tile.width}: the tree has not that "
+                         "many leaves")  # fmt: skip
+    return respond(b"".join(c + b"\n" for c in copies), JSON_LINES, IMMUTABLE)
+
+
+async def get_copy(request: Request) -> Response:
+    """``/copy/<64 hex>``: a copy by the SHA-256 of its JCS bytes."""
+    log = _log(request)
+    h = request.path_params["hash"]
+    if not _HEX64.fullmatch(h):
+        raise ServeError("bad_path", "a copy is named by 64 lowercase hex digits (its SHA-256)")
+    copy = await log.read(log.store.copy, bytes.fromhex(h))
+    if copy is None:
+        raise _not_found(f"no copy {h}")
+    return respond(copy, JSON, IMMUTABLE)
+
+
+async def get_event(request: Request) -> Response:
+    """``/event/sha256:<hex>``: the preferred copy of an event."""
+    log = _log(request)
+    event_id = request.path_params["event_id"]
+    if not is_event_id(event_id):
+        raise ServeError("bad_path", "an event is named sha256: and 64 lowercase hex digits")
+    copy = await log.read(log.store.event, event_id)
+    if copy is None:
+        raise _not_found(f"no event {event_id}")
+    return _conditional(request, copy, _copy_etag(copy), JSON)
+
+
+def _copy_etag(copy: bytes) -> str:
+    return '"' + hashlib.sha256(copy).hexdigest() + '"'
+
+
+def _conditional(request: Request, body: bytes, etag: str, media: str) -> Response:
+    """A revalidated answer: ``304`` when the client holds this ETag already."""
+    if etag in (request.headers.get("if-none-match") or "").replace(" ", "").split(","):
+        return Response(status_code=304, headers={"ETag": etag, "Cache-Control": REVALIDATE})
+    return respond(body, media, REVALIDATE, ETag=etag)
+
+
+class _Digest(msgspec.Struct):
+    state_sha256: str
+
+
+async def get_state(request: Request) -> Response:
+    """``/state/<pith>``: the state document, byte for byte ``pithlog state``'s."""
+    log = _log(request)
+    pith = request.path_params["pith"]
+    if not is_pith_number(pith):
+        raise ServeError("bad_path", f"{pith[:80]!r} is not a pith number")
+    state = await log.read(log.store.state, pith)
+    if state is None:
+        status = await log.read(log.store.status, pith)
+        if status is None:
+            raise _not_found(f"the log holds no event of {pith}")
+        return error_response(404, "serve.pending", f"{pith} is pending: "
+                              f"{status['event_count']} events, no valid record_created yet",
+                              pith=status)  # fmt: skip
+    digest = msgspec.json.decode(state, type=_Digest).state_sha256
+    return _conditional(request, state + b"\n", f'"{digest}"', JSON)
+
+
+# --- proofs against the published checkpoint ----------------------------------------------
+
+
+async def get_inclusion(request: Request) -> Response:
+    """``/proof/inclusion/sha256:<hex>[?copy=<hex>]``: a tlog-proof@v1 of the event's first
+    copy (or of the copy named) against the checkpoint the server publishes now."""
+    log = _log(request)
+    event_id = request.path_params["event_id"]
+    wanted = request.query_params.get("copy")
+    if not is_event_id(event_id) or (wanted is not None and not _HEX64.fullmatch(wanted)):
+        raise ServeError("bad_path", "sha256: and 64 lowercase hex digits (and ?copy= 64 hex)")
+    published = await log.checkpoint()
+    leaves = [leaf for leaf in await log.read(log.store.leaves_of, event_id)
+              if leaf[0] < published.size
+              and (wanted is None or leaf[1].hex() == wanted)]  # fmt: skip
+    if not leaves:
+        raise _not_found(f"no copy of {event_id} among the {published.size} leaves of the "
+                         "published checkpoint")  # fmt: skip
+    index, h = leaves[0]
+    _, path = await log.read(log.store.inclusion_path, index, published.size)
+    extra = bytes.fromhex(event_id[len("sha256:") :]) + h
+    proof = InclusionProof(index, tuple(path), published.note, extra).encoded()
+    return respond(proof, TEXT, REVALIDATE)
+
+
+async def get_consistency(request: Request) -> Response:
+    """``/proof/consistency/<OLD>/<NEW>``: RFC 9162 ``PROOF(OLD, D[NEW])``, pithlog's
+    format, for sizes up to the tree's."""
+    log = _log(request)
+    old, new = request.path_params["old"], request.path_params["new"]
+    if not (_DECIMAL.fullmatch(old) and _DECIMAL.fullmatch(new)) or int(old) > int(new):
+        raise ServeError("bad_path", "OLD and NEW are tree sizes, decimals, OLD <= NEW")
+    size, path = await log.read(log.store.consistency_path, int(old), int(new))
+    return respond(ConsistencyProof(int(old), size, tuple(path)).encoded(), TEXT, IMMUTABLE)
+
+
+# --- the rest -----------------------------------------------------------------------------
+
+
+async def get_stats(request: Request) -> Response:
+    """What ``pithlog stats`` prints, without the store's path on the server's disk."""
+    log = _log(request)
+    stats = await log.read(log.store.stats)
+    stats.pop("path", None)
+    return respond(msgspec.json.encode(stats) + b"\n", JSON, NO_STORE)
+
+
+async def get_healthz(request: Request) -> Response:
+    log = _log(request)
+    size = await log.read(log.store.tree_size)
+    return respond(msgspec.json.encode({"ok": True, "tree_size": size}) + b"\n", JSON, NO_STORE)
+
+
+async def post_submit(request: Request) -> Response:
+    """``POST /submit``: JSON Lines of signed events; one status line each, after the
+    commit (:mod:`pithlog.net.submit`)."""
+    log = _log(request)
+    if log.submissions is None:
+        raise ServeError("read_only", "this server takes no submissions")
+    limits = log.config.limits
+    body = await read_body(request.stream(), request.headers.get("content-length"), limits)
+    lines = split_lines(body, limits)
+    results = await log.submissions.submit([raw for _, raw in lines if raw is not None])
+    return respond(answer(lines, results), JSON_LINES, NO_STORE)
+
+
+# --- errors -------------------------------------------------------------------------------
+
+
+async def _pithlog_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, PithlogError)
+    status = _STATUS.get(exc.code, 400 if isinstance(exc, TileError) else 500)
+    return error_response(status, exc.code, exc.message)
+
+
+async def _http_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, HTTPException)
+    if exc.status_code == 405:
+        return error_response(405, "serve.method", f"{request.method} is not allowed here")
+    if exc.status_code == 404:
+        return error_response(404, "serve.not_found", "no such endpoint")
+    return error_response(exc.status_code, "serve.bad_request", str(exc.detail))
+
+
+async def _internal(request: Request, exc: Exception) -> Response:
+    if isinstance(exc, StoreError):
+        return await _pithlog_error(request, exc)
+    return error_response(500, "serve.internal", "the server failed to answer")
+
+
+def _gzip() -> list[Middleware]:
+    # JSON and bundles compress; tiles of hashes do not (their routes go without)
+    return [Middleware(GZipMiddleware, minimum_size=1024, compresslevel=6)]
+
+
+def routes() -> list[BaseRoute]:
+    out: list[BaseRoute] = [
+        Route("/checkpoint", get_checkpoint),
+        Route("/tile/entries/{rest:path}", get_entries, middleware=_gzip()),
+        Route("/tile/{rest:path}", get_tile),
+        Route("/copies/{rest:path}", get_copies, middleware=_gzip()),
+        Route("/copy/{hash}", get_copy, middleware=_gzip()),
+        Route("/event/{event_id}", get_event, middleware=_gzip()),
+        Route("/state/{pith}", get_state, middleware=_gzip()),
+        Route("/proof/inclusion/{event_id}", get_inclusion),
+        Route("/proof/consistency/{old}/{new}", get_consistency),
+        Route("/stats", get_stats),
+        Route("/healthz", get_healthz),
+        Route("/submit", post_submit, methods=["POST"]),
+    ]
+    return out
+
+
+def create_app(config: ServeConfig) -> Starlette:
+    """The ASGI app of ``pithlog serve`` over ``config.store``."""
+    log = Log(config)
+    app = Starlette(
+        routes=[*config.extra_routes, *routes()],
+        exception_handlers={PithlogError: _pithlog_error, HTTPException: _http_error,
+                            Exception: _internal},
+    )
+    app.state.log = log
+    return app

@@ -1,0 +1,160 @@
+"""Running the app of :mod:`pithlog.net.app` under uvicorn (``pithlog serve``,
+``docs/network.md``): the listening socket, the worker processes, and what each worker
+opens.
+
+The socket is bound here, before uvicorn starts, so that the real port (``--listen
+HOST:0`` picks a free one) is known and said once, and so that every worker process
+accepts on the same socket. Each worker builds its app from :class:`Settings` (a JSON
+document in the environment variable :data:`SETTINGS_VARIABLE`, since uvicorn starts
+workers by spawning fresh interpreters) and opens the store itself: LMDB lets several
+processes read one store, and its writer lock orders their commits.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import socket
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import uvicorn
+from starlette.applications import Starlette
+from starlette.routing import BaseRoute
+from uvicorn.supervisors import Multiprocess
+
+from pithlog.errors import StoreError, UsageError
+from pithlog.net.app import ServeConfig, create_app
+from pithlog.net.submit import Limits
+from pithlog.protocol.keys import load_key_file, load_keyring
+from pithlog.store import Store
+from pithlog.transparency import merkle
+from pithlog.transparency.checkpoint import Checkpoint, sign_checkpoint
+
+SETTINGS_VARIABLE = "PITHLOG_SERVE_SETTINGS"
+
+LIMIT_CONCURRENCY = 1000
+"""Connections and tasks a worker serves at once; beyond, uvicorn answers ``503``."""
+TIMEOUT_KEEP_ALIVE = 5
+"""Seconds an idle keep-alive connection stays open."""
+MAX_HEADER_BYTES = 16 * 1024
+"""The largest request head (request line and headers) accepted (h11's limit)."""
+
+
+@dataclass(frozen=True)
+class Settings:
+    """What a worker needs to build its app: paths and values, nothing open."""
+
+    store: str
+    key: str
+    origin: str
+    keyring: str | None = None
+    max_body: int = Limits.max_body
+    max_lines: int = Limits.max_lines
+    body_seconds: float = Limits.body_seconds
+
+    def encode(self) -> str:
+        return json.dumps(dataclasses.asdict(self))
+
+    @classmethod
+    def decode(cls, text: str) -> Settings:
+        return cls(**json.loads(text))
+
+    def limits(self) -> Limits:
+        return Limits(max_body=self.max_body, max_lines=self.max_lines,
+                      body_seconds=self.body_seconds)  # fmt: skip
+
+
+def extra_routes() -> list[BaseRoute]:
+    """Routes served beside the log's own (:attr:`ServeConfig.extra_routes`): the place
+    where ``POST /sync`` is mounted."""
+    return []
+
+
+def _read(path: str) -> bytes:
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except OSError as exc:
+        raise UsageError("unreadable", f"cannot read {path}: {exc.strerror or exc}") from exc
+
+
+def open_config(settings: Settings) -> ServeConfig:
+    """Open what ``settings`` names: the store (read-only unless submissions are taken;
+    created for them), the signing key (refused, as ``pithlog checkpoint`` refuses it, when
+    it may not sign for the origin) and the keyring (refused when the store's states were
+    reduced under another, as ``pithlog append`` refuses it)."""
+    key = load_key_file(_read(settings.key))
+    sign_checkpoint(Checkpoint(settings.origin, 0, merkle.EMPTY_ROOT), key)
+    keyring = load_keyring(_read(settings.keyring)) if settings.keyring is not None else None
+    store = Store.open(settings.store, create=keyring is not None, readonly=keyring is None)
+    stored = store.keyring_digest()
+    if keyring is not None and stored not in (None, keyring.digest):
+        store.close()
+        raise StoreError("keyring_changed", f"the store's states were reduced under keyring "
+                         f"{(stored or '')[:16]}..., not this one ({keyring.digest[:16]}...): "
+                         "run `pithlog replay --rebuild --keyring KEYRING` first")  # fmt: skip
+    return ServeConfig(store, key, settings.origin, keyring, settings.limits(),
+                       tuple(extra_routes()))  # fmt: skip
+
+
+def app_from_environment() -> Starlette:
+    """The app of one worker (uvicorn's factory), from :data:`SETTINGS_VARIABLE`."""
+    return create_app(open_config(Settings.decode(os.environ[SETTINGS_VARIABLE])))
+
+
+def parse_listen(listen: str) -> tuple[str, int]:
+    """``HOST:PORT`` (``[::1]:8080`` for IPv6) -> host and port."""
+    host, colon, port = listen.rpartition(":")
+    host = host[1:-1] if host.startswith("[") and host.endswith("]") else host
+    if not colon or not host or not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise UsageError("arguments", f"--listen {listen!r} is not HOST:PORT (port 0-65535)")
+    return host, int(port)
+
+
+def bind(host: str, port: int) -> socket.socket:
+    """A listening TCP socket on ``host:port`` (port 0: the kernel picks a free one)."""
+    try:
+        info = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+        sock = socket.socket(info[0], socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(info[4])
+        sock.listen(2048)
+    except OSError as exc:
+        raise UsageError("arguments", f"cannot listen on {host}:{port}: "
+                         f"{exc.strerror or exc}") from exc  # fmt: skip
+    sock.set_inheritable(True)
+    return sock
+
+
+def serve(settings: Settings, listen: str, workers: int, ready: Callable[[str], None]) -> None:
+    """Serve until SIGINT or SIGTERM (uvicorn shuts down gracefully, then re-raises the
+    signal). ``ready`` gets the URL once the socket listens: connections made before the
+    workers are up wait in its backlog."""
+    if workers < 1:
+        raise UsageError("arguments", "--workers must be at least 1")
+    host, port = parse_listen(listen)
+    open_config(settings).store.close()  # fail here, once, on a bad store, key or keyring
+    sock = bind(host, port)
+    os.environ[SETTINGS_VARIABLE] = settings.encode()
+    config = uvicorn.Config(
+        "pithlog.net.server:app_from_environment",
+        factory=True,
+        workers=workers,
+        lifespan="off",
+        log_level="warning",
+        access_log=False,
+        server_header=False,
+        limit_concurrency=LIMIT_CONCURRENCY,
+        timeout_keep_alive=TIMEOUT_KEEP_ALIVE,
+        timeout_graceful_shutdown=5,
+        h11_max_incomplete_event_size=MAX_HEADER_BYTES,
+    )
+    shown = f"[{host}]" if ":" in host else host
+    ready(f"http://{shown}:{sock.getsockname()[1]}")
+    with sock:
+        if workers == 1:
+            uvicorn.Server(config).run(sockets=[sock])
+        else:
+            Multiprocess(config, sockets=[sock]).run()

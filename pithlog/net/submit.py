@@ -1,0 +1,168 @@
+"""``POST /submit`` (``docs/network.md``): signed events from anyone, through the same door
+and checks as ``pithlog append``, answered after their commit; the limits of a request;
+and group commit, so that concurrent submitters share one write transaction (one fsync).
+
+Everything a stranger can send is bounded before it reaches the store: the body's bytes
+(:attr:`Limits.max_body`, ``413``), the time to send it (:attr:`Limits.body_seconds`,
+``408``), its lines (:attr:`Limits.max_lines`, ``413``). A refused request stores nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import io
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+
+import anyio
+import msgspec
+
+from pithlog.errors import DoorError, ServeError, register
+from pithlog.lines import iter_lines
+from pithlog.protocol.keys import Keyring
+from pithlog.store import REFUSED, AppendResult, Store
+
+register(
+    {
+        "serve.too_large": "the request body is larger than the server accepts "
+        "(docs/network.md, limits): send fewer events per request",
+        "serve.too_many_lines": "the request holds more lines than the server accepts per "
+        "request (docs/network.md, limits): split it",
+        "serve.timeout": "the request body did not arrive in time (docs/network.md, limits)",
+        "serve.bad_request": "the request is malformed (its Content-Length, or its body is "
+        "not JSON Lines)",
+    }
+)
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What one ``POST /submit`` may hold (``docs/network.md``)."""
+
+    max_body: int = 8 << 20
+    """Bytes of a request body (8 MiB): larger is ``413 serve.too_large``."""
+    max_lines: int = 10_000
+    """Non-blank lines of a body: more is ``413 serve.too_many_lines``."""
+    body_seconds: float = 30.0
+    """Seconds to receive the whole body, from the request's start: ``408 serve.timeout``."""
+    batch_lines: int = 10_000
+    """Lines of one group commit at most (requests are never split across two)."""
+
+
+async def read_body(chunks: AsyncIterator[bytes], content_length: str | None,
+                    limits: Limits) -> bytes:  # fmt: skip
+    """The request body, or a :class:`ServeError` before more than ``max_body`` bytes are
+    held or once ``body_seconds`` have passed."""
+    if content_length is not None:
+        if not content_length.isascii() or not content_length.isdigit():
+            raise ServeError("bad_request", "Content-Length is not a decimal")
+        if int(content_length) > limits.max_body:
+            raise ServeError("too_large", f"the body is {content_length} bytes; the server "
+                             f"accepts {limits.max_body}")  # fmt: skip
+    body = bytearray()
+    try:
+        with anyio.fail_after(limits.body_seconds):
+            async for chunk in chunks:
+                body += chunk
+                if len(body) > limits.max_body:
+                    raise ServeError("too_large", f"the body is over {limits.max_body} bytes")
+    except TimeoutError:
+        raise ServeError("timeout", f"the body took more than {limits.body_seconds:g} s "
+                         f"({len(body)} bytes received)") from None  # fmt: skip
+    return bytes(body)
+
+
+def split_lines(body: bytes, limits: Limits) -> list[tuple[int, bytes | None]]:
+    """The body's non-blank lines with their numbers (JSON Lines framing of
+    :mod:`pithlog.lines`; ``None``: a line over the door's limit)."""
+    lines = list(iter_lines(io.BytesIO(body)))
+    if len(lines) > limits.max_lines:
+        raise ServeError("too_many_lines", f"{len(lines)} lines; the server accepts "
+                         f"{limits.max_lines} per request")  # fmt: skip
+    return lines
+
+
+def result_line(number: int, result: AppendResult) -> bytes:
+    """One status line, as ``pithlog append`` prints it."""
+    doc = {"line": number, "event_id": result.event_id, "status": result.status,
+           "reason": result.reason}  # fmt: skip
+    return msgspec.json.encode(doc) + b"\n"
+
+
+def answer(lines: list[tuple[int, bytes | None]], results: list[AppendResult]) -> bytes:
+    """The JSON Lines answer: one status per line of the request, in order."""
+    out = bytearray()
+    it = iter(results)
+    for number, raw in lines:
+        if raw is None:
+            refused = DoorError("line_too_long", "line is longer than 8 MiB", f"line {number}")
+            out += result_line(number, AppendResult(-1, None, REFUSED, refused.describe()))
+        else:
+            out += result_line(number, next(it))
+    return bytes(out)
+
+
+@dataclass
+class _Waiting:
+    lines: list[bytes]
+    done: asyncio.Future[list[AppendResult]]
+
+
+@dataclass
+class GroupCommit:
+    """Concurrent submissions, batched: while one write transaction is being committed,
+    the requests that arrive wait together, and the next transaction takes all of them (up
+    to :attr:`Limits.batch_lines` lines, never splitting a request), so N concurrent
+    submitters pay about one fsync per commit, not N. Each request's results are its own
+    slice of the batch's, in order, handed out only after the commit.
+
+    ``append`` is :meth:`pithlog.store.Store.append` (run in a worker thread: the event
+    loop keeps serving readers while a batch is verified and written)."""
+
+    append: Callable[[list[bytes]], list[AppendResult]]
+    batch_lines: int = 10_000
+    commits: int = 0
+    _queue: list[_Waiting] = field(default_factory=list)
+    _writer: asyncio.Task[None] | None = None
+
+    @classmethod
+    def over(cls, store: Store, keyring: Keyring, limits: Limits) -> GroupCommit:
+        def append(lines: list[bytes]) -> list[AppendResult]:
+            return store.append(lines, keyring, keep_invalid=False)
+
+        return cls(append, limits.batch_lines)
+
+    async def submit(self, lines: list[bytes]) -> list[AppendResult]:
+        """Append ``lines`` in the next group commit; their results once it is durable."""
+        if not lines:
+            return []
+        waiting = _Waiting(lines, asyncio.get_running_loop().create_future())
+        self._queue.append(waiting)
+        if self._writer is None or self._writer.done():
+            self._writer = asyncio.create_task(self._write())
+        # shielded: a client that goes away does not cancel the batch others wait for
+        return await asyncio.shield(waiting.done)
+
+    async def _write(self) -> None:
+        while self._queue:
+            batch: list[_Waiting] = []
+            count = 0
+            while self._queue and (not batch or count + len(self._queue[0].lines)
+                                   <= self.batch_lines):  # fmt: skip
+                batch.append(self._queue.pop(0))
+                count += len(batch[-1].lines)
+            flat = [line for w in batch for line in w.lines]
+            try:
+                results = await anyio.to_thread.run_sync(self.append, flat)
+            except Exception as exc:  # every waiter of this batch gets the store's error
+                for w in batch:
+                    if not w.done.done():
+                        w.done.set_exception(exc)
+                continue
+            self.commits += 1
+            at = 0
+            for w in batch:
+                if not w.done.done():
+                    w.done.set_result(results[at : at + len(w.lines)])
+                at += len(w.lines)
+

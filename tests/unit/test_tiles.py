@@ -1,0 +1,205 @@
+"""C2SP tlog-tiles arithmetic (pithlog.transparency.tiles), held to the RFC 9162 tree of
+pithlog.transparency.merkle: paths, widths, tile contents, bundles, and the verifier."""
+
+from __future__ import annotations
+
+import hashlib
+
+import pytest
+
+from pithlog.errors import TileError
+from pithlog.transparency import merkle
+from pithlog.transparency import tiles as t
+from pithlog.transparency.tiles import Tile
+
+
+def leaves(n: int) -> list[bytes]:
+    return [hashlib.sha256(b"leaf %d" % i).digest() * 2 for i in range(n)]
+
+
+class Tree:
+    """A tree in memory, its perfect subtrees computed by merkle's recursion."""
+
+    def __init__(self, n: int) -> None:
+        self.data = leaves(n)
+        self.hashes = [merkle.leaf_hash(d) for d in self.data]
+        self.subtree = merkle.subtree_from_leaves(self.hashes)
+        self.cache: dict[tuple[int, int], bytes] = {}
+
+    def perfect(self, level: int, index: int) -> bytes:
+        key = (level, index)
+        if key not in self.cache:
+            self.cache[key] = self.subtree(index << level, (index + 1) << level)
+        return self.cache[key]
+
+    def root(self, size: int) -> bytes:
+        return merkle.root(size, self.subtree)
+
+    def read(self, size: int, reads: list[Tile] | None = None) -> t.TileReader:
+        def read(tile: Tile) -> bytes:
+            assert tile == t.tile_at(tile.level, tile.index, size)  # only tiles that exist
+            if reads is not None:
+                reads.append(tile)
+            return t.tile_data(tile, self.perfect)
+
+        return read
+
+
+@pytest.mark.parametrize(
+    ("index", "path"),
+    [(0, "000"), (5, "005"), (999, "999"), (1000, "x001/000"), (1234067, "x001/x234/067"),
+     (2**64 - 1, "x018/x446/x744/x073/x709/x551/615")],
+)  # fmt: skip
+def test_index_paths(index: int, path: str) -> None:
+    assert t.encode_index(index) == path
+    assert t.parse_index(path.split("/")) == index
+
+
+def test_tile_paths() -> None:
+    assert Tile(0, 1234067).path() == "tile/0/x001/x234/067"
+    assert Tile(2, 5, 17).path() == "tile/2/005.p/17"
+    assert Tile(0, 5, 17).entries_path() == "tile/entries/005.p/17"
+    assert t.parse_tile_path("0/x001/x234/067") == Tile(0, 1234067)
+    assert t.parse_tile_path("63/005.p/255") == Tile(63, 5, 255)
+    assert t.parse_tile_path("entries/x001/000.p/1") == Tile(t.ENTRIES, 1000, 1)
+    assert Tile(t.ENTRIES, 1000, 1).path() == "tile/entries/x001/000.p/1"
+
+
+@pytest.mark.parametrize(
+    "path",
+    ["", "0", "0/", "64/000", "01/000", "-1/000", "a/000", "0/5", "0/0005", "0/x000/005",
+     "0/001/002", "0/x01/002", "0/x001/02", "0/000.p/0", "0/000.p/256", "0/000.p/07",
+     "0/000.p/", "0/000.p", "0/00a", "0/x001", "entries/", "entries/000.p/1/2",
+     "0/x001/x002/x003/x004/x005/x006/x007/008", "0/\u0661\u0662\u0663", "0/000/.p/3"],
+)  # fmt: skip
+def test_malformed_tile_paths(path: str) -> None:
+    with pytest.raises(TileError, match=r"tile\.path"):
+        t.parse_tile_path(path)
+
+
+def test_widths_of_the_spec_example() -> None:
+    # tlog-tiles: "a tree of size 70,000 will be represented by 273 full level 0 tiles, one
+    # partial level 0 tile of width 112, one full level 1 tile, one partial level 1 tile of
+    # width 17, and one partial level 2 tile of width 1"; size 256: a full level 0 tile and
+    # a partial level 1 tile of width 1.
+    all_tiles = list(t.tiles_of(70_000))
+    assert sum(1 for x in all_tiles if x.level == 0 and x.full) == 273
+    assert [x for x in all_tiles if not x.full] == t.right_edge(70_000) == [
+        Tile(0, 273, 112), Tile(1, 1, 17), Tile(2, 0, 1)]  # fmt: skip
+    assert [x for x in all_tiles if x.level == 1] == [Tile(1, 0), Tile(1, 1, 17)]
+    assert list(t.tiles_of(256)) == [Tile(0, 0), Tile(1, 0, 1)]
+    assert list(t.tiles_of(0)) == [] and t.right_edge(0) == []
+    assert t.tile_width(0, 273, 70_000) == 112 and t.tile_width(0, 274, 70_000) == 0
+    assert t.tile_width(0, 272, 70_000) == 256
+
+
+def test_tile_contents_are_the_trees_hashes() -> None:
+    tree = Tree(70_000 // 64)  # 1,093 leaves: four full level-0 tiles, one partial
+    size = len(tree.data)
+    for tile in t.tiles_of(size):
+        hashes = t.split_hashes(t.tile_data(tile, tree.perfect), tile)
+        span = 1 << (8 * tile.level)
+        for i, h in enumerate(hashes):
+            first = (tile.index * 256 + i) * span
+            assert h == tree.subtree(first, first + span)  # MTH(D[(n*256+i)*256**l : ...])
+        if tile.full and tile.level == 0:
+            a = tile.index * 256
+            assert t.tile_root(t.tile_data(tile, tree.perfect)) == tree.subtree(a, a + 256)
+
+
+def test_root_from_the_right_edge_for_every_size() -> None:
+    tree = Tree(600)
+    sizes = [*range(0, 300), 511, 512, 513, 599, 600]
+    for size in sizes:
+        edge = {tile: t.tile_data(tile, tree.perfect) for tile in t.right_edge(size)}
+        assert t.root_from_edge(size, edge) == tree.root(size), size
+
+
+def test_root_from_the_right_edge_of_a_large_tree() -> None:
+    """Sizes past 256**2, where level 2 exists, without 65,536 leaves in memory: the
+    perfect hashes of a tree of identical leaves depend on the level only."""
+    leaf = merkle.leaf_hash(b"x" * 64)
+    by_level = [leaf]
+    for _ in range(40):
+        by_level.append(merkle.node_hash(by_level[-1], by_level[-1]))
+
+    def perfect(level: int, index: int) -> bytes:
+        return by_level[level]
+
+    subtree = merkle.subtree_from_perfect(perfect)
+    for size in (65_535, 65_536, 65_537, 70_000, 16_777_216 + 257, 2**33 + 5):
+        edge = {tile: t.tile_data(tile, perfect) for tile in t.right_edge(size)}
+        assert t.root_from_edge(size, edge) == merkle.root(size, subtree), size
+
+
+def test_verified_tiles_read_each_tile_once_and_accept_the_honest_tree() -> None:
+    tree = Tree(1100)
+    for size in (1, 255, 256, 257, 1024, 1100):
+        reads: list[Tile] = []
+        verified = t.VerifiedTiles(size, tree.root(size), tree.read(size, reads))
+        for index in range((size + 255) // 256):
+            held = tree.hashes[:size]
+            assert verified.leaf_hashes(index) == held[index * 256 : (index + 1) * 256]
+            tile = t.tile_at(0, index, size)
+            assert tile is not None
+            bundle = t.encode_bundle(tree.data[index * 256 : index * 256 + tile.width])
+            assert verified.entries(index, bundle) == tree.data[index * 256 :][: tile.width]
+        assert len(reads) == len(set(reads)) == len(list(t.tiles_of(size)))
+
+
+def test_verified_tiles_refuse_a_wrong_root_or_tile() -> None:
+    tree = Tree(1100)
+    size = 1100
+    with pytest.raises(TileError, match="mismatch"):
+        t.VerifiedTiles(size, tree.root(size - 1), tree.read(size)).tile(0, 0)
+
+    def liar(victim: Tile, flip: int = 0) -> t.TileReader:
+        honest = tree.read(size)
+
+        def read(tile: Tile) -> bytes:
+            data = bytearray(honest(tile))
+            if tile == victim:
+                data[flip] ^= 1
+            return bytes(data)
+
+        return read
+
+    # a full level-0 tile altered: its parent (the level-1 partial tile) refuses it
+    verified = t.VerifiedTiles(size, tree.root(size), liar(Tile(0, 2), 100))
+    verified.tile(0, 1)
+    with pytest.raises(TileError, match="mismatch"):
+        verified.tile(0, 2)
+    # a right-edge tile altered: the root refuses it
+    for victim in t.right_edge(size):
+        with pytest.raises(TileError, match="mismatch"):
+            t.VerifiedTiles(size, tree.root(size), liar(victim)).tile(0, 0)
+    # a truncated tile
+    honest = tree.read(size)
+    verified = t.VerifiedTiles(size, tree.root(size), lambda x: honest(x)[:-1])
+    with pytest.raises(TileError, match=r"tile\.size"):
+        verified.tile(0, 0)
+
+
+def test_bundles() -> None:
+    tree = Tree(300)
+    tile = Tile(0, 1, 44)
+    data = tree.data[256:300]
+    bundle = t.encode_bundle(data)
+    assert bundle[:2] == b"\x00\x40" and len(bundle) == 44 * 66
+    level0 = t.tile_data(Tile(0, 1, 44), tree.perfect)
+    assert t.verify_bundle(bundle, tile, level0) == data
+    for bad in (bundle[:-1], bundle + b"\x00", bundle + b"\x00\x00",
+                t.encode_bundle(data[:-1]), t.encode_bundle([*data[:-1], b"x" * 64])):
+        with pytest.raises(TileError, match=r"tile\.bundle"):
+            t.verify_bundle(bad, tile, level0)
+    with pytest.raises(ValueError):
+        t.encode_bundle([b"x" * 65_536])
+    assert t.decode_bundle(t.encode_bundle([b"", b"a" * 65_535]), Tile(0, 0, 2)) == [
+        b"", b"a" * 65_535]  # fmt: skip
+
+
+def test_parent() -> None:
+    assert t.parent(Tile(0, 260), 70_000) == (Tile(1, 1, 17), 4)
+    assert t.parent(Tile(0, 3), 70_000) == (Tile(1, 0), 3)
+    with pytest.raises(ValueError):
+        t.parent(Tile(0, 273, 112), 70_000)

@@ -224,6 +224,15 @@ def _seekable(path: str) -> Iterator[BinaryIO]:
             yield spool
 
 
+def _http_transport(url: str, limits: Limits) -> Any:
+    try:
+        from pithlog.net.sync_http import HttpTransport
+    except ImportError as exc:  # the optional extra: pip install 'pithlog[net]'
+        raise UsageError("arguments", f"sync --from a URL needs the net extra (pip install "
+                         f"'pithlog[net]'): {exc}") from exc  # fmt: skip
+    return HttpTransport(url, limits)
+
+
 def cmd_sync(args: argparse.Namespace, out: Out) -> int:
     """Bring into the store the copies a store folder or an export file holds."""
     keyring = read_keyring(args.keyring)
@@ -234,7 +243,11 @@ def cmd_sync(args: argparse.Namespace, out: Out) -> int:
     source = args.source
     refused = 0
     with open_store(args, create=True) as store:
-        if os.path.isdir(source):
+        if source.startswith(("http://", "https://")):
+            with _http_transport(source, limits) as transport:
+                report = pull(store, transport, keyring, trusted, batch=args.batch_size,
+                              limits=limits)  # fmt: skip
+        elif os.path.isdir(source):
             with Store.open(source, create=False, readonly=True) as other:
                 report = pull(store, store_responder(other, limits), keyring, trusted,
                               batch=args.batch_size, limits=limits)  # fmt: skip
@@ -361,8 +374,9 @@ def add_commands(sub: Any, store_parser: StoreParser) -> None:
     p = store_parser(
         "sync",
         help="bring in the copies another store or an export file holds",
-        description="Reconcile the store with SOURCE (a store folder, opened read-only, or a "
-        "JSON Lines export file) by comparing fingerprints of ranges of copies, fetch the "
+        description="Reconcile the store with SOURCE (a store folder, opened read-only, a "
+        "JSON Lines export file, or the URL of a served log, whose POST /sync answers) by "
+        "comparing fingerprints of ranges of copies, fetch the "
         "copies the store lacks (preferred and evidence) and append them in transactions of "
         "--batch-size, in the source's order. Every fetched copy must hash to what was asked; "
         "the source is held to the limits of docs/transparency.md. Prints one JSON line: "

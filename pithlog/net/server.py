@@ -27,6 +27,7 @@ from uvicorn.supervisors import Multiprocess
 from pithlog.errors import StoreError, UsageError
 from pithlog.net.app import ServeConfig, create_app
 from pithlog.net.submit import Limits
+from pithlog.net.sync_http import sync_routes
 from pithlog.protocol.keys import load_key_file, load_keyring
 from pithlog.store import Store
 from pithlog.transparency import merkle
@@ -69,7 +70,7 @@ class Settings:
 def extra_routes() -> list[BaseRoute]:
     """Routes served beside the log's own (:attr:`ServeConfig.extra_routes`): the place
     where ``POST /sync`` is mounted."""
-    return []
+    return sync_routes()
 
 
 def _read(path: str) -> bytes:

@@ -27,7 +27,13 @@ from concurrent.futures.process import _ExecutorManagerThread
 from typing import IO, Any
 
 from pithlog import __version__
-from pithlog.cli import net_commands, offline_commands, store_commands, transparency_commands
+from pithlog.cli import (
+    mirror_commands,
+    net_commands,
+    offline_commands,
+    store_commands,
+    transparency_commands,
+)
 from pithlog.cli.edge import STORE_HELP, Out, Parser, Terminated, terminate_as_interrupt
 from pithlog.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_TERMINATED, HelperLost, PithlogError
 
@@ -59,6 +65,7 @@ def build_parser() -> argparse.ArgumentParser:
     store_commands.add_commands(sub, store_parser)
     transparency_commands.add_commands(sub, store_parser)
     net_commands.add_commands(sub, store_parser)
+    mirror_commands.add_commands(sub, store_parser)
     return parser
 
 

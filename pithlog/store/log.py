@@ -28,6 +28,7 @@ import contextlib
 import dataclasses
 import functools
 import gc
+import hashlib
 import itertools
 import os
 import shutil
@@ -1001,6 +1002,37 @@ class Store:
     def copy(self, copy_sha256: bytes) -> bytes | None:
         """The stored copy whose JCS bytes hash to ``copy_sha256`` (preferred or evidence)."""
         return self._read(lambda txn, dbs: tree.copy_by_hash(txn, dbs, copy_sha256))
+
+    # --- checkpoints accepted from an origin (pithlog mirror, docs/network.md) ------------
+
+    def accepted_checkpoint(self, origin: str) -> bytes | None:
+        """The signed checkpoint of ``origin`` this store last accepted (its note, as
+        served), or ``None``."""
+        key = _accepted_key(origin)
+        return self._read(lambda txn, dbs: txn.get(key, db=dbs["meta"]))
+
+    def accept_checkpoint(self, origin: str, note: bytes, previous: bytes | None) -> bool:
+        """Record ``note`` as the accepted checkpoint of ``origin``, in one write transaction,
+        if the one accepted is still ``previous`` (compare and set: two mirrors of one
+        store cannot both accept over the same checkpoint). Says whether it was recorded."""
+        key = _accepted_key(origin)
+
+        def work(txn: _Txn, dbs: dict[str, Any]) -> bool:
+            if txn.get(key, db=dbs["meta"]) != previous:
+                return False
+            txn.put(key, note, db=dbs["meta"])
+            return True
+
+        return self._write(work)
+
+
+META_ACCEPTED = b"accepted:"
+"""Meta key prefix of the accepted checkpoints: ``accepted:`` + SHA-256 of the origin (an
+origin may be longer than an LMDB key)."""
+
+
+def _accepted_key(origin: str) -> bytes:
+    return META_ACCEPTED + hashlib.sha256(origin.encode("utf-8")).digest()
 
 
 PIPELINE_MIN = 500

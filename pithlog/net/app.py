@@ -27,7 +27,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.middleware.gzip import GZipMiddleware
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
@@ -303,6 +303,9 @@ async def get_stats(request: Request) -> Response:
     log = _log(request)
     stats = await log.read(log.store.stats)
     stats.pop("path", None)
+    if log.submissions is not None:  # this worker's, since it started
+        stats["submissions"] = {"requests": log.submissions.requests,
+                                "commits": log.submissions.commits}  # fmt: skip
     return respond(msgspec.json.encode(stats) + b"\n", JSON, NO_STORE)
 
 
@@ -343,6 +346,11 @@ async def _http_error(request: Request, exc: Exception) -> Response:
     return error_response(exc.status_code, "serve.bad_request", str(exc.detail))
 
 
+async def _gone(request: Request, exc: Exception) -> Response:
+    # the client closed the connection mid-body: nothing was stored, nobody reads this
+    return error_response(400, "serve.bad_request", "the client went away mid-request")
+
+
 async def _internal(request: Request, exc: Exception) -> Response:
     if isinstance(exc, StoreError):
         return await _pithlog_error(request, exc)
@@ -378,7 +386,8 @@ def create_app(config: ServeConfig) -> Starlette:
     app = Starlette(
         routes=[*config.extra_routes, *routes()],
         exception_handlers={PithlogError: _pithlog_error, HTTPException: _http_error,
-                            Exception: _internal},
+                            ClientDisconnect: _gone, Exception: _internal},
     )
+    app.router.redirect_slashes = False  # one URL per resource: no 307 to another
     app.state.log = log
     return app

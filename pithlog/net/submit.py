@@ -121,6 +121,7 @@ class GroupCommit:
 
     append: Callable[[list[bytes]], list[AppendResult]]
     batch_lines: int = 10_000
+    requests: int = 0
     commits: int = 0
     _queue: list[_Waiting] = field(default_factory=list)
     _writer: asyncio.Task[None] | None = None
@@ -136,6 +137,7 @@ class GroupCommit:
         """Append ``lines`` in the next group commit; their results once it is durable."""
         if not lines:
             return []
+        self.requests += 1
         waiting = _Waiting(lines, asyncio.get_running_loop().create_future())
         self._queue.append(waiting)
         if self._writer is None or self._writer.done():

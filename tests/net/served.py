@@ -1,0 +1,142 @@
+"""A real ``pithlog serve`` for the network tests: a subprocess on 127.0.0.1 and a port the
+kernel picks, its URL read from the line it prints, bounded in time and always stopped.
+Also the events and keys of the tests (the store tests' generator, loaded by path)."""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import json
+import os
+import random
+import selectors
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from pithlog.protocol.keys import dump_key_file
+from pithlog.store import Store
+from pithlog.testing import test_key, test_keyring_entries
+
+ORIGIN = "registry.test.invalid/pith"
+START_SECONDS = 30.0
+STOP_SECONDS = 10.0
+
+
+def _load() -> ModuleType:
+    name = "store_eventgen"
+    if name in sys.modules:
+        return sys.modules[name]
+    path = Path(__file__).resolve().parents[1] / "store" / "eventgen.py"
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+g = _load()
+
+
+@dataclass
+class Files:
+    """A store with a log, and the key, keyring and events around it."""
+
+    root: Path
+    store: Path
+    key: Path
+    keyring: Path
+    events: list[dict[str, Any]]
+    """Stored, in append order."""
+
+
+def make_files(root: Path, piths: int = 40, per_pith: int = 8, seed: int = 8) -> Files:
+    """A store of ``piths * per_pith`` mixed events (invalid ones kept: evidence, pending
+    piths, equivocations), more than 256 leaves so that level 1 exists."""
+    events = g.mixed_events(random.Random(seed), piths=piths, per_pith=per_pith)
+    keyring = root / "keyring.json"
+    keyring.write_text(json.dumps({"keyring_version": "1", "keys": test_keyring_entries()}))
+    key = root / "registry.key"
+    key.write_bytes(dump_key_file(test_key("registry")))
+    store = root / "store"
+    with Store.open(store) as s:
+        s.append([g.encoded(e) for e in events], g.KEYRING, keep_invalid=True)
+    return Files(root, store, key, keyring, events)
+
+
+@dataclass
+class Server:
+    url: str
+    process: subprocess.Popen[bytes]
+    stderr: bytearray
+    """What the server printed on stderr so far (drained by a thread: a full pipe would
+    stop the server)."""
+
+    @property
+    def address(self) -> tuple[str, int]:
+        host, port = self.url.removeprefix("http://").rsplit(":", 1)
+        return host, int(port)
+
+
+@contextlib.contextmanager
+def serving(files: Files, *extra: str, submit: bool = False) -> Iterator[Server]:
+    """``pithlog serve --listen 127.0.0.1:0`` on ``files``; stopped (SIGTERM, then SIGKILL)
+    on leaving, whatever happened."""
+    argv = [sys.executable, "-m", "pithlog", "--store", str(files.store), "serve",
+            "--listen", "127.0.0.1:0", "--key", str(files.key), "--origin", ORIGIN, *extra]
+    if submit:
+        argv += ["--submit", "--keyring", str(files.keyring)]
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    process = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                               env=env)  # fmt: skip
+    drained = bytearray()
+    try:
+        url, seen = _listening(process)
+        drained += seen
+        assert process.stderr is not None
+        stream = process.stderr
+        threading.Thread(target=lambda: _drain(stream, drained), daemon=True).start()
+        yield Server(url, process, drained)
+    finally:
+        if process.poll() is None:
+            process.send_signal(signal.SIGTERM)
+            try:
+                process.wait(STOP_SECONDS)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait(STOP_SECONDS)
+
+
+def _drain(stream: Any, into: bytearray) -> None:
+    with contextlib.suppress(OSError, ValueError):
+        while chunk := os.read(stream.fileno(), 65536):
+            into += chunk
+
+
+def _listening(process: subprocess.Popen[bytes]) -> tuple[str, bytes]:
+    """The URL of the ``serve: listening on http://HOST:PORT`` line, within
+    :data:`START_SECONDS`."""
+    assert process.stderr is not None
+    selector = selectors.DefaultSelector()
+    selector.register(process.stderr, selectors.EVENT_READ)
+    deadline = time.monotonic() + START_SECONDS
+    seen = b""
+    while time.monotonic() < deadline:
+        if not selector.select(timeout=max(0.0, deadline - time.monotonic())):
+            break
+        chunk = os.read(process.stderr.fileno(), 4096)
+        if not chunk:
+            break
+        seen += chunk
+        for line in seen.split(b"\n")[:-1]:
+            if line.startswith(b"serve: listening on "):
+                return line.split(b" on ", 1)[1].decode(), seen
+    raise AssertionError(f"pithlog serve did not start: {seen.decode(errors='replace')}")

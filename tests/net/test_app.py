@@ -1,0 +1,80 @@
+"""The app in-process (Starlette's test client) for what a real server cannot be made to
+do on demand: a failing store read answers JSON 500 without a traceback; and the serve
+command's refusals before it listens."""
+
+from __future__ import annotations
+
+import io
+import warnings
+from pathlib import Path
+from typing import Any
+
+import pytest
+from served import ORIGIN, Files, make_files, serving
+
+with warnings.catch_warnings():  # Starlette would have httpx2; httpx is what pithlog uses
+    warnings.simplefilter("ignore")
+    from starlette.testclient import TestClient
+
+from pithlog.cli import main
+from pithlog.net.app import ServeConfig, create_app
+from pithlog.protocol.keys import dump_key_file, load_key_file
+from pithlog.store import Store
+from pithlog.testing import test_key
+
+
+@pytest.fixture
+def files(tmp_path: Path) -> Files:
+    return make_files(tmp_path, piths=3, per_pith=3)
+
+
+def test_an_unexpected_failure_is_json_without_a_traceback(
+    files: Files, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with Store.open(files.store, readonly=True) as store:
+        app = create_app(ServeConfig(store, load_key_file(files.key.read_bytes()), ORIGIN))
+
+        def broken(*args: Any) -> None:
+            raise RuntimeError("secret detail /etc/shadow")
+
+        monkeypatch.setattr(store, "stats", broken)
+        with TestClient(app, raise_server_exceptions=False) as client:
+            got = client.get("/stats")
+            assert got.status_code == 500
+            assert got.json() == {"error": "serve.internal",
+                                  "message": "the server failed to answer"}  # fmt: skip
+            assert b"secret" not in got.content and b"Traceback" not in got.content
+            assert client.get("/healthz").status_code == 200  # and it goes on serving
+
+
+def run(argv: list[str]) -> tuple[int, str]:
+    err = io.StringIO()
+    status = main(argv, stdout=io.BytesIO(), stderr=err)
+    return status, err.getvalue()
+
+
+def test_serve_refuses_before_listening(files: Files, tmp_path: Path) -> None:
+    base = ["--store", str(files.store), "serve", "--listen", "127.0.0.1:0", "--key",
+            str(files.key)]  # fmt: skip
+    status, err = run([*base, "--origin", ORIGIN, "--submit"])
+    assert status == 2 and "[usage.arguments]" in err and "--keyring" in err
+    author = tmp_path / "author.key"
+    author.write_bytes(dump_key_file(test_key("author")))
+    status, err = run([*base[:-1], str(author), "--origin", ORIGIN])
+    assert status == 2 and "[checkpoint.key]" in err
+    status, err = run(["--store", str(tmp_path / "none"), *base[2:], "--origin", ORIGIN])
+    assert status == 2 and "[store.missing]" in err
+    status, err = run([*base[:4], "nowhere", *base[5:], "--origin", ORIGIN])
+    assert status == 2 and "[usage.arguments]" in err
+
+
+def test_workers_share_one_socket(files: Files) -> None:
+    import httpx
+
+    with serving(files, "--workers", "2") as server:
+        with httpx.Client(base_url=server.url, timeout=30) as client:
+            sizes = {client.get("/healthz").json()["tree_size"] for _ in range(8)}
+            with Store.open(files.store, readonly=True) as store:
+                assert sizes == {store.tree_size()}
+            assert client.get("/checkpoint").status_code == 200
+        assert b"Traceback" not in server.stderr

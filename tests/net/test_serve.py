@@ -1,0 +1,254 @@
+"""``pithlog serve`` as a client sees it: a real uvicorn server (a subprocess on 127.0.0.1,
+a port the kernel picks), read with httpx. The tile client here is written from the C2SP
+tlog-tiles text, not with pithlog's tile code: the root re-derived from the served tiles
+and entry bundles must be the signed checkpoint's."""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+import socket
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from served import ORIGIN, Files, Server, g, make_files, serving
+
+from pithlog.protocol.keys import load_keyring
+from pithlog.store import Store
+from pithlog.transparency.checkpoint import verify_checkpoint
+from pithlog.transparency.proofs import verify_consistency_proof, verify_inclusion_proof
+
+TIMEOUT = httpx.Timeout(20.0)
+ERRORS_DOC = (Path(__file__).resolve().parents[2] / "docs" / "errors.md").read_text()
+CODES = {line.split("`")[1] for line in ERRORS_DOC.splitlines() if line.startswith("| `")}
+"""The stable codes docs/errors.md lists."""
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory: pytest.TempPathFactory) -> Files:
+    return make_files(tmp_path_factory.mktemp("net"))
+
+
+@pytest.fixture(scope="module")
+def server(files: Files) -> Iterator[Server]:
+    with serving(files) as running:
+        yield running
+        assert b"Traceback" not in running.stderr, running.stderr.decode(errors="replace")
+
+
+def get(server: Server, path: str, **kw: Any) -> httpx.Response:
+    return httpx.get(server.url + path, timeout=TIMEOUT, **kw)
+
+
+# --- an independent tlog-tiles client (c2sp.org/tlog-tiles, RFC 9162 2.1) ---------------
+
+
+def _leaf(data: bytes) -> bytes:
+    return hashlib.sha256(b"\x00" + data).digest()
+
+
+def _mth(hashes: list[bytes]) -> bytes:
+    """RFC 9162 MTH over leaf hashes: split at the largest power of two below n."""
+    if len(hashes) == 1:
+        return hashes[0]
+    k = 1
+    while k * 2 < len(hashes):
+        k *= 2
+    return hashlib.sha256(b"\x01" + _mth(hashes[:k]) + _mth(hashes[k:])).digest()
+
+
+def _n(index: int) -> str:
+    """tlog-tiles: zero-padded 3-digit elements, all but the last prefixed with x."""
+    digits = str(index)
+    digits = "0" * (-len(digits) % 3) + digits
+    groups = [digits[i : i + 3] for i in range(0, len(digits), 3)]
+    return "/".join(["x" + x for x in groups[:-1]] + [groups[-1]])
+
+
+def _suffix(index: int, width: int) -> str:
+    return _n(index) + ("" if width == 256 else f".p/{width}")
+
+
+def _bundle(data: bytes) -> list[bytes]:
+    out, at = [], 0
+    while at < len(data):
+        n = int.from_bytes(data[at : at + 2], "big")
+        assert at + 2 + n <= len(data), "an entry runs past the bundle"
+        out.append(data[at + 2 : at + 2 + n])
+        at += 2 + n
+    return out
+
+
+def read_log(server: Server, keyring_path: Path) -> tuple[int, list[bytes]]:
+    """Fetch the checkpoint, every entry bundle and every tile of its size; check them
+    against each other and the root. Returns the size and the leaf data."""
+    cp = get(server, "/checkpoint")
+    assert cp.status_code == 200 and cp.headers["content-type"] == "text/plain; charset=utf-8"
+    verified = verify_checkpoint(cp.content, load_keyring(keyring_path.read_bytes()), ORIGIN)
+    size, root = verified.checkpoint.size, verified.checkpoint.root
+    text = cp.content.decode().split("\n")
+    assert text[0] == ORIGIN and int(text[1]) == size
+    leaves: list[bytes] = []
+    for index in range((size + 255) // 256):
+        width = min(256, size - index * 256)
+        bundle = get(server, f"/tile/entries/{_suffix(index, width)}")
+        assert bundle.status_code == 200, bundle.text
+        entries = _bundle(bundle.content)
+        assert len(entries) == width and all(len(e) == 64 for e in entries)
+        tile = get(server, f"/tile/0/{_suffix(index, width)}")
+        assert tile.content == b"".join(_leaf(e) for e in entries)  # width * 32 bytes
+        assert tile.headers["cache-control"] == "public, max-age=31536000, immutable"
+        leaves += entries
+    hashes = [_leaf(e) for e in leaves]
+    # level 1: each hash is the MTH of one full level-0 tile; partial ones are not hashed up
+    full = size // 256
+    for index in range((full + 255) // 256):
+        width = min(256, full - index * 256)
+        tile = get(server, f"/tile/1/{_suffix(index, width)}")
+        assert tile.status_code == 200
+        for i in range(width):
+            first = (index * 256 + i) * 256
+            assert tile.content[i * 32 : i * 32 + 32] == _mth(hashes[first : first + 256])
+    assert _mth(hashes) == root
+    return size, leaves
+
+
+def test_an_independent_tile_client_rederives_the_signed_root(
+    server: Server, files: Files
+) -> None:
+    size, leaves = read_log(server, files.keyring)
+    with Store.open(files.store, readonly=True) as store:
+        assert size == store.tree_size() > 256
+        exported = [copy for _, copy in store.export()]
+    # every copy served hashes to its leaf data: event_id || SHA-256(copy)
+    copies: list[bytes] = []
+    for index in range((size + 255) // 256):
+        width = min(256, size - index * 256)
+        got = get(server, f"/copies/{_suffix(index, width)}", headers={"Accept-Encoding": "gzip"})
+        assert got.headers.get("content-encoding") == "gzip"  # httpx inflated it
+        copies += got.content.split(b"\n")[:-1]
+    assert copies == exported
+    for leaf, copy in zip(leaves, copies, strict=True):
+        assert hashlib.sha256(copy).digest() == leaf[32:]
+        assert json.loads(copy)["event_id"] == "sha256:" + leaf[:32].hex()
+    one = get(server, f"/copy/{leaves[7][32:].hex()}")
+    assert one.content == copies[7] and "immutable" in one.headers["cache-control"]
+    # a partial tile of an earlier size is the prefix of today's tile
+    early = get(server, "/tile/0/000.p/5")
+    assert early.content == b"".join(_leaf(e) for e in leaves[:5])
+    # gzip when asked for, the same bytes
+    raw = httpx.get(server.url + "/tile/entries/000", timeout=TIMEOUT,
+                    headers={"Accept-Encoding": "gzip"}, follow_redirects=False)  # fmt: skip
+    assert raw.content == b"".join(len(e).to_bytes(2, "big") + e for e in leaves[:256])
+    with httpx.stream("GET", server.url + "/tile/entries/000", timeout=TIMEOUT,
+                      headers={"Accept-Encoding": "gzip"}) as response:  # fmt: skip
+        body = b"".join(response.iter_raw())
+    assert response.headers["content-encoding"] == "gzip" and gzip.decompress(body) == raw.content
+
+
+def test_states_events_proofs_and_stats(server: Server, files: Files) -> None:
+    keyring = load_keyring(files.keyring.read_bytes())
+    with Store.open(files.store, readonly=True) as store:
+        piths = store.piths()
+        states = {p["pith_number"]: store.state(p["pith_number"]) for p in piths}
+        stats = store.stats()
+    with_state = [p for p, s in states.items() if s is not None]
+    pending = [p for p, s in states.items() if s is None]
+    assert with_state and pending
+    for pith in with_state:
+        got = get(server, f"/state/{pith}")
+        assert got.status_code == 200 and got.headers["content-type"] == "application/json"
+        assert got.content == states[pith] + b"\n"  # what `pithlog state` prints
+        digest = json.loads(got.content)["state_sha256"]
+        assert got.headers["etag"] == f'"{digest}"'
+        again = get(server, f"/state/{pith}", headers={"If-None-Match": f'"{digest}"'})
+        assert again.status_code == 304 and again.content == b""
+    answer = get(server, f"/state/{pending[0]}")
+    assert answer.status_code == 404 and answer.json()["error"] == "serve.pending"
+    assert answer.json()["pith"]["status"] == "pending"
+    unknown = get(server, "/state/" + g.record("2599.99999")["pith_number"])
+    assert unknown.status_code == 404 and unknown.json()["error"] == "serve.not_found"
+
+    event = files.events[3]
+    got = get(server, f"/event/{event['event_id']}")
+    assert got.status_code == 200 and json.loads(got.content)["event_id"] == event["event_id"]
+
+    # inclusion of one copy, against the checkpoint the server publishes
+    proof = get(server, f"/proof/inclusion/{event['event_id']}")
+    assert proof.status_code == 200
+    proven = verify_inclusion_proof(proof.content, keyring, event["event_id"], ORIGIN,
+                                    hashlib.sha256(got.content).digest())  # fmt: skip
+    published = get(server, "/checkpoint").content
+    assert proof.content.endswith(published) and proven.checkpoint.note == published
+    # consistency between two sizes, checked against checkpoints of both
+    size = proven.checkpoint.checkpoint.size
+    with Store.open(files.store, readonly=True) as store:
+        old_root = store.tree_root(100)[1]
+    from pithlog.protocol.keys import load_key_file
+    from pithlog.transparency.checkpoint import Checkpoint, sign_checkpoint
+
+    old_cp = sign_checkpoint(Checkpoint(ORIGIN, 100, old_root),
+                             load_key_file(files.key.read_bytes()))  # fmt: skip
+    consistency = get(server, f"/proof/consistency/100/{size}")
+    assert consistency.status_code == 200
+    verify_consistency_proof(consistency.content, old_cp, published, keyring, ORIGIN)
+
+    served = get(server, "/stats").json()
+    assert "path" not in served
+    assert served["counts"] == stats["counts"] and served["format"] == "3"
+    assert get(server, "/healthz").json() == {"ok": True, "tree_size": size}
+    assert get(server, "/checkpoint").headers["cache-control"] == "public, max-age=2"
+
+
+def _raw(server: Server, request: bytes, timeout: float = 10.0) -> bytes:
+    """Bytes sent as they are (no client normalizes them), the whole answer."""
+    with socket.create_connection(server.address, timeout=timeout) as sock:
+        sock.sendall(request)
+        out = b""
+        while chunk := sock.recv(65536):
+            out += chunk
+        return out
+
+
+BAD_PATHS = [
+    ("/tile/0/5", 400, "tile.path"), ("/tile/0/x000/005", 400, "tile.path"),
+    ("/tile/64/000", 400, "tile.path"), ("/tile/0/000.p/256", 400, "tile.path"),
+    ("/tile/0/000.p/0", 400, "tile.path"), ("/tile/0/000.p/", 400, "tile.path"),
+    ("/tile/entries/abc", 400, "tile.path"), ("/tile/0/x999/999", 404, "serve.not_found"),
+    ("/tile/1/001", 404, "serve.not_found"), ("/tile/0/001.p/255", 404, "serve.not_found"),
+    ("/tile/5/000.p/1", 404, "serve.not_found"), ("/copies/x001/000", 404, "serve.not_found"),
+    ("/copy/zz", 400, "serve.bad_path"), ("/copy/" + "0" * 64, 404, "serve.not_found"),
+    ("/event/sha256:XYZ", 400, "serve.bad_path"),
+    ("/event/sha256:" + "0" * 64, 404, "serve.not_found"),
+    ("/state/nope", 400, "serve.bad_path"), ("/proof/inclusion/x", 400, "serve.bad_path"),
+    ("/proof/inclusion/sha256:" + "0" * 64, 404, "serve.not_found"),
+    ("/proof/consistency/5/3", 400, "serve.bad_path"),
+    ("/proof/consistency/01/3", 400, "serve.bad_path"),
+    ("/proof/consistency/3/99999999", 404, "store.tree_size"),
+    ("/nothing", 404, "serve.not_found"), ("/tile", 404, "serve.not_found"),
+]  # fmt: skip
+
+
+def test_malformed_paths_and_methods_get_json_errors(server: Server) -> None:
+    for path, status, code in BAD_PATHS:
+        got = get(server, path)
+        assert (got.status_code, got.json()["error"]) == (status, code), path
+        assert got.json()["error"] in CODES and got.headers["cache-control"] == "no-store"
+    for method, path in (("POST", "/checkpoint"), ("DELETE", "/tile/0/000"), ("PUT", "/submit")):
+        got = httpx.request(method, server.url + path, timeout=TIMEOUT)
+        assert got.status_code == 405 and got.json()["error"] == "serve.method"
+    # read-only: no --submit
+    got = httpx.post(server.url + "/submit", content=b"{}\n", timeout=TIMEOUT)
+    assert got.status_code == 403 and got.json()["error"] == "serve.read_only"
+    # paths no client would send: dot segments, encoded slashes, NUL, a huge index
+    for path in (b"/tile/0/../../../../etc/passwd", b"/tile/..%2f..%2fetc%2fpasswd",
+                 b"/copy/%00", b"/state/pith:2599:%2e%2e%2f%2e%2e%2fetc", b"/tile/0/" +
+                 b"x999/" * 400 + b"999"):  # fmt: skip
+        answer = _raw(server, b"GET " + path + b" HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        head, _, body = answer.partition(b"\r\n\r\n")
+        assert head.split(b" ")[1] in (b"400", b"404"), answer[:200]
+        assert json.loads(body)["error"] in CODES and b"root:" not in body

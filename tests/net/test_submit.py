@@ -1,0 +1,172 @@
+"""``POST /submit`` on a real server: the door and checks of ``pithlog append``, the answer
+after the commit, every limit (body size, lines, time) refusing a request whole, a slow
+sender not holding up other clients, and concurrent submitters and readers with nothing
+lost, grouped into few commits."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from served import Files, Server, g, make_files, serving
+
+from pithlog.store import Store
+
+TIMEOUT = httpx.Timeout(30.0)
+
+
+@pytest.fixture
+def files(tmp_path: Path) -> Files:
+    return make_files(tmp_path, piths=6, per_pith=4)
+
+
+@pytest.fixture
+def server(files: Files) -> Iterator[Server]:
+    with serving(files, "--max-lines", "40", "--max-body", "200000", "--body-timeout", "2",
+                 submit=True) as running:  # fmt: skip
+        yield running
+        assert b"Traceback" not in running.stderr, running.stderr.decode(errors="replace")
+
+
+def tree_size(server: Server) -> int:
+    size: int = httpx.get(server.url + "/healthz", timeout=TIMEOUT).json()["tree_size"]
+    return size
+
+
+def lines(events: list[dict[str, Any]]) -> bytes:
+    return b"".join(g.encoded(e) + b"\n" for e in events)
+
+
+def test_submit_answers_like_append_after_the_commit(server: Server, files: Files) -> None:
+    before = tree_size(server)
+    new = g.record("2599.00001")
+    forged = g.forged(g.record("2599.00002"))
+    body = lines([new]) + b"\n" + lines([files.events[0]]) + b"not json\n" + lines([forged])
+    got = httpx.post(server.url + "/submit", content=body, timeout=TIMEOUT)
+    assert got.status_code == 200 and got.headers["content-type"] == "application/x-ndjson"
+    answer = [json.loads(line) for line in got.content.splitlines()]
+    assert [(a["line"], a["status"]) for a in answer] == [
+        (1, "stored"), (3, "duplicate"), (4, "refused"), (5, "rejected")]  # fmt: skip
+    assert answer[0]["event_id"] == new["event_id"]
+    assert answer[3]["reason"] == "bad_signature"
+    # answered after the commit: the event is served at once
+    assert tree_size(server) == before + 1
+    event = httpx.get(f"{server.url}/event/{new['event_id']}", timeout=TIMEOUT)
+    assert event.status_code == 200 and event.content == g.encoded(new)
+
+
+def _raw_post(server: Server, head: bytes, parts: list[bytes], pause: float) -> bytes:
+    with socket.create_connection(server.address, timeout=20) as sock:
+        sock.sendall(head)
+        for part in parts:
+            try:
+                sock.sendall(part)
+            except OSError:  # the server answered and closed before the body ended
+                break
+            time.sleep(pause)
+        out = b""
+        while True:
+            try:
+                chunk = sock.recv(65536)
+            except OSError:
+                break
+            if not chunk:
+                break
+            out += chunk
+        return out
+
+
+def _status(answer: bytes) -> tuple[int, dict[str, Any]]:
+    head, _, body = answer.partition(b"\r\n\r\n")
+    return int(head.split(b" ")[1]), json.loads(body)
+
+
+def test_limits_refuse_a_request_whole(server: Server) -> None:
+    before = tree_size(server)
+    url = server.url + "/submit"
+    events = [g.record(f"2599.{i:05d}") for i in range(100, 141)]
+    # lines: 41 > 40
+    got = httpx.post(url, content=lines(events), timeout=TIMEOUT)
+    assert got.status_code == 413 and got.json()["error"] == "serve.too_many_lines"
+    # bytes: said by Content-Length, refused before the body is read
+    got = httpx.post(url, content=b"x" * 200_001, timeout=TIMEOUT)
+    assert got.status_code == 413 and got.json()["error"] == "serve.too_large"
+
+    # bytes: chunked, no Content-Length: counted as they come
+    def chunks() -> Iterator[bytes]:
+        yield lines(events[:2])
+        for _ in range(30):
+            yield b" " * 10_000
+
+    got = httpx.post(url, content=chunks(), timeout=TIMEOUT)
+    assert got.status_code == 413 and got.json()["error"] == "serve.too_large"
+    # time: a body that takes longer than --body-timeout (2 s)
+    body = lines(events[:3])
+    head = (b"POST /submit HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
+            b"Content-Length: %d\r\n\r\n" % len(body))  # fmt: skip
+    status, doc = _status(_raw_post(server, head, [body[i : i + 50]
+                                                   for i in range(0, len(body), 50)], 0.3))
+    assert status == 408 and doc["error"] == "serve.timeout"
+    # nothing of the refused requests was stored
+    assert tree_size(server) == before
+    for event in events:
+        got = httpx.get(f"{server.url}/event/{event['event_id']}", timeout=TIMEOUT)
+        assert got.status_code == 404
+
+
+def test_a_slow_sender_does_not_hold_up_other_clients(server: Server) -> None:
+    body = lines([g.record("2599.00200")])
+    head = (b"POST /submit HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
+            b"Content-Length: %d\r\n\r\n" % len(body))  # fmt: skip
+    with socket.create_connection(server.address, timeout=20) as sock:
+        sock.sendall(head + body[:10])  # and then nothing for a while
+        with httpx.Client(base_url=server.url, timeout=TIMEOUT) as client:
+            for path in ("/checkpoint", "/tile/0/000.p/1", "/healthz"):
+                assert client.get(path).status_code == 200
+        # the slow request is still open (its 2 s are not over): the reads did not wait
+        # for it, and it completes
+        sock.sendall(body[10:])
+        answer = b""
+        while chunk := sock.recv(65536):
+            answer += chunk
+    status, _ = _status(answer.split(b"\r\n\r\n", 1)[0] + b"\r\n\r\n{}")
+    assert status == 200 and b'"status":"stored"' in answer
+
+
+def test_concurrent_submitters_and_readers_lose_nothing(server: Server, files: Files) -> None:
+    """32 clients each submit one event while 32 others read the checkpoint and tiles:
+    every event is stored and answered, the tree grows by exactly 32, and the 32 requests
+    share far fewer than 32 commits (group commit)."""
+    before = tree_size(server)
+    events = [g.record(f"2599.{i:05d}") for i in range(300, 332)]
+
+    async def run() -> tuple[list[httpx.Response], list[httpx.Response]]:
+        limits = httpx.Limits(max_connections=64)
+        async with httpx.AsyncClient(base_url=server.url, timeout=TIMEOUT,
+                                     limits=limits) as client:  # fmt: skip
+            submits = [client.post("/submit", content=lines([e])) for e in events]
+            reads = [client.get("/checkpoint" if i % 2 else "/tile/0/000.p/1")
+                     for i in range(32)]  # fmt: skip
+            done = await asyncio.gather(*submits, *reads)
+        return list(done[:32]), list(done[32:])
+
+    submitted, read = asyncio.run(run())
+    assert all(r.status_code == 200 for r in read)
+    for event, response in zip(events, submitted, strict=True):
+        assert response.status_code == 200
+        answer = json.loads(response.content)
+        assert (answer["event_id"], answer["status"]) == (event["event_id"], "stored")
+    assert tree_size(server) == before + 32
+    stats = httpx.get(server.url + "/stats", timeout=TIMEOUT).json()
+    assert stats["submissions"]["requests"] == 32
+    assert stats["submissions"]["commits"] < 16, stats["submissions"]
+    with Store.open(files.store, readonly=True) as store:
+        for event in events:
+            assert store.event(event["event_id"]) == g.encoded(event)

@@ -8,6 +8,10 @@ from __future__ import annotations
 import io
 import json
 import random
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -67,8 +71,9 @@ def test_the_mirror_equals_the_origin(tmp_path: Path, keys: Keys) -> None:
     origin = _store(tmp_path / "origin", events[:300])
     copy = tmp_path / "mirror"
     with serving(origin, keys) as server:
-        status, out, err = mirror(copy, server.url, keys)
+        status, out, err = mirror(copy, server.url, keys, "--progress")
         assert status == 0, err
+        assert f"{300}/{300}" in err and "leaf" in err  # the bar, forced off a terminal
         doc = json.loads(out)
         assert doc["appended"] == doc["size"] > 256 and doc["accepted"] and doc["held_before"] == 0
         assert doc["statuses"]["stored"] > 0 and set(doc["statuses"]) <= {
@@ -202,3 +207,36 @@ def test_served_bytes_that_were_not_signed_are_never_stored(tmp_path: Path, keys
             mm.mirror_once(copy, client, keyring, ORIGIN)
         assert caught.value.code == code
         assert copy.tree_size() == 0
+
+
+def test_follow_polls_until_stopped(tmp_path: Path, keys: Keys) -> None:
+    events = _events(6, piths=20)
+    origin = _store(tmp_path / "origin", events[:60])
+    copy = tmp_path / "mirror"
+    with serving(origin, keys) as server:
+        argv = [sys.executable, "-m", "pithlog", "--store", str(copy), "mirror", server.url,
+                "--keyring", str(keys.keyring), "--follow", "0.2"]  # fmt: skip
+        follower = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        try:
+            def held() -> int:
+                if not copy.exists():
+                    return 0
+                with Store.open(copy, create=False, readonly=True) as m:
+                    return m.tree_size()
+
+            deadline = time.monotonic() + 60
+            while held() < 60 and time.monotonic() < deadline:
+                time.sleep(0.2)
+            assert held() == 60
+            _store(origin, events[60:])  # the origin grows; the next poll brings it
+            while held() < len(events) and time.monotonic() < deadline:
+                time.sleep(0.2)
+            assert held() == len(events)
+        finally:
+            follower.send_signal(signal.SIGTERM)
+            out, err = follower.communicate(timeout=30)
+        assert follower.returncode == 143, err
+        lines = [json.loads(line) for line in out.splitlines()]
+        assert lines[0]["appended"] == 60 and lines[-1]["size"] == len(events)
+        assert sum(line["appended"] for line in lines) == len(events)
+    _same_log(origin, copy)

@@ -96,6 +96,9 @@ TIMEOUT = 60.0
 """Seconds to connect, or between two reads of an answer."""
 BATCH_BUNDLES = 4
 """Bundles (of 256 leaves) per append transaction."""
+FORGET_EVERY = 256
+"""Bundles after which the verified tiles are dropped (the right edge and the few tiles
+above are read again): memory stays about 2 MiB of tiles however long the log."""
 
 
 class Origin:
@@ -341,6 +344,8 @@ def _batches(store: Store, origin: Origin, verified: tiles.VerifiedTiles, held: 
             _new_to(store, items, seen)
             yield batch
             batch, items = [], []
+        if index % FORGET_EVERY == FORGET_EVERY - 1:
+            verified.forget()
 
 
 def _admit(copy: bytes, leaf_data: bytes, leaf: int) -> Envelope:

@@ -240,3 +240,28 @@ def test_follow_polls_until_stopped(tmp_path: Path, keys: Keys) -> None:
         assert lines[0]["appended"] == 60 and lines[-1]["size"] == len(events)
         assert sum(line["appended"] for line in lines) == len(events)
     _same_log(origin, copy)
+
+
+def test_verified_tiles_are_dropped_as_the_mirror_goes(tmp_path: Path, keys: Keys,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """The tiles verified so far are forgotten every FORGET_EVERY bundles (memory stays
+    bounded on a long log): the right edge is then read and verified again."""
+    origin = _store(tmp_path / "origin", _events(7))
+    keyring = load_keyring(keys.keyring.read_bytes())
+    monkeypatch.setattr(mm, "FORGET_EVERY", 1)
+    with serving(origin, keys) as server, mm.Origin(server.url) as client, \
+            Store.open(tmp_path / "mirror") as copy:  # fmt: skip
+        reads: list[str] = []
+        real = client.tile
+
+        def counted(tile: Any) -> bytes:
+            reads.append(tile.path())
+            return real(tile)
+
+        monkeypatch.setattr(client, "tile", counted)
+        report = mm.mirror_once(copy, client, keyring, ORIGIN, batch_bundles=1)
+        bundles = -(-report.size // 256)
+        assert bundles >= 2
+        edge = reads[0]
+        assert reads.count(edge) == bundles  # read again after each forgetting
+        assert copy.tree_root() == (report.size, report.root)

@@ -32,8 +32,9 @@ from __future__ import annotations
 import json
 import re
 import time
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -96,6 +97,9 @@ TIMEOUT = 60.0
 """Seconds to connect, or between two reads of an answer."""
 BATCH_BUNDLES = 4
 """Bundles (of 256 leaves) per append transaction."""
+LOOKAHEAD = 2
+"""Bundles fetched ahead of the one being verified, so that the network's wait overlaps
+the door's work (each holds at most a bundle of copies: see :class:`Limits`)."""
 FORGET_EVERY = 256
 """Bundles after which the verified tiles are dropped (the right edge and the few tiles
 above are read again): memory stays about 2 MiB of tiles however long the log."""
@@ -325,27 +329,44 @@ def _prefix(store: Store, origin: Origin, held: int, cp: Checkpoint) -> None:
 def _batches(store: Store, origin: Origin, verified: tiles.VerifiedTiles, held: int,
              size: int, bundles: int) -> Iterator[list[Envelope]]:  # fmt: skip
     """The copies of leaves ``held`` to ``size``, verified, in batches of ``bundles``
-    bundles; each batch checked to be new to the store (else its tree would differ)."""
+    bundles; each batch checked to be new to the store (else its tree would differ).
+    The bundles and copies of the next :data:`LOOKAHEAD` bundles are fetched meanwhile
+    (unverified, held only until their turn)."""
     batch: list[Envelope] = []
     items: list[bytes] = []
     seen: set[bytes] = set()  # this pass's leaves: batches are checked before those ahead
-    for index in range(held // WIDTH, (size + WIDTH - 1) // WIDTH):
+    indexes = range(held // WIDTH, (size + WIDTH - 1) // WIDTH)
+
+    def fetch(index: int) -> tuple[bytes, list[bytes]]:
         width = tiles.tile_width(0, index, size)
-        entries = verified.entries(index, origin.bundle(index, width))
-        copies = origin.copies(index, width)
-        if len(copies) != width:
-            raise MirrorError("copy", f"copies {index}: {len(copies)} copies for {width} "
-                              "leaves")  # fmt: skip
-        skip = max(0, held - index * WIDTH)
-        for at in range(skip, width):
-            batch.append(_admit(copies[at], entries[at], index * WIDTH + at))
-            items.append(entries[at])
-        if (index + 1) % bundles == 0 or index * WIDTH + width >= size:
-            _new_to(store, items, seen)
-            yield batch
-            batch, items = [], []
-        if index % FORGET_EVERY == FORGET_EVERY - 1:
-            verified.forget()
+        return origin.bundle(index, width), origin.copies(index, width)
+
+    pool = ThreadPoolExecutor(max(1, LOOKAHEAD), thread_name_prefix="pithlog-mirror")
+    ahead: deque[Future[tuple[bytes, list[bytes]]]] = deque()
+    queued = iter(indexes)
+    try:
+        for index in indexes:
+            while len(ahead) < LOOKAHEAD + 1 and (following := next(queued, None)) is not None:
+                ahead.append(pool.submit(fetch, following))
+            bundle, copies = ahead.popleft().result()
+            width = tiles.tile_width(0, index, size)
+            entries = verified.entries(index, bundle)
+            if len(copies) != width:
+                raise MirrorError("copy", f"copies {index}: {len(copies)} copies for {width} "
+                                  "leaves")  # fmt: skip
+            skip = max(0, held - index * WIDTH)
+            for at in range(skip, width):
+                batch.append(_admit(copies[at], entries[at], index * WIDTH + at))
+                items.append(entries[at])
+            if (index + 1) % bundles == 0 or index * WIDTH + width >= size:
+                _new_to(store, items, seen)
+                yield batch
+                batch, items = [], []
+            if index % FORGET_EVERY == FORGET_EVERY - 1:
+                verified.forget()
+    finally:
+        # stopped early (an error, the consumer gone): fetches not started are dropped
+        pool.shutdown(wait=True, cancel_futures=True)
 
 
 def _admit(copy: bytes, leaf_data: bytes, leaf: int) -> Envelope:

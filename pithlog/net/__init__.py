@@ -1,2 +1,3 @@
 """Logs talking to each other: range-based reconciliation (:mod:`~pithlog.net.sync`) above the
-store it reads and fills."""
+store it reads and fills, and the log on HTTP (``pithlog serve``: :mod:`~pithlog.net.app`,
+:mod:`~pithlog.net.submit`, :mod:`~pithlog.net.server`; ``docs/network.md``)."""

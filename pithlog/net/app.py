@@ -14,10 +14,9 @@ from the file system: every answer comes from the :class:`~pithlog.store.Store`.
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -28,7 +27,7 @@ from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.middleware.gzip import GZipMiddleware
 from starlette.requests import ClientDisconnect, Request
-from starlette.responses import Response
+from starlette.responses import Response, StreamingResponse
 from starlette.routing import BaseRoute, Route
 
 from pithlog.errors import PithlogError, ServeError, StoreError, TileError, register
@@ -77,6 +76,8 @@ _STATUS = {
     "serve.too_large": 413, "serve.too_many_lines": 413, "serve.timeout": 408,
     "tile.path": 400, "store.tree_size": 404, "store.readers_full": 503,
 }  # fmt: skip
+COPIES_PER_READ = 16
+"""Copies read per store read of ``/copies/``: at most 16 MiB held for one request."""
 _HEX64 = re.compile(r"[0-9a-f]{64}")
 _DECIMAL = re.compile(r"0|[1-9][0-9]{0,18}")
 
@@ -112,7 +113,6 @@ class Log:
         self.config = config
         self.store = config.store
         self._published: Published | None = None
-        self._lock = asyncio.Lock()
         self.submissions = (GroupCommit.over(config.store, config.keyring, config.limits)
                             if config.keyring is not None else None)  # fmt: skip
 
@@ -121,15 +121,13 @@ class Log:
         return await run_in_threadpool(work, *args)
 
     async def checkpoint(self) -> Published:
-        """The signed checkpoint of the current tree (Ed25519 is deterministic: one tree,
-        one note)."""
+        """The signed checkpoint of the current tree, signed again only when the tree has
+        grown (Ed25519 is deterministic: one tree, one note, whichever worker signs)."""
         size, root = await self.read(self.store.tree_root)
         published = self._published
         if published is None or published.size != size:
-            async with self._lock:
-                note = sign_checkpoint(Checkpoint(self.config.origin, size, root),
-                                       self.config.key)  # fmt: skip
-                published = self._published = Published(size, root, note)
+            note = sign_checkpoint(Checkpoint(self.config.origin, size, root), self.config.key)
+            published = self._published = Published(size, root, note)
         return published
 
 
@@ -192,14 +190,27 @@ async def get_entries(request: Request) -> Response:
 
 
 async def get_copies(request: Request) -> Response:
-    """``/copies/<N>[.p/<W>]``: the copies of the leaves of bundle N, JSON Lines."""
+    """``/copies/<N>[.p/<W>]``: the copies of the leaves of bundle N, JSON Lines, streamed
+    :data:`COPIES_PER_READ` at a time (a copy may be 1 MiB: 256 of them are not held at
+    once)."""
     log = _log(request)
     tile = _tile_ref("entries/" + request.path_params["rest"])
-    copies = await log.read(log.store.leaf_copies, tile.index * tiles.WIDTH, tile.width)
-    if copies is None:
+    first, end = tile.index * tiles.WIDTH, tile.index * tiles.WIDTH + tile.width
+    if end > await log.read(log.store.tree_size):
         raise _not_found(f"copies {tile.index} of width {tile.width}: the tree has not that "
                          "many leaves")  # fmt: skip
-    return respond(b"".join(c + b"\n" for c in copies), JSON_LINES, IMMUTABLE)
+
+    async def lines() -> AsyncIterator[bytes]:
+        for start in range(first, end, COPIES_PER_READ):
+            count = min(COPIES_PER_READ, end - start)
+            copies = await log.read(log.store.leaf_copies, start, count)
+            if copies is None:  # cannot happen in an append-only log: end <= size
+                raise _not_found(f"leaves {start} to {start + count}")
+            yield b"".join(c + b"\n" for c in copies)
+
+    return StreamingResponse(lines(), media_type=JSON_LINES,
+                             headers={"Cache-Control": IMMUTABLE,
+                                      "X-Content-Type-Options": "nosniff"})  # fmt: skip
 
 
 async def get_copy(request: Request) -> Response:

@@ -19,12 +19,15 @@ import msgspec
 from pithlog.protocol.checks import CHECK_NUMBER
 from pithlog.protocol.reduce import Judged
 
-FORMAT_VERSION = b"3"
-"""``meta[format]``: the layout of ``docs/store.md``."""
-
 FORMAT_LEAF_EVENT_ID = b"2"
 """The format before leaves committed to the copy's bytes (leaf data: the event_id alone).
 Opening such a store migrates it (:func:`pithlog.store.tree.migrate_leaf_data`)."""
+
+FORMAT_LEAF_DATA = b"3"
+"""Leaves of 64 bytes, event_id || copy hash, and ``by_copy``."""
+
+FORMAT_VERSION = FORMAT_LEAF_DATA
+"""``meta[format]``: the layout of ``docs/store.md``."""
 
 DB_NAMES = (
     "events",

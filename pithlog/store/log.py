@@ -326,7 +326,7 @@ def _open_dbs(env: lmdb.Environment, real: str, create: bool) -> dict[str, Any]:
             txn.put(META_FORMAT, FORMAT_VERSION, db=meta)
             txn.put(META_MERGE, MERGE_VERSION.encode("ascii"), db=meta)
             txn.put(META_NEXT_SEQ, SEQ.pack(1), db=meta)
-        elif fmt not in (FORMAT_VERSION, FORMAT_LEAF_EVENT_ID):  # the older: _catch_up_merkle
+        elif fmt != FORMAT_VERSION and fmt not in MIGRATIONS:  # those: _catch_up_merkle
             raise StoreError(
                 "format",
                 f"store format {fmt.decode('ascii', 'replace')!r}; this pithlog reads "
@@ -369,12 +369,21 @@ def _catch_up_merkle(env: lmdb.Environment, dbs: dict[str, Any]) -> None:
                 raise
 
 
+MIGRATIONS: dict[bytes, Callable[[Any, dict[str, Any]], bytes]] = {
+    FORMAT_LEAF_EVENT_ID: tree.migrate_leaf_data,
+}
+"""Older format -> the step that brings a store of it one format on (in the transaction it
+is given, recording the format it leaves), until :data:`FORMAT_VERSION`."""
+
+
 def _migrate(txn: _Txn, dbs: dict[str, Any]) -> bool:
     """Bring an older store to :data:`FORMAT_VERSION` in ``txn`` (the caller's write
-    transaction, retried whole on a full map); ``True`` when it did."""
-    if txn.get(META_FORMAT, db=dbs["meta"]) != FORMAT_LEAF_EVENT_ID:
+    transaction, retried whole on a full map), step by step; ``True`` when it did."""
+    fmt = txn.get(META_FORMAT, db=dbs["meta"])
+    if fmt not in MIGRATIONS:
         return False
-    tree.migrate_leaf_data(txn, dbs)
+    while fmt in MIGRATIONS:
+        fmt = MIGRATIONS[fmt](txn, dbs)
     return True
 
 

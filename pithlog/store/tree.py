@@ -13,7 +13,7 @@ from typing import Any
 
 from pithlog.errors import StoreError, register
 from pithlog.store.layout import (
-    FORMAT_VERSION,
+    FORMAT_LEAF_DATA,
     META_FORMAT,
     META_MERKLE_SIZE,
     SEQ,
@@ -109,18 +109,19 @@ def merkle_sync(txn: Txn, dbs: dict[str, Any]) -> int:
     return size
 
 
-def migrate_leaf_data(txn: Txn, dbs: dict[str, Any]) -> int:
+def migrate_leaf_data(txn: Txn, dbs: dict[str, Any]) -> bytes:
     """Format 2 -> 3 (``docs/store.md``): format 2 hashed only the event_id into a leaf, so
     every stored subtree hash is of another tree. Drop them all and rebuild ``merkle`` from
     ``seq`` with the 64-byte leaf data; ``copy_seq`` and ``seq`` do not change. Run in the
     write transaction that also records the new format, so a store is either format 2 with
-    its old tree or format 3 with the new one. Returns the tree size."""
+    its old tree or format 3 with the new one. Returns the format it leaves."""
     cursor = txn.cursor(db=dbs["merkle"])
     while cursor.first():
         cursor.delete()
     txn.delete(META_MERKLE_SIZE, db=dbs["meta"])
-    txn.put(META_FORMAT, FORMAT_VERSION, db=dbs["meta"])
-    return merkle_sync(txn, dbs)
+    txn.put(META_FORMAT, FORMAT_LEAF_DATA, db=dbs["meta"])
+    merkle_sync(txn, dbs)
+    return FORMAT_LEAF_DATA
 
 
 # --- reads: roots, proofs, the copies of sync ---------------------------------------------

@@ -184,6 +184,11 @@ def test_states_events_proofs_and_stats(server: Server, files: Files) -> None:
                                     hashlib.sha256(got.content).digest())  # fmt: skip
     published = get(server, "/checkpoint").content
     assert proof.content.endswith(published) and proven.checkpoint.note == published
+    copy = hashlib.sha256(got.content).hexdigest()
+    named = get(server, f"/proof/inclusion/{event['event_id']}?copy={copy}")
+    assert named.content == proof.content
+    other = get(server, f"/proof/inclusion/{event['event_id']}?copy={'0' * 64}")
+    assert other.status_code == 404 and other.json()["error"] == "serve.not_found"
     # consistency between two sizes, checked against checkpoints of both
     size = proven.checkpoint.checkpoint.size
     with Store.open(files.store, readonly=True) as store:
@@ -202,6 +207,8 @@ def test_states_events_proofs_and_stats(server: Server, files: Files) -> None:
     assert served["counts"] == stats["counts"] and served["format"] == "3"
     assert get(server, "/healthz").json() == {"ok": True, "tree_size": size}
     assert get(server, "/checkpoint").headers["cache-control"] == "public, max-age=2"
+    head = httpx.head(server.url + "/tile/0/000", timeout=TIMEOUT)
+    assert head.status_code == 200 and head.headers["content-length"] == "8192"
 
 
 def _raw(server: Server, request: bytes, timeout: float = 10.0) -> bytes:

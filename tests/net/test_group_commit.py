@@ -1,0 +1,86 @@
+"""Group commit (pithlog.net.submit.GroupCommit) with a stand-in for Store.append: requests
+that arrive during a commit share the next one, up to batch_lines, never split; each gets
+its own results in order; a failed commit fails exactly its own requests."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+
+import pytest
+
+from pithlog.net.submit import GroupCommit
+from pithlog.store import STORED, AppendResult
+
+
+class Appender:
+    def __init__(self, fail_on: bytes | None = None) -> None:
+        self.batches: list[list[bytes]] = []
+        self.release = threading.Event()
+        self.fail_on = fail_on
+
+    def __call__(self, lines: list[bytes]) -> list[AppendResult]:
+        self.batches.append(lines)
+        self.release.wait(5)  # the first commit is slow: the others queue behind it
+        if self.fail_on in lines:
+            raise OSError("disk full")
+        return [AppendResult(i, line.decode(), STORED) for i, line in enumerate(lines)]
+
+
+def test_requests_arriving_during_a_commit_share_the_next() -> None:
+    appender = Appender()
+    group = GroupCommit(appender, batch_lines=5)
+
+    async def run() -> list[list[AppendResult]]:
+        first = asyncio.create_task(group.submit([b"a0"]))
+        await asyncio.sleep(0.05)  # the first commit has started and waits
+        rest = [asyncio.create_task(group.submit([b"r%d" % i, b"s%d" % i])) for i in range(4)]
+        await asyncio.sleep(0.05)
+        appender.release.set()
+        return [await first, *[await t for t in rest]]
+
+    answers = asyncio.run(run())
+    # 1 line, then 4 requests of 2 lines with batch_lines 5: two of them, then two more
+    assert [len(b) for b in appender.batches] == [1, 4, 4]
+    assert group.commits == 3 and group.requests == 5
+    assert [r.event_id for r in answers[0]] == ["a0"]
+    for i, results in enumerate(answers[1:]):
+        assert [r.event_id for r in results] == [f"r{i}", f"s{i}"]  # its own, in order
+
+
+def test_a_request_larger_than_a_batch_is_not_split() -> None:
+    appender = Appender()
+    appender.release.set()
+    group = GroupCommit(appender, batch_lines=2)
+    got = asyncio.run(group.submit([b"x", b"y", b"z"]))
+    assert appender.batches == [[b"x", b"y", b"z"]] and len(got) == 3
+
+
+def test_a_failed_commit_fails_its_requests_only() -> None:
+    appender = Appender(fail_on=b"bad")
+    group = GroupCommit(appender, batch_lines=2)
+
+    async def run() -> tuple[BaseException | list[AppendResult], ...]:
+        first = asyncio.create_task(group.submit([b"ok0"]))
+        await asyncio.sleep(0.05)
+        tasks = [asyncio.create_task(group.submit(lines))
+                 for lines in ([b"bad"], [b"ok1"], [b"ok2", b"ok3"])]  # fmt: skip
+        await asyncio.sleep(0.05)
+        appender.release.set()
+        return tuple(await asyncio.gather(first, *tasks, return_exceptions=True))
+
+    first, bad, same_batch, later = asyncio.run(run())
+    assert appender.batches == [[b"ok0"], [b"bad", b"ok1"], [b"ok2", b"ok3"]]
+    assert isinstance(bad, OSError) and isinstance(same_batch, OSError)
+    assert not isinstance(first, BaseException) and not isinstance(later, BaseException)
+    assert [r.event_id for r in later] == ["ok2", "ok3"]
+    assert group.commits == 2
+
+
+@pytest.mark.parametrize("lines", [[], [b"a"]])
+def test_nothing_to_commit(lines: list[bytes]) -> None:
+    appender = Appender()
+    appender.release.set()
+    group = GroupCommit(appender)
+    assert len(asyncio.run(group.submit(lines))) == len(lines)
+    assert appender.batches == ([lines] if lines else [])  # no empty transaction

@@ -115,6 +115,9 @@ MAX_LISTED = 1 << 20
 range is answered with its parts' fingerprints, as for ``expand``."""
 PROVE_BATCH = 1000
 """Copies per ``P`` (prove) message."""
+MAX_PROOFS = 4096
+"""Copies one ``P`` message may ask proofs of (a responder reads an inclusion path, a few
+stored hashes, for each)."""
 
 
 @dataclass(frozen=True)
@@ -126,6 +129,7 @@ class Limits:
     max_reconcile_bytes: int = MAX_RECONCILE_BYTES
     max_needed: int = MAX_NEEDED
     max_listed: int = MAX_LISTED
+    max_proofs: int = MAX_PROOFS
 
 
 # --- the two sides ------------------------------------------------------------------------
@@ -188,6 +192,9 @@ class Responder:
             return self._data(self._held(decode_shorts(message)))
         if kind == b"P":
             size, shorts = decode_prove(message)
+            if len(shorts) > self.limits.max_proofs:
+                raise SyncError("limit", f"proofs of {len(shorts)} copies asked in one "
+                                f"message; at most {self.limits.max_proofs}")  # fmt: skip
             return self._proofs(size, shorts)
         raise SyncError("protocol", f"unknown message kind {kind!r}")
 

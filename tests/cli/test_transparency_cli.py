@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import random
+import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -284,3 +287,21 @@ def test_inclusion_proofs_against_a_published_checkpoint(f: dict[str, Any]) -> N
                   ["--checkpoint", str(published), "--size", "3"], ["--key", f["key"]]):
         status, _, err = run(["--store", f["store"], "prove", "inclusion", eid, *extra])
         assert status == 2 and "[usage.arguments]" in err
+
+
+def test_sync_from_standard_input(f: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
+    """An export on a pipe (not seekable) is spooled to a temporary file, then synced."""
+    append(f, f["first"])
+    status, export, _ = run(["--store", f["store"], "export"])
+    read_fd, write_fd = os.pipe()
+    writer = threading.Thread(target=lambda: (os.write(write_fd, export), os.close(write_fd)))
+    writer.start()
+    with open(read_fd, "rb", buffering=0) as pipe:
+        assert not pipe.seekable()
+        monkeypatch.setattr(sys, "stdin", type("Stdin", (), {"buffer": pipe})())
+        b = str(f["tmp"] / "b")
+        status, out, err = run(["--store", b, "sync", "--from", "-", "--keyring",
+                                f["keyring"]])  # fmt: skip
+    writer.join()
+    assert status == 0, err
+    assert json.loads(out)["statuses"] == {"stored": 20}

@@ -118,6 +118,17 @@ def test_oversize_messages_are_refused_both_ways() -> None:
         s.reconcile(_items(10), big, s.Limits(max_message=100))
 
 
+def test_too_many_proofs_asked_at_once_are_refused() -> None:
+    responder = s.Responder(_items(10), list, lambda keys: [],
+                            lambda size, keys: [None] * len(keys))  # fmt: skip
+    ask = b"P" + m.varint(5) + m.encode_shorts(b"", [b"\0" * m.SHORT] * (s.MAX_PROOFS + 1))
+    with pytest.raises(SyncError, match="proofs of 4097 copies") as caught:
+        responder.handle(ask)
+    assert caught.value.code == "sync.limit"
+    fine = b"P" + m.varint(5) + m.encode_shorts(b"", [b"\0" * m.SHORT] * s.MAX_PROOFS)
+    assert responder.handle(fine) == b"Q" + b"\0" * s.MAX_PROOFS
+
+
 def _events(seed: int) -> list[dict[str, Any]]:
     rng = random.Random(seed)
     return [e for e in g.mixed_events(rng, piths=4, per_pith=5)

@@ -200,7 +200,7 @@ class MirrorError(_Verifying):
     signed checkpoint (``docs/network.md``)."""
 
     family = "mirror"
-    failed = frozenset({"split_view", "diverged", "copy", "duplicate"})
+    failed = frozenset({"split_view", "diverged", "copy", "duplicate", "unproven"})
 
 
 class HelperLost(RuntimeWarning):

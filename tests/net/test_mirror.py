@@ -268,3 +268,29 @@ def test_verified_tiles_are_dropped_as_the_mirror_goes(tmp_path: Path, keys: Key
         edge = reads[0]
         assert reads.count(edge) == bundles  # read again after each forgetting
         assert copy.tree_root() == (report.size, report.root)
+
+
+def test_an_origin_without_proofs_is_not_followed(tmp_path: Path, keys: Keys) -> None:
+    """A grown checkpoint whose consistency proof the origin does not give is refused (exit
+    1, nothing accepted or stored)."""
+    events = _events(8, piths=20)
+    origin = _store(tmp_path / "origin", events[:50])
+    copy = tmp_path / "mirror"
+    with serving(origin, keys) as server:
+        assert mirror(copy, server.url, keys)[0] == 0
+        _store(origin, events[50:])
+
+        def no_proofs(request: httpx.Request) -> httpx.Response:
+            if "/proof/" in request.url.path:
+                return httpx.Response(404, json={"error": "serve.not_found", "message": "-"})
+            answer = httpx.get(str(request.url))
+            return httpx.Response(answer.status_code, content=answer.content)
+
+        client = mm.Origin(server.url, httpx.Client(transport=httpx.MockTransport(no_proofs)))
+        keyring = load_keyring(keys.keyring.read_bytes())
+        with Store.open(copy) as m:
+            before = (m.tree_size(), m.accepted_checkpoint(ORIGIN))
+            with pytest.raises(MirrorError) as caught:
+                mm.mirror_once(m, client, keyring, ORIGIN)
+            assert caught.value.code == "mirror.unproven" and caught.value.exit_status == 1
+            assert (m.tree_size(), m.accepted_checkpoint(ORIGIN)) == before == (50, before[1])

@@ -19,11 +19,13 @@ def cmd_serve(args: argparse.Namespace, out: Out) -> int:
     if args.submit != (args.keyring is not None):
         raise UsageError("arguments", "--submit and --keyring go together: the keyring "
                          "judges what is submitted")  # fmt: skip
-    if args.max_body < 1 or args.max_lines < 1 or args.body_timeout <= 0:
-        raise UsageError("arguments", "--max-body, --max-lines and --body-timeout are positive")
+    if min(args.max_body, args.max_lines, args.max_pending) < 1 or args.body_timeout <= 0:
+        raise UsageError("arguments", "--max-body, --max-lines, --max-pending and "
+                         "--body-timeout are positive")  # fmt: skip
     settings = server.Settings(
         store=store_path(args), key=args.key, origin=args.origin, keyring=args.keyring,
         max_body=args.max_body, max_lines=args.max_lines, body_seconds=args.body_timeout,
+        max_pending=args.max_pending,
     )  # fmt: skip
     server.serve(settings, args.listen, args.workers,
                  lambda url: out.say(f"serve: listening on {url}"))  # fmt: skip
@@ -59,4 +61,7 @@ def add_commands(sub: Any, store_parser: StoreParser) -> None:
                    help="most lines per POST /submit (default 10,000; more: 413)")
     p.add_argument("--body-timeout", type=float, default=30.0, metavar="SECONDS",
                    help="time to receive a POST /submit body (default 30; slower: 408)")
+    p.add_argument("--max-pending", type=int, default=32, metavar="N",
+                   help="POST /submit requests held at once per worker (default 32; more "
+                   "wait, then 503)")  # fmt: skip
     p.set_defaults(func=cmd_serve)

@@ -74,6 +74,7 @@ _STATUS = {
     "serve.not_found": 404, "serve.pending": 404, "serve.bad_path": 400,
     "serve.bad_request": 400, "serve.method": 405, "serve.read_only": 403,
     "serve.too_large": 413, "serve.too_many_lines": 413, "serve.timeout": 408,
+    "serve.busy": 503,
     "tile.path": 400, "store.tree_size": 404, "store.readers_full": 503,
 }  # fmt: skip
 COPIES_PER_READ = 16
@@ -333,9 +334,10 @@ async def post_submit(request: Request) -> Response:
     if log.submissions is None:
         raise ServeError("read_only", "this server takes no submissions")
     limits = log.config.limits
-    body = await read_body(request.stream(), request.headers.get("content-length"), limits)
-    lines = split_lines(body, limits)
-    results = await log.submissions.submit([raw for _, raw in lines if raw is not None])
+    async with log.submissions.slot(limits):  # at most max_pending bodies held at once
+        body = await read_body(request.stream(), request.headers.get("content-length"), limits)
+        lines = split_lines(body, limits)
+        results = await log.submissions.submit([raw for _, raw in lines if raw is not None])
     return respond(answer(lines, results), JSON_LINES, NO_STORE)
 
 

@@ -54,6 +54,7 @@ class Settings:
     max_body: int = Limits.max_body
     max_lines: int = Limits.max_lines
     body_seconds: float = Limits.body_seconds
+    max_pending: int = Limits.max_pending
 
     def encode(self) -> str:
         return json.dumps(dataclasses.asdict(self))
@@ -64,7 +65,7 @@ class Settings:
 
     def limits(self) -> Limits:
         return Limits(max_body=self.max_body, max_lines=self.max_lines,
-                      body_seconds=self.body_seconds)  # fmt: skip
+                      body_seconds=self.body_seconds, max_pending=self.max_pending)  # fmt: skip
 
 
 def extra_routes() -> list[BaseRoute]:

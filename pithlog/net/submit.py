@@ -10,6 +10,7 @@ Everything a stranger can send is bounded before it reaches the store: the body'
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import io
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
@@ -29,6 +30,8 @@ register(
         "serve.too_many_lines": "the request holds more lines than the server accepts per "
         "request (docs/network.md, limits): split it",
         "serve.timeout": "the request body did not arrive in time (docs/network.md, limits)",
+        "serve.busy": "the server holds as many submissions as it takes at once "
+        "(docs/network.md, limits): retry later",
         "serve.bad_request": "the request is malformed (its Content-Length, or its body is "
         "not JSON Lines)",
     }
@@ -47,6 +50,10 @@ class Limits:
     """Seconds to receive the whole body, from the request's start: ``408 serve.timeout``."""
     batch_lines: int = 10_000
     """Lines of one group commit at most (requests are never split across two)."""
+    max_pending: int = 32
+    """Submissions being received, checked or committed at once (each holds its body, up
+    to ``max_body``): more wait for a slot, and after ``body_seconds`` get ``503
+    serve.busy``. The bodies a worker holds are bounded by ``max_pending * max_body``."""
 
 
 async def read_body(chunks: AsyncIterator[bytes], content_length: str | None,
@@ -121,17 +128,35 @@ class GroupCommit:
 
     append: Callable[[list[bytes]], list[AppendResult]]
     batch_lines: int = 10_000
+    max_pending: int = 32
     requests: int = 0
     commits: int = 0
     _queue: list[_Waiting] = field(default_factory=list)
     _writer: asyncio.Task[None] | None = None
+    _slots: asyncio.Semaphore | None = None
 
     @classmethod
     def over(cls, store: Store, keyring: Keyring, limits: Limits) -> GroupCommit:
         def append(lines: list[bytes]) -> list[AppendResult]:
             return store.append(lines, keyring, keep_invalid=False)
 
-        return cls(append, limits.batch_lines)
+        return cls(append, limits.batch_lines, limits.max_pending)
+
+    @contextlib.asynccontextmanager
+    async def slot(self, limits: Limits) -> AsyncIterator[None]:
+        """One of :attr:`Limits.max_pending` places for a submission, or ``serve.busy``
+        once ``body_seconds`` have passed without one."""
+        if self._slots is None:
+            self._slots = asyncio.Semaphore(self.max_pending)
+        try:
+            await asyncio.wait_for(self._slots.acquire(), limits.body_seconds)
+        except TimeoutError:
+            raise ServeError("busy", f"{self.max_pending} submissions are in progress; "
+                             "retry later") from None  # fmt: skip
+        try:
+            yield
+        finally:
+            self._slots.release()
 
     async def submit(self, lines: list[bytes]) -> list[AppendResult]:
         """Append ``lines`` in the next group commit; their results once it is durable."""

@@ -170,3 +170,30 @@ def test_concurrent_submitters_and_readers_lose_nothing(server: Server, files: F
     with Store.open(files.store, readonly=True) as store:
         for event in events:
             assert store.event(event["event_id"]) == g.encoded(event)
+
+
+def test_submissions_held_at_once_are_bounded(files: Files) -> None:
+    """--max-pending 1: a second submission waits for the first's slot; a third, finding
+    none within --body-timeout, is refused with 503 serve.busy (its body never read)."""
+    with serving(files, "--max-pending", "1", "--body-timeout", "2", submit=True) as server:
+        head = (b"POST /submit HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
+                b"Content-Length: 1000\r\n\r\n{")  # fmt: skip
+        socks = []
+        try:
+            for _ in range(3):  # A holds the slot 2 s; B waits, gets it at 2 s; C waits
+                sock = socket.create_connection(server.address, timeout=20)
+                sock.sendall(head)
+                socks.append(sock)
+                time.sleep(0.5)
+            answers = []
+            for sock in socks:
+                answer = b""
+                while chunk := sock.recv(65536):
+                    answer += chunk
+                answers.append(_status(answer))
+        finally:
+            for sock in socks:
+                sock.close()
+        codes = [(status, doc["error"]) for status, doc in answers]
+        assert codes == [(408, "serve.timeout"), (408, "serve.timeout"), (503, "serve.busy")]
+        assert b"Traceback" not in server.stderr

@@ -27,6 +27,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import workload
 
 from pithlog.net import sync as s
+from pithlog.net.sources import store_responder
+from pithlog.net.syncmsg import SHORT
 from pithlog.protocol.keys import make_keyring
 from pithlog.store import Store
 from pithlog.testing import test_keyring_entries
@@ -68,7 +70,7 @@ def main() -> None:
             items = len(a.copy_keys())
             print(f"full export of A: {export_bytes:,} bytes ({kib(export_bytes)}), "
                   f"{items:,} copies; listing every copy's short id would be "
-                  f"{kib(items * s.SHORT)}")  # fmt: skip
+                  f"{kib(items * SHORT)}")  # fmt: skip
             print()
             print("| B lacks | copies fetched | rounds | reconcile bytes | fetch bytes | "
                   "total exchanged | total / full export | reconcile bytes per missing copy "
@@ -81,11 +83,11 @@ def main() -> None:
                 b_path = folder / f"b-{p}"
                 build(b_path, kept, ring)
                 with Store.open(b_path, create=False) as b:
-                    back = s.Channel(s.store_responder(b))
+                    back = s.Channel(store_responder(b))
                     need, back_rounds = s.reconcile(a.copy_keys(), back)
                     assert not need
                     start = time.perf_counter()
-                    report = s.pull(b, s.store_responder(a), ring)
+                    report = s.pull(b, store_responder(a), ring)
                     took = time.perf_counter() - start
                     assert report.needed == len(missing), (report.needed, len(missing))
                     assert b.copy_keys() == a.copy_keys()

@@ -241,6 +241,14 @@ class DaskError(PithlogError):
     family = "dask"
 
 
+class MirrorError(_Verifying):
+    """A served log that ``pithlog mirror`` cannot copy, or that does not verify against its
+    signed checkpoint (``docs/network.md``)."""
+
+    family = "mirror"
+    failed = frozenset({"split_view", "diverged", "copy", "duplicate", "unproven"})
+
+
 class HelperLost(RuntimeWarning):
     """A helper or worker process ended abruptly (killed: by hand, or by the kernel when
     memory ran out) before returning its work. Not an error: the work is pure, so the

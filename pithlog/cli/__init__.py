@@ -29,6 +29,7 @@ from typing import IO, Any
 from pithlog import __version__
 from pithlog.cli import (
     keyring_commands,
+    mirror_commands,
     net_commands,
     offline_commands,
     store_commands,
@@ -68,6 +69,7 @@ def build_parser() -> argparse.ArgumentParser:
     transparency_commands.add_commands(sub, store_parser)
     net_commands.add_commands(sub, store_parser)
     view_commands.add_commands(sub, store_parser)
+    mirror_commands.add_commands(sub, store_parser)
     return parser
 
 

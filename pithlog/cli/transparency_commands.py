@@ -8,7 +8,10 @@ import collections
 import contextlib
 import hashlib
 import os
-from typing import Any
+import shutil
+import tempfile
+from collections.abc import Iterator
+from typing import Any, BinaryIO
 
 from pithlog.cli.edge import (
     STORE_HELP,
@@ -33,16 +36,23 @@ from pithlog.errors import (
     ProofError,
     UsageError,
 )
-from pithlog.lines import iter_lines
-from pithlog.net.sync import ExportSource, pull, store_responder
+from pithlog.net.sources import ExportSource, store_responder
+from pithlog.net.sync import MAX_NEEDED, Limits, pull
 from pithlog.protocol.canonical import encode_b64
 from pithlog.protocol.events import is_event_id, parse_envelope
 from pithlog.protocol.keys import (
+    Keyring,
     load_key_file,
 )
 from pithlog.store import REFUSED, REJECTED, AppendResult, Store
 from pithlog.store.place import is_store_folder
-from pithlog.transparency.checkpoint import Checkpoint, sign_checkpoint, verify_checkpoint
+from pithlog.transparency.checkpoint import (
+    Checkpoint,
+    parse_checkpoint_text,
+    parse_note,
+    sign_checkpoint,
+    verify_checkpoint,
+)
 from pithlog.transparency.diverge import first_difference
 from pithlog.transparency.evidence import evidence_type
 from pithlog.transparency.proofs import (
@@ -129,19 +139,57 @@ def cmd_verify_checkpoint(args: argparse.Namespace, out: Out) -> int:
     return EXIT_OK
 
 
+def _published(args: argparse.Namespace) -> tuple[bytes, Checkpoint] | None:
+    """``--checkpoint FILE`` of ``prove inclusion``: the signed checkpoint to prove against
+    (its bytes, verbatim, and its text), or ``None`` when a new one is signed (``--key``)."""
+    if (args.key is None) == (args.checkpoint is None):
+        raise UsageError("arguments", "give --key KEYFILE --origin NAME to sign a checkpoint "
+                         "of the tree, or --checkpoint FILE to prove against a signed one")
+    if args.checkpoint is None:
+        if args.origin is None:
+            raise UsageError("arguments", "--key needs --origin NAME")
+        return None
+    if args.size is not None:
+        raise UsageError("arguments", "--checkpoint gives the tree size: no --size")
+    data = read_bytes(args.checkpoint)
+    cp = parse_checkpoint_text(parse_note(data).text)
+    if args.origin is not None and cp.origin != args.origin:
+        raise CheckpointError("origin", f"the checkpoint is of {cp.origin!r}, not "
+                              f"{args.origin!r}")  # fmt: skip
+    return data, cp
+
+
 def cmd_prove_inclusion(args: argparse.Namespace, out: Out) -> int:
-    """Write a tlog-proof@v1 that EVENT_ID is in the store's log."""
+    """Write a tlog-proof@v1 that EVENT_ID is in the store's log: against a checkpoint
+    signed here (``--key``), or against a signed one (``--checkpoint``), whose tree the
+    store must hold."""
     if not is_event_id(args.event_id):
         raise ProofError("event_id", f"{args.event_id!r} is not an event_id")
-    key = load_key_file(read_bytes(args.key))
+    published = _published(args)
+    key = load_key_file(read_bytes(args.key)) if published is None else None
     with open_store(args) as store:
-        size, root = store.tree_root(size_arg(args.size, "--size"))
+        if published is None:
+            size, root = store.tree_root(size_arg(args.size, "--size"))
+        else:
+            cp = published[1]
+            if cp.size > store.tree_size():
+                raise CheckpointError("diverged", f"the checkpoint is of size {cp.size}; the "
+                                      f"store holds {store.tree_size()} leaves")  # fmt: skip
+            size, root = store.tree_root(cp.size)
+            if root != cp.root:
+                raise CheckpointError("diverged", f"the store's root at size {size} is "
+                                      f"{encode_b64(root)}, the checkpoint's "
+                                      f"{encode_b64(cp.root)}")  # fmt: skip
         leaves = [leaf for leaf in store.leaves_of(args.event_id) if leaf[0] < size]
         if not leaves:
             raise ProofError("not_found", f"no copy of {args.event_id} among the first {size} "
                              "leaves of the store's log")  # fmt: skip
         _, path = store.inclusion_path(leaves[0][0], size)
-    checkpoint = sign_checkpoint(Checkpoint(args.origin, size, root), key)
+    if key is not None:
+        checkpoint = sign_checkpoint(Checkpoint(args.origin, size, root), key)
+    else:
+        assert published is not None
+        checkpoint = published[0]
     extra = bytes.fromhex(args.event_id[len("sha256:") :]) + leaves[0][1]
     out.write(InclusionProof(leaves[0][0], tuple(path), checkpoint, extra).encoded())
     out.say(f"prove inclusion: {args.event_id} is leaf {leaves[0][0]} of {size} "
@@ -196,11 +244,51 @@ def cmd_verify_proof(args: argparse.Namespace, out: Out) -> int:
     return EXIT_OK
 
 
+def _trusted_checkpoint(args: argparse.Namespace, keyring: Keyring) -> Checkpoint | None:
+    """``--keep-invalid`` needs the source's signed checkpoint (``--checkpoint``), verified
+    against the keyring: invalid copies are kept only when the source proves them leaves
+    of its tree (docs/transparency.md, "Sync's limits")."""
+    if args.checkpoint is None:
+        if args.keep_invalid:
+            raise UsageError("arguments", "--keep-invalid keeps invalid copies only from a "
+                             "source whose signed log proves them: give --checkpoint FILE, "
+                             "the source's checkpoint, which the keyring must trust")
+        return None
+    if not args.keep_invalid:
+        raise UsageError("arguments", "--checkpoint is used with --keep-invalid only")
+    return verify_checkpoint(read_bytes(args.checkpoint), keyring, args.origin).checkpoint
+
+
+@contextlib.contextmanager
+def _seekable(path: str) -> Iterator[BinaryIO]:
+    """The export file, or standard input spooled to a temporary file (a sync reads its
+    source twice: once to list it, then the copies it needs)."""
+    with open_input(path) as stream:
+        if stream.seekable():
+            yield stream
+            return
+        with tempfile.TemporaryFile() as spool:
+            shutil.copyfileobj(stream, spool, 1 << 20)
+            spool.seek(0)
+            yield spool
+
+
+def _http_transport(url: str, limits: Limits) -> Any:
+    try:
+        from pithlog.net.sync_http import HttpTransport
+    except ImportError as exc:  # the optional extra: pip install 'pithlog[net]'
+        raise UsageError("arguments", f"sync --from a URL needs the net extra (pip install "
+                         f"'pithlog[net]'): {exc}") from exc  # fmt: skip
+    return HttpTransport(url, limits)
+
+
 def cmd_sync(args: argparse.Namespace, out: Out) -> int:
     """Bring into the store the copies a store folder or an export file holds."""
     keyring = read_keyring(args.keyring)
     if args.batch_size < 1:
         raise UsageError("arguments", "--batch-size must be at least 1")
+    trusted = _trusted_checkpoint(args, keyring)
+    limits = Limits(max_needed=args.max_copies)
     source = args.source
     refused = 0
     stored: collections.Counter[str] = collections.Counter()
@@ -210,23 +298,24 @@ def cmd_sync(args: argparse.Namespace, out: Out) -> int:
 
     try:
         with contextlib.ExitStack() as stack:
-            if os.path.isdir(source):
+            if source.startswith(("http://", "https://")):
+                remote: Any = stack.enter_context(_http_transport(source, limits))
+            elif os.path.isdir(source):
                 other = stack.enter_context(Store.open(source, create=False, readonly=True))
-                responder = store_responder(other)
+                remote = store_responder(other, limits)
             else:
-                with open_input(source) as stream:
-                    export = ExportSource.read(line for _, line in iter_lines(stream))
+                export = ExportSource.read(stack.enter_context(_seekable(source)))
                 refused = export.refused
                 for number, problem in export.problems:
                     out.say(f"pithlog: {source}: line {number}: {problem.describe()}")
-                responder = export.responder()
-                if not export.copies and not is_store_folder(store_path(args)):
+                if not len(export) and not is_store_folder(store_path(args)):
                     out.say(f"sync: {source} holds no copy that passes the door "
                             f"({refused} lines refused): no store created")  # fmt: skip
                     return EXIT_BAD_INPUT if refused else EXIT_OK
+                remote = export.responder(limits)
             store = stack.enter_context(open_store(args, create=True))
-            report = pull(store, responder, keyring, keep_invalid=args.keep_invalid,
-                          batch=args.batch_size, on_results=tally)  # fmt: skip
+            report = pull(store, remote, keyring, trusted, batch=args.batch_size,
+                          limits=limits, on_results=tally)  # fmt: skip
     except KeyboardInterrupt:
         shown = ", ".join(f"{n} {status}" for status, n in sorted(stored.items()))
         out.say(f"sync: interrupted after {sum(stored.values())} copies were committed "
@@ -244,6 +333,7 @@ def cmd_sync(args: argparse.Namespace, out: Out) -> int:
                   "fetch_sent": report.fetch_sent, "fetch_received": report.fetch_received,
                   "total": report.bytes_exchanged},
         "statuses": dict(sorted(report.statuses.items())),
+        "proven": report.proven,
         "refused_lines": refused,
     }  # fmt: skip
     out.write(json_line(doc))
@@ -253,8 +343,9 @@ def cmd_sync(args: argparse.Namespace, out: Out) -> int:
             f"{report.bytes_exchanged} bytes exchanged")  # fmt: skip
     bad = report.statuses.get(REJECTED, 0) + report.statuses.get(REFUSED, 0) + refused
     if report.statuses.get(REJECTED, 0):
-        out.say("sync: rejected copies fail checks 1-12 here; pass --keep-invalid to hold "
-                "them as the source does")  # fmt: skip
+        out.say("sync: rejected copies fail checks 1-12 here; they are kept only with "
+                "--keep-invalid --checkpoint, when the source proves them leaves of its "
+                "signed log")  # fmt: skip
     return EXIT_BAD_INPUT if bad else EXIT_OK
 
 
@@ -308,15 +399,20 @@ def add_commands(sub: Any, store_parser: StoreParser) -> None:
         description="Print a c2sp.org/tlog-proof@v1: the leaf data (extra: the event_id and "
         "the SHA-256 of its copy), the index of its "
         "first copy in the log, the RFC 9162 inclusion path and a checkpoint of the tree of "
-        "--size leaves (default: all) signed with KEYFILE for ORIGIN.",
+        "--size leaves (default: all) signed with KEYFILE for ORIGIN; or, with --checkpoint "
+        "FILE, the path to the root of that signed checkpoint, copied verbatim into the "
+        "proof (a server or mirror holding only a published or cosigned checkpoint).",
     )
     q.add_argument("--store", metavar="DIR", default=argparse.SUPPRESS, help=STORE_HELP)
     q.add_argument("event_id", metavar="EVENT_ID")
     q.add_argument("--size", type=int, metavar="N",
                    help="prove against the tree of the first N leaves (default: all)")
-    q.add_argument("--key", required=True, metavar="KEYFILE",
-                   help="key file that signs the proof's checkpoint")
-    q.add_argument("--origin", required=True, metavar="NAME", help="the log's origin")
+    q.add_argument("--key", metavar="KEYFILE", help="sign a checkpoint with this key")
+    q.add_argument("--origin", metavar="NAME",
+                   help="the origin to sign for (with --key), or to require of --checkpoint")
+    q.add_argument("--checkpoint", metavar="FILE",
+                   help="prove against this signed checkpoint (its size; the store must "
+                   "hold its tree) instead of signing one: no private key needed")
     q.set_defaults(func=cmd_prove_inclusion)
     q = kinds.add_parser(
         "consistency",
@@ -354,17 +450,27 @@ def add_commands(sub: Any, store_parser: StoreParser) -> None:
     p = store_parser(
         "sync",
         help="bring in the copies another store or an export file holds",
-        description="Reconcile the store with SOURCE (a store folder, opened read-only, or a "
-        "JSON Lines export file) by comparing fingerprints of ranges of copies, fetch the "
+        description="Reconcile the store with SOURCE (a store folder, opened read-only, a "
+        "JSON Lines export file, or the URL of a served log, whose POST /sync answers) by "
+        "comparing fingerprints of ranges of copies, fetch the "
         "copies the store lacks (preferred and evidence) and append them in transactions of "
-        "--batch-size. Prints one JSON line: copies on each side, needed, rounds, bytes "
-        "exchanged, append statuses. Exit 2 when a copy was rejected or a line refused.",
+        "--batch-size, in the source's order. Every fetched copy must hash to what was asked; "
+        "the source is held to the limits of docs/transparency.md. Prints one JSON line: "
+        "copies on each side, needed, rounds, bytes exchanged, append statuses. Exit 2 when "
+        "a copy was rejected or a line refused.",
     )
-    p.add_argument("--from", dest="source", required=True, metavar="SOURCE",
-                   help="a store folder (opened read-only) or a JSON Lines export file")
+    p.add_argument("--from", dest="source", required=True, metavar="SOURCE")
     keyring_option(p)
     p.add_argument("--keep-invalid", action="store_true",
-                   help="store copies that fail checks 1-12, as the source may")  # fmt: skip
+                   help="store copies that fail checks 1-12 when the source proves them "
+                   "leaves of the tree of --checkpoint")  # fmt: skip
+    p.add_argument("--checkpoint", metavar="FILE",
+                   help="the source's signed checkpoint (needed by --keep-invalid); the "
+                   "keyring must trust it")  # fmt: skip
+    p.add_argument("--origin", metavar="NAME", help="require this origin of --checkpoint")
     p.add_argument("--batch-size", type=int, default=1000, metavar="N",
                    help="copies per fetch and per transaction (default 1000)")  # fmt: skip
+    p.add_argument("--max-copies", type=int, default=MAX_NEEDED, metavar="N",
+                   help=f"stop when the source lists more than N copies the store lacks "
+                   f"(default {MAX_NEEDED})")  # fmt: skip
     p.set_defaults(func=cmd_sync)

@@ -31,6 +31,7 @@ from pithlog.errors import StoreError, UsageError
 from pithlog.net.app import ServeConfig, create_app
 from pithlog.net.pages import page_routes
 from pithlog.net.submit import Limits
+from pithlog.net.sync_http import sync_routes
 from pithlog.net.witness_route import witness_routes
 from pithlog.protocol.keys import Keyring, SigningKey, load_key_file, load_keyring
 from pithlog.store import Store
@@ -77,8 +78,8 @@ class Settings:
 
 def extra_routes() -> list[BaseRoute]:
     """Routes served beside the log's own (:attr:`ServeConfig.extra_routes`): the pages for
-    people (docs/pages.md), and the place where ``POST /sync`` is mounted."""
-    return page_routes()
+    people (docs/pages.md) and ``POST /sync``."""
+    return [*page_routes(), *sync_routes()]
 
 
 def _read(path: str) -> bytes:

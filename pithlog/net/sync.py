@@ -23,279 +23,240 @@ asks for their order (``F``): the remote sorts them by its append order. Then it
 them (``G``) in batches in that order and appends each batch to its store, so a store whose
 log is a prefix of the remote's ends with the same log, hence the same Merkle tree.
 
-**Messages.** Binary, and every byte of every message is counted by the :class:`Channel`.
-A message is a kind byte and a body:
+**Messages** are in :mod:`pithlog.net.syncmsg`.
 
-- ``R`` (reconcile, both directions): entries that cover the item space in order, each
-  ``bound mode payload``; ``bound`` is a length byte (0-64, or 255 for "no upper bound")
-  and that many bytes; ``mode`` is 0 skip, 1 fingerprint (16 bytes), 2 item list (count as
-  a LEB128 varint, then the items' 16-byte short ids), 3 expand, 4 list all.
-- ``F`` (order, local to remote): a varint count and the 16-byte short ids wanted (a
-  short id is the first 16 bytes of the SHA-256 of the 64-byte item).
-- ``O`` (order, remote to local): the same short ids, in the remote's append order.
-- ``G`` (fetch, local to remote): a varint count and short ids, a batch of the ordered list.
-- ``D`` (data, remote to local): a varint count, then per copy a varint length and its JCS
-  bytes, in the order asked.
+**The other side is hostile** (``docs/transparency.md``, "Sync's limits"). Every message
+either way is at most :data:`MAX_MESSAGE` bytes; the pulling side stops after
+:data:`MAX_ROUNDS` rounds or :data:`MAX_RECONCILE_BYTES` bytes of reconciliation, refuses
+a reply with more ranges than :data:`BRANCHES` per range asked, and a listing of more than
+``max_needed`` missing copies; every fetched copy must go through the door and hash to the
+short id asked for; copies failing checks 1-12 are kept only when the source proves them
+leaves of a checkpoint the keyring trusts (``P``/``Q``), never on its word.
 
-The remote side is a :class:`Responder` over a sorted item list: a store opened read-only
-in the same process, or the copies of a JSON Lines export file put through the door. A
-real deployment would carry the same messages over a network; here a :class:`Channel`
-passes them in memory.
+The remote side is a :class:`Responder` over a sorted item list (:mod:`pithlog.net.sources`:
+a store opened read-only, or the copies of a JSON Lines export file put through the door).
+A :class:`Channel` passes its messages in memory; :mod:`pithlog.net.sync_http` carries the
+same messages over HTTP.
 """
 
 from __future__ import annotations
 
-import bisect
-import hashlib
-import struct
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from pithlog.errors import DoorError, SyncError, register
-from pithlog.protocol.events import parse_envelope
+from pithlog.net.syncmsg import (
+    BRANCHES,
+    EXPAND,
+    FINGERPRINT_MODE,
+    INFINITY,
+    ITEM,
+    ITEMS,
+    LIST_ALL,
+    LIST_LIMIT,
+    SKIP,
+    Bound,
+    Entry,
+    Reader,
+    between,
+    decode_prove,
+    decode_reconcile,
+    decode_shorts,
+    encode_reconcile,
+    encode_shorts,
+    fingerprint,
+    item_of,
+    merged,
+    position,
+    short_id,
+    varint,
+)
+from pithlog.protocol.events import Envelope, parse_envelope
 from pithlog.protocol.keys import Keyring
 from pithlog.store import AppendResult, Store
+from pithlog.store.append import KeepInvalid
+from pithlog.transparency import merkle
+from pithlog.transparency.checkpoint import Checkpoint
 
 register(
     {
         "sync.source": "the sync source is neither a pithlog store folder nor a readable JSON "
         "Lines export file: check --from",
         "sync.protocol": "the other side sent a message that breaks the sync protocol",
+        "sync.limit": "the other side went past a limit of sync (rounds, bytes, message size "
+        "or copies listed): a hostile or broken source; see docs/transparency.md",
+        "sync.mismatch": "the source sent a copy that is not the one asked for (its hash is "
+        "not the short id, or it fails the door): the source is hostile or broken",
     }
 )
 
-ITEM = 64
-"""event_id (32) + copy hash (32)."""
-SHORT = 16
-"""A short id: the first 16 bytes of the SHA-256 of the 64-byte item."""
-FINGERPRINT = 16
-BRANCHES = 16
-"""Parts a range is cut into when its fingerprints differ."""
-LIST_LIMIT = 16
-"""A differing range of at most this many items (on the remote side) is listed whole."""
 FETCH_BATCH = 1000
 """Copies per fetch message, and per append transaction."""
 
-SKIP, FINGERPRINT_MODE, ITEMS, EXPAND, LIST_ALL = range(5)
-INFINITY = None
-_INF_BYTE = 255
-_FP_LENGTH = struct.Struct(">Q")
+# --- limits: what a hostile other side can make this side do (docs/transparency.md) ------
 
-Bound = bytes | None
-"""An exclusive upper bound: a byte string, or ``None`` for "no upper bound"."""
-
-
-def short_id(item: bytes) -> bytes:
-    """What item lists and fetches carry: ``SHA-256(item)[:16]``. Hashing the whole item
-    (not a prefix of it) keeps two copies of one event_id apart and leaves no cheaper way
-    to make an item collide with another than a 128-bit second preimage."""
-    return hashlib.sha256(item).digest()[:SHORT]
-
-
-def fingerprint(items: Sequence[bytes], lo: int, hi: int) -> bytes:
-    """The fingerprint of ``items[lo:hi]`` (sorted 64-byte items)."""
-    h = hashlib.sha256(_FP_LENGTH.pack(hi - lo))
-    h.update(b"".join(items[lo:hi]))
-    return h.digest()[:FINGERPRINT]
-
-
-def position(items: Sequence[bytes], bound: Bound) -> int:
-    """The number of items below ``bound``."""
-    return len(items) if bound is None else bisect.bisect_left(items, bound)
-
-
-def between(below: bytes, above: bytes) -> bytes:
-    """The shortest prefix ``p`` of ``above`` with ``below < p <= above``."""
-    for length in range(1, len(above) + 1):
-        if above[:length] > below[:length]:
-            return above[:length]
-    raise ValueError("items must be distinct and sorted")
-
-
-# --- encoding -----------------------------------------------------------------------------
-
-
-def _varint(n: int) -> bytes:
-    out = bytearray()
-    while True:
-        byte = n & 0x7F
-        n >>= 7
-        if n:
-            out.append(byte | 0x80)
-        else:
-            out.append(byte)
-            return bytes(out)
-
-
-class _Reader:
-    def __init__(self, data: bytes) -> None:
-        self.data = data
-        self.at = 0
-
-    def done(self) -> bool:
-        return self.at >= len(self.data)
-
-    def take(self, n: int) -> bytes:
-        if n < 0 or self.at + n > len(self.data):
-            raise SyncError("protocol", "a message ends in the middle of a value")
-        chunk = self.data[self.at : self.at + n]
-        self.at += n
-        return chunk
-
-    def byte(self) -> int:
-        return self.take(1)[0]
-
-    def varint(self) -> int:
-        n = shift = 0
-        while True:
-            byte = self.byte()
-            n |= (byte & 0x7F) << shift
-            if not byte & 0x80:
-                return n
-            shift += 7
-            if shift > 63:
-                raise SyncError("protocol", "a varint is longer than 64 bits")
-
-    def bound(self) -> Bound:
-        length = self.byte()
-        if length == _INF_BYTE:
-            return None
-        if length > ITEM:
-            raise SyncError("protocol", f"a bound of {length} bytes")
-        return self.take(length)
+MAX_MESSAGE = 32 << 20
+"""Bytes of one message, either way (a reply listing 2 million short ids; a data message
+of 32 copies of the largest size the door admits). A responder answers a fetch with a
+prefix of the copies asked when all of them would not fit."""
+MAX_ROUNDS = 32
+"""Reconcile rounds of one sync. An honest source needs about ``log16(n / 16) + 2``: 5 for
+100,000 copies, 9 for 10^9."""
+MAX_RECONCILE_BYTES = 256 << 20
+"""Bytes of reconciliation (both ways, all rounds) of one sync."""
+MAX_NEEDED = 1_000_000
+"""Missing copies one sync may list (16 bytes each in memory, and every one fetched). A
+store further behind than that catches up by several syncs, or from an export by
+``import``, or from a served log by ``mirror``."""
+MAX_LISTED = 1 << 20
+"""A responder lists a range whole (on ``list all``) only up to this many items; a larger
+range is answered with its parts' fingerprints, as for ``expand``."""
+PROVE_BATCH = 1000
+"""Copies per ``P`` (prove) message."""
+MAX_PROOFS = 4096
+"""Copies one ``P`` message may ask proofs of (a responder reads an inclusion path, a few
+stored hashes, for each)."""
 
 
 @dataclass(frozen=True)
-class Entry:
-    """One range of a reconcile message: its upper bound, mode and payload."""
+class Limits:
+    """The limits of one sync, the pulling side's and the responding side's."""
 
-    bound: Bound
-    mode: int
-    fingerprint: bytes = b""
-    items: tuple[bytes, ...] = ()
-
-
-def encode_reconcile(entries: Iterable[Entry]) -> bytes:
-    out = bytearray(b"R")
-    for e in entries:
-        if e.bound is None:
-            out.append(_INF_BYTE)
-        else:
-            out.append(len(e.bound))
-            out += e.bound
-        out.append(e.mode)
-        if e.mode == FINGERPRINT_MODE:
-            out += e.fingerprint
-        elif e.mode == ITEMS:
-            out += _varint(len(e.items))
-            out += b"".join(e.items)  # short ids
-    return bytes(out)
-
-
-def decode_reconcile(data: bytes) -> list[Entry]:
-    reader = _Reader(data)
-    if reader.take(1) != b"R":
-        raise SyncError("protocol", "expected a reconcile message")
-    entries: list[Entry] = []
-    previous: Bound = b""
-    while not reader.done():
-        bound = reader.bound()
-        if previous is None or (bound is not None and bound <= previous):
-            raise SyncError("protocol", "range bounds do not increase")
-        mode = reader.byte()
-        if mode == FINGERPRINT_MODE:
-            entries.append(Entry(bound, mode, reader.take(FINGERPRINT)))
-        elif mode == ITEMS:
-            count = reader.varint()
-            raw = reader.take(count * SHORT)
-            items = tuple(raw[i : i + SHORT] for i in range(0, len(raw), SHORT))
-            entries.append(Entry(bound, mode, items=items))
-        elif mode in (SKIP, EXPAND, LIST_ALL):
-            entries.append(Entry(bound, mode))
-        else:
-            raise SyncError("protocol", f"unknown range mode {mode}")
-        previous = bound
-    if entries and entries[-1].bound is not None:
-        raise SyncError("protocol", "the last range of a message must have no upper bound")
-    return entries
-
-
-def _encode_shorts(kind: bytes, shorts: Sequence[bytes]) -> bytes:
-    return kind + _varint(len(shorts)) + b"".join(shorts)
-
-
-def _decode_shorts(message: bytes) -> list[bytes]:
-    reader = _Reader(message)
-    reader.take(1)
-    raw = reader.take(reader.varint() * SHORT)
-    if not reader.done():
-        raise SyncError("protocol", "trailing bytes after a list of short ids")
-    return [raw[i : i + SHORT] for i in range(0, len(raw), SHORT)]
-
-
-def _merged(entries: Iterable[Entry]) -> list[Entry]:
-    """Adjacent skips merged into one."""
-    out: list[Entry] = []
-    for e in entries:
-        if e.mode == SKIP and out and out[-1].mode == SKIP:
-            out[-1] = e
-        else:
-            out.append(e)
-    return out
+    max_message: int = MAX_MESSAGE
+    max_rounds: int = MAX_ROUNDS
+    max_reconcile_bytes: int = MAX_RECONCILE_BYTES
+    max_needed: int = MAX_NEEDED
+    max_listed: int = MAX_LISTED
+    max_proofs: int = MAX_PROOFS
 
 
 # --- the two sides ------------------------------------------------------------------------
 
+Order = Callable[[list[bytes]], list[bytes]]
+"""Items -> those held, in the holder's append order."""
+Copies = Callable[[list[bytes]], list[bytes]]
+"""Items (all held) -> their JCS bytes, in the order asked."""
+Prove = Callable[[int, list[bytes]], list[tuple[int, list[bytes]] | None]]
+"""(tree size, items) -> per item, its leaf index and RFC 9162 inclusion path in the tree of
+that size, or ``None`` when it is not a leaf below that size."""
+
+_COPIES_PART = 256
+"""Copies read from the holder at a time while a data message is filled."""
+_MAX_PATH = 64
+"""Hashes in an inclusion path: a tree of fewer than 2**64 leaves needs at most 64."""
+
 
 class Responder:
-    """The remote side: answers reconcile, order and fetch messages over its sorted items.
+    """The remote side: answers ``R``, ``F``, ``G`` and ``P`` messages over its sorted items.
 
-    ``order(items)`` sorts items by the remote's append order (leaving out those it does
-    not hold); ``copies(items)`` gives their JCS bytes, in the order asked."""
+    ``order``, ``copies`` and ``prove`` (:data:`Order`, :data:`Copies`, :data:`Prove`) reach
+    the holder; ``prove`` is ``None`` for a holder without a Merkle tree (an export file),
+    whose copies are then proven nowhere. Every message is answered from the items alone
+    (nothing is kept between messages), within ``limits``: a request over
+    ``max_message`` bytes is refused, a data answer is cut to fit, and a ``list all`` of
+    more than ``max_listed`` items is answered with fingerprints of its parts."""
 
     def __init__(
         self,
         items: Sequence[bytes],
-        order: Callable[[list[bytes]], list[bytes]],
-        copies: Callable[[list[bytes]], list[bytes]],
+        order: Order,
+        copies: Copies,
+        prove: Prove | None = None,
+        limits: Limits | None = None,
     ) -> None:
         self.items = items
         self._order = order
         self._copies = copies
+        self._prove = prove
+        self.limits = limits or Limits()
         self._by_short: dict[bytes, bytes] | None = None
 
     def handle(self, message: bytes) -> bytes:
+        if len(message) > self.limits.max_message:
+            raise SyncError("limit", f"a message of {len(message)} bytes; the most taken is "
+                            f"{self.limits.max_message}")  # fmt: skip
         kind = message[:1]
         if kind == b"R":
-            return encode_reconcile(self._reconcile(decode_reconcile(message)))
-        if kind in (b"F", b"G"):
-            if self._by_short is None:
-                self._by_short = {short_id(item): item for item in self.items}
-            by_short = self._by_short
-            wanted = [by_short[w] for w in _decode_shorts(message) if w in by_short]
-            if kind == b"F":
-                return _encode_shorts(b"O", [short_id(i) for i in self._order(wanted)])
-            data = self._copies(wanted)
-            return b"D" + _varint(len(data)) + b"".join(_varint(len(d)) + d for d in data)
+            reply = encode_reconcile(self._reconcile(decode_reconcile(message)))
+            if len(reply) > self.limits.max_message:
+                raise SyncError("limit", f"the answer would take {len(reply)} bytes, over "
+                                f"the {self.limits.max_message} allowed: ask about fewer "
+                                "ranges at a time")  # fmt: skip
+            return reply
+        if kind == b"F":
+            wanted = self._held(decode_shorts(message))
+            return encode_shorts(b"O", [short_id(i) for i in self._order(wanted)])
+        if kind == b"G":
+            return self._data(self._held(decode_shorts(message)))
+        if kind == b"P":
+            size, shorts = decode_prove(message)
+            if len(shorts) > self.limits.max_proofs:
+                raise SyncError("limit", f"proofs of {len(shorts)} copies asked in one "
+                                f"message; at most {self.limits.max_proofs}")  # fmt: skip
+            return self._proofs(size, shorts)
         raise SyncError("protocol", f"unknown message kind {kind!r}")
+
+    def _held(self, shorts: list[bytes]) -> list[bytes]:
+        if self._by_short is None:
+            self._by_short = {short_id(item): item for item in self.items}
+        by_short = self._by_short
+        return [by_short[w] for w in shorts if w in by_short]
+
+    def _data(self, wanted: list[bytes]) -> bytes:
+        """A ``D`` message: the copies of ``wanted`` in that order, or as many of the first
+        as fit in a message (at least one: a copy is at most 1 MiB, by the door)."""
+        room = self.limits.max_message - 1 - 10
+        parts: list[bytes] = []
+        full = False
+        for start in range(0, len(wanted), _COPIES_PART):
+            for data in self._copies(wanted[start : start + _COPIES_PART]):
+                piece = varint(len(data)) + data
+                if parts and len(piece) > room:
+                    full = True
+                    break
+                room -= len(piece)
+                parts.append(piece)
+            if full:
+                break
+        return b"D" + varint(len(parts)) + b"".join(parts)
+
+    def _proofs(self, size: int, shorts: list[bytes]) -> bytes:
+        out = bytearray(b"Q")
+        if self._by_short is None:
+            self._by_short = {short_id(item): item for item in self.items}
+        items = [self._by_short.get(s) for s in shorts]
+        held = [i for i in items if i is not None]
+        proofs = iter(self._prove(size, held) if self._prove is not None and held else [])
+        for item in items:
+            proof = next(proofs, None) if item is not None else None
+            if proof is None:
+                out += varint(0)
+                continue
+            index, path = proof
+            out += varint(index + 1) + varint(len(path)) + b"".join(path)
+        return bytes(out)
 
     def _reconcile(self, entries: list[Entry]) -> list[Entry]:
         out: list[Entry] = []
         lower = 0
+        listed = 0
         for e in entries:
             upper = position(self.items, e.bound)
             lo, hi = lower, max(lower, upper)
             lower = hi
             if e.mode == SKIP or e.mode == ITEMS:
                 out.append(Entry(e.bound, SKIP))
-            elif e.mode == LIST_ALL:
+            elif e.mode == LIST_ALL and (hi - lo <= LIST_LIMIT
+                                         or listed + hi - lo <= self.limits.max_listed):
+                listed += hi - lo
                 out.append(Entry(e.bound, ITEMS, items=self._shorts(lo, hi)))
             elif e.mode == FINGERPRINT_MODE and e.fingerprint == fingerprint(self.items, lo, hi):
                 out.append(Entry(e.bound, SKIP))
             else:
                 out.extend(self._split(lo, hi, e.bound))
-        return _merged(out)
+        return merged(out)
 
     def _shorts(self, lo: int, hi: int) -> tuple[bytes, ...]:
         return tuple(short_id(item) for item in self.items[lo:hi])
@@ -314,6 +275,19 @@ class Responder:
         return out
 
 
+class Transport(Protocol):
+    """What carries the pulling side's messages to a responder and counts them: the
+    in-memory :class:`Channel`, or HTTP (:mod:`pithlog.net.sync_http`)."""
+
+    sent: int
+    received: int
+    messages: int
+    remote_items: int | None
+    """The responder's item count, when it says it (for the report only: never trusted)."""
+
+    def request(self, message: bytes) -> bytes: ...
+
+
 class Channel:
     """Carries messages to a :class:`Responder` in memory, counting every byte."""
 
@@ -322,6 +296,7 @@ class Channel:
         self.sent = 0
         self.received = 0
         self.messages = 0
+        self.remote_items: int | None = len(responder.items)
 
     def request(self, message: bytes) -> bytes:
         self.sent += len(message)
@@ -331,18 +306,43 @@ class Channel:
         return reply
 
 
-def reconcile(local: Sequence[bytes], channel: Channel) -> tuple[list[bytes], int]:
+def _ask(channel: Transport, message: bytes, limits: Limits) -> bytes:
+    reply = channel.request(message)
+    if len(reply) > limits.max_message:
+        raise SyncError("limit", f"an answer of {len(reply)} bytes; the most taken is "
+                        f"{limits.max_message}")  # fmt: skip
+    return reply
+
+
+def reconcile(
+    local: Sequence[bytes], channel: Transport, limits: Limits | None = None
+) -> tuple[list[bytes], int]:
     """The short ids of the items the remote side holds and ``local`` (sorted) lacks,
-    sorted; and the number of round trips it took."""
+    sorted; and the number of round trips it took. Raises ``sync.limit`` when the remote
+    side drives it past ``limits`` (rounds, bytes, ranges per answer, copies listed)."""
+    limits = limits or Limits()
     if local:
         request = [Entry(INFINITY, FINGERPRINT_MODE, fingerprint(local, 0, len(local)))]
     else:
         request = [Entry(INFINITY, LIST_ALL)]
-    need: list[bytes] = []
-    rounds = 0
+    need: set[bytes] = set()
+    rounds = spent = 0
     while any(e.mode != SKIP for e in request):
         rounds += 1
-        reply = decode_reconcile(channel.request(encode_reconcile(request)))
+        if rounds > limits.max_rounds:
+            raise SyncError("limit", f"reconciliation did not end in {limits.max_rounds} "
+                            "rounds: the source keeps answering with new ranges")  # fmt: skip
+        message = encode_reconcile(request)
+        answer = _ask(channel, message, limits)
+        spent += len(message) + len(answer)
+        if spent > limits.max_reconcile_bytes:
+            raise SyncError("limit", f"reconciliation took over {limits.max_reconcile_bytes} "
+                            "bytes")  # fmt: skip
+        reply = decode_reconcile(answer)
+        # each range asked about is answered whole, or cut in at most BRANCHES parts
+        if len(reply) > BRANCHES * len(request):
+            raise SyncError("limit", f"an answer of {len(reply)} ranges to {len(request)} "
+                            f"asked (at most {BRANCHES} each)")  # fmt: skip
         request = []
         lower = 0
         for e in reply:
@@ -351,7 +351,11 @@ def reconcile(local: Sequence[bytes], channel: Channel) -> tuple[list[bytes], in
             lower = hi
             if e.mode == ITEMS:
                 mine = {short_id(item) for item in local[lo:hi]}
-                need.extend(item for item in e.items if item not in mine)
+                need.update(item for item in e.items if item not in mine)
+                if len(need) > limits.max_needed:
+                    raise SyncError("limit", f"the source lists more than {limits.max_needed} "
+                                    "copies this store lacks; sync again after this one, or "
+                                    "import an export / mirror the log")  # fmt: skip
                 request.append(Entry(e.bound, SKIP))
             elif e.mode == FINGERPRINT_MODE:
                 if e.fingerprint == fingerprint(local, lo, hi):
@@ -362,91 +366,89 @@ def reconcile(local: Sequence[bytes], channel: Channel) -> tuple[list[bytes], in
                 request.append(Entry(e.bound, SKIP))
             else:
                 raise SyncError("protocol", f"a reply may not use range mode {e.mode}")
-        request = _merged(request)
-    need.sort()
-    return need, rounds
+        request = merged(request)
+    return sorted(need), rounds
 
 
-def append_order(channel: Channel, wanted: Sequence[bytes]) -> list[bytes]:
+def append_order(
+    channel: Transport, wanted: Sequence[bytes], limits: Limits | None = None
+) -> list[bytes]:
     """The ``wanted`` short ids in the remote's append order."""
-    reply = channel.request(_encode_shorts(b"F", wanted))
+    reply = _ask(channel, encode_shorts(b"F", wanted), limits or Limits())
     if reply[:1] != b"O":
         raise SyncError("protocol", "expected an order message")
-    ordered = _decode_shorts(reply)
+    ordered = decode_shorts(reply)
     if sorted(ordered) != sorted(wanted):
         raise SyncError("protocol", "the order message does not hold the copies asked for")
     return ordered
 
 
-def fetch(channel: Channel, wanted: Sequence[bytes]) -> list[bytes]:
-    """The JCS bytes of the copies of the ``wanted`` short ids, in that order."""
-    reply = channel.request(_encode_shorts(b"G", wanted))
-    reader = _Reader(reply)
-    if reader.take(1) != b"D":
-        raise SyncError("protocol", "expected a data message")
-    out = [reader.take(reader.varint()) for _ in range(reader.varint())]
-    if not reader.done() or len(out) != len(wanted):
-        raise SyncError("protocol", "the data message does not hold the copies asked for")
+def admit_copy(data: bytes, asked: bytes) -> Envelope:
+    """A fetched copy through the door, which must be the copy of short id ``asked``."""
+    try:
+        env = parse_envelope(data)
+    except DoorError as exc:
+        raise SyncError("mismatch", f"a copy sent for short id {asked.hex()} fails the door: "
+                        f"{exc.describe()}") from exc  # fmt: skip
+    if short_id(item_of(env.event_id, env.encoded)) != asked:
+        raise SyncError("mismatch", f"the copy sent for short id {asked.hex()} is another "
+                        f"({env.event_id})")  # fmt: skip
+    return env
+
+
+def fetch(
+    channel: Transport, wanted: Sequence[bytes], limits: Limits | None = None
+) -> list[Envelope]:
+    """The copies of the ``wanted`` short ids, in that order, each through the door and
+    checked against its short id (``sync.mismatch`` otherwise). A responder may answer
+    with the first of them only (message size): the rest is asked again."""
+    limits = limits or Limits()
+    out: list[Envelope] = []
+    rest = list(wanted)
+    while rest:
+        reader = Reader(_ask(channel, encode_shorts(b"G", rest), limits))
+        if reader.take(1) != b"D":
+            raise SyncError("protocol", "expected a data message")
+        count = reader.varint()
+        if not 0 < count <= len(rest):
+            raise SyncError("protocol", f"a data message of {count} copies for {len(rest)} "
+                            "asked")  # fmt: skip
+        out += [admit_copy(reader.take(reader.varint()), asked) for asked in rest[:count]]
+        if not reader.done():
+            raise SyncError("protocol", "trailing bytes after the copies of a data message")
+        rest = rest[count:]
     return out
 
 
-# --- sources ------------------------------------------------------------------------------
-
-
-def item_of(event_id: str, encoded: bytes) -> bytes:
-    return bytes.fromhex(event_id[len("sha256:") :]) + hashlib.sha256(encoded).digest()
-
-
-def store_responder(store: Store) -> Responder:
-    """The remote side over a store (open it read-only)."""
-
-    def order(keys: list[bytes]) -> list[bytes]:
-        seqs = store.copy_seqs(keys)
-        return [key for seq, key in sorted(zip(seqs, keys, strict=True)) if seq is not None]
-
-    def copies(keys: list[bytes]) -> list[bytes]:
-        found = dict(store.copies(keys))
-        seqs = store.copy_seqs(keys)
-        return [found[seq] for seq in seqs if seq is not None and seq in found]
-
-    return Responder(store.copy_keys(), order, copies)
-
-
-@dataclass
-class ExportSource:
-    """The copies of a JSON Lines export, through the door: items, bytes, order."""
-
-    copies: dict[bytes, tuple[int, bytes]] = field(default_factory=dict)
-    refused: int = 0
-    problems: list[tuple[int, DoorError]] = field(default_factory=list)
-    """``(line number from 1, why)`` of every line refused at the door."""
-
-    @classmethod
-    def read(cls, lines: Iterable[bytes | None]) -> ExportSource:
-        source = cls()
-        for number, line in enumerate(lines):
-            if line is None:
-                source.refused += 1
-                source.problems.append((number + 1, DoorError(
-                    "line_too_long", "line is longer than 8 MiB")))  # fmt: skip
+def proven_copies(
+    channel: Transport, checkpoint: Checkpoint, items: Sequence[bytes],
+    limits: Limits | None = None,
+) -> set[bytes]:  # fmt: skip
+    """The copy hashes of those ``items`` that the remote proves to be leaves of the tree
+    ``checkpoint`` signs (an RFC 9162 inclusion path to its root, checked here)."""
+    limits = limits or Limits()
+    proven: set[bytes] = set()
+    for start in range(0, len(items), PROVE_BATCH):
+        part = items[start : start + PROVE_BATCH]
+        message = b"P" + varint(checkpoint.size) + encode_shorts(b"", [short_id(i) for i in part])
+        reader = Reader(_ask(channel, message, limits))
+        if reader.take(1) != b"Q":
+            raise SyncError("protocol", "expected a proofs message")
+        for item in part:
+            index = reader.varint()
+            if not index:
                 continue
-            try:
-                env = parse_envelope(line)
-            except DoorError as exc:
-                source.refused += 1
-                source.problems.append((number + 1, exc))
-                continue
-            source.copies.setdefault(item_of(env.event_id, env.encoded), (number, env.encoded))
-        return source
-
-    def responder(self) -> Responder:
-        def order(keys: list[bytes]) -> list[bytes]:
-            return sorted((k for k in keys if k in self.copies), key=lambda k: self.copies[k])
-
-        def copies(keys: list[bytes]) -> list[bytes]:
-            return [self.copies[k][1] for k in keys if k in self.copies]
-
-        return Responder(sorted(self.copies), order, copies)
+            count = reader.varint()
+            if count > _MAX_PATH:
+                raise SyncError("protocol", f"an inclusion path of {count} hashes")
+            raw = reader.take(count * merkle.HASH_SIZE)
+            path = [raw[i : i + merkle.HASH_SIZE] for i in range(0, len(raw), merkle.HASH_SIZE)]
+            if merkle.verify_inclusion(merkle.leaf_hash(item), index - 1, checkpoint.size, path,
+                                       checkpoint.root):  # fmt: skip
+                proven.add(item[ITEM // 2 :])
+        if not reader.done():
+            raise SyncError("protocol", "trailing bytes after the proofs")
+    return proven
 
 
 # --- the whole pull -----------------------------------------------------------------------
@@ -455,7 +457,7 @@ class ExportSource:
 @dataclass
 class SyncReport:
     local_items: int
-    remote_items: int
+    remote_items: int | None
     needed: int
     rounds: int
     reconcile_sent: int
@@ -463,6 +465,8 @@ class SyncReport:
     fetch_sent: int = 0
     fetch_received: int = 0
     messages: int = 0
+    proven: int = 0
+    """Copies the source proved leaves of the trusted checkpoint (``trusted`` only)."""
     statuses: Counter[str] = field(default_factory=Counter)
 
     @property
@@ -473,32 +477,43 @@ class SyncReport:
 
 def pull(
     store: Store,
-    remote: Responder,
+    remote: Responder | Transport,
     keyring: Keyring,
-    keep_invalid: bool = False,
+    trusted: Checkpoint | None = None,
     batch: int = FETCH_BATCH,
     on_batch: Callable[[list[bytes]], None] | None = None,
+    limits: Limits | None = None,
     on_results: Callable[[list[AppendResult]], None] | None = None,
 ) -> SyncReport:
     """Reconcile ``store`` with ``remote``, fetch what it lacks and append it (one
-    transaction per batch). ``keep_invalid`` as for append: without it, copies failing
-    checks 1-12 are rejected (and asked for again by the next sync). ``on_results`` gets
-    the results of each committed transaction as it commits."""
+    transaction per batch), in the remote's append order.
+
+    Copies failing checks 1-12 are rejected (and asked for again by the next sync), except
+    with ``trusted``, a checkpoint the caller verified against the keyring: then those the
+    remote proves to be leaves of that checkpoint's tree are kept, as its log holds them
+    (``keep_invalid`` of append for exactly those copies). A source's word is never
+    enough to keep an invalid copy."""
+    limits = limits or Limits()
+    channel = Channel(remote) if isinstance(remote, Responder) else remote
     local = store.copy_keys()
-    channel = Channel(remote)
-    need, rounds = reconcile(local, channel)
-    report = SyncReport(len(local), len(remote.items), len(need), rounds, channel.sent,
+    need, rounds = reconcile(local, channel, limits)
+    report = SyncReport(len(local), channel.remote_items, len(need), rounds, channel.sent,
                         channel.received)  # fmt: skip
-    ordered = append_order(channel, need) if need else []
+    ordered = append_order(channel, need, limits) if need else []
     for chunk in _chunks(ordered, max(1, batch)):
-        data = fetch(channel, chunk)
-        results = store.append(data, keyring, keep_invalid=keep_invalid)
+        envelopes = fetch(channel, chunk, limits)
+        keep: KeepInvalid = False
+        if trusted is not None:
+            keep = proven_copies(channel, trusted,
+                                 [item_of(e.event_id, e.encoded) for e in envelopes], limits)
+            report.proven += len(keep)
+        results = store.append(envelopes, keyring, keep_invalid=keep)
         for result in results:
             report.statuses[result.status] += 1
-        if on_results is not None:  # each committed batch, as it commits (an interrupt
-            on_results(results)  # may come before the report is returned)
+        if on_results is not None:  # committed: an interrupt after this keeps them
+            on_results(results)
         if on_batch is not None:
-            on_batch(data)
+            on_batch([e.encoded for e in envelopes])
     report.fetch_sent = channel.sent - report.reconcile_sent
     report.fetch_received = channel.received - report.reconcile_received
     report.messages = channel.messages

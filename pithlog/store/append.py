@@ -9,7 +9,7 @@ judged (verdicts) is kept across those retries.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Container
 from dataclasses import dataclass
 from typing import Any
 
@@ -88,8 +88,21 @@ class StartedBatch:
 # --- an append ----------------------------------------------------------------------------
 
 
+KeepInvalid = bool | Container[bytes]
+"""Which copies failing checks 1-12 an append stores: all (``True``), none (``False``), or
+those whose copy hash (SHA-256 of the JCS bytes) is in the container: a sync keeps only the
+invalid copies its source proved to be leaves of a trusted checkpoint (docs/transparency.md)."""
+
+
+def keeps(keep_invalid: KeepInvalid, h: bytes) -> bool:
+    """Does ``keep_invalid`` keep the invalid copy of hash ``h``?"""
+    if isinstance(keep_invalid, bool):
+        return keep_invalid
+    return h in keep_invalid
+
+
 def append_work(
-    started: StartedBatch, keyring: Keyring, keep_invalid: bool
+    started: StartedBatch, keyring: Keyring, keep_invalid: KeepInvalid
 ) -> Callable[[Txn, dict[str, Any]], list[AppendResult]]:
     """The write transaction of a started batch, once its verdicts are in
     (:meth:`pithlog.store.Store._finish_append`)."""
@@ -139,7 +152,7 @@ def append_work(
                                             env.pith_number))  # fmt: skip
                 continue
             new = judged(env, h)
-            if new.reason is not None and not keep_invalid:
+            if new.reason is not None and not keeps(keep_invalid, h):
                 results.append(AppendResult(index, env.event_id, REJECTED, new.reason,
                                             env.pith_number))  # fmt: skip
                 continue

@@ -22,7 +22,7 @@ from pithlog.parallel import verifying_pool
 from pithlog.protocol.checks import CheckBatch, start_checks
 from pithlog.protocol.events import Envelope, admit, parse_envelope
 from pithlog.protocol.keys import Keyring
-from pithlog.store.append import AppendResult, StartedBatch, append_work
+from pithlog.store.append import AppendResult, KeepInvalid, StartedBatch, append_work
 from pithlog.store.layout import Txn, copy_hash, eid_bytes
 
 if TYPE_CHECKING:
@@ -84,7 +84,7 @@ def append_batches(
     store: Store,
     batches: Iterable[Iterable[Item]],
     keyring: Keyring,
-    keep_invalid: bool,
+    keep_invalid: KeepInvalid,
 ) -> Generator[list[AppendResult], None, None]:
     """:meth:`Store.append_batches` (whose docstring says what it promises)."""
     cores = os.cpu_count() or 1
@@ -189,7 +189,7 @@ def finish_append(
     store: Store,
     started: StartedBatch,
     keyring: Keyring,
-    keep_invalid: bool,
+    keep_invalid: KeepInvalid,
     abandon: threading.Event | None = None,
 ) -> list[AppendResult]:
     """The write transaction of a started batch, once its verdicts are in; with

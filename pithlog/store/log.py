@@ -31,6 +31,7 @@ use it at once (LMDB's writer lock).
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import threading
 from collections.abc import Callable, Generator, Iterable, Iterator
@@ -53,7 +54,7 @@ from pithlog.store.append import REJECTED as REJECTED
 from pithlog.store.append import REPLACED as REPLACED
 from pithlog.store.append import STORED as STORED
 from pithlog.store.append import AppendResult as AppendResult
-from pithlog.store.append import StartedBatch, rebuild_work
+from pithlog.store.append import KeepInvalid, StartedBatch, rebuild_work
 from pithlog.store.append_pipeline import Item, append_batches, finish_append, start_append
 from pithlog.store.environment import (
     DEFAULT_MAP_SIZE,
@@ -310,7 +311,7 @@ class Store:
         self,
         batch: Iterable[Item],
         keyring: Keyring,
-        keep_invalid: bool = False,
+        keep_invalid: KeepInvalid = False,
     ) -> list[AppendResult]:
         """Append a batch as ONE durable transaction; one :class:`AppendResult` per item.
 
@@ -329,7 +330,7 @@ class Store:
         self,
         batches: Iterable[Iterable[Item]],
         keyring: Keyring,
-        keep_invalid: bool = False,
+        keep_invalid: KeepInvalid = False,
     ) -> Generator[list[AppendResult], None, None]:
         """:meth:`append` of each batch in turn, as a pipeline: each batch is still ONE
         durable transaction, and its results are yielded after its commit. Meanwhile the
@@ -358,7 +359,7 @@ class Store:
         self,
         started: StartedBatch,
         keyring: Keyring,
-        keep_invalid: bool,
+        keep_invalid: KeepInvalid,
         abandon: threading.Event | None = None,
     ) -> list[AppendResult]:
         return finish_append(self, started, keyring, keep_invalid, abandon)
@@ -492,6 +493,28 @@ class Store:
         """The stored copy whose JCS bytes hash to ``copy_sha256`` (preferred or evidence)."""
         return self._read(lambda txn, dbs: tree.copy_by_hash(txn, dbs, copy_sha256))
 
+    # --- checkpoints accepted from an origin (pithlog mirror, docs/network.md) ------------
+
+    def accepted_checkpoint(self, origin: str) -> bytes | None:
+        """The signed checkpoint of ``origin`` this store last accepted (its note, as
+        served), or ``None``."""
+        key = _accepted_key(origin)
+        return self._read(lambda txn, dbs: txn.get(key, db=dbs["meta"]))
+
+    def accept_checkpoint(self, origin: str, note: bytes, previous: bytes | None) -> bool:
+        """Record ``note`` as the accepted checkpoint of ``origin``, in one write transaction,
+        if the one accepted is still ``previous`` (compare and set: two mirrors of one
+        store cannot both accept over the same checkpoint). Says whether it was recorded."""
+        key = _accepted_key(origin)
+
+        def work(txn: Txn, dbs: dict[str, Any]) -> bool:
+            if txn.get(key, db=dbs["meta"]) != previous:
+                return False
+            txn.put(key, note, db=dbs["meta"])
+            return True
+
+        return self._write(work)
+
     # --- a witness's state (C2SP tlog-witness, docs/witness.md) ---------------------------
 
     def witness_add(self, judge: Callable[[Callable[[str], tuple[int, bytes] | None]], V]) -> V:
@@ -513,3 +536,12 @@ class Store:
     def witness_state(self, origin: str) -> tuple[int, bytes] | None:
         """``(size, root)`` this store's witness last cosigned for ``origin``, or ``None``."""
         return self._read(lambda txn, dbs: witnessed.known(txn, dbs, origin))
+
+
+META_ACCEPTED = b"accepted:"
+"""Meta key prefix of the accepted checkpoints: ``accepted:`` + SHA-256 of the origin (an
+origin may be longer than an LMDB key)."""
+
+
+def _accepted_key(origin: str) -> bytes:
+    return META_ACCEPTED + hashlib.sha256(origin.encode("utf-8")).digest()

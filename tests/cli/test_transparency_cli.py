@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import random
+import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -217,9 +220,28 @@ def test_sync_command(f: dict[str, Any]) -> None:
     doc = json.loads(out)
     assert doc["statuses"] == {"stored": len(f["events"]), "rejected": 1}
     assert doc["refused_lines"] == 1
+    # --keep-invalid needs the source's checkpoint; an export file proves nothing with it
+    status, out, err = run(["--store", c, "sync", "--from", str(export), "--keyring",
+                            f["keyring"], "--keep-invalid"])  # fmt: skip
+    assert status == 2 and "[usage.arguments]" in err and "--checkpoint" in err
+    signed = checkpoint(f, "signed.cp")
     status, out, _ = run(["--store", c, "sync", "--from", str(export), "--keyring",
-                          f["keyring"], "--keep-invalid"])  # fmt: skip
-    assert json.loads(out)["statuses"] == {"stored": 1}
+                          f["keyring"], "--keep-invalid", "--checkpoint", str(signed)])
+    assert status == 2 and json.loads(out)["statuses"] == {"rejected": 1}
+    # from a store holding it in its signed log, the invalid copy is proven and kept
+    status, _, err = run(["--store", f["store"], "append", "--keyring", f["keyring"],
+                          "--keep-invalid", str(export)])  # fmt: skip
+    signed = checkpoint(f, "signed2.cp")
+    status, out, err = run(["--store", c, "sync", "--from", f["store"], "--keyring",
+                            f["keyring"], "--keep-invalid", "--checkpoint", str(signed),
+                            "--origin", ORIGIN])  # fmt: skip
+    assert status == 0, err
+    doc = json.loads(out)
+    assert doc["statuses"] == {"stored": 1} and doc["proven"] == 1
+    # a checkpoint the keyring does not trust is refused before anything is fetched
+    status, _, err = run(["--store", c, "sync", "--from", f["store"], "--keyring",
+                          f["authors"], "--keep-invalid", "--checkpoint", str(signed)])
+    assert status == 1 and "[checkpoint.untrusted]" in err
     status, _, err = run(["--store", c, "sync", "--from", str(f["tmp"] / "nothing"),
                           "--keyring", f["keyring"]])  # fmt: skip
     assert status == 2 and "[usage.unreadable]" in err
@@ -253,3 +275,63 @@ def test_a_fork_names_the_first_leaf_where_the_logs_part(f: dict[str, Any]) -> N
     assert status == 1 and "[checkpoint.diverged]" in err
     assert "the logs part at leaf 12 (seq 13)" in err, err
     assert json.loads(lines[19])["event_id"] in err and json.loads(lines[12])["event_id"] in err
+
+
+def test_inclusion_proofs_against_a_published_checkpoint(f: dict[str, Any]) -> None:
+    """prove inclusion --checkpoint: no private key, the checkpoint copied verbatim, the
+    proof verifies; a checkpoint of a tree the store does not hold is refused."""
+    append(f, f["first"])
+    published = checkpoint(f, "published.cp")  # of the first 20 events
+    append(f, f["rest"])
+    eid = f["events"][7]["event_id"]
+    status, out, err = run(["--store", f["store"], "prove", "inclusion", eid,
+                            "--checkpoint", str(published)])  # fmt: skip
+    assert status == 0, err
+    assert out.endswith(published.read_bytes())
+    proof = f["tmp"] / "against-published"
+    proof.write_bytes(out)
+    status, out, err = run(["verify-proof", "--keyring", f["keyring"], "--origin", ORIGIN,
+                            "--event-id", eid, str(proof)])  # fmt: skip
+    assert status == 0, err
+    assert json.loads(out)["size"] == 20 and json.loads(out)["index"] == 7
+    # an event logged after the checkpoint's size is not in its tree
+    later = f["events"][25]["event_id"]
+    status, _, err = run(["--store", f["store"], "prove", "inclusion", later,
+                          "--checkpoint", str(published)])  # fmt: skip
+    assert status == 2 and "[proof.not_found]" in err
+    # a checkpoint of another store's tree (same size, other root) is refused
+    other = str(f["tmp"] / "other")
+    append(f, f["rest"], store=other)
+    foreign = checkpoint(f, "foreign.cp", store=other)
+    status, _, err = run(["--store", f["store"], "prove", "inclusion", eid,
+                          "--checkpoint", str(foreign)])  # fmt: skip
+    assert status == 1 and "[checkpoint.diverged]" in err
+    # a bigger tree than the store holds, a wrong origin, and the usage errors
+    status, _, err = run(["--store", other, "prove", "inclusion", later,
+                          "--checkpoint", str(checkpoint(f, "all.cp"))])  # fmt: skip
+    assert status == 1 and "[checkpoint.diverged]" in err
+    status, _, err = run(["--store", f["store"], "prove", "inclusion", eid, "--checkpoint",
+                          str(published), "--origin", "other.invalid"])  # fmt: skip
+    assert status == 1 and "[checkpoint.origin]" in err
+    for extra in ([], ["--checkpoint", str(published), "--key", f["key"]],
+                  ["--checkpoint", str(published), "--size", "3"], ["--key", f["key"]]):
+        status, _, err = run(["--store", f["store"], "prove", "inclusion", eid, *extra])
+        assert status == 2 and "[usage.arguments]" in err
+
+
+def test_sync_from_standard_input(f: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
+    """An export on a pipe (not seekable) is spooled to a temporary file, then synced."""
+    append(f, f["first"])
+    status, export, _ = run(["--store", f["store"], "export"])
+    read_fd, write_fd = os.pipe()
+    writer = threading.Thread(target=lambda: (os.write(write_fd, export), os.close(write_fd)))
+    writer.start()
+    with open(read_fd, "rb", buffering=0) as pipe:
+        assert not pipe.seekable()
+        monkeypatch.setattr(sys, "stdin", type("Stdin", (), {"buffer": pipe})())
+        b = str(f["tmp"] / "b")
+        status, out, err = run(["--store", b, "sync", "--from", "-", "--keyring",
+                                f["keyring"]])  # fmt: skip
+    writer.join()
+    assert status == 0, err
+    assert json.loads(out)["statuses"] == {"stored": 20}

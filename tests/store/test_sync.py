@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import io
 import random
+import tracemalloc
 from pathlib import Path
 from typing import Any
 
@@ -10,8 +12,11 @@ import eventgen as g
 import pytest
 
 from pithlog.errors import SyncError
+from pithlog.net import sources
 from pithlog.net import sync as s
+from pithlog.net.syncmsg import SHORT, short_id
 from pithlog.store import Store
+from pithlog.transparency.checkpoint import Checkpoint
 
 
 def _items(rng: random.Random, n: int) -> list[bytes]:
@@ -33,7 +38,7 @@ def test_reconcile_finds_exactly_what_is_missing(n: int, missing: int, extra: in
     local = sorted([x for i, x in enumerate(remote) if i not in gone] + _items(rng, extra))
     channel = s.Channel(s.Responder(remote, list, lambda keys: []))
     need, rounds = s.reconcile(local, channel)
-    assert need == sorted(s.short_id(remote[i]) for i in gone)
+    assert need == sorted(short_id(remote[i]) for i in gone)
     assert rounds >= 1 and channel.messages == 2 * rounds
     if not gone and not extra:
         assert rounds == 1 and channel.sent + channel.received < 40
@@ -46,7 +51,7 @@ def test_a_small_difference_costs_little() -> None:
     channel = s.Channel(s.Responder(remote, list, lambda keys: []))
     need, _ = s.reconcile(local, channel)
     assert len(need) == len(remote) - len(local)
-    listing = len(remote) * s.SHORT
+    listing = len(remote) * SHORT
     assert channel.sent + channel.received < listing / 10
 
 
@@ -91,9 +96,10 @@ def test_two_stores_from_overlapping_halves_converge(tmp_path: Path) -> None:
         _append(b, b_events)
         assert a.copy_keys() != b.copy_keys()
         with Store.open(tmp_path / "b", create=False, readonly=True) as b_read:
-            first = s.pull(a, s.store_responder(b_read), g.KEYRING, keep_invalid=True, batch=7)
+            first = s.pull(a, sources.store_responder(b_read), g.KEYRING, _signed(b_read),
+                           batch=7)  # fmt: skip
         with Store.open(tmp_path / "a", create=False, readonly=True) as a_read:
-            second = s.pull(b, s.store_responder(a_read), g.KEYRING, keep_invalid=True)
+            second = s.pull(b, sources.store_responder(a_read), g.KEYRING, _signed(a_read))
         assert first.needed > 0 and second.needed > 0
         assert set(first.statuses) <= {"stored", "replaced", "evidence"}
         assert a.copy_keys() == b.copy_keys()
@@ -104,8 +110,17 @@ def test_two_stores_from_overlapping_halves_converge(tmp_path: Path) -> None:
             assert _state_of(whole) == _state_of(a)
             assert whole.copy_keys() == a.copy_keys()
         assert a.replay(g.KEYRING).ok and b.replay(g.KEYRING).ok
-        again = s.pull(a, s.store_responder(b), g.KEYRING, keep_invalid=True)
+        again = s.pull(a, sources.store_responder(b), g.KEYRING, _signed(b))
         assert again.needed == 0 and again.rounds == 1 and again.bytes_exchanged < 40
+
+
+def _signed(store: Store) -> Checkpoint:
+    """The checkpoint of ``store``'s whole tree (what a caller has verified)."""
+    return Checkpoint("test.invalid/log", *store.tree_root())
+
+
+def _export(lines: list[bytes]) -> io.BytesIO:
+    return io.BytesIO(b"".join(line + b"\n" for line in lines))
 
 
 def test_sync_from_an_export_file(tmp_path: Path) -> None:
@@ -114,18 +129,41 @@ def test_sync_from_an_export_file(tmp_path: Path) -> None:
         _append(a, events)
         _append(b, events[::3])
         lines = [data for _, data in a.export()]
-        source = s.ExportSource.read([*lines, b"not json", None, lines[0]])
-        assert source.refused == 2 and len(source.copies) == len(lines)
+        long_line = b"x" * 5000
+        source = sources.ExportSource.read(
+            _export([*lines, b"not json", long_line, b"  ", lines[0]]), limit=4000)
+        assert source.refused == 2 and len(source) == len(lines)
+        # an export proves nothing: its invalid copies are rejected even with a checkpoint
         before = len(b.copy_keys())
-        report = s.pull(b, source.responder(), g.KEYRING, keep_invalid=True)
-        assert report.needed == len(lines) - before > 0
-        assert b.copy_keys() == a.copy_keys()
-        assert _state_of(a) == _state_of(b)
-        # without keep_invalid, the copies failing checks 1-12 are rejected, and asked again
-        with Store.open(tmp_path / "c") as c:
-            strict = s.pull(c, source.responder(), g.KEYRING)
-            assert strict.statuses["rejected"] > 0
-            assert s.pull(c, source.responder(), g.KEYRING).needed == strict.statuses["rejected"]
+        report = s.pull(b, source.responder(), g.KEYRING, _signed(a))
+        assert report.needed == len(lines) - before
+        assert report.proven == 0 and report.statuses["rejected"] > 0
+        assert len(b.copy_keys()) == len(lines) - report.statuses["rejected"]
+        assert set(b.copy_keys()) < set(a.copy_keys())
+        # asked again by the next sync, and rejected again
+        again = s.pull(b, source.responder(), g.KEYRING)
+        assert again.needed == report.statuses["rejected"] == again.statuses["rejected"]
+
+
+def test_an_export_source_holds_no_copy_in_memory(tmp_path: Path) -> None:
+    """Reading an export keeps each copy's item and place, not its bytes."""
+    pith = g.record("big")["pith_number"]
+    events = [g.record("big")] + [g.correction(pith, i, f"{i} " + "x" * 20_000)
+                                  for i in range(1, 80)]  # fmt: skip
+    path = tmp_path / "big.jsonl"
+    path.write_bytes(b"".join(g.encoded(e) + b"\n" for e in events))
+    size = path.stat().st_size
+    with path.open("rb") as stream:
+        tracemalloc.start()
+        source = sources.ExportSource.read(stream)
+        _, peak = tracemalloc.get_traced_memory()
+        tracemalloc.stop()
+        assert len(source) == len(events)
+        # the readline buffer of one line (21 KB) and an item per copy: not the 1.6 MB file
+        assert peak < size / 10, (peak, size)
+        with Store.open(tmp_path / "s") as store:
+            report = s.pull(store, source.responder(), g.KEYRING, batch=50)
+            assert report.statuses["stored"] == len(events)
 
 
 def test_a_prefix_store_ends_with_the_same_log(tmp_path: Path) -> None:
@@ -136,7 +174,7 @@ def test_a_prefix_store_ends_with_the_same_log(tmp_path: Path) -> None:
         _append(a, events)
         _append(b, events[:10])
         assert a.tree_root(10) == b.tree_root()
-        report = s.pull(b, s.store_responder(a), g.KEYRING, keep_invalid=True, batch=4)
+        report = s.pull(b, sources.store_responder(a), g.KEYRING, _signed(a), batch=4)
         assert report.needed == a.tree_size() - 10
         assert b.tree_root() == a.tree_root()
         assert [d for _, d in b.export()] == [d for _, d in a.export()]

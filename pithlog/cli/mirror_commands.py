@@ -1,0 +1,100 @@
+"""``pithlog mirror``: pull a served log into the store, verifying it (docs/network.md)."""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+from typing import Any
+
+from pithlog.cli.edge import (
+    Bar,
+    Out,
+    StoreParser,
+    json_line,
+    keyring_option,
+    open_store,
+    progress_option,
+    read_keyring,
+    show_progress,
+)
+from pithlog.errors import EXIT_OK, MirrorError, UsageError
+from pithlog.protocol.canonical import encode_b64
+
+
+def cmd_mirror(args: argparse.Namespace, out: Out) -> int:
+    """Mirror the log served at URL into the store; with --follow, poll it."""
+    try:
+        from pithlog.net import mirror
+    except ImportError as exc:  # the optional extra: pip install 'pithlog[net]'
+        raise UsageError("arguments", f"pithlog mirror needs the net extra (pip install "
+                         f"'pithlog[net]'): {exc}") from exc  # fmt: skip
+    if not args.url.startswith(("http://", "https://")):
+        raise UsageError("arguments", f"{args.url!r} is not an http:// or https:// URL")
+    if args.follow is not None and args.follow <= 0:
+        raise UsageError("arguments", "--follow SECONDS must be positive")
+    if args.batch_bundles < 1:
+        raise UsageError("arguments", "--batch-bundles must be at least 1")
+    keyring = read_keyring(args.keyring)
+    evidence = Path(args.evidence_dir)
+    with open_store(args, create=True) as store, mirror.Origin(args.url) as origin:
+        while True:
+            bar = Bar(out, show_progress(args, out), "mirror", unit="leaf")
+            out.bar = bar
+            try:
+                report = mirror.mirror_once(store, origin, keyring, args.origin, evidence,
+                                            args.batch_bundles, progress=bar)  # fmt: skip
+            except MirrorError as exc:
+                # a poll that cannot reach the origin is tried again; anything that does not
+                # verify stops the mirror
+                if args.follow is None or exc.code != "mirror.fetch":
+                    raise
+                out.say(f"mirror: {exc.describe()}; trying again in {args.follow:g} s")
+            else:
+                _report(report, out)
+            finally:
+                bar.close()
+                out.bar = None
+            if args.follow is None:
+                return EXIT_OK
+            time.sleep(args.follow)
+
+
+def _report(report: Any, out: Out) -> None:
+    out.write(json_line({
+        "origin": report.origin, "size": report.size, "root": encode_b64(report.root),
+        "held_before": report.held_before, "appended": report.appended,
+        "accepted": report.accepted, "fetched_bytes": report.fetched_bytes,
+        "statuses": dict(sorted(report.statuses.items())),
+    }))  # fmt: skip
+    out.say(f"mirror: {report.origin} at size {report.size}: {report.appended} leaves "
+            f"appended ({report.held_before} held before), root verified")  # fmt: skip
+
+
+def add_commands(sub: Any, store_parser: StoreParser) -> None:
+    """The subcommand parsers of this group."""
+    p = store_parser(
+        "mirror",
+        help="pull a served log into the store, verifying every tile, entry and copy",
+        description="Pull the log served at URL (pithlog serve, C2SP tlog-tiles) into the "
+        "store: verify the checkpoint's signature against KEYRING, its consistency with the "
+        "checkpoint the store last accepted from that origin, every tile against the root, "
+        "every entry bundle against its tile and every copy against its entry; only then "
+        "append, in the origin's order, invalid copies kept as the origin keeps them, so "
+        "that the store's tree and root are the origin's. Prints one JSON line per pass. A "
+        "split view (a checkpoint not consistent with the accepted one) stops with exit 1, "
+        "stores nothing and writes the evidence to a file named in the error. Resumable: a "
+        "run stopped anywhere continues where the last committed batch ended. See "
+        "docs/network.md.",
+    )
+    p.add_argument("url", metavar="URL", help="the served log, e.g. https://registry.example")
+    keyring_option(p)
+    p.add_argument("--origin", metavar="NAME", help="require this origin of the checkpoint")
+    p.add_argument("--follow", type=float, metavar="SECONDS",
+                   help="poll the origin every SECONDS until interrupted")  # fmt: skip
+    p.add_argument("--evidence-dir", default=".", metavar="DIR",
+                   help="where a split view's evidence file is written (default: .)")
+    p.add_argument("--batch-bundles", type=int, default=4, metavar="N",
+                   help="bundles of 256 leaves per append transaction (default 4)")
+    progress_option(p, "the leaves mirrored")
+    p.set_defaults(func=cmd_mirror)

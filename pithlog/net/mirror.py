@@ -1,0 +1,397 @@
+"""``pithlog mirror``: pull a served log (``pithlog serve``, C2SP tlog-tiles) into a local
+store, verifying everything before storing anything (``docs/network.md``, "Running a
+mirror").
+
+One pass, :func:`mirror_once`, after Go's ``sumdb/tlog`` tile reader and Tessera's
+``fsck``:
+
+1. Fetch ``/checkpoint``; verify its signature against the keyring (a key allowed for its
+   origin, as ``verify-checkpoint`` does).
+2. Prove it consistent with the checkpoint this store last accepted from that origin (RFC
+   9162 consistency proof from ``/proof/consistency``). A failure is a split view or a
+   rewritten history: nothing is stored, and both checkpoints and the proof are written to
+   an evidence file. A store with leaves but no accepted checkpoint must hold a prefix of
+   the served tree (proven the same way, against its own root). Then the checkpoint is
+   accepted (recorded in the store, compare-and-set).
+3. From the first leaf the store lacks: every tile needed is verified, the right edge
+   against the checkpoint's root and every other tile against its parent
+   (:class:`pithlog.transparency.tiles.VerifiedTiles`); every entry bundle against its
+   level-0 tile; every copy of ``/copies/<N>`` against its entry (its SHA-256 and its
+   event_id). Only then is a batch appended, in the origin's leaf order, invalid copies
+   kept as the origin keeps them, so that the mirror's tree is the origin's: its root at
+   the checkpoint's size is compared at the end.
+
+Resumable: each batch is one transaction; the accepted checkpoint covers the leaves
+stored, so a run killed anywhere continues from the store's last leaf. Everything fetched
+is bounded (:data:`LIMITS`), and a partial tile that a server has dropped is read from the
+full tile (C2SP tlog-tiles: a client then keeps the first ``W`` hashes).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from collections import Counter, deque
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+
+from pithlog.errors import DoorError, MirrorError, ProofError, register
+from pithlog.net.syncmsg import item_of
+from pithlog.protocol.canonical import MAX_ENVELOPE_BYTES
+from pithlog.protocol.events import Envelope, parse_envelope
+from pithlog.protocol.keys import Keyring
+from pithlog.store import Store
+from pithlog.transparency import merkle, tiles
+from pithlog.transparency.checkpoint import (
+    MAX_NOTE_BYTES,
+    Checkpoint,
+    parse_checkpoint_text,
+    parse_note,
+    verify_checkpoint,
+)
+from pithlog.transparency.proofs import MAX_PROOF_BYTES, ConsistencyProof, parse_consistency_proof
+
+register(
+    {
+        "mirror.split_view": "the served checkpoint is not consistent with the one this store "
+        "accepted from that origin (a split view or a rewritten history): nothing was stored; "
+        "publish the evidence file named in the message",
+        "mirror.diverged": "the store's log is not a prefix of the served log (or the copies "
+        "appended do not give the checkpoint's root): mirror into a fresh store",
+        "mirror.copy": "a served copy does not match its leaf data (its SHA-256 or event_id) "
+        "or fails the door: the origin serves other bytes than it signed",
+        "mirror.duplicate": "the served tree holds a copy twice, or one this store holds at "
+        "another place: the mirror cannot reproduce that tree",
+        "mirror.unproven": "the origin did not answer the consistency proof a checkpoint needs "
+        "(or served an older checkpoint than the one accepted, without proof)",
+        "mirror.fetch": "the origin could not be reached, or answered with an error or an "
+        "oversize answer; run the mirror again (it continues where it stopped)",
+        "mirror.concurrent": "another mirror of this store accepted a checkpoint meanwhile: "
+        "run again",
+    }
+)
+
+WIDTH = tiles.WIDTH
+LEAF_DATA = 64
+"""pithlog's entries: event_id (32) || SHA-256 of the copy's JCS bytes (32)."""
+
+
+@dataclass(frozen=True)
+class Limits:
+    """The most the mirror reads of each answer (an origin is not trusted with memory)."""
+
+    checkpoint: int = MAX_NOTE_BYTES
+    tile: int = WIDTH * merkle.HASH_SIZE
+    bundle: int = WIDTH * (2 + LEAF_DATA)
+    copies: int = WIDTH * (MAX_ENVELOPE_BYTES + 1)
+    proof: int = MAX_PROOF_BYTES
+
+
+LIMITS = Limits()
+TIMEOUT = 60.0
+"""Seconds to connect, or between two reads of an answer."""
+BATCH_BUNDLES = 4
+"""Bundles (of 256 leaves) per append transaction."""
+LOOKAHEAD = 2
+"""Bundles fetched ahead of the one being verified, so that the network's wait overlaps
+the door's work (each holds at most a bundle of copies: see :class:`Limits`)."""
+FORGET_EVERY = 256
+"""Bundles after which the verified tiles are dropped (the right edge and the few tiles
+above are read again): memory stays about 2 MiB of tiles however long the log."""
+
+
+class Origin:
+    """The HTTP client of a served log at ``url``: bounded GETs, and the tlog-tiles
+    fallback from a dropped partial tile to its full tile."""
+
+    def __init__(self, url: str, client: httpx.Client | None = None,
+                 limits: Limits = LIMITS) -> None:  # fmt: skip
+        self.url = url.rstrip("/")
+        self._client = client or httpx.Client(timeout=TIMEOUT, follow_redirects=False)
+        self._own = client is None
+        self.limits = limits
+        self.fetched = 0
+        """Bytes received (bodies, decompressed)."""
+
+    def close(self) -> None:
+        if self._own:
+            self._client.close()
+
+    def __enter__(self) -> Origin:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def get(self, path: str, limit: int) -> bytes | None:
+        """The body at ``path`` (``None``: 404), read up to ``limit`` bytes."""
+        url = f"{self.url}/{path}"
+        try:
+            with self._client.stream("GET", url) as response:
+                if response.status_code == 404:
+                    return None
+                if response.status_code != 200:
+                    raise MirrorError("fetch", f"{url} answered {response.status_code}")
+                body = bytearray()
+                for chunk in response.iter_bytes():
+                    body += chunk
+                    if len(body) > limit:
+                        raise MirrorError("fetch", f"{url}: an answer of over {limit} bytes")
+        except httpx.HTTPError as exc:
+            raise MirrorError("fetch", f"{url}: {exc}") from exc
+        self.fetched += len(body)
+        return bytes(body)
+
+    def _required(self, path: str, limit: int) -> bytes:
+        data = self.get(path, limit)
+        if data is None:
+            raise MirrorError("fetch", f"{self.url}/{path} is not there (404)")
+        return data
+
+    def checkpoint(self) -> bytes:
+        return self._required("checkpoint", self.limits.checkpoint)
+
+    def _partial_or_full(self, path: Callable[[int], str], width: int, limit: int) -> bytes:
+        """A partial resource of ``width``, or (dropped once its full one exists) the full
+        one, whose first ``width`` hashes or entries the caller keeps."""
+        if width == WIDTH:
+            return self._required(path(WIDTH), limit)
+        data = self.get(path(width), limit)
+        return data if data is not None else self._required(path(WIDTH), limit)
+
+    def tile(self, tile: tiles.Tile) -> bytes:
+        data = self._partial_or_full(lambda w: tiles.Tile(tile.level, tile.index, w).path(),
+                                     tile.width, self.limits.tile)  # fmt: skip
+        return data[: tile.width * merkle.HASH_SIZE]
+
+    def bundle(self, index: int, width: int) -> bytes:
+        data = self._partial_or_full(lambda w: tiles.Tile(0, index, w).entries_path(), width,
+                                     self.limits.bundle)  # fmt: skip
+        return data if width == WIDTH or len(data) == width * (2 + LEAF_DATA) else \
+            _first_entries(data, width)  # fmt: skip
+
+    def copies(self, index: int, width: int) -> list[bytes]:
+        data = self._partial_or_full(lambda w: "copies/" + tiles.tile_path_suffix(index, w),
+                                     width, self.limits.copies)  # fmt: skip
+        lines = data.split(b"\n")
+        if lines and lines[-1] == b"":
+            lines.pop()
+        return lines[:width]
+
+    def consistency(self, old: int, new: int) -> ConsistencyProof | None:
+        data = self.get(f"proof/consistency/{old}/{new}", self.limits.proof)
+        if data is None:
+            return None
+        try:
+            return parse_consistency_proof(data)
+        except ProofError as exc:
+            raise MirrorError("unproven", f"the consistency proof {old} -> {new} is "
+                              f"malformed: {exc.message}") from exc  # fmt: skip
+
+
+def _first_entries(data: bytes, width: int) -> bytes:
+    """The first ``width`` entries of a full bundle served in place of a dropped partial."""
+    at = 0
+    for _ in range(width):
+        if at + 2 > len(data):
+            break
+        at += 2 + int.from_bytes(data[at : at + 2], "big")
+    return data[:at]
+
+
+# --- one pass -----------------------------------------------------------------------------
+
+
+@dataclass
+class MirrorReport:
+    origin: str
+    size: int
+    root: bytes
+    held_before: int
+    accepted: bool
+    """A newer checkpoint was accepted in this pass."""
+    appended: int = 0
+    fetched_bytes: int = 0
+    statuses: Counter[str] = field(default_factory=Counter)
+
+
+Progress = Callable[[int, int], None]
+"""``progress(leaves held, leaves of the checkpoint)`` after each committed batch."""
+
+
+def mirror_once(
+    store: Store,
+    origin: Origin,
+    keyring: Keyring,
+    origin_name: str | None = None,
+    evidence_dir: Path = Path("."),
+    batch_bundles: int = BATCH_BUNDLES,
+    progress: Progress | None = None,
+) -> MirrorReport:
+    """One pass of the mirror (the module's steps 1-3). Raises :class:`MirrorError` (and
+    ``checkpoint.*``, ``tile.*`` for what does not verify); nothing unverified is stored."""
+    note = origin.checkpoint()
+    cp = verify_checkpoint(note, keyring, origin_name).checkpoint
+    previous = store.accepted_checkpoint(cp.origin)
+    held = store.tree_size()
+    old = parse_checkpoint_text(parse_note(previous).text) if previous is not None else None
+    if old is not None and previous is not None:
+        _consistent(origin, old, previous, cp, note, evidence_dir)
+        if held > old.size:
+            raise MirrorError("diverged", f"the store holds {held} leaves, more than the "
+                              f"{old.size} of the checkpoint it accepted from {cp.origin}: "
+                              "it is not a mirror of that log alone")  # fmt: skip
+    elif held:
+        _prefix(store, origin, held, cp)
+    newer = old is None or cp.size > old.size
+    if newer and not store.accept_checkpoint(cp.origin, note, previous):
+        raise MirrorError("concurrent", f"the accepted checkpoint of {cp.origin} changed "
+                          "during this run")  # fmt: skip
+    report = MirrorReport(cp.origin, cp.size, cp.root, held, newer)
+    if held < cp.size:
+        verified = tiles.VerifiedTiles(cp.size, cp.root, origin.tile)
+        batches = _batches(store, origin, verified, held, cp.size, max(1, batch_bundles))
+        for results in store.append_batches(batches, keyring, keep_invalid=True):
+            report.appended += len(results)
+            for result in results:
+                report.statuses[result.status] += 1
+            if progress is not None:
+                progress(held + report.appended, cp.size)
+        _, root = store.tree_root(cp.size) if store.tree_size() >= cp.size else (0, b"")
+        if root != cp.root:
+            raise MirrorError("diverged", f"after appending, the store's root at size "
+                              f"{cp.size} is not the checkpoint's")  # fmt: skip
+    report.fetched_bytes = origin.fetched
+    return report
+
+
+def _consistent(origin: Origin, old: Checkpoint, old_note: bytes, new: Checkpoint,
+                new_note: bytes, evidence_dir: Path) -> None:  # fmt: skip
+    """``new`` and the accepted ``old`` are of one log (whichever is larger), or the
+    evidence is written and ``mirror.split_view`` raised."""
+    if old.size == new.size:
+        if old.root != new.root:
+            _split_view(old_note, new_note, None, evidence_dir, "two roots for one size")
+        return
+    small, large = (old, new) if old.size < new.size else (new, old)
+    proof = origin.consistency(small.size, large.size)
+    if proof is None:
+        raise MirrorError("unproven", f"{origin.url} gives no consistency proof from size "
+                          f"{small.size} to {large.size}")  # fmt: skip
+    if (proof.old, proof.new) != (small.size, large.size) or not merkle.verify_consistency(
+        small.size, large.size, small.root, large.root, proof.path
+    ):
+        _split_view(old_note, new_note, proof.encoded(), evidence_dir,
+                    f"the consistency proof {small.size} -> {large.size} does not hold")
+
+
+def _split_view(old_note: bytes, new_note: bytes, proof: bytes | None, evidence_dir: Path,
+                why: str) -> None:  # fmt: skip
+    cp = parse_checkpoint_text(parse_note(new_note).text)
+    old = parse_checkpoint_text(parse_note(old_note).text)
+    name = re.sub(r"[^A-Za-z0-9._-]+", "_", cp.origin)
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    path = Path(evidence_dir) / f"split-view-{name}-{old.size}-{cp.size}-{stamp}.json"
+    doc = {"origin": cp.origin, "reason": why, "accepted_checkpoint": old_note.decode(),
+           "served_checkpoint": new_note.decode(),
+           "consistency_proof": None if proof is None else proof.decode()}  # fmt: skip
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
+    raise MirrorError("split_view", f"{cp.origin}: {why} (accepted size {old.size}, served "
+                      f"size {cp.size}); evidence written to {path}")  # fmt: skip
+
+
+def _prefix(store: Store, origin: Origin, held: int, cp: Checkpoint) -> None:
+    """A store with leaves and no accepted checkpoint must hold a prefix of the served
+    tree."""
+    if held > cp.size:
+        raise MirrorError("diverged", f"the store holds {held} leaves, the served checkpoint "
+                          f"{cp.size}")  # fmt: skip
+    _, root = store.tree_root(held)
+    if held == cp.size:
+        ok = root == cp.root
+    else:
+        proof = origin.consistency(held, cp.size)
+        if proof is None:
+            raise MirrorError("unproven", f"{origin.url} gives no consistency proof from size "
+                              f"{held} to {cp.size}")  # fmt: skip
+        ok = merkle.verify_consistency(held, cp.size, root, cp.root, proof.path)
+    if not ok:
+        raise MirrorError("diverged", f"the store's {held} leaves are not the first {held} "
+                          f"of {cp.origin}'s log: mirror into a fresh store")  # fmt: skip
+
+
+def _batches(store: Store, origin: Origin, verified: tiles.VerifiedTiles, held: int,
+             size: int, bundles: int) -> Iterator[list[Envelope]]:  # fmt: skip
+    """The copies of leaves ``held`` to ``size``, verified, in batches of ``bundles``
+    bundles; each batch checked to be new to the store (else its tree would differ).
+    The bundles and copies of the next :data:`LOOKAHEAD` bundles are fetched meanwhile
+    (unverified, held only until their turn)."""
+    batch: list[Envelope] = []
+    items: list[bytes] = []
+    seen: set[bytes] = set()  # this pass's leaves: batches are checked before those ahead
+    indexes = range(held // WIDTH, (size + WIDTH - 1) // WIDTH)
+
+    def fetch(index: int) -> tuple[bytes, list[bytes]]:
+        width = tiles.tile_width(0, index, size)
+        return origin.bundle(index, width), origin.copies(index, width)
+
+    pool = ThreadPoolExecutor(max(1, LOOKAHEAD), thread_name_prefix="pithlog-mirror")
+    ahead: deque[Future[tuple[bytes, list[bytes]]]] = deque()
+    queued = iter(indexes)
+    try:
+        for index in indexes:
+            while len(ahead) < LOOKAHEAD + 1 and (following := next(queued, None)) is not None:
+                ahead.append(pool.submit(fetch, following))
+            bundle, copies = ahead.popleft().result()
+            width = tiles.tile_width(0, index, size)
+            entries = verified.entries(index, bundle)
+            if len(copies) != width:
+                raise MirrorError("copy", f"copies {index}: {len(copies)} copies for {width} "
+                                  "leaves")  # fmt: skip
+            skip = max(0, held - index * WIDTH)
+            for at in range(skip, width):
+                batch.append(_admit(copies[at], entries[at], index * WIDTH + at))
+                items.append(entries[at])
+            if (index + 1) % bundles == 0 or index * WIDTH + width >= size:
+                _new_to(store, items, seen)
+                yield batch
+                batch, items = [], []
+            if index % FORGET_EVERY == FORGET_EVERY - 1:
+                verified.forget()
+    finally:
+        # stopped early (an error, the consumer gone): fetches not started are dropped
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _admit(copy: bytes, leaf_data: bytes, leaf: int) -> Envelope:
+    """The copy of a leaf, through the door: its bytes must hash to the leaf data's copy
+    hash and be of its event_id."""
+    if len(leaf_data) != LEAF_DATA:
+        raise MirrorError("copy", f"leaf {leaf}: an entry of {len(leaf_data)} bytes, not "
+                          f"{LEAF_DATA}")  # fmt: skip
+    try:
+        env = parse_envelope(copy)
+    except DoorError as exc:
+        raise MirrorError("copy", f"leaf {leaf}: the copy fails the door: "
+                          f"{exc.describe()}") from exc  # fmt: skip
+    if env.encoded != copy or item_of(env.event_id, env.encoded) != leaf_data:
+        raise MirrorError("copy", f"leaf {leaf}: the copy served is not the one the leaf "
+                          "commits to")  # fmt: skip
+    return env
+
+
+def _new_to(store: Store, items: list[bytes], seen: set[bytes]) -> None:
+    """No copy of ``items`` is stored, or earlier in this pass (whose batches ahead may
+    not be committed yet), or twice in ``items``: an append would skip it as a duplicate
+    and the tree would lose a leaf."""
+    before = len(seen)
+    seen.update(items)
+    if len(seen) - before != len(items) or any(s is not None for s in store.copy_seqs(items)):
+        raise MirrorError("duplicate", "the served tree holds a copy twice (or one this store "
+                          "already holds): its tree cannot be reproduced")  # fmt: skip

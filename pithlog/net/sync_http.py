@@ -1,0 +1,179 @@
+"""``POST /sync``: the messages of :mod:`pithlog.net.sync` carried over HTTP
+(``docs/network.md``, "Sync over HTTP and its limits").
+
+One request carries one message (``application/x-pithlog-sync``: the binary message of
+:mod:`pithlog.net.syncmsg`), one answer its reply. The server side (:class:`SyncEndpoint`,
+a Starlette route) keeps no session: each message is answered from the store's sorted
+copies as they are when it arrives (the item list is read again only when the tree has
+grown since the last message). The client side (:class:`HttpTransport`) is a
+:class:`pithlog.net.sync.Transport` over httpx, so :func:`pithlog.net.sync.pull` runs
+unchanged with ``--from http://...``.
+
+Both sides hold the other to the limits of sync: a request body over
+:data:`pithlog.net.sync.MAX_MESSAGE` is ``413`` before it is read whole, and so is an
+answer over it on the client; a body that takes more than :data:`BODY_SECONDS` is ``408``.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import httpx
+import msgspec
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import BaseRoute, Route
+
+from pithlog.errors import SyncError, register
+from pithlog.net.app import error_response
+from pithlog.net.sources import store_responder
+from pithlog.net.submit import Limits as BodyLimits
+from pithlog.net.submit import read_body
+from pithlog.net.sync import Limits, Responder
+from pithlog.store import Store
+
+register(
+    {
+        "sync.unreachable": "the sync source's URL cannot be reached (or did not answer in "
+        "time): check --from and the network",
+        "sync.remote": "the sync source answered with an error: its code and message follow",
+    }
+)
+
+SYNC_PATH = "/sync"
+MEDIA = "application/x-pithlog-sync"
+COPIES_HEADER = "X-Pithlog-Copies"
+"""The answering store's copy count (reported by the client, never trusted)."""
+BODY_SECONDS = 30.0
+"""Seconds a request body may take to arrive."""
+TIMEOUT = 120.0
+"""Seconds the client waits for a connection, or between two reads of an answer."""
+_ERROR_BYTES = 64 << 10
+"""The most of an error answer the client reads."""
+
+
+def _app_store(request: Request) -> Store:
+    store: Store = request.app.state.log.store
+    return store
+
+
+class SyncEndpoint:
+    """``POST /sync`` over a store: :meth:`handle` is the Starlette endpoint."""
+
+    def __init__(
+        self,
+        limits: Limits | None = None,
+        store_of: Callable[[Request], Store] = _app_store,
+        body_seconds: float = BODY_SECONDS,
+    ) -> None:
+        self.limits = limits or Limits()
+        self._store_of = store_of
+        self._body = BodyLimits(max_body=self.limits.max_message, body_seconds=body_seconds)
+        self._lock = threading.Lock()
+        self._cached: tuple[Store, int, Responder] | None = None
+
+    def responder(self, store: Store) -> Responder:
+        """The responder over the store's copies now (cached while the tree keeps its size:
+        the log only grows, so an unchanged size is an unchanged set of copies)."""
+        size = store.tree_size()
+        with self._lock:
+            cached = self._cached
+            if cached is not None and cached[0] is store and cached[1] == size:
+                return cached[2]
+        responder = store_responder(store, self.limits)
+        with self._lock:
+            self._cached = (store, size, responder)
+        return responder
+
+    async def handle(self, request: Request) -> Response:
+        store = self._store_of(request)
+        body = await read_body(request.stream(), request.headers.get("content-length"),
+                               self._body)  # fmt: skip
+        try:
+            responder = await run_in_threadpool(self.responder, store)
+            reply = await run_in_threadpool(responder.handle, body)
+        except SyncError as exc:
+            status = 413 if exc.code == "sync.limit" else 400
+            return error_response(status, exc.code, exc.message)
+        return Response(reply, media_type=MEDIA,
+                        headers={"Cache-Control": "no-store",
+                                 COPIES_HEADER: str(len(responder.items))})  # fmt: skip
+
+
+def sync_routes(limits: Limits | None = None) -> list[BaseRoute]:
+    """The routes to mount beside a served log's (``POST /sync``)."""
+    return [Route(SYNC_PATH, SyncEndpoint(limits).handle, methods=["POST"])]
+
+
+def is_url(source: str) -> bool:
+    return source.startswith(("http://", "https://"))
+
+
+class HttpTransport:
+    """The pulling side's :class:`pithlog.net.sync.Transport` to ``BASE_URL/sync``."""
+
+    def __init__(
+        self, base_url: str, limits: Limits | None = None, client: httpx.Client | None = None
+    ) -> None:
+        self.url = base_url.rstrip("/") + SYNC_PATH
+        self.limits = limits or Limits()
+        self._client = client or httpx.Client(timeout=TIMEOUT, follow_redirects=False)
+        self._own = client is None
+        self.sent = self.received = self.messages = 0
+        self.remote_items: int | None = None
+
+    def close(self) -> None:
+        if self._own:
+            self._client.close()
+
+    def __enter__(self) -> HttpTransport:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def request(self, message: bytes) -> bytes:
+        self.sent += len(message)
+        try:
+            with self._client.stream("POST", self.url, content=message,
+                                     headers={"Content-Type": MEDIA}) as response:  # fmt: skip
+                if response.status_code != 200:
+                    raise _remote_error(response)
+                reply = self._read(response)
+        except httpx.HTTPError as exc:
+            raise SyncError("unreachable", f"{self.url}: {exc}") from exc
+        self.received += len(reply)
+        self.messages += 2
+        copies = response.headers.get(COPIES_HEADER, "")
+        if copies.isascii() and copies.isdigit() and len(copies) < 19:
+            self.remote_items = int(copies)
+        return reply
+
+    def _read(self, response: httpx.Response) -> bytes:
+        length = response.headers.get("content-length", "")
+        if length.isdigit() and int(length) > self.limits.max_message:
+            raise SyncError("limit", f"an answer of {length} bytes; the most taken is "
+                            f"{self.limits.max_message}")  # fmt: skip
+        body = bytearray()
+        for chunk in response.iter_bytes():
+            body += chunk
+            if len(body) > self.limits.max_message:
+                raise SyncError("limit", f"an answer of over {self.limits.max_message} bytes")
+        return bytes(body)
+
+
+def _remote_error(response: httpx.Response) -> SyncError:
+    body = bytearray()
+    for chunk in response.iter_bytes():
+        body += chunk
+        if len(body) > _ERROR_BYTES:
+            break
+    try:
+        doc: Any = msgspec.json.decode(bytes(body))
+        shown = f"[{doc['error']}] {doc['message']}"
+    except (msgspec.DecodeError, TypeError, KeyError):
+        shown = bytes(body[:200]).decode("utf-8", "replace")
+    return SyncError("remote", f"{response.url} answered {response.status_code}: {shown}")

@@ -1,0 +1,296 @@
+"""``pithlog mirror`` against real ``pithlog serve`` processes on 127.0.0.1: the mirror's
+log, tree and states equal the origin's; a rewritten history under the same key is refused
+with evidence; a server killed mid-mirror leaves a prefix the next run continues; served
+bytes that do not match what was signed are never stored."""
+
+from __future__ import annotations
+
+import io
+import json
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from serving import ORIGIN, Keys, g, make_keys, serving
+
+from pithlog.cli import main
+from pithlog.errors import MirrorError, PithlogError
+from pithlog.net import mirror as mm
+from pithlog.protocol.keys import load_keyring
+from pithlog.store import Store
+from pithlog.transparency.checkpoint import parse_checkpoint_text, parse_note
+
+
+def run(argv: list[str]) -> tuple[int, bytes, str]:
+    out, err = io.BytesIO(), io.StringIO()
+    status = main(argv, stdout=out, stderr=err)
+    return status, out.getvalue(), err.getvalue()
+
+
+def _events(seed: int, piths: int = 40) -> list[dict[str, Any]]:
+    """Mixed events (invalid ones among them), more than two bundles of 256 leaves."""
+    return g.mixed_events(random.Random(seed), piths=piths, per_pith=8)
+
+
+def _store(path: Path, events: list[dict[str, Any]]) -> Path:
+    with Store.open(path) as store:
+        for i in range(0, len(events), 100):
+            store.append([g.encoded(e) for e in events[i : i + 100]], g.KEYRING,
+                         keep_invalid=True)  # fmt: skip
+    return path
+
+
+def _same_log(a: Path, b: Path) -> None:
+    with Store.open(a, readonly=True) as x, Store.open(b, readonly=True) as y:
+        assert x.tree_root() == y.tree_root()
+        assert [d for _, d in x.export()] == [d for _, d in y.export()]
+        piths = x.piths()
+        assert piths == y.piths()
+        for p in piths:
+            assert x.state(p["pith_number"]) == y.state(p["pith_number"])
+
+
+def mirror(store: Path, url: str, keys: Keys, *extra: str) -> tuple[int, bytes, str]:
+    return run(["--store", str(store), "mirror", url, "--keyring", str(keys.keyring),
+                "--origin", ORIGIN, *extra])  # fmt: skip
+
+
+@pytest.fixture
+def keys(tmp_path: Path) -> Keys:
+    return make_keys(tmp_path)
+
+
+def test_the_mirror_equals_the_origin(tmp_path: Path, keys: Keys) -> None:
+    events = _events(1)
+    origin = _store(tmp_path / "origin", events[:300])
+    copy = tmp_path / "mirror"
+    with serving(origin, keys) as server:
+        status, out, err = mirror(copy, server.url, keys, "--progress")
+        assert status == 0, err
+        assert f"{300}/{300}" in err and "leaf" in err  # the bar, forced off a terminal
+        doc = json.loads(out)
+        assert doc["appended"] == doc["size"] > 256 and doc["accepted"] and doc["held_before"] == 0
+        assert doc["statuses"]["stored"] > 0 and set(doc["statuses"]) <= {
+            "stored", "replaced", "evidence"}
+        _same_log(origin, copy)
+        # nothing new: nothing fetched but the checkpoint
+        status, out, _ = mirror(copy, server.url, keys)
+        assert status == 0 and json.loads(out)["appended"] == 0
+        assert not json.loads(out)["accepted"]
+        # the origin grows while served: the mirror follows, from where it was
+        _store(origin, events[300:])
+        status, out, err = mirror(copy, server.url, keys)
+        assert status == 0, err
+        doc = json.loads(out)
+        assert doc["held_before"] == 300 and doc["appended"] == len(events) - 300
+        assert b"Traceback" not in server.stderr
+    _same_log(origin, copy)
+    with Store.open(copy, readonly=True) as m:
+        accepted = m.accepted_checkpoint(ORIGIN)
+        assert accepted is not None
+        cp = parse_checkpoint_text(parse_note(accepted).text)
+        assert (cp.size, cp.root) == m.tree_root()
+
+
+def test_a_rewritten_history_is_refused_with_evidence(tmp_path: Path, keys: Keys) -> None:
+    events = _events(2)
+    origin = _store(tmp_path / "origin", events[:200])
+    copy = tmp_path / "mirror"
+    with serving(origin, keys) as server:
+        assert mirror(copy, server.url, keys)[0] == 0
+    # the same key and origin, another history: the first 200 leaves in another order
+    rewritten = _store(tmp_path / "rewritten", events[100:200] + events[:100] + events[200:])
+    evidence = tmp_path / "evidence"
+    with Store.open(copy, readonly=True) as m:
+        before = (m.tree_root(), m.copy_keys(), m.accepted_checkpoint(ORIGIN))
+    with serving(rewritten, keys) as server:
+        status, out, err = mirror(copy, server.url, keys, "--evidence-dir", str(evidence))
+        assert status == 1 and "[mirror.split_view]" in err and out == b""
+        served = httpx.get(server.url + "/checkpoint").content
+    with Store.open(copy, readonly=True) as m:
+        assert (m.tree_root(), m.copy_keys(), m.accepted_checkpoint(ORIGIN)) == before
+    (path,) = evidence.iterdir()
+    assert str(path) in err
+    doc = json.loads(path.read_text())
+    assert doc["accepted_checkpoint"].encode() == before[2]
+    assert doc["served_checkpoint"].encode() == served
+    assert doc["consistency_proof"].startswith("pithlog-consistency-proof@v1\nold 200\n")
+    # the evidence is what verify-proof refuses: the two checkpoints and the proof
+    for name in ("old.cp", "new.cp", "proof"):
+        key = {"old.cp": "accepted_checkpoint", "new.cp": "served_checkpoint",
+               "proof": "consistency_proof"}[name]  # fmt: skip
+        (tmp_path / name).write_text(doc[key])
+    status, _, err = run(["verify-proof", "--keyring", str(keys.keyring), str(tmp_path / "proof"),
+                          str(tmp_path / "old.cp"), str(tmp_path / "new.cp")])  # fmt: skip
+    assert status == 1 and "[proof.consistency]" in err
+
+
+def test_same_size_other_root_is_a_split_view(tmp_path: Path, keys: Keys) -> None:
+    events = _events(3, piths=20)
+    origin = _store(tmp_path / "origin", events)
+    copy = tmp_path / "mirror"
+    with serving(origin, keys) as server:
+        assert mirror(copy, server.url, keys)[0] == 0
+    other = _store(tmp_path / "other", list(reversed(events)))
+    with serving(other, keys) as server:
+        status, _, err = mirror(copy, server.url, keys, "--evidence-dir", str(tmp_path))
+        assert status == 1 and "two roots for one size" in err
+
+
+def test_a_server_killed_mid_mirror_then_resumed(tmp_path: Path, keys: Keys,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    # no bundle fetched ahead: the kill then always comes before the last bundles are read
+    monkeypatch.setattr(mm, "LOOKAHEAD", 0)
+    events = _events(4, piths=100)
+    origin = _store(tmp_path / "origin", events)
+    keyring = load_keyring(keys.keyring.read_bytes())
+    with Store.open(tmp_path / "mirror") as copy:
+        with serving(origin, keys) as server, mm.Origin(server.url) as client:
+            batches: list[int] = []
+
+            def kill_after_first(held: int, total: int) -> None:
+                batches.append(held)
+                if len(batches) == 1:
+                    server.kill()
+
+            with pytest.raises(MirrorError) as caught:
+                mm.mirror_once(copy, client, keyring, ORIGIN, batch_bundles=1,
+                               progress=kill_after_first)  # fmt: skip
+            assert caught.value.code == "mirror.fetch"
+        held = copy.tree_size()
+        assert held % 256 == 0 and 256 <= held < len(events)
+        with Store.open(origin, readonly=True) as o:
+            assert copy.tree_root() == o.tree_root(held)
+        with serving(origin, keys) as server, mm.Origin(server.url) as client:
+            report = mm.mirror_once(copy, client, keyring, ORIGIN)
+            assert report.held_before == held and report.appended == len(events) - held
+            assert not report.accepted  # the checkpoint was accepted by the first run
+    _same_log(origin, tmp_path / "mirror")
+
+
+def _tampering(url: str, path_part: str, change: Any) -> httpx.Client:
+    """A client to the real server whose answers under ``path_part`` are changed."""
+    real = httpx.Client()
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        answer = real.get(str(request.url))
+        body = answer.content
+        if path_part in request.url.path:
+            body = change(body)
+        return httpx.Response(answer.status_code, content=body)
+
+    return httpx.Client(transport=httpx.MockTransport(handler))
+
+
+@pytest.mark.parametrize(("part", "code"), [
+    ("/copies/", "mirror.copy"), ("/tile/entries/", "tile.bundle"), ("/tile/0/", "tile.mismatch"),
+])  # fmt: skip
+def test_served_bytes_that_were_not_signed_are_never_stored(tmp_path: Path, keys: Keys,
+                                                            part: str, code: str) -> None:
+    events = _events(5, piths=20)
+    origin = _store(tmp_path / "origin", events)
+    keyring = load_keyring(keys.keyring.read_bytes())
+
+    def change(body: bytes) -> bytes:
+        if part == "/copies/":  # another valid copy in place of the first
+            lines = body.split(b"\n")
+            lines[0] = g.encoded(g.resigned(json.loads(lines[0]), "registry", b"x"))
+            return b"\n".join(lines)
+        return body[:40] + bytes([body[40] ^ 1]) + body[41:]
+
+    with serving(origin, keys) as server, Store.open(tmp_path / "mirror") as copy:
+        client = mm.Origin(server.url, _tampering(server.url, part, change))
+        with pytest.raises(PithlogError) as caught:
+            mm.mirror_once(copy, client, keyring, ORIGIN)
+        assert caught.value.code == code
+        assert copy.tree_size() == 0
+
+
+def test_follow_polls_until_stopped(tmp_path: Path, keys: Keys) -> None:
+    events = _events(6, piths=20)
+    origin = _store(tmp_path / "origin", events[:60])
+    copy = tmp_path / "mirror"
+    with serving(origin, keys) as server:
+        argv = [sys.executable, "-m", "pithlog", "--store", str(copy), "mirror", server.url,
+                "--keyring", str(keys.keyring), "--follow", "0.2"]  # fmt: skip
+        follower = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        try:
+            def held() -> int:
+                if not copy.exists():
+                    return 0
+                with Store.open(copy, create=False, readonly=True) as m:
+                    return m.tree_size()
+
+            deadline = time.monotonic() + 60
+            while held() < 60 and time.monotonic() < deadline:
+                time.sleep(0.2)
+            assert held() == 60
+            _store(origin, events[60:])  # the origin grows; the next poll brings it
+            while held() < len(events) and time.monotonic() < deadline:
+                time.sleep(0.2)
+            assert held() == len(events)
+        finally:
+            follower.send_signal(signal.SIGTERM)
+            out, err = follower.communicate(timeout=30)
+        assert follower.returncode == 143, err
+        lines = [json.loads(line) for line in out.splitlines()]
+        assert lines[0]["appended"] == 60 and lines[-1]["size"] == len(events)
+        assert sum(line["appended"] for line in lines) == len(events)
+    _same_log(origin, copy)
+
+
+def test_verified_tiles_are_dropped_as_the_mirror_goes(tmp_path: Path, keys: Keys,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """The tiles verified so far are forgotten every FORGET_EVERY bundles (memory stays
+    bounded on a long log): the right edge is then read and verified again."""
+    origin = _store(tmp_path / "origin", _events(7))
+    keyring = load_keyring(keys.keyring.read_bytes())
+    monkeypatch.setattr(mm, "FORGET_EVERY", 1)
+    with serving(origin, keys) as server, mm.Origin(server.url) as client, \
+            Store.open(tmp_path / "mirror") as copy:  # fmt: skip
+        reads: list[str] = []
+        real = client.tile
+
+        def counted(tile: Any) -> bytes:
+            reads.append(tile.path())
+            return real(tile)
+
+        monkeypatch.setattr(client, "tile", counted)
+        report = mm.mirror_once(copy, client, keyring, ORIGIN, batch_bundles=1)
+        bundles = -(-report.size // 256)
+        assert bundles >= 2
+        edge = reads[0]
+        assert reads.count(edge) == bundles  # read again after each forgetting
+        assert copy.tree_root() == (report.size, report.root)
+
+
+def test_an_origin_without_proofs_is_not_followed(tmp_path: Path, keys: Keys) -> None:
+    """A grown checkpoint whose consistency proof the origin does not give is refused (exit
+    1, nothing accepted or stored)."""
+    events = _events(8, piths=20)
+    origin = _store(tmp_path / "origin", events[:50])
+    copy = tmp_path / "mirror"
+    with serving(origin, keys) as server:
+        assert mirror(copy, server.url, keys)[0] == 0
+        _store(origin, events[50:])
+
+        def no_proofs(request: httpx.Request) -> httpx.Response:
+            if "/proof/" in request.url.path:
+                return httpx.Response(404, json={"error": "serve.not_found", "message": "-"})
+            answer = httpx.get(str(request.url))
+            return httpx.Response(answer.status_code, content=answer.content)
+
+        client = mm.Origin(server.url, httpx.Client(transport=httpx.MockTransport(no_proofs)))
+        keyring = load_keyring(keys.keyring.read_bytes())
+        with Store.open(copy) as m:
+            before = (m.tree_size(), m.accepted_checkpoint(ORIGIN))
+            with pytest.raises(MirrorError) as caught:
+                mm.mirror_once(m, client, keyring, ORIGIN)
+            assert caught.value.code == "mirror.unproven" and caught.value.exit_status == 1
+            assert (m.tree_size(), m.accepted_checkpoint(ORIGIN)) == before == (50, before[1])

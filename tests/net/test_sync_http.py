@@ -1,0 +1,131 @@
+"""``POST /sync`` between real servers: ``pithlog sync --from http://...`` brings two served
+stores together, the server holds a hostile client to its limits, and invalid copies
+cross only with a proof against a trusted checkpoint."""
+
+from __future__ import annotations
+
+import io
+import json
+import random
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from serving import ORIGIN, Keys, g, make_keys, serving
+
+from pithlog.cli import main
+from pithlog.errors import SyncError
+from pithlog.net import syncmsg as m
+from pithlog.net.sync import Limits, pull
+from pithlog.net.sync_http import MEDIA, HttpTransport
+from pithlog.store import Store
+
+
+def run(argv: list[str]) -> tuple[int, bytes, str]:
+    out, err = io.BytesIO(), io.StringIO()
+    status = main(argv, stdout=out, stderr=err)
+    return status, out.getvalue(), err.getvalue()
+
+
+def _events() -> list[dict[str, Any]]:
+    return g.mixed_events(random.Random(21), piths=8, per_pith=6)
+
+
+def _store(path: Path, events: list[dict[str, Any]], keep_invalid: bool = False) -> Path:
+    with Store.open(path) as store:
+        store.append([g.encoded(e) for e in events], g.KEYRING, keep_invalid=keep_invalid)
+    return path
+
+
+def _piths_and_states(path: Path) -> dict[str, Any]:
+    with Store.open(path, create=False, readonly=True) as store:
+        return {p["pith_number"]: store.state(p["pith_number"]) for p in store.piths()}
+
+
+@pytest.fixture
+def keys(tmp_path: Path) -> Keys:
+    return make_keys(tmp_path)
+
+
+def test_sync_between_two_served_stores(tmp_path: Path, keys: Keys) -> None:
+    events = [e for e in _events() if e["signer"]["key_id"] != "test-stranger"]
+    rng = random.Random(2)
+    a = _store(tmp_path / "a", [e for e in events if rng.random() < 0.6])
+    b = _store(tmp_path / "b", [e for e in events if rng.random() < 0.6])
+    with serving(a, keys) as sa, serving(b, keys) as sb:
+        status, out, err = run(["--store", str(b), "sync", "--from", sa.url, "--keyring",
+                                str(keys.keyring)])  # fmt: skip
+        assert status == 0, err
+        first = json.loads(out)
+        assert first["needed"] > 0 and first["remote_copies"] > 0
+        # B's server answers from B's grown store: A gets what only B held
+        status, out, err = run(["--store", str(a), "sync", "--from", sb.url, "--keyring",
+                                str(keys.keyring)])  # fmt: skip
+        assert status == 0, err
+        assert json.loads(out)["needed"] > 0
+        status, out, err = run(["--store", str(a), "sync", "--from", sb.url, "--keyring",
+                                str(keys.keyring)])  # fmt: skip
+        assert status == 0 and json.loads(out)["needed"] == 0 and json.loads(out)["rounds"] == 1
+        assert b"Traceback" not in sa.stderr + sb.stderr
+    with Store.open(a, readonly=True) as sa_, Store.open(b, readonly=True) as sb_:
+        assert sa_.copy_keys() == sb_.copy_keys()
+    assert _piths_and_states(a) == _piths_and_states(b)
+
+
+def test_invalid_copies_cross_only_with_the_servers_checkpoint(tmp_path: Path,
+                                                               keys: Keys) -> None:  # fmt: skip
+    a = _store(tmp_path / "a", _events(), keep_invalid=True)
+    with serving(a, keys) as sa:
+        plain = tmp_path / "plain"
+        status, out, _ = run(["--store", str(plain), "sync", "--from", sa.url, "--keyring",
+                              str(keys.keyring)])  # fmt: skip
+        rejected = json.loads(out)["statuses"]["rejected"]
+        assert status == 2 and rejected > 0
+        published = tmp_path / "a.cp"
+        published.write_bytes(httpx.get(sa.url + "/checkpoint").content)
+        mirror = tmp_path / "mirror"
+        status, out, err = run(["--store", str(mirror), "sync", "--from", sa.url, "--keyring",
+                                str(keys.keyring), "--keep-invalid", "--checkpoint",
+                                str(published), "--origin", ORIGIN])  # fmt: skip
+        assert status == 0, err
+        doc = json.loads(out)
+        assert "rejected" not in doc["statuses"] and doc["proven"] == doc["needed"]
+    with Store.open(a, readonly=True) as origin, Store.open(mirror, readonly=True) as copy:
+        assert copy.tree_root() == origin.tree_root()
+
+
+def test_the_server_holds_a_client_to_the_limits(tmp_path: Path, keys: Keys) -> None:
+    a = _store(tmp_path / "a", _events()[:10])
+    with serving(a, keys) as sa:
+        url = sa.url + "/sync"
+        for body in (b"", b"X", b"R\x05ab", b"G\x02" + b"\0" * 16):
+            r = httpx.post(url, content=body, headers={"Content-Type": MEDIA})
+            assert r.status_code == 400 and r.json()["error"] == "sync.protocol", body
+        r = httpx.post(url, content=b"F" + b"\0" * (32 << 20))
+        assert r.status_code == 413 and r.json()["error"] == "serve.too_large"
+        assert httpx.get(url).status_code == 405
+        # an honest message still works after all that
+        reply = httpx.post(url, content=m.encode_reconcile([m.Entry(None, m.LIST_ALL)]))
+        assert reply.status_code == 200 and reply.headers["x-pithlog-copies"] == "10"
+        assert len(m.decode_reconcile(reply.content)[0].items) == 10
+        assert b"Traceback" not in sa.stderr
+
+
+def test_the_client_holds_a_server_to_the_limits(tmp_path: Path, keys: Keys) -> None:
+    a = _store(tmp_path / "a", _events())
+    with serving(a, keys) as sa, Store.open(tmp_path / "b") as b:
+        # a limit smaller than the server's answer: the client refuses it
+        with HttpTransport(sa.url, Limits(max_message=200)) as tight:
+            with pytest.raises(SyncError, match="an answer of") as caught:
+                pull(b, tight, g.KEYRING)
+            assert caught.value.code == "sync.limit"
+        with HttpTransport(sa.url + "/nothing") as wrong:
+            with pytest.raises(SyncError) as caught:
+                pull(b, wrong, g.KEYRING)
+            assert caught.value.code == "sync.remote" and "serve.not_found" in str(caught.value)
+        with HttpTransport("http://127.0.0.1:9") as nobody:
+            with pytest.raises(SyncError) as caught:
+                pull(b, nobody, g.KEYRING)
+            assert caught.value.code == "sync.unreachable"
+        assert b.copy_keys() == []

@@ -1,0 +1,235 @@
+"""Sync against a hostile source: every limit holds, junk is refused, and invalid copies are
+kept only when the source proves them leaves of a trusted checkpoint."""
+
+from __future__ import annotations
+
+import random
+import time
+from pathlib import Path
+from typing import Any
+
+import eventgen as g
+import pytest
+
+from pithlog.errors import SyncError
+from pithlog.net import sources
+from pithlog.net import sync as s
+from pithlog.net import syncmsg as m
+from pithlog.store import Store
+from pithlog.transparency.checkpoint import Checkpoint
+
+
+class Hostile:
+    """A transport whose other side answers as ``answer(message)`` says, counting rounds."""
+
+    def __init__(self, answer: Any) -> None:
+        self.answer = answer
+        self.sent = self.received = self.messages = 0
+        self.remote_items: int | None = None
+        self.rounds = 0
+
+    def request(self, message: bytes) -> bytes:
+        if message[:1] == b"R":
+            self.rounds += 1
+        self.sent += len(message)
+        reply: bytes = self.answer(message)
+        self.received += len(reply)
+        self.messages += 2
+        return reply
+
+
+def _random_ranges(rng: random.Random, count: int) -> list[m.Entry]:
+    bounds = sorted({rng.randbytes(8) for _ in range(count - 1)})
+    return [m.Entry(b, m.FINGERPRINT_MODE, rng.randbytes(m.FINGERPRINT))
+            for b in [*bounds, None]]  # fmt: skip
+
+
+def _items(n: int, seed: int = 1) -> list[bytes]:
+    rng = random.Random(seed)
+    return sorted(rng.randbytes(64) for _ in range(n))
+
+
+def test_random_fingerprints_stop_at_the_round_limit() -> None:
+    """A source answering every range with a random fingerprint never lets reconciliation
+    end: it stops after MAX_ROUNDS rounds, at once."""
+    rng = random.Random(3)
+
+    def answer(message: bytes) -> bytes:
+        asked = m.decode_reconcile(message)
+        return m.encode_reconcile(_random_ranges(rng, max(2, len(asked))))
+
+    hostile = Hostile(answer)
+    started = time.monotonic()
+    with pytest.raises(SyncError, match=r"did not end in 32 rounds") as caught:
+        s.reconcile(_items(500), hostile)
+    assert caught.value.code == "sync.limit"
+    assert hostile.rounds == s.MAX_ROUNDS
+    assert time.monotonic() - started < 5
+
+
+def test_an_answer_growing_sixteenfold_each_round_stops_on_bytes() -> None:
+    rng = random.Random(4)
+
+    def answer(message: bytes) -> bytes:
+        asked = m.decode_reconcile(message)
+        return m.encode_reconcile(_random_ranges(rng, s.BRANCHES * len(asked)))
+
+    hostile = Hostile(answer)
+    limits = s.Limits(max_reconcile_bytes=1 << 20)
+    with pytest.raises(SyncError, match="reconciliation took over") as caught:
+        s.reconcile(_items(500), hostile, limits)
+    assert caught.value.code == "sync.limit"
+    assert hostile.sent + hostile.received < 20 << 20
+    assert hostile.rounds < 8
+
+
+def test_more_ranges_than_asked_for_are_refused() -> None:
+    rng = random.Random(5)
+
+    def answer(message: bytes) -> bytes:
+        asked = m.decode_reconcile(message)
+        return m.encode_reconcile(_random_ranges(rng, s.BRANCHES * len(asked) + 1))
+
+    with pytest.raises(SyncError, match=r"an answer of 17 ranges to 1 asked"):
+        s.reconcile(_items(50), Hostile(answer))
+
+
+def test_a_listing_of_too_many_missing_copies_is_refused() -> None:
+    rng = random.Random(6)
+
+    def answer(message: bytes) -> bytes:
+        shorts = tuple(rng.randbytes(m.SHORT) for _ in range(300))
+        return m.encode_reconcile([m.Entry(None, m.ITEMS, items=shorts)])
+
+    with pytest.raises(SyncError, match="more than 200 copies"):
+        s.reconcile([], Hostile(answer), s.Limits(max_needed=200))
+    # the same listing within the limit is what the pulling side then asks for
+    need, rounds = s.reconcile([], Hostile(answer), s.Limits(max_needed=300))
+    assert len(need) == 300 and rounds == 1
+
+
+def test_oversize_messages_are_refused_both_ways() -> None:
+    responder = s.Responder(_items(100), list, lambda keys: [], limits=s.Limits(max_message=64))
+    with pytest.raises(SyncError, match="a message of 82 bytes") as caught:
+        responder.handle(m.encode_shorts(b"F", [b"\0" * m.SHORT] * 5))
+    assert caught.value.code == "sync.limit"
+    big = Hostile(lambda message: b"R" + b"\0" * 100)
+    with pytest.raises(SyncError, match="an answer of 101 bytes"):
+        s.reconcile(_items(10), big, s.Limits(max_message=100))
+
+
+def test_too_many_proofs_asked_at_once_are_refused() -> None:
+    responder = s.Responder(_items(10), list, lambda keys: [],
+                            lambda size, keys: [None] * len(keys))  # fmt: skip
+    ask = b"P" + m.varint(5) + m.encode_shorts(b"", [b"\0" * m.SHORT] * (s.MAX_PROOFS + 1))
+    with pytest.raises(SyncError, match="proofs of 4097 copies") as caught:
+        responder.handle(ask)
+    assert caught.value.code == "sync.limit"
+    fine = b"P" + m.varint(5) + m.encode_shorts(b"", [b"\0" * m.SHORT] * s.MAX_PROOFS)
+    assert responder.handle(fine) == b"Q" + b"\0" * s.MAX_PROOFS
+
+
+def _events(seed: int) -> list[dict[str, Any]]:
+    rng = random.Random(seed)
+    return [e for e in g.mixed_events(rng, piths=4, per_pith=5)
+            if e["signer"]["key_id"] != "test-stranger"]  # fmt: skip
+
+
+def _junk_source(store: Store, copies: list[bytes]) -> Hostile:
+    """A source listing ids it made up, then sending other (valid, signed) copies for them."""
+    rng = random.Random(7)
+    shorts = sorted(rng.randbytes(m.SHORT) for _ in range(len(copies)))
+
+    def answer(message: bytes) -> bytes:
+        kind = message[:1]
+        if kind == b"R":
+            return m.encode_reconcile([m.Entry(None, m.ITEMS, items=tuple(shorts))])
+        if kind == b"F":
+            return b"O" + message[1:]
+        asked = m.decode_shorts(message)
+        data = copies[: len(asked)]
+        return b"D" + m.varint(len(data)) + b"".join(m.varint(len(d)) + d for d in data)
+
+    return Hostile(answer)
+
+
+@pytest.mark.parametrize("junk", ["other copies", "not json"])
+def test_copies_that_are_not_the_ones_asked_for_are_refused(tmp_path: Path, junk: str) -> None:
+    events = _events(8)
+    copies = [g.encoded(e) for e in events]
+    if junk == "not json":
+        copies = [b"{" * 10 for _ in copies]
+    with Store.open(tmp_path / "s") as store:
+        store.append(copies[:3] if junk == "other copies" else [], g.KEYRING)
+        before = store.copy_keys()
+        with pytest.raises(SyncError) as caught:
+            s.pull(store, _junk_source(store, copies), g.KEYRING)
+        assert caught.value.code == "sync.mismatch"
+        assert store.copy_keys() == before
+
+
+def test_a_fetch_answered_in_parts_still_gets_every_copy(tmp_path: Path) -> None:
+    events = _events(9)
+    with Store.open(tmp_path / "a") as a, Store.open(tmp_path / "b") as b:
+        a.append([g.encoded(e) for e in events], g.KEYRING)
+        largest = max(len(d) for _, d in a.export())
+        limits = s.Limits(max_message=3 * largest)
+        channel = s.Channel(sources.store_responder(a, limits))
+        report = s.pull(b, channel, g.KEYRING, limits=limits)
+        assert b.copy_keys() == a.copy_keys() and report.statuses["stored"] == len(events)
+        # one G message could not hold them: several were needed (besides an R and an F)
+        total = sum(len(d) for _, d in a.export())
+        fetches = report.messages // 2 - 2
+        assert fetches >= 2 and fetches >= -(-total // limits.max_message)
+
+
+def test_a_large_list_all_is_answered_in_parts() -> None:
+    remote = _items(3000, seed=2)
+    responder = s.Responder(remote, list, lambda keys: [], limits=s.Limits(max_listed=100))
+    need, rounds = s.reconcile([], s.Channel(responder))
+    assert need == sorted(m.short_id(i) for i in remote) and rounds > 1
+
+
+# --- invalid copies: kept only when proven leaves of a trusted checkpoint -----------------
+
+
+def _with_invalid(tmp_path: Path) -> tuple[Store, list[bytes]]:
+    events = _events(10)
+    a = Store.open(tmp_path / "a")
+    first = [g.encoded(e) for e in events[:12]] + [g.encoded(g.forged(events[0]))]
+    later = [g.encoded(e) for e in events[12:]] + [g.encoded(g.forged(events[12]))]
+    a.append(first, g.KEYRING, keep_invalid=True)
+    a.append(later, g.KEYRING, keep_invalid=True)
+    return a, first
+
+
+def test_invalid_copies_are_kept_only_below_the_trusted_checkpoint(tmp_path: Path) -> None:
+    a, first = _with_invalid(tmp_path)
+    with a, Store.open(tmp_path / "b") as b:
+        signed = Checkpoint("test.invalid/log", *a.tree_root(len(first)))
+        report = s.pull(b, sources.store_responder(a), g.KEYRING, signed)
+        # the forged copy below the checkpoint's size is kept, the one after it is not
+        assert report.statuses["evidence"] == 1 and report.statuses["rejected"] == 1
+        assert report.proven == len(first)
+        assert b.tree_root(len(first)) == a.tree_root(len(first))
+        # without a checkpoint, no invalid copy is kept
+        with Store.open(tmp_path / "c") as c:
+            plain = s.pull(c, sources.store_responder(a), g.KEYRING)
+            assert plain.statuses["rejected"] == 2 and plain.proven == 0
+
+
+def test_a_source_lying_about_proofs_keeps_nothing_invalid(tmp_path: Path) -> None:
+    a, _ = _with_invalid(tmp_path)
+    with a, Store.open(tmp_path / "b") as b:
+        honest = sources.store_responder(a)
+        rng = random.Random(11)
+
+        def lying(size: int, keys: list[bytes]) -> list[tuple[int, list[bytes]] | None]:
+            return [(i, [rng.randbytes(32) for _ in range(5)]) for i in range(len(keys))]
+
+        liar = s.Responder(honest.items, honest._order, honest._copies, lying)
+        # a checkpoint of the whole tree, but with a root the source's proofs cannot reach
+        _, root = a.tree_root()
+        signed = Checkpoint("test.invalid/log", a.tree_size(), root)
+        report = s.pull(b, liar, g.KEYRING, signed)
+        assert report.proven == 0 and report.statuses["rejected"] == 2

@@ -231,7 +231,7 @@ def cmd_replay(args: argparse.Namespace, out: Out) -> int:
     keyring = read_keyring(args.keyring)
     if args.jobs < 1:
         raise UsageError("arguments", "--jobs must be at least 1")
-    with open_store(args) as store:
+    with open_store(args, readonly=not args.rebuild) as store:
         if args.rebuild:
             bar = Bar(out, show_progress(args, out), "rebuild")
             try:
@@ -269,7 +269,7 @@ def cmd_state(args: argparse.Namespace, out: Out) -> int:
     """Print the cached state document of one pith."""
     if not is_pith_number(args.pith):
         raise UsageError("pith_number", f"{args.pith!r} is not a pith number")
-    with open_store(args) as store:
+    with open_store(args, readonly=True) as store:
         state = store.state(args.pith)
         if state is None:
             status = store.status(args.pith)
@@ -283,7 +283,7 @@ def cmd_state(args: argparse.Namespace, out: Out) -> int:
 
 def cmd_pending(args: argparse.Namespace, out: Out) -> int:
     """List the piths that have events but no state yet."""
-    with open_store(args) as store:
+    with open_store(args, readonly=True) as store:
         pending = store.pending()
     for entry in pending:
         out.write(jcs(entry) + b"\n")
@@ -297,7 +297,7 @@ def cmd_export(args: argparse.Namespace, out: Out) -> int:
         raise UsageError("arguments", "--after must be 0 or more")
     count = 0
     last = args.after
-    with open_store(args) as store:
+    with open_store(args, readonly=True) as store:
         for seq, data in store.export(after=args.after):
             if args.with_seq:
                 out.write(b'{"seq":%d,"event":%s}\n' % (seq, data))
@@ -311,7 +311,7 @@ def cmd_export(args: argparse.Namespace, out: Out) -> int:
 
 def cmd_stats(args: argparse.Namespace, out: Out) -> int:
     """Counts, sizes and map use of the store, as JSON."""
-    with open_store(args) as store:
+    with open_store(args, readonly=True) as store:
         stats = store.stats()
     out.write(json.dumps(stats, indent=2).encode("utf-8") + b"\n")
     return EXIT_OK

@@ -53,7 +53,7 @@ from pithlog.transparency.proofs import (
 def cmd_checkpoint(args: argparse.Namespace, out: Out) -> int:
     """Sign a checkpoint of the store's Merkle tree (C2SP tlog-checkpoint)."""
     key = load_key_file(read_bytes(args.key))
-    with open_store(args) as store:
+    with open_store(args, readonly=True) as store:
         size, root = store.tree_root(size_arg(args.size, "--size"))
         note = sign_checkpoint(Checkpoint(args.origin, size, root), key)
         note = cosigned(args, store, note, size, out)
@@ -74,7 +74,7 @@ def cmd_verify_checkpoint(args: argparse.Namespace, out: Out) -> int:
     verified = verify_checkpoint(read_bytes(args.checkpoint), keyring, args.origin)
     cp = verified.checkpoint
     if args.check_store:
-        with open_store(args) as store:
+        with open_store(args, readonly=True) as store:
             held = store.tree_size()
             if cp.size > held:
                 raise CheckpointError("diverged", f"the checkpoint is of size {cp.size}; the "
@@ -95,7 +95,7 @@ def cmd_prove_inclusion(args: argparse.Namespace, out: Out) -> int:
     if not is_event_id(args.event_id):
         raise ProofError("event_id", f"{args.event_id!r} is not an event_id")
     key = load_key_file(read_bytes(args.key))
-    with open_store(args) as store:
+    with open_store(args, readonly=True) as store:
         size, root = store.tree_root(size_arg(args.size, "--size"))
         leaves = [leaf for leaf in store.leaves_of(args.event_id) if leaf[0] < size]
         if not leaves:
@@ -113,7 +113,7 @@ def cmd_prove_inclusion(args: argparse.Namespace, out: Out) -> int:
 def cmd_prove_consistency(args: argparse.Namespace, out: Out) -> int:
     """Print the RFC 9162 consistency proof between two tree sizes of the store's log."""
     size_arg(args.old, "OLD")
-    with open_store(args) as store:
+    with open_store(args, readonly=True) as store:
         new, path = store.consistency_path(args.old, size_arg(args.new, "NEW"))
     out.write(ConsistencyProof(args.old, new, tuple(path)).encoded())
     out.say(f"prove consistency: {args.old} -> {new} ({len(path)} hashes)")

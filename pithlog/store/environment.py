@@ -11,14 +11,20 @@ transactions it opens (:class:`pithlog.store.layout.Txn`) without importing it.
 - A write transaction that does not fit the map is aborted, the map doubled and the work
   run again from the start; a transaction that finds the map grown by another process
   adopts its size (:meth:`SharedEnvironment.write`, :meth:`SharedEnvironment.read`).
+- A read-only open uses LMDB's read-only mode and read transactions only: it never waits
+  for a writer and never writes the store (:func:`acquire`, ``docs/store.md``, "Readers").
+- A data file shorter than its newest meta page says is refused before it is mapped
+  (:func:`_check_data_file`): reading past its end would kill the process (SIGBUS).
 - LMDB's errors become :class:`pithlog.errors.StoreError` with stable codes.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import shutil
+import struct
 import tempfile
 import threading
 from collections.abc import Callable, Iterator
@@ -62,6 +68,9 @@ register(
         "store.lock": "the store's lock file cannot be used: check permissions",
         "store.io": "the store's folder cannot be created or read: check the path",
         "store.lmdb": "LMDB refused the operation: the message names the cause",
+        "store.upgrade": "the store needs its Merkle tree caught up or its format migrated, "
+        "which a read-only open never does: open it once for writing (`pithlog --store DIR "
+        "append --keyring KEYRING < /dev/null`, as a user who can write it), then read",
     }
 )
 
@@ -79,6 +88,11 @@ Work = Callable[[Txn, dict[str, Any]], T]
 # --- lmdb errors --------------------------------------------------------------------------
 
 
+_DISK_ERRORS = (os.strerror(errno.EIO), os.strerror(errno.ENOSPC), os.strerror(errno.EDQUOT))
+"""LMDB's error texts for a full or failing disk: a short write is EIO in LMDB
+(``mdb_page_flush``: "short write, filesystem full?"), and py-lmdb has no class for EIO."""
+
+
 def _store_error(exc: lmdb.Error) -> StoreError:
     text = str(exc)
     if isinstance(exc, (lmdb.CorruptedError, lmdb.PanicError, lmdb.PageNotFoundError)):
@@ -91,8 +105,10 @@ def _store_error(exc: lmdb.Error) -> StoreError:
         return StoreError("txn_full", text)
     if isinstance(exc, lmdb.ReadonlyError):
         return StoreError("readonly", text)
-    if isinstance(exc, lmdb.DiskError):
+    if isinstance(exc, lmdb.DiskError) or text.endswith(_DISK_ERRORS):
         return StoreError("disk", text)
+    if text.endswith(os.strerror(errno.EROFS)):
+        return StoreError("readonly", text)
     if isinstance(exc, lmdb.LockError):
         return StoreError("lock", text)
     return StoreError("lmdb", text)
@@ -155,9 +171,25 @@ class SharedEnvironment:
     path: str
     env: lmdb.Environment
     dbs: dict[str, Any]
+    readonly: bool = False
+    """Opened in LMDB's read-only mode: read transactions only."""
     refs: int = 0
     gate: _Gate = field(default_factory=_Gate)
     pid: int = field(default_factory=os.getpid)
+
+    def reopen_writable(self, map_size: int) -> None:
+        """Reopen this read-only environment for writing, in place, once no transaction of
+        this process is active (LMDB allows one environment per file per process, so the
+        read-only one is closed first; if the writable open fails, it is opened read-only
+        again and the error raised)."""
+        with self.gate.write, self.gate.exclusive():
+            self.env.close()
+            try:
+                self.env, self.dbs = _open_lmdb(self.path, False, map_size, False)
+            except BaseException:
+                self.env, self.dbs = _open_lmdb(self.path, False, map_size, True)
+                raise
+            self.readonly = False
 
     def _grow(self) -> None:
         size = self.env.info()["map_size"]
@@ -174,6 +206,8 @@ class SharedEnvironment:
     def write(self, work: Work[T]) -> T:
         """Run ``work`` in one write transaction and commit it durably. On a full map the
         transaction is aborted, the map doubled, and ``work`` run again from the start."""
+        if self.readonly:
+            raise StoreError("readonly", f"the store at {self.path} is open read-only")
         with _lmdb_errors(), self.gate.write:
             while True:
                 with self.gate.shared():
@@ -255,16 +289,24 @@ def _file_key(real: str) -> tuple[Any, ...]:
     return (real, st.st_dev, st.st_ino)
 
 
-def acquire(path: str, create: bool, map_size: int = DEFAULT_MAP_SIZE) -> SharedEnvironment:
+def acquire(
+    path: str, create: bool, map_size: int = DEFAULT_MAP_SIZE, readonly: bool = False
+) -> SharedEnvironment:
     """The environment of the store at ``path``, opened (and with ``create``, made) unless
-    this process has it open already; each call is matched by one :func:`release`."""
+    this process has it open already; each call is matched by one :func:`release`.
+
+    ``readonly``: opened in LMDB's read-only mode (:func:`_open_env`) unless this process
+    has it open for writing already. A writable ``acquire`` of a store this process holds
+    read-only reopens it for writing in place (:meth:`SharedEnvironment.reopen_writable`)."""
     real = os.path.realpath(path)
     with _REGISTRY_LOCK:
         key = _file_key(real)
         shared = _REGISTRY.get(key)
         if shared is None:
-            shared = _open_env(real, create, map_size)
+            shared = _open_env(real, create and not readonly, map_size, readonly)
             _REGISTRY[shared.key] = shared
+        elif shared.readonly and not readonly:
+            shared.reopen_writable(map_size)
         shared.refs += 1
         return shared
 
@@ -283,7 +325,7 @@ def release(shared: SharedEnvironment) -> None:
         shared.env.close()
 
 
-def _open_env(real: str, create: bool, map_size: int) -> SharedEnvironment:
+def _open_env(real: str, create: bool, map_size: int, readonly: bool) -> SharedEnvironment:
     data = os.path.join(real, "data.mdb")
     if not os.path.exists(data):
         if not create:
@@ -294,73 +336,208 @@ def _open_env(real: str, create: bool, map_size: int) -> SharedEnvironment:
             raise StoreError("io", f"cannot create {real}: {exc.strerror or exc}") from exc
     elif not os.path.isdir(real):
         raise StoreError("not_a_store", f"{real} is not a folder")
+    else:
+        _check_data_file(real, data)
+    env, dbs = _open_lmdb(real, create, map_size, readonly)
+    return SharedEnvironment(_file_key(real), real, env, dbs, readonly=readonly)
+
+
+def _open_lmdb(
+    real: str, create: bool, map_size: int, readonly: bool
+) -> tuple[lmdb.Environment, dict[str, Any]]:
+    """Open the environment and its named databases; a writable open also catches the
+    Merkle tree up (or migrates the format), a read-only one refuses a store that needs it
+    (``store.upgrade``)."""
+    env = _lmdb_open(real, create, map_size, readonly)
     try:
-        env = lmdb.open(
-            real,
-            map_size=map_size,
-            subdir=True,
-            max_dbs=len(DB_NAMES) + 2,
-            sync=True,
-            metasync=True,
-            readahead=False,
-            create=create,
-            max_spare_txns=1,
-        )
-    except lmdb.Error as exc:
-        if not create and isinstance(exc, (lmdb.InvalidError, lmdb.VersionMismatchError)):
-            raise StoreError("not_a_store", f"{real} is not a pithlog store: {exc}") from exc
-        raise _store_error(exc) from exc
-    try:
-        env.reader_check()  # clear reader slots of processes that died (SIGKILL)
+        if not readonly:
+            env.reader_check()  # clear reader slots of processes that died (SIGKILL)
         while True:
             try:
-                dbs = _open_dbs(env, real, create)
+                dbs = _open_dbs(env, real, create, readonly)
                 break
             except StoreError as exc:
                 if not isinstance(exc.__cause__, lmdb.MapResizedError):
                     raise
                 env.set_mapsize(0)  # another process grew the map: adopt its size
-        _catch_up_merkle(env, dbs)
+        if not readonly:
+            _catch_up_merkle(env, dbs)
     except BaseException:
         env.close()
         raise
-    return SharedEnvironment(_file_key(real), real, env, dbs)
+    return env, dbs
 
 
-def _open_dbs(env: lmdb.Environment, real: str, create: bool) -> dict[str, Any]:
+def _lmdb_open(real: str, create: bool, map_size: int, readonly: bool) -> lmdb.Environment:
+    """``lmdb.open`` with the store's settings. Read-only: LMDB's read-only mode (the data
+    file opened for reading, read transactions only), with the lock file when this user can
+    write it, which registers the reader so that no writer reuses the pages of its
+    snapshot; without it when the lock file cannot be opened for writing (another user's
+    store: LMDB's ``MDB_NOLOCK``, see ``docs/store.md``, "Readers"). On a read-only file
+    system LMDB itself leaves the lock file out."""
+    lock = True
+    while True:
+        try:
+            return lmdb.open(
+                real,
+                map_size=map_size,
+                subdir=True,
+                max_dbs=len(DB_NAMES) + 2,
+                sync=True,
+                metasync=True,
+                readahead=False,
+                create=create,
+                max_spare_txns=1,
+                readonly=readonly,
+                lock=lock,
+            )
+        except lmdb.ReadonlyError as exc:  # EACCES
+            if readonly and lock:
+                lock = False
+                continue
+            what = "read" if readonly else "write"
+            raise StoreError("readonly" if not readonly else "io",
+                             f"cannot {what} the store at {real}: {exc}") from exc  # fmt: skip
+        except lmdb.Error as exc:
+            if not create and isinstance(exc, (lmdb.InvalidError, lmdb.VersionMismatchError)):
+                raise StoreError("not_a_store", f"{real} is not a pithlog store: {exc}") from exc
+            raise _store_error(exc) from exc
+
+
+# LMDB's meta page (lmdb.h / mdb.c, MDB_meta after the 16-byte page header, on a 64-bit
+# build): magic and version (2 x uint32), address, map size, two MDB_db of 48 bytes each
+# (the first's md_pad holds the page size), the last page number and the transaction id.
+_META = struct.Struct("<II8xQ4x44x48xQQ")
+_META_OFFSET = 16
+_MDB_MAGIC = 0xBEEFC0DE
+_MDB_DATA_VERSION = 1
+_PAGE_SIZE_AT = _META_OFFSET + 24  # mm_dbs[0].md_pad
+
+
+def _check_data_file(real: str, data: str) -> None:
+    """Refuse a data file shorter than its newest meta page says, before LMDB maps it:
+    LMDB reads every page below the last through its memory map, and a page past the end
+    of the file kills the process with SIGBUS (a truncated copy, a damaged disk). A file
+    with no valid meta page is left to LMDB (``store.not_a_store``); an empty one is a store
+    whose creation never reached its first commit (``store.missing``)."""
+    try:
+        with open(data, "rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            head = f.read(_PAGE_SIZE_AT + 4)
+            if size == 0:
+                raise StoreError("missing", f"no store at {real} yet: its data file is empty")
+            if len(head) < _PAGE_SIZE_AT + 4:
+                raise StoreError("corrupted", f"{data} is {size} bytes, shorter than one "
+                                 "LMDB meta page")  # fmt: skip
+            (page_size,) = struct.unpack_from("<I", head, _PAGE_SIZE_AT)
+            metas = []
+            for page in (0, 1):
+                if page_size < 512 or page_size & (page_size - 1):
+                    break
+                f.seek(page * page_size + _META_OFFSET)
+                raw = f.read(_META.size)
+                if len(raw) < _META.size:
+                    raise StoreError("corrupted", f"{data} is {size} bytes, shorter than its "
+                                     f"two meta pages of {page_size} bytes")  # fmt: skip
+                metas.append(_META.unpack(raw))
+    except OSError as exc:
+        raise StoreError("io", f"cannot read {data}: {exc.strerror or exc}") from exc
+    valid = [m for m in metas if m[0] == _MDB_MAGIC and m[1] == _MDB_DATA_VERSION]
+    if not valid:
+        return  # not LMDB's (or another build's): LMDB says so
+    last_page = max(valid, key=lambda m: m[4])[3]  # LMDB uses the meta of the newest txn
+    needed = (last_page + 1) * page_size
+    if size < needed:
+        raise StoreError("corrupted", f"{data} is {size} bytes but its meta page names page "
+                         f"{last_page} ({needed} bytes): the file is truncated; restore it "
+                         "from a backup")  # fmt: skip
+
+
+def _open_dbs(
+    env: lmdb.Environment, real: str, create: bool, readonly: bool
+) -> dict[str, Any]:
+    if readonly:
+        dbs = _open_existing(env, real)
+        with _lmdb_errors(), env.begin() as txn:
+            _check_format(txn, dbs, real, readonly)
+        return dbs
     with _lmdb_errors(), env.begin(write=True) as txn:
         if not create:
             try:
                 env.open_db(b"meta", txn=txn, create=False)
             except lmdb.NotFoundError:
-                if not txn.stat()["entries"]:
-                    # data.mdb exists but nothing was ever committed to it: a first append
-                    # killed before its commit. No store yet, rather than a foreign one.
-                    raise StoreError("missing", f"no store at {real} yet: its creation was "
-                                     "interrupted before the first commit") from None  # fmt: skip
-                raise StoreError("not_a_store", f"{real} holds no pithlog store") from None
+                _no_meta(txn, real)
         dbs = {name: env.open_db(name.encode("ascii"), txn=txn) for name in DB_NAMES}
-        meta = dbs["meta"]
-        fmt = txn.get(META_FORMAT, db=meta)
-        if fmt is None:
-            if txn.stat(dbs["events"])["entries"] or txn.stat(dbs["seq"])["entries"]:
-                raise StoreError("not_a_store", f"{real} has events but no meta format")
-            txn.put(META_FORMAT, FORMAT_VERSION, db=meta)
-            txn.put(META_MERGE, MERGE_VERSION.encode("ascii"), db=meta)
-            txn.put(META_NEXT_SEQ, SEQ.pack(1), db=meta)
-        elif fmt not in (FORMAT_VERSION, FORMAT_LEAF_EVENT_ID):  # the older: _catch_up_merkle
-            raise StoreError(
-                "format",
-                f"store format {fmt.decode('ascii', 'replace')!r}; this pithlog reads "
-                f"{FORMAT_VERSION.decode()!r}",
-            )
-        merge = txn.get(META_MERGE, db=meta)
-        if merge != MERGE_VERSION.encode("ascii"):
-            raise StoreError(
-                "format",
-                f"store merge_version {merge!r}; this pithlog implements {MERGE_VERSION}",
-            )
+        _check_format(txn, dbs, real, readonly)
     return dbs
+
+
+def _no_meta(txn: Txn, real: str) -> None:
+    if not txn.stat()["entries"]:
+        # data.mdb exists but nothing was ever committed to it: a first append killed
+        # before its commit. No store yet, rather than a foreign one.
+        raise StoreError("missing", f"no store at {real} yet: its creation was "
+                         "interrupted before the first commit") from None  # fmt: skip
+    raise StoreError("not_a_store", f"{real} holds no pithlog store") from None
+
+
+def _open_existing(env: lmdb.Environment, real: str) -> dict[str, Any]:
+    """The named databases of a store opened read-only. Each is opened in a transaction of
+    py-lmdb's own (a handle opened in a read transaction of ours would be closed when the
+    transaction goes back to py-lmdb's spare list). A store made by a pithlog that lacked
+    one of them needs a writable open first, which creates it."""
+    dbs = {}
+    with _lmdb_errors():
+        for name in DB_NAMES:
+            try:
+                dbs[name] = env.open_db(name.encode("ascii"), create=False)
+            except lmdb.NotFoundError:
+                if name == "meta":
+                    with env.begin() as txn:
+                        _no_meta(txn, real)
+                raise StoreError("upgrade", f"the store at {real} has no {name!r} database "
+                                 "yet") from None  # fmt: skip
+    return dbs
+
+
+def _check_format(txn: Txn, dbs: dict[str, Any], real: str, readonly: bool) -> None:
+    """The store's format and merge version; a new store (a writable open) gets them."""
+    meta = dbs["meta"]
+    fmt = txn.get(META_FORMAT, db=meta)
+    if fmt is None:
+        if txn.stat(dbs["events"])["entries"] or txn.stat(dbs["seq"])["entries"]:
+            raise StoreError("not_a_store", f"{real} has events but no meta format")
+        if readonly:
+            raise StoreError("upgrade", f"the store at {real} was never initialized")
+        txn.put(META_FORMAT, FORMAT_VERSION, db=meta)
+        txn.put(META_MERGE, MERGE_VERSION.encode("ascii"), db=meta)
+        txn.put(META_NEXT_SEQ, SEQ.pack(1), db=meta)
+    elif fmt not in (FORMAT_VERSION, FORMAT_LEAF_EVENT_ID):  # the older: _catch_up_merkle
+        raise StoreError(
+            "format",
+            f"store format {fmt.decode('ascii', 'replace')!r}; this pithlog reads "
+            f"{FORMAT_VERSION.decode()!r}",
+        )
+    merge = txn.get(META_MERGE, db=meta)
+    if merge != MERGE_VERSION.encode("ascii"):
+        raise StoreError(
+            "format",
+            f"store merge_version {merge!r}; this pithlog implements {MERGE_VERSION}",
+        )
+    if readonly and _needs_catch_up(txn, dbs):
+        what = ("is of format 2, to be migrated" if fmt == FORMAT_LEAF_EVENT_ID
+                else "has a Merkle tree behind its log, to be caught up")  # fmt: skip
+        raise StoreError("upgrade", f"the store at {real} {what}; a read-only open does not "
+                         "write it")  # fmt: skip
+
+
+def _needs_catch_up(txn: Txn, dbs: dict[str, Any]) -> bool:
+    """What :func:`_catch_up_merkle` would write: a format-2 store, or a tree behind seq."""
+    if txn.get(META_FORMAT, db=dbs["meta"]) == FORMAT_LEAF_EVENT_ID:
+        return True
+    size = tree.merkle_size(txn, dbs)
+    return (txn.get(META_MERKLE_SIZE, db=dbs["meta"]) is None
+            or txn.get(SEQ.pack(size + 1), db=dbs["seq"]) is not None)  # fmt: skip
 
 
 def _catch_up_merkle(env: lmdb.Environment, dbs: dict[str, Any]) -> None:
@@ -370,11 +547,7 @@ def _catch_up_merkle(env: lmdb.Environment, dbs: dict[str, Any]) -> None:
     while True:
         try:
             with _lmdb_errors(), env.begin(write=True) as txn:
-                if _migrate(txn, dbs):
-                    return
-                size = tree.merkle_size(txn, dbs)
-                if (txn.get(META_MERKLE_SIZE, db=dbs["meta"]) is not None
-                        and txn.get(SEQ.pack(size + 1), db=dbs["seq"]) is None):  # fmt: skip
+                if _migrate(txn, dbs) or not _needs_catch_up(txn, dbs):
                     return
                 tree.merkle_sync(txn, dbs)
                 return

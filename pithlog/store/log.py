@@ -103,9 +103,15 @@ class Store:
         """Open (and with ``create``, make) the store at ``path``.
 
         Opening one store twice in a process is safe: both share one environment.
-        ``readonly`` refuses writes through this object.
+        ``readonly`` refuses writes through this object, and opens the store in LMDB's
+        read-only mode (unless this process has it open for writing already): no write
+        transaction, so it never waits for a writer in another process, and nothing is
+        written to the store's files; it works on a store this user cannot write. A store
+        that needs its tree caught up or its format migrated is refused
+        (``store.upgrade``): only a writable open does that (``docs/store.md``, "Readers").
         """
-        return cls(acquire(os.fspath(path), create and not readonly, map_size), readonly)
+        return cls(acquire(os.fspath(path), create and not readonly, map_size, readonly),
+                   readonly)  # fmt: skip
 
     def close(self) -> None:
         shared, self._shared = self._shared, None

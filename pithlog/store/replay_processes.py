@@ -188,7 +188,7 @@ def _structure_here(read: Read[Any], piths: list[str]) -> list[Discrepancy]:
 def _structure_at(path: str, piths: list[str]) -> list[Discrepancy]:
     """:func:`_structure_here` in a process of its own (:func:`structure`)."""
     gc.disable()  # see pithlog.cli: nothing cyclic is held
-    shared = acquire(path, create=False)
+    shared = acquire(path, create=False, readonly=True)
     try:
         return _structure_here(shared.read, piths)
     finally:
@@ -209,7 +209,7 @@ def _worker_init(
     leave_interrupts_to_parent()
     gc.disable()  # a worker holds only acyclic decoded JSON: see pithlog.cli
     # the store, read-only, for the life of the worker
-    _WORKER["read"] = acquire(path, create=False).read
+    _WORKER["read"] = acquire(path, create=False, readonly=True).read
     _WORKER["ctx"] = ReplayContext(make_keyring(entries), same, verify, stored_kd, threads)
 
 

@@ -231,7 +231,7 @@ def cmd_replay(args: argparse.Namespace, out: Out) -> int:
     keyring = read_keyring(args.keyring)
     if args.jobs < 1:
         raise UsageError("arguments", "--jobs must be at least 1")
-    with open_store(args, readonly=not args.rebuild) as store:
+    with open_store(args, readonly=not args.rebuild, check=args.verify) as store:
         if args.rebuild:
             bar = Bar(out, show_progress(args, out), "rebuild")
             try:

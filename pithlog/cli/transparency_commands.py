@@ -166,7 +166,7 @@ def cmd_sync(args: argparse.Namespace, out: Out) -> int:
     refused = 0
     with open_store(args, create=True) as store:
         if os.path.isdir(source):
-            with Store.open(source, create=False, readonly=True) as other:
+            with Store.open(source, create=False, readonly=True, check=True) as other:
                 report = pull(store, store_responder(other), keyring,
                               keep_invalid=args.keep_invalid, batch=args.batch_size)
         else:

@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import lmdb
+import lmdb.verify
 
 from pithlog.errors import StoreError, register
 from pithlog.protocol.reduce import MERGE_VERSION
@@ -290,20 +291,26 @@ def _file_key(real: str) -> tuple[Any, ...]:
 
 
 def acquire(
-    path: str, create: bool, map_size: int = DEFAULT_MAP_SIZE, readonly: bool = False
+    path: str,
+    create: bool,
+    map_size: int = DEFAULT_MAP_SIZE,
+    readonly: bool = False,
+    check: bool = False,
 ) -> SharedEnvironment:
     """The environment of the store at ``path``, opened (and with ``create``, made) unless
     this process has it open already; each call is matched by one :func:`release`.
 
     ``readonly``: opened in LMDB's read-only mode (:func:`_open_env`) unless this process
     has it open for writing already. A writable ``acquire`` of a store this process holds
-    read-only reopens it for writing in place (:meth:`SharedEnvironment.reopen_writable`)."""
+    read-only reopens it for writing in place (:meth:`SharedEnvironment.reopen_writable`).
+    ``check``: when this process opens the environment now, every page of the data file is
+    walked first (:func:`_walk`)."""
     real = os.path.realpath(path)
     with _REGISTRY_LOCK:
         key = _file_key(real)
         shared = _REGISTRY.get(key)
         if shared is None:
-            shared = _open_env(real, create and not readonly, map_size, readonly)
+            shared = _open_env(real, create and not readonly, map_size, readonly, check)
             _REGISTRY[shared.key] = shared
         elif shared.readonly and not readonly:
             shared.reopen_writable(map_size)
@@ -325,7 +332,9 @@ def release(shared: SharedEnvironment) -> None:
         shared.env.close()
 
 
-def _open_env(real: str, create: bool, map_size: int, readonly: bool) -> SharedEnvironment:
+def _open_env(
+    real: str, create: bool, map_size: int, readonly: bool, check: bool = False
+) -> SharedEnvironment:
     data = os.path.join(real, "data.mdb")
     if not os.path.exists(data):
         if not create:
@@ -338,18 +347,21 @@ def _open_env(real: str, create: bool, map_size: int, readonly: bool) -> SharedE
         raise StoreError("not_a_store", f"{real} is not a folder")
     else:
         _check_data_file(real, data)
-    env, dbs = _open_lmdb(real, create, map_size, readonly)
+    env, dbs = _open_lmdb(real, create, map_size, readonly, check)
     return SharedEnvironment(_file_key(real), real, env, dbs, readonly=readonly)
 
 
 def _open_lmdb(
-    real: str, create: bool, map_size: int, readonly: bool
+    real: str, create: bool, map_size: int, readonly: bool, check: bool = False
 ) -> tuple[lmdb.Environment, dict[str, Any]]:
     """Open the environment and its named databases; a writable open also catches the
     Merkle tree up (or migrates the format), a read-only one refuses a store that needs it
-    (``store.upgrade``)."""
+    (``store.upgrade``). ``check``: the data file's pages are walked (:func:`_walk`)
+    before LMDB reads any page but the meta pages."""
     env = _lmdb_open(real, create, map_size, readonly)
     try:
+        if check:
+            _walk(env, real)
         if not readonly:
             env.reader_check()  # clear reader slots of processes that died (SIGKILL)
         while True:
@@ -451,6 +463,27 @@ def _check_data_file(real: str, data: str) -> None:
         raise StoreError("corrupted", f"{data} is {size} bytes but its meta page names page "
                          f"{last_page} ({needed} bytes): the file is truncated; restore it "
                          "from a backup")  # fmt: skip
+
+
+def _walk(env: lmdb.Environment, real: str) -> None:
+    """Walk every page of the data file in Python (py-lmdb's offline verifier,
+    :func:`lmdb.verify.verify`, which never hands the file to LMDB) and refuse it
+    (``store.corrupted``) when any invariant LMDB relies on fails: a damaged page read
+    through LMDB's memory map can kill the process (SIGBUS, SIGSEGV) where this walk only
+    reports it. A read transaction is held meanwhile, so that a writer in another process
+    reuses none of the pages the walk reads (LMDB keeps every page of a snapshot that a
+    registered reader may see); LMDB reads only the meta pages to start it."""
+    with env.begin():
+        try:
+            problems: list[str] = lmdb.verify.verify(real, subdir=True)  # type: ignore[no-untyped-call]
+        except lmdb.verify.VerifyError as exc:
+            raise StoreError("not_a_store", f"{real}: {exc}") from exc
+        except OSError as exc:
+            raise StoreError("io", f"cannot read {real}: {exc.strerror or exc}") from exc
+    if problems:
+        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+        raise StoreError("corrupted", f"the data file of {real} is damaged: {problems[0]}"
+                         f"{more}")  # fmt: skip
 
 
 def _open_dbs(
@@ -576,23 +609,59 @@ def _migrate(txn: Txn, dbs: dict[str, Any]) -> bool:
 # --- a throwaway environment --------------------------------------------------------------
 
 
+SCRATCH_BYTES_PER_ENTRY = 256
+"""Room reserved in replay's scratch index per ``seq`` entry: a key of 64 bytes and a value
+of 8 take about 120 bytes of B-tree leaf in random order; twice that, and a MiB besides."""
+
+
 @contextlib.contextmanager
 def scratch_index(entries: int) -> Iterator[ScratchIndex]:
     """The temporary on-disk index of replay's structure pass
     (:data:`pithlog.store.replay.ScratchFactory`): a write transaction on a throwaway
-    environment, for ``entries`` keys or so."""
+    environment in ``$TMPDIR``, for ``entries`` keys or so.
+
+    One write transaction holds every seq entry; ``writemap`` puts its dirty pages in the
+    file's mapping instead of the heap, so memory does not grow with the log (without it,
+    a replay of 1M events held 135 MiB of them). A write into a mapping of a sparse file on
+    a full disk kills the process with SIGBUS, so the whole file is allocated first
+    (``posix_fallocate``): no room is ``store.disk`` before any work. The files are unlinked
+    as soon as LMDB holds them open, so no exit (an error, an interrupt, a kill) leaves them
+    behind."""
+    map_size = entries * SCRATCH_BYTES_PER_ENTRY + (1 << 20)
     tmp = tempfile.mkdtemp(prefix="pithlog-replay-")
     try:
-        # One write transaction holds every seq entry; writemap puts its dirty pages in the
-        # file's mapping instead of the heap, so memory does not grow with the log (without
-        # it, a replay of 1M events held 135 MiB of them).
-        index_env = lmdb.open(tmp, map_size=max(64 << 20, entries * 512), sync=False,
-                              metasync=False, lock=False, subdir=True,
-                              writemap=True)  # fmt: skip
         try:
-            with index_env.begin(write=True) as itx:
-                yield itx
-        finally:
+            index_env = lmdb.open(tmp, map_size=map_size, sync=False, metasync=False,
+                                  lock=False, subdir=True, writemap=True)  # fmt: skip
+        except lmdb.Error as exc:
+            raise _store_error(exc) from exc
+        try:
+            _allocate(os.path.join(tmp, "data.mdb"), map_size)
+        except BaseException:
             index_env.close()
+            raise
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+    try:
+        with _lmdb_errors(), index_env.begin(write=True) as itx:
+            yield itx
+    finally:
+        index_env.close()
+
+
+def _allocate(path: str, size: int) -> None:
+    """Give every byte of the file at ``path`` up to ``size`` its blocks on disk."""
+    try:
+        fd = os.open(path, os.O_RDWR)
+        try:
+            os.posix_fallocate(fd, 0, size)
+        finally:
+            os.close(fd)
+    except OSError as exc:
+        where = os.path.dirname(os.path.dirname(path))
+        if exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.EFBIG):
+            raise StoreError("disk", f"no room for replay's scratch index ({size} bytes) in "
+                             f"{where}: free space there or set TMPDIR to a larger "
+                             f"disk ({exc.strerror})") from exc  # fmt: skip
+        raise StoreError("io", f"cannot allocate replay's scratch index in {where}: "
+                         f"{exc.strerror or exc}") from exc  # fmt: skip

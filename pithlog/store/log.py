@@ -99,6 +99,7 @@ class Store:
         create: bool = True,
         readonly: bool = False,
         map_size: int = DEFAULT_MAP_SIZE,
+        check: bool = False,
     ) -> Store:
         """Open (and with ``create``, make) the store at ``path``.
 
@@ -109,9 +110,14 @@ class Store:
         written to the store's files; it works on a store this user cannot write. A store
         that needs its tree caught up or its format migrated is refused
         (``store.upgrade``): only a writable open does that (``docs/store.md``, "Readers").
+
+        ``check`` walks every page of the data file before LMDB reads it, and refuses a
+        damaged one (``store.corrupted``) that reading could crash on: for a store from
+        elsewhere (``sync --from``) or one being verified (``replay --verify``); it costs a
+        read of the whole file (``docs/store.md``, "The disk").
         """
-        return cls(acquire(os.fspath(path), create and not readonly, map_size, readonly),
-                   readonly)  # fmt: skip
+        shared = acquire(os.fspath(path), create and not readonly, map_size, readonly, check)
+        return cls(shared, readonly)
 
     def close(self) -> None:
         shared, self._shared = self._shared, None

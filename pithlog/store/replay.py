@@ -138,6 +138,32 @@ def replay_work(txn: Txn, dbs: dict[str, Any]) -> tuple[list[str], dict[str, lis
     return sorted(known | set(foreign)), {p: sorted(eids) for p, eids in foreign.items()}
 
 
+@dataclass(frozen=True)
+class Start:
+    """What replay reads first, in one read transaction: the log as of the start. Every
+    later pass reads in a transaction of its own (or another process's), so appends may
+    land between them; ``high_water`` bounds what the report speaks of (``docs/store.md``,
+    "Replay beside appends")."""
+
+    piths: list[str]
+    foreign: dict[str, list[bytes]]
+    keyring_digest: str | None
+    high_water: int
+    """The last sequence number at the start: a copy whose ``seq`` is above it was appended
+    while replay ran."""
+
+
+def replay_start(txn: Txn, dbs: dict[str, Any]) -> Start:
+    """:func:`replay_work`, the store's keyring digest and the last ``seq``, from one
+    snapshot."""
+    piths, foreign = replay_work(txn, dbs)
+    kd = txn.get(META_KEYRING, db=dbs["meta"])
+    cursor = txn.cursor(db=dbs["seq"])
+    last = cursor.key() if cursor.last() else b""
+    high = SEQ.unpack(last)[0] if len(last) == SEQ.size else 0
+    return Start(piths, foreign, None if kd is None else kd.hex(), high)
+
+
 class ScratchIndex(Protocol):
     """A temporary key-value index on disk (copy -> seq), empty when made: the part of an
     LMDB write transaction that the structure pass uses."""
@@ -264,10 +290,17 @@ def check_structure(
             continue
         if txn.get(key[PITH_BYTES:], db=dbs["events"]) is None:
             say("by_pith", eid_str(key[PITH_BYTES:]), f"indexed under {pith} but not in events")
+    # A pith that replay does not go through but that has events in by_pith in this
+    # snapshot came with an append after replay's start: not damage, and not in the report.
+    later: dict[str, bool] = {}
     for name in ("piths", *INDEX_DBS):
         for key in txn.cursor(db=dbs[name]).iternext(values=False):
             pith = key[:PITH_BYTES].decode("ascii", "replace")
-            if pith not in replayed:
+            if pith in replayed:
+                continue
+            if pith not in later:
+                later[pith] = is_pith_number(pith) and any(True for _ in pith_eids(txn, dbs, pith))
+            if not later[pith]:
                 say(name, pith, "cached for a pith that has no events in by_pith")
     for key, value in txn.cursor(db=dbs["verdicts"]):
         if len(key) != 64:
@@ -290,6 +323,8 @@ class ReplayContext:
     """Verification threads per process (:func:`check_many`; ``None``: its default)."""
     executor: Executor | None = None
     """Verifying processes (:func:`start_checks`) of a one-process replay, if any."""
+    high_water: int | None = None
+    """:attr:`Start.high_water`: copies above it are left out of the counts."""
 
     @property
     def kd(self) -> bytes:
@@ -309,11 +344,15 @@ class _PithCopies:
     by_event: dict[bytes, list[tuple[bytes | None, bytes]]]
     """event_id -> its copies: ``(None, preferred)`` first, then ``(copy hash, evidence)``."""
     passed: dict[bytes, Envelope | DoorError]
+    late: set[bytes] = field(default_factory=set)
+    """Copies appended after replay's start (a ``seq`` above :attr:`Start.high_water`)."""
 
 
-def _read_pith(txn: Txn, dbs: dict[str, Any], pith: str, foreign: Sequence[bytes]) -> _PithCopies:
+def _read_pith(
+    txn: Txn, dbs: dict[str, Any], pith: str, foreign: Sequence[bytes], high: int | None
+) -> _PithCopies:
     """Every stored copy that claims ``pith`` (or is evidence of an event it indexes),
-    through the door."""
+    through the door; with ``high``, those appended after it are noted."""
     indexed = set(pith_eids(txn, dbs, pith))
     by_event: dict[bytes, list[tuple[bytes | None, bytes]]] = {}
     passed: dict[bytes, Envelope | DoorError] = {}
@@ -327,7 +366,14 @@ def _read_pith(txn: Txn, dbs: dict[str, Any], pith: str, foreign: Sequence[bytes
                 passed[data] = parse_envelope(data)
             except DoorError as exc:
                 passed[data] = exc
-    return _PithCopies(pith, indexed, by_event, passed)
+    late: set[bytes] = set()
+    if high is not None:
+        for eid, stored in by_event.items():
+            for h_key, data in stored:
+                raw = txn.get(eid + (h_key or copy_hash(data)), db=dbs["copy_seq"])
+                if raw is not None and len(raw) == SEQ.size and SEQ.unpack(raw)[0] > high:
+                    late.add(data)
+    return _PithCopies(pith, indexed, by_event, passed, late)
 
 
 @dataclass
@@ -348,7 +394,7 @@ def start_chunk(
     """Every copy of the chunk's piths through the door, then checks 1-12 started on all of
     them at once (``verify``, or another keyring): one batch of signatures for threads or
     a verifying process (:func:`start_checks`)."""
-    read = [_read_pith(txn, dbs, pith, foreign) for pith, foreign in chunk]
+    read = [_read_pith(txn, dbs, pith, foreign, ctx.high_water) for pith, foreign in chunk]
     if not (ctx.verify or not ctx.same_keyring):
         return Started(read, [], None)
     fresh = {data: e for r in read for data, e in r.passed.items() if isinstance(e, Envelope)}
@@ -363,7 +409,27 @@ def finish_chunk(
     checked: dict[bytes, str | None] = {}
     if started.batch is not None:
         checked = dict(zip(started.fresh, started.batch.reasons(), strict=True))
-    return [_replay_pith(txn, dbs, r, checked, ctx) for r in started.read]
+    return [_replay_pith_at_start(txn, dbs, r, checked, ctx) for r in started.read]
+
+
+def _replay_pith_at_start(
+    txn: Txn,
+    dbs: dict[str, Any],
+    copies_of: _PithCopies,
+    checked: dict[bytes, str | None],
+    ctx: ReplayContext,
+) -> PithOutcome:
+    """:func:`_replay_pith`; for a pith that appends reached after replay's start, the
+    check is of the pith as this snapshot holds it (its cached state is no longer the one
+    of the start), and its events and copies are counted as of the start."""
+    pith, found, events, copies = _replay_pith(txn, dbs, copies_of, checked, ctx)
+    if not copies_of.late:
+        return pith, found, events, copies
+    early = {eid: kept for eid, stored in copies_of.by_event.items()
+             if (kept := [c for c in stored if c[1] not in copies_of.late])}  # fmt: skip
+    then = _PithCopies(pith, copies_of.indexed & early.keys(), early, copies_of.passed)
+    _, _, events, copies = _replay_pith(txn, dbs, then, checked, ctx)
+    return pith, found, events, copies
 
 
 def replay_chunk(

@@ -344,15 +344,12 @@ class _PithCopies:
     by_event: dict[bytes, list[tuple[bytes | None, bytes]]]
     """event_id -> its copies: ``(None, preferred)`` first, then ``(copy hash, evidence)``."""
     passed: dict[bytes, Envelope | DoorError]
-    late: set[bytes] = field(default_factory=set)
-    """Copies appended after replay's start (a ``seq`` above :attr:`Start.high_water`)."""
+    foreign: Sequence[bytes] = ()
 
 
-def _read_pith(
-    txn: Txn, dbs: dict[str, Any], pith: str, foreign: Sequence[bytes], high: int | None
-) -> _PithCopies:
+def _read_pith(txn: Txn, dbs: dict[str, Any], pith: str, foreign: Sequence[bytes]) -> _PithCopies:
     """Every stored copy that claims ``pith`` (or is evidence of an event it indexes),
-    through the door; with ``high``, those appended after it are noted."""
+    through the door."""
     indexed = set(pith_eids(txn, dbs, pith))
     by_event: dict[bytes, list[tuple[bytes | None, bytes]]] = {}
     passed: dict[bytes, Envelope | DoorError] = {}
@@ -366,14 +363,7 @@ def _read_pith(
                 passed[data] = parse_envelope(data)
             except DoorError as exc:
                 passed[data] = exc
-    late: set[bytes] = set()
-    if high is not None:
-        for eid, stored in by_event.items():
-            for h_key, data in stored:
-                raw = txn.get(eid + (h_key or copy_hash(data)), db=dbs["copy_seq"])
-                if raw is not None and len(raw) == SEQ.size and SEQ.unpack(raw)[0] > high:
-                    late.add(data)
-    return _PithCopies(pith, indexed, by_event, passed, late)
+    return _PithCopies(pith, indexed, by_event, passed, foreign)
 
 
 @dataclass
@@ -394,7 +384,7 @@ def start_chunk(
     """Every copy of the chunk's piths through the door, then checks 1-12 started on all of
     them at once (``verify``, or another keyring): one batch of signatures for threads or
     a verifying process (:func:`start_checks`)."""
-    read = [_read_pith(txn, dbs, pith, foreign, ctx.high_water) for pith, foreign in chunk]
+    read = [_read_pith(txn, dbs, pith, foreign) for pith, foreign in chunk]
     if not (ctx.verify or not ctx.same_keyring):
         return Started(read, [], None)
     fresh = {data: e for r in read for data, e in r.passed.items() if isinstance(e, Envelope)}
@@ -405,29 +395,62 @@ def start_chunk(
 def finish_chunk(
     txn: Txn, dbs: dict[str, Any], started: Started, ctx: ReplayContext
 ) -> list[PithOutcome]:
-    """The started chunk, pith by pith, once its signatures are verified."""
+    """The started chunk, pith by pith, once its signatures are verified. ``txn`` may be a
+    later snapshot than the one :func:`start_chunk` read the copies in: a pith that appends
+    reached after replay's start is read again here (:func:`_replay_pith_at_start`)."""
     checked: dict[bytes, str | None] = {}
     if started.batch is not None:
         checked = dict(zip(started.fresh, started.batch.reasons(), strict=True))
-    return [_replay_pith_at_start(txn, dbs, r, checked, ctx) for r in started.read]
+    late_keys: set[bytes] = set()
+    late_piths: set[str] = set()
+    if ctx.high_water is not None:
+        late_keys, late_piths = _late(txn, dbs, ctx.high_water)
+    late_eids = {key[:32] for key in late_keys}
+    return [
+        _replay_pith_at_start(txn, dbs, r, checked, ctx, late_keys)
+        if r.pith in late_piths or not r.indexed.isdisjoint(late_eids)
+        else _replay_pith(txn, dbs, r, checked, ctx)
+        for r in started.read
+    ]
+
+
+def _late(txn: Txn, dbs: dict[str, Any], high: int) -> tuple[set[bytes], set[str]]:
+    """The copies appended after sequence number ``high`` (event_id + copy hash, from
+    ``seq``), and every pith a copy of their events claims: the piths those appends may
+    have changed."""
+    keys: set[bytes] = set()
+    cursor = txn.cursor(db=dbs["seq"])
+    if cursor.set_range(SEQ.pack(high + 1)):
+        keys.update(value for _, value in cursor)
+    piths: set[str] = set()
+    for eid in {key[:32] for key in keys}:
+        preferred = txn.get(eid, db=dbs["events"])
+        copies = [v for _, v in evidence_of(txn, dbs, eid)]
+        for data in copies if preferred is None else [preferred, *copies]:
+            ids = decode_ids(data)
+            if ids is not None:
+                piths.add(ids.pith_number)
+    return keys, piths
 
 
 def _replay_pith_at_start(
     txn: Txn,
     dbs: dict[str, Any],
-    copies_of: _PithCopies,
+    read: _PithCopies,
     checked: dict[bytes, str | None],
     ctx: ReplayContext,
+    late_keys: set[bytes],
 ) -> PithOutcome:
-    """:func:`_replay_pith`; for a pith that appends reached after replay's start, the
-    check is of the pith as this snapshot holds it (its cached state is no longer the one
-    of the start), and its events and copies are counted as of the start."""
-    pith, found, events, copies = _replay_pith(txn, dbs, copies_of, checked, ctx)
-    if not copies_of.late:
-        return pith, found, events, copies
-    early = {eid: kept for eid, stored in copies_of.by_event.items()
-             if (kept := [c for c in stored if c[1] not in copies_of.late])}  # fmt: skip
-    then = _PithCopies(pith, copies_of.indexed & early.keys(), early, copies_of.passed)
+    """A pith that appends reached after replay's start: its cached state is no longer the
+    one of the start, so it is read again and checked in ``txn`` alone (the state the store
+    now holds for it must still be its re-reduction), and its events and copies are counted
+    without the copies appended after the start."""
+    now = _read_pith(txn, dbs, read.pith, read.foreign)
+    pith, found, _, _ = _replay_pith(txn, dbs, now, checked, ctx)
+    early = {eid: kept for eid, stored in now.by_event.items()
+             if (kept := [c for c in stored
+                          if eid + (c[0] or copy_hash(c[1])) not in late_keys])}  # fmt: skip
+    then = _PithCopies(pith, now.indexed & early.keys(), early, now.passed)
     _, _, events, copies = _replay_pith(txn, dbs, then, checked, ctx)
     return pith, found, events, copies
 

@@ -33,14 +33,16 @@ def make_store(path: Path) -> list[dict[str, Any]]:
 
 def arrivals(events: list[dict[str, Any]]) -> list[list[bytes]]:
     """What lands while replay runs: a new pith; an attestation and a second valid copy
-    (another signature) of a stored event, both in a pith replay goes through."""
-    records = [e for e in events if e["event_type"] == "record_created"]
-    pith = records[0]["pith_number"]
-    other = records[1]
+    (another signature) of a stored event, both in the first pith replay goes through (in
+    its first chunk)."""
+    first = min(e["pith_number"] for e in events)
+    stored = next(e for e in events if e["pith_number"] == first)
+    signer = {"record_created": "registry", "correction": "registry",
+              "mirror_hint": "mirror"}.get(stored["event_type"], "author")  # fmt: skip
     return [
         [g.encoded(g.record("2501.77777"))],
-        [g.encoded(g.attestation(pith, 450, "late statement"))],
-        [g.encoded(g.resigned(other, "registry", b"\x07" * 32))],
+        [g.encoded(g.attestation(first, 450, "late statement"))],
+        [g.encoded(g.resigned(stored, signer, b"\x07" * 32))],
     ]
 
 
@@ -48,8 +50,9 @@ def inject(
     monkeypatch: pytest.MonkeyPatch, store: Store, batches: list[list[bytes]], where: str
 ) -> list[str]:
     """Append ``batches`` at replay's pass boundaries: after its start (when the chunks are
-    cut), and after the structure pass. Returns the statuses, for the test to check that
-    the appends happened."""
+    cut), after the structure pass, or between the two transactions in which a one-process
+    replay reads a chunk's copies and then compares its states. Returns the statuses, for
+    the test to check that the appends happened."""
     statuses: list[str] = []
 
     def append(batch: list[bytes]) -> None:
@@ -67,13 +70,27 @@ def inject(
 
     if where == "start":
         after("make_chunks", [b for batch in batches for b in batch])
-    else:
+    elif where == "between":
         after("make_chunks", batches[0])
         after("_structure_here", [b for batch in batches[1:] for b in batch])
+    else:  # inside a chunk: after its copies are read, before its states are compared
+        original = replay_processes.start_chunk
+        pending = [b for batch in batches for b in batch]
+
+        def read_then_append(*args: Any, **kwargs: Any) -> Any:
+            started = original(*args, **kwargs)
+            if pending:
+                append(pending[:])
+                pending.clear()
+            return started
+
+        monkeypatch.setattr(replay_processes, "start_chunk", read_then_append)
     return statuses
 
 
-@pytest.mark.parametrize(("jobs", "where"), [(1, "start"), (1, "between"), (2, "start")])
+@pytest.mark.parametrize(
+    ("jobs", "where"), [(1, "start"), (1, "between"), (1, "in a chunk"), (2, "start")]
+)
 def test_appends_between_replay_passes_report_the_log_as_of_the_start(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, jobs: int, where: str
 ) -> None:

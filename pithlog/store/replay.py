@@ -17,7 +17,7 @@ from typing import Any, Protocol, overload
 
 import msgspec
 
-from pithlog.errors import DoorError
+from pithlog.errors import DoorError, StoreError, register
 from pithlog.protocol.canonical import jcs
 from pithlog.protocol.checks import REASONS, CheckBatch, check_alone, start_checks
 from pithlog.protocol.events import Envelope, parse_envelope
@@ -55,6 +55,11 @@ from pithlog.store.stateindex import (
     pith_summary,
     reduce_judged,
 )
+
+register({
+    "store.rebuilt": "the store was rebuilt under another keyring while replay ran: run "
+    "replay again",
+})  # fmt: skip
 
 # --- the report ---------------------------------------------------------------------------
 
@@ -401,6 +406,11 @@ def finish_chunk(
     checked: dict[bytes, str | None] = {}
     if started.batch is not None:
         checked = dict(zip(started.fresh, started.batch.reasons(), strict=True))
+    kd = txn.get(META_KEYRING, db=dbs["meta"])
+    if ctx.high_water is not None and (None if kd is None else kd.hex()) != ctx.stored_kd:
+        # The cached verdicts and states now belong to another keyring than the start's.
+        raise StoreError("rebuilt", "the store was rebuilt under keyring "
+                         f"{'' if kd is None else kd.hex()[:16]} while replay ran")  # fmt: skip
     late_keys: set[bytes] = set()
     late_piths: set[str] = set()
     if ctx.high_water is not None:

@@ -12,10 +12,12 @@ from typing import Any
 import eventgen as g
 import pytest
 
+from pithlog.errors import StoreError
 from pithlog.protocol.checks import check_alone
 from pithlog.protocol.events import admit
 from pithlog.store import Store, replay_processes
 from pithlog.store.replay import ReplayReport
+from pithlog.testing import test_keyring
 
 
 def counts(report: ReplayReport) -> tuple[int, int, int]:
@@ -111,3 +113,26 @@ def test_appends_between_replay_passes_report_the_log_as_of_the_start(
         assert after.piths == before.piths + 1
         assert after.events == before.events + 2
         assert after.copies == before.copies + 3
+
+
+def test_a_rebuild_during_replay_is_an_error_not_a_report(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The verdicts and states a replay compares belong to the keyring of its start: a
+    rebuild under another keyring between its passes cannot give a true report."""
+    path = tmp_path / "s"
+    make_store(path)
+    revoked = test_keyring(author={"revoked_at": g.ts(300)})
+    with Store.open(path) as store:
+        original = replay_processes.make_chunks
+
+        def rebuild_first(*args: Any, **kwargs: Any) -> Any:
+            store.rebuild(revoked)
+            return original(*args, **kwargs)
+
+        monkeypatch.setattr(replay_processes, "make_chunks", rebuild_first)
+        with pytest.raises(StoreError) as rebuilt:
+            store.replay(g.KEYRING)
+        assert rebuilt.value.code == "store.rebuilt"
+        monkeypatch.undo()
+        assert store.replay(revoked).ok

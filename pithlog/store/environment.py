@@ -347,6 +347,7 @@ def _open_env(
         raise StoreError("not_a_store", f"{real} is not a folder")
     else:
         _check_data_file(real, data)
+    _allocate_lock_file(real)
     env, dbs = _open_lmdb(real, create, map_size, readonly, check)
     return SharedEnvironment(_file_key(real), real, env, dbs, readonly=readonly)
 
@@ -414,6 +415,35 @@ def _lmdb_open(real: str, create: bool, map_size: int, readonly: bool) -> lmdb.E
             if not create and isinstance(exc, (lmdb.InvalidError, lmdb.VersionMismatchError)):
                 raise StoreError("not_a_store", f"{real} is not a pithlog store: {exc}") from exc
             raise _store_error(exc) from exc
+
+
+LOCK_FILE_BYTES = 16 << 10
+"""The size a new ``lock.mdb`` is allocated with: LMDB's table of readers (126 by default
+take 8 KiB; a larger file holds more, LMDB sizes its table from it)."""
+
+
+def _allocate_lock_file(real: str) -> None:
+    """Make a missing ``lock.mdb`` with its blocks allocated. LMDB makes it with
+    ``ftruncate`` (a sparse file) and writes it through a shared mapping: on a full disk
+    that write is a SIGBUS, where allocating first is an error (``store.disk``). Where the
+    lock file exists, or cannot be made here (a folder this user cannot write, a read-only
+    file system), LMDB does as it would have."""
+    path = os.path.join(real, "lock.mdb")
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
+    except OSError:
+        return
+    try:
+        os.posix_fallocate(fd, 0, LOCK_FILE_BYTES)
+    except OSError as exc:
+        os.close(fd)
+        with contextlib.suppress(OSError):
+            os.unlink(path)
+        if exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EIO):
+            raise StoreError("disk", f"no room for the lock file of {real}: "
+                             f"{exc.strerror}") from exc  # fmt: skip
+        return  # a file system without fallocate: LMDB makes the file
+    os.close(fd)
 
 
 # LMDB's meta page (lmdb.h / mdb.c, MDB_meta after the 16-byte page header, on a 64-bit

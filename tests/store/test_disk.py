@@ -157,6 +157,20 @@ def test_a_full_disk_under_the_store_is_store_disk_and_loses_nothing(tmp_path: P
         assert held == {e["event_id"] for b in range(1, committed + 1) for e in events(b)}
 
 
+def test_a_store_created_on_a_full_disk_is_store_disk(tmp_path: Path) -> None:
+    """LMDB makes its lock file sparse and writes it through a mapping: on a full disk that
+    was a SIGBUS (status 135) before the store's first byte."""
+    log = tmp_path / "events.jsonl"
+    log.write_bytes(b"".join(g.encoded(e) + b"\n" for e in events(4)))
+    keyring = keyring_file(tmp_path)
+    with tmpfs(tmp_path / "disk", "64k") as disk:
+        with contextlib.suppress(OSError), open(disk / "filler", "wb") as filler:
+            filler.write(b"\0" * (64 << 10))  # as much as fits: ENOSPC
+        assert shutil.disk_usage(disk).free < 4096
+        done = pithlog("--store", str(disk / "s"), "append", "--keyring", keyring, str(log))
+        assert_error(done, "store.disk")
+
+
 def test_lmdb_disk_errors_are_store_disk() -> None:
     """LMDB reports a short write (a full file system) as EIO, which py-lmdb has no class
     for: it is store.disk, like ENOSPC."""

@@ -147,8 +147,13 @@ def store_path(args: argparse.Namespace) -> str:
     return path or os.environ.get("PITHLOG_STORE") or DEFAULT_STORE
 
 
-def open_store(args: argparse.Namespace, create: bool = False) -> Store:
-    return Store.open(store_path(args), create=create)
+def open_store(
+    args: argparse.Namespace, create: bool = False, readonly: bool = False, check: bool = False
+) -> Store:
+    """The store of ``--store``; ``readonly`` for a command that only reads it (LMDB's
+    read-only mode: it never waits for a writer, never writes the store, and works on a
+    store this user cannot write); ``check`` to walk its data file first (``Store.open``)."""
+    return Store.open(store_path(args), create=create, readonly=readonly, check=check)
 
 
 class Bar:

@@ -36,7 +36,7 @@ def cmd_prove_equivocation(args: argparse.Namespace, out: Out) -> int:
         raise UsageError("arguments", f"{args.pith!r} is not a pith number")
     key = load_key_file(read_bytes(args.key))
     keyring = read_keyring(args.keyring)
-    with open_store(args) as store:
+    with open_store(args, readonly=True) as store:
         if store.keyring_digest() not in (None, keyring.digest):
             # the keys in the proof must be those the states were judged under
             raise StoreError("keyring_changed", "the store's states were reduced under "

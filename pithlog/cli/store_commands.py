@@ -274,7 +274,7 @@ def cmd_replay(args: argparse.Namespace, out: Out) -> int:
     keyring = read_keyring(args.keyring)
     if args.jobs < 1:
         raise UsageError("arguments", "--jobs must be at least 1")
-    with open_store(args) as store:
+    with open_store(args, readonly=not args.rebuild, check=args.verify) as store:
         if args.rebuild:
             bar = Bar(out, show_progress(args, out), "rebuild")
             try:
@@ -315,7 +315,7 @@ def cmd_state(args: argparse.Namespace, out: Out) -> int:
     if args.pith is not None and not is_pith_number(args.pith):
         raise UsageError("pith_number", f"{args.pith!r} is not a pith number; for an "
                          "alias (arxiv:ID, doi:DOI) use --alias")  # fmt: skip
-    with open_store(args) as store:
+    with open_store(args, readonly=True) as store:
         if args.alias is not None:
             args.pith = store.pith_for_alias(args.alias)
             if args.pith is None:
@@ -333,7 +333,7 @@ def cmd_state(args: argparse.Namespace, out: Out) -> int:
 
 def cmd_pending(args: argparse.Namespace, out: Out) -> int:
     """List the piths that have events but no state yet."""
-    with open_store(args) as store:
+    with open_store(args, readonly=True) as store:
         pending = store.pending()
     for entry in pending:
         out.write(jcs(entry) + b"\n")
@@ -352,7 +352,7 @@ def cmd_export(args: argparse.Namespace, out: Out) -> int:
         raise UsageError("arguments", "--shard-size needs --out DIR (the folder of the shards)")
     count = 0
     last = args.after
-    with open_store(args) as store:
+    with open_store(args, readonly=True) as store:
         end = store.tree_size()  # the last seq: sequence numbers run 1..size
         if args.after > end:
             raise StoreError("past_end", f"--after {args.after} is past the end of the log, "
@@ -430,7 +430,7 @@ def _export_shards(args: argparse.Namespace, out: Out) -> int:
     last = args.after
     shard: _Shard | None = None
     try:
-        with open_store(args) as store:
+        with open_store(args, readonly=True) as store:
             for seq, data in store.export(after=args.after):
                 if shard is None:
                     shard = _Shard(folder, seq)
@@ -458,7 +458,7 @@ def _export_shards(args: argparse.Namespace, out: Out) -> int:
 
 def cmd_stats(args: argparse.Namespace, out: Out) -> int:
     """Counts, sizes and map use of the store, as JSON."""
-    with open_store(args) as store:
+    with open_store(args, readonly=True) as store:
         stats = store.stats()
     out.write(json.dumps(stats, indent=2).encode("utf-8") + b"\n")
     return EXIT_OK

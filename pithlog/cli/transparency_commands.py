@@ -67,7 +67,7 @@ from pithlog.transparency.proofs import (
 def cmd_checkpoint(args: argparse.Namespace, out: Out) -> int:
     """Sign a checkpoint of the store's Merkle tree (C2SP tlog-checkpoint)."""
     key = load_key_file(read_bytes(args.key))
-    with open_store(args) as store:
+    with open_store(args, readonly=True) as store:
         size, root = store.tree_root(size_arg(args.size, "--size"))
         note = sign_checkpoint(Checkpoint(args.origin, size, root), key)
         note = cosigned(args, store, note, size, out)
@@ -119,7 +119,7 @@ def cmd_verify_checkpoint(args: argparse.Namespace, out: Out) -> int:
     if args.against and not args.check_store:
         raise UsageError("arguments", "--against goes with --check-store")
     if args.check_store:
-        with open_store(args) as store:
+        with open_store(args, readonly=True) as store:
             held = store.tree_size()
             if cp.size > held:
                 raise CheckpointError("behind", f"the store is behind the checkpoint by "
@@ -167,7 +167,7 @@ def cmd_prove_inclusion(args: argparse.Namespace, out: Out) -> int:
         raise ProofError("event_id", f"{args.event_id!r} is not an event_id")
     published = _published(args)
     key = load_key_file(read_bytes(args.key)) if published is None else None
-    with open_store(args) as store:
+    with open_store(args, readonly=True) as store:
         if published is None:
             size, root = store.tree_root(size_arg(args.size, "--size"))
         else:
@@ -200,7 +200,7 @@ def cmd_prove_inclusion(args: argparse.Namespace, out: Out) -> int:
 def cmd_prove_consistency(args: argparse.Namespace, out: Out) -> int:
     """Print the RFC 9162 consistency proof between two tree sizes of the store's log."""
     size_arg(args.old, "OLD")
-    with open_store(args) as store:
+    with open_store(args, readonly=True) as store:
         new, path = store.consistency_path(args.old, size_arg(args.new, "NEW"))
     out.write(ConsistencyProof(args.old, new, tuple(path)).encoded())
     out.say(f"prove consistency: {args.old} -> {new} ({len(path)} hashes)")
@@ -301,7 +301,8 @@ def cmd_sync(args: argparse.Namespace, out: Out) -> int:
             if source.startswith(("http://", "https://")):
                 remote: Any = stack.enter_context(_http_transport(source, limits))
             elif os.path.isdir(source):
-                other = stack.enter_context(Store.open(source, create=False, readonly=True))
+                other = stack.enter_context(
+                    Store.open(source, create=False, readonly=True, check=True))
                 remote = store_responder(other, limits)
             else:
                 export = ExportSource.read(stack.enter_context(_seekable(source)))

@@ -76,7 +76,7 @@ def summary_lines(state: dict[str, Any]) -> list[tuple[str, str]]:
 
 def cmd_show(args: argparse.Namespace, out: Out) -> int:
     """A summary of one pith's state, for people (``state`` prints the document)."""
-    with open_store(args) as store:
+    with open_store(args, readonly=True) as store:
         pith = resolve(store, args.pith)
         found = store.lookup(pith)
     if found is None:
@@ -93,7 +93,7 @@ def cmd_show(args: argparse.Namespace, out: Out) -> int:
 
 def cmd_piths(args: argparse.Namespace, out: Out) -> int:
     """The piths with a state, one line each, with their counts."""
-    with open_store(args) as store:
+    with open_store(args, readonly=True) as store:
         piths = [p for p in store.piths() if p["status"] == "state"]
     rows: list[tuple[str, ...]] = [("PITH", "EVENTS", "VALID", "INVALID", "EQUIVOCATIONS")]
     rows += [(p["pith_number"], str(p["event_count"]), str(p["valid_event_count"]),
@@ -109,7 +109,7 @@ def cmd_event(args: argparse.Namespace, out: Out) -> int:
     if not is_event_id(args.event_id):
         raise UsageError("arguments", f"{args.event_id!r} is not an event_id: pass "
                          "sha256: followed by 64 lowercase hex digits")  # fmt: skip
-    with open_store(args) as store:
+    with open_store(args, readonly=True) as store:
         data = store.event(args.event_id)
         if data is None:
             raise StoreError("no_event", f"the store holds no copy of {args.event_id}")

@@ -102,13 +102,25 @@ class Store:
         create: bool = True,
         readonly: bool = False,
         map_size: int = DEFAULT_MAP_SIZE,
+        check: bool = False,
     ) -> Store:
         """Open (and with ``create``, make) the store at ``path``.
 
         Opening one store twice in a process is safe: both share one environment.
-        ``readonly`` refuses writes through this object.
+        ``readonly`` refuses writes through this object, and opens the store in LMDB's
+        read-only mode (unless this process has it open for writing already): no write
+        transaction, so it never waits for a writer in another process, and nothing is
+        written to the store's files; it works on a store this user cannot write. A store
+        that needs its tree caught up or its format migrated is refused
+        (``store.upgrade``): only a writable open does that (``docs/store.md``, "Readers").
+
+        ``check`` walks every page of the data file before LMDB reads it, and refuses a
+        damaged one (``store.corrupted``) that reading could crash on: for a store from
+        elsewhere (``sync --from``) or one being verified (``replay --verify``); it costs a
+        read of the whole file (``docs/store.md``, "The disk").
         """
-        return cls(acquire(os.fspath(path), create and not readonly, map_size), readonly)
+        shared = acquire(os.fspath(path), create and not readonly, map_size, readonly, check)
+        return cls(shared, readonly)
 
     def close(self) -> None:
         shared, self._shared = self._shared, None

@@ -17,7 +17,7 @@ from typing import Any, Protocol, overload
 
 import msgspec
 
-from pithlog.errors import DoorError
+from pithlog.errors import DoorError, StoreError, register
 from pithlog.protocol.canonical import jcs
 from pithlog.protocol.checks import REASONS, CheckBatch, check_alone, start_checks
 from pithlog.protocol.events import Envelope, parse_envelope
@@ -55,6 +55,11 @@ from pithlog.store.stateindex import (
     pith_summary,
     reduce_judged,
 )
+
+register({
+    "store.rebuilt": "the store was rebuilt under another keyring while replay ran: run "
+    "replay again",
+})  # fmt: skip
 
 # --- the report ---------------------------------------------------------------------------
 
@@ -136,6 +141,32 @@ def replay_work(txn: Txn, dbs: dict[str, Any]) -> tuple[list[str], dict[str, lis
             foreign.setdefault(ids.pith_number, set()).add(key[:32])
     known = set(distinct_piths(txn, dbs))
     return sorted(known | set(foreign)), {p: sorted(eids) for p, eids in foreign.items()}
+
+
+@dataclass(frozen=True)
+class Start:
+    """What replay reads first, in one read transaction: the log as of the start. Every
+    later pass reads in a transaction of its own (or another process's), so appends may
+    land between them; ``high_water`` bounds what the report speaks of (``docs/store.md``,
+    "Replay beside appends")."""
+
+    piths: list[str]
+    foreign: dict[str, list[bytes]]
+    keyring_digest: str | None
+    high_water: int
+    """The last sequence number at the start: a copy whose ``seq`` is above it was appended
+    while replay ran."""
+
+
+def replay_start(txn: Txn, dbs: dict[str, Any]) -> Start:
+    """:func:`replay_work`, the store's keyring digest and the last ``seq``, from one
+    snapshot."""
+    piths, foreign = replay_work(txn, dbs)
+    kd = txn.get(META_KEYRING, db=dbs["meta"])
+    cursor = txn.cursor(db=dbs["seq"])
+    last = cursor.key() if cursor.last() else b""
+    high = SEQ.unpack(last)[0] if len(last) == SEQ.size else 0
+    return Start(piths, foreign, None if kd is None else kd.hex(), high)
 
 
 class ScratchIndex(Protocol):
@@ -264,10 +295,17 @@ def check_structure(
             continue
         if txn.get(key[PITH_BYTES:], db=dbs["events"]) is None:
             say("by_pith", eid_str(key[PITH_BYTES:]), f"indexed under {pith} but not in events")
+    # A pith that replay does not go through but that has events in by_pith in this
+    # snapshot came with an append after replay's start: not damage, and not in the report.
+    later: dict[str, bool] = {}
     for name in ("piths", *INDEX_DBS):
         for key in txn.cursor(db=dbs[name]).iternext(values=False):
             pith = key[:PITH_BYTES].decode("ascii", "replace")
-            if pith not in replayed:
+            if pith in replayed:
+                continue
+            if pith not in later:
+                later[pith] = is_pith_number(pith) and any(True for _ in pith_eids(txn, dbs, pith))
+            if not later[pith]:
                 say(name, pith, "cached for a pith that has no events in by_pith")
     for key, value in txn.cursor(db=dbs["verdicts"]):
         if len(key) != 64:
@@ -290,6 +328,8 @@ class ReplayContext:
     """Verification threads per process (:func:`check_many`; ``None``: its default)."""
     executor: Executor | None = None
     """Verifying processes (:func:`start_checks`) of a one-process replay, if any."""
+    high_water: int | None = None
+    """:attr:`Start.high_water`: copies above it are left out of the counts."""
 
     @property
     def kd(self) -> bytes:
@@ -309,6 +349,7 @@ class _PithCopies:
     by_event: dict[bytes, list[tuple[bytes | None, bytes]]]
     """event_id -> its copies: ``(None, preferred)`` first, then ``(copy hash, evidence)``."""
     passed: dict[bytes, Envelope | DoorError]
+    foreign: Sequence[bytes] = ()
 
 
 def _read_pith(txn: Txn, dbs: dict[str, Any], pith: str, foreign: Sequence[bytes]) -> _PithCopies:
@@ -327,7 +368,7 @@ def _read_pith(txn: Txn, dbs: dict[str, Any], pith: str, foreign: Sequence[bytes
                 passed[data] = parse_envelope(data)
             except DoorError as exc:
                 passed[data] = exc
-    return _PithCopies(pith, indexed, by_event, passed)
+    return _PithCopies(pith, indexed, by_event, passed, foreign)
 
 
 @dataclass
@@ -359,11 +400,69 @@ def start_chunk(
 def finish_chunk(
     txn: Txn, dbs: dict[str, Any], started: Started, ctx: ReplayContext
 ) -> list[PithOutcome]:
-    """The started chunk, pith by pith, once its signatures are verified."""
+    """The started chunk, pith by pith, once its signatures are verified. ``txn`` may be a
+    later snapshot than the one :func:`start_chunk` read the copies in: a pith that appends
+    reached after replay's start is read again here (:func:`_replay_pith_at_start`)."""
     checked: dict[bytes, str | None] = {}
     if started.batch is not None:
         checked = dict(zip(started.fresh, started.batch.reasons(), strict=True))
-    return [_replay_pith(txn, dbs, r, checked, ctx) for r in started.read]
+    kd = txn.get(META_KEYRING, db=dbs["meta"])
+    if ctx.high_water is not None and (None if kd is None else kd.hex()) != ctx.stored_kd:
+        # The cached verdicts and states now belong to another keyring than the start's.
+        raise StoreError("rebuilt", "the store was rebuilt under keyring "
+                         f"{'' if kd is None else kd.hex()[:16]} while replay ran")  # fmt: skip
+    late_keys: set[bytes] = set()
+    late_piths: set[str] = set()
+    if ctx.high_water is not None:
+        late_keys, late_piths = _late(txn, dbs, ctx.high_water)
+    late_eids = {key[:32] for key in late_keys}
+    return [
+        _replay_pith_at_start(txn, dbs, r, checked, ctx, late_keys)
+        if r.pith in late_piths or not r.indexed.isdisjoint(late_eids)
+        else _replay_pith(txn, dbs, r, checked, ctx)
+        for r in started.read
+    ]
+
+
+def _late(txn: Txn, dbs: dict[str, Any], high: int) -> tuple[set[bytes], set[str]]:
+    """The copies appended after sequence number ``high`` (event_id + copy hash, from
+    ``seq``), and every pith a copy of their events claims: the piths those appends may
+    have changed."""
+    keys: set[bytes] = set()
+    cursor = txn.cursor(db=dbs["seq"])
+    if cursor.set_range(SEQ.pack(high + 1)):
+        keys.update(value for _, value in cursor)
+    piths: set[str] = set()
+    for eid in {key[:32] for key in keys}:
+        preferred = txn.get(eid, db=dbs["events"])
+        copies = [v for _, v in evidence_of(txn, dbs, eid)]
+        for data in copies if preferred is None else [preferred, *copies]:
+            ids = decode_ids(data)
+            if ids is not None:
+                piths.add(ids.pith_number)
+    return keys, piths
+
+
+def _replay_pith_at_start(
+    txn: Txn,
+    dbs: dict[str, Any],
+    read: _PithCopies,
+    checked: dict[bytes, str | None],
+    ctx: ReplayContext,
+    late_keys: set[bytes],
+) -> PithOutcome:
+    """A pith that appends reached after replay's start: its cached state is no longer the
+    one of the start, so it is read again and checked in ``txn`` alone (the state the store
+    now holds for it must still be its re-reduction), and its events and copies are counted
+    without the copies appended after the start."""
+    now = _read_pith(txn, dbs, read.pith, read.foreign)
+    pith, found, _, _ = _replay_pith(txn, dbs, now, checked, ctx)
+    early = {eid: kept for eid, stored in now.by_event.items()
+             if (kept := [c for c in stored
+                          if eid + (c[0] or copy_hash(c[1])) not in late_keys])}  # fmt: skip
+    then = _PithCopies(pith, now.indexed & early.keys(), early, now.passed)
+    _, _, events, copies = _replay_pith(txn, dbs, then, checked, ctx)
+    return pith, found, events, copies
 
 
 def replay_chunk(

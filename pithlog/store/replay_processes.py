@@ -46,7 +46,7 @@ from pithlog.store.replay import (
     finish_chunk,
     make_chunks,
     replay_chunk,
-    replay_work,
+    replay_start,
     start_chunk,
 )
 
@@ -75,11 +75,15 @@ def replay(
     store: Store, keyring: Keyring, verify: bool, jobs: int, progress: Progress | None
 ) -> ReplayReport:
     """:meth:`Store.replay` (whose docstring says what it checks)."""
-    report = ReplayReport(keyring.digest, store.keyring_digest())
-    ctx = ReplayContext(keyring, report.same_keyring, verify, report.stored_keyring_digest)
-
-    piths, foreign = store._read(replay_work)
-    chunks = make_chunks(piths, foreign, jobs)
+    # One snapshot names what the report speaks of: the piths, the keyring the states were
+    # reduced under, and the last seq. The passes after it read in transactions of their
+    # own, and respect it (docs/store.md, "Replay beside appends").
+    start = store._read(replay_start)
+    piths = start.piths
+    report = ReplayReport(keyring.digest, start.keyring_digest)
+    ctx = ReplayContext(keyring, report.same_keyring, verify, report.stored_keyring_digest,
+                        high_water=start.high_water)  # fmt: skip
+    chunks = make_chunks(piths, start.foreign, jobs)
     found: list[Discrepancy] = []  # pith by pith, in pith order
 
     with contextlib.ExitStack() as stack:
@@ -166,7 +170,7 @@ def _replay_pool(
     entries = [key.entry() for key in ctx.keyring.values()]
     pool = worker_pool(stack, min(jobs, len(chunks)), _worker_init,
                        (store.path, entries, ctx.same_keyring, ctx.verify, ctx.stored_kd,
-                        threads_per_process(jobs)))  # fmt: skip
+                        threads_per_process(jobs), ctx.high_water))  # fmt: skip
     return in_order(
         pool, _worker_run, functools.partial(_run_chunk, store._read, ctx=ctx), chunks
     )
@@ -189,7 +193,7 @@ def _structure_here(read: Read[Any], piths: list[str]) -> list[Discrepancy]:
 def _structure_at(path: str, piths: list[str]) -> list[Discrepancy]:
     """:func:`_structure_here` in a process of its own (:func:`structure`)."""
     gc.disable()  # see pithlog.cli: nothing cyclic is held
-    shared = acquire(path, create=False)
+    shared = acquire(path, create=False, readonly=True)
     try:
         return _structure_here(shared.read, piths)
     finally:
@@ -206,12 +210,14 @@ def _worker_init(
     verify: bool,
     stored_kd: str | None,
     threads: int | None,
+    high_water: int | None = None,
 ) -> None:
     leave_interrupts_to_parent()
     gc.disable()  # a worker holds only acyclic decoded JSON: see pithlog.cli
     # the store, read-only, for the life of the worker
-    _WORKER["read"] = acquire(path, create=False).read
-    _WORKER["ctx"] = ReplayContext(make_keyring(entries), same, verify, stored_kd, threads)
+    _WORKER["read"] = acquire(path, create=False, readonly=True).read
+    _WORKER["ctx"] = ReplayContext(make_keyring(entries), same, verify, stored_kd, threads,
+                                   high_water=high_water)  # fmt: skip
 
 
 def _run_chunk(read: Read[Any], chunk: Chunk, ctx: ReplayContext) -> list[PithOutcome]:

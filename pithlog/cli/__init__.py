@@ -28,6 +28,7 @@ from typing import IO, Any
 
 from pithlog import __version__
 from pithlog.cli import (
+    audit_commands,
     keyring_commands,
     mirror_commands,
     net_commands,
@@ -70,6 +71,7 @@ def build_parser() -> argparse.ArgumentParser:
     net_commands.add_commands(sub, store_parser)
     view_commands.add_commands(sub, store_parser)
     mirror_commands.add_commands(sub, store_parser)
+    audit_commands.add_commands(sub, store_parser)
     return parser
 
 

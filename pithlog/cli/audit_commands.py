@@ -1,0 +1,98 @@
+"""``pithlog audit URL``: mirror a registry, then hold it to what its own log implies
+(docs/evidence.md, "Audit")."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from pithlog.cli.edge import (
+    Bar,
+    Out,
+    StoreParser,
+    json_line,
+    keyring_option,
+    open_store,
+    progress_option,
+    read_keyring,
+    show_progress,
+)
+from pithlog.errors import EXIT_OK, EXIT_VERIFY_FAILED, MirrorError, UsageError
+
+
+def cmd_audit(args: argparse.Namespace, out: Out) -> int:
+    """Mirror the registry at URL, compare every state it serves, prove every equivocation."""
+    try:
+        from pithlog.net import audit, mirror
+    except ImportError as exc:  # the optional extra: pip install 'pithlog[net]'
+        raise UsageError("arguments", f"pithlog audit needs the net extra (pip install "
+                         f"'pithlog[net]'): {exc}") from exc  # fmt: skip
+    if not args.url.startswith(("http://", "https://")):
+        raise UsageError("arguments", f"{args.url!r} is not an http:// or https:// URL")
+    keyring = read_keyring(args.keyring)
+    evidence = Path(args.evidence_dir)
+    counts = {"state_mismatch": 0, "equivocation": 0, "split_view": 0}
+
+    def report(finding: Any) -> None:
+        counts[finding.kind] += 1
+        out.write(json_line({"finding": finding.kind, **finding.doc}))
+
+    with open_store(args, create=True) as store, mirror.Origin(args.url) as origin:
+        bar = Bar(out, show_progress(args, out), "audit: mirror", unit="leaf")
+        out.bar = bar
+        try:
+            mirrored = mirror.mirror_once(store, origin, keyring, args.origin, evidence,
+                                          progress=bar)  # fmt: skip
+        except MirrorError as exc:
+            if exc.code != "mirror.split_view":
+                raise
+            report(audit.split_view(exc))
+            mirrored = None
+        finally:
+            bar.close()
+            out.bar = None
+        if mirrored is not None:
+            bar = Bar(out, show_progress(args, out), "audit: states")
+            out.bar = bar
+            try:
+                for finding in audit.compare_states(store, origin, progress=bar):
+                    report(finding)
+            finally:
+                bar.close()
+                out.bar = None
+            note = store.accepted_checkpoint(mirrored.origin)
+            assert note is not None  # mirror_once accepted it
+            for finding in audit.prove_equivocations(store, keyring, note, evidence):
+                report(finding)
+    summary = {"summary": True, "origin": None if mirrored is None else mirrored.origin,
+               "size": None if mirrored is None else mirrored.size, **counts}  # fmt: skip
+    out.write(json_line(summary))
+    found = counts["state_mismatch"] + counts["split_view"] + counts["equivocation"]
+    out.say(f"audit: {args.url}: {counts['state_mismatch']} state mismatch(es), "
+            f"{counts['equivocation']} equivocation(s) proven, {counts['split_view']} split "
+            f"view(s)")  # fmt: skip
+    return EXIT_VERIFY_FAILED if found else EXIT_OK
+
+
+def add_commands(sub: Any, store_parser: StoreParser) -> None:
+    """The subcommand parsers of this group."""
+    p = store_parser(
+        "audit",
+        help="mirror a registry and check every state it serves against its own log",
+        description="What an auditor runs against a registry (docs/evidence.md): mirror the "
+        "log served at URL into the store (or update the mirror; every tile, entry and copy "
+        "verified), then fetch every state document the registry serves (/state/<pith>) and "
+        "compare it, byte for byte, with the one the mirrored log implies under KEYRING, "
+        "and write an equivocation proof for every equivocated slot into --evidence-dir. "
+        "Prints one JSON line per finding (state_mismatch, equivocation, split_view), then a "
+        "summary line; exit 0 when the registry serves exactly what its log implies and "
+        "nobody equivocated, 1 otherwise.",
+    )
+    p.add_argument("url", metavar="URL", help="the registry's served log")
+    keyring_option(p)
+    p.add_argument("--origin", metavar="NAME", help="require this origin of the checkpoint")
+    p.add_argument("--evidence-dir", default=".", metavar="DIR",
+                   help="where proofs and split-view evidence are written (default: .)")
+    progress_option(p, "the leaves mirrored and the states compared")
+    p.set_defaults(func=cmd_audit)

@@ -1,0 +1,134 @@
+"""``pithlog audit``: what an auditor runs against a registry (docs/evidence.md, "Audit").
+
+Mirror the registry's log (every tile, bundle and copy verified: :mod:`pithlog.net.mirror`),
+then compare every state document the registry serves (``/state/<pith>``) with the one the
+mirrored log implies, byte for byte, and write an equivocation proof for every equivocated
+slot, proven against the checkpoint the mirror accepted. Findings come one at a time, as
+they are found: nothing holds every state at once.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pithlog.errors import DoorError, MirrorError, ProofError, StoreError
+from pithlog.net.mirror import Origin
+from pithlog.protocol.canonical import digest, parse
+from pithlog.protocol.events import readmit
+from pithlog.protocol.keys import Keyring
+from pithlog.store import Store
+from pithlog.transparency.checkpoint import parse_checkpoint_text, parse_note
+from pithlog.transparency.evidence import Included, equivocation_proof
+
+MAX_STATE_BYTES = 64 << 20
+"""The largest state document read from the registry (a state holds its applied events'
+payloads; the door's limit for one envelope is 1 MiB)."""
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One line of the report."""
+
+    kind: str
+    """``state_mismatch``, ``equivocation`` or ``split_view``."""
+    doc: dict[str, Any]
+
+
+def _claimed(state: bytes | None) -> str | None:
+    """The ``state_sha256`` member a document carries (``None``: none, or not JSON)."""
+    if state is None:
+        return None
+    try:
+        value = json.loads(state)
+    except ValueError:
+        return None
+    found = value.get("state_sha256") if isinstance(value, dict) else None
+    return found if isinstance(found, str) else None
+
+
+def _computed(state: bytes | None) -> str | None:
+    """``state_sha256`` computed from a document (spec 8: the digest of the document
+    without that member), through the door; ``None`` when it does not pass it."""
+    if state is None:
+        return None
+    try:
+        value = parse(state)
+    except DoorError:
+        return None
+    if not isinstance(value, dict):
+        return None
+    return digest({k: v for k, v in value.items() if k != "state_sha256"})
+
+
+def compare_states(
+    store: Store, origin: Origin, progress: Callable[[int, int], None] | None = None
+) -> Iterator[Finding]:
+    """``state_mismatch`` for every pith with a state in ``store`` whose served document is
+    not the same bytes (one trailing newline aside), or is not served at all."""
+    piths = [p["pith_number"] for p in store.piths() if p["status"] == "state"]
+    for done, pith in enumerate(piths, 1):
+        ours = store.state(pith)
+        served = origin.get(f"state/{pith}", MAX_STATE_BYTES)
+        theirs = served.removesuffix(b"\n") if served is not None else None
+        if theirs != ours:
+            yield Finding("state_mismatch", {
+                "pith_number": pith,
+                "log_state_sha256": _claimed(ours),
+                "served_state_sha256": _computed(theirs),
+                "served_claims_state_sha256": _claimed(theirs),
+                "served": theirs is not None,
+            })  # fmt: skip
+        if progress is not None:
+            progress(done, len(piths))
+
+
+def prove_equivocations(
+    store: Store, keyring: Keyring, note: bytes, evidence_dir: Path
+) -> Iterator[Finding]:
+    """An equivocation proof file for every equivocated slot of every pith, against the
+    accepted checkpoint ``note`` (the store holds its tree: a mirror of it)."""
+    cp = parse_checkpoint_text(parse_note(note).text)
+    for entry in store.piths():
+        if entry["status"] != "state" or not entry.get("equivocation_count"):
+            continue
+        pith = entry["pith_number"]
+        state = store.state(pith)
+        assert state is not None
+        for number, slot in enumerate(json.loads(state)["equivocations"], 1):
+            envelopes, places = [], []
+            for event_id in slot["event_ids"]:
+                copy = store.event(event_id)
+                if copy is None:
+                    raise StoreError("corrupted", f"{event_id} is named by a state but not "
+                                     "stored")  # fmt: skip
+                digest = hashlib.sha256(copy).digest()
+                index = next((i for i, h in store.leaves_of(event_id) if h == digest), None)
+                if index is None or index >= cp.size:
+                    raise ProofError("not_found", f"the copy of {event_id} is not a leaf of "
+                                     f"{cp.origin} at size {cp.size}")  # fmt: skip
+                envelopes.append(readmit(copy))
+                places.append(Included(index, tuple(store.inclusion_path(index, cp.size)[1])))
+            signers = sorted({e.value["signer"]["key_id"] for e in envelopes})
+            proof = equivocation_proof(pith, envelopes, [keyring[k].entry() for k in signers],
+                                       note, places)  # fmt: skip
+            name = re.sub(r"[^A-Za-z0-9]+", "-", pith).strip("-")
+            path = evidence_dir / f"equivocation-{name}-{number}.json"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(proof)
+            yield Finding("equivocation", {"pith_number": pith, "slot": slot["slot"],
+                                           "event_ids": slot["event_ids"],
+                                           "proof": str(path)})  # fmt: skip
+
+
+def split_view(exc: MirrorError) -> Finding:
+    """The finding of a mirror that refused a split view; the evidence file is named in
+    its message."""
+    found = re.search(r"evidence written to (\S+)$", exc.message)
+    return Finding("split_view", {"message": exc.message,
+                                  "evidence": found.group(1) if found else None})  # fmt: skip

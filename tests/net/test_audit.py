@@ -1,0 +1,132 @@
+"""pithlog audit against a real ``pithlog serve`` on 127.0.0.1: a registry that serves what
+its log implies passes; a proxy in front of it that alters one served state makes audit
+exit 1 naming that pith and nothing else; equivocations come out as proof files that
+``verify-proof`` accepts."""
+
+from __future__ import annotations
+
+import io
+import json
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import uvicorn
+from served import ORIGIN, Files, serving
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from pithlog.cli import main
+from pithlog.protocol.keys import dump_key_file
+from pithlog.store import Store
+from pithlog.testing import test_key
+
+CASES = Path(__file__).resolve().parents[2] / "vectors" / "cases"
+
+
+def run(argv: list[str]) -> tuple[int, bytes, str]:
+    out, err = io.BytesIO(), io.StringIO()
+    status = main(argv, stdout=out, stderr=err)
+    return status, out.getvalue(), err.getvalue()
+
+
+def case_files(root: Path, case: str) -> Files:
+    """A registry's store of one conformance case (invalid events kept, as a log keeps them)."""
+    key = root / "registry.key"
+    key.write_bytes(dump_key_file(test_key("registry")))
+    keyring = CASES / case / "keyring.json"
+    store = root / "registry"
+    status, _, err = run(["--store", str(store), "append", "--keep-invalid", "--keyring",
+                          str(keyring), str(CASES / case / "events.jsonl")])  # fmt: skip
+    assert status in (0, 2), err
+    return Files(root, store, key, keyring, [])
+
+
+@pytest.fixture
+def altering_proxy() -> Iterator[dict[str, Any]]:
+    """A proxy on 127.0.0.1 in front of ``upstream`` (set by the test) that changes the one
+    served state of ``pith`` and passes everything else through, in a thread."""
+    where: dict[str, Any] = {"upstream": None, "pith": None}
+
+    async def forward(request: Request) -> Response:
+        path = request.url.path
+        async with httpx.AsyncClient() as client:
+            answer = await client.get(where["upstream"] + path,
+                                      headers={"accept-encoding": "identity"})
+        body = answer.content
+        if path == f"/state/{where['pith']}" and answer.status_code == 200:
+            state = json.loads(body)
+            state["event_count"] += 1  # one number changed: another document
+            body = json.dumps(state, separators=(",", ":")).encode() + b"\n"
+        return Response(body, answer.status_code,
+                        media_type=answer.headers.get("content-type"))  # fmt: skip
+
+    app = Starlette(routes=[Route("/{rest:path}", forward)])
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    server = uvicorn.Server(uvicorn.Config(app, log_level="error", lifespan="off"))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while not server.started:
+        assert time.monotonic() < deadline, "the proxy did not start"
+        time.sleep(0.01)
+    where["url"] = f"http://127.0.0.1:{sock.getsockname()[1]}"
+    try:
+        yield where
+    finally:
+        server.should_exit = True
+        thread.join(10)
+        sock.close()
+
+
+def audit(url: str, files: Files, store: Path, evidence: Path) -> tuple[int, list[Any], str]:
+    status, out, err = run(["--store", str(store), "audit", url, "--keyring",
+                            str(files.keyring), "--evidence-dir", str(evidence)])  # fmt: skip
+    return status, [json.loads(line) for line in out.splitlines()], err
+
+
+def test_an_honest_registry_passes_and_one_altered_state_is_named(
+    tmp_path: Path, altering_proxy: dict[str, Any]
+) -> None:
+    files = case_files(tmp_path, "mixed-piths")
+    with Store.open(files.store, readonly=True) as registry:
+        piths = [p["pith_number"] for p in registry.piths() if p["status"] == "state"]
+    assert len(piths) >= 2
+    with serving(files) as server:
+        status, lines, err = audit(server.url, files, tmp_path / "auditor", tmp_path / "ev")
+        assert status == 0, err
+        assert lines == [{"summary": True, "origin": ORIGIN, "size": lines[-1]["size"],
+                          "state_mismatch": 0, "equivocation": 0, "split_view": 0}]  # fmt: skip
+        altering_proxy["upstream"], altering_proxy["pith"] = server.url, piths[1]
+        status, lines, err = audit(altering_proxy["url"], files, tmp_path / "auditor2",
+                                   tmp_path / "ev2")  # fmt: skip
+    assert status == 1, err
+    findings = lines[:-1]
+    assert [(f["finding"], f["pith_number"]) for f in findings] == [("state_mismatch", piths[1])]
+    assert findings[0]["log_state_sha256"] != findings[0]["served_state_sha256"]
+    assert lines[-1]["state_mismatch"] == 1 and lines[-1]["equivocation"] == 0
+
+
+def test_every_equivocation_comes_out_as_a_proof_that_verifies(tmp_path: Path) -> None:
+    files = case_files(tmp_path, "equivocations")
+    expected = [json.loads(line) for line in (CASES / "equivocations" / "expected.jsonl")
+                .read_bytes().splitlines()]  # fmt: skip
+    slots = sum(len(s["equivocations"]) for s in expected)
+    with serving(files) as server:
+        status, lines, err = audit(server.url, files, tmp_path / "auditor", tmp_path / "ev")
+    assert status == 1, err
+    proofs = [f for f in lines[:-1] if f["finding"] == "equivocation"]
+    assert len(proofs) == slots and lines[-1]["state_mismatch"] == 0
+    for finding in proofs:
+        status, out, err = run(["verify-proof", "--keyring", str(files.keyring),
+                                "--origin", ORIGIN, finding["proof"]])  # fmt: skip
+        assert status == 0, err
+        assert json.loads(out)["event_ids"] == finding["event_ids"]

@@ -20,6 +20,7 @@ from pithlog.cli.edge import (
 )
 from pithlog.errors import EXIT_OK, MirrorError, UsageError
 from pithlog.protocol.canonical import encode_b64
+from pithlog.transparency.witness import may_witness
 
 
 def cmd_mirror(args: argparse.Namespace, out: Out) -> int:
@@ -37,13 +38,25 @@ def cmd_mirror(args: argparse.Namespace, out: Out) -> int:
         raise UsageError("arguments", "--batch-bundles must be at least 1")
     keyring = read_keyring(args.keyring)
     evidence = Path(args.evidence_dir)
+    witnesses = []
+    for key_id in args.witness_key:
+        entry = keyring.get(key_id)
+        if entry is None or not may_witness(entry):
+            raise UsageError("arguments", f"--witness-key {key_id}: not a witness key of the "
+                             "keyring (a mirror or pith_registry key, not revoked)")  # fmt: skip
+        witnesses.append(entry)
+    quorum = len(witnesses) if args.witness_quorum is None else args.witness_quorum
+    if not 0 <= quorum <= len(witnesses):
+        raise UsageError("arguments", "--witness-quorum is between 0 and the number of "
+                         "--witness-key given")  # fmt: skip
     with open_store(args, create=True) as store, mirror.Origin(args.url) as origin:
         while True:
             bar = Bar(out, show_progress(args, out), "mirror", unit="leaf")
             out.bar = bar
             try:
                 report = mirror.mirror_once(store, origin, keyring, args.origin, evidence,
-                                            args.batch_bundles, progress=bar)  # fmt: skip
+                                            args.batch_bundles, progress=bar,
+                                            witnesses=witnesses, quorum=quorum)  # fmt: skip
             except MirrorError as exc:
                 # a poll that cannot reach the origin is tried again; anything that does not
                 # verify stops the mirror
@@ -96,5 +109,11 @@ def add_commands(sub: Any, store_parser: StoreParser) -> None:
                    help="where a split view's evidence file is written (default: .)")
     p.add_argument("--batch-bundles", type=int, default=4, metavar="N",
                    help="bundles of 256 leaves per append transaction (default 4)")
+    p.add_argument("--witness-key", action="append", default=[], metavar="KEY_ID",
+                   help="require cosignatures (C2SP tlog-cosignature) by this keyring key on "
+                   "the served checkpoint before anything is believed; repeatable "
+                   "(docs/witness.md)")  # fmt: skip
+    p.add_argument("--witness-quorum", type=int, metavar="N",
+                   help="how many of the --witness-key must have cosigned (default: all)")
     progress_option(p, "the leaves mirrored")
     p.set_defaults(func=cmd_mirror)

@@ -16,6 +16,10 @@ def cmd_serve(args: argparse.Namespace, out: Out) -> int:
     except ImportError as exc:  # the optional extra: pip install 'pithlog[net]'
         raise UsageError("arguments", f"pithlog serve needs the net extra (pip install "
                          f"'pithlog[net]'): {exc}") from exc  # fmt: skip
+    if args.witness_url and (args.witness or args.witness_keyring is None):
+        raise UsageError("arguments", "--witness-url (witnesses cosigning this log's "
+                         "checkpoints) needs --witness-keyring, and is not for a "
+                         "witness")  # fmt: skip
     if args.witness:
         if args.submit or args.keyring is None:
             raise UsageError("arguments", "--witness takes --keyring (the logs it witnesses) "
@@ -33,6 +37,8 @@ def cmd_serve(args: argparse.Namespace, out: Out) -> int:
         store=store_path(args), key=args.key, origin=args.origin or "", keyring=args.keyring,
         max_body=args.max_body, max_lines=args.max_lines, body_seconds=args.body_timeout,
         max_pending=args.max_pending, witness=args.witness,
+        witness_urls=tuple(args.witness_url), witness_keyring=args.witness_keyring,
+        witness_quorum=args.witness_quorum or 0,
     )  # fmt: skip
     server.serve(settings, args.listen, args.workers,
                  lambda url: out.say(f"serve: listening on {url}"))  # fmt: skip
@@ -67,6 +73,14 @@ def add_commands(sub: Any, store_parser: StoreParser) -> None:
     p.add_argument("--keyring", metavar="KEYRING",
                    help="keyring JSON file judging submissions (with --submit), or naming "
                    "the logs a witness follows (with --witness)")  # fmt: skip
+    p.add_argument("--witness-url", action="append", default=[], metavar="URL",
+                   help="a witness (C2SP tlog-witness) that cosigns each checkpoint before it "
+                   "is published; repeatable (docs/witness.md)")  # fmt: skip
+    p.add_argument("--witness-keyring", metavar="KEYRING",
+                   help="with --witness-url: the keyring naming the witness keys")
+    p.add_argument("--witness-quorum", type=int, metavar="N",
+                   help="cosignatures a checkpoint needs to be published (default: one per "
+                   "--witness-url); until then the last cosigned one stays published")  # fmt: skip
     p.add_argument("--workers", type=int, default=1, metavar="N",
                    help="worker processes (default 1)")
     p.add_argument("--max-body", type=int, default=8 << 20, metavar="BYTES",

@@ -95,6 +95,9 @@ class ServeConfig:
     limits: Limits = field(default_factory=Limits)
     extra_routes: Sequence[BaseRoute] = ()
     """Routes mounted beside these (``POST /sync``); they read ``request.app.state.log``."""
+    cosign: Callable[[bytes, int], bytes] | None = None
+    """``cosign(note, size)``: the signed checkpoint with its witnesses' cosignatures
+    (``serve --witness-url``, docs/witness.md), or an error when too few cosigned."""
 
 
 @dataclass
@@ -128,6 +131,15 @@ class Log:
         published = self._published
         if published is None or published.size != size:
             note = sign_checkpoint(Checkpoint(self.config.origin, size, root), self.config.key)
+            if self.config.cosign is not None:
+                try:
+                    note = await run_in_threadpool(self.config.cosign, note, size)
+                except PithlogError:
+                    # Too few witnesses cosigned the new tree: the last cosigned checkpoint
+                    # stays published (a log is only as far along as its witnesses agree).
+                    if published is not None:
+                        return published
+                    raise
             published = self._published = Published(size, root, note)
         return published
 

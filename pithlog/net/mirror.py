@@ -33,7 +33,7 @@ import json
 import re
 import time
 from collections import Counter, deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -44,7 +44,7 @@ from pithlog.errors import DoorError, MirrorError, ProofError, register
 from pithlog.net.syncmsg import item_of
 from pithlog.protocol.canonical import MAX_ENVELOPE_BYTES
 from pithlog.protocol.events import Envelope, parse_envelope
-from pithlog.protocol.keys import Keyring
+from pithlog.protocol.keys import KeyEntry, Keyring
 from pithlog.store import Store
 from pithlog.transparency import merkle, tiles
 from pithlog.transparency.checkpoint import (
@@ -55,6 +55,7 @@ from pithlog.transparency.checkpoint import (
     verify_checkpoint,
 )
 from pithlog.transparency.proofs import MAX_PROOF_BYTES, ConsistencyProof, parse_consistency_proof
+from pithlog.transparency.witness import require_quorum
 
 register(
     {
@@ -232,11 +233,15 @@ def mirror_once(
     evidence_dir: Path = Path("."),
     batch_bundles: int = BATCH_BUNDLES,
     progress: Progress | None = None,
+    witnesses: Sequence[KeyEntry] = (),
+    quorum: int = 0,
 ) -> MirrorReport:
     """One pass of the mirror (the module's steps 1-3). Raises :class:`MirrorError` (and
     ``checkpoint.*``, ``tile.*`` for what does not verify); nothing unverified is stored."""
     note = origin.checkpoint()
     cp = verify_checkpoint(note, keyring, origin_name).checkpoint
+    if quorum:  # before anything else is believed: the log's word alone is not enough
+        require_quorum(note, witnesses, quorum)
     previous = store.accepted_checkpoint(cp.origin)
     held = store.tree_size()
     old = parse_checkpoint_text(parse_note(previous).text) if previous is not None else None

@@ -32,12 +32,13 @@ from pithlog.net.app import ServeConfig, create_app
 from pithlog.net.pages import page_routes
 from pithlog.net.submit import Limits
 from pithlog.net.sync_http import sync_routes
+from pithlog.net.witness_client import collect
 from pithlog.net.witness_route import witness_routes
 from pithlog.protocol.keys import Keyring, SigningKey, load_key_file, load_keyring
 from pithlog.store import Store
 from pithlog.transparency import merkle
 from pithlog.transparency.checkpoint import Checkpoint, sign_checkpoint
-from pithlog.transparency.witness import WITNESS_SIGNER_TYPES
+from pithlog.transparency.witness import WITNESS_SIGNER_TYPES, may_witness
 
 SETTINGS_VARIABLE = "PITHLOG_SERVE_SETTINGS"
 
@@ -63,6 +64,10 @@ class Settings:
     max_pending: int = Limits.max_pending
     witness: bool = False
     """Serve as a witness (docs/witness.md): ``key`` cosigns, ``keyring`` names the logs."""
+    witness_urls: tuple[str, ...] = ()
+    """Witnesses that cosign each published checkpoint (with ``witness_keyring``)."""
+    witness_keyring: str | None = None
+    witness_quorum: int = 0
 
     def encode(self) -> str:
         return json.dumps(dataclasses.asdict(self))
@@ -105,8 +110,9 @@ def open_config(settings: Settings) -> ServeConfig:
         raise StoreError("keyring_changed", f"the store's states were reduced under keyring "
                          f"{(stored or '')[:16]}..., not this one ({keyring.digest[:16]}...): "
                          "run `pithlog replay --rebuild --keyring KEYRING` first")  # fmt: skip
+    cosign = _cosigner(settings, store) if settings.witness_urls else None
     return ServeConfig(store, key, settings.origin, keyring, settings.limits(),
-                       tuple(extra_routes()))  # fmt: skip
+                       tuple(extra_routes()), cosign)  # fmt: skip
 
 
 def open_witness(settings: Settings) -> tuple[Store, Keyring, SigningKey]:
@@ -132,6 +138,24 @@ def witness_app(settings: Settings) -> Starlette:
 
     return Starlette(routes=[*witness_routes(store, keyring, key, time.time),
                              Route("/healthz", healthz)])  # fmt: skip
+
+
+def _cosigner(settings: Settings, store: Store) -> Callable[[bytes, int], bytes]:
+    """``cosign(note, size)`` for :attr:`ServeConfig.cosign`: ask the witnesses of
+    ``settings`` (C2SP tlog-witness), proving consistency from the store's tree."""
+    if settings.witness_keyring is None:
+        raise UsageError("arguments", "--witness-url needs --witness-keyring: the witness keys")
+    witnesses = [e for e in load_keyring(_read(settings.witness_keyring)).values()
+                 if may_witness(e)]  # fmt: skip
+    quorum = settings.witness_quorum or len(settings.witness_urls)
+
+    def cosign(note: bytes, size: int) -> bytes:
+        def proof_from(old: int) -> list[bytes]:
+            return store.consistency_path(old, size)[1]
+
+        return collect(settings.witness_urls, note, size, proof_from, witnesses, quorum)[0]
+
+    return cosign
 
 
 def app_from_environment() -> Starlette:

@@ -141,3 +141,47 @@ def test_a_quorum_not_reached_prints_nothing(
                                   "--quorum", "1")  # fmt: skip
     assert status == 0 and verify_cosignatures(out, [KEYRING["test-mirror"]])
     assert f"{nobody} cosigned: nothing" in err
+
+
+def test_a_served_log_publishes_cosigned_checkpoints_and_a_mirror_requires_them(
+    witness: dict[str, Any], log: dict[str, Any], tmp_path: Path
+) -> None:
+    """serve --witness-url publishes each checkpoint with the witness's cosignature;
+    mirror --witness-key refuses a log whose checkpoint lacks it."""
+    import signal
+
+    append(log, log["halves"][0])
+    served = []
+    for extra in (["--witness-url", witness["url"], "--witness-keyring", log["keyring"]], []):
+        process = subprocess.Popen(
+            [sys.executable, "-m", "pithlog", "--store", log["store"], "serve", "--listen",
+             "127.0.0.1:0", "--key", log["key"], "--origin", ORIGIN, *extra],
+            stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        assert process.stderr is not None
+        line = process.stderr.readline()
+        found = re.search(r"listening on (http://\S+)", line)
+        assert found, line
+        served.append((process, found.group(1)))
+    try:
+        (_, cosigned_url), (_, plain_url) = served
+        import httpx
+
+        note = httpx.get(cosigned_url + "/checkpoint", timeout=30).content
+        assert [c.key_id for c in verify_cosignatures(note, [KEYRING["test-mirror"]])] == [
+            "test-mirror"]
+        args = ["--keyring", log["keyring"], "--witness-key", "test-mirror"]
+        status, _, err = run(["--store", str(tmp_path / "m1"), "mirror", cosigned_url, *args])
+        assert status == 0, err
+        status, _, err = run(["--store", str(tmp_path / "m2"), "mirror", plain_url, *args])
+        assert status == 1 and "[witness.quorum]" in err
+        with Store.open(tmp_path / "m2", create=False, readonly=True) as refused:
+            assert refused.tree_size() == 0  # nothing stored from a log without its witness
+    finally:
+        for process, _ in served:
+            process.send_signal(signal.SIGTERM)
+            try:
+                process.wait(10)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait(5)

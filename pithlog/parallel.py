@@ -18,19 +18,23 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import functools
 import gc
 import itertools
 import multiprocessing
+import multiprocessing.connection
 import os
 import signal
+import threading
 from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import Executor, Future, ProcessPoolExecutor
+from concurrent.futures import Executor, Future, ProcessPoolExecutor, ThreadPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
+from multiprocessing.connection import Connection
 from types import TracebackType
 from typing import Any, ParamSpec, TypeVar
 
 from pithlog.errors import HelperLost
-from pithlog.protocol.checks import settled
+from pithlog.protocol.checks import SignatureCheck, Verifier, verify_batch
 from pithlog.protocol.events import Envelope, readmit
 from pithlog.protocol.keys import Keyring, make_keyring
 from pithlog.protocol.reduce import (
@@ -95,7 +99,8 @@ def _reduce_here(envelopes: Iterable[Envelope], keyring: Keyring) -> Iterator[Re
         executor = None
         if len(head) == STREAM_MIN and (os.cpu_count() or 1) > 1:
             executor = verifying_pool(stack, every_core=True)
-        by_pith = collapse_streamed(itertools.chain(head, stream), keyring, executor=executor)
+        verifier = executor.verify if executor is not None else in_threads()
+        by_pith = collapse_streamed(itertools.chain(head, stream), keyring, verifier)
         parts: list[list[tuple[str, Kept]]] = [[]]
         held = 0
         for pith in sorted(by_pith):
@@ -134,9 +139,9 @@ STREAM_MIN = 2000
 start costs about as much as verifying a few thousand signatures)."""
 
 
-def verifying_pool(stack: contextlib.ExitStack, every_core: bool = False) -> Executor:
+def verifying_pool(stack: contextlib.ExitStack, every_core: bool = False) -> Pool:
     """A pool of :func:`verifying_processes` helpers, closed with ``stack``
-    (:func:`worker_pool`)."""
+    (:func:`worker_pool`); its :meth:`Pool.verify` is the verifier to pass on."""
     return worker_pool(stack, verifying_processes(every_core), leave_interrupts_to_parent, ())
 
 
@@ -159,20 +164,19 @@ def in_order(
             sent.append((item, executor.submit(remote, item)))
         except BrokenProcessPool:
             sent.append((item, None))
-    return _results(sent, executor, here)
+    return _results(sent, here)
 
 
 def _results(
-    sent: collections.deque[tuple[T, Future[R] | None]], executor: Executor,
-    here: Callable[[T], R],
-) -> Iterator[R]:  # fmt: skip
+    sent: collections.deque[tuple[T, Future[R] | None]], here: Callable[[T], R]
+) -> Iterator[R]:
     """The results of :func:`in_order`, in order, each future let go once its result is
     handed out (a reduction's states are not all held to the end)."""
     while sent:
         item, future = sent.popleft()
         if future is not None:
             try:
-                result = settled(future, executor)
+                result = future.result()
             except BrokenProcessPool:
                 future = None
         if future is None:
@@ -186,61 +190,185 @@ def worker_pool(
     processes: int,
     initializer: Callable[..., None],
     initargs: tuple[Any, ...],
-) -> ProcessPoolExecutor:
+) -> Pool:
     """``processes`` workers (``spawn``) for :func:`in_order`, each set up by ``initializer``;
-    closed with ``stack``. A concurrent.futures pool rather than ``multiprocessing.Pool``:
+    closed with ``stack``: normally once their tasks are done; on an exception (an
+    interrupt, a consumer that stopped reading) at once, each worker leaving its task
+    (:meth:`Pool.stop`). A concurrent.futures pool rather than ``multiprocessing.Pool``:
     a ``Pool`` whose worker is killed waits forever for the task it held, where this pool
-    reports it broken. Leaving ``stack`` cancels the tasks not started; on an exception (an
-    interrupt), or when the pool broke, it also stops the workers at once rather than let
-    them finish their tasks (a broken pool may not have stopped them all itself)."""
-    pool = _Pool(
-        processes,
-        mp_context=multiprocessing.get_context("spawn"),
-        initializer=initializer,
-        initargs=initargs,
-    )
+    reports it broken."""
+    pool = Pool(processes, initializer, initargs)
 
     def leave(kind: type[BaseException] | None, exc: BaseException | None,
               tb: TracebackType | None) -> None:  # fmt: skip
-        if kind is not None or getattr(pool, "_broken", False):
-            _stop_workers(pool)
-        pool.shutdown(wait=True, cancel_futures=True)
+        if kind is not None:
+            pool.stop()
+        pool.shutdown(wait=True)
 
     stack.push(leave)
     return pool
 
 
+class Pool(ProcessPoolExecutor):
+    """One command's helper or worker processes, on the public API of
+    :class:`~concurrent.futures.ProcessPoolExecutor` only: no task is ever cancelled
+    (before Python 3.12 a pool that breaks while it lists a cancelled task stops settling
+    the others: CPython gh-107219), so a task sent is a task done, by its process or, when
+    that process ended abruptly, again in this one.
+
+    Each worker (:func:`_worker_start`) is born with Ctrl-C blocked (:meth:`submit` starts
+    it), ignores Ctrl-C once set up and keeps SIGTERM's default action; a thread in it
+    ends it at once when this process ends, however it ends, or when :meth:`stop` is
+    called (``multiprocessing.connection.wait`` on the parent's sentinel and on a pipe
+    whose only writer is this process)."""
+
+    def __init__(
+        self, processes: int, initializer: Callable[..., None], initargs: tuple[Any, ...]
+    ) -> None:
+        context = multiprocessing.get_context("spawn")
+        self._stop_reader, self._stop_writer = context.Pipe(duplex=False)
+        super().__init__(
+            processes,
+            mp_context=context,
+            initializer=_worker_start,
+            initargs=(self._stop_reader, initializer, initargs),
+        )
+        self.processes = processes
+        self._share = 1 / (processes + 1)
+        """The part of each batch of verifications that this process keeps
+        (:meth:`verify`): at first as one helper more, then as the batches before showed."""
+
+    def submit(self, fn: Callable[P, R], /, *args: P.args, **kwargs: P.kwargs) -> Future[R]:
+        with _interrupts_blocked():  # it may start a worker: see _interrupts_blocked
+            return super().submit(fn, *args, **kwargs)
+
+    def stop(self) -> None:
+        """End every worker now, whatever it is doing: closing the pipe's one writer wakes
+        the thread in each that waits on it. The tasks they held end the pool broken
+        (whoever waits for them gets :class:`BrokenProcessPool`)."""
+        self._stop_writer.close()
+
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        super().shutdown(wait, cancel_futures=cancel_futures)
+        if wait:  # every worker has ended: the pipe is not needed any more
+            self._stop_writer.close()
+            self._stop_reader.close()
+
+    def verify(self, parts: Iterator[list[SignatureCheck]]) -> Callable[[], None]:
+        """A :data:`~pithlog.protocol.checks.Verifier` with fixed shares: of each batch,
+        this process keeps its share (run when the batch's reasons are asked for) and the
+        pool gets the rest, in tasks of :data:`PROCESS_CHUNK` verifications sent as the
+        batch is prepared. Nothing is taken back: the share is set before a batch starts,
+        from the batches before it (:meth:`_adapt`)."""
+        share = self._share
+        kept: list[SignatureCheck] = []
+        sent: list[tuple[list[SignatureCheck], Future[list[bool]] | None]] = []
+        pending: list[SignatureCheck] = []
+        total = 0
+        for part in parts:
+            total += len(part)
+            if len(kept) + len(part) <= share * total:  # early parts go to the pool
+                kept += part
+                continue
+            pending += part
+            if len(pending) >= PROCESS_CHUNK:
+                sent.append(self._send(pending))
+                pending = []
+        if pending:
+            sent.append(self._send(pending))
+        return functools.partial(self._collect, kept, sent)
+
+    def _send(
+        self, checks: list[SignatureCheck]
+    ) -> tuple[list[SignatureCheck], Future[list[bool]] | None]:
+        try:
+            triples = [(c.public_key, c.signature, c.message) for c in checks]
+            return checks, self.submit(verify_batch, triples)
+        except BrokenProcessPool:  # a helper died before: this part is verified here
+            HelperLost.warn()
+            return checks, None
+
+    def _collect(
+        self,
+        kept: list[SignatureCheck],
+        sent: list[tuple[list[SignatureCheck], Future[list[bool]] | None]],
+    ) -> None:
+        """This process's share first, then the pool's results; a part whose helper died
+        is verified here (:class:`~pithlog.errors.HelperLost`)."""
+        for check in kept:
+            check.run()
+        self._adapt(
+            sum(len(checks) for checks, f in sent if f is not None and not f.done()),
+            len(kept) + sum(len(checks) for checks, _ in sent),
+        )
+        for checks, future in sent:
+            results = None
+            if future is not None:
+                try:
+                    results = future.result()
+                except BrokenProcessPool:
+                    HelperLost.warn()
+            if results is None:
+                for check in checks:
+                    check.run()
+            else:
+                for check, ok in zip(checks, results, strict=True):
+                    check.ok = ok
+
+    def _adapt(self, lagging: int, total: int) -> None:
+        """The next batches' share, from how this one went: when this process, its share
+        done, still had ``lagging`` verifications to wait for, it could have run a
+        ``1/(processes + 1)`` part of them itself; when it had none, the pool had time to
+        spare (or this process has other work: the next batch, a commit), so the share
+        shrinks."""
+        if total == 0:
+            return
+        if lagging:
+            self._share = min(1.0, self._share + lagging / total / (self.processes + 1))
+        else:
+            self._share *= SHARE_DECAY
+
+
+PROCESS_CHUNK = 256
+"""Verifications per task sent to a helper (large enough that pickling is negligible)."""
+
+SHARE_DECAY = 0.75
+"""Factor of :attr:`Pool._share` after a batch whose helpers were done first."""
+
 P = ParamSpec("P")
 
 
-class _Pool(ProcessPoolExecutor):
-    """A process pool whose helpers start with Ctrl-C and SIGTERM blocked: it starts them
-    in :meth:`submit`, as it needs them (the initializer must be
-    :func:`leave_interrupts_to_parent` or call it)."""
+def in_threads(workers: int | None = None) -> Verifier:
+    """A :data:`~pithlog.protocol.checks.Verifier` that verifies each batch in up to
+    ``workers`` threads (default: the cores, at most 4), the batch complete when the call
+    returns: ``cryptography`` releases the GIL while it verifies, so the threads overlap
+    each other and the preparation of the batch's later parts, but would not overlap this
+    thread's Python work after it (a verifying thread waits for the GIL after each
+    signature, up to the interpreter's switch interval). A batch of one part, or
+    ``workers`` = 1, is verified here: a thread pool would cost more than it saves."""
+    count = workers if workers is not None else min(4, os.cpu_count() or 1)
 
-    def submit(self, fn: Callable[P, R], /, *args: P.args, **kwargs: P.kwargs) -> Future[R]:
-        with _stopping_signals_blocked():
-            return super().submit(fn, *args, **kwargs)
+    def verify(parts: Iterator[list[SignatureCheck]]) -> Callable[[], None]:
+        if count <= 1:
+            return _nothing
+        first, second = next(parts, None), next(parts, None)
+        if first is None or second is None:
+            return _nothing
+        with ThreadPoolExecutor(count, thread_name_prefix="pithlog-verify") as threads:
+            for part in itertools.chain((first, second), parts):
+                threads.submit(_run_all, part)
+        return _nothing
+
+    return verify
 
 
-def _stop_workers(pool: ProcessPoolExecutor) -> None:
-    """Kill the pool's processes and reap them: SIGKILL, since they ignore SIGTERM
-    (``kill_workers`` from Python 3.14; before it, each of the processes the pool keeps)."""
-    processes = list((pool._processes or {}).values())
-    # Tasks still queued for the killed processes are dropped: a queue that waits, at
-    # exit, for its last task to be written to processes that no longer read it would
-    # keep pithlog from exiting.
-    queue = getattr(pool, "_call_queue", None)  # concurrent.futures keeps it private
-    if queue is not None:
-        queue.cancel_join_thread()
-    kill = getattr(pool, "kill_workers", None)
-    if kill is not None:
-        kill()
-    else:
-        for process in processes:
-            process.kill()
-    for process in processes:  # reaped before pithlog exits: none outlives the command
-        process.join(5)
+def _run_all(checks: list[SignatureCheck]) -> None:
+    for check in checks:
+        check.run()
+
+
+def _nothing() -> None:
+    pass
 
 
 def verifying_processes(every_core: bool = False) -> int:
@@ -290,7 +418,7 @@ def split_by_pith(
 
 
 def threads_per_process(jobs: int) -> int | None:
-    """Verification threads in each of ``jobs`` processes (:func:`check_many`): when the
+    """Verification threads in each of ``jobs`` processes (:func:`in_threads`): when the
     processes already fill the cores, a thread more per process only adds switching, so
     each verifies inline; otherwise the default."""
     return 1 if jobs >= (os.cpu_count() or 1) else None
@@ -302,25 +430,24 @@ def _reduce_part(
     # The copies are the JCS bytes of envelopes that passed the door in the parent, which
     # reported what it refused: decoding them again is enough.
     envelopes = [readmit(blob) for blob in blobs]
-    reduced = reduce_events(envelopes, keyring, only=piths, threads=threads)
+    reduced = reduce_events(envelopes, keyring, only=piths, verifier=in_threads(threads))
     return [(pith, _rendered(result)) for pith, result in reduced.items()]
 
 
-_STOPPING = (signal.SIGINT, signal.SIGTERM)
 _HAVE_SIGMASK = hasattr(signal, "pthread_sigmask")
 
 
 @contextlib.contextmanager
-def _stopping_signals_blocked() -> Iterator[None]:
-    """Block Ctrl-C and SIGTERM in this thread while it may start a helper: the helper is
-    born with them blocked (a signal mask survives fork and exec) until
-    :func:`leave_interrupts_to_parent` ignores them, so one that comes while it is still
-    starting cannot kill it with a traceback. Here a signal that comes meanwhile is only
-    delayed. (CPython starts its resource tracker the same way.)"""
+def _interrupts_blocked() -> Iterator[None]:
+    """Block Ctrl-C in this thread while it may start a worker: the worker is born with it
+    blocked (a signal mask survives fork and exec) until :func:`leave_interrupts_to_parent`
+    ignores it, so one that comes while the worker is still starting cannot kill it with a
+    traceback. Here a Ctrl-C that comes meanwhile is only delayed. (CPython starts its
+    resource tracker the same way.)"""
     if not _HAVE_SIGMASK:
         yield
         return
-    old = signal.pthread_sigmask(signal.SIG_BLOCK, _STOPPING)
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
     try:
         yield
     finally:
@@ -328,16 +455,45 @@ def _stopping_signals_blocked() -> Iterator[None]:
 
 
 def leave_interrupts_to_parent() -> None:
-    """In a helper or worker process: ignore Ctrl-C and SIGTERM, then unblock them (they
-    were blocked from its birth: :func:`_stopping_signals_blocked`). A terminal sends
-    Ctrl-C to every process of a command, and a service manager its SIGTERM; the process
-    that started the helpers stops them (its pool's shutdown, :func:`_stop_workers`, or the
-    end of their input if it dies), so none dies mid-task, printing a traceback of its own
-    or leaving its work to be done again."""
-    for signum in _STOPPING:
-        signal.signal(signum, signal.SIG_IGN)
+    """In a helper or worker process: ignore Ctrl-C, then unblock it (it was blocked from
+    the process's birth: :func:`_interrupts_blocked`), and give SIGTERM its default action.
+    A terminal sends Ctrl-C to every process of a command: the process that started the
+    workers decides what becomes of them (its pool's shutdown, :meth:`Pool.stop`), so none
+    dies mid-task printing a traceback of its own. SIGTERM stops a worker as it stops any
+    process: the pool that loses one does its work again or, when the command is ending
+    anyway, the console script's handler ends it (``pithlog.cli.edge``)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
     if _HAVE_SIGMASK:
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOPPING)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+
+
+PARENT_GONE = 70
+"""A worker's exit status when it ends because its parent ended or stopped it."""
+
+
+def _worker_start(
+    stop: Connection, initializer: Callable[..., None], initargs: tuple[Any, ...]
+) -> None:
+    """Every worker's initializer: the watch on its parent first, then ``initializer``
+    (Ctrl-C still blocked), then :func:`leave_interrupts_to_parent`."""
+    threading.Thread(target=_exit_with_parent, args=(stop,), name="pithlog-parent",
+                     daemon=True).start()  # fmt: skip
+    initializer(*initargs)
+    leave_interrupts_to_parent()
+
+
+def _exit_with_parent(stop: Connection) -> None:
+    """Wait until the parent ends (its sentinel, a pipe that its end closes) or stops this
+    worker (the ``stop`` pipe), then end the process at once. Without this a worker whose
+    parent was killed would wait on its call queue forever: it holds both ends of that
+    pipe itself and never sees it close."""
+    watched: list[Any] = [stop]
+    parent = multiprocessing.parent_process()
+    if parent is not None:
+        watched.append(parent.sentinel)
+    multiprocessing.connection.wait(watched)
+    os._exit(PARENT_GONE)
 
 
 _WORKER: dict[str, Any] = {}

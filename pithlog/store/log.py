@@ -34,7 +34,7 @@ import shutil
 import tempfile
 import threading
 from collections.abc import Callable, Generator, Iterable, Iterator, Sized
-from concurrent.futures import Executor, Future, ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -45,7 +45,9 @@ import msgspec
 
 from pithlog.errors import DoorError, HelperLost, StoreError, register
 from pithlog.parallel import (
+    Pool,
     in_order,
+    in_threads,
     leave_interrupts_to_parent,
     threads_per_process,
     verifying_pool,
@@ -655,7 +657,7 @@ class Store:
         commit had already begun)."""
         cores = os.cpu_count() or 1
         with contextlib.ExitStack() as stack:
-            executor: Executor | None = None
+            executor: Pool | None = None
             writer: ThreadPoolExecutor | None = None
             abandon = threading.Event()
             previous: StartedBatch | None = None
@@ -713,7 +715,7 @@ class Store:
         self,
         batch: Iterable[bytes | bytearray | memoryview | Envelope],
         keyring: Keyring,
-        executor: Executor | None = None,
+        executor: Pool | None = None,
     ) -> StartedBatch:
         """A batch through the door, and checks 1-12 started on its copies that the store
         does not hold yet (a copy already stored is a duplicate, not judged again)."""
@@ -748,7 +750,8 @@ class Store:
             new = self._read(functools.partial(_unseen, envelopes))
             fresh += new
             started.append(
-                start_checks([envelopes[h] for h in new], keyring, executor=executor)
+                start_checks([envelopes[h] for h in new], keyring,
+                             executor.verify if executor is not None else in_threads())
             )
         return StartedBatch(items, hashes, fresh, CheckBatch.joined(started))
 
@@ -864,7 +867,7 @@ class Store:
         cores = os.cpu_count() or 1
         large = sum(len(chunk) for chunk in chunks) >= VERIFY_PROCESS_MIN_PITHS
         if (ctx.verify or not ctx.same_keyring) and cores > 1 and len(chunks) > 1 and large:
-            ctx = dataclasses.replace(ctx, executor=verifying_pool(stack))
+            ctx = dataclasses.replace(ctx, verifier=verifying_pool(stack).verify)
         previous: Started | None = None
         for chunk in chunks:
             started = self._read(functools.partial(start_chunk, chunk=chunk, ctx=ctx))

@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 
 import pithlog.parallel
+import pithlog.parallel.pool
 import pithlog.protocol.checks
 import pithlog.store.log
 from pithlog.cli import main
@@ -84,7 +85,7 @@ def test_in_order_lets_go_of_each_result_once_handed_out() -> None:
 def test_a_batch_is_verified_here_when_its_helper_dies(monkeypatch: pytest.MonkeyPatch) -> None:
     envelopes = [admit(v) for v in _values()] * 40  # several tasks of verifications
     expected = check_many(envelopes, KEYRING)
-    monkeypatch.setattr(pithlog.parallel, "verify_batch", _die)
+    monkeypatch.setattr(pithlog.parallel.pool, "verify_batch", _die)
     with contextlib.ExitStack() as stack:
         pool = worker_pool(stack, 1, pithlog.parallel.leave_interrupts_to_parent, ())
         pool._share = 0.0  # every verification sent

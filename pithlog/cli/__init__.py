@@ -19,11 +19,8 @@ import contextlib
 import gc
 import io
 import sys
-import threading
 import warnings
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import InvalidStateError
-from concurrent.futures.process import _ExecutorManagerThread
 from typing import IO, Any
 
 from pithlog import __version__
@@ -99,37 +96,31 @@ def _collector_paused() -> Iterator[None]:
 
 @contextlib.contextmanager
 def _helper_losses_said(out: Out) -> Iterator[None]:
-    """Print a :class:`~pithlog.errors.HelperLost` warning as one line on stderr, once per
-    command however many parts a lost helper held (other warnings as Python shows them)."""
-    said = False
+    """Print a :class:`~pithlog.errors.HelperLost` warning as one line on stderr when the
+    command ends, however many parts a lost helper held (other warnings as Python shows
+    them). Not when SIGTERM ended the command: a service manager's SIGTERM reaches the
+    helpers too, which then end as the command does, and that is no news."""
+    lost = False
     show = warnings.showwarning
 
     def say(message: Warning | str, category: type[Warning], *rest: Any, **kw: Any) -> None:
-        nonlocal said
-        if not issubclass(category, HelperLost):
+        nonlocal lost
+        if issubclass(category, HelperLost):
+            lost = True
+        else:
             show(message, category, *rest, **kw)
-        elif not said:
-            said = True
-            out.say(f"pithlog: warning: {message}")
-
-    hook = threading.excepthook
-
-    def quiet(args: threading.ExceptHookArgs) -> None:
-        # Before Python 3.12, a process pool that breaks while it lists a cancelled task
-        # (a helper lost) dies in its own thread on that task (CPython gh-107219).
-        # pithlog does not wait on it (pithlog.protocol.checks.settled): no traceback for it.
-        if not (args.exc_type is InvalidStateError
-                and isinstance(args.thread, _ExecutorManagerThread)):  # fmt: skip
-            hook(args)
 
     with warnings.catch_warnings():
         warnings.simplefilter("always", HelperLost)
         warnings.showwarning = say
-        threading.excepthook = quiet
         try:
             yield
+        except Terminated:
+            lost = False
+            raise
         finally:
-            threading.excepthook = hook
+            if lost:
+                out.say(f"pithlog: warning: {HelperLost.MESSAGE}")
 
 
 def _parse(argv: Sequence[str] | None, out: Out) -> argparse.Namespace:

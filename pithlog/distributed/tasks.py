@@ -154,7 +154,7 @@ def check_block(
 
     def settle() -> None:
         # One verifying thread: a Dask worker runs one task per thread it has.
-        for envelope, reason in zip(batch, check_many(batch, keyring, 1), strict=True):
+        for envelope, reason in zip(batch, check_many(batch, keyring), strict=True):
             copy = (envelope.event_id, reason, envelope.pith_number, envelope.encoded)
             current = kept.get(envelope.event_id)
             if current is None or rank(reason, envelope.encoded) < rank(current[1], current[3]):

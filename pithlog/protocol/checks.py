@@ -8,16 +8,12 @@ are exactly the spec's; :data:`REASONS` lists them in check order.
 
 from __future__ import annotations
 
-import os
-from collections.abc import Callable, Sequence
-from concurrent.futures import Executor, Future, ThreadPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
-from pithlog.errors import HelperLost
 from pithlog.protocol.canonical import decode_b64, digest
 from pithlog.protocol.events import (
     ENVELOPE_MEMBERS,
@@ -177,154 +173,73 @@ def check_alone(envelope: Envelope, keyring: Keyring) -> str | None:
     return prepare(envelope, keyring).reason()
 
 
+Verifier = Callable[[Iterator[list[SignatureCheck]]], Callable[[], None]]
+"""Where the Ed25519 verifications of a batch run. :func:`start_checks` calls it with the
+batch's verifications in parts, each part yielded as soon as checks 1-12 have prepared it
+(so that the first can be verified while the rest are prepared); it starts them wherever
+it chooses and returns a function that waits until those it started have run. A
+verification it leaves alone is run where its event's reason is asked for
+(:meth:`Prepared.reason`). The core runs nothing anywhere: :mod:`pithlog.parallel` makes
+the verifiers that use threads or processes."""
+
+
 def check_many(
-    envelopes: Sequence[Envelope], keyring: Keyring, workers: int | None = None
+    envelopes: Sequence[Envelope], keyring: Keyring, verifier: Verifier | None = None
 ) -> list[str | None]:
-    """:func:`check_alone` of each envelope, the signature verifications of a large batch
-    spread over threads: ``cryptography`` releases the GIL while it verifies, so they run
-    beside the Python work of the checks instead of after it."""
-    return start_checks(envelopes, keyring, workers).reasons()
+    """:func:`check_alone` of each envelope, the signature verifications run by ``verifier``
+    (default: here, one after the other)."""
+    return start_checks(envelopes, keyring, verifier).reasons()
 
 
 class CheckBatch:
     """Checks 1-12 of a batch of envelopes whose signature verifications may still be
     running elsewhere (:func:`start_checks`); :meth:`reasons` waits for them."""
 
-    def __init__(self, prepared: list[Prepared], sent: list[_Sent]) -> None:
+    def __init__(self, prepared: list[Prepared], waits: list[Callable[[], None]]) -> None:
         self._prepared = prepared
-        self._sent = sent
+        self._waits = waits
 
     @classmethod
     def joined(cls, batches: Sequence[CheckBatch]) -> CheckBatch:
         """One batch of several, in order: its :meth:`reasons` are theirs, one after the
         other (the parts of a large batch, started as they were read)."""
-        return cls([p for b in batches for p in b._prepared], [s for b in batches for s in b._sent])
+        prepared = [p for b in batches for p in b._prepared]
+        return cls(prepared, [w for b in batches for w in b._waits])
 
     def reasons(self) -> list[str | None]:
-        """The reason of the first failing check of each envelope, in order, or ``None``.
-
-        Rather than wait idle, this process first verifies here every part of the batch that
-        no helper has started yet (from the last part back, so that the helpers keep the
-        parts they reach first), then waits for the parts the helpers hold. So a batch never
-        waits behind a busy helper: whatever else the helper is doing (another batch, a
-        replay's structure pass), the work is shared out as it comes."""
-        for sent in reversed(self._sent):
-            sent.take_back()
-        for sent in self._sent:
-            sent.wait()
-        self._sent = []
+        """The reason of the first failing check of each envelope, in order, or ``None``:
+        once the verifier's work is in, every verification it left is run here."""
+        for wait in self._waits:
+            wait()
+        self._waits = []
         return [item.reason() for item in self._prepared]
 
 
-class _Sent:
-    """One part of a batch's verifications, sent to an executor (:func:`verify_batch`).
-
-    A helper that dies (:class:`~pithlog.errors.HelperLost`) loses nothing: the part is
-    verified here instead, when it is sent to a pool already broken or when its result
-    is the pool's breakage."""
-
-    __slots__ = ("checks", "executor", "future")
-
-    def __init__(self, checks: list[SignatureCheck], executor: Executor) -> None:
-        self.checks = checks
-        self.executor = executor
-        self.future: Future[list[bool]] | None
-        try:
-            self.future = executor.submit(
-                verify_batch, [(c.public_key, c.signature, c.message) for c in checks]
-            )
-        except BrokenProcessPool:
-            HelperLost.warn()
-            self._here()
-
-    def _here(self) -> None:
-        self.future = None
-        for check in self.checks:
-            check.run()
-
-    def take_back(self) -> None:
-        """Verify the part here if the executor has not started it (it then never will)."""
-        if self.future is not None and self.future.cancel():
-            self._here()
-
-    def wait(self) -> None:
-        if self.future is None:  # verified here
-            return
-        try:
-            results = settled(self.future, self.executor)
-        except BrokenProcessPool:
-            HelperLost.warn()
-            self._here()
-            return
-        for check, ok in zip(self.checks, results, strict=True):
-            check.ok = ok
-
-
-R = TypeVar("R")
-
-_BROKEN_POLL = 0.5
-"""Seconds between two looks at whether a pool broke while a future of it is awaited."""
-
-
-def settled(future: Future[R], executor: Executor) -> R:
-    """``future.result()``, or :class:`BrokenProcessPool` once ``executor`` is a broken
-    process pool and the future is not settled. Before Python 3.12 a pool that breaks while
-    it still lists a cancelled future stops settling the rest (CPython gh-107219): they
-    would be awaited forever."""
-    while True:
-        try:
-            return future.result(timeout=_BROKEN_POLL)
-        except TimeoutError:
-            if getattr(executor, "_broken", False):
-                raise BrokenProcessPool("a helper process ended abruptly") from None
-
-
 def start_checks(
-    envelopes: Sequence[Envelope],
-    keyring: Keyring,
-    workers: int | None = None,
-    executor: Executor | None = None,
+    envelopes: Sequence[Envelope], keyring: Keyring, verifier: Verifier | None = None
 ) -> CheckBatch:
-    """Run the Python part of checks 1-12 on ``envelopes`` now and start their signature
-    verifications: on ``executor`` when given (a process pool: :func:`verify_batch` runs
-    there, beside whatever this process does next, with no GIL to share), else on up to
-    ``workers`` threads (default: the cores, at most 4), which overlap each other but not
-    this thread's Python work (a verifying thread waits for the GIL after each signature,
-    up to the interpreter's switch interval), so the batch ends with the threads alone."""
-    if executor is not None:
-        sent: list[_Sent] = []
-        prepared = _prepare_all(
-            envelopes, keyring, _PROCESS_CHUNK, lambda c: sent.append(_Sent(c, executor))
-        )
-        return CheckBatch(prepared, sent)
-    workers = workers if workers is not None else min(4, os.cpu_count() or 1)
-    if workers <= 1 or len(envelopes) < PARALLEL_MIN:
-        return CheckBatch([prepare(e, keyring) for e in envelopes], [])
-    # Leaving the pool's block waits for its threads: the batch is complete on return.
-    with ThreadPoolExecutor(workers, thread_name_prefix="pithlog-verify") as pool:
-        prepared = _prepare_all(envelopes, keyring, _CHUNK, lambda c: pool.submit(_run_all, c))
-    return CheckBatch(prepared, [])
-
-
-def _prepare_all(
-    envelopes: Sequence[Envelope],
-    keyring: Keyring,
-    chunk: int,
-    send: Callable[[list[SignatureCheck]], object],
-) -> list[Prepared]:
-    """:func:`prepare` each envelope, handing its verifications to ``send`` by ``chunk``."""
+    """Run the Python part of checks 1-12 on ``envelopes`` now, and hand their signature
+    verifications to ``verifier`` (:data:`Verifier`) part by part as they are prepared;
+    without one they wait for :meth:`CheckBatch.reasons`, which runs them here."""
     prepared: list[Prepared] = []
-    pending: list[SignatureCheck] = []
-    for envelope in envelopes:
-        item = prepare(envelope, keyring)
-        prepared.append(item)
-        pending += item.checks()
-        if len(pending) >= chunk:
-            send(pending)
-            pending = []
-    if pending:
-        send(pending)
-    return prepared
+
+    def parts() -> Iterator[list[SignatureCheck]]:
+        pending: list[SignatureCheck] = []
+        for envelope in envelopes:
+            item = prepare(envelope, keyring)
+            prepared.append(item)
+            pending += item.checks()
+            if len(pending) >= PART:
+                yield pending
+                pending = []
+        if pending:
+            yield pending
+
+    remaining = parts()
+    waits = [] if verifier is None else [verifier(remaining)]
+    for _ in remaining:  # prepared all the same: what no verifier took is run by reasons()
+        pass
+    return CheckBatch(prepared, waits)
 
 
 def verify_batch(items: list[tuple[bytes, bytes, bytes]]) -> list[bool]:
@@ -342,16 +257,8 @@ def verify_batch(items: list[tuple[bytes, bytes, bytes]]) -> list[bool]:
 _VERIFIERS: dict[bytes, Ed25519PublicKey] = {}
 """Decoded public keys of :func:`verify_batch`, by raw bytes (a keyring's worth)."""
 
-PARALLEL_MIN = 32
-"""Below this many events a thread pool costs more than it saves."""
-_CHUNK = 64
-_PROCESS_CHUNK = 256
-"""Verifications per task sent to a process (large enough that pickling is negligible)."""
-
-
-def _run_all(checks: list[SignatureCheck]) -> None:
-    for check in checks:
-        check.run()
+PART = 64
+"""Verifications per part handed to a :data:`Verifier` while a batch is prepared."""
 
 
 def _check_record_created(

@@ -17,16 +17,15 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Collection, Iterable
-from concurrent.futures import Executor
 from dataclasses import dataclass
 from typing import Any, NamedTuple, Protocol, TypeVar
 
 from pithlog.protocol.checks import (
     CHECK_NUMBER,
     CheckBatch,
+    Verifier,
     check_against_record,
     check_alone,
-    check_many,
     start_checks,
 )
 from pithlog.protocol.events import ChosenRecord, Envelope, readmit
@@ -89,18 +88,15 @@ def prefer(a: Judged, b: Judged) -> Judged:
 
 
 def collapse(
-    envelopes: Iterable[Envelope],
-    keyring: Keyring,
-    threads: int | None = None,
-    executor: Executor | None = None,
+    envelopes: Iterable[Envelope], keyring: Keyring, verifier: Verifier | None = None
 ) -> dict[str, Judged]:
     """Step 0: ``event_id`` -> the one preferred copy, with its checks 1-12 verdict.
 
-    ``threads``: verification threads (:func:`pithlog.protocol.checks.check_many`). With
-    ``executor`` (verifying processes) instead, checks 1-12 start on each batch of distinct
-    copies as it arrives, so that the signatures are verified while the rest of the input
-    is still read and parsed. :func:`prefer` is a total order: the verdicts' order does not
-    matter.
+    Checks 1-12 start on each batch of :data:`STREAM_BATCH` distinct copies as it arrives,
+    their signatures verified by ``verifier`` (:data:`pithlog.protocol.checks.Verifier`;
+    default: here), so that a verifier working elsewhere verifies while the rest of the
+    input is still read and parsed. :func:`prefer` is a total order: the verdicts' order
+    does not matter.
     """
     copies: dict[str, list[Envelope]] = {}
     distinct: list[Envelope] = []
@@ -110,14 +106,11 @@ def collapse(
         if all(envelope.encoded != other.encoded for other in held):
             held.append(envelope)  # the same envelope again has nothing to choose
             distinct.append(envelope)
-            if executor is not None and len(distinct) % STREAM_BATCH == 0:
-                batches.append(start_checks(distinct[-STREAM_BATCH:], keyring, executor=executor))
-    if executor is None:
-        reasons = check_many(distinct, keyring, threads)
-    else:
-        rest = distinct[len(distinct) - len(distinct) % STREAM_BATCH :]
-        batches.append(start_checks(rest, keyring, executor=executor))
-        reasons = [reason for batch in batches for reason in batch.reasons()]
+            if len(distinct) % STREAM_BATCH == 0:
+                batches.append(start_checks(distinct[-STREAM_BATCH:], keyring, verifier))
+    rest = distinct[len(distinct) - len(distinct) % STREAM_BATCH :]
+    batches.append(start_checks(rest, keyring, verifier))
+    reasons = [reason for batch in batches for reason in batch.reasons()]
     kept: dict[str, Judged] = {}
     for envelope, reason in zip(distinct, reasons, strict=True):
         eid = envelope.event_id
@@ -247,18 +240,17 @@ def reduce_events(
     envelopes: Iterable[Envelope],
     keyring: Keyring,
     only: Collection[str] | None = None,
-    threads: int | None = None,
-    executor: Executor | None = None,
+    verifier: Verifier | None = None,
 ) -> dict[str, Reduction | Pending]:
     """Steps 0-4 for every pith of the input, keyed and ordered by pith_number.
 
     ``only``: reduce just these piths. Step 0 still runs over every envelope given, so a
     caller that splits an input by pith passes each part every copy of the event_ids it
     holds (:mod:`pithlog.parallel`) and gets the same reductions as from the whole input.
-    ``threads``, ``executor``: where signatures are verified (:func:`collapse`).
+    ``verifier``: where signatures are verified (:func:`collapse`).
     """
     by_pith: dict[str, list[Judged]] = {}
-    for judged in collapse(envelopes, keyring, threads, executor).values():
+    for judged in collapse(envelopes, keyring, verifier).values():
         by_pith.setdefault(judged.envelope.pith_number, []).append(judged)
     piths = sorted(by_pith if only is None else by_pith.keys() & set(only))
     return {pith: reduce_pith(pith, by_pith[pith]) for pith in piths}
@@ -280,8 +272,7 @@ Kept = list[tuple[str | None, bytes]]
 def collapse_streamed(
     envelopes: Iterable[Envelope],
     keyring: Keyring,
-    threads: int | None = None,
-    executor: Executor | None = None,
+    verifier: Verifier | None = None,
     batch: int | None = None,
     lag: int = 2,
 ) -> dict[str, Kept]:
@@ -291,7 +282,7 @@ def collapse_streamed(
     Step 0 needs every copy of the input before any pith can be reduced, and a decoded
     envelope costs about five times its JCS bytes in memory. So the distinct copies are
     checked in batches of ``batch`` (default :data:`STREAM_BATCH`) as they arrive
-    (signatures on ``executor``, else on ``threads``); once a batch's verdicts are in, which
+    (signatures by ``verifier``, :func:`collapse`); once a batch's verdicts are in, which
     is at the latest ``lag`` batches later, only the preferred copy of each ``event_id`` is
     kept, with its verdict, and the decoded envelopes are dropped. :func:`prefer`'s order is
     total, so this keeps the copies that :func:`collapse` keeps.
@@ -309,7 +300,7 @@ def collapse_streamed(
             kept[eid] = keep_preferred(kept.get(eid), candidate)
 
     def start(copies: list[Envelope]) -> None:
-        started.append((copies, start_checks(copies, keyring, threads, executor)))
+        started.append((copies, start_checks(copies, keyring, verifier)))
         while len(started) > lag:
             settle()
 

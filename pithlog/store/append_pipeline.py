@@ -14,11 +14,11 @@ import itertools
 import os
 import threading
 from collections.abc import Generator, Iterable, Iterator, Sized
-from concurrent.futures import Executor, Future, ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from pithlog.errors import DoorError
-from pithlog.parallel import verifying_pool
+from pithlog.parallel import Pool, in_threads, verifying_pool
 from pithlog.protocol.checks import CheckBatch, start_checks
 from pithlog.protocol.events import Envelope, admit, parse_envelope
 from pithlog.protocol.keys import Keyring
@@ -89,7 +89,7 @@ def append_batches(
     """:meth:`Store.append_batches` (whose docstring says what it promises)."""
     cores = os.cpu_count() or 1
     with contextlib.ExitStack() as stack:
-        executor: Executor | None = None
+        executor: Pool | None = None
         writer: ThreadPoolExecutor | None = None
         abandon = threading.Event()
         previous: StartedBatch | None = None
@@ -145,7 +145,7 @@ def append_batches(
 
 
 def start_append(
-    store: Store, batch: Iterable[Item], keyring: Keyring, executor: Executor | None = None
+    store: Store, batch: Iterable[Item], keyring: Keyring, executor: Pool | None = None
 ) -> StartedBatch:
     """A batch through the door, and checks 1-12 started on its copies that the store
     does not hold yet (a copy already stored is a duplicate, not judged again)."""
@@ -181,7 +181,8 @@ def start_append(
             continue
         new = store._read(functools.partial(_unseen, envelopes))
         fresh += new
-        started.append(start_checks([envelopes[h] for h in new], keyring, executor=executor))
+        started.append(start_checks([envelopes[h] for h in new], keyring,
+                                    executor.verify if executor is not None else in_threads()))
     return StartedBatch(items, hashes, fresh, CheckBatch.joined(started))
 
 

@@ -35,13 +35,14 @@ import hashlib
 import os
 import threading
 from collections.abc import Callable, Generator, Iterable, Iterator
-from concurrent.futures import Executor, Future
+from concurrent.futures import Future
 from pathlib import Path
 from typing import Any, TypeVar
 
 import msgspec
 
 from pithlog.errors import StoreError
+from pithlog.parallel import Pool
 from pithlog.protocol.events import is_event_id
 from pithlog.protocol.keys import Keyring
 from pithlog.protocol.records import is_pith_number
@@ -363,7 +364,7 @@ class Store:
         return append_batches(self, batches, keyring, keep_invalid)
 
     def _start_append(
-        self, batch: Iterable[Item], keyring: Keyring, executor: Executor | None = None
+        self, batch: Iterable[Item], keyring: Keyring, executor: Pool | None = None
     ) -> StartedBatch:
         return start_append(self, batch, keyring, executor)
 

@@ -10,7 +10,6 @@ worker processes, and adds up the outcomes.
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Sequence
-from concurrent.futures import Executor
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any, Protocol, overload
@@ -18,8 +17,9 @@ from typing import Any, Protocol, overload
 import msgspec
 
 from pithlog.errors import DoorError, StoreError, register
+from pithlog.parallel import in_threads
 from pithlog.protocol.canonical import jcs
-from pithlog.protocol.checks import REASONS, CheckBatch, check_alone, start_checks
+from pithlog.protocol.checks import REASONS, CheckBatch, Verifier, check_alone, start_checks
 from pithlog.protocol.events import Envelope, parse_envelope
 from pithlog.protocol.keys import Keyring
 from pithlog.protocol.records import is_pith_number
@@ -325,9 +325,11 @@ class ReplayContext:
     verify: bool
     stored_kd: str | None
     threads: int | None = None
-    """Verification threads per process (:func:`check_many`; ``None``: its default)."""
-    executor: Executor | None = None
-    """Verifying processes (:func:`start_checks`) of a one-process replay, if any."""
+    """Verification threads per process (:func:`pithlog.parallel.in_threads`; ``None``: its
+    default), unless ``verifier`` says otherwise."""
+    verifier: Verifier | None = None
+    """The verifying processes of a one-process replay, if any
+    (:meth:`pithlog.parallel.Pool.verify`)."""
     high_water: int | None = None
     """:attr:`Start.high_water`: copies above it are left out of the counts."""
 
@@ -393,7 +395,8 @@ def start_chunk(
     if not (ctx.verify or not ctx.same_keyring):
         return Started(read, [], None)
     fresh = {data: e for r in read for data, e in r.passed.items() if isinstance(e, Envelope)}
-    batch = start_checks(list(fresh.values()), ctx.keyring, ctx.threads, ctx.executor)
+    verifier = ctx.verifier if ctx.verifier is not None else in_threads(ctx.threads)
+    batch = start_checks(list(fresh.values()), ctx.keyring, verifier)
     return Started(read, list(fresh), batch)
 
 

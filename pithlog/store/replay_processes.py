@@ -146,7 +146,7 @@ def _replay_here(
     cores = os.cpu_count() or 1
     large = sum(len(chunk) for chunk in chunks) >= VERIFY_PROCESS_MIN_PITHS
     if (ctx.verify or not ctx.same_keyring) and cores > 1 and len(chunks) > 1 and large:
-        ctx = dataclasses.replace(ctx, executor=verifying_pool(stack))
+        ctx = dataclasses.replace(ctx, verifier=verifying_pool(stack).verify)
     previous: Started | None = None
     for chunk in chunks:
         started: Started = read(functools.partial(start_chunk, chunk=chunk, ctx=ctx))

@@ -10,11 +10,10 @@ import io
 import json
 import multiprocessing
 import os
-import sys
 import threading
 import time
 import weakref
-from concurrent.futures import InvalidStateError, ProcessPoolExecutor, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 from typing import Any
@@ -22,13 +21,13 @@ from typing import Any
 import pytest
 
 import pithlog.parallel
+import pithlog.parallel.pool
 import pithlog.protocol.checks
 import pithlog.store.replay_processes
-from pithlog.cli import _helper_losses_said, main
-from pithlog.cli.edge import Out
+from pithlog.cli import main
 from pithlog.errors import HelperLost
 from pithlog.parallel import in_order, reduce_rendered, worker_pool
-from pithlog.protocol.checks import check_many, settled, start_checks
+from pithlog.protocol.checks import check_many, start_checks
 from pithlog.protocol.events import admit
 from pithlog.store import Store
 from pithlog.testing import test_keyring_entries
@@ -39,11 +38,6 @@ from .builders import KEYRING, canonical_record, event, record_event
 def _die(*_: object) -> None:
     """What a killed process returns: nothing (it ends at once, mid-task)."""
     os._exit(1)
-
-
-def _die_soon() -> None:
-    time.sleep(0.5)
-    _die()
 
 
 def _tenfold_but_three(item: int) -> int:
@@ -88,20 +82,18 @@ def test_in_order_lets_go_of_each_result_once_handed_out() -> None:
         assert isinstance(second, _Result) and len(list(results)) == 1
 
 
-# On Python 3.11 the pool's own thread dies of CPython gh-107219 here (a cancelled part):
-# pithlog does not wait on it (the CLI silences it: the last test of this file).
-@pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")
 def test_a_batch_is_verified_here_when_its_helper_dies(monkeypatch: pytest.MonkeyPatch) -> None:
-    envelopes = [admit(v) for v in _values()] * 40  # several parts of 256 verifications
-    expected = check_many(envelopes, KEYRING, 1)
-    monkeypatch.setattr(pithlog.protocol.checks, "verify_batch", _die)
-    spawn = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(1, mp_context=spawn) as executor:
+    envelopes = [admit(v) for v in _values()] * 40  # several tasks of verifications
+    expected = check_many(envelopes, KEYRING)
+    monkeypatch.setattr(pithlog.parallel.pool, "verify_batch", _die)
+    with contextlib.ExitStack() as stack:
+        pool = worker_pool(stack, 1, pithlog.parallel.leave_interrupts_to_parent, ())
+        pool._share = 0.0  # every verification sent
         with pytest.warns(HelperLost):
-            assert start_checks(envelopes, KEYRING, executor=executor).reasons() == expected
+            assert start_checks(envelopes, KEYRING, pool.verify).reasons() == expected
         # The pool is broken now: a batch sent to it is verified here from the start.
         with pytest.warns(HelperLost):
-            assert start_checks(envelopes, KEYRING, executor=executor).reasons() == expected
+            assert start_checks(envelopes, KEYRING, pool.verify).reasons() == expected
 
 
 def test_reduce_jobs_when_a_worker_dies(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -173,23 +165,17 @@ def test_the_cli_says_it_once_and_prints_the_same(
     assert lost == [f"pithlog: warning: {HelperLost.MESSAGE}"]
 
 
-def _break_with_a_cancelled_task() -> None:
-    """Break a pool while it lists a cancelled task (and wait for its thread to end)."""
-    with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
-        futures = [pool.submit(_die_soon), *(pool.submit(int) for _ in range(5))]
-        assert futures[-2].cancel()  # still listed by the pool, behind the call queue
-        # The task after the cancelled one is never settled before Python 3.12:
-        with pytest.raises(BrokenProcessPool):
-            settled(futures[-1], pool)  # it is not waited for forever
-
-
-def test_the_cli_keeps_a_broken_pool_thread_quiet(monkeypatch: pytest.MonkeyPatch) -> None:
-    died: list[type[BaseException]] = []
-    monkeypatch.setattr(threading, "excepthook", lambda args: died.append(args.exc_type))
-    _break_with_a_cancelled_task()
-    if sys.version_info < (3, 12):  # CPython gh-107219, fixed in 3.12
-        assert died == [InvalidStateError]
-    died.clear()
-    with _helper_losses_said(Out(io.BytesIO(), io.StringIO())):
-        _break_with_a_cancelled_task()
-    assert died == []
+def test_leaving_on_an_exception_ends_the_workers_without_their_queued_tasks() -> None:
+    # Ctrl-C while the workers still hold an hour of work: nothing is cancelled, the
+    # workers are stopped, and the pool is left at once.
+    before = time.monotonic()
+    with pytest.raises(KeyboardInterrupt), contextlib.ExitStack() as stack:
+        pool = worker_pool(stack, 2, pithlog.parallel.leave_interrupts_to_parent, ())
+        futures = [pool.submit(time.sleep, 60) for _ in range(60)]
+        time.sleep(1)  # the first two have started
+        raise KeyboardInterrupt
+    assert time.monotonic() - before < 30
+    assert all(f.done() for f in futures)
+    assert not multiprocessing.active_children()  # ended and reaped
+    with pytest.raises(BrokenProcessPool):
+        futures[0].result()

@@ -1,0 +1,156 @@
+"""Helpers and workers die with their parent: ``kill -9`` of a process holding a pool
+(each kind pithlog starts) leaves no process of it behind.
+
+The parent is a real process running the real code path, stopped in the middle of its
+command (its consumer waits while the pool is still open), then SIGKILLed. Its children
+are read from ``/proc`` before the kill; a few seconds after it, none may be alive.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from storeevents import g
+
+from pithlog.store import Store
+
+pytestmark = pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs /proc")
+
+# Each kind stops in its consumer, the pool still open, and says so on stdout. The
+# thresholds that keep pools for large inputs are lowered, and the machine is said to
+# have another core (pools are only started where there is one).
+CHILD = """
+import os, sys, time
+
+os.cpu_count = lambda: 2
+
+import pithlog.parallel
+import pithlog.store.log
+import pithlog.store.replay
+from pithlog.protocol.events import parse_envelope
+from pithlog.store import Store
+from pithlog.testing import test_keyring
+
+
+def ready(*_):
+    print("ready", flush=True)
+    time.sleep(600)
+
+
+def main(kind, events_path, store_path):
+    keyring = test_keyring()
+    with open(events_path, "rb") as file:
+        lines = file.read().splitlines()
+    envelopes = [parse_envelope(line) for line in lines]
+    if kind == "reduce --jobs 2":
+        results = pithlog.parallel.reduce_rendered(envelopes, keyring, jobs=2)
+        next(results)
+        ready()
+    elif kind == "reduce, verifying helpers":
+        pithlog.parallel.STREAM_MIN = 5
+        pithlog.parallel.TAIL_EVENTS = 2
+        results = pithlog.parallel.reduce_rendered(envelopes, keyring, jobs=1)
+        next(results)
+        ready()
+    elif kind == "append, verifying helpers":
+        pithlog.store.log.ALONE_POOL_MIN = 1
+        with Store.open(store_path) as store:
+            half = len(lines) // 2
+            results = store.append_batches([lines[:half], lines[half:]], keyring)
+            next(results)
+            ready()
+    elif kind == "replay --jobs 2":
+        with Store.open(store_path, create=False) as store:
+            store.replay(keyring, jobs=2, progress=lambda done, total: done and ready())
+    elif kind == "replay, verifying helpers":
+        pithlog.store.log.VERIFY_PROCESS_MIN_PITHS = 0
+        pithlog.store.log.STRUCTURE_PROCESS_MIN_COPIES = 0
+        pithlog.store.replay._CHUNK = 1
+        with Store.open(store_path, create=False) as store:
+            store.replay(keyring, jobs=1, progress=lambda done, total: done and ready())
+
+
+if __name__ == "__main__":
+    main(*sys.argv[1:])
+"""
+
+KINDS = [
+    "reduce --jobs 2",
+    "reduce, verifying helpers",
+    "append, verifying helpers",
+    "replay --jobs 2",
+    "replay, verifying helpers",
+]
+
+
+def _children(pid: int) -> list[int]:
+    """The processes whose parent is ``pid`` (``/proc/*/stat``)."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue  # ended meanwhile
+        if int(fields[1]) == pid:
+            found.append(int(stat.parent.name))
+    return found
+
+
+def _alive(pid: int) -> bool:
+    """``pid`` runs (a zombie waiting for its new parent to reap it has ended)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state != "Z"
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+    except OSError:
+        return ""
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_no_helper_outlives_a_killed_parent(tmp_path: Path, kind: str) -> None:
+    events = g.mixed_events(random.Random(5), piths=30, per_pith=6)
+    lines = [g.encoded(e) for e in events]
+    (tmp_path / "events.jsonl").write_bytes(b"".join(line + b"\n" for line in lines))
+    store = tmp_path / "store"
+    if kind.startswith("replay"):
+        with Store.open(store) as opened:
+            opened.append(lines, g.KEYRING, keep_invalid=True)
+    (tmp_path / "child.py").write_text(CHILD)
+    parent = subprocess.Popen(
+        [sys.executable, str(tmp_path / "child.py"), kind, str(tmp_path / "events.jsonl"),
+         str(store)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
+    )  # fmt: skip
+    children: list[int] = []
+    try:
+        assert parent.stdout is not None
+        assert parent.stdout.readline() == b"ready\n", parent.stderr.read()  # type: ignore[union-attr]
+        children += _children(parent.pid)
+        workers = [pid for pid in children if "resource_tracker" not in _cmdline(pid)]
+        assert workers, f"no pool was started: {[_cmdline(pid) for pid in children]}"
+        os.kill(parent.pid, signal.SIGKILL)
+        parent.wait(10)
+        deadline = time.monotonic() + 10
+        while any(_alive(pid) for pid in children) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not [_cmdline(pid) for pid in children if _alive(pid)]
+    finally:
+        if parent.poll() is None:
+            parent.kill()
+            parent.wait()
+        for pid in children:  # never leave a process behind, even when the test fails
+            if _alive(pid):
+                os.kill(pid, signal.SIGKILL)

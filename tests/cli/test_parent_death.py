@@ -32,8 +32,9 @@ import os, sys, time
 os.cpu_count = lambda: 2
 
 import pithlog.parallel
-import pithlog.store.log
+import pithlog.store.append_pipeline
 import pithlog.store.replay
+import pithlog.store.replay_processes
 from pithlog.protocol.events import parse_envelope
 from pithlog.store import Store
 from pithlog.testing import test_keyring
@@ -60,7 +61,7 @@ def main(kind, events_path, store_path):
         next(results)
         ready()
     elif kind == "append, verifying helpers":
-        pithlog.store.log.ALONE_POOL_MIN = 1
+        pithlog.store.append_pipeline.ALONE_POOL_MIN = 1
         with Store.open(store_path) as store:
             half = len(lines) // 2
             results = store.append_batches([lines[:half], lines[half:]], keyring)
@@ -70,8 +71,8 @@ def main(kind, events_path, store_path):
         with Store.open(store_path, create=False) as store:
             store.replay(keyring, jobs=2, progress=lambda done, total: done and ready())
     elif kind == "replay, verifying helpers":
-        pithlog.store.log.VERIFY_PROCESS_MIN_PITHS = 0
-        pithlog.store.log.STRUCTURE_PROCESS_MIN_COPIES = 0
+        pithlog.store.replay_processes.VERIFY_PROCESS_MIN_PITHS = 0
+        pithlog.store.replay_processes.STRUCTURE_PROCESS_MIN_COPIES = 0
         pithlog.store.replay._CHUNK = 1
         with Store.open(store_path, create=False) as store:
             store.replay(keyring, jobs=1, progress=lambda done, total: done and ready())

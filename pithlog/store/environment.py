@@ -341,7 +341,7 @@ def _open_env(
     elif not os.path.isdir(real):
         raise StoreError("not_a_store", f"{real} is not a folder")
     else:
-        _check_data_file(real, data)
+        _check_data_file(real, data, create)
     _allocate_lock_file(real)
     env, dbs = _open_lmdb(real, create, map_size, readonly, check)
     return SharedEnvironment(_file_key(real), real, env, dbs, readonly=readonly)
@@ -450,17 +450,21 @@ _MDB_DATA_VERSION = 1
 _PAGE_SIZE_AT = _META_OFFSET + 24  # mm_dbs[0].md_pad
 
 
-def _check_data_file(real: str, data: str) -> None:
+def _check_data_file(real: str, data: str, create: bool = False) -> None:
     """Refuse a data file shorter than its newest meta page says, before LMDB maps it:
     LMDB reads every page below the last through its memory map, and a page past the end
     of the file kills the process with SIGBUS (a truncated copy, a damaged disk). A file
     with no valid meta page is left to LMDB (``store.not_a_store``); an empty one is a store
-    whose creation never reached its first commit (``store.missing``)."""
+    whose creation never reached its first commit (``store.missing``), unless this open
+    may create the store: then another process may be making it right now, and LMDB's
+    lock file orders the two (the first to hold it writes the meta pages)."""
     try:
         with open(data, "rb") as f:
             size = os.fstat(f.fileno()).st_size
             head = f.read(_PAGE_SIZE_AT + 4)
-            if size == 0:
+            if size == 0 or (create and len(head) < _PAGE_SIZE_AT + 4):
+                if create:
+                    return  # being made, by this open or another process's
                 raise StoreError("missing", f"no store at {real} yet: its data file is empty")
             if len(head) < _PAGE_SIZE_AT + 4:
                 raise StoreError("corrupted", f"{data} is {size} bytes, shorter than one "

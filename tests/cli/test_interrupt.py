@@ -121,7 +121,16 @@ def _signal_self(signum: int = signal.SIGINT) -> None:
 
 
 def test_interrupt_held_holds_the_first_interrupt_and_not_the_second() -> None:
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    # Python's own handler, as an interactive or foreground run has it (a shell's background
+    # job starts with SIGINT ignored): what interrupt_held must give back afterwards.
+    started_with = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        _held_and_given_back()
+    finally:
+        signal.signal(signal.SIGINT, started_with)
+
+
+def _held_and_given_back() -> None:
     with interrupt_held() as came:
         assert came() is None
         _signal_self()

@@ -29,9 +29,10 @@ import lmdb
 
 from pithlog.errors import StoreError, register
 from pithlog.protocol.reduce import MERGE_VERSION
-from pithlog.store import aliases, tree
+from pithlog.store import aliases, codec, tree
 from pithlog.store.layout import (
     DB_NAMES,
+    FORMAT_2,
     FORMAT_VERSION,
     META_FORMAT,
     META_MERGE,
@@ -40,6 +41,7 @@ from pithlog.store.layout import (
     MIGRATES_FROM,
     SEQ,
     Txn,
+    copy_at,
 )
 from pithlog.store.place import check_place
 from pithlog.store.replay import ScratchIndex
@@ -63,6 +65,8 @@ register(
         "store.lock": "the store's lock file cannot be used: check permissions",
         "store.io": "the store's folder cannot be created or read: check the path",
         "store.lmdb": "LMDB refused the operation: the message names the cause",
+        "store.needs_migration": "the store is of an older format and was opened read-only: "
+        "open it once for writing (e.g. `pithlog --store DIR stats` by its owner) to migrate it",
     }
 )
 
@@ -249,15 +253,19 @@ def _file_key(real: str) -> tuple[Any, ...]:
     return (real, st.st_dev, st.st_ino)
 
 
-def acquire(path: str, create: bool, map_size: int = DEFAULT_MAP_SIZE) -> SharedEnvironment:
+def acquire(
+    path: str, create: bool, map_size: int = DEFAULT_MAP_SIZE, readonly: bool = False
+) -> SharedEnvironment:
     """The environment of the store at ``path``, opened (and with ``create``, made) unless
-    this process has it open already; each call is matched by one :func:`release`."""
+    this process has it open already; each call is matched by one :func:`release`. A
+    ``readonly`` open never migrates a store of an older format: it refuses it
+    (``store.needs_migration``)."""
     real = os.path.realpath(path)
     with _REGISTRY_LOCK:
         key = _file_key(real)
         shared = _REGISTRY.get(key)
         if shared is None:
-            shared = _open_env(real, create, map_size)
+            shared = _open_env(real, create, map_size, readonly)
             _REGISTRY[shared.key] = shared
         shared.refs += 1
         return shared
@@ -273,11 +281,12 @@ def release(shared: SharedEnvironment) -> None:
             del _REGISTRY[shared.key]
     if shared.pid != os.getpid():
         return  # inherited through fork(): the environment belongs to the parent
+    codec.forget(shared.dbs)
     with shared.gate.write, shared.gate.exclusive():
         shared.env.close()
 
 
-def _open_env(real: str, create: bool, map_size: int) -> SharedEnvironment:
+def _open_env(real: str, create: bool, map_size: int, readonly: bool = False) -> SharedEnvironment:
     data = os.path.join(real, "data.mdb")
     if not os.path.exists(data):
         if not create:
@@ -308,15 +317,21 @@ def _open_env(real: str, create: bool, map_size: int) -> SharedEnvironment:
     shared = SharedEnvironment(_file_key(real), real, env, {})
     try:
         env.reader_check()  # clear reader slots of processes that died (SIGKILL)
-        shared.dbs = shared.write(lambda txn, _: _open_dbs(env, txn, real, create))
+        shared.dbs = shared.write(lambda txn, _: _open_dbs(env, txn, real, create, readonly))
         shared.write(_catch_up_merkle)
+        if not readonly and shared.read(lambda txn, dbs: codec.migrating(txn, dbs)):
+            # format 3 -> 4: the copies packed in bounded transactions, resumable
+            while shared.write(lambda txn, dbs: codec.migrate_step(txn, dbs)):
+                pass
     except BaseException:
         env.close()
         raise
     return shared
 
 
-def _open_dbs(env: lmdb.Environment, txn: Txn, real: str, create: bool) -> dict[str, Any]:
+def _open_dbs(
+    env: lmdb.Environment, txn: Txn, real: str, create: bool, readonly: bool = False
+) -> dict[str, Any]:
     """The store's named databases, opened (and for a new store, its meta written) in the
     write transaction ``txn``; a folder that holds no store, or another format, is refused."""
     ltxn = cast("lmdb.Transaction[bytes]", txn)  # what SharedEnvironment.write began
@@ -341,11 +356,18 @@ def _open_dbs(env: lmdb.Environment, txn: Txn, real: str, create: bool) -> dict[
         txn.put(META_FORMAT, FORMAT_VERSION, db=meta)
         txn.put(META_MERGE, MERGE_VERSION.encode("ascii"), db=meta)
         txn.put(META_NEXT_SEQ, SEQ.pack(1), db=meta)
-    elif fmt not in (FORMAT_VERSION, MIGRATES_FROM):  # the older: _migrate
+    elif fmt not in (FORMAT_VERSION, *MIGRATES_FROM):  # the older: _migrate
         raise StoreError(
             "format",
             f"store format {fmt.decode('ascii', 'replace')!r}; this pithlog reads "
             f"{FORMAT_VERSION.decode()!r}",
+        )
+    elif fmt != FORMAT_VERSION and readonly:
+        raise StoreError(
+            "needs_migration",
+            f"{real} is a store of format {fmt.decode()!r}, which this pithlog migrates to "
+            f"{FORMAT_VERSION.decode()!r} when it opens the store for writing; a read-only "
+            "open leaves it as it is",
         )
     merge = txn.get(META_MERGE, db=meta)
     if merge != MERGE_VERSION.encode("ascii"):
@@ -370,13 +392,20 @@ def _catch_up_merkle(txn: Txn, dbs: dict[str, Any]) -> None:
 
 
 def _migrate(txn: Txn, dbs: dict[str, Any]) -> bool:
-    """Bring a store of format :data:`MIGRATES_FROM` to :data:`FORMAT_VERSION` in ``txn``
-    (the caller's write transaction, retried whole on a full map): leaves of 64 bytes and
-    ``by_copy``, then the alias index. ``True`` when it did."""
-    if txn.get(META_FORMAT, db=dbs["meta"]) != MIGRATES_FROM:
+    """Bring a store of a format of :data:`MIGRATES_FROM` to :data:`FORMAT_VERSION` in ``txn``
+    (the caller's write transaction, retried whole on a full map). Format 2: leaves of 64
+    bytes and ``by_copy``, then the alias index (format 3). Format 3: the dictionary and the
+    mark of format 4, whose copies :func:`pithlog.store.codec.migrate_step` then packs in
+    transactions of their own (raw and packed values read alike meanwhile). ``True`` when it
+    did."""
+    fmt = txn.get(META_FORMAT, db=dbs["meta"])
+    if fmt not in MIGRATES_FROM:
         return False
-    tree.migrate_leaf_data(txn, dbs)  # records FORMAT_VERSION
-    aliases.rebuild_aliases(txn, dbs)
+    if fmt == FORMAT_2:
+        tree.migrate_leaf_data(txn, dbs)  # records FORMAT_3
+        aliases.rebuild_aliases(txn, dbs)
+    codec.start_migration(txn, dbs, copy_at)
+    txn.put(META_FORMAT, FORMAT_VERSION, db=dbs["meta"])
     return True
 
 

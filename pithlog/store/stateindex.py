@@ -42,6 +42,7 @@ from pithlog.store.layout import (
     copy_hash,
     eid_bytes,
     eid_str,
+    event_copy,
     pith_eids,
     prefixed,
     verdict_bytes,
@@ -196,7 +197,7 @@ def index_add(
         summary["event_count"] += len(new)
         txn.put(key, jcs(summary), db=dbs["piths"])
         return True
-    record_data = txn.get(eid_bytes(summary["record"]), db=dbs["events"])
+    record_data = event_copy(txn, dbs, eid_bytes(summary["record"]))
     if record_data is None:
         raise StoreError("corrupted", f"the chosen record of {pith} is not in events; run "
                          "`pithlog replay --verify`")  # fmt: skip
@@ -252,14 +253,14 @@ def assemble_state(txn: Txn, dbs: dict[str, Any], pith: str) -> bytes | None:
     summary = msgspec.json.decode(raw)
     if summary["status"] != "state":
         return None
-    record_data = txn.get(eid_bytes(summary["record"]), db=dbs["events"])
+    record_data = event_copy(txn, dbs, eid_bytes(summary["record"]))
     if record_data is None:
         raise KeyError(f"chosen record {summary['record']} is not stored")
     record = readmit(record_data)
     lists: dict[str, list[Fragment]] = {name: [] for name in STATE_LISTS}
     for index_key, spans in prefixed(txn, dbs["applied"], key):
         event_id = index_key[len(key) + 21 :]
-        data = txn.get(event_id, db=dbs["events"])
+        data = event_copy(txn, dbs, event_id)
         if data is None:
             raise KeyError(f"applied event {eid_str(event_id)} is not stored")
         payload_start, payload_end, signer_start, signer_end = _SPANS.unpack(spans)
@@ -325,7 +326,7 @@ def rereduce(
     decoded = {j.envelope.encoded: j.envelope for j in known}
     judged: list[Judged] = []
     for eid in pith_eids(txn, dbs, pith):
-        data = txn.get(eid, db=dbs["events"])
+        data = event_copy(txn, dbs, eid)
         if data is None:
             raise StoreError(
                 "corrupted",

@@ -1,6 +1,6 @@
 """The stored form of a copy (format 4, ``docs/store.md``, "The value codec"): every value of
 ``events`` and ``evidence`` is a copy's JCS bytes packed by :func:`packer` and read back by
-:func:`unpack`, byte for byte.
+:func:`unpack`, byte for byte; so is every value of ``slots`` (:data:`PACKED`).
 
 A stored value says how it is packed by its first byte:
 
@@ -238,8 +238,11 @@ def first_copies(
 # --- format 3 to 4 -------------------------------------------------------------------------
 
 META_MIGRATING = b"compress_from"
-"""``meta`` key while a format-3 store's copies are being packed: ``0x00`` (``events``) or
-``0x01`` (``evidence``) + the last key packed (empty: none yet)."""
+"""``meta`` key while a format-3 store's values are being packed: the index of a database
+of :data:`PACKED` (1 byte) + the last key packed (empty: none yet)."""
+PACKED = ("events", "evidence", "slots")
+"""The databases whose values are packed: the copies, and the slots of the reduction index
+(JSON objects too, each naming its members' event_ids)."""
 MIGRATE_CHUNK = 10_000
 """Values packed per write transaction of the migration."""
 
@@ -266,8 +269,8 @@ def migrate_step(txn: Any, dbs: dict[str, Any], limit: int | None = None) -> boo
     which, after = raw[0], raw[1:]
     limit = MIGRATE_CHUNK if limit is None else limit
     pack = packer(txn, dbs)
-    while which < 2:
-        db = dbs["events" if which == 0 else "evidence"]
+    while which < len(PACKED):
+        db = dbs[PACKED[which]]
         cursor = txn.cursor(db=db)
         found = cursor.set_range(after + b"\x00") if after else cursor.first()
         batch: list[tuple[bytes, bytes]] = []
@@ -282,7 +285,7 @@ def migrate_step(txn: Any, dbs: dict[str, Any], limit: int | None = None) -> boo
             return True
         which, after = which + 1, b""
         limit -= len(batch)
-        if limit <= 0 and which < 2:
+        if limit <= 0 and which < len(PACKED):
             txn.put(META_MIGRATING, bytes([which]), db=dbs["meta"])
             return True
     txn.delete(META_MIGRATING, db=dbs["meta"])

@@ -222,3 +222,27 @@ def test_unpack_is_bounded() -> None:
     small = b'{"a":' + b"1" * 300 + b"}"
     packed = codec.PLAIN + zstandard.ZstdCompressor(write_checksum=True).compress(small)
     assert codec.unpack(None, dbs, packed) == small
+
+
+def test_a_failed_training_is_tried_again_when_the_store_has_doubled(
+    tmp_path: Path, small_dictionary: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    calls: list[int] = []
+    real = zstandard.train_dictionary
+
+    def train(*args: Any, **kwargs: Any) -> zstandard.ZstdCompressionDict:
+        calls.append(len(args[1]))
+        if len(calls) == 1:
+            raise zstandard.ZstdError("samples too alike")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(zstandard, "train_dictionary", train)
+    lines = _events()
+    with Store.open(tmp_path / "s") as store:
+        for i in range(0, 120, 10):  # 40 copies reached, then 80: tried twice, not 12 times
+            store.append(lines[i : i + 10], g.KEYRING, keep_invalid=True)
+        newest = store._read(lambda txn, dbs: codec.newest_dictionary(txn, dbs))
+    assert len(calls) == 2
+    assert newest is not None
+    tags = {v[:1] for k, v in _raw_values(tmp_path / "s").items() if k[0] == b"events"}
+    assert tags == {codec.PLAIN, codec.DICT}

@@ -116,6 +116,7 @@ def test_a_format_3_store_migrates_byte_identical(
 ) -> None:
     path = tmp_path / "s"
     _filled(path)
+    original = _snapshot(path)
     _as_format_3(path)
     assert all(v[:1] == b"{" for v in _raw_values(path).values())
     before = _raw_values(path)
@@ -148,7 +149,9 @@ def test_a_format_3_store_migrates_byte_identical(
             assert store._read(lambda txn, dbs, v=value: codec.unpack(txn, dbs, v)) == raw
         report = store.replay(g.KEYRING, verify=True)
         assert report.ok, [d.line() for d in report.discrepancies]
-    # every state, export line and root is the one the format-3 store gave
+    # every state, export line and root is the one the store gave before, and the one a
+    # store written in format 4 from the start gives
+    assert after == original
     reference = tmp_path / "r"
     _filled(reference)
     assert _snapshot(reference) == after
@@ -246,3 +249,25 @@ def test_a_failed_training_is_tried_again_when_the_store_has_doubled(
     assert newest is not None
     tags = {v[:1] for k, v in _raw_values(tmp_path / "s").items() if k[0] == b"events"}
     assert tags == {codec.PLAIN, codec.DICT}
+
+
+def test_replay_verify_on_the_command_line_names_the_damaged_copy(
+    tmp_path: Path, small_dictionary: None
+) -> None:
+    import io
+    import json
+
+    from pithlog.cli import main
+    from pithlog.testing import test_keyring_entries
+
+    path = tmp_path / "s"
+    _filled(path)
+    key = _damage(path, "flip")
+    keyring = tmp_path / "keyring.json"
+    keyring.write_text(json.dumps({"keyring_version": "1", "keys": test_keyring_entries()}))
+    out, err = io.BytesIO(), io.StringIO()
+    status = main(["replay", "--store", str(path), "--verify", "--keyring", str(keyring)],
+                  stdout=out, stderr=err)  # fmt: skip
+    assert status == 1, err.getvalue()
+    printed = out.getvalue().decode() + err.getvalue()
+    assert f"events: sha256:{key.hex()}: the stored copy does not decompress" in printed

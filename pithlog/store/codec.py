@@ -119,15 +119,15 @@ def _context(kind: str, txn: Any, dbs: dict[str, Any], dict_id: int | None) -> A
     return ctx
 
 
+META_DICT = b"dict"
+"""``meta`` key: the id of the dictionary new values are packed with (4 bytes)."""
+
+
 def newest_dictionary(txn: Any, dbs: dict[str, Any]) -> int | None:
     """The id of the dictionary that packs new values: the one written last (``meta``
     ``dict`` names it), or ``None`` before the store has one."""
     raw = txn.get(META_DICT, db=dbs["meta"])
     return _ID.unpack(raw)[0] if raw is not None and len(raw) == _ID.size else None
-
-
-META_DICT = b"dict"
-"""``meta`` key: the id of the dictionary new values are packed with (4 bytes)."""
 
 
 # --- pack and unpack ----------------------------------------------------------------------

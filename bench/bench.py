@@ -220,6 +220,9 @@ def run(scale: float, big: int, repeat: int = 1, only_reduce: bool = False) -> T
                 mean = len(events.read_bytes()) / n
                 table.figure("store size on disk per event",
                              f"{size / n:,.0f} bytes (an event is {mean:,.0f} bytes)")
+                table.figure("  store bytes per event / JCS bytes per event (target <= 1.0)",
+                             f"{size / n / mean:.2f}x")  # fmt: skip
+                store_pages(table, Path(store), n)
                 ratios = {}
                 for jobs in (1, 2):
                     replay = ["replay", "--store", store, "--verify", "--keyring", str(keyring),
@@ -264,6 +267,24 @@ def registry_rows(table: Table, n: int, keyring: Path) -> None:
                    functools.partial(_cli, replay))  # fmt: skip
     finally:
         shutil.rmtree(folder, ignore_errors=True)
+
+
+def store_pages(table: Table, path: Path, n: int) -> None:
+    """Where a store's bytes are: pages per database (LMDB's ``stat``), per event, and the
+    file's pages that no database holds (free pages left by copy-on-write commits)."""
+    with Store.open(path, create=False) as store:
+        stats = store.stats()
+    psize = stats["page_size"]
+    held = 0
+    for name, pages in sorted(stats["pages"].items(), key=lambda kv: -sum(kv[1].values())):
+        total = sum(pages.values())
+        held += total
+        if total:
+            table.figure(f"  {name}: {total:,} pages", f"{total * psize / n:,.0f} bytes per event "
+                         f"({pages['overflow']:,} overflow)")  # fmt: skip
+    free = stats["file_size"] // psize - held
+    table.figure(f"  not held by a database: {free:,} pages",
+                 f"{free * psize / n:,.0f} bytes per event")
 
 
 def _cli(argv: list[str]) -> None:

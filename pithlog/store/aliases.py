@@ -33,7 +33,7 @@ from pithlog.protocol.canonical import lower_ascii
 from pithlog.protocol.events import readmit
 from pithlog.protocol.records import is_pith_number
 from pithlog.protocol.state import source_aliases
-from pithlog.store.layout import Txn, eid_bytes
+from pithlog.store.layout import Txn, eid_bytes, event_copy
 from pithlog.store.replay import Discrepancy
 
 register({
@@ -93,7 +93,7 @@ def chosen(txn: Txn, dbs: dict[str, Any], pith: str) -> str | None:
 def _keys(txn: Txn, dbs: dict[str, Any], pith: str, record: str | None) -> set[bytes]:
     if record is None:
         return set()
-    data = txn.get(eid_bytes(record), db=dbs["events"])
+    data = event_copy(txn, dbs, eid_bytes(record))
     if data is None:
         raise StoreError("corrupted", f"the chosen record of {pith} is not in events; run "
                          "`pithlog replay --verify`")  # fmt: skip

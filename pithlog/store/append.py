@@ -18,12 +18,13 @@ from pithlog.protocol.checks import CheckBatch, check_alone
 from pithlog.protocol.events import Envelope, readmit
 from pithlog.protocol.keys import Keyring
 from pithlog.protocol.reduce import Judged, keep_preferred
-from pithlog.store import aliases
+from pithlog.store import aliases, codec
 from pithlog.store.layout import (
     META_KEYRING,
     META_NEXT_SEQ,
     SEQ,
     Txn,
+    copy_at,
     copy_hash,
     distinct_piths,
     eid_bytes,
@@ -135,6 +136,15 @@ def append_work(
             raise StoreError("corrupted", "meta next_seq is missing or damaged; run "
                              "`pithlog replay --verify`")  # fmt: skip
         next_seq = SEQ.unpack(raw_next)[0]
+        copies = txn.stat(dbs["seq"])["entries"]
+
+        def samples() -> list[bytes]:
+            fresh = [item.encoded for item in items if isinstance(item, Envelope)]
+            return codec.first_copies(txn, dbs, copy_at) + fresh
+
+        # the dictionary, when this batch brings the store to codec.TRAIN_AT copies
+        codec.train_if_due(txn, dbs, copies, copies + len(started.fresh), samples)
+        pack = codec.packer(txn, dbs)
         results: list[AppendResult] = []
         added: dict[str, list[Judged]] = {}  # pith -> events new to the store
         rebuild: set[str] = set()  # piths whose copies changed: re-reduce them whole
@@ -144,7 +154,8 @@ def append_work(
                 continue
             env, h, eid = item, started.hashes[index], eid_bytes(item.event_id)
             assert h is not None
-            current = txn.get(eid, db=dbs["events"])
+            stored = txn.get(eid, db=dbs["events"])
+            current = None if stored is None else codec.unpack(txn, dbs, stored)
             if current == env.encoded or (
                 current is not None and txn.get(eid + h, db=dbs["evidence"]) is not None
             ):
@@ -160,7 +171,7 @@ def append_work(
             txn.put(SEQ.pack(next_seq), eid + h, db=dbs["seq"])
             next_seq += 1
             if current is None:
-                txn.put(eid, env.encoded, db=dbs["events"])
+                txn.put(eid, pack(env.encoded), db=dbs["events"])
                 txn.put(env.pith_number.encode("ascii") + eid, b"", db=dbs["by_pith"])
                 added.setdefault(env.pith_number, []).append(new)
                 results.append(AppendResult(index, env.event_id, STORED, new.reason,
@@ -175,8 +186,9 @@ def append_work(
             else:
                 old = Judged(old_env, verdict_of(cached))
             if keep_preferred(old, new) is new:
-                txn.put(eid, env.encoded, db=dbs["events"])
-                txn.put(eid + old_h, current, db=dbs["evidence"])
+                assert stored is not None
+                txn.put(eid, pack(env.encoded), db=dbs["events"])
+                txn.put(eid + old_h, stored, db=dbs["evidence"])  # moved as it is stored
                 if old_env.pith_number != env.pith_number:
                     txn.delete(old_env.pith_number.encode("ascii") + eid, db=dbs["by_pith"])
                     txn.put(env.pith_number.encode("ascii") + eid, b"", db=dbs["by_pith"])
@@ -187,7 +199,7 @@ def append_work(
                     f"preferred to the stored copy: {why(new, old)}", env.pith_number,
                 ))  # fmt: skip
             else:
-                txn.put(eid + h, env.encoded, db=dbs["evidence"])
+                txn.put(eid + h, pack(env.encoded), db=dbs["evidence"])
                 results.append(AppendResult(
                     index, env.event_id, EVIDENCE,
                     f"the stored copy is preferred: {why(old, new)}", env.pith_number,
@@ -228,7 +240,8 @@ def rebuild_work(
 
         swaps: list[tuple[bytes, bytes, bytes, Envelope, Envelope]] = []
         copies = 0
-        for eid, data in txn.cursor(db=dbs["events"]):
+        for eid, stored in txn.cursor(db=dbs["events"]):
+            data = codec.unpack(txn, dbs, stored)
             h = copy_hash(data)
             best = held = verdict(readmit(data), h)
             txn.put(kd + h, verdict_bytes(held.reason), db=dbs["verdicts"])
@@ -242,10 +255,11 @@ def rebuild_work(
                     best, best_h = candidate, key[32:]
             if best is not held:
                 swaps.append((eid, h, best_h, held.envelope, best.envelope))
+        pack = codec.packer(txn, dbs)
         for eid, old_h, new_h, old, new in swaps:
-            txn.put(eid, new.encoded, db=dbs["events"])
+            txn.put(eid, pack(new.encoded), db=dbs["events"])
             txn.delete(eid + new_h, db=dbs["evidence"])
-            txn.put(eid + old_h, old.encoded, db=dbs["evidence"])
+            txn.put(eid + old_h, pack(old.encoded), db=dbs["evidence"])
             if old.pith_number != new.pith_number:
                 txn.delete(old.pith_number.encode("ascii") + eid, db=dbs["by_pith"])
                 txn.put(new.pith_number.encode("ascii") + eid, b"", db=dbs["by_pith"])

@@ -36,9 +36,10 @@ import lmdb.verify
 
 from pithlog.errors import StoreError, register
 from pithlog.protocol.reduce import MERGE_VERSION
-from pithlog.store import aliases, tree
+from pithlog.store import aliases, codec, tree
 from pithlog.store.layout import (
     DB_NAMES,
+    FORMAT_2,
     FORMAT_VERSION,
     META_FORMAT,
     META_MERGE,
@@ -47,6 +48,7 @@ from pithlog.store.layout import (
     MIGRATES_FROM,
     SEQ,
     Txn,
+    copy_at,
 )
 from pithlog.store.place import check_place
 from pithlog.store.replay import ScratchIndex
@@ -322,6 +324,7 @@ def release(shared: SharedEnvironment) -> None:
             del _REGISTRY[shared.key]
     if shared.pid != os.getpid():
         return  # inherited through fork(): the environment belongs to the parent
+    codec.forget(shared.dbs)
     with shared.gate.write, shared.gate.exclusive():
         shared.env.close()
 
@@ -369,6 +372,10 @@ def _open_lmdb(
             dbs = opener.write(lambda txn, _: _open_dbs(env, txn, real, create))
             opener.dbs = dbs
             opener.write(_catch_up_merkle)
+            if opener.read(lambda txn, dbs: codec.migrating(txn, dbs)):
+                # format 3 -> 4: the copies packed in bounded transactions, resumable
+                while opener.write(lambda txn, dbs: codec.migrate_step(txn, dbs)):
+                    pass
     except BaseException:
         env.close()
         raise
@@ -568,7 +575,7 @@ def _check_format(txn: Txn, dbs: dict[str, Any], real: str, readonly: bool) -> N
         txn.put(META_FORMAT, FORMAT_VERSION, db=meta)
         txn.put(META_MERGE, MERGE_VERSION.encode("ascii"), db=meta)
         txn.put(META_NEXT_SEQ, SEQ.pack(1), db=meta)
-    elif fmt not in (FORMAT_VERSION, MIGRATES_FROM):  # the older: _migrate
+    elif fmt not in (FORMAT_VERSION, *MIGRATES_FROM):  # the older: _migrate
         raise StoreError(
             "format",
             f"store format {fmt.decode('ascii', 'replace')!r}; this pithlog reads "
@@ -581,7 +588,7 @@ def _check_format(txn: Txn, dbs: dict[str, Any], real: str, readonly: bool) -> N
             f"store merge_version {merge!r}; this pithlog implements {MERGE_VERSION}",
         )
     if readonly and _needs_catch_up(txn, dbs):
-        what = (f"is of format {MIGRATES_FROM.decode()}, to be migrated" if fmt == MIGRATES_FROM
+        what = (f"is of format {fmt.decode()}, to be migrated" if fmt in MIGRATES_FROM
                 else "has a Merkle tree behind its log, to be caught up")  # fmt: skip
         raise StoreError("upgrade", f"the store at {real} {what}; a read-only open does not "
                          "write it")  # fmt: skip
@@ -589,7 +596,7 @@ def _check_format(txn: Txn, dbs: dict[str, Any], real: str, readonly: bool) -> N
 
 def _needs_catch_up(txn: Txn, dbs: dict[str, Any]) -> bool:
     """What :func:`_catch_up_merkle` would write: a format-2 store, or a tree behind seq."""
-    if txn.get(META_FORMAT, db=dbs["meta"]) == MIGRATES_FROM:
+    if txn.get(META_FORMAT, db=dbs["meta"]) in MIGRATES_FROM:
         return True
     size = tree.merkle_size(txn, dbs)
     return (txn.get(META_MERKLE_SIZE, db=dbs["meta"]) is None
@@ -606,13 +613,20 @@ def _catch_up_merkle(txn: Txn, dbs: dict[str, Any]) -> None:
 
 
 def _migrate(txn: Txn, dbs: dict[str, Any]) -> bool:
-    """Bring a store of format :data:`MIGRATES_FROM` to :data:`FORMAT_VERSION` in ``txn``
-    (the caller's write transaction, retried whole on a full map): leaves of 64 bytes and
-    ``by_copy``, then the alias index. ``True`` when it did."""
-    if txn.get(META_FORMAT, db=dbs["meta"]) != MIGRATES_FROM:
+    """Bring a store of a format of :data:`MIGRATES_FROM` to :data:`FORMAT_VERSION` in ``txn``
+    (the caller's write transaction, retried whole on a full map). Format 2: leaves of 64
+    bytes and ``by_copy``, then the alias index (format 3). Format 3: the dictionary and the
+    mark of format 4, whose copies :func:`pithlog.store.codec.migrate_step` then packs in
+    transactions of their own (raw and packed values read alike meanwhile). ``True`` when it
+    did."""
+    fmt = txn.get(META_FORMAT, db=dbs["meta"])
+    if fmt not in MIGRATES_FROM:
         return False
-    tree.migrate_leaf_data(txn, dbs)  # records FORMAT_VERSION
-    aliases.rebuild_aliases(txn, dbs)
+    if fmt == FORMAT_2:
+        tree.migrate_leaf_data(txn, dbs)  # records FORMAT_3
+        aliases.rebuild_aliases(txn, dbs)
+    codec.start_migration(txn, dbs, copy_at)
+    txn.put(META_FORMAT, FORMAT_VERSION, db=dbs["meta"])
     return True
 
 

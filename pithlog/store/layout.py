@@ -12,22 +12,31 @@ from __future__ import annotations
 
 import hashlib
 import struct
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Literal, Protocol
 
 import msgspec
 
 from pithlog.protocol.checks import CHECK_NUMBER
 from pithlog.protocol.reduce import Judged
+from pithlog.store.codec import unpack
 
-FORMAT_VERSION = b"3"
-"""``meta[format]``: the layout of ``docs/store.md``."""
+FORMAT_VERSION = b"4"
+"""``meta[format]``: the layout of ``docs/store.md`` (format 4: copies packed by
+:mod:`pithlog.store.codec`)."""
 
-MIGRATES_FROM = b"2"
-"""The format a store is migrated from on open, in one write transaction: format 3's leaves
-commit to the copy's bytes (:func:`pithlog.store.tree.migrate_leaf_data` rebuilds ``merkle``
-and builds ``by_copy``) and it added the ``aliases`` database
-(:func:`pithlog.store.aliases.rebuild_aliases` builds it)."""
+FORMAT_3 = b"3"
+"""Copies stored as their JCS bytes; migrated on a writable open: the format-4 mark and the
+dictionary in one write transaction, then the copies packed in transactions of
+:data:`pithlog.store.codec.MIGRATE_CHUNK` (:func:`pithlog.store.codec.migrate_step`)."""
+
+FORMAT_2 = b"2"
+"""Leaves of the event_id alone, no ``by_copy``, no ``aliases``: brought to format 3 in one
+write transaction (:func:`pithlog.store.tree.migrate_leaf_data` rebuilds ``merkle`` and builds
+``by_copy``, :func:`pithlog.store.aliases.rebuild_aliases` the alias index), then on to 4."""
+
+MIGRATES_FROM = (FORMAT_2, FORMAT_3)
+"""The formats a store is migrated from on a writable open (``docs/store.md``)."""
 
 DB_NAMES = (
     "events",
@@ -45,6 +54,7 @@ DB_NAMES = (
     "copy_seq",
     "by_copy",
     "aliases",
+    "dicts",
 )
 INDEX_DBS = ("applied", "slots", "equivocated", "invalid")
 """The per-pith reduction index: a pith's state document is assembled from it on read."""
@@ -156,15 +166,30 @@ def why(winner: Judged, loser: Judged) -> str:
 # --- reads of an open transaction ---------------------------------------------------------
 
 
-def copy_at(txn: Txn, dbs: dict[str, Any], target: bytes) -> bytes | None:
-    """The stored copy a ``seq`` value (event_id + copy hash) names, or ``None``."""
+Unpack = Callable[[Txn, dict[str, Any], bytes], bytes]
+"""How a stored value becomes a copy's JCS bytes (:func:`pithlog.store.codec.unpack`; replay
+reads with :func:`pithlog.store.codec.readable`)."""
+
+
+def event_copy(txn: Txn, dbs: dict[str, Any], eid: bytes, read: Unpack = unpack) -> bytes | None:
+    """The JCS bytes of the preferred copy of the raw event_id ``eid``, or ``None``."""
+    stored = txn.get(eid, db=dbs["events"])
+    return None if stored is None else read(txn, dbs, stored)
+
+
+def copy_at(
+    txn: Txn, dbs: dict[str, Any], target: bytes, read: Unpack = unpack
+) -> bytes | None:
+    """The stored copy (its JCS bytes) a ``seq`` value (event_id + copy hash) names, or
+    ``None``."""
     if len(target) != 64:
         return None
     eid, h = target[:32], target[32:]
-    data = txn.get(eid, db=dbs["events"])
+    data = event_copy(txn, dbs, eid, read)
     if data is not None and copy_hash(data) == h:
         return data
-    return txn.get(target, db=dbs["evidence"])
+    stored = txn.get(target, db=dbs["evidence"])
+    return None if stored is None else read(txn, dbs, stored)
 
 
 def prefixed(
@@ -186,10 +211,11 @@ def prefixed(
 
 
 def evidence_of(
-    txn: Txn, dbs: dict[str, Any], eid: bytes
+    txn: Txn, dbs: dict[str, Any], eid: bytes, read: Unpack = unpack
 ) -> list[tuple[bytes, bytes]]:
-    """``(event_id + copy hash, copy)`` of every evidence copy of the raw event_id ``eid``."""
-    return list(prefixed(txn, dbs["evidence"], eid))
+    """``(event_id + copy hash, copy)`` of every evidence copy of the raw event_id ``eid``
+    (the copy's JCS bytes)."""
+    return [(key, read(txn, dbs, stored)) for key, stored in prefixed(txn, dbs["evidence"], eid)]
 
 
 def pith_eids(txn: Txn, dbs: dict[str, Any], pith: str) -> list[bytes]:

@@ -74,6 +74,7 @@ from pithlog.store.layout import (
     copy_at,
     eid_bytes,
     eid_str,
+    event_copy,
     evidence_of,
 )
 from pithlog.store.lookup import PendingPith, require_pith_number
@@ -208,7 +209,7 @@ class Store:
         if not is_event_id(event_id):
             return None
         key = eid_bytes(event_id)
-        return self._read(lambda txn, dbs: txn.get(key, db=dbs["events"]))
+        return self._read(lambda txn, dbs: event_copy(txn, dbs, key))
 
     def evidence(self, event_id: str) -> list[bytes]:
         """The other copies kept under ``event_id`` (evidence), in copy-hash order."""
@@ -287,6 +288,10 @@ class Store:
 
         def work(txn: Txn, dbs: dict[str, Any]) -> dict[str, Any]:
             counts = {name: txn.stat(dbs[name])["entries"] for name in DB_NAMES}
+            pages = {}
+            for name in DB_NAMES:
+                st = txn.stat(dbs[name])
+                pages[name] = {k: st[f"{k}_pages"] for k in ("branch", "leaf", "overflow")}
             states = pending = 0
             for _, raw in txn.cursor(db=dbs["piths"]):
                 if msgspec.json.decode(raw)["status"] == "state":
@@ -297,6 +302,7 @@ class Store:
             next_seq = txn.get(META_NEXT_SEQ, db=dbs["meta"])
             return {
                 "counts": counts,
+                "pages": pages,
                 "piths_with_state": states,
                 "piths_pending": pending,
                 "keyring_digest": None if kd is None else kd.hex(),

@@ -25,6 +25,7 @@ from pithlog.protocol.keys import Keyring
 from pithlog.protocol.records import is_pith_number
 from pithlog.protocol.reduce import MERGE_VERSION, Judged, Pending, Reduction, keep_preferred
 from pithlog.protocol.state import render_reduction
+from pithlog.store.codec import CorruptCopy, readable, unpack
 from pithlog.store.layout import (
     FORMAT_VERSION,
     INDEX_DBS,
@@ -41,6 +42,7 @@ from pithlog.store.layout import (
     decode_ids,
     distinct_piths,
     eid_str,
+    event_copy,
     evidence_of,
     pith_eids,
     verdict_bytes,
@@ -128,8 +130,9 @@ def replay_work(txn: Txn, dbs: dict[str, Any]) -> tuple[list[str], dict[str, lis
     claims) and, per pith, the event_ids that have an evidence copy claiming that pith
     while their preferred copy claims another."""
     foreign: dict[str, set[bytes]] = {}
-    for key, data in txn.cursor(db=dbs["evidence"]):
-        preferred = txn.get(key[:32], db=dbs["events"]) if len(key) == 64 else None
+    for key, stored in txn.cursor(db=dbs["evidence"]):
+        data = readable(txn, dbs, stored)
+        preferred = event_copy(txn, dbs, key[:32], readable) if len(key) == 64 else None
         ids = decode_ids(data)
         pref_ids = None if preferred is None else decode_ids(preferred)
         if (
@@ -227,7 +230,7 @@ def check_structure(
             if len(value) != 64:
                 say("seq", f"seq {n}", f"value of {len(value)} bytes, not 64")
                 continue
-            if copy_at(txn, dbs, value) is None:
+            if copy_at(txn, dbs, value, readable) is None:
                 say("seq", f"seq {n}", f"names copy {value[32:].hex()[:16]} of "
                     f"{eid_str(value[:32])}, which is not stored")  # fmt: skip
             if not itx.put(value, key, overwrite=False):
@@ -241,10 +244,15 @@ def check_structure(
             return itx.get(eid + h) is not None
 
         # events: each preferred copy is its own event, has a seq entry, is indexed.
-        for eid, data in txn.cursor(db=dbs["events"]):
+        for eid, stored in txn.cursor(db=dbs["events"]):
             subject = eid_str(eid) if len(eid) == 32 else f"key {eid.hex()}"
             if len(eid) != 32:
                 say("events", subject, "key is not a 32-byte event id")
+                continue
+            try:
+                data = unpack(txn, dbs, stored)
+            except CorruptCopy as exc:
+                say("events", subject, f"the stored copy does not decompress: {exc.why}")
                 continue
             h = copy_hash(data)
             if not has_seq(eid, h):
@@ -260,18 +268,23 @@ def check_structure(
                 say("by_pith", subject, f"not indexed under its pith {ids.pith_number}")
 
         # evidence: hash, owner, not the preferred copy itself, a seq entry.
-        for key, data in txn.cursor(db=dbs["evidence"]):
+        for key, stored in txn.cursor(db=dbs["evidence"]):
             if len(key) != 64:
                 say("evidence", f"key {key.hex()}", "is not event id + copy hash")
                 continue
             eid, h = key[:32], key[32:]
             subject = eid_str(eid)
+            try:
+                data = unpack(txn, dbs, stored)
+            except CorruptCopy as exc:
+                say("evidence", subject, f"copy {h.hex()[:16]} does not decompress: {exc.why}")
+                continue
             if copy_hash(data) != h:
                 say("evidence", subject, f"copy {h.hex()[:16]} does not hash to its key "
                     f"(its bytes hash to {copy_hash(data).hex()[:16]})")  # fmt: skip
             if not has_seq(eid, h):
                 say("seq", subject, f"evidence copy {h.hex()[:16]} has no seq entry")
-            preferred = txn.get(eid, db=dbs["events"])
+            preferred = event_copy(txn, dbs, eid, readable)
             if preferred is None:
                 say("evidence", subject, f"copy {h.hex()[:16]} is evidence of an event "
                     "with no preferred copy in events")  # fmt: skip
@@ -361,10 +374,11 @@ def _read_pith(txn: Txn, dbs: dict[str, Any], pith: str, foreign: Sequence[bytes
     by_event: dict[bytes, list[tuple[bytes | None, bytes]]] = {}
     passed: dict[bytes, Envelope | DoorError] = {}
     for eid in sorted(indexed | set(foreign)):
-        preferred = txn.get(eid, db=dbs["events"])
+        preferred = event_copy(txn, dbs, eid, readable)
         if preferred is None:
             continue  # reported by the structure pass
-        by_event[eid] = [(None, preferred), *((k[32:], v) for k, v in evidence_of(txn, dbs, eid))]
+        evidence = evidence_of(txn, dbs, eid, readable)
+        by_event[eid] = [(None, preferred), *((k[32:], v) for k, v in evidence)]
         for _, data in by_event[eid]:
             try:
                 passed[data] = parse_envelope(data)
@@ -548,7 +562,7 @@ def _replay_pith(
     key = pith.encode("ascii")
     try:
         cached_state = assemble_state(txn, dbs, pith)
-    except INDEX_DAMAGE as exc:
+    except (*INDEX_DAMAGE, CorruptCopy) as exc:
         say("index", pith, f"the state cannot be assembled from the index: {exc!r}")
         return pith, found, len(judged), copies
     cached_status = txn.get(key, db=dbs["piths"])

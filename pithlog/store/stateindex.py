@@ -36,12 +36,14 @@ from pithlog.protocol.state import (
     fragment,
     slot_sort_key,
 )
+from pithlog.store import codec
 from pithlog.store.layout import (
     INDEX_DBS,
     Txn,
     copy_hash,
     eid_bytes,
     eid_str,
+    event_copy,
     pith_eids,
     prefixed,
     verdict_bytes,
@@ -142,10 +144,12 @@ def index_entries(
 def index_write(
     txn: Txn, dbs: dict[str, Any], pith: str, result: Reduction | Pending | None
 ) -> None:
-    """Write the index of a pith from a full reduction (after :func:`index_clear`)."""
+    """Write the index of a pith from a full reduction (after :func:`index_clear`); ``slots``
+    values packed as copies are (:mod:`pithlog.store.codec`)."""
+    pack = codec.packer(txn, dbs)
     for name, entries in index_entries(pith, result).items():
         for key, value in entries.items():
-            txn.put(key, value, db=dbs[name])
+            txn.put(key, pack(value) if name == "slots" else value, db=dbs[name])
 
 
 def index_stored(txn: Txn, dbs: dict[str, Any], pith: str) -> dict[str, dict[bytes, bytes]]:
@@ -157,6 +161,7 @@ def index_stored(txn: Txn, dbs: dict[str, Any], pith: str) -> dict[str, dict[byt
         stored["piths"][prefix] = raw
     for name in INDEX_DBS:
         stored[name] = dict(prefixed(txn, dbs[name], prefix))
+    stored["slots"] = {k: codec.readable(txn, dbs, v) for k, v in stored["slots"].items()}
     return stored
 
 
@@ -180,6 +185,7 @@ def index_add(
         index_write(txn, dbs, pith, reduce_judged(pith, new))
         return True
     summary: dict[str, Any] = msgspec.json.decode(raw)
+    pack = codec.packer(txn, dbs)
     records = [
         j.envelope
         for j in new
@@ -196,7 +202,7 @@ def index_add(
         summary["event_count"] += len(new)
         txn.put(key, jcs(summary), db=dbs["piths"])
         return True
-    record_data = txn.get(eid_bytes(summary["record"]), db=dbs["events"])
+    record_data = event_copy(txn, dbs, eid_bytes(summary["record"]))
     if record_data is None:
         raise StoreError("corrupted", f"the chosen record of {pith} is not in events; run "
                          "`pithlog replay --verify`")  # fmt: skip
@@ -223,7 +229,7 @@ def index_add(
             if slot != ("record_created",):
                 _put_applied(txn, dbs, pith, env)
         else:
-            entry = msgspec.json.decode(stored)
+            entry = msgspec.json.decode(codec.unpack(txn, dbs, stored))
             members = entry["members"]
             was = members[0]
             members.append(member)
@@ -235,7 +241,7 @@ def index_add(
                 txn.delete(_applied_key(pith, env.value["event_type"], was[0], was[1]),
                            db=dbs["applied"])  # fmt: skip
                 _put_applied(txn, dbs, pith, env)
-        txn.put(slot_key, jcs(entry), db=dbs["slots"])
+        txn.put(slot_key, pack(jcs(entry)), db=dbs["slots"])
     txn.put(key, jcs(summary), db=dbs["piths"])
     return True
 
@@ -252,14 +258,14 @@ def assemble_state(txn: Txn, dbs: dict[str, Any], pith: str) -> bytes | None:
     summary = msgspec.json.decode(raw)
     if summary["status"] != "state":
         return None
-    record_data = txn.get(eid_bytes(summary["record"]), db=dbs["events"])
+    record_data = event_copy(txn, dbs, eid_bytes(summary["record"]))
     if record_data is None:
         raise KeyError(f"chosen record {summary['record']} is not stored")
     record = readmit(record_data)
     lists: dict[str, list[Fragment]] = {name: [] for name in STATE_LISTS}
     for index_key, spans in prefixed(txn, dbs["applied"], key):
         event_id = index_key[len(key) + 21 :]
-        data = txn.get(event_id, db=dbs["events"])
+        data = event_copy(txn, dbs, event_id)
         if data is None:
             raise KeyError(f"applied event {eid_str(event_id)} is not stored")
         payload_start, payload_end, signer_start, signer_end = _SPANS.unpack(spans)
@@ -275,7 +281,7 @@ def assemble_state(txn: Txn, dbs: dict[str, Any], pith: str) -> bytes | None:
         slot_value = txn.get(slot_key, db=dbs["slots"])
         if slot_value is None:
             raise KeyError(f"equivocated slot {slot_key.hex()} has no slots entry")
-        entry = msgspec.json.decode(slot_value)
+        entry = msgspec.json.decode(codec.unpack(txn, dbs, slot_value))
         equivocations.append(
             equivocation_entry(tuple(entry["slot"]), [m[1] for m in entry["members"]])
         )
@@ -325,7 +331,7 @@ def rereduce(
     decoded = {j.envelope.encoded: j.envelope for j in known}
     judged: list[Judged] = []
     for eid in pith_eids(txn, dbs, pith):
-        data = txn.get(eid, db=dbs["events"])
+        data = event_copy(txn, dbs, eid)
         if data is None:
             raise StoreError(
                 "corrupted",

@@ -13,7 +13,7 @@ from typing import Any
 
 from pithlog.errors import StoreError, register
 from pithlog.store.layout import (
-    FORMAT_VERSION,
+    FORMAT_3,
     META_FORMAT,
     META_MERKLE_SIZE,
     SEQ,
@@ -120,9 +120,9 @@ def migrate_leaf_data(txn: Txn, dbs: dict[str, Any]) -> bytes:
     while cursor.first():
         cursor.delete()
     txn.delete(META_MERKLE_SIZE, db=dbs["meta"])
-    txn.put(META_FORMAT, FORMAT_VERSION, db=dbs["meta"])
+    txn.put(META_FORMAT, FORMAT_3, db=dbs["meta"])
     merkle_sync(txn, dbs)
-    return FORMAT_VERSION
+    return FORMAT_3
 
 
 # --- reads: roots, proofs, the copies of sync ---------------------------------------------

@@ -204,7 +204,7 @@ def test_states_events_proofs_and_stats(server: Server, files: Files) -> None:
 
     served = get(server, "/stats").json()
     assert "path" not in served
-    assert served["counts"] == stats["counts"] and served["format"] == "3"
+    assert served["counts"] == stats["counts"] and served["format"] == "4"
     assert get(server, "/healthz").json() == {"ok": True, "tree_size": size}
     assert get(server, "/checkpoint").headers["cache-control"] == "public, max-age=2"
     head = httpx.head(server.url + "/tile/0/000", timeout=TIMEOUT)

@@ -46,6 +46,7 @@ PURE = ("protocol", "transparency")
 
 HOMES = {
     "lmdb": {"pithlog.store.environment"},
+    "zstandard": {"pithlog.store"},
     "cryptography": {"pithlog.protocol.keys", "pithlog.protocol.checks"},
     "rfc8785": {"pithlog.protocol.canonical"},
     "starlette": {"pithlog.net"},

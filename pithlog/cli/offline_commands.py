@@ -261,7 +261,7 @@ def add_commands(sub: Any, store_parser: StoreParser) -> None:
                    "missing")
     p.add_argument("--blocksize", type=int, default=None, metavar="BYTES",
                    help="with --dask: bytes of a file per task (default: the input spread over "
-                   "4 tasks per worker thread, between 1 MiB and 64 MiB)")
+                   "2 tasks per worker thread, between 1 MiB and 128 MiB)")
     progress_option(p)
     p.set_defaults(func=cmd_reduce)
 

@@ -60,16 +60,18 @@ from pithlog.distributed.tasks import (
 from pithlog.errors import DaskError, UsageError
 from pithlog.parallel import Result
 
-MAX_BLOCK = 64 << 20
-"""The largest range a task reads, by default: what bounds a task's memory (docs)."""
+MAX_BLOCK = 128 << 20
+"""The largest range a task reads, by default: what bounds a task's memory (docs). The
+same as :data:`PARTITION_BYTES`, so that by default each range's output is one partition
+of the shuffles as it stands, with nothing moved to join ranges together."""
 
 MIN_BLOCK = 1 << 20
 """The smallest range chosen by default: below it a task costs more to schedule than to
 run."""
 
-BLOCKS_PER_THREAD = 4
-"""Ranges per worker thread, by default, so that the load spreads and a lost worker's
-share is small."""
+BLOCKS_PER_THREAD = 2
+"""Ranges per worker thread, by default, so that the load spreads (and matching the
+shuffles' two partitions per thread)."""
 
 PARTITION_BYTES = 128 << 20
 """Input bytes per partition of the shuffles, at most (unless there are fewer than two
@@ -316,5 +318,7 @@ def _gathered(parts: list[Any], files: list[SourceFile], threads: int) -> db.Bag
     """The outputs of the ranges as a bag of :func:`shuffle_partitions` partitions (adjacent
     ranges' outputs joined)."""
     width = shuffle_partitions(sum(f.size for f in files), threads, len(parts))
-    bag: db.Bag = db.from_delayed(parts).repartition(width)
-    return bag
+    bag: db.Bag = db.from_delayed(parts)
+    # Joining ranges moves all but one of their outputs to one worker: only when the ranges
+    # are many and small (--blocksize), so that the shuffles stay a few tasks per pair.
+    return bag if width == len(parts) else bag.repartition(width)

@@ -410,9 +410,10 @@ class Store:
         return replay(self, keyring, verify, jobs, progress)
 
     def _structure(
-        self, stack: contextlib.ExitStack, piths: list[str], apart: bool
-    ) -> Future[list[Discrepancy]]:
-        return structure(self, stack, piths, apart)
+        self, stack: contextlib.ExitStack, piths: list[str], apart: bool,
+        pool: Pool | None = None,
+    ) -> Future[list[Discrepancy]]:  # fmt: skip
+        return structure(self, stack, piths, apart, pool)
 
     # --- rebuild under another keyring ----------------------------------------------------
 

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from pithlog.errors import HelperLost
 from pithlog.parallel import (
+    Pool,
     in_order,
     leave_interrupts_to_parent,
     threads_per_process,
@@ -93,8 +94,13 @@ def replay(
             outcomes = _replay_pool(store, stack, chunks, ctx, jobs)
             structure = store._structure(stack, piths, apart=False)
         else:
-            structure = store._structure(stack, piths, apart=True)
-            outcomes = _replay_here(store._read, stack, chunks, ctx)
+            # One pool for the command: the verifying helpers, when there are any, also
+            # take the structure pass (one task among their shares of signatures).
+            pool = _verifying_helpers(stack, chunks, ctx)
+            if pool is not None:
+                ctx = dataclasses.replace(ctx, verifier=pool.verify)
+            structure = store._structure(stack, piths, apart=True, pool=pool)
+            outcomes = _replay_here(store._read, chunks, ctx)
         total = len(piths)
         done = 0
         if progress is not None:
@@ -119,34 +125,48 @@ def replay(
 
 
 def structure(
-    store: Store, stack: contextlib.ExitStack, piths: list[str], apart: bool
+    store: Store,
+    stack: contextlib.ExitStack,
+    piths: list[str],
+    apart: bool,
+    pool: Pool | None = None,
 ) -> Future[list[Discrepancy]]:
     """Replay's structure pass. With ``apart``, on a machine with another core and a log
-    of at least :data:`STRUCTURE_PROCESS_MIN_COPIES` copies, it is started in a process
-    of its own (which reads the store in its own read transaction, as each chunk of
-    piths does in its own); otherwise it runs here, now, and the future is done."""
+    of at least :data:`STRUCTURE_PROCESS_MIN_COPIES` copies, it is started in another
+    process (which reads the store in its own read transaction, as each chunk of piths
+    does in its own): one of ``pool``'s, the command's pool, or else a pool of one, the
+    command's only one; otherwise it runs here, now, and the future is done."""
     if apart and (os.cpu_count() or 1) > 1:
         copies = store._read(lambda txn, dbs: txn.stat(dbs["seq"])["entries"])
         if copies >= STRUCTURE_PROCESS_MIN_COPIES:
-            pool = worker_pool(stack, 1, leave_interrupts_to_parent, ())
+            if pool is None:
+                pool = worker_pool(stack, 1, leave_interrupts_to_parent, ())
             return pool.submit(_structure_at, store.path, piths)
     done: Future[list[Discrepancy]] = Future()
     done.set_result(_structure_here(store._read, piths))
     return done
 
 
-def _replay_here(
-    read: Read[Any], stack: contextlib.ExitStack, chunks: list[Chunk], ctx: ReplayContext
-) -> Iterator[list[PithOutcome]]:
-    """``jobs=1``: the chunks in this process, as a pipeline. When signatures are to be
-    verified and the machine has another core, they are verified in helper processes
-    (one per other core) while this process reads the next chunk and puts it through
-    the door and checks, and judges the chunk before; threads could not overlap that
-    Python work (a verifying thread waits for the GIL after each signature)."""
+def _verifying_helpers(
+    stack: contextlib.ExitStack, chunks: list[Chunk], ctx: ReplayContext
+) -> Pool | None:
+    """``jobs=1``: helper processes that verify signatures (one per other core), when
+    signatures are to be verified and the machine has another core: they verify while this
+    process reads the next chunk and puts it through the door and checks, and judges the
+    chunk before; threads could not overlap that Python work (a verifying thread waits for
+    the GIL after each signature)."""
     cores = os.cpu_count() or 1
     large = sum(len(chunk) for chunk in chunks) >= VERIFY_PROCESS_MIN_PITHS
     if (ctx.verify or not ctx.same_keyring) and cores > 1 and len(chunks) > 1 and large:
-        ctx = dataclasses.replace(ctx, verifier=verifying_pool(stack).verify)
+        return verifying_pool(stack)
+    return None
+
+
+def _replay_here(
+    read: Read[Any], chunks: list[Chunk], ctx: ReplayContext
+) -> Iterator[list[PithOutcome]]:
+    """``jobs=1``: the chunks in this process, as a pipeline (signatures verified by
+    ``ctx.verifier``: :func:`_verifying_helpers`)."""
     previous: Started | None = None
     for chunk in chunks:
         started: Started = read(functools.partial(start_chunk, chunk=chunk, ctx=ctx))

@@ -370,8 +370,8 @@ def test_replay_with_the_structure_pass_in_its_own_process_reports_the_same(
     started = []
     structure = Store._structure
 
-    def spy(self: Store, stack: Any, piths: list[str], apart: bool) -> Any:
-        future = structure(self, stack, piths, apart)
+    def spy(self: Store, stack: Any, piths: list[str], apart: bool, pool: Any = None) -> Any:
+        future = structure(self, stack, piths, apart, pool)
         started.append(future.running() or not future.done())
         return future
 

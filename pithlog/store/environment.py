@@ -29,7 +29,7 @@ import lmdb
 
 from pithlog.errors import StoreError, register
 from pithlog.protocol.reduce import MERGE_VERSION
-from pithlog.store import aliases, tree
+from pithlog.store import aliases, keyindex, tree
 from pithlog.store.layout import (
     DB_NAMES,
     FORMAT_VERSION,
@@ -341,7 +341,7 @@ def _open_dbs(env: lmdb.Environment, txn: Txn, real: str, create: bool) -> dict[
         txn.put(META_FORMAT, FORMAT_VERSION, db=meta)
         txn.put(META_MERGE, MERGE_VERSION.encode("ascii"), db=meta)
         txn.put(META_NEXT_SEQ, SEQ.pack(1), db=meta)
-    elif fmt not in (FORMAT_VERSION, MIGRATES_FROM):  # the older: _migrate
+    elif fmt != FORMAT_VERSION and fmt not in MIGRATES_FROM:  # the older: _migrate
         raise StoreError(
             "format",
             f"store format {fmt.decode('ascii', 'replace')!r}; this pithlog reads "
@@ -370,13 +370,17 @@ def _catch_up_merkle(txn: Txn, dbs: dict[str, Any]) -> None:
 
 
 def _migrate(txn: Txn, dbs: dict[str, Any]) -> bool:
-    """Bring a store of format :data:`MIGRATES_FROM` to :data:`FORMAT_VERSION` in ``txn``
-    (the caller's write transaction, retried whole on a full map): leaves of 64 bytes and
-    ``by_copy``, then the alias index. ``True`` when it did."""
-    if txn.get(META_FORMAT, db=dbs["meta"]) != MIGRATES_FROM:
+    """Bring a store of a format in :data:`MIGRATES_FROM` to :data:`FORMAT_VERSION` in
+    ``txn`` (the caller's write transaction, retried whole on a full map), one step after
+    the other: 2 -> 3 (leaves of 64 bytes and ``by_copy``, then the alias index), 3 -> 5
+    (``by_key``, verdicts per key entry). ``True`` when it did."""
+    fmt = txn.get(META_FORMAT, db=dbs["meta"])
+    if fmt not in MIGRATES_FROM:
         return False
-    tree.migrate_leaf_data(txn, dbs)  # records FORMAT_VERSION
-    aliases.rebuild_aliases(txn, dbs)
+    if fmt == b"2":
+        tree.migrate_leaf_data(txn, dbs)
+        aliases.rebuild_aliases(txn, dbs)
+    keyindex.migrate_3_to_5(txn, dbs)  # records FORMAT_VERSION
     return True
 
 

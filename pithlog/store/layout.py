@@ -20,14 +20,16 @@ import msgspec
 from pithlog.protocol.checks import CHECK_NUMBER
 from pithlog.protocol.reduce import Judged
 
-FORMAT_VERSION = b"3"
+FORMAT_VERSION = b"5"
 """``meta[format]``: the layout of ``docs/store.md``."""
 
-MIGRATES_FROM = b"2"
-"""The format a store is migrated from on open, in one write transaction: format 3's leaves
-commit to the copy's bytes (:func:`pithlog.store.tree.migrate_leaf_data` rebuilds ``merkle``
-and builds ``by_copy``) and it added the ``aliases`` database
-(:func:`pithlog.store.aliases.rebuild_aliases` builds it)."""
+MIGRATES_FROM = (b"2", b"3")
+"""The formats a store is migrated from on open, in one write transaction, each step in
+turn (:func:`pithlog.store.environment._migrate`): format 3's leaves commit to the copy's
+bytes (:func:`pithlog.store.tree.migrate_leaf_data` rebuilds ``merkle`` and builds
+``by_copy``) and it added the ``aliases`` database
+(:func:`pithlog.store.aliases.rebuild_aliases` builds it); format 5 keeps verdicts per key
+entry and adds ``by_key`` and ``rekey`` (:func:`pithlog.store.keyindex.migrate_3_to_5`)."""
 
 DB_NAMES = (
     "events",
@@ -45,6 +47,8 @@ DB_NAMES = (
     "copy_seq",
     "by_copy",
     "aliases",
+    "by_key",
+    "rekey",
 )
 INDEX_DBS = ("applied", "slots", "equivocated", "invalid")
 """The per-pith reduction index: a pith's state document is assembled from it on read."""
@@ -54,6 +58,17 @@ META_MERGE = b"merge_version"
 META_KEYRING = b"keyring_digest"
 META_NEXT_SEQ = b"next_seq"
 META_MERKLE_SIZE = b"merkle_size"
+META_KEYRING_ENTRIES = b"keyring"
+"""JCS of the keyring's meaning (``{"keyring_version": "1", "keys": [...]}``, keys sorted by
+key_id): the bytes whose SHA-256 is ``keyring_digest``, so that a keyring change can be
+diffed key by key (:mod:`pithlog.store.rekey`)."""
+META_LEGACY_KEYRING = b"legacy_keyring_digest"
+"""A store migrated from format 3 keeps its verdicts under this keyring digest until they
+are judged again per key entry (:func:`pithlog.store.keyindex.cached_verdict`)."""
+META_REKEY_TARGET = b"rekey_target"
+META_REKEY_KEYS = b"rekey_keys"
+META_REKEY_CURSOR = b"rekey_cursor"
+META_REKEY_JUDGED = b"rekey_judged"
 
 VALID = b"valid"
 """The verdict value of a copy that passes checks 1-12 (otherwise: its reason code)."""

@@ -16,7 +16,7 @@ from pithlog.errors import StoreError
 from pithlog.protocol.events import prepare_record_created, sign_event
 from pithlog.protocol.keys import make_keyring
 from pithlog.store import Store
-from pithlog.store.layout import FORMAT_VERSION, META_FORMAT, MIGRATES_FROM
+from pithlog.store.layout import FORMAT_VERSION, META_FORMAT
 from pithlog.testing import test_key, test_keyring_entries
 
 
@@ -107,7 +107,7 @@ def test_a_store_of_the_previous_format_gets_its_index_on_open(tmp_path: Path) -
     env = lmdb.open(str(path), max_dbs=32, subdir=True)
     with env.begin(write=True) as txn:
         txn.drop(env.open_db(b"aliases", txn=txn), delete=True)
-        txn.put(META_FORMAT, MIGRATES_FROM, db=env.open_db(b"meta", txn=txn))
+        txn.put(META_FORMAT, b"2", db=env.open_db(b"meta", txn=txn))
     with env.begin() as txn:
         assert txn.get(b"aliases") is None  # the database is gone from the main db
     env.close()

@@ -49,8 +49,9 @@ register(
         "store.missing": "no pithlog store there: check --store, or append to create one",
         "store.not_a_store": "the folder is not a pithlog store (or a newer format): check --store",
         "store.format": "the store was written by another store format version of pithlog",
-        "store.keyring_changed": "the store's states were reduced under another keyring: "
-        "run `pithlog replay --rebuild --keyring KEYRING` once, then append",
+        "store.keyring_changed": "the store's states were reduced under another keyring and "
+        "the change is too large to apply during an append (or under way): run `pithlog "
+        "--store DIR rekey --keyring KEYRING` (resumable), then append",
         "store.readonly": "the store was opened read-only; open it for writing",
         "store.closed": "the store was closed; open it again",
         "store.no_state": "the pith is unknown to the store, or pending (no valid "

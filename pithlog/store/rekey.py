@@ -271,13 +271,15 @@ def _judge_events(
         found += [(key[32:], readmit(other)) for key, other in evidence_of(txn, dbs, eid)]
         copies[eid] = found
         for h, env in found:
-            if h in verdicts or h in unjudged:
+            if h in unjudged:
                 continue
             cached = cached_verdict(txn, dbs, judges, env, h)
-            if cached is None:
-                unjudged[h] = env
-            else:
+            if cached is not None:
                 verdicts[h] = verdict_of(cached)
+            elif h in verdicts:  # checked by an earlier try of this piece (the map grew)
+                txn.put(judges.key(env, h), verdict_bytes(verdicts[h]), db=dbs["verdicts"])
+            else:
+                unjudged[h] = env
     if unjudged:  # the signatures of the piece at once, over threads
         for (h, env), reason in zip(
             unjudged.items(), check_many(list(unjudged.values()), judges.keyring), strict=True

@@ -254,3 +254,35 @@ def test_adding_and_revoking_keys_on_a_100k_store(tmp_path: Path) -> None:
         counts = store.rekey(revoked)
         assert counts["copies"] == signed_by(lines, "test-tsa")[0]
         assert_reduced(store, reference(lines, revoked))
+
+
+def test_a_piece_run_again_after_the_map_grew_keeps_its_verdicts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A piece whose transaction is aborted (the map full) and run again writes every
+    verdict it judged the first time (replay finds one for every copy)."""
+    from pithlog.store import rekey
+
+    real = rekey.piece_work
+
+    def full_once(*args: Any, **kwargs: Any) -> Any:
+        work, tries = real(*args, **kwargs), []
+
+        def wrapped(txn: Any, dbs: Any) -> Any:
+            step = work(txn, dbs)
+            tries.append(step)
+            if len(tries) == 1:
+                raise lmdb.MapFullError("the map is full (test)")
+            return step
+
+        return wrapped
+
+    monkeypatch.setattr(rekey, "piece_work", full_once)
+    lines = sparse_log(piths=20, per_pith=8, seed=9)
+    revoked = keyring(TRUSTED, author={"revoked_at": g.ts(250)})
+    with Store.open(tmp_path / "s") as store:
+        store.append(lines, keyring(TRUSTED), keep_invalid=True)
+        counts = store.rekey(revoked, piece_copies=20)
+        assert counts["pieces"] > 2
+        assert store.replay(revoked, verify=False).ok
+        assert_reduced(store, reference(lines, revoked))

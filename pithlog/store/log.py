@@ -35,6 +35,7 @@ import os
 import threading
 from collections.abc import Callable, Generator, Iterable, Iterator
 from concurrent.futures import Executor, Future
+from hashlib import sha256
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -67,6 +68,7 @@ from pithlog.store.layout import (
     FORMAT_VERSION,
     META_KEYRING,
     META_NEXT_SEQ,
+    META_REKEY_TARGET,
     SEQ,
     Txn,
     copy_at,
@@ -280,12 +282,15 @@ class Store:
                 else:
                     pending += 1
             kd = txn.get(META_KEYRING, db=dbs["meta"])
+            target = txn.get(META_REKEY_TARGET, db=dbs["meta"])
             next_seq = txn.get(META_NEXT_SEQ, db=dbs["meta"])
             return {
                 "counts": counts,
                 "piths_with_state": states,
                 "piths_pending": pending,
                 "keyring_digest": None if kd is None else kd.hex(),
+                # a keyring change under way (pithlog rekey): the digest it goes to
+                "rekey_target": None if target is None else sha256(target).hexdigest(),
                 "next_seq": None if next_seq is None else SEQ.unpack(next_seq)[0],
             }
 
@@ -410,30 +415,38 @@ class Store:
 
     # --- a keyring change, by what it changes (pithlog.store.rekey) -----------------------
 
-    def rekey_plan(self, keyring: Keyring, cap: int | None = None) -> rekey.Plan | None:
+    def rekey_plan(
+        self, keyring: Keyring, cap: int | None = None, count_events: bool = False
+    ) -> rekey.Plan | None:
         """The size of the change to ``keyring``: copies to re-judge (counting stops past
-        ``cap``) and key_ids changed; ``None`` when the store is under it already."""
-        return self._read(lambda txn, dbs: rekey.plan(txn, dbs, keyring, cap))
+        ``cap``), key_ids changed and, with ``count_events``, the events of the piths to
+        re-reduce; ``None`` when the store is under it already."""
+        return self._read(lambda txn, dbs: rekey.plan(txn, dbs, keyring, cap, count_events))
 
     def apply_keyring(
         self,
         keyring: Keyring,
         limit: int = rekey.INLINE_MAX_COPIES,
         progress: rekey.RekeyProgress | None = None,
+        event_limit: int = rekey.INLINE_MAX_EVENTS,
     ) -> rekey.Plan | None:
         """Bring the store under ``keyring`` when the change re-judges at most ``limit``
-        copies (:meth:`rekey`), else refuse with ``store.keyring_changed``, the size of the
-        work and the command that does it. What :meth:`append` does first; returns the
-        plan it applied (``None``: nothing to do)."""
-        planned = self.rekey_plan(keyring, cap=limit)
+        copies and re-reduces piths of at most ``event_limit`` events (:meth:`rekey`), else
+        refuse with ``store.keyring_changed``, the size of the work and the command that
+        does it. What :meth:`append` does first; returns the plan it applied (``None``:
+        nothing to do)."""
+        planned = self.rekey_plan(keyring, cap=limit, count_events=True)
         if planned is None:
             return None
-        if planned.copies > limit:
+        if planned.copies > limit or (planned.events or 0) > event_limit:
+            size = (f"more than {limit:,} copies to judge" if planned.copies > limit else
+                    f"{planned.copies:,} copies to judge, piths of {planned.events:,} events "
+                    f"to re-reduce (more than {event_limit:,})")  # fmt: skip
             raise StoreError(
                 "keyring_changed",
-                f"the keyring changed {planned.keys} key(s), whose copies (more than "
-                f"{limit:,}) must be judged again before appending: run `pithlog --store "
-                f"{self.path} rekey --keyring KEYRING` (in pieces that resume after a crash)",
+                f"the keyring changed {planned.keys} key(s): {size} before appending: run "
+                f"`pithlog --store {self.path} rekey --keyring KEYRING` (in pieces that "
+                "resume after a crash)",
             )
         self.rekey(keyring, progress=progress)
         return planned

@@ -52,6 +52,7 @@ from pithlog.store.layout import (
     META_REKEY_TARGET,
     Txn,
     copy_hash,
+    decode_ids,
     evidence_of,
     verdict_bytes,
     verdict_of,
@@ -60,14 +61,20 @@ from pithlog.store.stateindex import rereduce
 
 INLINE_MAX_COPIES = 10_000
 """An append under a changed keyring applies the change itself when it re-judges at most
-this many copies (about 2 s of signatures on one core), else refuses with
-``store.keyring_changed``, the size of the work and ``pithlog rekey``."""
+this many copies (about 2 s of signatures on one core) and re-reduces at most
+:data:`INLINE_MAX_EVENTS` events, else refuses with ``store.keyring_changed``, the size of
+the work and ``pithlog rekey``."""
+
+INLINE_MAX_EVENTS = 100_000
+"""The events of the piths an append's keyring change may re-reduce (a revoked registry
+key is a few copies per pith, but every pith): about 30 s of reduction."""
 
 PIECE_COPIES = 2_000
 """Copies judged per transaction of step 1."""
 
 PIECE_EVENTS = 20_000
-"""Events re-reduced per transaction of step 2 (a larger pith is one piece of its own)."""
+"""Events re-reduced per transaction of step 2: piths are taken until the piece has passed
+it (so at most that plus one pith)."""
 
 RekeyProgress = Callable[[str, int, int], None]
 """``progress(stage, done, total)`` after each committed piece: stage ``judge`` counts
@@ -78,11 +85,12 @@ copies, ``reduce`` piths."""
 class Plan:
     """What a change to a keyring needs: ``copies`` to judge (at most the cap asked for,
     plus one), over ``keys`` changed key_ids; ``resumed`` when a change to this keyring is
-    under way."""
+    under way; ``events``, when counted, the events of the piths it will re-reduce."""
 
     copies: int
     keys: int
     resumed: bool
+    events: int | None = None
 
 
 @dataclass(frozen=True)
@@ -166,19 +174,35 @@ def _copies_after(
     return out
 
 
-def plan(txn: Txn, dbs: dict[str, Any], keyring: Keyring, cap: int | None = None) -> Plan | None:
+def plan(
+    txn: Txn, dbs: dict[str, Any], keyring: Keyring, cap: int | None = None,
+    count_events: bool = False,
+) -> Plan | None:  # fmt: skip
     """The size of the change to ``keyring`` (``None``: none needed); counting stops past
-    ``cap`` copies."""
+    ``cap`` copies. With ``count_events`` (and no more than ``cap`` copies), also the events
+    of the piths it will re-reduce: those of the copies' events and those still marked."""
     found = work_keys(txn, dbs, keyring)
     if found is None:
         return None
     keys, resumed = found
     meta = dbs["meta"]
-    if resumed and txn.get(META_REKEY_JUDGED, db=meta) is not None:
-        return Plan(0, len(keys), True)
-    cursor = (txn.get(META_REKEY_CURSOR, db=meta) or b"") if resumed else b""
-    limit = None if cap is None else cap + 1
-    return Plan(len(_copies_after(txn, dbs, keys, cursor, limit)), len(keys), resumed)
+    entries: list[bytes] = []
+    if not (resumed and txn.get(META_REKEY_JUDGED, db=meta) is not None):
+        cursor = (txn.get(META_REKEY_CURSOR, db=meta) or b"") if resumed else b""
+        limit = None if cap is None else cap + 1
+        entries = _copies_after(txn, dbs, keys, cursor, limit)
+    events = None
+    if count_events and (cap is None or len(entries) <= cap):
+        piths: set[str] = set()
+        if resumed:
+            piths.update(k.decode("ascii") for k in
+                         txn.cursor(db=dbs["rekey"]).iternext(values=False))  # fmt: skip
+        for eid in {key[32:64] for key in entries}:
+            ids = decode_ids(txn.get(eid, db=dbs["events"]) or b"")
+            if ids is not None:
+                piths.add(ids.pith_number)
+        events = sum(_event_count(txn, dbs, pith) for pith in piths)
+    return Plan(len(entries), len(keys), resumed, events)
 
 
 # --- the pieces ----------------------------------------------------------------------------

@@ -96,6 +96,13 @@ def test_adding_and_revoking_keys_costs_what_it_changes(tmp_path: Path) -> None:
         # revoking the mirror's key: only the piths with mirror events are re-reduced
         revoked = keyring((*TRUSTED, "stranger"), mirror={"revoked_at": g.ts(300)})
         copies, piths = signed_by(lines, "test-mirror")
+        planned = store.rekey_plan(revoked, count_events=True)
+        assert planned is not None
+        assert (planned.copies, planned.keys) == (copies, 1)
+        assert planned.events == sum(store.status(p)["event_count"] for p in piths)
+        with pytest.raises(StoreError) as large:  # few copies, but piths of many events
+            store.apply_keyring(revoked, event_limit=planned.events - 1)
+        assert f"piths of {planned.events:,} events to re-reduce" in large.value.message
         counts = store.rekey(revoked, piece_copies=150, piece_events=400)
         assert counts["copies"] == copies
         assert counts["piths"] == len(piths) < len(store.piths())
@@ -157,6 +164,7 @@ def test_a_rekey_killed_between_pieces_resumes_and_ends_equal(tmp_path: Path,
     was, will = reference(lines, old), reference(lines, new)
     with Store.open(tmp_path / "s", create=False) as store:
         assert store.keyring_digest() == old.digest
+        assert store.stats()["rekey_target"] == new.digest
         planned = store.rekey_plan(new)
         assert planned is not None and planned.resumed
         states = {p["pith_number"]: store.state(p["pith_number"]) for p in store.piths()}
@@ -168,6 +176,7 @@ def test_a_rekey_killed_between_pieces_resumes_and_ends_equal(tmp_path: Path,
         assert refused.value.code == "store.keyring_changed"
         store.rekey(new)
         assert store.keyring_digest() == new.digest
+        assert store.stats()["rekey_target"] is None
         assert_reduced(store, reference(lines, new))
         assert store.replay(new, verify=False).ok
 

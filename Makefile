@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-stamp
 DEMO   := .demo
 
-.PHONY: install bytecode test lint demo bench fuzz vectors docs clean
+.PHONY: install bytecode test test-large lint demo bench fuzz vectors docs clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -34,6 +34,9 @@ docs: $(STAMP)
 
 demo: bytecode
 	$(PY) scripts/demo.py $(DEMO)
+
+test-large: bytecode
+	$(PY) -m pytest -q -m large
 
 bench: bytecode
 	$(PY) bench/bench.py

@@ -50,7 +50,9 @@ import workload
 from verify_rate import raw_verify_rate, timed
 
 from pithlog.cli import main
-from pithlog.protocol.keys import Keyring, make_keyring
+from pithlog.protocol.canonical import jcs
+from pithlog.protocol.events import sign_event
+from pithlog.protocol.keys import Keyring, SigningKey, make_keyring
 from pithlog.store import Store
 from pithlog.testing import test_keyring_entries
 
@@ -235,6 +237,7 @@ def run(scale: float, big: int, repeat: int = 1, only_reduce: bool = False) -> T
             shutil.rmtree(folder, ignore_errors=True)
 
     registry_rows(table, n, keyring)
+    keyring_change(table, events, n)
     top = max(1000, 100_000 * scale)
     grow(table, ring, [size for size in (1000, 10000, 100_000) if size <= top])
     replay_memory(table, ring, max(10_000, int(big * scale)))
@@ -291,6 +294,49 @@ def _cli(argv: list[str]) -> None:
     err = io.StringIO()
     status = main(argv, stdout=io.BytesIO(), stderr=err)
     assert status == 0, err.getvalue()[-2000:]
+
+
+NEWCOMER = SigningKey.from_seed(hashlib.sha256(b"pithlog bench: a new author").digest(),
+                                "bench-newcomer", "newcomer.test.invalid", "author")
+"""The key added by :func:`keyring_change`: an author new to the registry."""
+
+
+def keyring_change(table: Table, events: Path, n: int) -> None:
+    """Adding one key to the ``n``-event store (``docs/store.md``, "A keyring change"), as
+    a registry does daily: a new author whose 50 attestations about 10 piths the store
+    kept while the key was unknown (``--keep-invalid``: ``unknown_key``). The store is
+    copied, and the key added to one copy by ``Store.rekey`` and to the other by a full
+    rebuild (``replay --rebuild``), one after the other."""
+    lines = events.read_bytes().splitlines()
+    piths = list(dict.fromkeys(json.loads(line)["pith_number"] for line in lines[:5000]))
+    lines += [jcs(sign_event(NEWCOMER, "author_attestation", pith, f"claim:new{j}",
+                             workload.ts(5000 + j), {"statement": f"new claim {j}"}))
+              for pith in piths[:10] for j in range(5)]  # fmt: skip
+    before = make_keyring(test_keyring_entries())
+    after = make_keyring([*test_keyring_entries(), NEWCOMER.keyring_entry()])
+    folder = Path(tempfile.mkdtemp(prefix="pithlog-bench-"))
+    try:
+        with Store.open(folder / "a") as store:
+            batches = (lines[i : i + 10_000] for i in range(0, len(lines), 10_000))
+            for _ in store.append_batches(batches, before, keep_invalid=True):
+                pass
+            planned = store.rekey_plan(after)
+        assert planned is not None
+        shutil.copytree(folder / "a", folder / "b")
+        with Store.open(folder / "a") as store:
+            counts: dict[str, int] = {}
+            rekey_seconds = timed(lambda: counts.update(store.rekey(after)))
+        with Store.open(folder / "b") as store:
+            rebuild_seconds = timed(lambda: store.rebuild(after))
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    table.figure(f"add one key to the {len(lines):,}-event store ({counts['copies']} copies "
+                 f"judged, {counts['piths']} piths re-reduced)",
+                 f"{rekey_seconds:.3f} s")  # fmt: skip
+    table.figure("  a full rebuild under the same keyring (replay --rebuild)",
+                 f"{rebuild_seconds:.2f} s")  # fmt: skip
+    table.figure("  add one key vs full rebuild",
+                 f"{rekey_seconds / rebuild_seconds:.4f}x the time")  # fmt: skip
 
 
 def grow(table: Table, ring: Keyring, sizes: list[int]) -> None:

@@ -1,5 +1,5 @@
 """The commands on a store: ``append`` and ``import`` (with the reading of their input),
-``replay``, ``state``, ``pending``, ``export``, ``stats``."""
+``replay``, ``rekey``, ``state``, ``pending``, ``export``, ``stats``."""
 
 from __future__ import annotations
 
@@ -215,6 +215,16 @@ def _append_input(args: argparse.Namespace, out: Out, command: str) -> int:
                 return EXIT_BAD_INPUT
             events = itertools.chain(head, events)
         store = stack.enter_context(open_store(args, create=True))
+        # a changed keyring: a small change is applied first (in pieces, with a bar),
+        # a large one refused with the size of the work and `pithlog rekey`
+        stages = _RekeyBars(out, show_progress(args, out))
+        try:
+            applied = store.apply_keyring(keyring, progress=stages)
+        finally:
+            stages.close()
+        if applied is not None:
+            out.say(f"{command}: the keyring changed ({applied.keys} key(s)): "
+                    f"{applied.copies} stored copies judged again first")  # fmt: skip
         # append_batches reads up to two batches ahead (their door and signatures run while
         # the batch before is written): the batches wait here for their results, in order.
         waiting: collections.deque[list[tuple[int, bytes | DoorError]]] = collections.deque()
@@ -306,6 +316,46 @@ def cmd_replay(args: argparse.Namespace, out: Out) -> int:
     out.say(f"replay: {report.piths} piths, {report.events} events, {report.copies} copies "
             f"({checked}): {len(report.discrepancies)} discrepancies")  # fmt: skip
     return EXIT_OK if report.ok else EXIT_VERIFY_FAILED
+
+
+class _RekeyBars:
+    """The two bars of a keyring change (:data:`pithlog.store.rekey.RekeyProgress`):
+    copies judged, then piths re-reduced."""
+
+    def __init__(self, out: Out, show: bool) -> None:
+        self._bars = {"judge": Bar(out, show, "rekey: judge", "copy"),
+                      "reduce": Bar(out, show, "rekey: reduce", "pith")}  # fmt: skip
+
+    def __call__(self, stage: str, done: int, total: int) -> None:
+        if stage == "reduce":
+            self._bars["judge"].close()
+        self._bars[stage](done, total)
+
+    def close(self) -> None:
+        for bar in self._bars.values():
+            bar.close()
+
+
+def cmd_rekey(args: argparse.Namespace, out: Out) -> int:
+    """Bring the store under another keyring by what the change touches."""
+    keyring = read_keyring(args.keyring)
+    with open_store(args) as store:
+        planned = store.rekey_plan(keyring)
+        if planned is None:
+            out.say(f"rekey: the store is under keyring {keyring.digest[:16]} already")
+            return EXIT_OK
+        resumed = " (resuming a change to this keyring)" if planned.resumed else ""
+        out.say(f"rekey: {planned.keys} key(s) changed, {planned.copies} stored copies to "
+                f"judge{resumed}")  # fmt: skip
+        stages = _RekeyBars(out, show_progress(args, out))
+        try:
+            counts = store.rekey(keyring, progress=stages)
+        finally:
+            stages.close()
+    out.say(f"rekey: {counts['copies']} copies judged, {counts['piths']} piths re-reduced "
+            f"in {counts['pieces']} transaction(s); the store is under keyring "
+            f"{keyring.digest[:16]}")  # fmt: skip
+    return EXIT_OK
 
 
 def cmd_state(args: argparse.Namespace, out: Out) -> int:
@@ -516,6 +566,20 @@ def add_commands(sub: Any, store_parser: StoreParser) -> None:
                    help="replay the piths in N processes (same output)")
     progress_option(p, "progress")
     p.set_defaults(func=cmd_replay)
+
+    p = store_parser(
+        "rekey",
+        help="bring the store under another keyring by what the change touches",
+        description="Judge again the stored copies signed by the keys that KEYRING adds, "
+        "removes or changes (by key_id), re-pick their events' preferred copies and "
+        "re-reduce the piths they belong to, in transactions of 2,000 copies or about "
+        "20,000 events; nothing else is read. A change killed midway resumes when the "
+        "same command is run again; the store's keyring digest changes with the last "
+        "transaction. `append` does this itself for a change of at most 10,000 copies.",
+    )
+    keyring_option(p)
+    progress_option(p, "progress")
+    p.set_defaults(func=cmd_rekey)
 
     p = store_parser("state", help="print the cached state document of a pith",
                      description="Print the cached state document of PITH (what `pithlog "

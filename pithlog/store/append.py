@@ -19,9 +19,12 @@ from pithlog.protocol.events import Envelope, readmit
 from pithlog.protocol.keys import Keyring
 from pithlog.protocol.reduce import Judged, keep_preferred
 from pithlog.store import aliases, codec
+from pithlog.store.keyindex import Judges, cached_verdict, index_copy, meaning
 from pithlog.store.layout import (
     META_KEYRING,
+    META_KEYRING_ENTRIES,
     META_NEXT_SEQ,
+    META_REKEY_TARGET,
     SEQ,
     Txn,
     copy_at,
@@ -33,6 +36,7 @@ from pithlog.store.layout import (
     verdict_of,
     why,
 )
+from pithlog.store.rekey import forget_rekey
 from pithlog.store.replay import Progress
 from pithlog.store.stateindex import index_add, index_clear, rereduce
 from pithlog.store.tree import merkle_sync
@@ -122,15 +126,24 @@ def append_work(
     def work(txn: Txn, dbs: dict[str, Any]) -> list[AppendResult]:
         meta = dbs["meta"]
         stored_kd = txn.get(META_KEYRING, db=meta)
-        if stored_kd != kd:
-            if stored_kd is not None and txn.stat(dbs["events"])["entries"]:
+        rekeying = txn.get(META_REKEY_TARGET, db=meta) is not None
+        if stored_kd != kd or rekeying:
+            if rekeying or (stored_kd is not None and txn.stat(dbs["events"])["entries"]):
+                # Store.append applies a small change first (pithlog.store.rekey); here
+                # another process changed the keyring meanwhile, or the change is large
                 raise StoreError(
                     "keyring_changed",
-                    f"the store's states were reduced under keyring {stored_kd.hex()[:16]}"
-                    f"..., this keyring is {keyring.digest[:16]}...: run `pithlog replay "
-                    "--rebuild --keyring KEYRING` to re-reduce the store under it",
+                    f"the store's states were reduced under keyring "
+                    f"{(stored_kd or b'').hex()[:16]}..., this keyring is "
+                    f"{keyring.digest[:16]}...: run `pithlog rekey --keyring KEYRING` to "
+                    "re-judge what the change touches",
                 )
-            txn.put(META_KEYRING, kd, db=meta)
+            txn.put(META_KEYRING, kd, db=meta)  # an empty store adopts the keyring
+            txn.put(META_KEYRING_ENTRIES, meaning(keyring), db=meta)
+        elif txn.get(META_KEYRING_ENTRIES, db=meta) is None:
+            # a store migrated from format 3 learns its keyring's entries (same digest)
+            txn.put(META_KEYRING_ENTRIES, meaning(keyring), db=meta)
+        judges = Judges.of_store(txn, dbs, keyring)
         raw_next = txn.get(META_NEXT_SEQ, db=meta)
         if raw_next is None or len(raw_next) != SEQ.size:
             raise StoreError("corrupted", "meta next_seq is missing or damaged; run "
@@ -167,7 +180,8 @@ def append_work(
                 results.append(AppendResult(index, env.event_id, REJECTED, new.reason,
                                             env.pith_number))  # fmt: skip
                 continue
-            txn.put(kd + h, verdict_bytes(new.reason), db=dbs["verdicts"])
+            txn.put(judges.key(env, h), verdict_bytes(new.reason), db=dbs["verdicts"])
+            index_copy(txn, dbs, env, eid, h)
             txn.put(SEQ.pack(next_seq), eid + h, db=dbs["seq"])
             next_seq += 1
             if current is None:
@@ -179,10 +193,11 @@ def append_work(
                 continue
             old_env = readmit(current)
             old_h = copy_hash(current)
-            cached = txn.get(kd + old_h, db=dbs["verdicts"])
+            cached = cached_verdict(txn, dbs, judges, old_env, old_h)
             if cached is None or old_h in verdicts:
                 old = judged(old_env, old_h)
-                txn.put(kd + old_h, verdict_bytes(old.reason), db=dbs["verdicts"])
+                txn.put(judges.key(old_env, old_h), verdict_bytes(old.reason),
+                        db=dbs["verdicts"])  # fmt: skip
             else:
                 old = Judged(old_env, verdict_of(cached))
             if keep_preferred(old, new) is new:
@@ -207,7 +222,7 @@ def append_work(
         for pith in sorted(added.keys() | rebuild):
             before = aliases.chosen(txn, dbs, pith)
             if pith in rebuild or not index_add(txn, dbs, pith, added[pith]):
-                rereduce(txn, dbs, pith, kd, keyring, verdicts, added.get(pith, ()))
+                rereduce(txn, dbs, pith, judges, verdicts, added.get(pith, ()))
             aliases.follow(txn, dbs, pith, before)  # the alias index follows R
         txn.put(META_NEXT_SEQ, SEQ.pack(next_seq), db=meta)
         merkle_sync(txn, dbs)  # the Merkle tree and copy_seq follow seq
@@ -230,9 +245,11 @@ def rebuild_work(
     verdicts: dict[bytes, str | None] = {}
 
     def work(txn: Txn, dbs: dict[str, Any]) -> dict[str, int]:
+        judges = Judges.of_store(txn, dbs, keyring)
+
         def verdict(env: Envelope, h: bytes) -> Judged:
             if h not in verdicts:
-                cached = txn.get(kd + h, db=dbs["verdicts"])
+                cached = cached_verdict(txn, dbs, judges, env, h)
                 verdicts[h] = (
                     check_alone(env, keyring) if cached is None else verdict_of(cached)
                 )
@@ -244,12 +261,14 @@ def rebuild_work(
             data = codec.unpack(txn, dbs, stored)
             h = copy_hash(data)
             best = held = verdict(readmit(data), h)
-            txn.put(kd + h, verdict_bytes(held.reason), db=dbs["verdicts"])
+            txn.put(judges.key(held.envelope, h), verdict_bytes(held.reason),
+                    db=dbs["verdicts"])  # fmt: skip
             copies += 1
             best_h = h
             for key, other in evidence_of(txn, dbs, eid):
                 candidate = verdict(readmit(other), key[32:])
-                txn.put(kd + key[32:], verdict_bytes(candidate.reason), db=dbs["verdicts"])
+                txn.put(judges.key(candidate.envelope, key[32:]),
+                        verdict_bytes(candidate.reason), db=dbs["verdicts"])  # fmt: skip
                 copies += 1
                 if keep_preferred(best, candidate) is candidate:
                     best, best_h = candidate, key[32:]
@@ -267,7 +286,7 @@ def rebuild_work(
         if progress is not None:
             progress(0, len(piths))
         for i, pith in enumerate(piths):
-            rereduce(txn, dbs, pith, kd, keyring, verdicts)
+            rereduce(txn, dbs, pith, judges, verdicts)
             if progress is not None:
                 progress(i + 1, len(piths))
         known = set(piths)
@@ -278,6 +297,8 @@ def rebuild_work(
                 index_clear(txn, dbs, pith)
         aliases.rebuild_aliases(txn, dbs)
         txn.put(META_KEYRING, kd, db=dbs["meta"])
+        txn.put(META_KEYRING_ENTRIES, meaning(keyring), db=dbs["meta"])
+        forget_rekey(txn, dbs)  # a rekey under way is superseded by the whole rebuild
         return {"copies": copies, "preferred_changed": len(swaps), "piths": len(piths)}
 
     return work

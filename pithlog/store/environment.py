@@ -36,10 +36,11 @@ import lmdb.verify
 
 from pithlog.errors import StoreError, register
 from pithlog.protocol.reduce import MERGE_VERSION
-from pithlog.store import aliases, codec, tree
+from pithlog.store import aliases, codec, keyindex, tree
 from pithlog.store.layout import (
     DB_NAMES,
     FORMAT_2,
+    FORMAT_3,
     FORMAT_VERSION,
     META_FORMAT,
     META_MERGE,
@@ -58,8 +59,9 @@ register(
         "store.missing": "no pithlog store there: check --store, or append to create one",
         "store.not_a_store": "the folder is not a pithlog store (or a newer format): check --store",
         "store.format": "the store was written by another store format version of pithlog",
-        "store.keyring_changed": "the store's states were reduced under another keyring: "
-        "run `pithlog replay --rebuild --keyring KEYRING` once, then append",
+        "store.keyring_changed": "the store's states were reduced under another keyring and "
+        "the change is too large to apply during an append (or under way): run `pithlog "
+        "--store DIR rekey --keyring KEYRING` (resumable), then append",
         "store.readonly": "the store was opened read-only; open it for writing",
         "store.closed": "the store was closed; open it again",
         "store.no_state": "the pith is unknown to the store, or pending (no valid "
@@ -613,20 +615,22 @@ def _catch_up_merkle(txn: Txn, dbs: dict[str, Any]) -> None:
 
 
 def _migrate(txn: Txn, dbs: dict[str, Any]) -> bool:
-    """Bring a store of a format of :data:`MIGRATES_FROM` to :data:`FORMAT_VERSION` in ``txn``
-    (the caller's write transaction, retried whole on a full map). Format 2: leaves of 64
-    bytes and ``by_copy``, then the alias index (format 3). Format 3: the dictionary and the
-    mark of format 4, whose copies :func:`pithlog.store.codec.migrate_step` then packs in
-    transactions of their own (raw and packed values read alike meanwhile). ``True`` when it
-    did."""
+    """Bring a store of a format in :data:`MIGRATES_FROM` to :data:`FORMAT_VERSION` in
+    ``txn`` (the caller's write transaction, retried whole on a full map), one step after
+    the other: 2 -> 3 (leaves of 64 bytes and ``by_copy``, then the alias index); 3 -> 4
+    (the dictionary, and a cursor from which :func:`pithlog.store.codec.migrate_step` packs
+    the copies in transactions of their own: raw and packed values read alike meanwhile);
+    4 -> 5 (``by_key``, verdicts per key entry). ``True`` when it did."""
     fmt = txn.get(META_FORMAT, db=dbs["meta"])
     if fmt not in MIGRATES_FROM:
         return False
     if fmt == FORMAT_2:
         tree.migrate_leaf_data(txn, dbs)  # records FORMAT_3
         aliases.rebuild_aliases(txn, dbs)
-    codec.start_migration(txn, dbs, copy_at)
-    txn.put(META_FORMAT, FORMAT_VERSION, db=dbs["meta"])
+        fmt = FORMAT_3
+    if fmt == FORMAT_3:
+        codec.start_migration(txn, dbs, copy_at)
+    keyindex.migrate_3_to_5(txn, dbs)  # records FORMAT_VERSION
     return True
 
 

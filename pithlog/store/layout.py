@@ -21,22 +21,27 @@ from pithlog.protocol.checks import CHECK_NUMBER
 from pithlog.protocol.reduce import Judged
 from pithlog.store.codec import unpack
 
-FORMAT_VERSION = b"4"
-"""``meta[format]``: the layout of ``docs/store.md`` (format 4: copies packed by
-:mod:`pithlog.store.codec`)."""
+FORMAT_VERSION = b"5"
+"""``meta[format]``: the layout of ``docs/store.md`` (format 5: verdicts per key entry,
+``by_key`` and ``rekey``; copies packed by :mod:`pithlog.store.codec` since format 4)."""
+
+FORMAT_4 = b"4"
+"""Verdicts under the digest of the whole keyring: migrated to format 5 on a writable open
+(:func:`pithlog.store.keyindex.migrate_3_to_5` builds ``by_key``)."""
 
 FORMAT_3 = b"3"
-"""Copies stored as their JCS bytes; migrated on a writable open: the format-4 mark and the
-dictionary in one write transaction, then the copies packed in transactions of
+"""Copies stored as their JCS bytes; migrated on a writable open: the dictionary and a
+cursor in one write transaction, then the copies packed in transactions of
 :data:`pithlog.store.codec.MIGRATE_CHUNK` (:func:`pithlog.store.codec.migrate_step`)."""
 
 FORMAT_2 = b"2"
 """Leaves of the event_id alone, no ``by_copy``, no ``aliases``: brought to format 3 in one
 write transaction (:func:`pithlog.store.tree.migrate_leaf_data` rebuilds ``merkle`` and builds
-``by_copy``, :func:`pithlog.store.aliases.rebuild_aliases` the alias index), then on to 4."""
+``by_copy``, :func:`pithlog.store.aliases.rebuild_aliases` the alias index), then on."""
 
-MIGRATES_FROM = (FORMAT_2, FORMAT_3)
-"""The formats a store is migrated from on a writable open (``docs/store.md``)."""
+MIGRATES_FROM = (FORMAT_2, FORMAT_3, FORMAT_4)
+"""The formats a store is migrated from on a writable open, step by step, all in one write
+transaction (:func:`pithlog.store.environment._migrate`; ``docs/store.md``)."""
 
 DB_NAMES = (
     "events",
@@ -55,6 +60,8 @@ DB_NAMES = (
     "by_copy",
     "aliases",
     "dicts",
+    "by_key",
+    "rekey",
 )
 INDEX_DBS = ("applied", "slots", "equivocated", "invalid")
 """The per-pith reduction index: a pith's state document is assembled from it on read."""
@@ -64,6 +71,17 @@ META_MERGE = b"merge_version"
 META_KEYRING = b"keyring_digest"
 META_NEXT_SEQ = b"next_seq"
 META_MERKLE_SIZE = b"merkle_size"
+META_KEYRING_ENTRIES = b"keyring"
+"""JCS of the keyring's meaning (``{"keyring_version": "1", "keys": [...]}``, keys sorted by
+key_id): the bytes whose SHA-256 is ``keyring_digest``, so that a keyring change can be
+diffed key by key (:mod:`pithlog.store.rekey`)."""
+META_LEGACY_KEYRING = b"legacy_keyring_digest"
+"""A store migrated from format 3 keeps its verdicts under this keyring digest until they
+are judged again per key entry (:func:`pithlog.store.keyindex.cached_verdict`)."""
+META_REKEY_TARGET = b"rekey_target"
+META_REKEY_KEYS = b"rekey_keys"
+META_REKEY_CURSOR = b"rekey_cursor"
+META_REKEY_JUDGED = b"rekey_judged"
 
 VALID = b"valid"
 """The verdict value of a copy that passes checks 1-12 (otherwise: its reason code)."""

@@ -36,6 +36,7 @@ import os
 import threading
 from collections.abc import Callable, Generator, Iterable, Iterator
 from concurrent.futures import Future
+from hashlib import sha256
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -47,7 +48,7 @@ from pithlog.protocol.events import is_event_id
 from pithlog.protocol.keys import Keyring
 from pithlog.protocol.records import is_pith_number
 from pithlog.protocol.reduce import MERGE_VERSION
-from pithlog.store import aliases, tree, witnessed
+from pithlog.store import aliases, rekey, tree, witnessed
 from pithlog.store.append import DUPLICATE as DUPLICATE
 from pithlog.store.append import EVIDENCE as EVIDENCE
 from pithlog.store.append import REFUSED as REFUSED
@@ -69,6 +70,7 @@ from pithlog.store.layout import (
     FORMAT_VERSION,
     META_KEYRING,
     META_NEXT_SEQ,
+    META_REKEY_TARGET,
     SEQ,
     Txn,
     copy_at,
@@ -299,6 +301,7 @@ class Store:
                 else:
                     pending += 1
             kd = txn.get(META_KEYRING, db=dbs["meta"])
+            target = txn.get(META_REKEY_TARGET, db=dbs["meta"])
             next_seq = txn.get(META_NEXT_SEQ, db=dbs["meta"])
             return {
                 "counts": counts,
@@ -306,6 +309,8 @@ class Store:
                 "piths_with_state": states,
                 "piths_pending": pending,
                 "keyring_digest": None if kd is None else kd.hex(),
+                # a keyring change under way (pithlog rekey): the digest it goes to
+                "rekey_target": None if target is None else sha256(target).hexdigest(),
                 "next_seq": None if next_seq is None else SEQ.unpack(next_seq)[0],
             }
 
@@ -343,6 +348,7 @@ class Store:
         re-reduced in the same transaction. Results are returned only after the commit is
         durable.
         """
+        self.apply_keyring(keyring)
         return self._finish_append(self._start_append(batch, keyring), keyring, keep_invalid)
 
     def append_batches(
@@ -366,7 +372,11 @@ class Store:
         and its results yielded before the error is raised; when the consumer stops
         between batches, the batch being written is abandoned before its commit if it has
         not reached it (a batch whose results were not yielded is committed only when its
-        commit had already begun)."""
+        commit had already begun).
+
+        A keyring other than the store's is first applied as :meth:`apply_keyring` does
+        (when the pipeline starts), or refused."""
+        self.apply_keyring(keyring)
         return append_batches(self, batches, keyring, keep_invalid)
 
     def _start_append(
@@ -423,6 +433,76 @@ class Store:
         write transaction, so readers see the old store or the new one, never a mixture.
         Returns counts: copies judged, preferred copies changed, piths reduced."""
         return self._write(rebuild_work(keyring, progress))
+
+    # --- a keyring change, by what it changes (pithlog.store.rekey) -----------------------
+
+    def rekey_plan(
+        self, keyring: Keyring, cap: int | None = None, count_events: bool = False
+    ) -> rekey.Plan | None:
+        """The size of the change to ``keyring``: copies to re-judge (counting stops past
+        ``cap``), key_ids changed and, with ``count_events``, the events of the piths to
+        re-reduce; ``None`` when the store is under it already."""
+        return self._read(lambda txn, dbs: rekey.plan(txn, dbs, keyring, cap, count_events))
+
+    def apply_keyring(
+        self,
+        keyring: Keyring,
+        limit: int = rekey.INLINE_MAX_COPIES,
+        progress: rekey.RekeyProgress | None = None,
+        event_limit: int = rekey.INLINE_MAX_EVENTS,
+    ) -> rekey.Plan | None:
+        """Bring the store under ``keyring`` when the change re-judges at most ``limit``
+        copies and re-reduces piths of at most ``event_limit`` events (:meth:`rekey`), else
+        refuse with ``store.keyring_changed``, the size of the work and the command that
+        does it. What :meth:`append` does first; returns the plan it applied (``None``:
+        nothing to do)."""
+        planned = self.rekey_plan(keyring, cap=limit, count_events=True)
+        if planned is None:
+            return None
+        if planned.copies > limit or (planned.events or 0) > event_limit:
+            size = (f"more than {limit:,} copies to judge" if planned.copies > limit else
+                    f"{planned.copies:,} copies to judge, piths of {planned.events:,} events "
+                    f"to re-reduce (more than {event_limit:,})")  # fmt: skip
+            raise StoreError(
+                "keyring_changed",
+                f"the keyring changed {planned.keys} key(s): {size} before appending: run "
+                f"`pithlog --store {self.path} rekey --keyring KEYRING` (in pieces that "
+                "resume after a crash)",
+            )
+        self.rekey(keyring, progress=progress)
+        return planned
+
+    def rekey(
+        self,
+        keyring: Keyring,
+        progress: rekey.RekeyProgress | None = None,
+        piece_copies: int = rekey.PIECE_COPIES,
+        piece_events: int = rekey.PIECE_EVENTS,
+    ) -> dict[str, int]:
+        """Bring the store under ``keyring`` by what changed (``docs/store.md``): the
+        copies named by the key_ids whose entry changed are judged again and their piths
+        re-reduced, in write transactions of ``piece_copies`` copies or about
+        ``piece_events`` events; a change interrupted by a crash resumes where its last
+        piece committed. ``keyring_digest`` changes with the last piece. Returns counts:
+        copies judged, piths re-reduced, pieces."""
+        planned = self.rekey_plan(keyring)
+        totals = {"copies": 0, "piths": 0, "pieces": 0}
+        if planned is None:
+            return totals
+        work = rekey.piece_work(keyring, piece_copies, piece_events)
+        while True:
+            step = self._write(work)
+            totals["pieces"] += 1
+            totals["copies"] += step.judged
+            totals["piths"] += step.reduced
+            if progress is not None:
+                if step.judged or not totals["piths"]:
+                    progress("judge", totals["copies"], max(planned.copies, totals["copies"]))
+                if step.reduced or step.done:
+                    progress("reduce", totals["piths"], totals["piths"] + step.marked)
+            if step.done:
+                return totals
+            work = rekey.piece_work(keyring, piece_copies, piece_events)
 
     # --- transparency: the Merkle tree over the append sequence ---------------------------
 

@@ -26,6 +26,7 @@ from pithlog.protocol.records import is_pith_number
 from pithlog.protocol.reduce import MERGE_VERSION, Judged, Pending, Reduction, keep_preferred
 from pithlog.protocol.state import render_reduction
 from pithlog.store.codec import CorruptCopy, readable, unpack
+from pithlog.store.keyindex import Judges, cached_verdict, key_hash, signer_key_id
 from pithlog.store.layout import (
     FORMAT_VERSION,
     INDEX_DBS,
@@ -322,10 +323,13 @@ def check_structure(
                 say(name, pith, "cached for a pith that has no events in by_pith")
     for key, value in txn.cursor(db=dbs["verdicts"]):
         if len(key) != 64:
-            say("verdicts", f"key {key.hex()}", "is not keyring digest + copy hash")
+            say("verdicts", f"key {key.hex()}", "is not key entry digest + copy hash")
         elif value != VALID and value.decode("ascii", "replace") not in REASONS[:12]:
             say("verdicts", f"copy {key[32:].hex()[:16]}", f"verdict {value!r} is not one of "
                 "checks 1-12")  # fmt: skip
+    for key in txn.cursor(db=dbs["by_key"]).iternext(values=False):
+        if len(key) != 96 or copy_at(txn, dbs, key[32:], readable) is None:
+            say("by_key", f"key {key.hex()[:24]}", "names no stored copy")
 
 
 # --- replay: one pith ---------------------------------------------------------------------
@@ -451,8 +455,8 @@ def _late(txn: Txn, dbs: dict[str, Any], high: int) -> tuple[set[bytes], set[str
         keys.update(value for _, value in cursor)
     piths: set[str] = set()
     for eid in {key[:32] for key in keys}:
-        preferred = txn.get(eid, db=dbs["events"])
-        copies = [v for _, v in evidence_of(txn, dbs, eid)]
+        preferred = event_copy(txn, dbs, eid, readable)
+        copies = [v for _, v in evidence_of(txn, dbs, eid, readable)]
         for data in copies if preferred is None else [preferred, *copies]:
             ids = decode_ids(data)
             if ids is not None:
@@ -507,6 +511,8 @@ def _replay_pith(
     pith, indexed_set = copies_of.pith, copies_of.indexed
     by_event, passed = copies_of.by_event, copies_of.passed
     stored_kd = bytes.fromhex(ctx.stored_kd) if ctx.stored_kd else None
+    # under the store's keyring, its verdicts are those of ctx.keyring's entries
+    judges = Judges.of_store(txn, dbs, ctx.keyring) if ctx.same_keyring else None
     judged: list[Judged] = []
     copies = 0
     for eid, stored_copies in by_event.items():
@@ -527,7 +533,12 @@ def _replay_pith(
                     f"{label} says event_id {env.event_id}")  # fmt: skip
                 continue
             h = copy_hash(data)
-            cached_raw = None if stored_kd is None else txn.get(stored_kd + h, db=dbs["verdicts"])
+            key_id = signer_key_id(env)
+            if key_id is not None and txn.get(key_hash(key_id) + eid + h,
+                                              db=dbs["by_key"]) is None:  # fmt: skip
+                say("by_key", subject, f"{label} is not listed under its key_id {key_id!r}")
+            cached_raw = (None if stored_kd is None or judges is None
+                          else cached_verdict(txn, dbs, judges, env, h))  # fmt: skip
             if data in checked:
                 reason = checked[data]
             elif ctx.verify or not ctx.same_keyring or cached_raw not in _VERDICT_VALUES:

@@ -18,7 +18,6 @@ from pithlog.errors import StoreError
 from pithlog.protocol.canonical import jcs
 from pithlog.protocol.checks import check_against_record, check_alone
 from pithlog.protocol.events import EVENT_TYPES, STATE_LISTS, Envelope, projection_spans, readmit
-from pithlog.protocol.keys import Keyring
 from pithlog.protocol.reduce import (
     Judged,
     Pending,
@@ -37,6 +36,7 @@ from pithlog.protocol.state import (
     slot_sort_key,
 )
 from pithlog.store import codec
+from pithlog.store.keyindex import Judges, cached_verdict
 from pithlog.store.layout import (
     INDEX_DBS,
     Txn,
@@ -318,13 +318,13 @@ def rereduce(
     txn: Txn,
     dbs: dict[str, Any],
     pith: str,
-    kd: bytes,
-    keyring: Keyring,
+    judges: Judges,
     verdicts: dict[bytes, str | None],
     known: Sequence[Judged] = (),
 ) -> None:
-    """Re-reduce one pith from all its stored events (cached verdicts; no signature is
-    checked again unless a verdict is missing) and rewrite its reduction index.
+    """Re-reduce one pith from all its stored events (cached verdicts, per key entry:
+    :mod:`pithlog.store.keyindex`; no signature is checked again unless a verdict is
+    missing) and rewrite its reduction index.
 
     ``known``: envelopes of the pith already decoded (an append's new events); a stored
     copy with the same bytes is taken from them instead of being decoded again."""
@@ -343,10 +343,10 @@ def rereduce(
         if h in verdicts:
             reason = verdicts[h]
         else:
-            cached = txn.get(kd + h, db=dbs["verdicts"])
+            cached = cached_verdict(txn, dbs, judges, env, h)
             if cached is None:
-                reason = check_alone(env, keyring)
-                txn.put(kd + h, verdict_bytes(reason), db=dbs["verdicts"])
+                reason = check_alone(env, judges.keyring)
+                txn.put(judges.key(env, h), verdict_bytes(reason), db=dbs["verdicts"])
             else:
                 reason = verdict_of(cached)
         judged.append(Judged(env, reason))

@@ -138,24 +138,42 @@ def test_replay_verify_passes_then_names_damage(files: dict[str, Any]) -> None:
     assert out_jobs == out
 
 
-def test_keyring_change_needs_rebuild(files: dict[str, Any]) -> None:
+def test_keyring_change_applied_by_append_rekey_and_rebuild(files: dict[str, Any]) -> None:
     assert append(files)[0] == 2
     status, out, err = run(["--store", files["store"], "replay", "--verify",
                             "--keyring", files["revoked"]])  # fmt: skip
     assert status == 1 and "would change" in err
     changed = {line.split(": ")[1] for line in out.decode().splitlines()}
     events = [e for e in files["events"] if e["signer"]["key_id"] != "test-stranger"]
-    before, after = g.expected_states(events), g.expected_states(events, g.test_keyring(
-        author={"revoked_at": g.ts(300)}))  # fmt: skip
+    revoked = g.test_keyring(author={"revoked_at": g.ts(300)})
+    before, after = g.expected_states(events), g.expected_states(events, revoked)
     assert changed == {p for p in before if before[p] != after[p]}
+
+    def states() -> dict[str, bytes]:
+        found = {}
+        for pith in before:
+            status, out, _ = run(["--store", files["store"], "state", pith])
+            found[pith] = out.rstrip(b"\n") if status == 0 else b""
+        return found
+
+    # a small change: append applies it first (the stranger's events are still rejected)
     status, _, err = run(["--store", files["store"], "append", "--keyring", files["revoked"],
                           files["log"]])  # fmt: skip
-    assert status == 2 and "[store.keyring_changed]" in err and "--rebuild" in err
+    assert status == 2 and "the keyring changed (1 key(s))" in err, err
+    assert states() == after
+    # rekey back, with its bars
+    status, _, err = run(["--store", files["store"], "rekey", "--progress",
+                          "--keyring", files["keyring"]])  # fmt: skip
+    assert status == 0, err
+    assert "rekey: 1 key(s) changed" in err and "rekey: judge" in err and "rekey: reduce" in err
+    assert f"the store is under keyring {g.KEYRING.digest[:16]}" in err
+    assert states() == before
+    status, _, err = run(["--store", files["store"], "rekey", "--keyring", files["keyring"]])
+    assert status == 0 and "already" in err
     status, _, err = run(["--store", files["store"], "replay", "--rebuild", "--verify",
                           "--keyring", files["revoked"]])  # fmt: skip
     assert status == 0, err
-    assert run(["--store", files["store"], "append", "--keyring", files["revoked"],
-                files["log"]])[0] == 2  # fmt: skip
+    assert states() == after
 
 
 def test_state_pending_stats_and_errors(files: dict[str, Any], monkeypatch: Any) -> None:

@@ -19,6 +19,7 @@ from served import ORIGIN, Files, Server, g, make_files, serving
 
 from pithlog.protocol.keys import load_keyring
 from pithlog.store import Store
+from pithlog.store.layout import FORMAT_VERSION
 from pithlog.transparency.checkpoint import verify_checkpoint
 from pithlog.transparency.proofs import verify_consistency_proof, verify_inclusion_proof
 
@@ -204,7 +205,7 @@ def test_states_events_proofs_and_stats(server: Server, files: Files) -> None:
 
     served = get(server, "/stats").json()
     assert "path" not in served
-    assert served["counts"] == stats["counts"] and served["format"] == "4"
+    assert served["counts"] == stats["counts"] and served["format"] == FORMAT_VERSION.decode()
     assert get(server, "/healthz").json() == {"ok": True, "tree_size": size}
     assert get(server, "/checkpoint").headers["cache-control"] == "public, max-age=2"
     head = httpx.head(server.url + "/tile/0/000", timeout=TIMEOUT)

@@ -106,7 +106,7 @@ def test_copies_are_packed_and_read_back_exactly(tmp_path: Path, small_dictionar
         report = store.replay(g.KEYRING, verify=True)
         assert report.ok, [d.line() for d in report.discrepancies]
         stats = store.stats()
-        assert stats["format"] == "4"
+        assert stats["format"] == FORMAT_VERSION.decode()
         assert stats["pages"]["events"]["leaf"] >= 1
         assert stats["pages"]["dicts"]["overflow"] >= 1  # the dictionary
 

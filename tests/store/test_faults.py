@@ -20,6 +20,7 @@ from pithlog.protocol.canonical import jcs
 from pithlog.protocol.checks import check_alone
 from pithlog.protocol.events import admit
 from pithlog.store import Store
+from pithlog.store.keyindex import entry_digest
 from pithlog.testing import test_keyring
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork()")
@@ -188,7 +189,8 @@ def test_altered_cached_state_and_verdict_are_named(damaged: tuple[Store, list[A
     assert any(line.startswith(f"state: {pith}: differs in ") for line in found)
     store._write(lambda txn, dbs: txn.put(removed[:-16], removed[-16:], db=dbs["applied"]))
     assert store.replay(g.KEYRING).ok
-    digest = bytes.fromhex(g.KEYRING.digest)
+    # the verdict is kept under the digest of the one keyring entry that judged it
+    digest = entry_digest(g.KEYRING[victim["signer"]["key_id"]].entry())
     copy_hash = __import__("hashlib").sha256(g.encoded(victim)).digest()
     store._write(lambda txn, dbs: txn.put(digest + copy_hash, b"bad_signature",
                                           db=dbs["verdicts"]))  # fmt: skip

@@ -239,7 +239,8 @@ def as_format_2(store: Store) -> tuple[int, bytes]:
 
 def test_a_format_2_store_is_migrated_on_open(tmp_path: Path) -> None:
     """Format 2 hashed the event_id alone into a leaf; opening such a store rebuilds the
-    tree over the 64-byte leaf data (format 3, in one transaction) and goes on to format 4."""
+    tree over the 64-byte leaf data and goes on through formats 3 and 4 to format 5, in
+    one transaction."""
     store, _ = filled(tmp_path / "s")
     with store:
         data = leaves_of(store)
@@ -250,8 +251,8 @@ def test_a_format_2_store_is_migrated_on_open(tmp_path: Path) -> None:
     # the process's environment is shared while a Store is open: closed above, so the
     # next open reads the files afresh and migrates them
     with Store.open(tmp_path / "s", create=False) as again:
-        assert again.stats()["format"] == "4"
-        assert again._read(lambda txn, dbs: txn.get(b"format", db=dbs["meta"])) == b"4"
+        assert again.stats()["format"] == "5"
+        assert again._read(lambda txn, dbs: txn.get(b"format", db=dbs["meta"])) == b"5"
         assert again.tree_root() == (size, merkle.root_of(data))
         assert again.tree_root()[1] != old_root
         assert {p: again.state(p) for p in states} == states

@@ -281,16 +281,20 @@ def test_a_forgery_in_another_pith_moves_out_when_the_real_copy_arrives(tmp_path
         assert store.replay(g.KEYRING).ok
 
 
-def test_a_changed_keyring_is_refused_until_rebuild(tmp_path: Path) -> None:
+def test_a_large_keyring_change_is_refused_and_rebuild_applies_it(tmp_path: Path) -> None:
+    """Above the limit an append refuses a changed keyring, naming the size of the work and
+    the command; a rebuild (or a rekey) applies it."""
     rec = g.record("2501.00009")
     late = g.attestation(rec["pith_number"], 900)
     revoked = test_keyring(author={"revoked_at": g.ts(600)})
     with Store.open(tmp_path / "s") as store:
         store.append([g.encoded(rec), g.encoded(late)], g.KEYRING)
         with pytest.raises(StoreError) as changed:
-            store.append([g.encoded(g.attestation(rec["pith_number"], 200))], revoked)
+            store.apply_keyring(revoked, limit=0)
         assert changed.value.code == "store.keyring_changed"
-        assert "replay --rebuild" in changed.value.message
+        assert "more than 0" in changed.value.message
+        assert f"pithlog --store {store.path} rekey --keyring" in changed.value.message
+        assert store.keyring_digest() == g.KEYRING.digest
         counts = store.rebuild(revoked)
         assert counts["piths"] == 1
         assert store.keyring_digest() == revoked.digest

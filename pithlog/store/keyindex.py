@@ -1,0 +1,163 @@
+"""Verdicts per key entry and the index of copies by key (format 5, ``docs/store.md``).
+
+Checks 1-12 of one copy read the keyring at one place only: the entry of the copy's
+``signer.key_id`` (spec 6, checks 4-8 and 12; check 12's receipt must name the same key).
+So a copy's verdict is a function of the copy and of that one entry, and is cached under
+it: ``verdicts`` is keyed by the digest of the judging entry (32) + the copy hash (32).
+
+- :func:`entry_digest`: SHA-256 of the JCS of the entry's seven members (spec 3), so a key
+  whose entry is unchanged keeps its verdicts across keyring changes;
+- a copy whose ``key_id`` the keyring lacks is judged by "no entry for this key_id"
+  (``unknown_key``, or an earlier check): :func:`absent_digest` of the key_id, which no
+  entry digest equals, so adding a key with that key_id leaves those copies unjudged;
+- a copy without a string ``key_id`` fails check 1 under every keyring: :data:`NO_KEY_ID`.
+
+``by_key`` (SHA-256 of the key_id (32) + event_id (32) + copy hash (32), empty values)
+lists every stored copy under the key_id that signed it, written in the append
+transaction, so a keyring change finds the copies a key judges by one prefix scan
+(:mod:`pithlog.store.rekey`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+import msgspec
+
+from pithlog.protocol.canonical import jcs
+from pithlog.protocol.events import Envelope
+from pithlog.protocol.keys import Keyring
+from pithlog.store import codec
+from pithlog.store.layout import (
+    FORMAT_VERSION,
+    META_FORMAT,
+    META_KEYRING,
+    META_LEGACY_KEYRING,
+    Txn,
+    copy_hash,
+)
+
+NO_KEY_ID = hashlib.sha256(b"pithlog verdict: no key_id").digest()
+"""The judge of a copy that names no key_id (a string): check 1 fails whatever the keyring."""
+
+
+def entry_digest(entry: dict[str, Any]) -> bytes:
+    """SHA-256 of the JCS of a keyring entry's seven members (spec 3)."""
+    return hashlib.sha256(jcs(entry)).digest()
+
+
+def absent_digest(key_id: str) -> bytes:
+    """The judge of copies naming ``key_id`` under a keyring that lacks it."""
+    return hashlib.sha256(jcs({"absent_key_id": key_id})).digest()
+
+
+def key_hash(key_id: str) -> bytes:
+    """The ``by_key`` prefix of a key_id: SHA-256 of its UTF-8 (fixed width, any length)."""
+    return hashlib.sha256(key_id.encode("utf-8", "surrogatepass")).digest()
+
+
+def signer_key_id(env: Envelope) -> str | None:
+    """The copy's ``signer.key_id`` when it is a string (else ``None``: check 1 fails)."""
+    signer = env.value.get("signer")
+    key_id = signer.get("key_id") if isinstance(signer, dict) else None
+    return key_id if isinstance(key_id, str) else None
+
+
+class _Signer(msgspec.Struct):
+    key_id: Any = None
+
+
+class _Signed(msgspec.Struct):
+    signer: Any = None
+
+
+_SIGNED = msgspec.json.Decoder(_Signed)
+
+
+def key_id_of(data: bytes) -> str | None:
+    """:func:`signer_key_id` of stored bytes, decoding only the signer."""
+    try:
+        signer = _SIGNED.decode(data).signer
+    except (msgspec.MsgspecError, ValueError):
+        return None
+    key_id = signer.get("key_id") if isinstance(signer, dict) else None
+    return key_id if isinstance(key_id, str) else None
+
+
+def meaning(keyring: Keyring) -> bytes:
+    """JCS of what ``keyring.digest`` hashes: its entries sorted by key_id."""
+    return jcs({"keyring_version": "1", "keys": [keyring[k].entry() for k in sorted(keyring)]})
+
+
+def entries_of(raw: bytes) -> dict[str, dict[str, Any]]:
+    """key_id -> entry of a keyring's :func:`meaning` as stored in ``meta``."""
+    doc: dict[str, Any] = msgspec.json.decode(raw)
+    return {entry["key_id"]: entry for entry in doc["keys"]}
+
+
+class Judges:
+    """The verdict prefix of each key_id under one keyring (entry digests, computed once).
+
+    ``legacy``: the keyring digest under which a store migrated from format 3 still holds
+    its verdicts, when it is this keyring's (:func:`cached_verdict` falls back to it)."""
+
+    def __init__(self, keyring: Keyring, legacy: bytes | None = None) -> None:
+        self.keyring = keyring
+        self.legacy = legacy if legacy == bytes.fromhex(keyring.digest) else None
+        self._prefix: dict[str | None, bytes] = {None: NO_KEY_ID}
+
+    @classmethod
+    def of_store(cls, txn: Txn, dbs: dict[str, Any], keyring: Keyring) -> Judges:
+        return cls(keyring, txn.get(META_LEGACY_KEYRING, db=dbs["meta"]))
+
+    def prefix(self, key_id: str | None) -> bytes:
+        found = self._prefix.get(key_id)
+        if found is None:
+            assert key_id is not None
+            entry = self.keyring.get(key_id)
+            found = absent_digest(key_id) if entry is None else entry_digest(entry.entry())
+            self._prefix[key_id] = found
+        return found
+
+    def key(self, env: Envelope, h: bytes) -> bytes:
+        """The ``verdicts`` key of a copy under this keyring."""
+        return self.prefix(signer_key_id(env)) + h
+
+
+def cached_verdict(txn: Txn, dbs: dict[str, Any], judges: Judges, env: Envelope,
+                   h: bytes) -> bytes | None:  # fmt: skip
+    """The cached verdict of a copy under ``judges``' keyring, or ``None``."""
+    found = txn.get(judges.key(env, h), db=dbs["verdicts"])
+    if found is None and judges.legacy is not None:
+        found = txn.get(judges.legacy + h, db=dbs["verdicts"])
+    return found
+
+
+def index_copy(txn: Txn, dbs: dict[str, Any], env: Envelope, eid: bytes, h: bytes) -> None:
+    """List a stored copy in ``by_key`` (a copy with no key_id has no key to change)."""
+    key_id = signer_key_id(env)
+    if key_id is not None:
+        txn.put(key_hash(key_id) + eid + h, b"", db=dbs["by_key"])
+
+
+def migrate_3_to_5(txn: Txn, dbs: dict[str, Any]) -> None:
+    """Format 3 -> 5, in the caller's write transaction: ``by_key`` built from every stored
+    copy (one decode of its signer each, no signature checked), and the format-3 verdicts
+    (keyed by the whole keyring's digest) kept under ``legacy_keyring_digest`` until the
+    keyring changes. ``meta[keyring]`` (the entries) is unknown until an append or a rekey
+    presents the keyring: the first change after a migration re-judges every copy."""
+    for eid, stored in txn.cursor(db=dbs["events"]):
+        _index_raw(txn, dbs, eid, codec.unpack(txn, dbs, stored))
+    for key, stored in txn.cursor(db=dbs["evidence"]):
+        _index_raw(txn, dbs, key[:32], codec.unpack(txn, dbs, stored))
+    kd = txn.get(META_KEYRING, db=dbs["meta"])
+    if kd is not None:
+        txn.put(META_LEGACY_KEYRING, kd, db=dbs["meta"])
+    txn.put(META_FORMAT, FORMAT_VERSION, db=dbs["meta"])
+
+
+def _index_raw(txn: Txn, dbs: dict[str, Any], eid: bytes, data: bytes) -> None:
+    key_id = key_id_of(data)
+    if key_id is not None:
+        txn.put(key_hash(key_id) + eid + copy_hash(data), b"", db=dbs["by_key"])

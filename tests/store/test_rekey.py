@@ -1,0 +1,299 @@
+"""A keyring change costs what it changes (docs/store.md, "A keyring change"): keys added
+and revoked on a store of a few thousand events (100,000 with ``make test-large``), each
+state compared byte for byte with a full reduction under the new keyring; a change killed
+between its pieces resumes and ends equal."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import random
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import eventgen as g
+import lmdb
+import pytest
+
+from pithlog.errors import StoreError
+from pithlog.protocol.canonical import jcs
+from pithlog.protocol.events import parse_envelope
+from pithlog.protocol.keys import Keyring, make_keyring
+from pithlog.protocol.reduce import Pending, reduce_events
+from pithlog.protocol.state import render, state_document
+from pithlog.store import Store
+from pithlog.store.keyindex import key_hash
+from pithlog.testing import TRUSTED, test_keyring_entries
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def keyring(names: tuple[str, ...], **overrides: dict[str, Any]) -> Keyring:
+    return make_keyring(test_keyring_entries(names, **overrides))
+
+
+def reference(lines: list[bytes], ring: Keyring) -> dict[str, bytes | None]:
+    """What `pithlog reduce` prints for these events under ``ring``: pith -> state, or
+    ``None`` for a pending pith."""
+    out: dict[str, bytes | None] = {}
+    for pith, result in reduce_events([parse_envelope(b) for b in lines], ring).items():
+        out[pith] = None if isinstance(result, Pending) else render(state_document(result))
+    return out
+
+
+def assert_reduced(store: Store, expected: dict[str, bytes | None]) -> None:
+    """Every pith of the store, byte for byte the full reduction's."""
+    listed = {p["pith_number"]: p["status"] for p in store.piths()}
+    assert set(listed) == set(expected)
+    for pith, state in expected.items():
+        assert listed[pith] == ("pending" if state is None else "state"), pith
+        assert store.state(pith) == state, pith
+
+
+def sparse_log(piths: int, per_pith: int, seed: int = 7) -> list[bytes]:
+    """``eventgen.mixed_events`` with the stranger's events (a key the keyring lacks) kept
+    in one pith of ten, so that adding its key touches few piths."""
+    events = g.mixed_events(random.Random(seed), piths, per_pith)
+    pith_order = list(dict.fromkeys(e["pith_number"] for e in events))
+    few = set(pith_order[::10])
+    kept = [e for e in events if e["signer"]["key_id"] != "test-stranger"
+            or e["pith_number"] in few]  # fmt: skip
+    # a second, forged copy of some stranger events: evidence judged with them
+    kept += [g.forged(e) for e in kept[::97] if e["signer"]["key_id"] == "test-stranger"]
+    return [jcs(e) for e in kept]
+
+
+def signed_by(lines: list[bytes], key_id: str) -> tuple[int, set[str]]:
+    """Copies (distinct) signed by ``key_id`` and the piths they name."""
+    copies = {b for b in lines if parse_envelope(b).value["signer"]["key_id"] == key_id}
+    return len(copies), {parse_envelope(b).pith_number for b in copies}
+
+
+def test_adding_and_revoking_keys_costs_what_it_changes(tmp_path: Path) -> None:
+    """Adding a key re-judges the copies naming its key_id and re-reduces their piths
+    only; revoking one re-reduces only the piths with events by it; every state then
+    equals a full reduction under the new keyring."""
+    lines = sparse_log(piths=220, per_pith=20)
+    assert len(lines) > 4000
+    before, added = keyring(TRUSTED), keyring((*TRUSTED, "stranger"))
+    with Store.open(tmp_path / "s") as store:
+        store.append(lines, before, keep_invalid=True)
+        copies, piths = signed_by(lines, "test-stranger")
+        assert 0 < len(piths) < 40
+        planned = store.rekey_plan(added)
+        assert planned is not None and (planned.copies, planned.keys) == (copies, 1)
+        # an append under the new keyring applies the change itself (it is small)
+        extra = g.attestation(next(iter(piths)), 450, "after the key", signer="author")
+        assert store.append([jcs(extra)], added)[0].status == "stored"
+        assert store.keyring_digest() == added.digest
+        lines.append(jcs(extra))
+        assert_reduced(store, reference(lines, added))
+        assert store.replay(added, verify=False).ok
+
+        # revoking the mirror's key: only the piths with mirror events are re-reduced
+        revoked = keyring((*TRUSTED, "stranger"), mirror={"revoked_at": g.ts(300)})
+        copies, piths = signed_by(lines, "test-mirror")
+        planned = store.rekey_plan(revoked, count_events=True)
+        assert planned is not None
+        assert (planned.copies, planned.keys) == (copies, 1)
+        assert planned.events == sum(store.status(p)["event_count"] for p in piths)
+        with pytest.raises(StoreError) as large:  # few copies, but piths of many events
+            store.apply_keyring(revoked, event_limit=planned.events - 1)
+        assert f"piths of {planned.events:,} events to re-reduce" in large.value.message
+        counts = store.rekey(revoked, piece_copies=150, piece_events=400)
+        assert counts["copies"] == copies
+        assert counts["piths"] == len(piths) < len(store.piths())
+        assert counts["pieces"] > 3
+        assert store.keyring_digest() == revoked.digest
+        assert_reduced(store, reference(lines, revoked))
+        assert store.replay(revoked, verify=False).ok
+        # and back: the cached verdicts of the old entry serve again (no new ones)
+        verdicts = store.stats()["counts"]["verdicts"]
+        store.rekey(added)
+        assert store.stats()["counts"]["verdicts"] == verdicts
+        assert_reduced(store, reference(lines, added))
+        assert store.rekey(added) == {"copies": 0, "piths": 0, "pieces": 0}
+
+
+def test_a_change_to_a_key_no_copy_names_is_one_small_transaction(tmp_path: Path) -> None:
+    rec = g.record("2501.00001")
+    with Store.open(tmp_path / "s") as store:
+        store.append([jcs(rec)], keyring(TRUSTED))
+        planned = store.rekey_plan(keyring((*TRUSTED, "stranger")))
+        assert planned is not None and planned.copies == 0
+        assert store.rekey(keyring((*TRUSTED, "stranger")))["pieces"] == 1
+        assert store.keyring_digest() == keyring((*TRUSTED, "stranger")).digest
+
+
+_KILLED_REKEY = textwrap.dedent("""
+    import os, signal, sys
+    from pithlog.protocol.keys import load_keyring
+    from pithlog.store import Store
+    path, ring, stage = sys.argv[1], load_keyring(open(sys.argv[2], "rb").read()), sys.argv[3]
+    pieces = []
+    def progress(at, done, total):
+        pieces.append(at)
+        if pieces.count(stage) >= 2:
+            os.kill(os.getpid(), signal.SIGKILL)  # between two pieces, after a commit
+    with Store.open(path, create=False) as store:
+        store.rekey(ring, progress=progress, piece_copies=100, piece_events=300)
+""")
+
+
+@pytest.mark.parametrize("stage", ["judge", "reduce"])
+def test_a_rekey_killed_between_pieces_resumes_and_ends_equal(tmp_path: Path,
+                                                             stage: str) -> None:  # fmt: skip
+    """A process killed after a piece (the second of the judging step, or of the
+    reducing step) leaves the store under its old keyring digest, each pith's state that
+    of the old keyring or of the new one (whole); running the change again finishes it."""
+    lines = sparse_log(piths=80, per_pith=15, seed=11)
+    old = keyring(TRUSTED)
+    new = keyring(TRUSTED, author={"revoked_at": g.ts(250)})
+    ring_file = tmp_path / "new.json"
+    ring_file.write_bytes(jcs({"keyring_version": "1", "keys": test_keyring_entries(
+        TRUSTED, author={"revoked_at": g.ts(250)})}))  # fmt: skip
+    with Store.open(tmp_path / "s") as store:
+        store.append(lines, old, keep_invalid=True)
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run([sys.executable, "-c", _KILLED_REKEY, str(tmp_path / "s"),
+                           str(ring_file), stage], env=env, timeout=300)  # fmt: skip
+    assert done.returncode == -9
+    was, will = reference(lines, old), reference(lines, new)
+    with Store.open(tmp_path / "s", create=False) as store:
+        assert store.keyring_digest() == old.digest
+        assert store.stats()["rekey_target"] == new.digest
+        planned = store.rekey_plan(new)
+        assert planned is not None and planned.resumed
+        states = {p["pith_number"]: store.state(p["pith_number"]) for p in store.piths()}
+        if stage == "reduce":  # some piths are new already
+            assert any(states[p] != was[p] for p in states)
+        assert all(states[p] in (was[p], will[p]) for p in states)
+        with pytest.raises(StoreError) as refused:  # large: an append does not take it on
+            store.apply_keyring(old, limit=10)
+        assert refused.value.code == "store.keyring_changed"
+        store.rekey(new)
+        assert store.keyring_digest() == new.digest
+        assert store.stats()["rekey_target"] is None
+        assert_reduced(store, reference(lines, new))
+        assert store.replay(new, verify=False).ok
+
+
+def test_a_format_3_store_is_migrated_and_then_rekeyed(tmp_path: Path) -> None:
+    """Opening a format-3 store builds by_key and keeps its verdicts (under the keyring's
+    digest) until the keyring changes; the first change then judges every copy."""
+    lines = sparse_log(piths=30, per_pith=8, seed=3)
+    ring = keyring(TRUSTED)
+    path = tmp_path / "s"
+    with Store.open(path) as store:
+        store.append(lines, ring, keep_invalid=True)
+        listed = store._read(lambda txn, dbs: sorted(
+            txn.cursor(db=dbs["by_key"]).iternext(values=False)))  # fmt: skip
+        states = {p["pith_number"]: store.state(p["pith_number"]) for p in store.piths()}
+    as_format_3(path, ring)
+    with Store.open(path, create=False) as store:
+        assert store.stats()["format"] == "5"
+        assert store._read(lambda txn, dbs: sorted(
+            txn.cursor(db=dbs["by_key"]).iternext(values=False))) == listed  # fmt: skip
+        assert {p: store.state(p) for p in states} == states
+        assert store.replay(ring, verify=False).ok  # the format-3 verdicts serve
+        added = keyring((*TRUSTED, "stranger"))
+        planned = store.rekey_plan(added)
+        assert planned is not None and planned.copies == len(listed)
+        store.rekey(added)
+        assert_reduced(store, reference(lines, added))
+        assert store.replay(added, verify=False).ok
+
+
+def as_format_3(path: Path, ring: Keyring) -> None:
+    """Rewrite a store as format 3 wrote it: verdicts keyed by the keyring's digest, no
+    by_key, no rekey, no keyring entries in meta."""
+    kd = bytes.fromhex(ring.digest)
+    env = lmdb.open(str(path), max_dbs=32, subdir=True)
+    with env.begin(write=True) as txn:
+        meta = env.open_db(b"meta", txn=txn)
+        verdicts = env.open_db(b"verdicts", txn=txn)
+        old = list(txn.cursor(db=verdicts))
+        txn.drop(verdicts, delete=False)
+        for key, value in old:
+            txn.put(kd + key[32:], value, db=verdicts)
+        for name in (b"by_key", b"rekey"):
+            txn.drop(env.open_db(name, txn=txn), delete=True)
+        txn.delete(b"keyring", db=meta)
+        txn.put(b"format", b"3", db=meta)
+    env.close()
+
+
+def test_by_key_lists_every_copy_and_replay_checks_it(tmp_path: Path) -> None:
+    lines = sparse_log(piths=10, per_pith=6, seed=5)
+    with Store.open(tmp_path / "s") as store:
+        store.append(lines, keyring(TRUSTED), keep_invalid=True)
+        listed = store._read(lambda txn, dbs: list(
+            txn.cursor(db=dbs["by_key"]).iternext(values=False)))  # fmt: skip
+        expected = sorted(key_hash(parse_envelope(b).value["signer"]["key_id"])
+                          + bytes.fromhex(parse_envelope(b).event_id[7:])
+                          + hashlib.sha256(b).digest() for b in set(lines))  # fmt: skip
+        assert listed == expected
+        store._write(lambda txn, dbs: txn.delete(listed[0], db=dbs["by_key"]))
+        report = store.replay(keyring(TRUSTED), verify=False)
+        assert [d.kind for d in report.discrepancies] == ["by_key"]
+
+
+@pytest.mark.large
+def test_adding_and_revoking_keys_on_a_100k_store(tmp_path: Path) -> None:
+    """``make test-large``: the bench's 100,000 events; a key added (its copies kept
+    invalid until then), then one revoked, every state compared with a full reduction."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    import workload
+
+    lines = [line.rstrip(b"\n") for line in workload.mixed(100_000)]
+    without = keyring(tuple(n for n in TRUSTED if n != "replicator"))
+    with Store.open(tmp_path / "s") as store:
+        for i in range(0, len(lines), 10_000):
+            store.append(lines[i : i + 10_000], without, keep_invalid=True)
+        full = keyring(TRUSTED)
+        # every pith holds replicator events: all 100,000 events, at the inline limit
+        planned = store.rekey_plan(full, count_events=True)
+        assert planned is not None and planned.events == len(lines)
+        assert planned.copies == signed_by(lines, "test-replicator")[0]
+        assert store.apply_keyring(full) == planned
+        assert store.keyring_digest() == full.digest
+        assert_reduced(store, reference(lines, full))
+        revoked = keyring(TRUSTED, tsa={"revoked_at": workload.ts(20)})
+        counts = store.rekey(revoked)
+        assert counts["copies"] == signed_by(lines, "test-tsa")[0]
+        assert_reduced(store, reference(lines, revoked))
+
+
+def test_a_piece_run_again_after_the_map_grew_keeps_its_verdicts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A piece whose transaction is aborted (the map full) and run again writes every
+    verdict it judged the first time (replay finds one for every copy)."""
+    from pithlog.store import rekey
+
+    real = rekey.piece_work
+
+    def full_once(*args: Any, **kwargs: Any) -> Any:
+        work, tries = real(*args, **kwargs), []
+
+        def wrapped(txn: Any, dbs: Any) -> Any:
+            step = work(txn, dbs)
+            tries.append(step)
+            if len(tries) == 1:
+                raise lmdb.MapFullError("the map is full (test)")
+            return step
+
+        return wrapped
+
+    monkeypatch.setattr(rekey, "piece_work", full_once)
+    lines = sparse_log(piths=20, per_pith=8, seed=9)
+    revoked = keyring(TRUSTED, author={"revoked_at": g.ts(250)})
+    with Store.open(tmp_path / "s") as store:
+        store.append(lines, keyring(TRUSTED), keep_invalid=True)
+        counts = store.rekey(revoked, piece_copies=20)
+        assert counts["pieces"] > 2
+        assert store.replay(revoked, verify=False).ok
+        assert_reduced(store, reference(lines, revoked))

@@ -24,9 +24,11 @@ from pithlog.protocol.records import is_pith_number
 from pithlog.transparency.checkpoint import Checkpoint, sign_checkpoint
 from pithlog.transparency.evidence import (
     EQUIVOCATION_PROOF,
+    SPLIT_VIEW_PROOF,
     Included,
     equivocation_proof,
     verify_equivocation_proof,
+    verify_split_view_proof,
 )
 
 
@@ -95,9 +97,15 @@ def _slot_text(slot: dict[str, Any]) -> str:
 def verify_evidence(data: bytes, kind: str, keyring: Keyring, origin: str | None,
                     out: Out) -> int:  # fmt: skip
     """``verify-proof`` of a JSON evidence file whose evidence_type is ``kind``."""
+    if kind == SPLIT_VIEW_PROOF:
+        split = verify_split_view_proof(data, keyring, origin)
+        out.write(json_line({"proof": SPLIT_VIEW_PROOF, "origin": split.origin,
+                             "sizes": list(split.sizes), "how": split.how}))  # fmt: skip
+        out.say(f"verify-proof: {split.describe()}")
+        return EXIT_OK
     if kind != EQUIVOCATION_PROOF:
         raise EvidenceError("malformed", f"evidence_type {kind!r} is not one pithlog knows "
-                            f"({EQUIVOCATION_PROOF})")  # fmt: skip
+                            f"({EQUIVOCATION_PROOF}, {SPLIT_VIEW_PROOF})")  # fmt: skip
     proven = verify_equivocation_proof(data, keyring, origin)
     cp = proven.checkpoint.checkpoint
     out.write(json_line({

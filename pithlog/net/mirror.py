@@ -29,7 +29,6 @@ full tile (C2SP tlog-tiles: a client then keeps the first ``W`` hashes).
 
 from __future__ import annotations
 
-import json
 import re
 import time
 from collections import Counter, deque
@@ -54,6 +53,7 @@ from pithlog.transparency.checkpoint import (
     parse_note,
     verify_checkpoint,
 )
+from pithlog.transparency.evidence import split_view_proof
 from pithlog.transparency.proofs import MAX_PROOF_BYTES, ConsistencyProof, parse_consistency_proof
 from pithlog.transparency.witness import require_quorum
 
@@ -302,11 +302,9 @@ def _split_view(old_note: bytes, new_note: bytes, proof: bytes | None, evidence_
     name = re.sub(r"[^A-Za-z0-9._-]+", "_", cp.origin)
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
     path = Path(evidence_dir) / f"split-view-{name}-{old.size}-{cp.size}-{stamp}.json"
-    doc = {"origin": cp.origin, "reason": why, "accepted_checkpoint": old_note.decode(),
-           "served_checkpoint": new_note.decode(),
-           "consistency_proof": None if proof is None else proof.decode()}  # fmt: skip
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
+    # a pith-split-view-proof (docs/evidence.md): `pithlog verify-proof` checks it offline
+    path.write_bytes(split_view_proof(old_note, new_note, proof))
     raise MirrorError("split_view", f"{cp.origin}: {why} (accepted size {old.size}, served "
                       f"size {cp.size}); evidence written to {path}")  # fmt: skip
 

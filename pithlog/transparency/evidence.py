@@ -42,6 +42,7 @@ from pithlog.protocol.keys import Keyring
 from pithlog.protocol.reduce import slot_of
 from pithlog.transparency import merkle
 from pithlog.transparency.checkpoint import VerifiedCheckpoint, verify_checkpoint
+from pithlog.transparency.proofs import parse_consistency_proof
 
 register({
     "evidence.malformed": "the file is not an evidence file (docs/evidence.md): nothing was "
@@ -261,3 +262,89 @@ def _included(item: object, number: int) -> Included:
             raise _malformed(f"inclusion {number}: a path entry is not base64 of 32 bytes")
         hashes.append(raw)
     return Included(index, tuple(hashes))
+
+
+# --- split views ---------------------------------------------------------------------------
+
+SPLIT_VIEW_PROOF = "pith-split-view-proof"
+_SPLIT_MEMBERS = (
+    "accepted_checkpoint", "consistency_proof", "evidence_type", "evidence_version",
+    "served_checkpoint",
+)  # fmt: skip
+"""No free text: every byte of the file is checked (what a mirror saw is derived from it)."""
+
+
+def split_view_proof(accepted: bytes, served: bytes, proof: bytes | None) -> bytes:
+    """The evidence a mirror writes when a log's checkpoint is not consistent with the one
+    it accepted before (docs/evidence.md): both signed checkpoints, verbatim, and the
+    consistency proof the log served (``None`` when it served none)."""
+    doc = {
+        "evidence_type": SPLIT_VIEW_PROOF,
+        "evidence_version": EVIDENCE_VERSION,
+        "accepted_checkpoint": accepted.decode("utf-8"),
+        "served_checkpoint": served.decode("utf-8"),
+        "consistency_proof": None if proof is None else proof.decode("utf-8"),
+    }
+    return jcs(doc) + b"\n"
+
+
+@dataclass(frozen=True)
+class ProvenSplitView:
+    """Two checkpoints of one log, both signed by a key the keyring allows, that cannot be
+    of one append-only history."""
+
+    origin: str
+    sizes: tuple[int, int]
+    how: str
+
+    def describe(self) -> str:
+        return (f"split view proven: {self.origin} signed two histories (tree sizes "
+                f"{self.sizes[0]} and {self.sizes[1]}): {self.how}")  # fmt: skip
+
+
+def verify_split_view_proof(
+    data: bytes, keyring: Keyring, origin: str | None = None
+) -> ProvenSplitView:
+    """Check a split-view file offline: both checkpoints verify under ``keyring`` for one
+    origin, and either they are of one size with two roots, or the consistency proof the
+    log itself served leads to the larger checkpoint's root while committing to another
+    root of the smaller tree than its checkpoint (RFC 9162 2.1.4.2; the smaller size not a
+    power of two, whose proof leaves that root out). Anything else is not proven."""
+    doc = _document(data)
+    if doc.get("evidence_type") != SPLIT_VIEW_PROOF:
+        raise _malformed(f"evidence_type is not {SPLIT_VIEW_PROOF!r}")
+    if doc.get("evidence_version") != EVIDENCE_VERSION or sorted(doc) != sorted(_SPLIT_MEMBERS):
+        raise _malformed(f"the members are {', '.join(_SPLIT_MEMBERS)}, each once")
+    if not all(isinstance(doc[k], str) for k in ("accepted_checkpoint", "served_checkpoint")):
+        raise _malformed("the checkpoints are strings")
+    a = verify_checkpoint(doc["accepted_checkpoint"].encode("utf-8"), keyring, origin).checkpoint
+    b = verify_checkpoint(doc["served_checkpoint"].encode("utf-8"), keyring, origin).checkpoint
+    if a.origin != b.origin:
+        raise _fails(f"the checkpoints are of two logs ({a.origin!r}, {b.origin!r})")
+    if a.size == b.size:
+        if a.root == b.root:
+            raise _fails("the two checkpoints are of one tree")
+        return ProvenSplitView(a.origin, (a.size, b.size), "two roots for one size")
+    small, large = (a, b) if a.size < b.size else (b, a)
+    text = doc["consistency_proof"]
+    if not isinstance(text, str):
+        raise _fails("sizes differ and the log served no consistency proof: nothing shows "
+                     "the two trees cannot be one history")  # fmt: skip
+    try:
+        proof = parse_consistency_proof(text.encode("utf-8"))
+    except PithlogError as exc:
+        raise _malformed(f"the consistency proof: {exc.message}") from exc
+    if (proof.old, proof.new) != (small.size, large.size):
+        raise _fails("the consistency proof is not between the checkpoints' sizes")
+    if small.size & (small.size - 1) == 0:
+        raise _fails(f"size {small.size} is a power of two: its consistency proof leaves the "
+                     "smaller tree's root out, so it cannot show another one")  # fmt: skip
+    roots = merkle.consistency_roots(small.size, large.size, small.root, proof.path)
+    if roots is None or roots[1] != large.root:
+        raise _fails("the served consistency proof does not lead to the larger checkpoint's "
+                     "root: it proves nothing either way")  # fmt: skip
+    if roots[0] == small.root:
+        raise _fails("the served consistency proof holds: the two trees are one history")
+    return ProvenSplitView(small.origin, (small.size, large.size),
+                           f"the log's own proof commits its tree of {large.size} leaves to "
+                           f"another tree of {small.size} than the one it signed")  # fmt: skip

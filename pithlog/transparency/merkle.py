@@ -208,6 +208,21 @@ def verify_consistency(
         return not path and old_root == new_root
     if not path:  # step 1
         return False
+    roots = consistency_roots(old, new, old_root, path)
+    return roots is not None and roots == (old_root, new_root)  # step 7
+
+
+def consistency_roots(
+    old: int, new: int, old_root: bytes, path: Sequence[bytes]
+) -> tuple[bytes, bytes] | None:
+    """RFC 9162 2.1.4.2 steps 2-6 for ``0 < old < new``: the roots ``(fr, sr)`` that
+    ``path`` commits the trees of ``old`` and ``new`` leaves to, or ``None`` when its
+    length does not fit the sizes. ``old_root`` is used only when ``old`` is a power of two
+    (the path then leaves the old tree's root out, step 2), so ``fr`` is derived from the
+    path alone otherwise: a path that leads to a checkpoint's ``new`` root while giving
+    another ``fr`` than a checkpoint of ``old`` is a log showing two histories."""
+    if not 0 < old < new or not path or any(len(c) != HASH_SIZE for c in path):
+        return None
     hashes = list(path)
     if old & (old - 1) == 0:  # step 2
         hashes.insert(0, old_root)
@@ -218,7 +233,7 @@ def verify_consistency(
     fr = sr = hashes[0]  # step 5
     for c in hashes[1:]:  # step 6
         if sn == 0:
-            return False
+            return None
         if fn & 1 or fn == sn:
             fr = node_hash(c, fr)
             sr = node_hash(c, sr)
@@ -230,4 +245,4 @@ def verify_consistency(
             sr = node_hash(sr, c)
         fn >>= 1
         sn >>= 1
-    return fr == old_root and sr == new_root and sn == 0  # step 7
+    return (fr, sr) if sn == 0 else None

@@ -129,6 +129,20 @@ def test_a_rewritten_history_is_refused_with_evidence(tmp_path: Path, keys: Keys
     status, _, err = run(["verify-proof", "--keyring", str(keys.keyring), str(tmp_path / "proof"),
                           str(tmp_path / "old.cp"), str(tmp_path / "new.cp")])  # fmt: skip
     assert status == 1 and "[proof.consistency]" in err
+    # and the file as a whole proves the split view to anyone, offline: the log's own proof
+    # leads to its new root from another tree of 200 leaves than the one it signed
+    assert doc["evidence_type"] == "pith-split-view-proof"
+    status, out, err = run(["verify-proof", "--keyring", str(keys.keyring), str(path)])
+    assert status == 0, err
+    assert json.loads(out)["sizes"] == [200, json.loads(out)["sizes"][1]]
+    assert "split view proven" in err
+    # every single-byte change of it fails or is no evidence at all
+    data = path.read_bytes()
+    for at in range(0, len(data), 7):
+        changed = bytearray(data)
+        changed[at] ^= 0x01 if changed[at] != 0x0A else 0x20
+        path.write_bytes(bytes(changed))
+        assert run(["verify-proof", "--keyring", str(keys.keyring), str(path)])[0] in (1, 2)
 
 
 def test_same_size_other_root_is_a_split_view(tmp_path: Path, keys: Keys) -> None:
@@ -139,8 +153,11 @@ def test_same_size_other_root_is_a_split_view(tmp_path: Path, keys: Keys) -> Non
         assert mirror(copy, server.url, keys)[0] == 0
     other = _store(tmp_path / "other", list(reversed(events)))
     with serving(other, keys) as server:
-        status, _, err = mirror(copy, server.url, keys, "--evidence-dir", str(tmp_path))
+        status, _, err = mirror(copy, server.url, keys, "--evidence-dir", str(tmp_path / "ev"))
         assert status == 1 and "two roots for one size" in err
+    (path,) = (tmp_path / "ev").iterdir()
+    status, out, err = run(["verify-proof", "--keyring", str(keys.keyring), str(path)])
+    assert status == 0 and json.loads(out)["how"] == "two roots for one size", err
 
 
 def test_a_server_killed_mid_mirror_then_resumed(tmp_path: Path, keys: Keys,

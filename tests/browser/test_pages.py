@@ -145,6 +145,12 @@ def test_search_an_arxiv_id_and_read_the_record(served: dict[str, Any], browser:
     body = page.inner_text("main")
     assert "cs.DC" in body and "2411.00284" in body and "Graph snapshots" in body
     shot(page, "pith-seed")
+    # a DOI, and a pith short alias, land on the same record
+    for query in ("10.48550/arXiv.2411.00284", served["pith"][10:18]):
+        page.fill("input[type=search]", query)
+        page.click("button[type=submit]")
+        page.wait_for_url(f"**/pith/{served['pith']}")
+        assert page.inner_text("h1") == heading
     # the event's JSON, by its link
     page.click("text=its JSON >> nth=0")
     doc = json.loads(page.inner_text("body"))

@@ -9,11 +9,8 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shutil
-import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -30,6 +27,9 @@ CASES = ROOT / "vectors" / "cases"
 OUTPUT = Path(__file__).resolve().parent / "output"
 ORIGIN = "registry.test.invalid/pith"
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "net"))
+from served import serve_process  # noqa: E402  (the network tests' real pithlog serve)
 
 playwright_api = pytest.importorskip(
     "playwright.sync_api", reason="Playwright for Python is not installed (make install)"
@@ -76,32 +76,10 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]
     path = tmp / "hostile.jsonl"
     path.write_text(json.dumps(hostile) + "\n")
     _run(["--store", store, "append", "--keyring", keyring, str(path)])
-    process = subprocess.Popen(
-        [sys.executable, "-m", "pithlog", "--store", store, "serve", "--listen",
-         "127.0.0.1:0", "--key", str(key), "--origin", ORIGIN],
-        stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
-    try:
-        url = None
-        deadline = time.monotonic() + 30
-        assert process.stderr is not None
-        while url is None and time.monotonic() < deadline:
-            line = process.stderr.readline()
-            if not line:
-                break
-            if m := re.search(r"listening on (http://\S+)", line):
-                url = m.group(1)
-        assert url, "pithlog serve did not say where it listens"
-        yield {"url": url, "pith": pith, "hostile": hostile,
+    with serve_process(Path(store), "--key", str(key), "--origin", ORIGIN) as server:
+        yield {"url": server.url, "pith": pith, "hostile": hostile,
                "equivocated": json.loads((CASES / "equivocations" / "expected.jsonl")
                                          .read_text().splitlines()[0])}  # fmt: skip
-    finally:
-        process.terminate()
-        try:
-            process.wait(10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(5)
 
 
 @pytest.fixture(scope="module")

@@ -85,15 +85,19 @@ class Server:
         host, port = self.url.removeprefix("http://").rsplit(":", 1)
         return host, int(port)
 
+    def kill(self) -> None:
+        """SIGKILL: the server dies at once, mid-answer if it is answering."""
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait(STOP_SECONDS)
+
 
 @contextlib.contextmanager
-def serving(files: Files, *extra: str, submit: bool = False) -> Iterator[Server]:
-    """``pithlog serve --listen 127.0.0.1:0`` on ``files``; stopped (SIGTERM, then SIGKILL)
-    on leaving, whatever happened."""
-    argv = [sys.executable, "-m", "pithlog", "--store", str(files.store), "serve",
-            "--listen", "127.0.0.1:0", "--key", str(files.key), "--origin", ORIGIN, *extra]
-    if submit:
-        argv += ["--submit", "--keyring", str(files.keyring)]
+def serve_process(store: Path, *args: str) -> Iterator[Server]:
+    """``pithlog --store STORE serve --listen 127.0.0.1:0 ARGS...`` (a log, or a witness);
+    stopped (SIGTERM, then SIGKILL) on leaving, whatever happened."""
+    argv = [sys.executable, "-m", "pithlog", "--store", str(store), "serve",
+            "--listen", "127.0.0.1:0", *args]  # fmt: skip
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     process = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                                env=env)  # fmt: skip
@@ -113,6 +117,16 @@ def serving(files: Files, *extra: str, submit: bool = False) -> Iterator[Server]
             except subprocess.TimeoutExpired:
                 process.kill()
                 process.wait(STOP_SECONDS)
+
+
+@contextlib.contextmanager
+def serving(files: Files, *extra: str, submit: bool = False) -> Iterator[Server]:
+    """``pithlog serve`` of ``files``' store, signed with its key for :data:`ORIGIN`."""
+    args = ["--key", str(files.key), "--origin", ORIGIN, *extra]
+    if submit:
+        args += ["--submit", "--keyring", str(files.keyring)]
+    with serve_process(files.store, *args) as server:
+        yield server
 
 
 def _drain(stream: Any, into: bytearray) -> None:

@@ -20,7 +20,7 @@ import pytest
 from serving import ORIGIN, Keys, g, make_keys, serving
 
 from pithlog.cli import main
-from pithlog.errors import MirrorError, PithlogError
+from pithlog.errors import MirrorError, PithlogError, StoreError
 from pithlog.net import mirror as mm
 from pithlog.protocol.keys import load_keyring
 from pithlog.store import Store
@@ -239,10 +239,12 @@ def test_follow_polls_until_stopped(tmp_path: Path, keys: Keys) -> None:
         follower = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         try:
             def held() -> int:
-                if not copy.exists():
+                try:
+                    with Store.open(copy, create=False, readonly=True) as m:
+                        return m.tree_size()
+                except StoreError as exc:  # not made yet, or made but not yet initialized
+                    assert exc.code in ("store.missing", "store.upgrade"), exc
                     return 0
-                with Store.open(copy, create=False, readonly=True) as m:
-                    return m.tree_size()
 
             deadline = time.monotonic() + 60
             while held() < 60 and time.monotonic() < deadline:

@@ -7,25 +7,20 @@ from __future__ import annotations
 import io
 import json
 import random
-import re
 import socket
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
+from served import g, serve_process
 
 from pithlog.cli import main
 from pithlog.protocol.keys import dump_key_file, make_keyring
 from pithlog.store import Store
 from pithlog.testing import test_key, test_keyring_entries
 from pithlog.transparency.witness import verify_cosignatures
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "cli"))
-from storeevents import g
 
 ORIGIN = "registry.test.invalid/pith"
 KEYRING = make_keyring(test_keyring_entries())
@@ -46,30 +41,8 @@ def witness(tmp_path: Path) -> Iterator[dict[str, Any]]:
     keyring = tmp_path / "witnessed.json"
     keyring.write_text(json.dumps({"keyring_version": "1", "keys": test_keyring_entries()}))
     state = tmp_path / "witness-state"
-    process = subprocess.Popen(
-        [sys.executable, "-m", "pithlog", "--store", str(state), "serve", "--witness",
-         "--listen", "127.0.0.1:0", "--key", str(key), "--keyring", str(keyring)],
-        stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
-    try:
-        assert process.stderr is not None
-        url = None
-        deadline = time.monotonic() + 30
-        while url is None and time.monotonic() < deadline:
-            line = process.stderr.readline()
-            if not line:
-                break
-            if m := re.search(r"listening on (http://\S+)", line):
-                url = m.group(1)
-        assert url, "pithlog serve --witness did not say where it listens"
-        yield {"url": url, "state": state}
-    finally:
-        process.terminate()
-        try:
-            process.wait(10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(5)
+    with serve_process(state, "--witness", "--key", str(key), "--keyring", str(keyring)) as s:
+        yield {"url": s.url, "state": state}
 
 
 def witnessed(witness: dict[str, Any]) -> tuple[int, bytes] | None:
@@ -148,40 +121,19 @@ def test_a_served_log_publishes_cosigned_checkpoints_and_a_mirror_requires_them(
 ) -> None:
     """serve --witness-url publishes each checkpoint with the witness's cosignature;
     mirror --witness-key refuses a log whose checkpoint lacks it."""
-    import signal
-
     append(log, log["halves"][0])
-    served = []
-    for extra in (["--witness-url", witness["url"], "--witness-keyring", log["keyring"]], []):
-        process = subprocess.Popen(
-            [sys.executable, "-m", "pithlog", "--store", log["store"], "serve", "--listen",
-             "127.0.0.1:0", "--key", log["key"], "--origin", ORIGIN, *extra],
-            stderr=subprocess.PIPE, text=True,
-        )  # fmt: skip
-        assert process.stderr is not None
-        line = process.stderr.readline()
-        found = re.search(r"listening on (http://\S+)", line)
-        assert found, line
-        served.append((process, found.group(1)))
-    try:
-        (_, cosigned_url), (_, plain_url) = served
-        import httpx
-
-        note = httpx.get(cosigned_url + "/checkpoint", timeout=30).content
+    cosigning = ["--witness-url", witness["url"], "--witness-keyring", log["keyring"]]
+    args = ["--key", log["key"], "--origin", ORIGIN]
+    with serve_process(Path(log["store"]), *args, *cosigning) as cosigned, \
+            serve_process(Path(log["store"]), *args) as plain:  # fmt: skip
+        note = httpx.get(cosigned.url + "/checkpoint", timeout=30).content
         assert [c.key_id for c in verify_cosignatures(note, [KEYRING["test-mirror"]])] == [
             "test-mirror"]
-        args = ["--keyring", log["keyring"], "--witness-key", "test-mirror"]
-        status, _, err = run(["--store", str(tmp_path / "m1"), "mirror", cosigned_url, *args])
+        required = ["--keyring", log["keyring"], "--witness-key", "test-mirror"]
+        status, _, err = run(["--store", str(tmp_path / "m1"), "mirror", cosigned.url,
+                              *required])  # fmt: skip
         assert status == 0, err
-        status, _, err = run(["--store", str(tmp_path / "m2"), "mirror", plain_url, *args])
+        status, _, err = run(["--store", str(tmp_path / "m2"), "mirror", plain.url, *required])
         assert status == 1 and "[witness.quorum]" in err
         with Store.open(tmp_path / "m2", create=False, readonly=True) as refused:
             assert refused.tree_size() == 0  # nothing stored from a log without its witness
-    finally:
-        for process, _ in served:
-            process.send_signal(signal.SIGTERM)
-            try:
-                process.wait(10)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait(5)

@@ -390,8 +390,10 @@ def add_commands(sub: Any, store_parser: StoreParser) -> None:
     p.add_argument("checkpoint", metavar="CHECKPOINT", help="checkpoint file, or -")
     p.set_defaults(func=cmd_verify_checkpoint)
 
-    p = store_parser("prove", help="write an inclusion or a consistency proof",
-                     description="Proofs over the store's Merkle tree (docs/transparency.md).")
+    p = store_parser("prove", help="write an inclusion, consistency or equivocation proof",
+                     description="Proofs over the store's Merkle tree "
+                     "(docs/transparency.md), and evidence of equivocation "
+                     "(docs/evidence.md).")  # fmt: skip
     kinds = p.add_subparsers(dest="kind", metavar="KIND", parser_class=Parser)
     kinds.required = True
     q = kinds.add_parser(
@@ -450,7 +452,7 @@ def add_commands(sub: Any, store_parser: StoreParser) -> None:
 
     p = store_parser(
         "sync",
-        help="bring in the copies another store or an export file holds",
+        help="bring in the copies another store, an export file or a served log holds",
         description="Reconcile the store with SOURCE (a store folder, opened read-only, a "
         "JSON Lines export file, or the URL of a served log, whose POST /sync answers) by "
         "comparing fingerprints of ranges of copies, fetch the "

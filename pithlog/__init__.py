@@ -11,6 +11,8 @@ and the durable log an embedding registry appends to:
 See ``docs/api.md`` for the Python API.
 """
 
+from typing import TYPE_CHECKING, Any
+
 from pithlog.errors import (
     DoorError,
     KeyFileError,
@@ -42,17 +44,36 @@ from pithlog.protocol.reduce import (
     reduce_pith,
 )
 from pithlog.protocol.state import render, state_document, verify_state_document
-from pithlog.store import (
-    DUPLICATE,
-    EVIDENCE,
-    REFUSED,
-    REJECTED,
-    REPLACED,
-    STORED,
-    AppendResult,
-    PendingPith,
-    Store,
-)
+
+if TYPE_CHECKING:
+    from pithlog.store import (
+        DUPLICATE,
+        EVIDENCE,
+        REFUSED,
+        REJECTED,
+        REPLACED,
+        STORED,
+        AppendResult,
+        PendingPith,
+        Store,
+    )
+
+_FROM_STORE = frozenset({
+    "DUPLICATE", "EVIDENCE", "REFUSED", "REJECTED", "REPLACED", "STORED", "AppendResult",
+    "PendingPith", "Store",
+})  # fmt: skip
+"""Names of the public API that live in :mod:`pithlog.store`, imported when first asked
+for (PEP 562): every process that imports any part of pithlog runs this file, and the
+helper processes of a reduction need neither LMDB nor the store (about 0.1 s a start)."""
+
+
+def __getattr__(name: str) -> Any:
+    if name in _FROM_STORE:
+        from pithlog import store
+
+        return getattr(store, name)
+    raise AttributeError(f"module 'pithlog' has no attribute {name!r}")
+
 
 __version__ = "0.1.0"
 

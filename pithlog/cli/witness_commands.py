@@ -7,7 +7,6 @@ import argparse
 
 from pithlog.cli.edge import Out, read_keyring
 from pithlog.errors import UsageError
-from pithlog.net.witness_client import collect
 from pithlog.store import Store
 from pithlog.transparency.witness import may_witness
 
@@ -39,6 +38,8 @@ def cosigned(args: argparse.Namespace, store: Store, note: bytes, size: int, out
         raise UsageError("arguments", f"--quorum is between 1 and the {len(args.witness)} "
                          "--witness given")  # fmt: skip
     witnesses = [e for e in read_keyring(args.keyring).values() if may_witness(e)]
+    # httpx only for a checkpoint that asks witnesses (the CLI starts without it)
+    from pithlog.net.witness_client import collect
 
     def proof_from(old: int) -> list[bytes]:
         return store.consistency_path(old, size)[1]

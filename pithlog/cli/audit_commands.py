@@ -13,23 +13,21 @@ from pithlog.cli.edge import (
     StoreParser,
     json_line,
     keyring_option,
+    net_module,
     open_store,
     progress_option,
     read_keyring,
+    served_url,
     show_progress,
 )
-from pithlog.errors import EXIT_OK, EXIT_VERIFY_FAILED, MirrorError, UsageError
+from pithlog.errors import EXIT_OK, EXIT_VERIFY_FAILED, MirrorError
 
 
 def cmd_audit(args: argparse.Namespace, out: Out) -> int:
     """Mirror the registry at URL, compare every state it serves, prove every equivocation."""
-    try:
-        from pithlog.net import audit, mirror
-    except ImportError as exc:  # the optional extra: pip install 'pithlog[net]'
-        raise UsageError("arguments", f"pithlog audit needs the net extra (pip install "
-                         f"'pithlog[net]'): {exc}") from exc  # fmt: skip
-    if not args.url.startswith(("http://", "https://")):
-        raise UsageError("arguments", f"{args.url!r} is not an http:// or https:// URL")
+    audit = net_module("audit", "pithlog audit")
+    mirror = net_module("mirror", "pithlog audit")
+    served_url(args.url)
     keyring = read_keyring(args.keyring)
     evidence = Path(args.evidence_dir)
     counts = {"state_mismatch": 0, "equivocation": 0, "split_view": 0}

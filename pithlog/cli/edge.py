@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib
 import json
 import os
 import signal
@@ -14,7 +15,7 @@ import sys
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from types import FrameType
+from types import FrameType, ModuleType
 from typing import IO, Any, BinaryIO, NoReturn, cast
 
 import msgspec
@@ -257,3 +258,21 @@ def is_json(data: bytes) -> bool:
     except (msgspec.MsgspecError, ValueError):
         return False
     return True
+
+
+def net_module(name: str, what: str) -> ModuleType:
+    """``pithlog.net.NAME``, imported when a command needs it: the HTTP modules come with
+    the optional ``pithlog[net]`` extra, so without it ``what`` fails with one line naming
+    the extra, and the rest of the CLI works."""
+    try:
+        return importlib.import_module(f"pithlog.net.{name}")
+    except ImportError as exc:
+        raise UsageError("arguments", f"{what} needs the net extra (pip install "
+                         f"'pithlog[net]'): {exc}") from exc  # fmt: skip
+
+
+def served_url(url: str) -> str:
+    """A served log's URL, as ``mirror``, ``audit`` and ``sync --from`` take it."""
+    if not url.startswith(("http://", "https://")):
+        raise UsageError("arguments", f"{url!r} is not an http:// or https:// URL")
+    return url

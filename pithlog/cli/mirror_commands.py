@@ -13,9 +13,11 @@ from pithlog.cli.edge import (
     StoreParser,
     json_line,
     keyring_option,
+    net_module,
     open_store,
     progress_option,
     read_keyring,
+    served_url,
     show_progress,
 )
 from pithlog.errors import EXIT_OK, MirrorError, UsageError
@@ -25,13 +27,8 @@ from pithlog.transparency.witness import may_witness
 
 def cmd_mirror(args: argparse.Namespace, out: Out) -> int:
     """Mirror the log served at URL into the store; with --follow, poll it."""
-    try:
-        from pithlog.net import mirror
-    except ImportError as exc:  # the optional extra: pip install 'pithlog[net]'
-        raise UsageError("arguments", f"pithlog mirror needs the net extra (pip install "
-                         f"'pithlog[net]'): {exc}") from exc  # fmt: skip
-    if not args.url.startswith(("http://", "https://")):
-        raise UsageError("arguments", f"{args.url!r} is not an http:// or https:// URL")
+    mirror = net_module("mirror", "pithlog mirror")
+    served_url(args.url)
     if args.follow is not None and args.follow <= 0:
         raise UsageError("arguments", "--follow SECONDS must be positive")
     if args.batch_bundles < 1:

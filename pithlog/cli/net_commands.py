@@ -5,17 +5,13 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from pithlog.cli.edge import Out, StoreParser, store_path
+from pithlog.cli.edge import Out, StoreParser, net_module, store_path
 from pithlog.errors import EXIT_OK, UsageError
 
 
 def cmd_serve(args: argparse.Namespace, out: Out) -> int:
     """Serve the store's log over HTTP until interrupted."""
-    try:
-        from pithlog.net import server
-    except ImportError as exc:  # the optional extra: pip install 'pithlog[net]'
-        raise UsageError("arguments", f"pithlog serve needs the net extra (pip install "
-                         f"'pithlog[net]'): {exc}") from exc  # fmt: skip
+    server = net_module("server", "pithlog serve")
     if args.witness_url and (args.witness or args.witness_keyring is None):
         raise UsageError("arguments", "--witness-url (witnesses cosigning this log's "
                          "checkpoints) needs --witness-keyring, and is not for a "

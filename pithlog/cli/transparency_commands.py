@@ -20,6 +20,7 @@ from pithlog.cli.edge import (
     StoreParser,
     json_line,
     keyring_option,
+    net_module,
     open_input,
     open_store,
     read_bytes,
@@ -274,12 +275,7 @@ def _seekable(path: str) -> Iterator[BinaryIO]:
 
 
 def _http_transport(url: str, limits: Limits) -> Any:
-    try:
-        from pithlog.net.sync_http import HttpTransport
-    except ImportError as exc:  # the optional extra: pip install 'pithlog[net]'
-        raise UsageError("arguments", f"sync --from a URL needs the net extra (pip install "
-                         f"'pithlog[net]'): {exc}") from exc  # fmt: skip
-    return HttpTransport(url, limits)
+    return net_module("sync_http", "sync --from a URL").HttpTransport(url, limits)
 
 
 def cmd_sync(args: argparse.Namespace, out: Out) -> int:

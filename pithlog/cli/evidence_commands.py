@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 from typing import Any
 
@@ -17,8 +16,7 @@ from pithlog.cli.edge import (
     read_bytes,
     read_keyring,
 )
-from pithlog.errors import EXIT_OK, EvidenceError, ProofError, StoreError, UsageError
-from pithlog.protocol.events import readmit
+from pithlog.errors import EXIT_OK, EvidenceError, StoreError, UsageError
 from pithlog.protocol.keys import Keyring, load_key_file
 from pithlog.protocol.records import is_pith_number
 from pithlog.transparency.checkpoint import Checkpoint, sign_checkpoint
@@ -50,21 +48,9 @@ def cmd_prove_equivocation(args: argparse.Namespace, out: Out) -> int:
         slots: list[dict[str, Any]] = json.loads(state)["equivocations"]
         slot = _chosen(slots, args.slot, args.pith)
         size, root = store.tree_root(None)
-        envelopes, places = [], []
-        for event_id in slot["event_ids"]:
-            copy = store.event(event_id)
-            if copy is None:  # the state names it: the store holds it
-                raise StoreError("corrupted", f"{event_id} is named by a state but not "
-                                 "stored")  # fmt: skip
-            envelope = readmit(copy)
-            digest = hashlib.sha256(copy).digest()
-            index = next((i for i, h in store.leaves_of(event_id) if h == digest), None)
-            if index is None:
-                raise ProofError("not_found", f"the copy of {event_id} that the state applies "
-                                 "is not a leaf of the store's log")  # fmt: skip
-            _, path = store.inclusion_path(index, size)
-            envelopes.append(envelope)
-            places.append(Included(index, tuple(path)))
+        found = store.applied_copies_in_tree(slot["event_ids"], size)
+    envelopes = [envelope for envelope, _, _ in found]
+    places = [Included(index, tuple(path)) for _, index, path in found]
     keys = [keyring[k].entry() for k in sorted({e.value['signer']['key_id'] for e in envelopes})]
     checkpoint = sign_checkpoint(Checkpoint(args.origin, size, root), key)
     out.write(equivocation_proof(args.pith, envelopes, keys, checkpoint, places))

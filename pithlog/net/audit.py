@@ -9,7 +9,6 @@ they are found: nothing holds every state at once.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 from collections.abc import Callable, Iterator
@@ -17,10 +16,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pithlog.errors import DoorError, MirrorError, ProofError, StoreError
+from pithlog.errors import DoorError, MirrorError
 from pithlog.net.mirror import Origin
 from pithlog.protocol.canonical import digest, parse
-from pithlog.protocol.events import readmit
 from pithlog.protocol.keys import Keyring
 from pithlog.store import Store
 from pithlog.transparency.checkpoint import parse_checkpoint_text, parse_note
@@ -101,19 +99,9 @@ def prove_equivocations(
         state = store.state(pith)
         assert state is not None
         for number, slot in enumerate(json.loads(state)["equivocations"], 1):
-            envelopes, places = [], []
-            for event_id in slot["event_ids"]:
-                copy = store.event(event_id)
-                if copy is None:
-                    raise StoreError("corrupted", f"{event_id} is named by a state but not "
-                                     "stored")  # fmt: skip
-                digest = hashlib.sha256(copy).digest()
-                index = next((i for i, h in store.leaves_of(event_id) if h == digest), None)
-                if index is None or index >= cp.size:
-                    raise ProofError("not_found", f"the copy of {event_id} is not a leaf of "
-                                     f"{cp.origin} at size {cp.size}")  # fmt: skip
-                envelopes.append(readmit(copy))
-                places.append(Included(index, tuple(store.inclusion_path(index, cp.size)[1])))
+            found = store.applied_copies_in_tree(slot["event_ids"], cp.size)
+            envelopes = [envelope for envelope, _, _ in found]
+            places = [Included(index, tuple(path)) for _, index, path in found]
             signers = sorted({e.value["signer"]["key_id"] for e in envelopes})
             proof = equivocation_proof(pith, envelopes, [keyring[k].entry() for k in signers],
                                        note, places)  # fmt: skip

@@ -42,9 +42,9 @@ from typing import Any, TypeVar
 
 import msgspec
 
-from pithlog.errors import StoreError
+from pithlog.errors import ProofError, StoreError
 from pithlog.parallel import Pool
-from pithlog.protocol.events import is_event_id
+from pithlog.protocol.events import Envelope, is_event_id, readmit
 from pithlog.protocol.keys import Keyring
 from pithlog.protocol.records import is_pith_number
 from pithlog.protocol.reduce import MERGE_VERSION
@@ -592,6 +592,27 @@ class Store:
     def copy(self, copy_sha256: bytes) -> bytes | None:
         """The stored copy whose JCS bytes hash to ``copy_sha256`` (preferred or evidence)."""
         return self._read(lambda txn, dbs: tree.copy_by_hash(txn, dbs, copy_sha256))
+
+    def applied_copies_in_tree(
+        self, event_ids: Iterable[str], size: int
+    ) -> list[tuple[Envelope, int, list[bytes]]]:
+        """For each event, its preferred copy (the one states are built from), that copy's
+        leaf index and its inclusion path in the tree of ``size`` leaves: what an
+        equivocation proof carries (:mod:`pithlog.transparency.evidence`). Raises
+        ``proof.not_found`` for a copy that is not a leaf of that tree."""
+        out = []
+        for event_id in event_ids:
+            copy = self.event(event_id)
+            if copy is None:
+                raise StoreError("corrupted", f"{event_id} is named by a state but not "
+                                 "stored")  # fmt: skip
+            digest = hashlib.sha256(copy).digest()
+            index = next((i for i, h in self.leaves_of(event_id) if h == digest), None)
+            if index is None or index >= size:
+                raise ProofError("not_found", f"the copy of {event_id} that the state applies "
+                                 f"is not a leaf of the log's tree of {size}")  # fmt: skip
+            out.append((readmit(copy), index, self.inclusion_path(index, size)[1]))
+        return out
 
     # --- checkpoints accepted from an origin (pithlog mirror, docs/network.md) ------------
 

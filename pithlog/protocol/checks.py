@@ -22,6 +22,7 @@ from pithlog.protocol.events import (
     ChosenRecord,
     Envelope,
     body_sha256,
+    projection_spans,
 )
 from pithlog.protocol.keys import Keyring, verify_signature
 from pithlog.protocol.records import pith_number_for
@@ -127,6 +128,16 @@ class Prepared:
         return [c for c in (self.signature, self.receipt) if c is not None]
 
 
+def _payload_jcs(envelope: Envelope) -> bytes | None:
+    """The payload's JCS: a slice of the envelope's (:func:`projection_spans`, which
+    :func:`body_sha256` has already run), or ``None`` where the slice is not provable."""
+    try:
+        start, end, _, _ = projection_spans(envelope)
+    except ValueError:
+        return None
+    return envelope.encoded[start:end]
+
+
 def prepare(envelope: Envelope, keyring: Keyring) -> Prepared:
     """Checks 1-12 (spec 6) in order, every signature verification deferred."""
     event = envelope.value
@@ -160,7 +171,7 @@ def prepare(envelope: Envelope, keyring: Keyring) -> Prepared:
     if not event_type.target_ok(target):
         return Prepared(None, check_6, "bad_target")
     payload = event["payload"]
-    if not event_type.payload_ok(payload, target):
+    if not event_type.payload_ok(payload, target, _payload_jcs(envelope)):
         return Prepared(None, check_6, "bad_payload")
     if event_type.name == "record_created":
         after, check_12 = _check_record_created(event, payload, keyring)

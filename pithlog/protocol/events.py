@@ -14,7 +14,7 @@ import hashlib
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import msgspec
 
@@ -251,7 +251,7 @@ RECORD_CREATED_MEMBERS = (
 )
 
 
-def _record_created_payload(p: dict[str, Any], target: str) -> bool:
+def _record_created_payload(p: dict[str, Any], target: str, _jcs: bytes | None = None) -> bool:
     """Spec 5.1, the ``bad_payload`` rules."""
     if any(m not in p for m in RECORD_CREATED_MEMBERS):
         return False
@@ -278,14 +278,14 @@ def _record_created_payload(p: dict[str, Any], target: str) -> bool:
     )
 
 
-def _graph_snapshot_payload(p: dict[str, Any], target: str) -> bool:
+def _graph_snapshot_payload(p: dict[str, Any], target: str, _jcs: bytes | None = None) -> bool:
     snapshot = p.get("graph_snapshot")
     if not (isinstance(snapshot, dict) and isinstance(snapshot.get("source"), dict)):
         return False
     return "verdict_id" in p and (p["verdict_id"] is None or isinstance(p["verdict_id"], str))
 
 
-def _author_attestation_payload(p: dict[str, Any], target: str) -> bool:
+def _author_attestation_payload(p: dict[str, Any], target: str, _jcs: bytes | None = None) -> bool:
     return _nonempty_str(p.get("statement"))
 
 
@@ -298,7 +298,7 @@ def _timestamp_anchor_target(target: str) -> bool:
     )
 
 
-def _timestamp_anchor_payload(p: dict[str, Any], target: str) -> bool:
+def _timestamp_anchor_payload(p: dict[str, Any], target: str, _jcs: bytes | None = None) -> bool:
     anchored = p.get("anchored_sha256")
     if not (
         is_hex64(anchored)
@@ -310,7 +310,7 @@ def _timestamp_anchor_payload(p: dict[str, Any], target: str) -> bool:
     return not target.startswith(_EVENT_TARGET) or anchored == target[len(_EVENT_TARGET) :]
 
 
-def _storage_attestation_payload(p: dict[str, Any], target: str) -> bool:
+def _storage_attestation_payload(p: dict[str, Any], target: str, _jcs: bytes | None = None) -> bool:
     size = p.get("byte_size")
     return (
         is_hex64(p.get("content_sha256"))
@@ -328,8 +328,12 @@ def _citation_target(target: str) -> bool:
     return target.startswith(_CITATION_TARGET) and len(target) > len(_CITATION_TARGET)
 
 
-def _citation_signature_payload(p: dict[str, Any], target: str) -> bool:
-    """Spec 5.2: the observation's own digest and its id, not yet the paper."""
+def _citation_signature_payload(
+    p: dict[str, Any], target: str, payload_jcs: bytes | None = None
+) -> bool:
+    """Spec 5.2: the observation's own digest and its id, not yet the paper.
+    ``payload_jcs``: the JCS of ``p`` when the caller has it (a slice of the envelope's,
+    :func:`projection_spans`), from which the digest is taken without encoding again."""
     obs = p.get("observation")
     if not (
         isinstance(obs, dict)
@@ -338,10 +342,39 @@ def _citation_signature_payload(p: dict[str, Any], target: str) -> bool:
         and isinstance(obs.get("citation"), dict)
     ):
         return False
-    rest = {k: v for k, v in obs.items() if k != "observation_digest"}
-    if obs["observation_digest"] != "sha256:" + digest(rest):
+    if obs["observation_digest"] != "sha256:" + observation_digest(p, payload_jcs):
         return False
     return bool(obs["observation_id"] == target[len(_CITATION_TARGET) :])
+
+
+_OBSERVATION_OPEN = b'{"observation":'
+_DIGEST_MEMBER = "observation_digest"
+
+
+def observation_digest(p: dict[str, Any], payload_jcs: bytes | None = None) -> str:
+    """``digest`` of the payload's observation without its ``observation_digest`` member
+    (spec 5.2), ``p["observation"]`` being an object that holds that member as a string.
+
+    JCS writes an object's members sorted, each on its own, so with the payload's JCS at
+    hand the JCS of the observation is a slice of it when ``observation`` is the payload's
+    only member, and the JCS of the observation without the member is that slice without
+    the member's bytes, ``,"observation_digest":"…"`` (never its first member: ``citation``
+    sorts before it). Those bytes begin with a comma and a quote that no JSON string holds
+    unescaped, so where they occur a member of that name and value begins; occurring once,
+    they are the observation's own member (a nested object may hold its twin: then, as for
+    anything else unproven, the digest is taken the plain way). As :func:`body_sha256`
+    relies on ``Envelope.encoded``, this relies on ``payload_jcs`` being the JCS of ``p``:
+    only where the member is cut are the bytes checked."""
+    obs = p["observation"]
+    if payload_jcs is not None and len(p) == 1 and payload_jcs.startswith(_OBSERVATION_OPEN):
+        member = b',"observation_digest":' + _json_string(obs[_DIGEST_MEMBER])
+        start = payload_jcs.find(member)  # one scan: to the member, then past it
+        if start > 0 and payload_jcs.find(member, start + 1) < 0 and payload_jcs[-2:] == b"}}":
+            view = memoryview(payload_jcs)  # the observation's JCS: [len(open):-1]
+            sha = hashlib.sha256(view[len(_OBSERVATION_OPEN) : start])
+            sha.update(view[start + len(member) : -1])
+            return sha.hexdigest()
+    return digest({k: v for k, v in obs.items() if k != _DIGEST_MEMBER})
 
 
 REPLICATION_OUTCOMES = frozenset(
@@ -352,7 +385,7 @@ CORRECTION_TYPES = frozenset(
 )
 
 
-def _replication_record_payload(p: dict[str, Any], target: str) -> bool:
+def _replication_record_payload(p: dict[str, Any], target: str, _jcs: bytes | None = None) -> bool:
     outcome = p.get("outcome")
     return (
         isinstance(outcome, str)
@@ -361,12 +394,12 @@ def _replication_record_payload(p: dict[str, Any], target: str) -> bool:
     )
 
 
-def _correction_payload(p: dict[str, Any], target: str) -> bool:
+def _correction_payload(p: dict[str, Any], target: str, _jcs: bytes | None = None) -> bool:
     kind = p.get("correction_type")
     return isinstance(kind, str) and kind in CORRECTION_TYPES and _nonempty_str(p.get("notice"))
 
 
-def _mirror_hint_payload(p: dict[str, Any], target: str) -> bool:
+def _mirror_hint_payload(p: dict[str, Any], target: str, _jcs: bytes | None = None) -> bool:
     return _nonempty_str(p.get("locator"))
 
 
@@ -395,7 +428,15 @@ def _citation_matches(p: dict[str, Any], target: str, record: ChosenRecord) -> b
 
 # --- the table ----------------------------------------------------------------------------
 
-PayloadRule = Callable[[dict[str, Any], str], bool]
+
+class PayloadRule(Protocol):
+    """Check 10 of one event type: ``p`` the payload, ``target`` the target, and the
+    payload's JCS when the caller has it (rules that digest a part of the payload take
+    it from there)."""
+
+    def __call__(self, p: dict[str, Any], target: str, _jcs: bytes | None = None, /) -> bool: ...
+
+
 RecordRule = Callable[[dict[str, Any], str, ChosenRecord], bool]
 
 

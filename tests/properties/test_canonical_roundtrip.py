@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from pithlog.errors import DoorError
 from pithlog.protocol.canonical import MAX_SAFE_INTEGER, digest, jcs, jcs_reference, parse
-from pithlog.protocol.events import Envelope, admit, body_of, body_sha256
+from pithlog.protocol.events import Envelope, admit, body_of, body_sha256, observation_digest
 
 # Characters where encoders tend to disagree: controls, DEL, line separators, the BOM,
 # quotes and backslash, the U+E000..U+FFFF block and characters beyond the BMP (whose
@@ -140,3 +140,36 @@ def test_body_digest_sliced_from_the_envelope_equals_digest_of_the_body(
     assert body_sha256(spaced) == digest(body_of(value))
     tail = Envelope(value, EVENT_ID, PITH, envelope.encoded[:-1] + b" }")
     assert body_sha256(tail) == digest(body_of(value))
+
+
+# --- the observation's digest, sliced from the payload's JCS (events.observation_digest) ---
+
+OBSERVATION_DIGEST = st.sampled_from(["sha256:" + "cd" * 32, "", 'x"y', "\U0001f600"])
+observations = st.builds(
+    lambda extra, twin, value, where: {
+        **extra,
+        "citation": ({"observation_digest": value} if twin and where == "citation" else {}),
+        "observation_digest": value,
+        **({"zz": {"observation_digest": value}} if twin and where == "after" else {}),
+    },
+    st.dictionaries(names, values, max_size=4),
+    st.booleans(),
+    OBSERVATION_DIGEST,
+    st.sampled_from(["citation", "after"]),
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(observations, st.dictionaries(names, values, max_size=2))
+def test_observation_digest_sliced_from_the_payload_equals_the_plain_digest(
+    observation: dict[str, Any], more: dict[str, Any]
+) -> None:
+    # The payload alone, or beside other members; the observation's own digest member
+    # with a twin nested before or after it, or not: every way gives the plain digest.
+    for payload in ({"observation": observation}, {**more, "observation": observation}):
+        plain = digest({k: v for k, v in observation.items() if k != "observation_digest"})
+        assert observation_digest(payload, jcs(payload)) == plain
+        assert observation_digest(payload) == plain
+        # bytes not laid out as JCS where the member is cut take the plain way, same answer
+        spaced = jcs(payload).replace(b',"observation_digest"', b', "observation_digest"')
+        assert observation_digest(payload, spaced) == plain

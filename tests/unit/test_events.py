@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 
 import pytest
 
 from pithlog.errors import DoorError, SigningError
+from pithlog.protocol import events
 from pithlog.protocol.canonical import MAX_ENVELOPE_BYTES, digest, jcs
 from pithlog.protocol.events import admit, body_of, parse_envelope, prepare_record_created
 
@@ -129,3 +131,25 @@ def test_envelope_nesting_counts_the_envelope_as_depth_1() -> None:
         parse_envelope(spaced)
     assert info.value.code == "door.too_deep"
     assert parse_envelope(jcs(deepest).replace(b"[", b"[ ")).value == deepest
+
+
+def test_the_observation_digest_is_cut_from_the_payload_jcs_without_encoding_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    observation = {"citation": {"cited_paper": {"arxiv_id": "2401.00001"}},
+                   "observation_digest": "sha256:" + "00" * 32, "observation_id": "obs-1",
+                   "standing_notice": {"state": "measured"}}  # fmt: skip
+    payload = {"observation": observation}
+    rest = {k: v for k, v in observation.items() if k != "observation_digest"}
+    expected = hashlib.sha256(jcs(rest)).hexdigest()
+    payload_jcs = jcs(payload)
+
+    def no_encoding(*_: object, **__: object) -> str:
+        raise AssertionError("the digest was encoded again")
+
+    monkeypatch.setattr(events, "digest", no_encoding)
+    assert events.observation_digest(payload, payload_jcs) == expected
+    # a twin of the member nested in the citation: not provably the observation's own
+    observation["citation"]["observation_digest"] = observation["observation_digest"]
+    with pytest.raises(AssertionError, match="encoded again"):
+        events.observation_digest(payload, jcs(payload))

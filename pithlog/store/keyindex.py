@@ -30,7 +30,7 @@ from pithlog.protocol.events import Envelope
 from pithlog.protocol.keys import Keyring
 from pithlog.store import codec
 from pithlog.store.layout import (
-    FORMAT_VERSION,
+    FORMAT_5,
     META_FORMAT,
     META_KEYRING,
     META_LEGACY_KEYRING,
@@ -142,7 +142,8 @@ def index_copy(txn: Txn, dbs: dict[str, Any], env: Envelope, eid: bytes, h: byte
 
 
 def migrate_3_to_5(txn: Txn, dbs: dict[str, Any]) -> None:
-    """Format 3 -> 5, in the caller's write transaction: ``by_key`` built from every stored
+    """Format 3 or 4 -> 5 (copies still in ``events`` and ``evidence``: format 6 moves them
+    next), in the caller's write transaction: ``by_key`` built from every stored
     copy (one decode of its signer each, no signature checked), and the format-3 verdicts
     (keyed by the whole keyring's digest) kept under ``legacy_keyring_digest`` until the
     keyring changes. ``meta[keyring]`` (the entries) is unknown until an append or a rekey
@@ -154,7 +155,7 @@ def migrate_3_to_5(txn: Txn, dbs: dict[str, Any]) -> None:
     kd = txn.get(META_KEYRING, db=dbs["meta"])
     if kd is not None:
         txn.put(META_LEGACY_KEYRING, kd, db=dbs["meta"])
-    txn.put(META_FORMAT, FORMAT_VERSION, db=dbs["meta"])
+    txn.put(META_FORMAT, FORMAT_5, db=dbs["meta"])
 
 
 def _index_raw(txn: Txn, dbs: dict[str, Any], eid: bytes, data: bytes) -> None:

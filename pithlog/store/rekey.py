@@ -35,7 +35,7 @@ from pithlog.protocol.checks import check_many
 from pithlog.protocol.events import Envelope, readmit
 from pithlog.protocol.keys import Keyring
 from pithlog.protocol.reduce import Judged, keep_preferred
-from pithlog.store import aliases, codec
+from pithlog.store import aliases
 from pithlog.store.keyindex import (
     Judges,
     cached_verdict,
@@ -55,6 +55,7 @@ from pithlog.store.layout import (
     decode_ids,
     event_copy,
     evidence_of,
+    prefer,
     verdict_bytes,
     verdict_of,
 )
@@ -323,10 +324,7 @@ def _judge_events(
         if best is held:
             continue
         new_env = best.envelope
-        pack = codec.packer(txn, dbs)
-        txn.put(eid, pack(new_env.encoded), db=dbs["events"])
-        txn.delete(eid + best_h, db=dbs["evidence"])
-        txn.put(eid + held_h, pack(held_env.encoded), db=dbs["evidence"])
+        prefer(txn, dbs, eid, held_h, best_h)
         if held_env.pith_number != new_env.pith_number:
             txn.delete(held_env.pith_number.encode("ascii") + eid, db=dbs["by_pith"])
             txn.put(new_env.pith_number.encode("ascii") + eid, b"", db=dbs["by_pith"])

@@ -12,15 +12,16 @@ import struct
 from typing import Any
 
 from pithlog.errors import StoreError, register
+from pithlog.store.codec import unpack
 from pithlog.store.layout import (
     FORMAT_3,
     META_FORMAT,
     META_MERKLE_SIZE,
     SEQ,
     Txn,
-    copy_at,
     eid_str,
     prefixed,
+    stored_copy,
 )
 from pithlog.store.replay import Discrepancy
 from pithlog.transparency import merkle
@@ -172,7 +173,7 @@ def copies(txn: Txn, dbs: dict[str, Any], wanted: list[bytes]) -> list[tuple[int
     out: list[tuple[int, bytes]] = []
     for key in wanted:
         raw_seq = txn.get(key, db=dbs["copy_seq"])
-        data = copy_at(txn, dbs, key) if raw_seq is not None else None
+        data = stored_copy(txn, dbs, raw_seq) if raw_seq is not None else None
         if raw_seq is not None and data is not None:
             out.append((SEQ.unpack(raw_seq)[0], data))
     out.sort()
@@ -220,22 +221,25 @@ def leaf_data(txn: Txn, dbs: dict[str, Any], first: int, count: int) -> list[byt
 
 
 def copies_of_leaves(txn: Txn, dbs: dict[str, Any], first: int, count: int) -> list[bytes]:
-    """The JCS bytes of the copies of leaves ``first`` to ``first + count``, in leaf order."""
+    """The JCS bytes of the copies of leaves ``first`` to ``first + count``, in leaf order:
+    one walk of ``copies``, which holds them in that order."""
     out: list[bytes] = []
-    for index, value in enumerate(leaf_data(txn, dbs, first, count), first):
-        data = copy_at(txn, dbs, value)
-        if data is None:
-            raise StoreError("corrupted", f"seq {index + 1} names a copy that is not stored "
-                             f"({eid_str(value[:32])}); run `pithlog replay --verify`")
-        out.append(data)
+    cursor = txn.cursor(db=dbs["copies"])
+    found = cursor.set_range(SEQ.pack(first + 1))
+    for index in range(first, first + count):
+        key, stored = cursor.item() if found else (b"", b"")
+        if key != SEQ.pack(index + 1):
+            raise StoreError("corrupted", f"seq {index + 1} names a copy that is not stored; "
+                             "run `pithlog replay --verify`")  # fmt: skip
+        out.append(unpack(txn, dbs, stored))
+        found = cursor.next()
     return out
 
 
 def copy_by_hash(txn: Txn, dbs: dict[str, Any], h: bytes) -> bytes | None:
     """The stored copy whose JCS bytes hash to ``h`` (``None``: no such copy)."""
     raw = txn.get(h, db=dbs["by_copy"]) if len(h) == 32 else None
-    value = txn.get(raw, db=dbs["seq"]) if raw is not None else None
-    return copy_at(txn, dbs, value) if value is not None else None
+    return stored_copy(txn, dbs, raw) if raw is not None else None
 
 
 # --- replay's check -----------------------------------------------------------------------

@@ -12,9 +12,11 @@ from typing import Any
 import eventgen as g
 import lmdb
 import pytest
+from oldformat import rewrite_as_format_5
 
 from pithlog.errors import StoreError
 from pithlog.store import Store, tree
+from pithlog.store.layout import FORMAT_VERSION
 from pithlog.transparency import merkle
 
 
@@ -216,6 +218,7 @@ def as_format_2(store: Store) -> tuple[int, bytes]:
     Returns that old tree's size and root."""
 
     def rewrite(txn: Any, dbs: dict[str, Any]) -> tuple[int, bytes]:
+        rewrite_as_format_5(txn, dbs)  # format 5's copies and slots, as format 2 held them
         txn.drop(dbs["merkle"], delete=False)
         txn.drop(dbs["by_copy"], delete=False)  # format 2 had none
         nodes: dict[tuple[int, int], bytes] = {}
@@ -240,19 +243,19 @@ def as_format_2(store: Store) -> tuple[int, bytes]:
 def test_a_format_2_store_is_migrated_on_open(tmp_path: Path) -> None:
     """Format 2 hashed the event_id alone into a leaf; opening such a store rebuilds the
     tree over the 64-byte leaf data and goes on through formats 3 and 4 to format 5, in
-    one transaction."""
+    one transaction, then to format 6 (the copies moved in transactions of their own)."""
     store, _ = filled(tmp_path / "s")
     with store:
         data = leaves_of(store)
+        states = {p["pith_number"]: store.state(p["pith_number"]) for p in store.piths()}
         size, old_root = as_format_2(store)
         assert size == len(data)
         assert old_root == merkle.root_of([d[:32] for d in data])
-        states = {p["pith_number"]: store.state(p["pith_number"]) for p in store.piths()}
     # the process's environment is shared while a Store is open: closed above, so the
     # next open reads the files afresh and migrates them
     with Store.open(tmp_path / "s", create=False) as again:
-        assert again.stats()["format"] == "5"
-        assert again._read(lambda txn, dbs: txn.get(b"format", db=dbs["meta"])) == b"5"
+        assert again.stats()["format"] == FORMAT_VERSION.decode()
+        assert again._read(lambda txn, dbs: txn.get(b"format", db=dbs["meta"])) == FORMAT_VERSION
         assert again.tree_root() == (size, merkle.root_of(data))
         assert again.tree_root()[1] != old_root
         assert {p: again.state(p) for p in states} == states

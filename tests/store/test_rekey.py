@@ -17,6 +17,7 @@ from typing import Any
 import eventgen as g
 import lmdb
 import pytest
+from oldformat import as_format_5
 
 from pithlog.errors import StoreError
 from pithlog.protocol.canonical import jcs
@@ -26,6 +27,7 @@ from pithlog.protocol.reduce import Pending, reduce_events
 from pithlog.protocol.state import render, state_document
 from pithlog.store import Store
 from pithlog.store.keyindex import key_hash
+from pithlog.store.layout import FORMAT_VERSION
 from pithlog.testing import TRUSTED, test_keyring_entries
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -194,7 +196,7 @@ def test_a_format_3_store_is_migrated_and_then_rekeyed(tmp_path: Path) -> None:
         states = {p["pith_number"]: store.state(p["pith_number"]) for p in store.piths()}
     as_format_3(path, ring)
     with Store.open(path, create=False) as store:
-        assert store.stats()["format"] == "5"
+        assert store.stats()["format"] == FORMAT_VERSION.decode()
         assert store._read(lambda txn, dbs: sorted(
             txn.cursor(db=dbs["by_key"]).iternext(values=False))) == listed  # fmt: skip
         assert {p: store.state(p) for p in states} == states
@@ -211,6 +213,7 @@ def as_format_3(path: Path, ring: Keyring) -> None:
     """Rewrite a store as format 3 wrote it: verdicts keyed by the keyring's digest, no
     by_key, no rekey, no keyring entries in meta."""
     kd = bytes.fromhex(ring.digest)
+    as_format_5(path)  # copies in events and evidence, as format 3 also held them
     env = lmdb.open(str(path), max_dbs=32, subdir=True)
     with env.begin(write=True) as txn:
         meta = env.open_db(b"meta", txn=txn)

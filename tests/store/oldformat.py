@@ -1,0 +1,50 @@
+"""Format 5 as pithlog wrote it, made from a store of the current format with format 5's own
+writes: every copy held in ``events`` (the preferred one) or ``evidence`` itself, packed as
+it is stored, no ``copies``; ``slots`` as the packed JCS ``{"members": [[created_at,
+event_id], ...], "slot": [...]}`` (``docs/store.md``, "Format 5 to 6"). The tests of older
+formats start from it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import lmdb
+
+from pithlog.protocol.canonical import jcs
+from pithlog.protocol.events import readmit
+from pithlog.protocol.reduce import slot_of
+from pithlog.store import codec
+from pithlog.store.layout import DB_NAMES, FORMAT_5, eid_str
+
+
+def rewrite_as_format_5(txn: Any, dbs: dict[str, Any]) -> None:
+    """In a write transaction on a store of the current format: its layout of format 5."""
+    copies = dict(txn.cursor(db=dbs["copies"]))
+    pointers = {name: list(txn.cursor(db=dbs[name])) for name in ("events", "evidence")}
+    pack = codec.packer(txn, dbs)
+    for key, value in list(txn.cursor(db=dbs["slots"])):
+        members = [(value[i : i + 20].decode("ascii"), eid_str(value[i + 20 : i + 52]))
+                   for i in range(0, len(value), 52)]  # fmt: skip
+        first = dict(pointers["events"])[bytes.fromhex(members[0][1][7:])]
+        slot = slot_of(readmit(codec.unpack(txn, dbs, copies[first])))
+        entry = {"slot": list(slot), "members": [list(m) for m in members]}
+        txn.put(key, pack(jcs(entry)), db=dbs["slots"])
+    for name, entries in pointers.items():
+        for key, pointer in entries:
+            txn.put(key, copies[pointer], db=dbs[name])
+    txn.drop(dbs["copies"], delete=False)
+    txn.put(b"format", FORMAT_5, db=dbs["meta"])
+
+
+def as_format_5(path: Path) -> None:
+    """:func:`rewrite_as_format_5` of the store at ``path`` (not open in this process)."""
+    env = lmdb.open(str(path), max_dbs=32, subdir=True)
+    dbs: dict[str, Any] = {}
+    try:
+        with env.begin(write=True) as txn:
+            dbs.update({name: env.open_db(name.encode("ascii"), txn=txn) for name in DB_NAMES})
+            rewrite_as_format_5(txn, dbs)
+    finally:
+        codec.forget(dbs)
+        env.close()

@@ -257,11 +257,19 @@ def check_structure(
                     pointer: bytes) -> bytes | None:  # fmt: skip
             """The copy ``pointer`` names for ``key`` (event_id, or event_id + copy hash),
             when it is the copy seq says is there and hashes to it; else says why not."""
-            named = txn.get(pointer, db=dbs["seq"]) if len(pointer) == 8 else None
-            if named is None or named[: len(key)] != key:
-                shown = pointer.hex() if len(pointer) != 8 else str(SEQ.unpack(pointer)[0])
+            if len(pointer) != 8:
+                say(where, subject, f"{label}: the pointer {pointer.hex()[:32]} is not an "
+                    "8-byte sequence number")  # fmt: skip
+                return None
+            named = txn.get(pointer, db=dbs["seq"])
+            if named is None:
                 say("seq", subject, f"{seq_label} has no seq entry (the pointer names seq "
-                    f"{shown})")  # fmt: skip
+                    f"{SEQ.unpack(pointer)[0]}, which seq does not hold)")  # fmt: skip
+                return None
+            if named[: len(key)] != key:
+                say(where, subject, f"{label}: the pointer names seq {SEQ.unpack(pointer)[0]}, "
+                    f"which logs copy {named[32:].hex()[:16]} of "
+                    f"{eid_str(named[:32])}")  # fmt: skip
                 return None
             stored = txn.get(pointer, db=dbs["copies"])
             if stored is None:

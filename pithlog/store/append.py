@@ -232,7 +232,7 @@ def append_work(
                 rereduce(txn, dbs, pith, judges, verdicts, added.get(pith, ()))
             aliases.follow(txn, dbs, pith, before)  # the alias index follows R
         txn.put(META_NEXT_SEQ, SEQ.pack(next_seq), db=meta)
-        merkle_sync(txn, dbs)  # the Merkle tree and copy_seq follow seq
+        merkle_sync(txn, dbs)  # the Merkle tree and by_copy follow seq
         return results
 
     return work

@@ -534,7 +534,19 @@ def _open_dbs(env: lmdb.Environment, txn: Txn, real: str, create: bool) -> dict[
             _no_meta(txn, real)
     dbs = {name: env.open_db(name.encode("ascii"), txn=ltxn) for name in DB_NAMES}
     _check_format(txn, dbs, real, False)
+    for name in LEGACY_DBS:
+        try:
+            legacy = env.open_db(name, txn=ltxn, create=False)
+        except lmdb.NotFoundError:
+            continue
+        ltxn.drop(legacy, delete=True)
     return dbs
+
+
+LEGACY_DBS = (b"copy_seq",)
+"""Databases of older formats that format 6 does without, deleted by a writable open:
+``copy_seq`` (event_id + copy hash -> seq) is what the pointers of ``events`` and
+``evidence`` now hold."""
 
 
 def _no_meta(txn: Txn, real: str) -> None:

@@ -63,7 +63,6 @@ DB_NAMES = (
     "verdicts",
     "meta",
     "merkle",
-    "copy_seq",
     "by_copy",
     "aliases",
     "dicts",

@@ -535,9 +535,7 @@ class Store:
     def copy_keys(self) -> list[bytes]:
         """Every distinct stored copy as event_id (32) + copy hash (32), in that byte order:
         the items :mod:`pithlog.net.sync` reconciles."""
-        return self._read(
-            lambda txn, dbs: list(txn.cursor(db=dbs["copy_seq"]).iternext(values=False))
-        )
+        return self._read(tree.copy_keys)
 
     def copy_seqs(self, keys: Iterable[bytes]) -> list[int | None]:
         """The sequence number of each copy named by ``keys`` (``None``: not stored)."""

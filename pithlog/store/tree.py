@@ -19,6 +19,7 @@ from pithlog.store.layout import (
     META_MERKLE_SIZE,
     SEQ,
     Txn,
+    copy_pointer,
     eid_str,
     prefixed,
     stored_copy,
@@ -35,12 +36,12 @@ from pithlog.transparency import merkle
 #   merkle    level (1 byte, >= 1) + index (8 bytes big-endian) -> the 32-byte hash of the
 #             perfect subtree of leaves [index * 2**level, (index + 1) * 2**level), for
 #             every such subtree that is complete. Level 0 (the leaf hashes) comes from seq.
-#   copy_seq  event_id (32) + copy hash (32) -> seq (8 bytes big-endian): seq inverted,
-#             in (event_id, copy hash) order (the leaves of an event; the items of sync).
 #   by_copy   copy hash (32) -> seq (8 bytes big-endian): a copy found by its SHA-256 alone
 #             (what a mirror asks for, `GET /copy/<hex>`).
 # meta merkle_size: how many seq entries the two cover. Appends extend them in their own
 # transaction (merkle_sync); opening a store catches up a store written without them.
+# The leaves of one event and the items of sync (event_id + copy hash -> seq) are the
+# pointers of events and evidence (format 6; formats 2-5 kept them in copy_seq too).
 
 register({
     "store.tree_size": "a tree size or leaf index beyond the store's log: see `pithlog stats` "
@@ -89,7 +90,7 @@ def subtree(txn: Txn, dbs: dict[str, Any]) -> merkle.SubtreeHash:
 
 
 def merkle_sync(txn: Txn, dbs: dict[str, Any]) -> int:
-    """Extend ``merkle`` and ``copy_seq`` over the seq entries they do not cover yet (those
+    """Extend ``merkle`` and ``by_copy`` over the seq entries they do not cover yet (those
     of this transaction's append; all of them for a store written without them). Stops at
     the first missing sequence number: a damaged seq is replay's to report."""
     raw = txn.get(META_MERKLE_SIZE, db=dbs["meta"])
@@ -103,7 +104,6 @@ def merkle_sync(txn: Txn, dbs: dict[str, Any]) -> int:
             size, merkle.leaf_hash(value), perfect
         ):
             txn.put(_NODE.pack(level, index), node, db=dbs["merkle"])
-        txn.put(value, SEQ.pack(size + 1), db=dbs["copy_seq"])
         txn.put(value[32:], SEQ.pack(size + 1), db=dbs["by_copy"])
         size += 1
     if raw is None or size != start:
@@ -114,7 +114,8 @@ def merkle_sync(txn: Txn, dbs: dict[str, Any]) -> int:
 def migrate_leaf_data(txn: Txn, dbs: dict[str, Any]) -> bytes:
     """Format 2 -> 3 (``docs/store.md``): format 2 hashed only the event_id into a leaf, so
     every stored subtree hash is of another tree. Drop them all and rebuild ``merkle`` from
-    ``seq`` with the 64-byte leaf data; ``copy_seq`` and ``seq`` do not change. Run in the
+    ``seq`` with the 64-byte leaf data (and ``by_copy``, new in format 3); ``seq`` does not
+    change. Run in the
     write transaction that also records the new format, so a store is either format 2 with
     its old tree or format 3 with the new one. Returns the format it leaves."""
     cursor = txn.cursor(db=dbs["merkle"])
@@ -136,10 +137,18 @@ def tree_root(txn: Txn, dbs: dict[str, Any], size: int | None) -> tuple[int, byt
 
 
 def leaves_of(txn: Txn, dbs: dict[str, Any], eid: bytes) -> list[tuple[int, bytes]]:
-    """What :meth:`pithlog.store.Store.leaves_of` returns, for the raw event_id ``eid``."""
-    return sorted(
-        (SEQ.unpack(seq)[0] - 1, key[32:]) for key, seq in prefixed(txn, dbs["copy_seq"], eid)
-    )
+    """What :meth:`pithlog.store.Store.leaves_of` returns, for the raw event_id ``eid``: the
+    sequence numbers the pointers of ``events`` and ``evidence`` hold."""
+    found: list[tuple[int, bytes]] = []
+    pointer = txn.get(eid, db=dbs["events"])
+    if pointer is not None and len(pointer) == SEQ.size:
+        named = txn.get(pointer, db=dbs["seq"])
+        if named is not None and named[:32] == eid and len(named) == 64:
+            found.append((SEQ.unpack(pointer)[0] - 1, named[32:]))
+    for key, other in prefixed(txn, dbs["evidence"], eid):
+        if len(other) == SEQ.size:
+            found.append((SEQ.unpack(other)[0] - 1, key[32:]))
+    return sorted(found)
 
 
 def inclusion_path(
@@ -164,18 +173,31 @@ def consistency_path(
 
 def copy_seqs(txn: Txn, dbs: dict[str, Any], wanted: list[bytes]) -> list[int | None]:
     """What :meth:`pithlog.store.Store.copy_seqs` returns."""
-    raw = [txn.get(key, db=dbs["copy_seq"]) for key in wanted]
-    return [None if r is None else SEQ.unpack(r)[0] for r in raw]
+    raw = [copy_pointer(txn, dbs, key) for key in wanted]
+    return [None if r is None or len(r) != SEQ.size else SEQ.unpack(r)[0] for r in raw]
+
+
+def copy_keys(txn: Txn, dbs: dict[str, Any]) -> list[bytes]:
+    """What :meth:`pithlog.store.Store.copy_keys` returns: event_id + copy hash of every
+    stored copy, in that byte order."""
+    keys = []
+    for eid, pointer in txn.cursor(db=dbs["events"]):
+        named = txn.get(pointer, db=dbs["seq"])
+        if named is not None and named[:32] == eid:
+            keys.append(named)
+    keys.extend(txn.cursor(db=dbs["evidence"]).iternext(values=False))
+    keys.sort()
+    return keys
 
 
 def copies(txn: Txn, dbs: dict[str, Any], wanted: list[bytes]) -> list[tuple[int, bytes]]:
     """What :meth:`pithlog.store.Store.copies` returns."""
     out: list[tuple[int, bytes]] = []
     for key in wanted:
-        raw_seq = txn.get(key, db=dbs["copy_seq"])
-        data = stored_copy(txn, dbs, raw_seq) if raw_seq is not None else None
-        if raw_seq is not None and data is not None:
-            out.append((SEQ.unpack(raw_seq)[0], data))
+        pointer = copy_pointer(txn, dbs, key)
+        data = stored_copy(txn, dbs, pointer) if pointer is not None else None
+        if pointer is not None and data is not None:
+            out.append((SEQ.unpack(pointer)[0], data))
     out.sort()
     return out
 
@@ -249,7 +271,7 @@ _MAX_MERKLE_LINES = 20
 
 def check_merkle(txn: Txn, dbs: dict[str, Any], found: list[Discrepancy]) -> None:
     """Replay: recompute the tree from seq (O(log n) memory) and compare every stored
-    subtree hash; ``copy_seq`` must invert ``seq``; ``merkle_size`` must cover seq."""
+    subtree hash; ``by_copy`` must invert ``seq``; ``merkle_size`` must cover seq."""
     lines: list[Discrepancy] = []
 
     def say(subject: str, detail: str) -> None:
@@ -267,9 +289,6 @@ def check_merkle(txn: Txn, dbs: dict[str, Any], found: list[Discrepancy]) -> Non
             say("seq", f"seq is not consecutive from 1 at leaf {checked}; the tree cannot "
                 "be checked beyond it")  # fmt: skip
             break
-        if txn.get(value, db=dbs["copy_seq"]) != key:
-            say(eid_str(value[:32]), f"copy_seq does not map copy {value[32:].hex()[:16]} to "
-                f"seq {checked + 1}")  # fmt: skip
         if txn.get(value[32:], db=dbs["by_copy"]) != key:
             say(eid_str(value[:32]), f"by_copy does not map copy {value[32:].hex()[:16]} to "
                 f"seq {checked + 1}")  # fmt: skip
@@ -286,10 +305,9 @@ def check_merkle(txn: Txn, dbs: dict[str, Any], found: list[Discrepancy]) -> Non
     if nodes != expected_nodes:
         say("merkle", f"holds {nodes} subtree hashes; a tree of {size} leaves has "
             f"{expected_nodes}")  # fmt: skip
-    for name in ("copy_seq", "by_copy"):
-        held = txn.stat(dbs[name])["entries"]
-        if held != size:
-            say(name, f"holds {held} entries; the tree has {size} leaves")
+    held = txn.stat(dbs["by_copy"])["entries"]
+    if held != size:
+        say("by_copy", f"holds {held} entries; the tree has {size} leaves")
     found.extend(lines[:_MAX_MERKLE_LINES])
     if len(lines) > _MAX_MERKLE_LINES:
         found.append(Discrepancy("merkle", "more", f"{len(lines) - _MAX_MERKLE_LINES} more "

@@ -1,6 +1,6 @@
 """Format 5 as pithlog wrote it, made from a store of the current format with format 5's own
 writes: every copy held in ``events`` (the preferred one) or ``evidence`` itself, packed as
-it is stored, no ``copies``; ``slots`` as the packed JCS ``{"members": [[created_at,
+it is stored, no ``copies``, a ``copy_seq``; ``slots`` as the packed JCS ``{"members": [[created_at,
 event_id], ...], "slot": [...]}`` (``docs/store.md``, "Format 5 to 6"). The tests of older
 formats start from it."""
 
@@ -18,8 +18,9 @@ from pithlog.store import codec
 from pithlog.store.layout import DB_NAMES, FORMAT_5, eid_str
 
 
-def rewrite_as_format_5(txn: Any, dbs: dict[str, Any]) -> None:
-    """In a write transaction on a store of the current format: its layout of format 5."""
+def rewrite_as_format_5(txn: Any, dbs: dict[str, Any], copy_seq: Any = None) -> None:
+    """In a write transaction on a store of the current format: its layout of format 5
+    (``copy_seq``: format 5's database of event_id + copy hash -> seq, filled when given)."""
     copies = dict(txn.cursor(db=dbs["copies"]))
     pointers = {name: list(txn.cursor(db=dbs[name])) for name in ("events", "evidence")}
     pack = codec.packer(txn, dbs)
@@ -34,6 +35,9 @@ def rewrite_as_format_5(txn: Any, dbs: dict[str, Any]) -> None:
         for key, pointer in entries:
             txn.put(key, copies[pointer], db=dbs[name])
     txn.drop(dbs["copies"], delete=False)
+    if copy_seq is not None:
+        for seq, target in txn.cursor(db=dbs["seq"]):
+            txn.put(target, seq, db=copy_seq)
     txn.put(b"format", FORMAT_5, db=dbs["meta"])
 
 
@@ -44,7 +48,7 @@ def as_format_5(path: Path) -> None:
     try:
         with env.begin(write=True) as txn:
             dbs.update({name: env.open_db(name.encode("ascii"), txn=txn) for name in DB_NAMES})
-            rewrite_as_format_5(txn, dbs)
+            rewrite_as_format_5(txn, dbs, env.open_db(b"copy_seq", txn=txn))
     finally:
         codec.forget(dbs)
         env.close()

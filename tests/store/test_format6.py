@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import eventgen as g
+import lmdb
 import pytest
 from oldformat import as_format_5
 
@@ -86,6 +87,10 @@ def test_a_format_5_store_migrates_to_6_in_steps_with_every_state_unchanged(
 
     assert _snapshot(path) == original  # resumed, finished, every byte as before
     assert len(steps) >= 3
+    env = lmdb.open(str(path), max_dbs=32, subdir=True, readonly=True, lock=False)
+    with env.begin() as txn, pytest.raises(lmdb.NotFoundError):
+        env.open_db(b"copy_seq", txn=txn, create=False)  # what the pointers now hold
+    env.close()
     with Store.open(path, create=False) as store:
         stats = store.stats()
         assert stats["format"] == FORMAT_VERSION.decode()

@@ -181,8 +181,8 @@ def append_work(
                                             env.pith_number))  # fmt: skip
                 continue
             txn.put(judges.key(env, h), verdict_bytes(new.reason), db=dbs["verdicts"])
-            index_copy(txn, dbs, env, eid, h)
             pointer = SEQ.pack(next_seq)
+            index_copy(txn, dbs, env, pointer)
             put_in_order(txn, dbs["seq"], pointer, eid + h, "seq")
             put_in_order(txn, dbs["copies"], pointer, pack(env.encoded), "copies")
             next_seq += 1

@@ -1,6 +1,8 @@
 """Format 5 -> 6 (``docs/store.md``, "Format 5 to 6"): every copy moved from ``events`` and
 ``evidence`` into ``copies`` under its sequence number, ``events`` and ``evidence`` left
-holding that number, and ``slots`` rewritten in binary.
+holding that number, ``by_key`` built again with that number, and ``slots`` rewritten in
+binary (``copy_seq``, which the pointers replace, is deleted on open:
+:data:`pithlog.store.environment.LEGACY_DBS`).
 
 The step runs in write transactions of at most :data:`MIGRATE_CHUNK` entries each, from a
 cursor in ``meta`` (:data:`META_MIGRATING`), so a store of any size migrates within LMDB's
@@ -20,9 +22,11 @@ from typing import Any
 import msgspec
 
 from pithlog.store import aliases, codec
+from pithlog.store.keyindex import index_stored
 from pithlog.store.layout import (
     FORMAT_VERSION,
     META_FORMAT,
+    META_REKEY_CURSOR,
     SEQ,
     Txn,
     eid_bytes,
@@ -45,12 +49,17 @@ begins with a created_at (an ASCII digit)."""
 
 def start(txn: Txn, dbs: dict[str, Any]) -> None:
     """In the transaction that migrates a store to format 5 (or opens a format-5 one):
-    record format 6 and the cursor of :func:`step`. A format-3 store whose copies format 5
-    was still packing (``compress_from``) needs that no more: :func:`step` packs what it
-    moves."""
+    record format 6 and the cursor of :func:`step`, and empty ``by_key``, which the step
+    fills again in its new form. A format-3 store whose copies format 5 was still packing
+    (``compress_from``) needs that no more: :func:`step` packs what it moves."""
     txn.put(META_FORMAT, FORMAT_VERSION, db=dbs["meta"])
     txn.put(META_MIGRATING, b"\x00", db=dbs["meta"])
     txn.delete(codec.META_MIGRATING, db=dbs["meta"])
+    # by_key named a copy by event_id + copy hash: emptied (LMDB frees its pages without
+    # reading each entry) and filled again as the copies move; a keyring change under way
+    # starts its walk of by_key again (the copies it judged keep their verdicts)
+    txn.drop(dbs["by_key"], delete=False)
+    txn.delete(META_REKEY_CURSOR, db=dbs["meta"])
 
 
 def migrating(txn: Txn, dbs: dict[str, Any]) -> bool:
@@ -106,10 +115,12 @@ def _move_copy(txn: Txn, dbs: dict[str, Any], key: bytes, target: bytes, pack: A
         stored = txn.get(db_key, db=dbs["events"])
     if stored is None or stored[:1] not in _OLD_TAGS or len(stored) == SEQ.size:
         return
+    data = codec.readable(txn, dbs, stored)
     if stored[:1] == codec.RAW:
         stored = pack(stored)
     put_in_order(txn, dbs["copies"], key, stored, "copies")
     txn.put(db_key, key, db=dbs[where])
+    index_stored(txn, dbs, key, data)
 
 
 def _rewrite_slot(txn: Txn, dbs: dict[str, Any], key: bytes, stored: bytes) -> None:

@@ -176,6 +176,13 @@ def _copies_after(
     return out
 
 
+def _event_of(txn: Txn, dbs: dict[str, Any], entry: bytes) -> bytes:
+    """The raw event_id of the copy a ``by_key`` key names (key_id hash + sequence number):
+    from ``seq`` (empty when seq does not hold it: replay reports that)."""
+    named = txn.get(entry[32:], db=dbs["seq"])
+    return b"" if named is None else named[:32]
+
+
 def plan(
     txn: Txn, dbs: dict[str, Any], keyring: Keyring, cap: int | None = None,
     count_events: bool = False,
@@ -199,7 +206,7 @@ def plan(
         if resumed:
             piths.update(k.decode("ascii") for k in
                          txn.cursor(db=dbs["rekey"]).iternext(values=False))  # fmt: skip
-        for eid in {key[32:64] for key in entries}:
+        for eid in {_event_of(txn, dbs, key) for key in entries} - {b""}:
             ids = decode_ids(event_copy(txn, dbs, eid) or b"")
             if ids is not None:
                 piths.add(ids.pith_number)
@@ -242,7 +249,7 @@ def piece_work(
             keys = _split(txn.get(META_REKEY_KEYS, db=meta))
             cursor = txn.get(META_REKEY_CURSOR, db=meta) or b""
             entries = _copies_after(txn, dbs, keys, cursor, piece_copies)
-            eids = list(dict.fromkeys(key[32:64] for key in entries))
+            eids = [e for e in dict.fromkeys(_event_of(txn, dbs, key) for key in entries) if e]
             _judge_events(txn, dbs, judges, eids, verdicts)
             judged = len(entries)
             if len(entries) >= piece_copies:

@@ -38,7 +38,6 @@ from pithlog.store.layout import (
     SEQ,
     VALID,
     Txn,
-    copy_at,
     copy_hash,
     copy_pointer,
     decode_ids,
@@ -360,7 +359,7 @@ def check_structure(
             say("verdicts", f"copy {key[32:].hex()[:16]}", f"verdict {value!r} is not one of "
                 "checks 1-12")  # fmt: skip
     for key in txn.cursor(db=dbs["by_key"]).iternext(values=False):
-        if len(key) != 96 or copy_at(txn, dbs, key[32:], readable) is None:
+        if len(key) != 40 or txn.get(key[32:], db=dbs["copies"]) is None:
             say("by_key", f"key {key.hex()[:24]}", "names no stored copy")
 
 
@@ -566,8 +565,10 @@ def _replay_pith(
                 continue
             h = copy_hash(data)
             key_id = signer_key_id(env)
-            if key_id is not None and txn.get(key_hash(key_id) + eid + h,
-                                              db=dbs["by_key"]) is None:  # fmt: skip
+            pointer = (txn.get(eid, db=dbs["events"]) if h_key is None
+                       else txn.get(eid + h_key, db=dbs["evidence"]))  # fmt: skip
+            if key_id is not None and (pointer is None or txn.get(
+                    key_hash(key_id) + pointer, db=dbs["by_key"]) is None):  # fmt: skip
                 say("by_key", subject, f"{label} is not listed under its key_id {key_id!r}")
             cached_raw = (None if stored_kd is None or judges is None
                           else cached_verdict(txn, dbs, judges, env, h))  # fmt: skip

@@ -32,18 +32,18 @@ FORMAT_5 = b"5"
 format 6 on a writable open, in bounded transactions (:mod:`pithlog.store.format6`)."""
 
 FORMAT_4 = b"4"
-"""Verdicts under the digest of the whole keyring: migrated to format 5 on a writable open
-(:func:`pithlog.store.keyindex.migrate_3_to_5` builds ``by_key``)."""
+"""Verdicts under the digest of the whole keyring: brought to format 5 on a writable open
+(:func:`pithlog.store.keyindex.migrate_3_to_5` keeps them as legacy verdicts), then on."""
 
 FORMAT_3 = b"3"
-"""Copies stored as their JCS bytes; migrated on a writable open: the dictionary and a
-cursor in one write transaction, then the copies packed in transactions of
-:data:`pithlog.store.codec.MIGRATE_CHUNK` (:func:`pithlog.store.codec.migrate_step`)."""
+"""Copies stored as their JCS bytes; migrated on a writable open: the dictionary trained
+(:func:`pithlog.store.codec.start_migration`), then on; the copies are packed as the
+5 -> 6 step moves them (:mod:`pithlog.store.format6`)."""
 
 FORMAT_2 = b"2"
 """Leaves of the event_id alone, no ``by_copy``, no ``aliases``: brought to format 3 in one
 write transaction (:func:`pithlog.store.tree.migrate_leaf_data` rebuilds ``merkle`` and builds
-``by_copy``, :func:`pithlog.store.aliases.rebuild_aliases` the alias index), then on."""
+``by_copy``), then on; the last transaction of the 5 -> 6 step builds the alias index."""
 
 MIGRATES_FROM = (FORMAT_2, FORMAT_3, FORMAT_4, FORMAT_5)
 """The formats a store is migrated from on a writable open, step by step: up to format 5 in

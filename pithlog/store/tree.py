@@ -1,5 +1,5 @@
 """The storage of the Merkle tree over a store's append sequence (``docs/store.md``,
-``docs/transparency.md``): its subtree hashes and ``copy_seq``, read, extended as appends
+``docs/transparency.md``): its subtree hashes and ``by_copy``, read, extended as appends
 add ``seq`` entries, and checked by replay. :mod:`pithlog.transparency.merkle` is the arithmetic.
 
 Functions over an open transaction (:class:`pithlog.store.layout.Txn`) and the store's named

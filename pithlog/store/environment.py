@@ -622,8 +622,8 @@ def _catch_up_merkle(txn: Txn, dbs: dict[str, Any]) -> None:
     """On open: build the tree of a store that lacks it (or was appended to by a pithlog
     without it), or migrate a store of the format before (:func:`_migrate`). Nothing to do
     for a current one."""
-    if _migrate(txn, dbs) or not _needs_catch_up(txn, dbs):
-        return
+    if _migrate(txn, dbs) or format6.migrating(txn, dbs) or not _needs_catch_up(txn, dbs):
+        return  # a move to format 6 under way rebuilds the tree in steps of its own
     tree.merkle_sync(txn, dbs)
 
 

@@ -1,8 +1,8 @@
 """Format 5 -> 6 (``docs/store.md``, "Format 5 to 6"): every copy moved from ``events`` and
 ``evidence`` into ``copies`` under its sequence number, ``events`` and ``evidence`` left
-holding that number, ``by_key`` built again with that number, and ``slots`` rewritten in
-binary (``copy_seq``, which the pointers replace, is deleted on open:
-:data:`pithlog.store.environment.LEGACY_DBS`).
+holding that number, ``by_key`` built again with that number, ``slots`` rewritten in
+binary and ``merkle`` keyed in append order (``copy_seq``, which the pointers replace, is
+deleted on open: :data:`pithlog.store.environment.LEGACY_DBS`).
 
 The step runs in write transactions of at most :data:`MIGRATE_CHUNK` entries each, from a
 cursor in ``meta`` (:data:`META_MIGRATING`), so a store of any size migrates within LMDB's
@@ -21,11 +21,12 @@ from typing import Any
 
 import msgspec
 
-from pithlog.store import aliases, codec
+from pithlog.store import aliases, codec, tree
 from pithlog.store.keyindex import index_stored
 from pithlog.store.layout import (
     FORMAT_VERSION,
     META_FORMAT,
+    META_MERKLE_SIZE,
     META_REKEY_CURSOR,
     SEQ,
     Txn,
@@ -36,7 +37,8 @@ from pithlog.store.stateindex import slot_value
 
 META_MIGRATING = b"format6_from"
 """``meta`` key while a store is being brought to format 6: the phase (1 byte: 0 the copies,
-in ``seq`` order; 1 the slots) + the last key done in it (empty: none yet)."""
+in ``seq`` order; 1 the slots; 2 the Merkle tree) + the last key done in it (empty: none
+yet; in phase 2, ``0x01`` once the old tree is dropped)."""
 
 MIGRATE_CHUNK = 10_000
 """Entries moved or rewritten per write transaction of the migration."""
@@ -75,6 +77,8 @@ def step(txn: Txn, dbs: dict[str, Any], limit: int | None = None) -> bool:
         return False
     phase, after = raw[0], raw[1:]
     limit = MIGRATE_CHUNK if limit is None else limit
+    if phase == 2:
+        return _rebuild_tree(txn, dbs, after, limit)
     name = "seq" if phase == 0 else "slots"
     cursor = txn.cursor(db=dbs[name])
     found = cursor.set_range(after + b"\x00") if after else cursor.first()
@@ -92,8 +96,22 @@ def step(txn: Txn, dbs: dict[str, Any], limit: int | None = None) -> bool:
     if found:
         txn.put(META_MIGRATING, bytes([phase]) + batch[-1][0], db=dbs["meta"])
         return True
-    if phase == 0:
-        txn.put(META_MIGRATING, b"\x01", db=dbs["meta"])
+    txn.put(META_MIGRATING, bytes([phase + 1]), db=dbs["meta"])
+    return True
+
+
+def _rebuild_tree(txn: Txn, dbs: dict[str, Any], after: bytes, limit: int) -> bool:
+    """Phase 2: ``merkle`` keyed anew (:func:`pithlog.store.tree.node_key`): the old tree
+    dropped (LMDB frees its pages without a write per entry), then rebuilt from ``seq``,
+    ``limit`` leaves a transaction (the hashes are those the store had: the leaves do not
+    change). The last step builds the alias index and ends the migration."""
+    if not after:
+        txn.drop(dbs["merkle"], delete=False)
+        txn.delete(META_MERKLE_SIZE, db=dbs["meta"])
+        txn.put(META_MIGRATING, b"\x02\x01", db=dbs["meta"])
+        return True
+    size = tree.merkle_sync(txn, dbs, limit=limit, by_copy=False)
+    if txn.get(SEQ.pack(size + 1), db=dbs["seq"]) is not None:
         return True
     aliases.rebuild_aliases(txn, dbs)
     txn.delete(META_MIGRATING, db=dbs["meta"])

@@ -230,15 +230,6 @@ def copy_pointer(txn: Txn, dbs: dict[str, Any], target: bytes) -> bytes | None:
     return txn.get(target, db=dbs["evidence"])
 
 
-def copy_at(
-    txn: Txn, dbs: dict[str, Any], target: bytes, read: Unpack = unpack
-) -> bytes | None:
-    """The stored copy (its JCS bytes) a ``seq`` value (event_id + copy hash) names, or
-    ``None``."""
-    pointer = copy_pointer(txn, dbs, target)
-    return None if pointer is None else stored_copy(txn, dbs, pointer, read)
-
-
 def prefer(txn: Txn, dbs: dict[str, Any], eid: bytes, held_h: bytes, new_h: bytes) -> None:
     """Make the evidence copy ``new_h`` of the raw event_id ``eid`` its preferred copy, and
     the preferred copy ``held_h`` evidence (spec 7 step 0): the two pointers swap, the copies

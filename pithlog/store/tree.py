@@ -33,9 +33,11 @@ from pithlog.transparency import merkle
 # item sync reconciles), its leaf hash SHA-256(0x00 || leaf data). The leaf commits to the
 # exact bytes of one copy, signature included, so a checkpoint pins which copy was logged
 # (format 3; format 2 hashed the event_id alone: migrate_leaf_data).
-#   merkle    level (1 byte, >= 1) + index (8 bytes big-endian) -> the 32-byte hash of the
-#             perfect subtree of leaves [index * 2**level, (index + 1) * 2**level), for
-#             every such subtree that is complete. Level 0 (the leaf hashes) comes from seq.
+#   merkle    last leaf (8 bytes big-endian) + level (1 byte, >= 1) -> the 32-byte hash of
+#             the perfect subtree of leaves [index * 2**level, (index + 1) * 2**level) (its
+#             last leaf is (index + 1) * 2**level - 1), for every such subtree that is
+#             complete: keys in the order appends complete them (node_key). Level 0 (the
+#             leaf hashes) comes from seq.
 #   by_copy   copy hash (32) -> seq (8 bytes big-endian): a copy found by its SHA-256 alone
 #             (what a mirror asks for, `GET /copy/<hex>`).
 # meta merkle_size: how many seq entries the two cover. Appends extend them in their own
@@ -48,7 +50,16 @@ register({
     "(merkle_size)",
 })  # fmt: skip
 
-_NODE = struct.Struct(">BQ")
+_NODE = struct.Struct(">QB")
+
+
+def node_key(level: int, index: int) -> bytes:
+    """The ``merkle`` key of the perfect subtree of leaves ``[index * 2**level, (index + 1) *
+    2**level)``: its last leaf (8 bytes big-endian) + its level (1 byte), the order in which
+    appends complete subtrees (leaf k completes levels 1, 2, ... at once), so keys only grow
+    and pages fill as ``seq``'s do (format 6; formats 2-5 keyed level + index, which put
+    every new hash of a level before those of the next level and split pages in half)."""
+    return _NODE.pack(((index + 1) << level) - 1, level)
 
 
 def merkle_size(txn: Txn, dbs: dict[str, Any]) -> int:
@@ -76,7 +87,7 @@ def _perfect(txn: Txn, dbs: dict[str, Any]) -> merkle.PerfectHash:
                 raise StoreError("corrupted", f"seq {index + 1} is missing or damaged; run "
                                  "`pithlog replay --verify`")  # fmt: skip
             return merkle.leaf_hash(value)
-        value = txn.get(_NODE.pack(level, index), db=dbs["merkle"])
+        value = txn.get(node_key(level, index), db=dbs["merkle"])
         if value is None or len(value) != merkle.HASH_SIZE:
             raise StoreError("corrupted", f"merkle node {level}/{index} is missing or damaged; "
                              "run `pithlog replay --verify`")  # fmt: skip
@@ -89,22 +100,29 @@ def subtree(txn: Txn, dbs: dict[str, Any]) -> merkle.SubtreeHash:
     return merkle.subtree_from_perfect(_perfect(txn, dbs))
 
 
-def merkle_sync(txn: Txn, dbs: dict[str, Any]) -> int:
+def merkle_sync(
+    txn: Txn, dbs: dict[str, Any], limit: int | None = None, by_copy: bool = True
+) -> int:
     """Extend ``merkle`` and ``by_copy`` over the seq entries they do not cover yet (those
-    of this transaction's append; all of them for a store written without them). Stops at
-    the first missing sequence number: a damaged seq is replay's to report."""
+    of this transaction's append; all of them for a store written without them), at most
+    ``limit`` of them; without ``by_copy``, ``by_copy`` is left as it is (a tree rebuilt
+    over a ``seq`` it already inverts). Stops at the first missing sequence number: a
+    damaged seq is replay's to report. Returns the size the tree covers."""
     raw = txn.get(META_MERKLE_SIZE, db=dbs["meta"])
     size = start = merkle_size(txn, dbs)
     perfect = _perfect(txn, dbs)
-    while True:
+    while limit is None or size - start < limit:
         value = txn.get(SEQ.pack(size + 1), db=dbs["seq"])
         if value is None or len(value) != 64:
             break
         for level, index, node in merkle.completed_subtrees(
             size, merkle.leaf_hash(value), perfect
         ):
-            txn.put(_NODE.pack(level, index), node, db=dbs["merkle"])
-        txn.put(value[32:], SEQ.pack(size + 1), db=dbs["by_copy"])
+            # keys only grow here, but a plain put: a tree caught up after damage may
+            # write a hash below one that is left
+            txn.put(node_key(level, index), node, db=dbs["merkle"])
+        if by_copy:
+            txn.put(value[32:], SEQ.pack(size + 1), db=dbs["by_copy"])
         size += 1
     if raw is None or size != start:
         txn.put(META_MERKLE_SIZE, SEQ.pack(size), db=dbs["meta"])
@@ -208,22 +226,19 @@ def copies(txn: Txn, dbs: dict[str, Any], wanted: list[bytes]) -> list[tuple[int
 def tile_hashes(txn: Txn, dbs: dict[str, Any], level: int, first: int, count: int) -> bytes:
     """The hashes of Merkle level ``level`` (0 or a multiple of 8 for tiles), indexes
     ``first`` to ``first + count``, concatenated: leaf hashes from ``seq`` for level 0, else
-    the stored subtree hashes, read by one cursor walk. The caller keeps the range inside
-    the tree (:func:`merkle_size`)."""
+    the stored subtree hashes, one get each. The caller keeps the range inside the tree
+    (:func:`merkle_size`)."""
     out = bytearray()
     if level == 0:
         for value in leaf_data(txn, dbs, first, count):
             out += merkle.leaf_hash(value)
         return bytes(out)
-    cursor = txn.cursor(db=dbs["merkle"])
-    found = cursor.set_range(_NODE.pack(level, first))
     for index in range(first, first + count):
-        key, value = cursor.item() if found else (b"", b"")
-        if key != _NODE.pack(level, index) or len(value) != merkle.HASH_SIZE:
+        node = txn.get(node_key(level, index), db=dbs["merkle"])
+        if node is None or len(node) != merkle.HASH_SIZE:
             raise StoreError("corrupted", f"merkle node {level}/{index} is missing or "
                              "damaged; run `pithlog replay --verify`")  # fmt: skip
-        out += value
-        found = cursor.next()
+        out += node
     return bytes(out)
 
 
@@ -297,7 +312,7 @@ def check_merkle(txn: Txn, dbs: dict[str, Any], found: list[Discrepancy]) -> Non
             node = merkle.node_hash(frontier.pop(level), node)
             level += 1
             position >>= 1
-            if txn.get(_NODE.pack(level, position), db=dbs["merkle"]) != node:
+            if txn.get(node_key(level, position), db=dbs["merkle"]) != node:
                 say(f"node {level}/{position}", "differs from the hash recomputed from seq")
         frontier[level] = node
     expected_nodes = size - bin(size).count("1")

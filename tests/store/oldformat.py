@@ -1,8 +1,9 @@
 """Format 5 as pithlog wrote it, made from a store of the current format with format 5's own
 writes: every copy held in ``events`` (the preferred one) or ``evidence`` itself, packed as
-it is stored, no ``copies``, a ``copy_seq``; ``slots`` as the packed JCS ``{"members": [[created_at,
-event_id], ...], "slot": [...]}`` (``docs/store.md``, "Format 5 to 6"). The tests of older
-formats start from it."""
+it is stored, no ``copies``, a ``copy_seq``, ``by_key`` by event_id + copy hash, ``merkle``
+keyed level + index; ``slots`` as
+the packed JCS ``{"members": [[created_at, event_id], ...], "slot": [...]}``
+(``docs/store.md``, "Format 5 to 6"). The tests of older formats start from it."""
 
 from __future__ import annotations
 
@@ -35,6 +36,18 @@ def rewrite_as_format_5(txn: Any, dbs: dict[str, Any], copy_seq: Any = None) -> 
         for key, pointer in entries:
             txn.put(key, copies[pointer], db=dbs[name])
     txn.drop(dbs["copies"], delete=False)
+    # by_key named a copy by event_id + copy hash
+    listed = list(txn.cursor(db=dbs["by_key"]).iternext(values=False))
+    txn.drop(dbs["by_key"], delete=False)
+    for key in listed:
+        txn.put(key[:32] + txn.get(key[32:], db=dbs["seq"]), b"", db=dbs["by_key"])
+    # merkle keyed level (1) + index (8): before format 6 keyed it by last leaf + level
+    nodes = list(txn.cursor(db=dbs["merkle"]))
+    txn.drop(dbs["merkle"], delete=False)
+    for key, node in nodes:
+        last, level = int.from_bytes(key[:8], "big"), key[8]
+        txn.put(bytes([level]) + (((last + 1) >> level) - 1).to_bytes(8, "big"), node,
+                db=dbs["merkle"])  # fmt: skip
     if copy_seq is not None:
         for seq, target in txn.cursor(db=dbs["seq"]):
             txn.put(target, seq, db=copy_seq)

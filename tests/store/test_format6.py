@@ -251,3 +251,27 @@ def test_preferring_another_copy_swaps_pointers(tmp_path: Path) -> None:
         assert store.event(event["event_id"]) == copies[-1]
         assert sorted(store.evidence(event["event_id"])) == sorted(copies[:-1])
         assert store.replay(g.KEYRING, verify=True).ok
+
+
+def test_merkle_keys_and_by_key_grow_in_append_order(tmp_path: Path) -> None:
+    """Each append adds merkle keys above every key before it (last leaf + level), and
+    by_key keys above every key before it under the same key_id (key_id hash + seq): pages
+    fill as seq's do instead of splitting in half."""
+    lines = _lines()
+    seen: dict[str, list[bytes]] = {"merkle": [], "by_key": []}
+    with Store.open(tmp_path / "s") as store:
+        for i in range(0, len(lines), 9):
+            store.append(lines[i : i + 9], g.KEYRING, keep_invalid=True)
+            for name, before in seen.items():
+                now = store._read(lambda txn, dbs, n=name: list(
+                    txn.cursor(db=dbs[n]).iternext(values=False)))  # fmt: skip
+                new = sorted(set(now) - set(before))
+                if name == "merkle":
+                    assert not before or not new or new[0] > max(before)
+                else:
+                    for key in new:
+                        under = [k for k in before if k[:32] == key[:32]]
+                        assert not under or key > max(under)
+                seen[name] = now
+        assert len(seen["merkle"]) == store.tree_size() - bin(store.tree_size()).count("1")
+        assert store.replay(g.KEYRING).ok

@@ -154,7 +154,7 @@ def test_a_tree_behind_seq_catches_up(tmp_path: Path) -> None:
 
         def rewind(txn: Any, dbs: dict[str, Any]) -> None:
             txn.put(b"merkle_size", n.to_bytes(8, "big"), db=dbs["meta"])
-            txn.delete((1).to_bytes(1, "big") + (n // 2).to_bytes(8, "big"), db=dbs["merkle"])
+            txn.delete(tree.node_key(1, n // 2), db=dbs["merkle"])
 
         store._write(rewind)
         lines = [d.line() for d in store.replay(g.KEYRING).discrepancies]
@@ -169,7 +169,7 @@ def test_a_tree_behind_seq_catches_up(tmp_path: Path) -> None:
 def test_replay_names_a_damaged_tree(tmp_path: Path) -> None:
     store, _ = filled(tmp_path / "s")
     with store:
-        key = (2).to_bytes(1, "big") + (1).to_bytes(8, "big")
+        key = tree.node_key(2, 1)
         good = store._read(lambda txn, dbs: txn.get(key, db=dbs["merkle"]))
         assert good is not None
         store._write(lambda txn, dbs: txn.put(key, b"\x00" * 32, db=dbs["merkle"]))

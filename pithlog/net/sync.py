@@ -4,7 +4,7 @@ everything (``docs/transparency.md``).
 
 **Items.** Every distinct stored copy, preferred or evidence, is one item of 64 bytes: its
 event_id (32 raw bytes) followed by the SHA-256 of its JCS bytes. Both sides sort their
-items bytewise (a store keeps them sorted in ``copy_seq``).
+items bytewise (a store lists them from the pointers of ``events`` and ``evidence``).
 
 **Ranges and fingerprints.** A range is every item ``x`` with ``lower <= x < upper``; the
 bounds are byte strings, compared bytewise, and a bound may be a short prefix (the shortest

@@ -27,11 +27,14 @@ from pithlog.store.layout import (
     META_REKEY_TARGET,
     SEQ,
     Txn,
-    copy_at,
     copy_hash,
+    copy_pointer,
     distinct_piths,
     eid_bytes,
     evidence_of,
+    prefer,
+    put_in_order,
+    stored_copy,
     verdict_bytes,
     verdict_of,
     why,
@@ -153,7 +156,7 @@ def append_work(
 
         def samples() -> list[bytes]:
             fresh = [item.encoded for item in items if isinstance(item, Envelope)]
-            return codec.first_copies(txn, dbs, copy_at) + fresh
+            return codec.first_copies(txn, dbs) + fresh
 
         # the dictionary, when this batch brings the store to codec.TRAIN_AT copies
         codec.train_if_due(txn, dbs, copies, copies + len(started.fresh), samples)
@@ -167,11 +170,8 @@ def append_work(
                 continue
             env, h, eid = item, started.hashes[index], eid_bytes(item.event_id)
             assert h is not None
-            stored = txn.get(eid, db=dbs["events"])
-            current = None if stored is None else codec.unpack(txn, dbs, stored)
-            if current == env.encoded or (
-                current is not None and txn.get(eid + h, db=dbs["evidence"]) is not None
-            ):
+            held = txn.get(eid, db=dbs["events"])  # the preferred copy's seq, if any
+            if held is not None and copy_pointer(txn, dbs, eid + h) is not None:
                 results.append(AppendResult(index, env.event_id, DUPLICATE, None,
                                             env.pith_number))  # fmt: skip
                 continue
@@ -181,16 +181,22 @@ def append_work(
                                             env.pith_number))  # fmt: skip
                 continue
             txn.put(judges.key(env, h), verdict_bytes(new.reason), db=dbs["verdicts"])
-            index_copy(txn, dbs, env, eid, h)
-            txn.put(SEQ.pack(next_seq), eid + h, db=dbs["seq"])
+            pointer = SEQ.pack(next_seq)
+            index_copy(txn, dbs, env, pointer)
+            put_in_order(txn, dbs["seq"], pointer, eid + h, "seq")
+            put_in_order(txn, dbs["copies"], pointer, pack(env.encoded), "copies")
             next_seq += 1
-            if current is None:
-                txn.put(eid, pack(env.encoded), db=dbs["events"])
+            if held is None:
+                txn.put(eid, pointer, db=dbs["events"])
                 txn.put(env.pith_number.encode("ascii") + eid, b"", db=dbs["by_pith"])
                 added.setdefault(env.pith_number, []).append(new)
                 results.append(AppendResult(index, env.event_id, STORED, new.reason,
                                             env.pith_number))  # fmt: skip
                 continue
+            current = stored_copy(txn, dbs, held)
+            if current is None:
+                raise StoreError("corrupted", f"events points {env.event_id} at a copy that "
+                                 "is not stored; run `pithlog replay --verify`")  # fmt: skip
             old_env = readmit(current)
             old_h = copy_hash(current)
             cached = cached_verdict(txn, dbs, judges, old_env, old_h)
@@ -201,9 +207,10 @@ def append_work(
             else:
                 old = Judged(old_env, verdict_of(cached))
             if keep_preferred(old, new) is new:
-                assert stored is not None
-                txn.put(eid, pack(env.encoded), db=dbs["events"])
-                txn.put(eid + old_h, stored, db=dbs["evidence"])  # moved as it is stored
+                # spec 7 step 0: the new copy is the event's; the other becomes evidence,
+                # both staying where they are stored (two pointers swap)
+                txn.put(eid, pointer, db=dbs["events"])
+                txn.put(eid + old_h, held, db=dbs["evidence"])
                 if old_env.pith_number != env.pith_number:
                     txn.delete(old_env.pith_number.encode("ascii") + eid, db=dbs["by_pith"])
                     txn.put(env.pith_number.encode("ascii") + eid, b"", db=dbs["by_pith"])
@@ -214,7 +221,7 @@ def append_work(
                     f"preferred to the stored copy: {why(new, old)}", env.pith_number,
                 ))  # fmt: skip
             else:
-                txn.put(eid + h, pack(env.encoded), db=dbs["evidence"])
+                txn.put(eid + h, pointer, db=dbs["evidence"])
                 results.append(AppendResult(
                     index, env.event_id, EVIDENCE,
                     f"the stored copy is preferred: {why(old, new)}", env.pith_number,
@@ -225,7 +232,7 @@ def append_work(
                 rereduce(txn, dbs, pith, judges, verdicts, added.get(pith, ()))
             aliases.follow(txn, dbs, pith, before)  # the alias index follows R
         txn.put(META_NEXT_SEQ, SEQ.pack(next_seq), db=meta)
-        merkle_sync(txn, dbs)  # the Merkle tree and copy_seq follow seq
+        merkle_sync(txn, dbs)  # the Merkle tree and by_copy follow seq
         return results
 
     return work
@@ -257,8 +264,11 @@ def rebuild_work(
 
         swaps: list[tuple[bytes, bytes, bytes, Envelope, Envelope]] = []
         copies = 0
-        for eid, stored in txn.cursor(db=dbs["events"]):
-            data = codec.unpack(txn, dbs, stored)
+        for eid, pointer in txn.cursor(db=dbs["events"]):
+            data = stored_copy(txn, dbs, pointer)
+            if data is None:
+                raise StoreError("corrupted", f"events points {eid.hex()} at a copy that is "
+                                 "not stored; run `pithlog replay --verify`")  # fmt: skip
             h = copy_hash(data)
             best = held = verdict(readmit(data), h)
             txn.put(judges.key(held.envelope, h), verdict_bytes(held.reason),
@@ -274,11 +284,8 @@ def rebuild_work(
                     best, best_h = candidate, key[32:]
             if best is not held:
                 swaps.append((eid, h, best_h, held.envelope, best.envelope))
-        pack = codec.packer(txn, dbs)
         for eid, old_h, new_h, old, new in swaps:
-            txn.put(eid, pack(new.encoded), db=dbs["events"])
-            txn.delete(eid + new_h, db=dbs["evidence"])
-            txn.put(eid + old_h, pack(old.encoded), db=dbs["evidence"])
+            prefer(txn, dbs, eid, old_h, new_h)
             if old.pith_number != new.pith_number:
                 txn.delete(old.pith_number.encode("ascii") + eid, db=dbs["by_pith"])
                 txn.put(new.pith_number.encode("ascii") + eid, b"", db=dbs["by_pith"])

@@ -23,7 +23,7 @@ from pithlog.protocol.checks import CheckBatch, start_checks
 from pithlog.protocol.events import Envelope, admit, parse_envelope
 from pithlog.protocol.keys import Keyring
 from pithlog.store.append import AppendResult, KeepInvalid, StartedBatch, append_work
-from pithlog.store.layout import Txn, copy_hash, eid_bytes, event_copy
+from pithlog.store.layout import Txn, copy_hash, copy_pointer, eid_bytes
 
 if TYPE_CHECKING:
     from pithlog.store.log import Store
@@ -58,11 +58,9 @@ def _unseen(envelopes: dict[bytes, Envelope], txn: Txn, dbs: dict[str, Any]) -> 
     out = []
     for h, env in envelopes.items():
         eid = eid_bytes(env.event_id)
-        current = event_copy(txn, dbs, eid)
-        # evidence holds other copies of stored event_ids only
-        if current is None or (
-            current != env.encoded and txn.get(eid + h, db=dbs["evidence"]) is None
-        ):
+        # evidence holds other copies of stored event_ids only; which copy a pointer
+        # names is read from seq, so nothing is unpacked here
+        if txn.get(eid, db=dbs["events"]) is None or copy_pointer(txn, dbs, eid + h) is None:
             out.append(h)
     return out
 

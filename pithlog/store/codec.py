@@ -1,6 +1,6 @@
-"""The stored form of a copy (format 4, ``docs/store.md``, "The value codec"): every value of
-``events`` and ``evidence`` is a copy's JCS bytes packed by :func:`packer` and read back by
-:func:`unpack`, byte for byte; so is every value of ``slots`` (:data:`PACKED`).
+"""The stored form of a copy (since format 4, ``docs/store.md``, "The value codec"): every value
+of ``copies`` (format 6; of ``events`` and ``evidence`` in formats 4 and 5) is a copy's JCS
+bytes packed by :func:`packer` and read back by :func:`unpack`, byte for byte.
 
 A stored value says how it is packed by its first byte:
 
@@ -220,73 +220,38 @@ def train_if_due(
     return int(_ID.unpack(key)[0])
 
 
-def first_copies(
-    txn: Any, dbs: dict[str, Any], copy_at: Callable[..., bytes | None]
-) -> list[bytes]:
-    """The JCS bytes of the store's first :data:`TRAIN_AT` copies, in append order."""
-    limit = TRAIN_AT
+def first_copies(txn: Any, dbs: dict[str, Any]) -> list[bytes]:
+    """The JCS bytes of the store's first :data:`TRAIN_AT` copies, in append order (the
+    first values of ``copies``, format 6)."""
     out: list[bytes] = []
-    for _, value in txn.cursor(db=dbs["seq"]):
-        if len(out) >= limit:
+    for _, stored in txn.cursor(db=dbs["copies"]):
+        if len(out) >= TRAIN_AT:
             break
-        data = copy_at(txn, dbs, value)
-        if data is not None:
-            out.append(data)
+        out.append(unpack(txn, dbs, stored))
     return out
 
 
 # --- format 3 to 4 -------------------------------------------------------------------------
 
 META_MIGRATING = b"compress_from"
-"""``meta`` key while a format-3 store's values are being packed: the index of a database
-of :data:`PACKED` (1 byte) + the last key packed (empty: none yet)."""
-PACKED = ("events", "evidence", "slots")
-"""The databases whose values are packed: the copies, and the slots of the reduction index
-(JSON objects too, each naming its members' event_ids)."""
-MIGRATE_CHUNK = 10_000
-"""Values packed per write transaction of the migration."""
+"""``meta`` key of a format-5 store whose format-3 values were still being packed (format 5
+packed them in transactions of their own): the 5 -> 6 step packs what it moves, and deletes
+it (:mod:`pithlog.store.format6`)."""
 
 
-def start_migration(txn: Any, dbs: dict[str, Any], copy_at: Callable[..., bytes | None]) -> None:
-    """In the transaction that records format 4: the dictionary (when the store holds
-    :data:`TRAIN_AT` copies or more) and the cursor of :func:`migrate_step`."""
+def start_migration(txn: Any, dbs: dict[str, Any]) -> None:
+    """Format 3 -> 4, in the transaction of the migration: the dictionary, when the store
+    holds :data:`TRAIN_AT` copies or more, trained on the first values of ``events`` (in
+    format 3 the JCS bytes of the preferred copies). The copies stored raw are packed with
+    it when the 5 -> 6 step moves them to ``copies`` (:mod:`pithlog.store.format6`)."""
     copies = txn.stat(dbs["seq"])["entries"]
-    train_if_due(txn, dbs, 0, copies, lambda: first_copies(txn, dbs, copy_at))
-    txn.put(META_MIGRATING, b"\x00", db=dbs["meta"])
 
+    def samples() -> list[bytes]:
+        out: list[bytes] = []
+        for _, stored in txn.cursor(db=dbs["events"]):
+            if len(out) >= TRAIN_AT:
+                break
+            out.append(unpack(txn, dbs, stored))
+        return out
 
-def migrating(txn: Any, dbs: dict[str, Any]) -> bool:
-    return txn.get(META_MIGRATING, db=dbs["meta"]) is not None
-
-
-def migrate_step(txn: Any, dbs: dict[str, Any], limit: int | None = None) -> bool:
-    """Pack up to ``limit`` values still stored raw, from the cursor in ``meta``; ``True``
-    while there is more to do. Each step is its own transaction, so the work is bounded and a
-    crash resumes where the last commit left it (raw and packed values read alike)."""
-    raw = txn.get(META_MIGRATING, db=dbs["meta"])
-    if raw is None:
-        return False
-    which, after = raw[0], raw[1:]
-    limit = MIGRATE_CHUNK if limit is None else limit
-    pack = packer(txn, dbs)
-    while which < len(PACKED):
-        db = dbs[PACKED[which]]
-        cursor = txn.cursor(db=db)
-        found = cursor.set_range(after + b"\x00") if after else cursor.first()
-        batch: list[tuple[bytes, bytes]] = []
-        while found and len(batch) < limit:
-            batch.append(cursor.item())
-            found = cursor.next()
-        for key, value in batch:
-            if value[:1] == RAW:
-                txn.put(key, pack(value), db=db)
-        if found:  # more of this database: the next step goes on after the last key
-            txn.put(META_MIGRATING, bytes([which]) + batch[-1][0], db=dbs["meta"])
-            return True
-        which, after = which + 1, b""
-        limit -= len(batch)
-        if limit <= 0 and which < len(PACKED):
-            txn.put(META_MIGRATING, bytes([which]), db=dbs["meta"])
-            return True
-    txn.delete(META_MIGRATING, db=dbs["meta"])
-    return False
+    train_if_due(txn, dbs, 0, copies, samples)

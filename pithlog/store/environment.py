@@ -36,11 +36,12 @@ import lmdb.verify
 
 from pithlog.errors import StoreError, register
 from pithlog.protocol.reduce import MERGE_VERSION
-from pithlog.store import aliases, codec, keyindex, tree
+from pithlog.store import codec, format6, keyindex, tree
 from pithlog.store.layout import (
     DB_NAMES,
     FORMAT_2,
     FORMAT_3,
+    FORMAT_4,
     FORMAT_VERSION,
     META_FORMAT,
     META_MERGE,
@@ -49,7 +50,6 @@ from pithlog.store.layout import (
     MIGRATES_FROM,
     SEQ,
     Txn,
-    copy_at,
 )
 from pithlog.store.place import check_place
 from pithlog.store.replay import ScratchIndex
@@ -374,9 +374,9 @@ def _open_lmdb(
             dbs = opener.write(lambda txn, _: _open_dbs(env, txn, real, create))
             opener.dbs = dbs
             opener.write(_catch_up_merkle)
-            if opener.read(lambda txn, dbs: codec.migrating(txn, dbs)):
-                # format 3 -> 4: the copies packed in bounded transactions, resumable
-                while opener.write(lambda txn, dbs: codec.migrate_step(txn, dbs)):
+            if opener.read(lambda txn, dbs: format6.migrating(txn, dbs)):
+                # format 5 -> 6: the copies moved in bounded transactions, resumable
+                while opener.write(lambda txn, dbs: format6.step(txn, dbs)):
                     pass
     except BaseException:
         env.close()
@@ -534,7 +534,19 @@ def _open_dbs(env: lmdb.Environment, txn: Txn, real: str, create: bool) -> dict[
             _no_meta(txn, real)
     dbs = {name: env.open_db(name.encode("ascii"), txn=ltxn) for name in DB_NAMES}
     _check_format(txn, dbs, real, False)
+    for name in LEGACY_DBS:
+        try:
+            legacy = env.open_db(name, txn=ltxn, create=False)
+        except lmdb.NotFoundError:
+            continue
+        ltxn.drop(legacy, delete=True)
     return dbs
+
+
+LEGACY_DBS = (b"copy_seq",)
+"""Databases of older formats that format 6 does without, deleted by a writable open:
+``copy_seq`` (event_id + copy hash -> seq) is what the pointers of ``events`` and
+``evidence`` now hold."""
 
 
 def _no_meta(txn: Txn, real: str) -> None:
@@ -597,8 +609,9 @@ def _check_format(txn: Txn, dbs: dict[str, Any], real: str, readonly: bool) -> N
 
 
 def _needs_catch_up(txn: Txn, dbs: dict[str, Any]) -> bool:
-    """What :func:`_catch_up_merkle` would write: a format-2 store, or a tree behind seq."""
-    if txn.get(META_FORMAT, db=dbs["meta"]) in MIGRATES_FROM:
+    """What a writable open would write: a store of an older format, or one whose move to
+    format 6 is under way (:mod:`pithlog.store.format6`), or a tree behind seq."""
+    if txn.get(META_FORMAT, db=dbs["meta"]) in MIGRATES_FROM or format6.migrating(txn, dbs):
         return True
     size = tree.merkle_size(txn, dbs)
     return (txn.get(META_MERKLE_SIZE, db=dbs["meta"]) is None
@@ -609,28 +622,30 @@ def _catch_up_merkle(txn: Txn, dbs: dict[str, Any]) -> None:
     """On open: build the tree of a store that lacks it (or was appended to by a pithlog
     without it), or migrate a store of the format before (:func:`_migrate`). Nothing to do
     for a current one."""
-    if _migrate(txn, dbs) or not _needs_catch_up(txn, dbs):
-        return
+    if _migrate(txn, dbs) or format6.migrating(txn, dbs) or not _needs_catch_up(txn, dbs):
+        return  # a move to format 6 under way rebuilds the tree in steps of its own
     tree.merkle_sync(txn, dbs)
 
 
 def _migrate(txn: Txn, dbs: dict[str, Any]) -> bool:
-    """Bring a store of a format in :data:`MIGRATES_FROM` to :data:`FORMAT_VERSION` in
-    ``txn`` (the caller's write transaction, retried whole on a full map), one step after
-    the other: 2 -> 3 (leaves of 64 bytes and ``by_copy``, then the alias index); 3 -> 4
-    (the dictionary, and a cursor from which :func:`pithlog.store.codec.migrate_step` packs
-    the copies in transactions of their own: raw and packed values read alike meanwhile);
-    4 -> 5 (``by_key``, verdicts per key entry). ``True`` when it did."""
+    """Bring a store of a format in :data:`MIGRATES_FROM` to :data:`FORMAT_VERSION`, one step
+    after the other, in ``txn`` (the caller's write transaction, retried whole on a full map):
+    2 -> 3 (leaves of 64 bytes and ``by_copy``); 3 -> 4 (the dictionary); 4 -> 5 (``by_key``,
+    verdicts per key entry); then 5 -> 6 is started (:func:`pithlog.store.format6.start`:
+    format 6 recorded with a cursor from which :func:`pithlog.store.format6.step` moves the
+    copies to ``copies`` and rewrites ``slots`` in transactions of their own, packing copies
+    still stored raw, and finally builds the alias index). ``True`` when it did."""
     fmt = txn.get(META_FORMAT, db=dbs["meta"])
     if fmt not in MIGRATES_FROM:
         return False
     if fmt == FORMAT_2:
-        tree.migrate_leaf_data(txn, dbs)  # records FORMAT_3
-        aliases.rebuild_aliases(txn, dbs)
-        fmt = FORMAT_3
+        fmt = tree.migrate_leaf_data(txn, dbs)  # records FORMAT_3
     if fmt == FORMAT_3:
-        codec.start_migration(txn, dbs, copy_at)
-    keyindex.migrate_3_to_5(txn, dbs)  # records FORMAT_VERSION
+        codec.start_migration(txn, dbs)
+        fmt = FORMAT_4
+    if fmt == FORMAT_4:
+        keyindex.migrate_3_to_5(txn, dbs)  # records FORMAT_5
+    format6.start(txn, dbs)  # records FORMAT_VERSION
     return True
 
 

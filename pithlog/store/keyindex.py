@@ -12,10 +12,11 @@ it: ``verdicts`` is keyed by the digest of the judging entry (32) + the copy has
   entry digest equals, so adding a key with that key_id leaves those copies unjudged;
 - a copy without a string ``key_id`` fails check 1 under every keyring: :data:`NO_KEY_ID`.
 
-``by_key`` (SHA-256 of the key_id (32) + event_id (32) + copy hash (32), empty values)
-lists every stored copy under the key_id that signed it, written in the append
-transaction, so a keyring change finds the copies a key judges by one prefix scan
-(:mod:`pithlog.store.rekey`).
+``by_key`` (SHA-256 of the key_id (32) + the copy's sequence number (8), empty values;
+format 5 named the copy by event_id + copy hash, 96 bytes a key) lists every stored copy
+under the key_id that signed it, written in the append transaction, so a keyring change
+finds the copies a key judges by one prefix scan (:mod:`pithlog.store.rekey`); under one key
+its entries grow in append order, so their pages fill as ``seq``'s do.
 """
 
 from __future__ import annotations
@@ -28,14 +29,12 @@ import msgspec
 from pithlog.protocol.canonical import jcs
 from pithlog.protocol.events import Envelope
 from pithlog.protocol.keys import Keyring
-from pithlog.store import codec
 from pithlog.store.layout import (
-    FORMAT_VERSION,
+    FORMAT_5,
     META_FORMAT,
     META_KEYRING,
     META_LEGACY_KEYRING,
     Txn,
-    copy_hash,
 )
 
 NO_KEY_ID = hashlib.sha256(b"pithlog verdict: no key_id").digest()
@@ -134,30 +133,29 @@ def cached_verdict(txn: Txn, dbs: dict[str, Any], judges: Judges, env: Envelope,
     return found
 
 
-def index_copy(txn: Txn, dbs: dict[str, Any], env: Envelope, eid: bytes, h: bytes) -> None:
-    """List a stored copy in ``by_key`` (a copy with no key_id has no key to change)."""
+def index_copy(txn: Txn, dbs: dict[str, Any], env: Envelope, pointer: bytes) -> None:
+    """List a stored copy (its sequence number, ``pointer``) in ``by_key`` (a copy with no
+    key_id has no key to change)."""
     key_id = signer_key_id(env)
     if key_id is not None:
-        txn.put(key_hash(key_id) + eid + h, b"", db=dbs["by_key"])
+        txn.put(key_hash(key_id) + pointer, b"", db=dbs["by_key"])
+
+
+def index_stored(txn: Txn, dbs: dict[str, Any], pointer: bytes, data: bytes) -> None:
+    """:func:`index_copy` of a copy's JCS bytes, decoding only its signer."""
+    key_id = key_id_of(data)
+    if key_id is not None:
+        txn.put(key_hash(key_id) + pointer, b"", db=dbs["by_key"])
 
 
 def migrate_3_to_5(txn: Txn, dbs: dict[str, Any]) -> None:
-    """Format 3 -> 5, in the caller's write transaction: ``by_key`` built from every stored
-    copy (one decode of its signer each, no signature checked), and the format-3 verdicts
-    (keyed by the whole keyring's digest) kept under ``legacy_keyring_digest`` until the
-    keyring changes. ``meta[keyring]`` (the entries) is unknown until an append or a rekey
-    presents the keyring: the first change after a migration re-judges every copy."""
-    for eid, stored in txn.cursor(db=dbs["events"]):
-        _index_raw(txn, dbs, eid, codec.unpack(txn, dbs, stored))
-    for key, stored in txn.cursor(db=dbs["evidence"]):
-        _index_raw(txn, dbs, key[:32], codec.unpack(txn, dbs, stored))
+    """Format 3 or 4 -> 5, in the caller's write transaction: the format-3 verdicts (keyed
+    by the whole keyring's digest) kept under ``legacy_keyring_digest`` until the keyring
+    changes. ``by_key`` is built when the copies move to ``copies`` (format 6: its keys name
+    a copy by its sequence number, :mod:`pithlog.store.format6`). ``meta[keyring]`` (the
+    entries) is unknown until an append or a rekey presents the keyring: the first change
+    after a migration re-judges every copy."""
     kd = txn.get(META_KEYRING, db=dbs["meta"])
     if kd is not None:
         txn.put(META_LEGACY_KEYRING, kd, db=dbs["meta"])
-    txn.put(META_FORMAT, FORMAT_VERSION, db=dbs["meta"])
-
-
-def _index_raw(txn: Txn, dbs: dict[str, Any], eid: bytes, data: bytes) -> None:
-    key_id = key_id_of(data)
-    if key_id is not None:
-        txn.put(key_hash(key_id) + eid + copy_hash(data), b"", db=dbs["by_key"])
+    txn.put(META_FORMAT, FORMAT_5, db=dbs["meta"])

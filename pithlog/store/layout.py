@@ -17,31 +17,38 @@ from typing import Any, Literal, Protocol
 
 import msgspec
 
+from pithlog.errors import StoreError
 from pithlog.protocol.checks import CHECK_NUMBER
 from pithlog.protocol.reduce import Judged
 from pithlog.store.codec import unpack
 
-FORMAT_VERSION = b"5"
-"""``meta[format]``: the layout of ``docs/store.md`` (format 5: verdicts per key entry,
-``by_key`` and ``rekey``; copies packed by :mod:`pithlog.store.codec` since format 4)."""
+FORMAT_VERSION = b"6"
+"""``meta[format]``: the layout of ``docs/store.md`` (format 6: every copy in ``copies`` under
+its sequence number, ``events`` and ``evidence`` pointing at it; ``slots`` in binary; verdicts
+per key entry since format 5, copies packed by :mod:`pithlog.store.codec` since format 4)."""
+
+FORMAT_5 = b"5"
+"""Copies held in ``events`` and ``evidence`` themselves, ``slots`` as packed JSON: migrated to
+format 6 on a writable open, in bounded transactions (:mod:`pithlog.store.format6`)."""
 
 FORMAT_4 = b"4"
-"""Verdicts under the digest of the whole keyring: migrated to format 5 on a writable open
-(:func:`pithlog.store.keyindex.migrate_3_to_5` builds ``by_key``)."""
+"""Verdicts under the digest of the whole keyring: brought to format 5 on a writable open
+(:func:`pithlog.store.keyindex.migrate_3_to_5` keeps them as legacy verdicts), then on."""
 
 FORMAT_3 = b"3"
-"""Copies stored as their JCS bytes; migrated on a writable open: the dictionary and a
-cursor in one write transaction, then the copies packed in transactions of
-:data:`pithlog.store.codec.MIGRATE_CHUNK` (:func:`pithlog.store.codec.migrate_step`)."""
+"""Copies stored as their JCS bytes; migrated on a writable open: the dictionary trained
+(:func:`pithlog.store.codec.start_migration`), then on; the copies are packed as the
+5 -> 6 step moves them (:mod:`pithlog.store.format6`)."""
 
 FORMAT_2 = b"2"
 """Leaves of the event_id alone, no ``by_copy``, no ``aliases``: brought to format 3 in one
 write transaction (:func:`pithlog.store.tree.migrate_leaf_data` rebuilds ``merkle`` and builds
-``by_copy``, :func:`pithlog.store.aliases.rebuild_aliases` the alias index), then on."""
+``by_copy``), then on; the last transaction of the 5 -> 6 step builds the alias index."""
 
-MIGRATES_FROM = (FORMAT_2, FORMAT_3, FORMAT_4)
-"""The formats a store is migrated from on a writable open, step by step, all in one write
-transaction (:func:`pithlog.store.environment._migrate`; ``docs/store.md``)."""
+MIGRATES_FROM = (FORMAT_2, FORMAT_3, FORMAT_4, FORMAT_5)
+"""The formats a store is migrated from on a writable open, step by step: up to format 5 in
+one write transaction, then 5 -> 6 in transactions of a bounded size
+(:func:`pithlog.store.environment._migrate`; ``docs/store.md``)."""
 
 DB_NAMES = (
     "events",
@@ -56,12 +63,12 @@ DB_NAMES = (
     "verdicts",
     "meta",
     "merkle",
-    "copy_seq",
     "by_copy",
     "aliases",
     "dicts",
     "by_key",
     "rekey",
+    "copies",
 )
 INDEX_DBS = ("applied", "slots", "equivocated", "invalid")
 """The per-pith reduction index: a pith's state document is assembled from it on read."""
@@ -118,9 +125,10 @@ class Txn(Protocol):
     :data:`DB_NAMES`)."""
 
     def get(self, key: bytes, default: None = None, db: Any = None) -> bytes | None: ...
-    def put(self, key: bytes, value: bytes, *, db: Any = None) -> bool: ...
+    def put(self, key: bytes, value: bytes, *, db: Any = None, append: bool = False) -> bool: ...
     def delete(self, key: bytes, *, db: Any = None) -> bool: ...
     def cursor(self, db: Any = None) -> Cursor: ...
+    def drop(self, db: Any, delete: bool = True) -> None: ...
     def stat(self, db: Any = None) -> Mapping[str, Any]: ...
 
 
@@ -188,26 +196,63 @@ Unpack = Callable[[Txn, dict[str, Any], bytes], bytes]
 """How a stored value becomes a copy's JCS bytes (:func:`pithlog.store.codec.unpack`; replay
 reads with :func:`pithlog.store.codec.readable`)."""
 
+# Format 6: every stored copy is a value of ``copies`` under its sequence number (written in
+# append order, so its pages fill as ``seq``'s do); ``events`` holds, per event_id, the
+# sequence number of its preferred copy, and ``evidence``, per event_id + copy hash, that of
+# every other copy (8 bytes big-endian each). Preferring another copy swaps two pointers.
+
+
+def stored_copy(
+    txn: Txn, dbs: dict[str, Any], pointer: bytes, read: Unpack = unpack
+) -> bytes | None:
+    """The JCS bytes of the copy in ``copies`` under ``pointer`` (a sequence number, 8
+    bytes), or ``None``."""
+    stored = txn.get(pointer, db=dbs["copies"]) if len(pointer) == SEQ.size else None
+    return None if stored is None else read(txn, dbs, stored)
+
 
 def event_copy(txn: Txn, dbs: dict[str, Any], eid: bytes, read: Unpack = unpack) -> bytes | None:
     """The JCS bytes of the preferred copy of the raw event_id ``eid``, or ``None``."""
-    stored = txn.get(eid, db=dbs["events"])
-    return None if stored is None else read(txn, dbs, stored)
+    pointer = txn.get(eid, db=dbs["events"])
+    return None if pointer is None else stored_copy(txn, dbs, pointer, read)
 
 
-def copy_at(
-    txn: Txn, dbs: dict[str, Any], target: bytes, read: Unpack = unpack
-) -> bytes | None:
-    """The stored copy (its JCS bytes) a ``seq`` value (event_id + copy hash) names, or
-    ``None``."""
+def copy_pointer(txn: Txn, dbs: dict[str, Any], target: bytes) -> bytes | None:
+    """The sequence number (8 bytes) of the stored copy a ``seq`` value (event_id + copy
+    hash) names, from the pointers of ``events`` and ``evidence``, or ``None`` when the
+    store holds no such copy. Which copy a pointer names is read from ``seq``, so no copy
+    is unpacked or hashed."""
     if len(target) != 64:
         return None
-    eid, h = target[:32], target[32:]
-    data = event_copy(txn, dbs, eid, read)
-    if data is not None and copy_hash(data) == h:
-        return data
-    stored = txn.get(target, db=dbs["evidence"])
-    return None if stored is None else read(txn, dbs, stored)
+    pointer = txn.get(target[:32], db=dbs["events"])
+    if pointer is not None and txn.get(pointer, db=dbs["seq"]) == target:
+        return pointer
+    return txn.get(target, db=dbs["evidence"])
+
+
+def prefer(txn: Txn, dbs: dict[str, Any], eid: bytes, held_h: bytes, new_h: bytes) -> None:
+    """Make the evidence copy ``new_h`` of the raw event_id ``eid`` its preferred copy, and
+    the preferred copy ``held_h`` evidence (spec 7 step 0): the two pointers swap, the copies
+    stay where they are stored."""
+    held = txn.get(eid, db=dbs["events"])
+    new = txn.get(eid + new_h, db=dbs["evidence"])
+    if held is None or new is None:
+        raise StoreError("corrupted", f"{eid_str(eid)} has no pointer to the copy to swap; "
+                         "run `pithlog replay --verify`")  # fmt: skip
+    txn.put(eid, new, db=dbs["events"])
+    txn.delete(eid + new_h, db=dbs["evidence"])
+    txn.put(eid + held_h, held, db=dbs["evidence"])
+
+
+def put_in_order(txn: Txn, db: Any, key: bytes, value: bytes, name: str) -> None:
+    """Put an entry whose key is above every key of ``db`` (``seq``, ``copies``: sequence
+    numbers only grow) with LMDB's append mode: no search, and pages filled whole. A key that
+    is not above the last one (a damaged ``meta`` ``next_seq``) is refused
+    (``store.corrupted``), never written elsewhere."""
+    if not txn.put(key, value, db=db, append=True):
+        raise StoreError("corrupted", f"{name} already holds a key at or after "
+                         f"{key.hex()}: meta next_seq is behind; run "
+                         "`pithlog replay --verify`")  # fmt: skip
 
 
 def prefixed(
@@ -232,8 +277,13 @@ def evidence_of(
     txn: Txn, dbs: dict[str, Any], eid: bytes, read: Unpack = unpack
 ) -> list[tuple[bytes, bytes]]:
     """``(event_id + copy hash, copy)`` of every evidence copy of the raw event_id ``eid``
-    (the copy's JCS bytes)."""
-    return [(key, read(txn, dbs, stored)) for key, stored in prefixed(txn, dbs["evidence"], eid)]
+    (the copy's JCS bytes); a pointer naming no copy is left out (replay reports it)."""
+    out = []
+    for key, pointer in prefixed(txn, dbs["evidence"], eid):
+        data = stored_copy(txn, dbs, pointer, read)
+        if data is not None:
+            out.append((key, data))
+    return out
 
 
 def pith_eids(txn: Txn, dbs: dict[str, Any], pith: str) -> list[bytes]:

@@ -73,11 +73,11 @@ from pithlog.store.layout import (
     META_REKEY_TARGET,
     SEQ,
     Txn,
-    copy_at,
     eid_bytes,
     eid_str,
     event_copy,
     evidence_of,
+    stored_copy,
 )
 from pithlog.store.lookup import PendingPith, require_pith_number
 from pithlog.store.replay import Discrepancy as Discrepancy
@@ -266,7 +266,7 @@ class Store:
                 if not cursor.set_range(SEQ.pack(start)):
                     return out
                 for key, value in cursor:
-                    data = copy_at(txn, dbs, value)
+                    data = stored_copy(txn, dbs, key)
                     if data is None:
                         raise StoreError(
                             "corrupted",
@@ -535,9 +535,7 @@ class Store:
     def copy_keys(self) -> list[bytes]:
         """Every distinct stored copy as event_id (32) + copy hash (32), in that byte order:
         the items :mod:`pithlog.net.sync` reconciles."""
-        return self._read(
-            lambda txn, dbs: list(txn.cursor(db=dbs["copy_seq"]).iternext(values=False))
-        )
+        return self._read(tree.copy_keys)
 
     def copy_seqs(self, keys: Iterable[bytes]) -> list[int | None]:
         """The sequence number of each copy named by ``keys`` (``None``: not stored)."""

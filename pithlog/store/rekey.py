@@ -35,7 +35,7 @@ from pithlog.protocol.checks import check_many
 from pithlog.protocol.events import Envelope, readmit
 from pithlog.protocol.keys import Keyring
 from pithlog.protocol.reduce import Judged, keep_preferred
-from pithlog.store import aliases, codec
+from pithlog.store import aliases
 from pithlog.store.keyindex import (
     Judges,
     cached_verdict,
@@ -55,6 +55,7 @@ from pithlog.store.layout import (
     decode_ids,
     event_copy,
     evidence_of,
+    prefer,
     verdict_bytes,
     verdict_of,
 )
@@ -175,6 +176,13 @@ def _copies_after(
     return out
 
 
+def _event_of(txn: Txn, dbs: dict[str, Any], entry: bytes) -> bytes:
+    """The raw event_id of the copy a ``by_key`` key names (key_id hash + sequence number):
+    from ``seq`` (empty when seq does not hold it: replay reports that)."""
+    named = txn.get(entry[32:], db=dbs["seq"])
+    return b"" if named is None else named[:32]
+
+
 def plan(
     txn: Txn, dbs: dict[str, Any], keyring: Keyring, cap: int | None = None,
     count_events: bool = False,
@@ -198,7 +206,7 @@ def plan(
         if resumed:
             piths.update(k.decode("ascii") for k in
                          txn.cursor(db=dbs["rekey"]).iternext(values=False))  # fmt: skip
-        for eid in {key[32:64] for key in entries}:
+        for eid in {_event_of(txn, dbs, key) for key in entries} - {b""}:
             ids = decode_ids(event_copy(txn, dbs, eid) or b"")
             if ids is not None:
                 piths.add(ids.pith_number)
@@ -241,7 +249,7 @@ def piece_work(
             keys = _split(txn.get(META_REKEY_KEYS, db=meta))
             cursor = txn.get(META_REKEY_CURSOR, db=meta) or b""
             entries = _copies_after(txn, dbs, keys, cursor, piece_copies)
-            eids = list(dict.fromkeys(key[32:64] for key in entries))
+            eids = [e for e in dict.fromkeys(_event_of(txn, dbs, key) for key in entries) if e]
             _judge_events(txn, dbs, judges, eids, verdicts)
             judged = len(entries)
             if len(entries) >= piece_copies:
@@ -323,10 +331,7 @@ def _judge_events(
         if best is held:
             continue
         new_env = best.envelope
-        pack = codec.packer(txn, dbs)
-        txn.put(eid, pack(new_env.encoded), db=dbs["events"])
-        txn.delete(eid + best_h, db=dbs["evidence"])
-        txn.put(eid + held_h, pack(held_env.encoded), db=dbs["evidence"])
+        prefer(txn, dbs, eid, held_h, best_h)
         if held_env.pith_number != new_env.pith_number:
             txn.delete(held_env.pith_number.encode("ascii") + eid, db=dbs["by_pith"])
             txn.put(new_env.pith_number.encode("ascii") + eid, b"", db=dbs["by_pith"])

@@ -38,14 +38,15 @@ from pithlog.store.layout import (
     SEQ,
     VALID,
     Txn,
-    copy_at,
     copy_hash,
+    copy_pointer,
     decode_ids,
     distinct_piths,
     eid_str,
     event_copy,
     evidence_of,
     pith_eids,
+    stored_copy,
     verdict_bytes,
     verdict_of,
     why,
@@ -131,10 +132,10 @@ def replay_work(txn: Txn, dbs: dict[str, Any]) -> tuple[list[str], dict[str, lis
     claims) and, per pith, the event_ids that have an evidence copy claiming that pith
     while their preferred copy claims another."""
     foreign: dict[str, set[bytes]] = {}
-    for key, stored in txn.cursor(db=dbs["evidence"]):
-        data = readable(txn, dbs, stored)
+    for key, pointer in txn.cursor(db=dbs["evidence"]):
+        data = stored_copy(txn, dbs, pointer, readable)
         preferred = event_copy(txn, dbs, key[:32], readable) if len(key) == 64 else None
-        ids = decode_ids(data)
+        ids = None if data is None else decode_ids(data)
         pref_ids = None if preferred is None else decode_ids(preferred)
         if (
             ids is not None
@@ -231,9 +232,13 @@ def check_structure(
             if len(value) != 64:
                 say("seq", f"seq {n}", f"value of {len(value)} bytes, not 64")
                 continue
-            if copy_at(txn, dbs, value, readable) is None:
+            if txn.get(key, db=dbs["copies"]) is None:
                 say("seq", f"seq {n}", f"names copy {value[32:].hex()[:16]} of "
                     f"{eid_str(value[:32])}, which is not stored")  # fmt: skip
+            elif copy_pointer(txn, dbs, value) != key:
+                say("seq", f"seq {n}", f"names copy {value[32:].hex()[:16]} of "
+                    f"{eid_str(value[:32])}, which no events or evidence pointer "
+                    "names")  # fmt: skip
             if not itx.put(value, key, overwrite=False):
                 other = SEQ.unpack(itx.get(value, b"\0" * 8))[0]
                 say("seq", f"seq {n}", f"names the same copy of {eid_str(value[:32])} "
@@ -241,23 +246,55 @@ def check_structure(
         if next_seq is not None and last >= next_seq:
             say("meta", "next_seq", f"is {next_seq} but seq already holds {last}")
 
-        def has_seq(eid: bytes, h: bytes) -> bool:
-            return itx.get(eid + h) is not None
+        # copies: each under a sequence number that seq holds (named by exactly one
+        # pointer: checked above from seq, and below from the pointers)
+        for key in txn.cursor(db=dbs["copies"]).iternext(values=False):
+            if len(key) != 8 or txn.get(key, db=dbs["seq"]) is None:
+                say("copies", f"key {key.hex()}", "is not the sequence number of a seq entry")
+
+        def pointed(where: str, subject: str, label: str, seq_label: str, key: bytes,
+                    pointer: bytes) -> bytes | None:  # fmt: skip
+            """The copy ``pointer`` names for ``key`` (event_id, or event_id + copy hash),
+            when it is the copy seq says is there and hashes to it; else says why not."""
+            if len(pointer) != 8:
+                say(where, subject, f"{label}: the pointer {pointer.hex()[:32]} is not an "
+                    "8-byte sequence number")  # fmt: skip
+                return None
+            named = txn.get(pointer, db=dbs["seq"])
+            if named is None:
+                say("seq", subject, f"{seq_label} has no seq entry (the pointer names seq "
+                    f"{SEQ.unpack(pointer)[0]}, which seq does not hold)")  # fmt: skip
+                return None
+            if named[: len(key)] != key:
+                say(where, subject, f"{label}: the pointer names seq {SEQ.unpack(pointer)[0]}, "
+                    f"which logs copy {named[32:].hex()[:16]} of "
+                    f"{eid_str(named[:32])}")  # fmt: skip
+                return None
+            stored = txn.get(pointer, db=dbs["copies"])
+            if stored is None:
+                say(where, subject, f"{label} at seq {SEQ.unpack(pointer)[0]} is not in copies")
+                return None
+            try:
+                data = unpack(txn, dbs, stored)
+            except CorruptCopy as exc:
+                say(where, subject, f"{label} does not decompress: {exc.why}")
+                return None
+            if copy_hash(data) != named[32:]:
+                say(where, subject, f"{label} at seq {SEQ.unpack(pointer)[0]} does not hash "
+                    f"to the copy seq names ({named[32:].hex()[:16]}; its bytes hash to "
+                    f"{copy_hash(data).hex()[:16]})")  # fmt: skip
+            return data
 
         # events: each preferred copy is its own event, has a seq entry, is indexed.
-        for eid, stored in txn.cursor(db=dbs["events"]):
+        for eid, pointer in txn.cursor(db=dbs["events"]):
             subject = eid_str(eid) if len(eid) == 32 else f"key {eid.hex()}"
             if len(eid) != 32:
                 say("events", subject, "key is not a 32-byte event id")
                 continue
-            try:
-                data = unpack(txn, dbs, stored)
-            except CorruptCopy as exc:
-                say("events", subject, f"the stored copy does not decompress: {exc.why}")
+            data = pointed("events", subject, "the stored copy", "the preferred copy", eid,
+                           pointer)  # fmt: skip
+            if data is None:
                 continue
-            h = copy_hash(data)
-            if not has_seq(eid, h):
-                say("seq", subject, f"the preferred copy {h.hex()[:16]} has no seq entry")
             ids = decode_ids(data)
             if ids is None or not is_pith_number(ids.pith_number):
                 say("events", subject, "the stored copy does not decode as an envelope")
@@ -269,28 +306,22 @@ def check_structure(
                 say("by_pith", subject, f"not indexed under its pith {ids.pith_number}")
 
         # evidence: hash, owner, not the preferred copy itself, a seq entry.
-        for key, stored in txn.cursor(db=dbs["evidence"]):
+        for key, pointer in txn.cursor(db=dbs["evidence"]):
             if len(key) != 64:
                 say("evidence", f"key {key.hex()}", "is not event id + copy hash")
                 continue
             eid, h = key[:32], key[32:]
             subject = eid_str(eid)
-            try:
-                data = unpack(txn, dbs, stored)
-            except CorruptCopy as exc:
-                say("evidence", subject, f"copy {h.hex()[:16]} does not decompress: {exc.why}")
+            data = pointed("evidence", subject, f"copy {h.hex()[:16]}",
+                           f"evidence copy {h.hex()[:16]}", key, pointer)  # fmt: skip
+            if data is None:
                 continue
-            if copy_hash(data) != h:
-                say("evidence", subject, f"copy {h.hex()[:16]} does not hash to its key "
-                    f"(its bytes hash to {copy_hash(data).hex()[:16]})")  # fmt: skip
-            if not has_seq(eid, h):
-                say("seq", subject, f"evidence copy {h.hex()[:16]} has no seq entry")
-            preferred = event_copy(txn, dbs, eid, readable)
-            if preferred is None:
+            held = txn.get(eid, db=dbs["events"])
+            if held is None:
                 say("evidence", subject, f"copy {h.hex()[:16]} is evidence of an event "
                     "with no preferred copy in events")  # fmt: skip
                 continue
-            if preferred == data:
+            if held == pointer or txn.get(held, db=dbs["seq"]) == key:
                 say("evidence", subject, "an evidence copy equals the preferred copy")
             ids = decode_ids(data)
             if ids is None or not is_pith_number(ids.pith_number):
@@ -328,7 +359,7 @@ def check_structure(
             say("verdicts", f"copy {key[32:].hex()[:16]}", f"verdict {value!r} is not one of "
                 "checks 1-12")  # fmt: skip
     for key in txn.cursor(db=dbs["by_key"]).iternext(values=False):
-        if len(key) != 96 or copy_at(txn, dbs, key[32:], readable) is None:
+        if len(key) != 40 or txn.get(key[32:], db=dbs["copies"]) is None:
             say("by_key", f"key {key.hex()[:24]}", "names no stored copy")
 
 
@@ -534,8 +565,10 @@ def _replay_pith(
                 continue
             h = copy_hash(data)
             key_id = signer_key_id(env)
-            if key_id is not None and txn.get(key_hash(key_id) + eid + h,
-                                              db=dbs["by_key"]) is None:  # fmt: skip
+            pointer = (txn.get(eid, db=dbs["events"]) if h_key is None
+                       else txn.get(eid + h_key, db=dbs["evidence"]))  # fmt: skip
+            if key_id is not None and (pointer is None or txn.get(
+                    key_hash(key_id) + pointer, db=dbs["by_key"]) is None):  # fmt: skip
                 say("by_key", subject, f"{label} is not listed under its key_id {key_id!r}")
             cached_raw = (None if stored_kd is None or judges is None
                           else cached_verdict(txn, dbs, judges, env, h))  # fmt: skip

@@ -35,7 +35,6 @@ from pithlog.protocol.state import (
     fragment,
     slot_sort_key,
 )
-from pithlog.store import codec
 from pithlog.store.keyindex import Judges, cached_verdict
 from pithlog.store.layout import (
     INDEX_DBS,
@@ -57,8 +56,9 @@ from pithlog.store.layout import (
 #   piths        pith -> JCS summary: status, counts, the chosen record's event_id
 #   applied      pith + list index (1) + created_at (20) + event_id (32) -> payload and
 #                signer spans in the stored envelope (4 x uint32): each applied event but R
-#   slots        pith + SHA-256 of the slot's JCS (32) -> JCS {"slot", "members"}, members
-#                as [created_at, event_id] in that order (spec 7 step 4)
+#   slots        pith + SHA-256 of the slot's JCS (32) -> its members in (created_at,
+#                event_id) order, each created_at (20 ASCII) + event_id (32): the slot
+#                itself is slot_of any member (spec 7 step 4)
 #   equivocated  pith + slot hash -> empty, for every slot of two or more events
 #   invalid      pith + event_id (32) -> reason code
 # New events that do not change R are added to it in O(log N) each, and a pith new to the
@@ -90,6 +90,32 @@ def pith_summary(result: Reduction | Pending) -> dict[str, Any]:
 
 def _slot_hash(slot: SlotKey) -> bytes:
     return hashlib.sha256(jcs(list(slot))).digest()
+
+
+MEMBER_BYTES = 52
+"""A member of a slot in ``slots``: created_at (20 ASCII bytes: the ts form of spec 1 has
+exactly 20) + the raw event_id (32)."""
+
+Member = tuple[bytes, bytes]
+"""``(created_at in ASCII, raw event_id)``: byte order is (created_at, event_id) order."""
+
+
+def slot_value(members: Sequence[Member]) -> bytes:
+    """The ``slots`` value of members already in (created_at, event_id) order."""
+    return b"".join(created_at + eid for created_at, eid in members)
+
+
+def slot_members(value: bytes) -> list[Member]:
+    """The members a ``slots`` value holds; ``ValueError`` for a damaged one."""
+    if not value or len(value) % MEMBER_BYTES:
+        raise ValueError(f"a slots value of {len(value)} bytes is not members of "
+                         f"{MEMBER_BYTES}")  # fmt: skip
+    return [(value[i : i + 20], value[i + 20 : i + MEMBER_BYTES])
+            for i in range(0, len(value), MEMBER_BYTES)]  # fmt: skip
+
+
+def _member(env: Envelope) -> Member:
+    return env.value["created_at"].encode("ascii"), eid_bytes(env.event_id)
 
 
 def _applied_key(pith: str, envelope_type: str, created_at: str, event_id: str) -> bytes:
@@ -133,9 +159,7 @@ def index_entries(
             slots[equivocation.slot] = list(equivocation.events)
             entries["equivocated"][key + _slot_hash(equivocation.slot)] = b""
         for slot, members in slots.items():
-            value = {"slot": list(slot),
-                     "members": [[e.value["created_at"], e.event_id] for e in members]}
-            entries["slots"][key + _slot_hash(slot)] = jcs(value)  # fmt: skip
+            entries["slots"][key + _slot_hash(slot)] = slot_value([_member(e) for e in members])
         entries["applied"].update(_applied_entry(pith, env) for env in result.applied[1:])
     entries["piths"][key] = jcs(pith_summary(result))
     return entries
@@ -144,12 +168,10 @@ def index_entries(
 def index_write(
     txn: Txn, dbs: dict[str, Any], pith: str, result: Reduction | Pending | None
 ) -> None:
-    """Write the index of a pith from a full reduction (after :func:`index_clear`); ``slots``
-    values packed as copies are (:mod:`pithlog.store.codec`)."""
-    pack = codec.packer(txn, dbs)
+    """Write the index of a pith from a full reduction (after :func:`index_clear`)."""
     for name, entries in index_entries(pith, result).items():
         for key, value in entries.items():
-            txn.put(key, pack(value) if name == "slots" else value, db=dbs[name])
+            txn.put(key, value, db=dbs[name])
 
 
 def index_stored(txn: Txn, dbs: dict[str, Any], pith: str) -> dict[str, dict[bytes, bytes]]:
@@ -161,7 +183,6 @@ def index_stored(txn: Txn, dbs: dict[str, Any], pith: str) -> dict[str, dict[byt
         stored["piths"][prefix] = raw
     for name in INDEX_DBS:
         stored[name] = dict(prefixed(txn, dbs[name], prefix))
-    stored["slots"] = {k: codec.readable(txn, dbs, v) for k, v in stored["slots"].items()}
     return stored
 
 
@@ -185,7 +206,6 @@ def index_add(
         index_write(txn, dbs, pith, reduce_judged(pith, new))
         return True
     summary: dict[str, Any] = msgspec.json.decode(raw)
-    pack = codec.packer(txn, dbs)
     records = [
         j.envelope
         for j in new
@@ -222,15 +242,14 @@ def index_add(
         summary["valid_event_count"] += 1
         slot = slot_of(env)
         slot_key = key + _slot_hash(slot)
-        member = [env.value["created_at"], env.event_id]
+        member = _member(env)
         stored = txn.get(slot_key, db=dbs["slots"])
         if stored is None:
-            entry: dict[str, Any] = {"slot": list(slot), "members": [member]}
+            members = [member]
             if slot != ("record_created",):
                 _put_applied(txn, dbs, pith, env)
         else:
-            entry = msgspec.json.decode(codec.unpack(txn, dbs, stored))
-            members = entry["members"]
+            members = slot_members(stored)
             was = members[0]
             members.append(member)
             members.sort()
@@ -238,10 +257,10 @@ def index_add(
                 summary["equivocation_count"] += 1
                 txn.put(slot_key, b"", db=dbs["equivocated"])
             if members[0] is member and slot != ("record_created",):
-                txn.delete(_applied_key(pith, env.value["event_type"], was[0], was[1]),
-                           db=dbs["applied"])  # fmt: skip
+                txn.delete(_applied_key(pith, env.value["event_type"], was[0].decode("ascii"),
+                                        eid_str(was[1])), db=dbs["applied"])  # fmt: skip
                 _put_applied(txn, dbs, pith, env)
-        txn.put(slot_key, pack(jcs(entry)), db=dbs["slots"])
+        txn.put(slot_key, slot_value(members), db=dbs["slots"])
     txn.put(key, jcs(summary), db=dbs["piths"])
     return True
 
@@ -278,13 +297,16 @@ def assemble_state(txn: Txn, dbs: dict[str, Any], pith: str) -> bytes | None:
         ))  # fmt: skip
     equivocations = []
     for slot_key, _ in prefixed(txn, dbs["equivocated"], key):
-        slot_value = txn.get(slot_key, db=dbs["slots"])
-        if slot_value is None:
+        stored_slot = txn.get(slot_key, db=dbs["slots"])
+        if stored_slot is None:
             raise KeyError(f"equivocated slot {slot_key.hex()} has no slots entry")
-        entry = msgspec.json.decode(codec.unpack(txn, dbs, slot_value))
-        equivocations.append(
-            equivocation_entry(tuple(entry["slot"]), [m[1] for m in entry["members"]])
-        )
+        members = slot_members(stored_slot)
+        first = event_copy(txn, dbs, members[0][1])
+        if first is None:
+            raise KeyError(f"equivocating event {eid_str(members[0][1])} is not stored")
+        # the slot is that of any member: the first one's preferred copy says it
+        equivocations.append(equivocation_entry(slot_of(readmit(first)),
+                                                [eid_str(eid) for _, eid in members]))  # fmt: skip
     equivocations.sort(key=lambda e: slot_sort_key(e["slot"]))
     invalid = [
         (eid_str(invalid_key[len(key) :]), reason.decode("ascii"))

@@ -11,6 +11,7 @@ from typing import Any
 import eventgen as g
 import lmdb
 import pytest
+from oldformat import as_format_5
 
 from pithlog.errors import StoreError
 from pithlog.protocol.events import prepare_record_created, sign_event
@@ -103,7 +104,8 @@ def test_a_store_of_the_previous_format_gets_its_index_on_open(tmp_path: Path) -
     with Store.open(path) as store:
         store.append([g.encoded(r) for r in recs], g.KEYRING)
         states = {r["pith_number"]: store.state(r["pith_number"]) for r in recs}
-    # what format 2 was: no aliases database, format "2"
+    # what format 2 was: format 5's copies and slots, no aliases database, format "2"
+    as_format_5(path)
     env = lmdb.open(str(path), max_dbs=32, subdir=True)
     with env.begin(write=True) as txn:
         txn.drop(env.open_db(b"aliases", txn=txn), delete=True)

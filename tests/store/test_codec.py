@@ -1,6 +1,6 @@
-"""Format 4: copies stored packed (pithlog.store.codec), a dictionary trained in the store,
-format-3 stores migrated on a writable open and refused on a read-only one, damaged values
-reported by replay (docs/store.md, "The value codec")."""
+"""Copies stored packed (pithlog.store.codec, since format 4; in ``copies`` since format 6), a
+dictionary trained in the store, format-3 stores migrated on a writable open and refused on
+a read-only one, damaged values reported by replay (docs/store.md, "The value codec")."""
 
 from __future__ import annotations
 
@@ -14,9 +14,10 @@ import eventgen as g
 import lmdb
 import pytest
 import zstandard
+from oldformat import as_format_5
 
 from pithlog.errors import StoreError
-from pithlog.store import Store, codec
+from pithlog.store import Store, codec, format6
 from pithlog.store.layout import FORMAT_3, FORMAT_VERSION
 
 
@@ -65,35 +66,48 @@ def _raw_values(path: Path) -> dict[tuple[bytes, bytes], bytes]:
         with env.begin() as txn:
             return {
                 (name, k): v
-                for name in (b"events", b"evidence", b"slots")
+                for name in (b"copies", b"events", b"evidence", b"slots")
                 for k, v in txn.cursor(db=env.open_db(name, txn=txn, create=False))
             }
     finally:
         env.close()
 
 
-def _as_format_3(path: Path) -> None:
-    """Rewrite a store as pithlog wrote format 3: every copy and slot its JCS bytes, no
-    dictionary."""
-    with Store.open(path, create=False) as store:
+def _copies(values: dict[tuple[bytes, bytes], bytes]) -> dict[bytes, bytes]:
+    return {k[1]: v for k, v in values.items() if k[0] == b"copies"}
 
-        def work(txn: Any, dbs: dict[str, Any]) -> None:
-            for name in codec.PACKED:
-                for key, stored in list(txn.cursor(db=dbs[name])):
-                    txn.put(key, codec.unpack(txn, dbs, stored), db=dbs[name])
+
+def _is_binary_slot(value: bytes) -> bool:
+    return len(value) % 52 == 0 and value[:1].isdigit()
+
+
+def _as_format_3(path: Path) -> None:
+    """Rewrite a store as pithlog wrote format 3: every copy in events or evidence and every
+    slot as its JCS bytes, no dictionary."""
+    as_format_5(path)
+    env = lmdb.open(str(path), max_dbs=32, subdir=True)
+    dbs: dict[str, Any] = {}
+    try:
+        with env.begin(write=True) as txn:
+            dbs.update({n: env.open_db(n.encode(), txn=txn) for n in ("dicts", "meta")})
+            for name in ("events", "evidence", "slots"):
+                db = env.open_db(name.encode(), txn=txn)
+                for key, stored in list(txn.cursor(db=db)):
+                    txn.put(key, codec.unpack(txn, dbs, stored), db=db)
             for key in [k for k, _ in txn.cursor(db=dbs["dicts"])]:
                 txn.delete(key, db=dbs["dicts"])
             txn.delete(codec.META_DICT, db=dbs["meta"])
             txn.put(b"format", FORMAT_3, db=dbs["meta"])
-
-        store._write(work)
+    finally:
+        codec.forget(dbs)
+        env.close()
 
 
 def test_copies_are_packed_and_read_back_exactly(tmp_path: Path, small_dictionary: None) -> None:
     kept = _filled(tmp_path / "s")
     values = _raw_values(tmp_path / "s")
     assert any(k[0] == b"evidence" for k in values)
-    copies = {k: v for k, v in values.items() if k[0] != b"slots"}
+    copies = _copies(values)
     tags = {v[:1] for v in copies.values()}
     assert codec.DICT in tags and codec.PLAIN in tags  # before and after the dictionary
     with Store.open(tmp_path / "s", create=False) as store:
@@ -102,12 +116,13 @@ def test_copies_are_packed_and_read_back_exactly(tmp_path: Path, small_dictionar
         for data in exported:
             assert store.copy(hashlib.sha256(data).digest()) == data
         assert sum(map(len, copies.values())) < sum(map(len, exported)) / 2
-        assert {v[:1] for k, v in values.items() if k[0] == b"slots"} >= {codec.DICT}
+        # the slots are binary members (format 6), neither JSON nor packed
+        assert all(_is_binary_slot(v) for k, v in values.items() if k[0] == b"slots")
         report = store.replay(g.KEYRING, verify=True)
         assert report.ok, [d.line() for d in report.discrepancies]
         stats = store.stats()
         assert stats["format"] == FORMAT_VERSION.decode()
-        assert stats["pages"]["events"]["leaf"] >= 1
+        assert stats["pages"]["copies"]["leaf"] >= 1
         assert stats["pages"]["dicts"]["overflow"] >= 1  # the dictionary
 
 
@@ -118,11 +133,11 @@ def test_a_format_3_store_migrates_byte_identical(
     _filled(path)
     original = _snapshot(path)
     _as_format_3(path)
-    assert all(v[:1] == b"{" for v in _raw_values(path).values())
     before = _raw_values(path)
-    monkeypatch.setattr(codec, "MIGRATE_CHUNK", 7)  # several transactions
+    assert not _copies(before) and all(v[:1] == b"{" for v in before.values())
+    monkeypatch.setattr(format6, "MIGRATE_CHUNK", 7)  # several transactions
     steps = []
-    real_step = codec.migrate_step
+    real_step = format6.step
 
     def step(txn: Any, dbs: dict[str, Any], limit: int | None = None) -> bool:
         steps.append(1)
@@ -130,27 +145,35 @@ def test_a_format_3_store_migrates_byte_identical(
             raise KeyboardInterrupt  # killed between two steps
         return real_step(txn, dbs, limit)
 
-    monkeypatch.setattr(codec, "migrate_step", step)
+    monkeypatch.setattr(format6, "step", step)
     with pytest.raises(KeyboardInterrupt):
         Store.open(path, create=False)
     half = _raw_values(path)
     assert {v[:1] for v in half.values()} >= {b"{", codec.DICT}  # part of it packed
-    monkeypatch.setattr(codec, "migrate_step", real_step)
+    assert 0 < len(_copies(half)) < len(_copies(before)) + sum(
+        1 for k in before if k[0] in (b"events", b"evidence"))  # part of it moved
+    with pytest.raises(StoreError) as caught:  # half-way: no reader reads it
+        Store.open(path, create=False, readonly=True)
+    assert caught.value.code == "store.upgrade"
+    monkeypatch.setattr(format6, "step", real_step)
     after = _snapshot(path)  # resumes and finishes
     values = _raw_values(path)
-    assert values.keys() == before.keys()
-    assert all(v[:1] == codec.DICT for k, v in values.items() if k[0] != b"slots")
-    assert {v[:1] for k, v in values.items() if k[0] == b"slots"} >= {codec.DICT}
+    copies = _copies(values)
+    assert len(copies) == sum(1 for k in before if k[0] in (b"events", b"evidence"))
+    assert all(v[:1] == codec.DICT for v in copies.values())  # packed on the way
+    assert all(_is_binary_slot(v) for k, v in values.items() if k[0] == b"slots")
     with Store.open(path, create=False) as store:
         assert store.stats()["format"] == FORMAT_VERSION.decode()
-        assert store._read(lambda txn, dbs: codec.migrating(txn, dbs)) is False
-        for where, raw in before.items():
-            value = values[where]
-            assert store._read(lambda txn, dbs, v=value: codec.unpack(txn, dbs, v)) == raw
+        assert store._read(lambda txn, dbs: format6.migrating(txn, dbs)) is False
+        for (name, key), raw in before.items():
+            if name == b"events":
+                assert store.event("sha256:" + key.hex()) == raw
+            elif name == b"evidence":
+                assert raw in store.evidence("sha256:" + key[:32].hex())
         report = store.replay(g.KEYRING, verify=True)
         assert report.ok, [d.line() for d in report.discrepancies]
     # every state, export line and root is the one the store gave before, and the one a
-    # store written in format 4 from the start gives
+    # store written in format 6 from the start gives
     assert after == original
     reference = tmp_path / "r"
     _filled(reference)
@@ -169,12 +192,15 @@ def test_a_format_3_store_opened_read_only_is_refused_and_unchanged(tmp_path: Pa
 
 
 def _damage(path: Path, how: str) -> bytes:
-    """Damage one packed value of ``events``; its key."""
+    """Damage one packed copy that ``events`` points at; its event_id."""
     env = lmdb.open(str(path), max_dbs=32, subdir=True)
     try:
         with env.begin(write=True) as txn:
-            db = env.open_db(b"events", txn=txn, create=False)
-            key, value = next((k, v) for k, v in txn.cursor(db=db) if v[:1] == codec.DICT)
+            copies = env.open_db(b"copies", txn=txn, create=False)
+            events = env.open_db(b"events", txn=txn, create=False)
+            key, pointer = next((k, p) for k, p in txn.cursor(db=events)
+                                if txn.get(p, db=copies)[:1] == codec.DICT)  # fmt: skip
+            value = txn.get(pointer, db=copies)
             if how == "flip":
                 damaged = value[:-6] + bytes(b ^ 0x55 for b in value[-6:])
             elif how == "truncate":
@@ -187,7 +213,7 @@ def _damage(path: Path, how: str) -> bytes:
                 frame = zstandard.ZstdCompressor(write_content_size=False).compress(b"{}")
                 header = b"\x28\xb5\x2f\xfd" + bytes([0xA0]) + struct.pack("<I", 2**31)
                 damaged = codec.PLAIN + header + frame[5:]
-            txn.put(key, damaged, db=db)
+            txn.put(pointer, damaged, db=copies)
             return bytes(key)
     finally:
         env.close()
@@ -247,7 +273,7 @@ def test_a_failed_training_is_tried_again_when_the_store_has_doubled(
         newest = store._read(lambda txn, dbs: codec.newest_dictionary(txn, dbs))
     assert len(calls) == 2
     assert newest is not None
-    tags = {v[:1] for k, v in _raw_values(tmp_path / "s").items() if k[0] == b"events"}
+    tags = {v[:1] for v in _copies(_raw_values(tmp_path / "s")).values()}
     assert tags == {codec.PLAIN, codec.DICT}
 
 

@@ -118,6 +118,13 @@ def damaged(tmp_path: Path) -> tuple[Store, list[dict[str, Any]]]:
     store.close()
 
 
+def _overwrite_copy(store: Store, eid: bytes, data: bytes) -> None:
+    """Replace the bytes of the preferred copy of ``eid`` where they are stored (format 6:
+    in ``copies``, under the sequence number ``events`` points at)."""
+    store._write(lambda txn, dbs: txn.put(txn.get(eid, db=dbs["events"]), data,
+                                          db=dbs["copies"]))  # fmt: skip
+
+
 def _attestation(events: list[dict[str, Any]]) -> dict[str, Any]:
     return next(e for e in events if e["event_type"] == "mirror_hint")
 
@@ -130,7 +137,7 @@ def test_flipped_byte_in_an_envelope_is_named(damaged: tuple[Store, list[Any]]) 
     at = data.index(b"https://") + 9
     data[at] ^= 0x01
 
-    store._write(lambda txn, dbs: txn.put(eid, bytes(data), db=dbs["events"]))
+    _overwrite_copy(store, eid, bytes(data))
     found = lines(store)
     assert found
     assert any(victim["event_id"] in line for line in found)
@@ -322,7 +329,13 @@ def test_replay_work_names_every_pith_and_the_evidence_claiming_it(
     # Damage: an evidence copy whose preferred copy is gone, and one that is not JSON.
     gone = next(e for e in events if e["event_type"] == "record_created")
     gid = bytes.fromhex(gone["event_id"][7:])
-    store._write(lambda txn, dbs: txn.put(gid + b"\x01" * 32, b"{", db=dbs["evidence"]))
+    far = (10**6).to_bytes(8, "big")  # a copy under a sequence number seq does not hold
+
+    def damage(txn: Any, dbs: dict[str, Any]) -> None:
+        txn.put(far, b"{", db=dbs["copies"])
+        txn.put(gid + b"\x01" * 32, far, db=dbs["evidence"])
+
+    store._write(damage)
 
     piths, foreign = store._read(replay_work)
     assert piths == sorted({e["pith_number"] for e in events})
@@ -346,7 +359,7 @@ def test_replay_with_verifying_processes_reports_the_same(
     at = data.index(b'"signature_b64":"') + 20
     data[at] = ord("A") if data[at] != ord("A") else ord("B")  # still base64: fails check 6
     assert check_alone(admit(json.loads(data)), g.KEYRING) == "bad_signature"
-    store._write(lambda txn, dbs: txn.put(eid, bytes(data), db=dbs["events"]))
+    _overwrite_copy(store, eid, bytes(data))
     threads = store.replay(g.KEYRING, jobs=1)
     monkeypatch.setattr(pithlog.store.replay_processes, "VERIFY_PROCESS_MIN_PITHS", 0)
     monkeypatch.setattr(pithlog.store.replay, "_CHUNK", 1)

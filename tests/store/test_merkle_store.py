@@ -12,9 +12,11 @@ from typing import Any
 import eventgen as g
 import lmdb
 import pytest
+from oldformat import rewrite_as_format_5
 
 from pithlog.errors import StoreError
 from pithlog.store import Store, tree
+from pithlog.store.layout import FORMAT_VERSION
 from pithlog.transparency import merkle
 
 
@@ -97,7 +99,6 @@ def test_a_store_without_the_tree_gets_it_on_open(tmp_path: Path) -> None:
 
         def forget(txn: Any, dbs: dict[str, Any]) -> None:
             txn.drop(dbs["merkle"], delete=True)
-            txn.drop(dbs["copy_seq"], delete=True)
             txn.drop(dbs["by_copy"], delete=True)
             txn.delete(b"merkle_size", db=dbs["meta"])
 
@@ -120,7 +121,7 @@ def test_a_tree_built_on_open_that_does_not_fit_grows_the_map(
 
         def forget(txn: Any, dbs: dict[str, Any]) -> None:
             txn.drop(dbs["merkle"], delete=False)
-            txn.drop(dbs["copy_seq"], delete=False)
+            txn.drop(dbs["by_copy"], delete=False)
             txn.delete(b"merkle_size", db=dbs["meta"])
 
         store._write(forget)
@@ -153,7 +154,7 @@ def test_a_tree_behind_seq_catches_up(tmp_path: Path) -> None:
 
         def rewind(txn: Any, dbs: dict[str, Any]) -> None:
             txn.put(b"merkle_size", n.to_bytes(8, "big"), db=dbs["meta"])
-            txn.delete((1).to_bytes(1, "big") + (n // 2).to_bytes(8, "big"), db=dbs["merkle"])
+            txn.delete(tree.node_key(1, n // 2), db=dbs["merkle"])
 
         store._write(rewind)
         lines = [d.line() for d in store.replay(g.KEYRING).discrepancies]
@@ -168,7 +169,7 @@ def test_a_tree_behind_seq_catches_up(tmp_path: Path) -> None:
 def test_replay_names_a_damaged_tree(tmp_path: Path) -> None:
     store, _ = filled(tmp_path / "s")
     with store:
-        key = (2).to_bytes(1, "big") + (1).to_bytes(8, "big")
+        key = tree.node_key(2, 1)
         good = store._read(lambda txn, dbs: txn.get(key, db=dbs["merkle"]))
         assert good is not None
         store._write(lambda txn, dbs: txn.put(key, b"\x00" * 32, db=dbs["merkle"]))
@@ -176,10 +177,10 @@ def test_replay_names_a_damaged_tree(tmp_path: Path) -> None:
         assert lines == ["merkle: node 2/1: differs from the hash recomputed from seq"]
         store._write(lambda txn, dbs: txn.put(key, good, db=dbs["merkle"]))
         first = store.copy_keys()[0]
-        store._write(lambda txn, dbs: txn.delete(first, db=dbs["copy_seq"]))
+        store._write(lambda txn, dbs: txn.delete(first[32:], db=dbs["by_copy"]))
         lines = [d.line() for d in store.replay(g.KEYRING).discrepancies]
-        assert any("copy_seq does not map" in line for line in lines)
-        assert any(line.startswith("merkle: copy_seq: holds") for line in lines)
+        assert any("by_copy does not map" in line for line in lines)
+        assert any(line.startswith("merkle: by_copy: holds") for line in lines)
 
 
 def test_a_rewritten_history_fails_consistency(tmp_path: Path) -> None:
@@ -216,6 +217,7 @@ def as_format_2(store: Store) -> tuple[int, bytes]:
     Returns that old tree's size and root."""
 
     def rewrite(txn: Any, dbs: dict[str, Any]) -> tuple[int, bytes]:
+        rewrite_as_format_5(txn, dbs)  # format 5's copies and slots, as format 2 held them
         txn.drop(dbs["merkle"], delete=False)
         txn.drop(dbs["by_copy"], delete=False)  # format 2 had none
         nodes: dict[tuple[int, int], bytes] = {}
@@ -240,19 +242,19 @@ def as_format_2(store: Store) -> tuple[int, bytes]:
 def test_a_format_2_store_is_migrated_on_open(tmp_path: Path) -> None:
     """Format 2 hashed the event_id alone into a leaf; opening such a store rebuilds the
     tree over the 64-byte leaf data and goes on through formats 3 and 4 to format 5, in
-    one transaction."""
+    one transaction, then to format 6 (the copies moved in transactions of their own)."""
     store, _ = filled(tmp_path / "s")
     with store:
         data = leaves_of(store)
+        states = {p["pith_number"]: store.state(p["pith_number"]) for p in store.piths()}
         size, old_root = as_format_2(store)
         assert size == len(data)
         assert old_root == merkle.root_of([d[:32] for d in data])
-        states = {p["pith_number"]: store.state(p["pith_number"]) for p in store.piths()}
     # the process's environment is shared while a Store is open: closed above, so the
     # next open reads the files afresh and migrates them
     with Store.open(tmp_path / "s", create=False) as again:
-        assert again.stats()["format"] == "5"
-        assert again._read(lambda txn, dbs: txn.get(b"format", db=dbs["meta"])) == b"5"
+        assert again.stats()["format"] == FORMAT_VERSION.decode()
+        assert again._read(lambda txn, dbs: txn.get(b"format", db=dbs["meta"])) == FORMAT_VERSION
         assert again.tree_root() == (size, merkle.root_of(data))
         assert again.tree_root()[1] != old_root
         assert {p: again.state(p) for p in states} == states

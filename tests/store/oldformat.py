@@ -1,0 +1,67 @@
+"""Format 5 as pithlog wrote it, made from a store of the current format with format 5's own
+writes: every copy held in ``events`` (the preferred one) or ``evidence`` itself, packed as
+it is stored, no ``copies``, a ``copy_seq``, ``by_key`` by event_id + copy hash, ``merkle``
+keyed level + index; ``slots`` as
+the packed JCS ``{"members": [[created_at, event_id], ...], "slot": [...]}``
+(``docs/store.md``, "Format 5 to 6"). The tests of older formats start from it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import lmdb
+
+from pithlog.protocol.canonical import jcs
+from pithlog.protocol.events import readmit
+from pithlog.protocol.reduce import slot_of
+from pithlog.store import codec
+from pithlog.store.layout import DB_NAMES, FORMAT_5, eid_str
+
+
+def rewrite_as_format_5(txn: Any, dbs: dict[str, Any], copy_seq: Any = None) -> None:
+    """In a write transaction on a store of the current format: its layout of format 5
+    (``copy_seq``: format 5's database of event_id + copy hash -> seq, filled when given)."""
+    copies = dict(txn.cursor(db=dbs["copies"]))
+    pointers = {name: list(txn.cursor(db=dbs[name])) for name in ("events", "evidence")}
+    pack = codec.packer(txn, dbs)
+    for key, value in list(txn.cursor(db=dbs["slots"])):
+        members = [(value[i : i + 20].decode("ascii"), eid_str(value[i + 20 : i + 52]))
+                   for i in range(0, len(value), 52)]  # fmt: skip
+        first = dict(pointers["events"])[bytes.fromhex(members[0][1][7:])]
+        slot = slot_of(readmit(codec.unpack(txn, dbs, copies[first])))
+        entry = {"slot": list(slot), "members": [list(m) for m in members]}
+        txn.put(key, pack(jcs(entry)), db=dbs["slots"])
+    for name, entries in pointers.items():
+        for key, pointer in entries:
+            txn.put(key, copies[pointer], db=dbs[name])
+    txn.drop(dbs["copies"], delete=False)
+    # by_key named a copy by event_id + copy hash
+    listed = list(txn.cursor(db=dbs["by_key"]).iternext(values=False))
+    txn.drop(dbs["by_key"], delete=False)
+    for key in listed:
+        txn.put(key[:32] + txn.get(key[32:], db=dbs["seq"]), b"", db=dbs["by_key"])
+    # merkle keyed level (1) + index (8): before format 6 keyed it by last leaf + level
+    nodes = list(txn.cursor(db=dbs["merkle"]))
+    txn.drop(dbs["merkle"], delete=False)
+    for key, node in nodes:
+        last, level = int.from_bytes(key[:8], "big"), key[8]
+        txn.put(bytes([level]) + (((last + 1) >> level) - 1).to_bytes(8, "big"), node,
+                db=dbs["merkle"])  # fmt: skip
+    if copy_seq is not None:
+        for seq, target in txn.cursor(db=dbs["seq"]):
+            txn.put(target, seq, db=copy_seq)
+    txn.put(b"format", FORMAT_5, db=dbs["meta"])
+
+
+def as_format_5(path: Path) -> None:
+    """:func:`rewrite_as_format_5` of the store at ``path`` (not open in this process)."""
+    env = lmdb.open(str(path), max_dbs=32, subdir=True)
+    dbs: dict[str, Any] = {}
+    try:
+        with env.begin(write=True) as txn:
+            dbs.update({name: env.open_db(name.encode("ascii"), txn=txn) for name in DB_NAMES})
+            rewrite_as_format_5(txn, dbs, env.open_db(b"copy_seq", txn=txn))
+    finally:
+        codec.forget(dbs)
+        env.close()

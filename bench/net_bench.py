@@ -42,7 +42,9 @@ ORIGIN = "registry.test.invalid/pith"
 
 
 def trivial_server() -> None:
-    """A Starlette app with one constant route, under uvicorn as `pithlog serve` runs."""
+    """A Starlette app with constant routes, under uvicorn as `pithlog serve` runs: ``GET
+    /``, and ``POST /submit``, which reads the body and answers one status line without
+    storing anything (the ceiling of bench/submit_bench.py's clients and framework)."""
     import uvicorn
     from starlette.applications import Starlette
     from starlette.requests import Request
@@ -52,13 +54,18 @@ def trivial_server() -> None:
     async def ok(request: Request) -> Response:
         return Response(b"ok\n", media_type="text/plain")
 
+    async def submit(request: Request) -> Response:
+        await request.body()
+        return Response(b'{"status": "not stored"}\n', media_type="application/x-ndjson")
+
     from pithlog.net.server import bind
 
     sock = bind("127.0.0.1", 0)  # the listening socket pithlog serve makes
     print(f"serve: listening on http://127.0.0.1:{sock.getsockname()[1]}", file=sys.stderr,
           flush=True)  # fmt: skip
-    config = uvicorn.Config(Starlette(routes=[Route("/", ok)]), lifespan="off",
-                            log_level="warning", access_log=False, server_header=False,
+    routes = [Route("/", ok), Route("/healthz", ok), Route("/submit", submit, methods=["POST"])]
+    config = uvicorn.Config(Starlette(routes=routes), lifespan="off", log_level="warning",
+                            access_log=False, server_header=False,
                             limit_concurrency=1000)  # fmt: skip
     uvicorn.Server(config).run(sockets=[sock])
 

@@ -10,8 +10,11 @@ loopback, with its target:
   and p99 latency.
 
 The commands being compared are timed in turns (append, then the other; ``repeat``
-rounds) and the median of the rounds' ratios is kept: each ratio compares two timings
-taken a minute apart at most, so the machine's drift stays out of it. Every server is a
+rounds), each divided by the raw verify rate measured around it, and the median of the
+rounds' ratios is kept: the machine's speed drifts within a minute (on a shared machine,
+by up to 2x), and these ratios keep that drift out. The submitters are also timed against
+a trivial ``POST`` route of the same framework, storing nothing: the most the same
+clients reach on the same cores, which bounds what the submitters' ratio can be. Every server is a
 process of its own (``pithlog serve`` as users run it); the mirror and append run in this
 process (the CLI, as the other rows), the HTTP clients too.
 """
@@ -106,14 +109,16 @@ def _rounds(values: list[float]) -> str:
         f"{v:.2f}" for v in values) + ")"  # fmt: skip
 
 
-def _timed_rate(table: Any, name: str, events: int, func: Callable[[], object]) -> float:
-    """``func``'s events/s, printed with its ratio to the verify rate measured around it."""
+def _timed_rate(table: Any, name: str, events: int,
+                func: Callable[[], object]) -> tuple[float, float]:  # fmt: skip
+    """``func``'s events/s, and the same divided by the verify rate measured around it (the
+    machine's speed drifts within a minute: ratios are taken between these)."""
     before = table.verify_rate()
     seconds = timed(func)
     local = (before + table.verify_rate()) / 2
     print(f"  {name}: {events / seconds:,.0f} events/s ({events / seconds / local:.2f}x "
           f"verify, verify {local:,.0f}/s)", flush=True)  # fmt: skip
-    return events / seconds
+    return events / seconds, events / seconds / local
 
 
 def _append(folder: Path, events: Path, keyring: Path, cli: Cli) -> Callable[[], None]:
@@ -138,12 +143,12 @@ def mirror_row(table: Any, n: int, folder: Path, events: Path, keyring: Path, ur
     rates: list[tuple[float, float]] = []
     for _ in range(table.repeat):
         shutil.rmtree(folder / "appended", ignore_errors=True)
-        appended = _timed_rate(table, f"append {n:,} events, batches of 1,000", n, append)
+        appended, a = _timed_rate(table, f"append {n:,} events, batches of 1,000", n, append)
         shutil.rmtree(mirror, ignore_errors=True)
         argv = mirror_bench.mirror_argv(url, mirror, keyring)
-        mirrored = _timed_rate(table, f"mirror {n:,} events over loopback", n,
-                               functools.partial(cli, argv))  # fmt: skip
-        ratios.append(mirrored / appended)
+        mirrored, m = _timed_rate(table, f"mirror {n:,} events over loopback", n,
+                                  functools.partial(cli, argv))  # fmt: skip
+        ratios.append(m / a)
         rates.append((mirrored, appended))
     mirrored, appended = rates[sorted(range(len(ratios)), key=ratios.__getitem__)[
         len(ratios) // 2]]  # fmt: skip
@@ -165,30 +170,48 @@ def submit_row(table: Any, folder: Path, lines: list[bytes], key: Path, keyring:
     subset.write_bytes(b"".join(line + b"\n" for line in lines))
     append = _append(folder, subset, keyring, cli)
     ratios: list[float] = []
+    ceilings: list[float] = []
+    bounds: list[float] = []
     shown: list[tuple[float, float, str]] = []
-    for _ in range(table.repeat):
-        appended = _timed_rate(table, f"append {len(lines):,} events, batches of 1,000",
-                               len(lines), append)  # fmt: skip
-        store = folder / "submit-store"
-        shutil.rmtree(store, ignore_errors=True)
-        server, url = net_bench.serve(store, key, "--submit", "--keyring", str(keyring))
-        try:
+    trivial, trivial_url = net_bench.serve_trivial()
+    try:
+        for _ in range(table.repeat):
+            appended, a = _timed_rate(table, f"append {len(lines):,} events, batches of "
+                                      "1,000", len(lines), append)  # fmt: skip
+            # the same clients against a route that stores nothing: what the client and the
+            # framework allow on this machine's cores
             before = table.verify_rate()
-            got = asyncio.run(submit_each(url, lines, SUBMITTERS, SUBMIT_SECONDS))
+            bare = asyncio.run(submit_each(trivial_url, lines, SUBMITTERS, SUBMIT_SECONDS))
             local = (before + table.verify_rate()) / 2
-        finally:
-            net_bench.stop(server)
-        rate = got.events / got.seconds
-        statuses = json.dumps(dict(sorted(got.statuses.items())))
-        print(f"  {SUBMITTERS} submitters: {got.events:,} events in {got.seconds:.1f} s, "
-              f"{rate:,.0f} events/s ({rate / local:.2f}x verify; {statuses})", flush=True)
-        ratios.append(rate / appended)
-        shown.append((rate, appended, f"{got.events:,} of {len(lines):,} sent"))
-    rate, appended, sent = shown[sorted(range(len(ratios)), key=ratios.__getitem__)[
-        len(ratios) // 2]]  # fmt: skip
+            ceilings.append(bare.events / bare.seconds)
+            bounds.append(ceilings[-1] / local / a)
+            print(f"  {SUBMITTERS} submitters against a trivial POST route: "
+                  f"{ceilings[-1]:,.0f} requests/s", flush=True)  # fmt: skip
+            store = folder / "submit-store"
+            shutil.rmtree(store, ignore_errors=True)
+            server, url = net_bench.serve(store, key, "--submit", "--keyring", str(keyring))
+            try:
+                before = table.verify_rate()
+                got = asyncio.run(submit_each(url, lines, SUBMITTERS, SUBMIT_SECONDS))
+                local = (before + table.verify_rate()) / 2
+            finally:
+                net_bench.stop(server)
+            rate = got.events / got.seconds
+            statuses = json.dumps(dict(sorted(got.statuses.items())))
+            print(f"  {SUBMITTERS} submitters: {got.events:,} events in {got.seconds:.1f} s, "
+                  f"{rate:,.0f} events/s ({rate / local:.2f}x verify; {statuses})", flush=True)
+            ratios.append(rate / local / a)
+            shown.append((rate, appended, f"{got.events:,} of {len(lines):,} sent"))
+    finally:
+        net_bench.stop(trivial)
+    at = sorted(range(len(ratios)), key=ratios.__getitem__)[len(ratios) // 2]
+    rate, appended, sent = shown[at]
     table.figure(f"{SUBMITTERS} concurrent submitters, one event per POST /submit (group "
                  f"commit), {sent}", f"{rate:,.0f} events/s; append {appended:,.0f} events/s")
     table.figure("  " + SUBMIT, f"{_median(ratios):.2f}x{_rounds(ratios)}")
+    table.figure(f"  the same clients against a trivial POST route ({ceilings[at]:,.0f} "
+                 "requests/s, nothing stored), ÷ append: the most this machine allows",
+                 f"{_median(bounds):.2f}x{_rounds(bounds)}")  # fmt: skip
 
 
 def endpoint_rows(table: Any, url: str, pith: str) -> None:

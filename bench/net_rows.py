@@ -212,6 +212,8 @@ def submit_row(table: Any, folder: Path, lines: list[bytes], key: Path, keyring:
     table.figure(f"  the same clients against a trivial POST route ({ceilings[at]:,.0f} "
                  "requests/s, nothing stored), ÷ append: the most this machine allows",
                  f"{_median(bounds):.2f}x{_rounds(bounds)}")  # fmt: skip
+    table.figure("  submitters ÷ the same clients against that trivial route",
+                 f"{_median(ratios) / _median(bounds):.2f}x")  # fmt: skip
 
 
 def endpoint_rows(table: Any, url: str, pith: str) -> None:

@@ -13,10 +13,10 @@ The commands being compared are timed in turns (append, then the other; ``repeat
 rounds), each divided by the raw verify rate measured around it, and the median of the
 rounds' ratios is kept: the machine's speed drifts within a minute (on a shared machine,
 by up to 2x), and these ratios keep that drift out. The submitters are also timed against
-a trivial ``POST`` route of the same framework, storing nothing: the most the same
-clients reach on the same cores, which bounds what the submitters' ratio can be. Every server is a
-process of its own (``pithlog serve`` as users run it); the mirror and append run in this
-process (the CLI, as the other rows), the HTTP clients too.
+a trivial ``POST`` route of the same framework, storing nothing: the most the same clients
+reach on the same cores, which bounds what the submitters' ratio can be. Every server is
+a process of its own (``pithlog serve`` as users run it); the mirror and append run in
+this process (the CLI, as the other rows), the HTTP clients too.
 """
 
 from __future__ import annotations

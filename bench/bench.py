@@ -4,7 +4,8 @@ Prints one table and appends it, with the machine, versions and date, to bench/R
 Two workloads: ``mixed`` (every line in JCS, as ``pithlog sign`` writes it) and
 ``registry`` (citation-heavy, most lines in the forms producers write; see
 bench/workload.py), each with the stage table of bench/stages.py, then the door's cost per
-line in each form (bench/door.py).
+line in each form (bench/door.py), and the network rows (bench/net_rows.py: mirror and
+submitters against append, requests/s of ``pithlog serve``; ``--only-net`` for them alone).
 Sizes: `--scale` multiplies the event counts (1.0 = the documented sizes; CI never runs
 this). `--repeat N` (default 3) times each throughput N times and keeps the median ratio:
 the machine's speed moves by up to 30 % between timings. Workloads are cached in
@@ -47,6 +48,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import door
 import stages
 import workload
+from net_rows import net_rows
 from verify_rate import raw_verify_rate, timed
 
 from pithlog.cli import main
@@ -191,12 +193,16 @@ def reduce_rows(table: Table, n: int, events: Path, keyring: Path, plain: float)
                  f"{dask / ratios[2]:.2f}x")  # fmt: skip
 
 
-def run(scale: float, big: int, repeat: int = 1, only_reduce: bool = False) -> Table:
+def run(scale: float, big: int, repeat: int = 1, only_reduce: bool = False,
+        only_net: bool = False) -> Table:  # fmt: skip
     table = Table(repeat)
     n = max(1000, int(100_000 * scale))
     events = workload.write(CACHE / f"mixed-{n}.jsonl", workload.mixed(n))
     keyring = CACHE / "keyring.json"
     keyring.write_text(json.dumps({"keyring_version": "1", "keys": test_keyring_entries()}))
+    if only_net:
+        net_rows(table, n, events, keyring, _cli)
+        return table
     ring = make_keyring(test_keyring_entries())
     keys = {k: Ed25519PublicKey.from_public_bytes(ring[k].public_key) for k in ring}
     plain = table.rate("straightforward json + rfc8785 + verify", n,
@@ -237,6 +243,7 @@ def run(scale: float, big: int, repeat: int = 1, only_reduce: bool = False) -> T
             shutil.rmtree(folder, ignore_errors=True)
 
     registry_rows(table, n, keyring)
+    net_rows(table, n, events, keyring, _cli)
     keyring_change(table, events, n)
     top = max(1000, 100_000 * scale)
     grow(table, ring, [size for size in (1000, 10000, 100_000) if size <= top])
@@ -474,15 +481,18 @@ def main_bench(argv: list[str] | None = None) -> int:
     parser.add_argument("--only-reduce", action="store_true",
                         help="time the reduce rows only (straightforward, --jobs, --dask); "
                         "nothing is recorded")
+    parser.add_argument("--only-net", action="store_true",
+                        help="time the network rows only (mirror, submitters, requests/s of "
+                        "pithlog serve; bench/net_rows.py); nothing is recorded")
     args = parser.parse_args(argv)
     if args.repeat < 1:
         parser.error("--repeat must be at least 1")
     print(f"pithlog bench, scale {args.scale}, repeat {args.repeat}: {environment()}",
           flush=True)  # fmt: skip
-    table = run(args.scale, args.replay_events, args.repeat, args.only_reduce)
+    table = run(args.scale, args.replay_events, args.repeat, args.only_reduce, args.only_net)
     text = table.markdown()
     print(text)
-    if args.only_reduce:  # a part of the table: not recorded
+    if args.only_reduce or args.only_net:  # a part of the table: not recorded
         return 0
     samples = sorted(table.verify_samples)
     verify_us = 1e6 / samples[len(samples) // 2]

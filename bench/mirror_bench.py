@@ -4,12 +4,14 @@ the seed-shaped workload (``bench/workload.py``); ``pithlog serve`` serves it on
 bundles, copies, signatures). The reference is ``pithlog append`` of A's export into a
 fresh store, in batches of 1,000. Printed: both times and mirror throughput ÷ append
 throughput (target >= 0.8), one run, same machine (server, mirror and disk shared).
+``make bench`` measures the same (``bench/net_rows.py``).
 
     .venv/bin/python bench/mirror_bench.py [N]
 """
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 import sys
@@ -20,12 +22,29 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import workload
+from net_bench import ORIGIN, serve, stop
 
-from pithlog.protocol.keys import dump_key_file, make_keyring
+from pithlog.protocol.keys import Keyring, dump_key_file, make_keyring
 from pithlog.store import Store
 from pithlog.testing import test_key, test_keyring_entries
 
-ORIGIN = "registry.test.invalid/pith"
+
+def fill(path: Path, lines: list[bytes], keyring: Keyring) -> None:
+    """The origin's store: ``lines`` appended in batches of 10,000 (untimed)."""
+    batches = (lines[i : i + 10_000] for i in range(0, len(lines), 10_000))
+    with Store.open(path) as store:
+        for _ in store.append_batches(batches, keyring):
+            pass
+
+
+def mirror_argv(url: str, store: Path, keyring: Path) -> list[str]:
+    """``pithlog mirror`` of the served log at ``url`` into ``store`` (CLI arguments)."""
+    return ["--store", str(store), "mirror", url, "--keyring", str(keyring), "--origin", ORIGIN]
+
+
+def same_tree(a: Path, b: Path) -> bool:
+    with Store.open(a, readonly=True) as x, Store.open(b, readonly=True) as y:
+        return x.tree_root() == y.tree_root()
 
 
 def _pithlog(*args: str) -> list[str]:
@@ -36,18 +55,12 @@ def main() -> None:
     n = int(sys.argv[1]) if len(sys.argv) > 1 else 100_000
     root = Path(tempfile.mkdtemp(prefix="pithlog-mirror-bench-"))
     try:
-        import json
-
         keyring = root / "keyring.json"
         keyring.write_text(json.dumps({"keyring_version": "1", "keys": test_keyring_entries()}))
         key = root / "registry.key"
         key.write_bytes(dump_key_file(test_key("registry")))
         export = workload.write(root / "events.jsonl", workload.mixed(n))
-        ring = make_keyring(test_keyring_entries())
-        lines = export.read_bytes().splitlines()
-        with Store.open(root / "a") as a:
-            for i in range(0, len(lines), 10_000):
-                a.append(lines[i : i + 10_000], ring)
+        fill(root / "a", export.read_bytes().splitlines(), make_keyring(test_keyring_entries()))
 
         started = time.perf_counter()
         subprocess.run(_pithlog("--store", str(root / "appended"), "append", "--keyring",
@@ -55,24 +68,15 @@ def main() -> None:
                        check=True, stdout=subprocess.DEVNULL)  # fmt: skip
         append_s = time.perf_counter() - started
 
-        server = subprocess.Popen(_pithlog("--store", str(root / "a"), "serve", "--listen",
-                                           "127.0.0.1:0", "--key", str(key), "--origin",
-                                           ORIGIN), stderr=subprocess.PIPE)  # fmt: skip
+        server, url = serve(root / "a", key)
         try:
-            assert server.stderr is not None
-            line = server.stderr.readline().decode()
-            url = line.rsplit(" ", 1)[1].strip()
             started = time.perf_counter()
-            subprocess.run(_pithlog("--store", str(root / "mirror"), "mirror", url,
-                                    "--keyring", str(keyring), "--origin", ORIGIN),
-                           check=True, stdout=subprocess.DEVNULL)  # fmt: skip
+            subprocess.run(_pithlog(*mirror_argv(url, root / "mirror", keyring)), check=True,
+                           stdout=subprocess.DEVNULL)  # fmt: skip
             mirror_s = time.perf_counter() - started
         finally:
-            server.terminate()
-            server.wait(30)
-        with Store.open(root / "a", readonly=True) as a, \
-                Store.open(root / "mirror", readonly=True) as m:  # fmt: skip
-            assert a.tree_root() == m.tree_root()
+            stop(server)
+        assert same_tree(root / "a", root / "mirror")
         print(f"{n:,} events: append (batches of 1,000) {append_s:.1f} s, mirror over "
               f"loopback {mirror_s:.1f} s; mirror / append throughput "
               f"{append_s / mirror_s:.2f} (target >= 0.8)")

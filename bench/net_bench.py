@@ -16,15 +16,17 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import platform
 import signal
-import socket
+import ssl
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -40,7 +42,9 @@ ORIGIN = "registry.test.invalid/pith"
 
 
 def trivial_server() -> None:
-    """A Starlette app with one constant route, under uvicorn as `pithlog serve` runs."""
+    """A Starlette app with constant routes, under uvicorn as `pithlog serve` runs: ``GET
+    /``, and ``POST /submit``, which reads the body and answers one status line without
+    storing anything (the ceiling of bench/submit_bench.py's clients and framework)."""
     import uvicorn
     from starlette.applications import Starlette
     from starlette.requests import Request
@@ -50,19 +54,24 @@ def trivial_server() -> None:
     async def ok(request: Request) -> Response:
         return Response(b"ok\n", media_type="text/plain")
 
-    sock = socket.socket()
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", 0))
-    sock.listen(2048)
+    async def submit(request: Request) -> Response:
+        await request.body()
+        return Response(b'{"status": "not stored"}\n', media_type="application/x-ndjson")
+
+    from pithlog.net.server import bind
+
+    sock = bind("127.0.0.1", 0)  # the listening socket pithlog serve makes
     print(f"serve: listening on http://127.0.0.1:{sock.getsockname()[1]}", file=sys.stderr,
           flush=True)  # fmt: skip
-    config = uvicorn.Config(Starlette(routes=[Route("/", ok)]), lifespan="off",
-                            log_level="warning", access_log=False, server_header=False,
+    routes = [Route("/", ok), Route("/healthz", ok), Route("/submit", submit, methods=["POST"])]
+    config = uvicorn.Config(Starlette(routes=routes), lifespan="off", log_level="warning",
+                            access_log=False, server_header=False,
                             limit_concurrency=1000)  # fmt: skip
     uvicorn.Server(config).run(sockets=[sock])
 
 
 def start(argv: list[str]) -> tuple[subprocess.Popen[bytes], str]:
+    """Start a server that prints ``serve: listening on URL``; the process and the URL."""
     process = subprocess.Popen(argv, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL)
     assert process.stderr is not None
     line = process.stderr.readline().decode()
@@ -72,15 +81,50 @@ def start(argv: list[str]) -> tuple[subprocess.Popen[bytes], str]:
     return process, line.split(" on ", 1)[1].strip()
 
 
+def stop(process: subprocess.Popen[bytes]) -> None:
+    process.send_signal(signal.SIGTERM)
+    try:
+        process.wait(30)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+
+
+def serve(store: Path, key: Path, *options: str) -> tuple[subprocess.Popen[bytes], str]:
+    """``pithlog serve`` of ``store`` (one worker) on a free port of 127.0.0.1."""
+    return start([sys.executable, "-m", "pithlog", "--store", str(store), "serve", "--listen",
+                  "127.0.0.1:0", "--key", str(key), "--origin", ORIGIN, *options])  # fmt: skip
+
+
+def serve_trivial() -> tuple[subprocess.Popen[bytes], str]:
+    """:func:`trivial_server` in a process of its own."""
+    return start([sys.executable, str(Path(__file__).resolve()), "--trivial-server"])
+
+
+@contextlib.asynccontextmanager
+async def connections_to(url: str, count: int) -> AsyncIterator[list[httpx.AsyncClient]]:
+    """``count`` kept-alive connections to ``url``: one httpx client each, because one
+    client's pool looks at all its connections on every request (16 connections in one
+    pool halved the rate the client could make), and the client shares the machine's
+    cores with the server it measures."""
+    async with contextlib.AsyncExitStack() as stack:
+        limits = httpx.Limits(max_connections=1, max_keepalive_connections=1)
+        tls = ssl.create_default_context()  # unused on http://, but made by each client
+        yield [await stack.enter_async_context(httpx.AsyncClient(base_url=url, limits=limits,
+                                                                 timeout=60, verify=tls))
+               for _ in range(count)]  # fmt: skip
+
+
 async def load(url: str, path: str, seconds: float, connections: int) -> tuple[int, list[float]]:
+    """GET ``path`` on ``connections`` connections for ``seconds``: requests/s and the
+    latencies (seconds, sorted)."""
     latencies: list[float] = []
-    limits = httpx.Limits(max_connections=connections, max_keepalive_connections=connections)
-    async with httpx.AsyncClient(base_url=url, limits=limits, timeout=30) as client:
-        for _ in range(connections):  # warm the connections
+    async with connections_to(url, connections) as clients:
+        for client in clients:  # open the connections
             (await client.get(path)).raise_for_status()
         deadline = time.perf_counter() + seconds
 
-        async def worker() -> None:
+        async def worker(client: httpx.AsyncClient) -> None:
             while time.perf_counter() < deadline:
                 t = time.perf_counter()
                 response = await client.get(path)
@@ -89,9 +133,48 @@ async def load(url: str, path: str, seconds: float, connections: int) -> tuple[i
                     raise SystemExit(f"{path}: {response.status_code} {response.text[:200]}")
 
         started = time.perf_counter()
-        await asyncio.gather(*(worker() for _ in range(connections)))
+        await asyncio.gather(*(worker(client) for client in clients))
         elapsed = time.perf_counter() - started
     return round(len(latencies) / elapsed), sorted(latencies)
+
+
+Rates = dict[str, tuple[int, list[float]]]
+"""Per endpoint: requests/s and the latencies (seconds, sorted)."""
+
+TRIVIAL = "trivial Starlette route"
+TILE = "full tile /tile/0/000"
+
+
+def endpoints(url: str, trivial_url: str, pith: str, seconds: float,
+              connections: int) -> Rates:  # fmt: skip
+    """Each endpoint loaded in turn (:func:`load`), the trivial route last."""
+    runs = [(TILE, url, "/tile/0/000"), ("/checkpoint", url, "/checkpoint"),
+            (f"state /state/{pith[:12]}...", url, f"/state/{pith}"),
+            (TRIVIAL, trivial_url, "/")]  # fmt: skip
+    return {name: asyncio.run(load(u, p, seconds, connections)) for name, u, p in runs}
+
+
+def percentile(latencies: list[float], q: float) -> float:
+    """The ``q`` quantile of sorted ``latencies``, in milliseconds."""
+    return latencies[min(len(latencies) - 1, int(len(latencies) * q))] * 1000
+
+
+def key_file(folder: Path) -> Path:
+    """The log's private key (the test registry key), written into ``folder``."""
+    key = folder / "registry.key"
+    key.write_bytes(dump_key_file(test_key("registry")))
+    return key
+
+
+def served_store(folder: Path, events: int) -> tuple[Path, Path, str, int]:
+    """A store of ``events`` seed-shaped events and the log's key in ``folder``: the store,
+    the key file, a pith with a state, the tree size."""
+    key = key_file(folder)
+    with Store.open(folder / "store") as store:
+        store.append(list(workload.mixed(events)), make_keyring(test_keyring_entries()))
+        pith = next(p["pith_number"] for p in store.piths() if p["status"] == "state")
+        size = store.tree_size()
+    return folder / "store", key, pith, size
 
 
 def main() -> None:
@@ -104,37 +187,23 @@ def main() -> None:
     if args.trivial_server:
         trivial_server()
         return
-    entries = test_keyring_entries()
     with tempfile.TemporaryDirectory(prefix="pithlog-net-bench-") as tmp:
-        root = Path(tmp)
-        (root / "registry.key").write_bytes(dump_key_file(test_key("registry")))
-        with Store.open(root / "store") as store:
-            store.append(list(workload.mixed(args.events)), make_keyring(entries))
-            pith = next(p["pith_number"] for p in store.piths() if p["status"] == "state")
-            size = store.tree_size()
-        serve, url = start([sys.executable, "-m", "pithlog", "--store", str(root / "store"),
-                            "serve", "--listen", "127.0.0.1:0", "--key",
-                            str(root / "registry.key"), "--origin", ORIGIN])  # fmt: skip
-        trivial, trivial_url = start([sys.executable, __file__, "--trivial-server"])
+        store, key, pith, size = served_store(Path(tmp), args.events)
+        server, url = serve(store, key)
+        trivial, trivial_url = serve_trivial()
         try:
-            runs = [("full tile /tile/0/000", url, "/tile/0/000"),
-                    ("/checkpoint", url, "/checkpoint"),
-                    (f"state ({pith[:14]}...)", url, f"/state/{pith}"),
-                    ("trivial Starlette route", trivial_url, "/")]  # fmt: skip
-            results = {name: asyncio.run(load(u, p, args.seconds, args.connections))
-                       for name, u, p in runs}  # fmt: skip
+            results = endpoints(url, trivial_url, pith, args.seconds, args.connections)
         finally:
-            for process in (serve, trivial):
-                process.send_signal(signal.SIGTERM)
-                process.wait(10)
-    base = results["trivial Starlette route"][0]
+            stop(server)
+            stop(trivial)
+    base = results[TRIVIAL][0]
     print(f"net_bench: {args.events} events ({size} leaves), {args.connections} connections, "
           f"{args.seconds:g} s each; {platform.python_version()}, {os.cpu_count()} cores")
     print("| endpoint | requests/s | / trivial | p50 ms | p99 ms |")
     print("|---|---|---|---|---|")
     for name, (rate, lat) in results.items():
-        p50, p99 = lat[len(lat) // 2] * 1000, lat[int(len(lat) * 0.99)] * 1000
-        print(f"| {name} | {rate} | {rate / base:.2f} | {p50:.1f} | {p99:.1f} |")
+        print(f"| {name} | {rate} | {rate / base:.2f} | {percentile(lat, 0.5):.1f} | "
+              f"{percentile(lat, 0.99):.1f} |")
     print(json.dumps({name: r[0] for name, r in results.items()}))
 
 

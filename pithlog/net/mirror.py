@@ -98,7 +98,7 @@ TIMEOUT = 60.0
 """Seconds to connect, or between two reads of an answer."""
 BATCH_BUNDLES = 4
 """Bundles (of 256 leaves) per append transaction."""
-LOOKAHEAD = 2
+LOOKAHEAD = 4
 """Bundles fetched ahead of the one being verified, so that the network's wait overlaps
 the door's work (each holds at most a bundle of copies: see :class:`Limits`)."""
 FORGET_EVERY = 256
@@ -259,8 +259,10 @@ def mirror_once(
                           "during this run")  # fmt: skip
     report = MirrorReport(cp.origin, cp.size, cp.root, held, newer)
     if held < cp.size:
-        verified = tiles.VerifiedTiles(cp.size, cp.root, origin.tile)
-        batches = _batches(store, origin, verified, held, cp.size, max(1, batch_bundles))
+        fetched = _Fetched(origin)
+        verified = tiles.VerifiedTiles(cp.size, cp.root, fetched.tile)
+        batches = _batches(store, origin, verified, fetched, held, cp.size,
+                           max(1, batch_bundles))  # fmt: skip
         for results in store.append_batches(batches, keyring, keep_invalid=True):
             report.appended += len(results)
             for result in results:
@@ -329,30 +331,48 @@ def _prefix(store: Store, origin: Origin, held: int, cp: Checkpoint) -> None:
                           f"of {cp.origin}'s log: mirror into a fresh store")  # fmt: skip
 
 
-def _batches(store: Store, origin: Origin, verified: tiles.VerifiedTiles, held: int,
-             size: int, bundles: int) -> Iterator[list[Envelope]]:  # fmt: skip
+class _Fetched:
+    """The tile reader of :class:`~pithlog.transparency.tiles.VerifiedTiles`: a level-0
+    tile fetched ahead with its bundle (:func:`_batches`) is handed over once, the others
+    are fetched when asked for. The reader only reads: every tile is verified by
+    ``VerifiedTiles``, wherever its bytes came from."""
+
+    def __init__(self, origin: Origin) -> None:
+        self.origin = origin
+        self.ahead: dict[tiles.Tile, bytes] = {}
+
+    def tile(self, tile: tiles.Tile) -> bytes:
+        data = self.ahead.pop(tile, None)
+        return data if data is not None else self.origin.tile(tile)
+
+
+def _batches(store: Store, origin: Origin, verified: tiles.VerifiedTiles, fetched: _Fetched,
+             held: int, size: int, bundles: int) -> Iterator[list[Envelope]]:  # fmt: skip
     """The copies of leaves ``held`` to ``size``, verified, in batches of ``bundles``
     bundles; each batch checked to be new to the store (else its tree would differ).
-    The bundles and copies of the next :data:`LOOKAHEAD` bundles are fetched meanwhile
-    (unverified, held only until their turn)."""
+    The level-0 tiles, bundles and copies of the next :data:`LOOKAHEAD` bundles are
+    fetched meanwhile (unverified, held only until their turn), so that the append never
+    waits for a round trip to the origin."""
     batch: list[Envelope] = []
     items: list[bytes] = []
     seen: set[bytes] = set()  # this pass's leaves: batches are checked before those ahead
     indexes = range(held // WIDTH, (size + WIDTH - 1) // WIDTH)
 
-    def fetch(index: int) -> tuple[bytes, list[bytes]]:
+    def fetch(index: int) -> tuple[bytes, bytes, list[bytes]]:
         width = tiles.tile_width(0, index, size)
-        return origin.bundle(index, width), origin.copies(index, width)
+        level0 = origin.tile(tiles.Tile(0, index, width))
+        return level0, origin.bundle(index, width), origin.copies(index, width)
 
     pool = ThreadPoolExecutor(max(1, LOOKAHEAD), thread_name_prefix="pithlog-mirror")
-    ahead: deque[Future[tuple[bytes, list[bytes]]]] = deque()
+    ahead: deque[Future[tuple[bytes, bytes, list[bytes]]]] = deque()
     queued = iter(indexes)
     try:
         for index in indexes:
             while len(ahead) < LOOKAHEAD + 1 and (following := next(queued, None)) is not None:
                 ahead.append(pool.submit(fetch, following))
-            bundle, copies = ahead.popleft().result()
+            level0, bundle, copies = ahead.popleft().result()
             width = tiles.tile_width(0, index, size)
+            fetched.ahead = {tiles.Tile(0, index, width): level0}  # only this bundle's
             entries = verified.entries(index, bundle)
             if len(copies) != width:
                 raise MirrorError("copy", f"copies {index}: {len(copies)} copies for {width} "

@@ -179,7 +179,10 @@ def bind(host: str, port: int) -> socket.socket:
     """A listening TCP socket on ``host:port`` (port 0: the kernel picks a free one)."""
     try:
         info = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
-        sock = socket.socket(info[0], socket.SOCK_STREAM)
+        # IPPROTO_TCP named: asyncio sets TCP_NODELAY only on connections of a socket that
+        # says so, and without it an answer's body waits for the ACK of its headers (the
+        # client delays that ACK by up to 40 ms: 20 requests/s on a kept-alive connection)
+        sock = socket.socket(info[0], socket.SOCK_STREAM, socket.IPPROTO_TCP)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind(info[4])
         sock.listen(2048)

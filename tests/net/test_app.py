@@ -78,3 +78,32 @@ def test_workers_share_one_socket(files: Files) -> None:
                 assert sizes == {store.tree_size()}
             assert client.get("/checkpoint").status_code == 200
         assert b"Traceback" not in server.stderr
+
+
+def test_full_tiles_are_kept_partial_ones_read_each_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A full tile never changes: a worker reads it from the store once and keeps it; a
+    partial tile grows with the tree and is read every time. Kept or read, the bytes are
+    the store's."""
+    files = make_files(tmp_path)
+    with Store.open(files.store, readonly=True) as store:
+        size = store.tree_size()
+        assert 256 < size < 512
+        app = create_app(ServeConfig(store, load_key_file(files.key.read_bytes()), ORIGIN))
+        reads: list[tuple[int, int, int]] = []
+        real = store.tile
+
+        def counted(level: int, index: int, width: int) -> bytes | None:
+            reads.append((level, index, width))
+            return real(level, index, width)
+
+        monkeypatch.setattr(store, "tile", counted)
+        full, partial = (0, 0, 256), (0, 1, size - 256)
+        paths = {full: "/tile/0/000", partial: f"/tile/0/001.p/{size - 256}"}
+        with TestClient(app) as client:
+            for tile in (full, full, partial, partial, full):
+                got = client.get(paths[tile])
+                assert got.status_code == 200
+                assert got.content == real(*tile)
+        assert reads == [full, partial, partial]

@@ -11,6 +11,7 @@ import random
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,7 @@ from pithlog.net import mirror as mm
 from pithlog.protocol.keys import load_keyring
 from pithlog.store import Store
 from pithlog.transparency.checkpoint import parse_checkpoint_text, parse_note
+from pithlog.transparency.tiles import right_edge
 
 
 def run(argv: list[str]) -> tuple[int, bytes, str]:
@@ -284,9 +286,38 @@ def test_verified_tiles_are_dropped_as_the_mirror_goes(tmp_path: Path, keys: Key
         report = mm.mirror_once(copy, client, keyring, ORIGIN, batch_bundles=1)
         bundles = -(-report.size // 256)
         assert bundles >= 2
-        edge = reads[0]
+        # the right edge's level-1 tile (level-0 tiles are also fetched ahead of their
+        # bundles, by other threads)
+        (edge,) = (e.path() for e in right_edge(report.size) if e.level == 1)
         assert reads.count(edge) == bundles  # read again after each forgetting
         assert copy.tree_root() == (report.size, report.root)
+
+
+def test_level0_tiles_are_fetched_ahead_with_their_bundles(tmp_path: Path, keys: Keys,
+                                                            monkeypatch: pytest.MonkeyPatch
+                                                            ) -> None:  # fmt: skip
+    """The level-0 tile a bundle is verified against is fetched by the threads that fetch
+    the bundles ahead, not when its turn comes: the append never waits for a round trip.
+    Each is read once, and verified as any other (the mirror's root is the origin's)."""
+    origin = _store(tmp_path / "origin", _events(7, piths=80))
+    keyring = load_keyring(keys.keyring.read_bytes())
+    with serving(origin, keys) as server, mm.Origin(server.url) as client, \
+            Store.open(tmp_path / "mirror") as copy:  # fmt: skip
+        reads: list[tuple[str, str]] = []
+        real = client.tile
+
+        def counted(tile: Any) -> bytes:
+            reads.append((tile.path(), threading.current_thread().name))
+            return real(tile)
+
+        monkeypatch.setattr(client, "tile", counted)
+        report = mm.mirror_once(copy, client, keyring, ORIGIN, batch_bundles=1)
+        assert copy.tree_root() == (report.size, report.root)
+    full = [(path, thread) for path, thread in reads if path.startswith("tile/0/")
+            and ".p/" not in path]  # fmt: skip
+    assert len(full) == report.size // 256 >= 2
+    assert len({path for path, _ in full}) == len(full)
+    assert all(thread.startswith("pithlog-mirror") for _, thread in full)
 
 
 def test_an_origin_without_proofs_is_not_followed(tmp_path: Path, keys: Keys) -> None:

@@ -196,6 +196,11 @@ def test_bundles() -> None:
         t.encode_bundle([b"x" * 65_536])
     assert t.decode_bundle(t.encode_bundle([b"", b"a" * 65_535]), Tile(0, 0, 2)) == [
         b"", b"a" * 65_535]  # fmt: skip
+    # entries of other lengths whose total is that of equal ones (3 x (2 + 2) bytes): read
+    # one by one, not sliced as if all were as long as the first
+    mixed = [b"\x00\x02", b"", b"\x00\x02\x00\x02"]
+    assert len(t.encode_bundle(mixed)) == 3 * 4
+    assert t.decode_bundle(t.encode_bundle(mixed), Tile(0, 0, 3)) == mixed
 
 
 def test_parent() -> None:

@@ -1,0 +1,240 @@
+"""The network rows of ``make bench`` (issue 18, item 7), each a ratio taken in one run on
+loopback, with its target:
+
+- ``pithlog mirror`` of the workload's store, served by ``pithlog serve``, ÷ ``pithlog
+  append`` of the same file in batches of 1,000 (target >= 0.8);
+- 32 concurrent single-event submitters (``POST /submit``, group commit) ÷ ``append`` of
+  the same events in batches of 1,000 (target >= 0.5);
+- requests/s at 16 connections for a full tile, ``/checkpoint`` and a state ÷ a trivial
+  route of the same framework under the same server (target >= 0.7 for tiles), with p50
+  and p99 latency.
+
+The commands being compared are timed in turns (append, then the other; ``repeat``
+rounds), each divided by the raw verify rate measured around it, and the median of the
+rounds' ratios is kept: the machine's speed drifts within a minute (on a shared machine,
+by up to 2x), and these ratios keep that drift out. The submitters are also timed against
+a trivial ``POST`` route of the same framework, storing nothing: the most the same clients
+reach on the same cores, which bounds what the submitters' ratio can be. Every server is
+a process of its own (``pithlog serve`` as users run it); the mirror and append run in
+this process (the CLI, as the other rows), the HTTP clients too.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import shutil
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from verify_rate import timed
+
+from pithlog.protocol.keys import make_keyring
+from pithlog.testing import test_keyring_entries
+
+MIRROR = "mirror over loopback ÷ append in batches of 1,000 (target >= 0.8)"
+SUBMIT = "32 single-event submitters ÷ append in batches of 1,000 (target >= 0.5)"
+TILES = "full tile at 16 connections ÷ a trivial Starlette route (target >= 0.7)"
+SUBMIT_EVENTS = 20_000
+"""Events submitted at most per round (the first of the workload's file)."""
+SUBMIT_SECONDS = 120.0
+"""Seconds a round of submitters runs at most; the rate is of the events sent by then."""
+ENDPOINT_SECONDS = 3.0
+"""Seconds each endpoint is kept busy per round."""
+CONNECTIONS = 16
+SUBMITTERS = 32
+
+Cli = Callable[[list[str]], None]
+
+
+def net_missing() -> str | None:
+    """Why the network rows cannot run (``None``: they can)."""
+    try:
+        import httpx  # noqa: F401
+        import uvicorn  # noqa: F401
+
+        import pithlog.net.app  # noqa: F401
+    except ImportError:
+        return "not measured: pithlog[net] is not installed"
+    return None
+
+
+def net_rows(table: Any, n: int, events: Path, keyring: Path, cli: Cli) -> None:
+    """The three figures of the module's docstring, into ``table`` (bench.py's ``Table``)."""
+    why = net_missing()
+    if why is not None:
+        for name in (MIRROR, SUBMIT, TILES):
+            table.figure(name, why)
+        return
+    import net_bench
+
+    folder = Path(tempfile.mkdtemp(prefix="pithlog-bench-net-"))
+    try:
+        lines = events.read_bytes().splitlines()
+        origin, key, pith = _origin(folder, lines)
+        server, url = net_bench.serve(origin, key)
+        try:
+            mirror_row(table, n, folder, events, keyring, url, cli)
+            endpoint_rows(table, url, pith)
+        finally:
+            net_bench.stop(server)
+        submit_row(table, folder, lines[:SUBMIT_EVENTS], key, keyring, cli)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _origin(folder: Path, lines: list[bytes]) -> tuple[Path, Path, str]:
+    """The served store (the workload's file, untimed), the log's key and a pith with a
+    state."""
+    import mirror_bench
+    from net_bench import key_file
+
+    from pithlog.store import Store
+
+    key = key_file(folder)
+    mirror_bench.fill(folder / "origin", lines, make_keyring(test_keyring_entries()))
+    with Store.open(folder / "origin", readonly=True) as store:
+        pith = next(p["pith_number"] for p in store.piths() if p["status"] == "state")
+    return folder / "origin", key, pith
+
+
+def _median(values: list[float]) -> float:
+    return sorted(values)[len(values) // 2]
+
+
+def _rounds(values: list[float]) -> str:
+    return "" if len(values) < 2 else f" (median of {len(values)}: " + ", ".join(
+        f"{v:.2f}" for v in values) + ")"  # fmt: skip
+
+
+def _timed_rate(table: Any, name: str, events: int,
+                func: Callable[[], object]) -> tuple[float, float]:  # fmt: skip
+    """``func``'s events/s, and the same divided by the verify rate measured around it (the
+    machine's speed drifts within a minute: ratios are taken between these)."""
+    before = table.verify_rate()
+    seconds = timed(func)
+    local = (before + table.verify_rate()) / 2
+    print(f"  {name}: {events / seconds:,.0f} events/s ({events / seconds / local:.2f}x "
+          f"verify, verify {local:,.0f}/s)", flush=True)  # fmt: skip
+    return events / seconds, events / seconds / local
+
+
+def _append(folder: Path, events: Path, keyring: Path, cli: Cli) -> Callable[[], None]:
+    store = folder / "appended"
+
+    def run() -> None:
+        shutil.rmtree(store, ignore_errors=True)
+        cli(["append", "--store", str(store), "--keyring", str(keyring), "--batch-size",
+             "1000", str(events)])  # fmt: skip
+
+    return run
+
+
+def mirror_row(table: Any, n: int, folder: Path, events: Path, keyring: Path, url: str,
+               cli: Cli) -> None:  # fmt: skip
+    """Mirror ÷ append, in turns."""
+    import mirror_bench
+
+    append = _append(folder, events, keyring, cli)
+    mirror = folder / "mirror"
+    ratios: list[float] = []
+    rates: list[tuple[float, float]] = []
+    for _ in range(table.repeat):
+        shutil.rmtree(folder / "appended", ignore_errors=True)
+        appended, a = _timed_rate(table, f"append {n:,} events, batches of 1,000", n, append)
+        shutil.rmtree(mirror, ignore_errors=True)
+        argv = mirror_bench.mirror_argv(url, mirror, keyring)
+        mirrored, m = _timed_rate(table, f"mirror {n:,} events over loopback", n,
+                                  functools.partial(cli, argv))  # fmt: skip
+        ratios.append(m / a)
+        rates.append((mirrored, appended))
+    mirrored, appended = rates[sorted(range(len(ratios)), key=ratios.__getitem__)[
+        len(ratios) // 2]]  # fmt: skip
+    assert mirror_bench.same_tree(folder / "origin", mirror)  # the last round's mirror
+    table.figure(f"mirror of {n:,} events from pithlog serve on 127.0.0.1 (everything "
+                 "verified)", f"{mirrored:,.0f} events/s; append {appended:,.0f} events/s")
+    table.figure("  " + MIRROR, f"{_median(ratios):.2f}x{_rounds(ratios)}")
+
+
+def submit_row(table: Any, folder: Path, lines: list[bytes], key: Path, keyring: Path,
+               cli: Cli) -> None:  # fmt: skip
+    """Concurrent single-event submitters ÷ append of the same events, in turns."""
+    import asyncio
+
+    import net_bench
+    from submit_bench import submit_each
+
+    subset = folder / "submitted.jsonl"
+    subset.write_bytes(b"".join(line + b"\n" for line in lines))
+    append = _append(folder, subset, keyring, cli)
+    ratios: list[float] = []
+    ceilings: list[float] = []
+    bounds: list[float] = []
+    shown: list[tuple[float, float, str]] = []
+    trivial, trivial_url = net_bench.serve_trivial()
+    try:
+        for _ in range(table.repeat):
+            appended, a = _timed_rate(table, f"append {len(lines):,} events, batches of "
+                                      "1,000", len(lines), append)  # fmt: skip
+            # the same clients against a route that stores nothing: what the client and the
+            # framework allow on this machine's cores
+            before = table.verify_rate()
+            bare = asyncio.run(submit_each(trivial_url, lines, SUBMITTERS, SUBMIT_SECONDS))
+            local = (before + table.verify_rate()) / 2
+            ceilings.append(bare.events / bare.seconds)
+            bounds.append(ceilings[-1] / local / a)
+            print(f"  {SUBMITTERS} submitters against a trivial POST route: "
+                  f"{ceilings[-1]:,.0f} requests/s", flush=True)  # fmt: skip
+            store = folder / "submit-store"
+            shutil.rmtree(store, ignore_errors=True)
+            server, url = net_bench.serve(store, key, "--submit", "--keyring", str(keyring))
+            try:
+                before = table.verify_rate()
+                got = asyncio.run(submit_each(url, lines, SUBMITTERS, SUBMIT_SECONDS))
+                local = (before + table.verify_rate()) / 2
+            finally:
+                net_bench.stop(server)
+            rate = got.events / got.seconds
+            statuses = json.dumps(dict(sorted(got.statuses.items())))
+            print(f"  {SUBMITTERS} submitters: {got.events:,} events in {got.seconds:.1f} s, "
+                  f"{rate:,.0f} events/s ({rate / local:.2f}x verify; {statuses})", flush=True)
+            ratios.append(rate / local / a)
+            shown.append((rate, appended, f"{got.events:,} of {len(lines):,} sent"))
+    finally:
+        net_bench.stop(trivial)
+    at = sorted(range(len(ratios)), key=ratios.__getitem__)[len(ratios) // 2]
+    rate, appended, sent = shown[at]
+    table.figure(f"{SUBMITTERS} concurrent submitters, one event per POST /submit (group "
+                 f"commit), {sent}", f"{rate:,.0f} events/s; append {appended:,.0f} events/s")
+    table.figure("  " + SUBMIT, f"{_median(ratios):.2f}x{_rounds(ratios)}")
+    table.figure(f"  the same clients against a trivial POST route ({ceilings[at]:,.0f} "
+                 "requests/s, nothing stored), ÷ append: the most this machine allows",
+                 f"{_median(bounds):.2f}x{_rounds(bounds)}")  # fmt: skip
+    table.figure("  submitters ÷ the same clients against that trivial route",
+                 f"{_median(ratios) / _median(bounds):.2f}x")  # fmt: skip
+
+
+def endpoint_rows(table: Any, url: str, pith: str) -> None:
+    """Requests/s and latency of a full tile, /checkpoint and a state, each ÷ the trivial
+    route; the trivial server runs beside ``pithlog serve``."""
+    import net_bench
+
+    trivial, trivial_url = net_bench.serve_trivial()
+    try:
+        runs = [net_bench.endpoints(url, trivial_url, pith, ENDPOINT_SECONDS, CONNECTIONS)
+                for _ in range(table.repeat)]  # fmt: skip
+    finally:
+        net_bench.stop(trivial)
+    for name in runs[0]:
+        rates = [run[name][0] for run in runs]
+        at = sorted(range(len(rates)), key=rates.__getitem__)[len(rates) // 2]
+        rate, latencies = runs[at][name]
+        value = (f"{rate:,} requests/s, p50 {net_bench.percentile(latencies, 0.5):.1f} ms, "
+                 f"p99 {net_bench.percentile(latencies, 0.99):.1f} ms")  # fmt: skip
+        table.figure(f"{name}, {CONNECTIONS} connections", value)
+        if name != net_bench.TRIVIAL:
+            ratios = [run[name][0] / run[net_bench.TRIVIAL][0] for run in runs]
+            label = TILES if name == net_bench.TILE else f"{name} ÷ the trivial route"
+            table.figure("  " + label, f"{_median(ratios):.2f}x{_rounds(ratios)}")

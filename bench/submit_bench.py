@@ -1,0 +1,116 @@
+"""Concurrent single-event submitters against ``pithlog serve --submit``, against a local
+append (issue 18, item 7): C clients (default 32), each sending one signed event per ``POST
+/submit`` and the next once its answer came, until the events are sent or the time is up,
+into a fresh store served on 127.0.0.1. Concurrent submissions share one write transaction
+(group commit, ``pithlog/net/submit.py``). The reference is ``pithlog append`` of the same
+events into a fresh store in batches of 1,000. Printed: both rates and submitters ÷ append
+(target >= 0.5), one run, same machine (server, client and disk shared).
+
+    .venv/bin/python bench/submit_bench.py [N] [--clients 32] [--seconds 60]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import httpx
+import workload
+from net_bench import connections_to, serve, stop
+
+from pithlog.protocol.keys import dump_key_file
+from pithlog.testing import test_key, test_keyring_entries
+
+CLIENTS = 32
+SECONDS = 60.0
+"""The most a run submits for: the events not sent by then are left out of the rate."""
+
+
+@dataclass
+class Submitted:
+    events: int
+    seconds: float
+    statuses: Counter[str]
+
+
+async def submit_each(url: str, lines: list[bytes], clients: int, seconds: float) -> Submitted:
+    """``clients`` submitters sharing ``lines``, one event per request, for at most
+    ``seconds``: every answer must be ``200`` with one status line."""
+    statuses: Counter[str] = Counter()
+    at = 0
+    async with connections_to(url, clients) as each:
+        for client in each:  # open the connections
+            (await client.get("/healthz")).raise_for_status()
+        deadline = time.perf_counter() + seconds
+
+        async def submitter(client: httpx.AsyncClient) -> None:
+            nonlocal at
+            while at < len(lines) and time.perf_counter() < deadline:
+                line, at = lines[at], at + 1
+                response = await client.post("/submit", content=line + b"\n",
+                                             headers={"Content-Type": "application/x-ndjson"})
+                if response.status_code != 200:
+                    raise SystemExit(f"/submit: {response.status_code} {response.text[:200]}")
+                (answer,) = response.content.splitlines()
+                statuses[json.loads(answer)["status"]] += 1
+
+        started = time.perf_counter()
+        await asyncio.gather(*(submitter(client) for client in each))
+        elapsed = time.perf_counter() - started
+    return Submitted(sum(statuses.values()), elapsed, statuses)
+
+
+def submitted(folder: Path, lines: list[bytes], key: Path, keyring: Path,
+              clients: int = CLIENTS, seconds: float = SECONDS) -> Submitted:  # fmt: skip
+    """Serve a fresh store in ``folder`` and submit ``lines`` to it (:func:`submit_each`)."""
+    store = folder / "submitted"
+    shutil.rmtree(store, ignore_errors=True)
+    server, url = serve(store, key, "--submit", "--keyring", str(keyring))
+    try:
+        return asyncio.run(submit_each(url, lines, clients, seconds))
+    finally:
+        stop(server)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("events", type=int, nargs="?", default=20_000)
+    parser.add_argument("--clients", type=int, default=CLIENTS)
+    parser.add_argument("--seconds", type=float, default=SECONDS)
+    args = parser.parse_args()
+    root = Path(tempfile.mkdtemp(prefix="pithlog-submit-bench-"))
+    try:
+        keyring = root / "keyring.json"
+        keyring.write_text(json.dumps({"keyring_version": "1", "keys": test_keyring_entries()}))
+        key = root / "registry.key"
+        key.write_bytes(dump_key_file(test_key("registry")))
+        export = workload.write(root / "events.jsonl", workload.mixed(args.events))
+        lines = export.read_bytes().splitlines()
+        started = time.perf_counter()
+        subprocess.run([sys.executable, "-m", "pithlog", "--store", str(root / "appended"),
+                        "append", "--keyring", str(keyring), "--batch-size", "1000",
+                        str(export)], check=True, stdout=subprocess.DEVNULL)  # fmt: skip
+        append_rate = len(lines) / (time.perf_counter() - started)
+        got = submitted(root, lines, key, keyring, args.clients, args.seconds)
+        rate = got.events / got.seconds
+        print(f"{got.events:,} of {len(lines):,} events by {args.clients} submitters in "
+              f"{got.seconds:.1f} s: {rate:,.0f} events/s ({dict(got.statuses)}); append in "
+              f"batches of 1,000: {append_rate:,.0f} events/s; submitters / append "
+              f"{rate / append_rate:.2f} (target >= 0.5)")
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -25,7 +25,6 @@ states in pith order, one range at a time, with no sort and nothing else held.
 from __future__ import annotations
 
 import contextlib
-import functools
 import logging
 import math
 import os
@@ -39,6 +38,7 @@ import dask.bag as db
 from dask.bag.core import groupby_tasks
 from dask.delayed import delayed
 from distributed import Client, LocalCluster
+from distributed.utils import get_mp_context
 
 from pithlog.distributed.sources import SourceFile, blocks, expand
 from pithlog.distributed.tasks import (
@@ -47,7 +47,6 @@ from pithlog.distributed.tasks import (
     boundaries,
     check_block,
     compare_range,
-    event_bucket,
     first,
     identity,
     read_published,
@@ -70,8 +69,10 @@ MIN_BLOCK = 1 << 20
 run."""
 
 BLOCKS_PER_THREAD = 2
-"""Ranges per worker thread, by default, so that the load spreads (and matching the
-shuffles' two partitions per thread)."""
+"""Ranges per worker thread, by default, so that the load spreads; the shuffles take as
+many partitions per thread (each range's output is one partition). Four per thread
+measured no better than two on the 100,000-event set: the last ranges finish together
+either way, and the shuffles' tasks grow with the square of the partitions."""
 
 PARTITION_BYTES = 128 << 20
 """Input bytes per partition of the shuffles, at most (unless there are fewer than two
@@ -88,6 +89,31 @@ SAMPLES = 64
 CONNECT_TIMEOUT = 30.0
 """Seconds to reach a scheduler, and for a first worker to join it."""
 
+LOCAL_CONFIG: dict[str, Any] = {
+    # Dask's statistical profiler samples every worker thread's stack every 10 ms: a third
+    # more CPU per event measured here, for a dashboard nobody looks at.
+    "distributed.worker.profile.enabled": False,
+    # The event loops' health checks (every 20 ms in each of the scheduler, the nannies and
+    # the workers), the dashboard's system monitor (every 0.5 s) and the memory monitors
+    # (every 0.1 s) cost an idle local cluster of two workers 0.11 cores measured here, and
+    # 0.02 at these intervals: the two cores are the job's. Memory is still watched, every
+    # second, and a task's output is still spilled when it is stored above the target.
+    "distributed.admin.tick.interval": "1s",
+    "distributed.admin.system-monitor.interval": "5s",
+    "distributed.worker.memory.monitor-interval": "1s",
+    # Workers forked from one process that has imported Dask and pithlog (see
+    # FORKSERVER_PRELOAD) rather than each started afresh and importing them: a worker
+    # then starts in 0.05 CPU-s instead of 0.7 measured here.
+    "distributed.worker.multiprocessing-method": "forkserver",
+}
+"""Dask settings of a ``local[:N]`` cluster, which runs beside nothing else of Dask's: what
+a job on its cores does not need turned off (docs/distributed.md, "On one machine")."""
+
+FORKSERVER_PRELOAD = ["distributed", "pithlog.distributed.tasks", "__main__"]
+"""What the process that forks a local cluster's workers imports once: Dask, the tasks,
+and the command's main module (which each worker would otherwise run again, as
+multiprocessing does for a worker it starts)."""
+
 _LOCAL = re.compile(r"local(?::([0-9]+))?")
 
 
@@ -100,10 +126,12 @@ def connect(address: str, timeout: float = CONNECT_TIMEOUT) -> Iterator[Client]:
         workers = int(local.group(1) or os.cpu_count() or 1)
         if workers < 1:
             raise UsageError("arguments", "--dask local:N needs N of at least 1")
-        # Dask's statistical profiler samples every worker thread's stack every 10 ms: a
-        # third more CPU per event measured here, for a dashboard nobody looks at.
+        with dask.config.set(LOCAL_CONFIG):
+            # Dask's context sets its own preload list the first time it is asked for;
+            # ours replaces it before the fork server starts (with the first worker).
+            get_mp_context().set_forkserver_preload(FORKSERVER_PRELOAD)
         with (
-            dask.config.set({"distributed.worker.profile.enabled": False}),
+            dask.config.set(LOCAL_CONFIG),
             LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
                          host="127.0.0.1", dashboard_address=":0",
                          silence_logs=logging.CRITICAL) as cluster,
@@ -168,9 +196,11 @@ def _shuffle(bag: db.Bag, grouper: Any, buckets: int) -> db.Bag:
 
 
 def shuffle_partitions(total: int, threads: int, ranges: int) -> int:
-    """Partitions of the shuffles: two per worker thread, more when each would hold over
-    :data:`PARTITION_BYTES` of input; never more than the ranges read."""
-    return max(1, min(ranges, max(2 * threads, -(-total // PARTITION_BYTES))))
+    """Partitions of the shuffles: :data:`BLOCKS_PER_THREAD` per worker thread, more when
+    each would hold over :data:`PARTITION_BYTES` of input; never more than the ranges
+    read."""
+    wanted = max(BLOCKS_PER_THREAD * threads, -(-total // PARTITION_BYTES))
+    return max(1, min(ranges, wanted))
 
 
 def blocksize_for(files: list[SourceFile], threads: int, blocksize: int | None) -> int:
@@ -281,13 +311,15 @@ def start(
     pub_files = expand(published) if published else []
     expected = versions()
     size = blocksize_for(files + pub_files, threads, blocksize)
+    ranges_read = blocks(files, size)
+    width = shuffle_partitions(sum(f.size for f in files), threads, len(ranges_read))
+    buckets = shuffled_partitions(width)
     checked = [
-        delayed(check_block, nout=2, pure=False)(b, keyring_data, expected)
-        for b in blocks(files, size)
+        delayed(check_block, nout=2, pure=False)(b, keyring_data, expected, buckets)
+        for b in ranges_read
     ]  # fmt: skip
     copies = _gathered([c for c, _ in checked], files, threads)
-    buckets = shuffled_partitions(copies.npartitions)
-    by_event = _shuffle(copies, functools.partial(event_bucket, buckets), buckets)
+    by_event = _shuffle(copies, first, buckets)
     winners = by_event.map_partitions(step0)
     pub_read = [
         delayed(read_published, nout=2, pure=False)(b, expected)

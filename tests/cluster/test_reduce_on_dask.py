@@ -26,6 +26,7 @@ from distributed.diagnostics.plugin import WorkerPlugin
 
 from pithlog.cli import main
 from pithlog.distributed import connect
+from pithlog.distributed.graph import LOCAL_CONFIG
 from pithlog.errors import DaskError
 from pithlog.protocol.canonical import jcs
 from pithlog.testing import test_keyring_entries
@@ -278,6 +279,29 @@ def test_local_starts_and_stops_its_own_cluster(tmp_path: Path) -> None:
     argv = ["reduce", "--keyring", str(case / "keyring.json"), str(case / "events.jsonl")]
     got = run([*argv[:3], "--dask", "local:1", *argv[3:]])
     assert got[:2] == run(argv)[:2]
+
+
+def job_settings() -> dict[str, Any]:
+    """On a worker: the settings a local cluster is started with, as the worker sees them."""
+    return {name: dask.config.get(name) for name in LOCAL_CONFIG}
+
+
+def preloaded() -> bool:
+    """On a worker that has run no task: whether the tasks' module came with the fork."""
+    return "pithlog.distributed.tasks" in sys.modules
+
+
+def test_a_local_cluster_forks_its_workers_with_the_job_settings() -> None:
+    """``local:N`` workers run without the profiler and the frequent monitors, and come
+    forked from a process that imported Dask and the tasks (not from this process, and not
+    each importing them itself)."""
+    with connect("local:2") as client:
+        settings = client.run(job_settings)
+        parents = client.run(os.getppid)
+        imported = client.run(preloaded)
+    assert len(settings) == 2 and all(found == LOCAL_CONFIG for found in settings.values())
+    assert LOCAL_CONFIG["distributed.worker.profile.enabled"] is False
+    assert os.getpid() not in parents.values() and all(imported.values())
 
 
 def state_of(line: bytes) -> dict[str, Any]:

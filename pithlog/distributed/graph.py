@@ -27,6 +27,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import math
+import multiprocessing
 import os
 import re
 from collections.abc import Iterator
@@ -117,6 +118,14 @@ multiprocessing does for a worker it starts)."""
 _LOCAL = re.compile(r"local(?::([0-9]+))?")
 
 
+def local_config() -> dict[str, Any]:
+    """:data:`LOCAL_CONFIG`, starting workers as Dask does by default (``spawn``) where
+    this platform has no fork server (Windows)."""
+    if "forkserver" in multiprocessing.get_all_start_methods():
+        return dict(LOCAL_CONFIG)
+    return {**LOCAL_CONFIG, "distributed.worker.multiprocessing-method": "spawn"}
+
+
 @contextlib.contextmanager
 def connect(address: str, timeout: float = CONNECT_TIMEOUT) -> Iterator[Client]:
     """A client of the scheduler at ``address``; ``local[:N]`` starts (and at the end stops)
@@ -126,12 +135,14 @@ def connect(address: str, timeout: float = CONNECT_TIMEOUT) -> Iterator[Client]:
         workers = int(local.group(1) or os.cpu_count() or 1)
         if workers < 1:
             raise UsageError("arguments", "--dask local:N needs N of at least 1")
-        with dask.config.set(LOCAL_CONFIG):
-            # Dask's context sets its own preload list the first time it is asked for;
-            # ours replaces it before the fork server starts (with the first worker).
-            get_mp_context().set_forkserver_preload(FORKSERVER_PRELOAD)
+        settings = local_config()
+        if settings["distributed.worker.multiprocessing-method"] == "forkserver":
+            with dask.config.set(settings):
+                # Dask's context sets its own preload list the first time it is asked
+                # for; ours replaces it before the fork server starts (first worker).
+                get_mp_context().set_forkserver_preload(FORKSERVER_PRELOAD)
         with (
-            dask.config.set(LOCAL_CONFIG),
+            dask.config.set(settings),
             LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
                          host="127.0.0.1", dashboard_address=":0",
                          silence_logs=logging.CRITICAL) as cluster,

@@ -10,6 +10,7 @@ import faulthandler
 import io
 import json
 import logging
+import multiprocessing
 import os
 import random
 import signal
@@ -26,7 +27,7 @@ from distributed.diagnostics.plugin import WorkerPlugin
 
 from pithlog.cli import main
 from pithlog.distributed import connect
-from pithlog.distributed.graph import LOCAL_CONFIG
+from pithlog.distributed.graph import LOCAL_CONFIG, local_config
 from pithlog.errors import DaskError
 from pithlog.protocol.canonical import jcs
 from pithlog.testing import test_keyring_entries
@@ -302,6 +303,17 @@ def test_a_local_cluster_forks_its_workers_with_the_job_settings() -> None:
     assert len(settings) == 2 and all(found == LOCAL_CONFIG for found in settings.values())
     assert LOCAL_CONFIG["distributed.worker.profile.enabled"] is False
     assert os.getpid() not in parents.values() and all(imported.values())
+
+
+def test_without_a_fork_server_local_workers_are_spawned(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where the platform has no fork server (Windows), ``local:N`` starts its workers as
+    Dask does by default, with the rest of its settings."""
+    monkeypatch.setattr(multiprocessing, "get_all_start_methods", lambda: ["spawn"])
+    settings = local_config()
+    assert settings.pop("distributed.worker.multiprocessing-method") == "spawn"
+    assert settings.items() < LOCAL_CONFIG.items()
+    monkeypatch.undo()
+    assert local_config() == LOCAL_CONFIG
 
 
 def state_of(line: bytes) -> dict[str, Any]:

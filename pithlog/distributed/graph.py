@@ -27,9 +27,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import math
-import multiprocessing
 import os
-import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -39,8 +37,8 @@ import dask.bag as db
 from dask.bag.core import groupby_tasks
 from dask.delayed import delayed
 from distributed import Client, LocalCluster
-from distributed.utils import get_mp_context
 
+from pithlog.distributed.local import has_fork_server, local_workers, start_fork_server
 from pithlog.distributed.sources import SourceFile, blocks, expand
 from pithlog.distributed.tasks import (
     BlockReport,
@@ -103,25 +101,19 @@ LOCAL_CONFIG: dict[str, Any] = {
     "distributed.admin.system-monitor.interval": "5s",
     "distributed.worker.memory.monitor-interval": "1s",
     # Workers forked from one process that has imported Dask and pithlog (see
-    # FORKSERVER_PRELOAD) rather than each started afresh and importing them: a worker
+    # local.FORKSERVER_PRELOAD) rather than each started afresh and importing them: a worker
     # then starts in 0.05 CPU-s instead of 0.7 measured here.
     "distributed.worker.multiprocessing-method": "forkserver",
 }
 """Dask settings of a ``local[:N]`` cluster, which runs beside nothing else of Dask's: what
 a job on its cores does not need turned off (docs/distributed.md, "On one machine")."""
 
-FORKSERVER_PRELOAD = ["distributed", "pithlog.distributed.tasks", "__main__"]
-"""What the process that forks a local cluster's workers imports once: Dask, the tasks,
-and the command's main module (which each worker would otherwise run again, as
-multiprocessing does for a worker it starts)."""
-
-_LOCAL = re.compile(r"local(?::([0-9]+))?")
 
 
 def local_config() -> dict[str, Any]:
     """:data:`LOCAL_CONFIG`, starting workers as Dask does by default (``spawn``) where
     this platform has no fork server (Windows)."""
-    if "forkserver" in multiprocessing.get_all_start_methods():
+    if has_fork_server():
         return dict(LOCAL_CONFIG)
     return {**LOCAL_CONFIG, "distributed.worker.multiprocessing-method": "spawn"}
 
@@ -130,17 +122,15 @@ def local_config() -> dict[str, Any]:
 def connect(address: str, timeout: float = CONNECT_TIMEOUT) -> Iterator[Client]:
     """A client of the scheduler at ``address``; ``local[:N]`` starts (and at the end stops)
     a cluster of N worker processes on this machine (N: its cores), one thread each."""
-    local = _LOCAL.fullmatch(address)
+    local = local_workers(address)
     if local is not None:
-        workers = int(local.group(1) or os.cpu_count() or 1)
+        workers = int(local or os.cpu_count() or 1)
         if workers < 1:
             raise UsageError("arguments", "--dask local:N needs N of at least 1")
         settings = local_config()
-        if settings["distributed.worker.multiprocessing-method"] == "forkserver":
-            with dask.config.set(settings):
-                # Dask's context sets its own preload list the first time it is asked
-                # for; ours replaces it before the fork server starts (first worker).
-                get_mp_context().set_forkserver_preload(FORKSERVER_PRELOAD)
+        # Started now unless the command started it before importing Dask; Dask's own
+        # preload list (get_mp_context) then finds it running and changes nothing.
+        start_fork_server()
         with (
             dask.config.set(settings),
             LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,

@@ -305,6 +305,30 @@ def test_a_local_cluster_forks_its_workers_with_the_job_settings() -> None:
     assert os.getpid() not in parents.values() and all(imported.values())
 
 
+def test_local_starts_the_fork_server_before_importing_dask(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``--dask local`` starts the fork server first, so that its imports overlap the
+    command's own import of Dask; a scheduler elsewhere needs none."""
+    import pithlog.cli.on_dask as on_dask
+
+    calls: list[str] = []
+
+    def load() -> Any:
+        calls.append("dask")
+        raise DaskError("extra", "stopped here")
+
+    monkeypatch.setattr(on_dask, "start_fork_server", lambda: calls.append("fork server"))
+    monkeypatch.setattr(on_dask, "load_distributed", load)
+    case = CASES[0]
+    argv = ["reduce", "--keyring", str(case / "keyring.json"), str(case / "events.jsonl")]
+    for address, expected in (("local:2", ["fork server", "dask"]), ("local", ["fork server",
+                              "dask"]), ("tcp://127.0.0.1:9", ["dask"])):  # fmt: skip
+        calls.clear()
+        status, _, err = run([*argv[:3], "--dask", address, *argv[3:]])
+        assert (status, calls) == (2, expected) and "stopped here" in err
+
+
 def test_without_a_fork_server_local_workers_are_spawned(monkeypatch: pytest.MonkeyPatch) -> None:
     """Where the platform has no fork server (Windows), ``local:N`` starts its workers as
     Dask does by default, with the rest of its settings."""

@@ -183,7 +183,7 @@ def reduce_rows(table: Table, n: int, events: Path, keyring: Path, plain: float)
                      f"{ratios[jobs] / plain:.2f}x")  # fmt: skip
     ceiling(table, "3x straightforward", 3 * plain)
     try:
-        import pithlog.distributed  # noqa: F401 - the dask extra
+        import pithlog.distributed.graph  # noqa: F401 - the dask extra
     except ImportError:
         table.figure("reduce --dask local:2", "not measured: pithlog[dask] is not installed")
         return

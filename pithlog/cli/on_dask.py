@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import importlib.util
 from types import ModuleType
 from typing import TYPE_CHECKING
 
 from pithlog.cli.edge import Out, json_line, read_bytes, read_keyring
 from pithlog.cli.tally import InvalidTally
+from pithlog.distributed.local import local_workers, start_fork_server
 from pithlog.errors import EXIT_BAD_INPUT, EXIT_OK, EXIT_VERIFY_FAILED, DaskError
 from pithlog.protocol.reduce import Pending
 
@@ -22,9 +24,10 @@ _EXTRA = ("dask", "distributed", "fsspec", "cloudpickle", "tornado", "toolz")
 
 
 def load_distributed() -> ModuleType:
-    """``pithlog.distributed``, or a one-line error naming the extra to install."""
+    """``pithlog.distributed``'s graph (the client's side of Dask), or a one-line error
+    naming the extra to install."""
     try:
-        return importlib.import_module("pithlog.distributed")
+        return importlib.import_module("pithlog.distributed.graph")
     except ImportError as exc:
         missing = (exc.name or "").split(".")[0]
         if missing not in _EXTRA:
@@ -35,6 +38,9 @@ def load_distributed() -> ModuleType:
 
 def reduce_on_dask(args: argparse.Namespace, out: Out) -> int:
     """Reduce (or with ``--compare``, verify) the EVENTS on the cluster at ``--dask``."""
+    if local_workers(args.dask) is not None and importlib.util.find_spec("distributed"):
+        # Its imports overlap this process's import of Dask (pithlog.distributed.local).
+        start_fork_server()
     distributed = load_distributed()
     read_keyring(args.keyring)  # refused here, once, if bad: the workers get its bytes
     keyring_data = read_bytes(args.keyring)

@@ -25,11 +25,9 @@ states in pith order, one range at a time, with no sort and nothing else held.
 from __future__ import annotations
 
 import contextlib
-import functools
 import logging
 import math
 import os
-import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -40,6 +38,7 @@ from dask.bag.core import groupby_tasks
 from dask.delayed import delayed
 from distributed import Client, LocalCluster
 
+from pithlog.distributed.local import has_fork_server, local_workers, start_fork_server
 from pithlog.distributed.sources import SourceFile, blocks, expand
 from pithlog.distributed.tasks import (
     BlockReport,
@@ -47,7 +46,6 @@ from pithlog.distributed.tasks import (
     boundaries,
     check_block,
     compare_range,
-    event_bucket,
     first,
     identity,
     read_published,
@@ -70,8 +68,10 @@ MIN_BLOCK = 1 << 20
 run."""
 
 BLOCKS_PER_THREAD = 2
-"""Ranges per worker thread, by default, so that the load spreads (and matching the
-shuffles' two partitions per thread)."""
+"""Ranges per worker thread, by default, so that the load spreads; the shuffles take as
+many partitions per thread (each range's output is one partition). Four per thread
+measured no better than two on the 100,000-event set: the last ranges finish together
+either way, and the shuffles' tasks grow with the square of the partitions."""
 
 PARTITION_BYTES = 128 << 20
 """Input bytes per partition of the shuffles, at most (unless there are fewer than two
@@ -88,22 +88,51 @@ SAMPLES = 64
 CONNECT_TIMEOUT = 30.0
 """Seconds to reach a scheduler, and for a first worker to join it."""
 
-_LOCAL = re.compile(r"local(?::([0-9]+))?")
+LOCAL_CONFIG: dict[str, Any] = {
+    # Dask's statistical profiler samples every worker thread's stack every 10 ms: a third
+    # more CPU per event measured here, for a dashboard nobody looks at.
+    "distributed.worker.profile.enabled": False,
+    # The event loops' health checks (every 20 ms in each of the scheduler, the nannies and
+    # the workers), the dashboard's system monitor (every 0.5 s) and the memory monitors
+    # (every 0.1 s) cost an idle local cluster of two workers 0.11 cores measured here, and
+    # 0.02 at these intervals: the two cores are the job's. Memory is still watched, every
+    # second, and a task's output is still spilled when it is stored above the target.
+    "distributed.admin.tick.interval": "1s",
+    "distributed.admin.system-monitor.interval": "5s",
+    "distributed.worker.memory.monitor-interval": "1s",
+    # Workers forked from one process that has imported Dask and pithlog (see
+    # local.FORKSERVER_PRELOAD) rather than each started afresh and importing them: a worker
+    # then starts in 0.05 CPU-s instead of 0.7 measured here.
+    "distributed.worker.multiprocessing-method": "forkserver",
+}
+"""Dask settings of a ``local[:N]`` cluster, which runs beside nothing else of Dask's: what
+a job on its cores does not need turned off (docs/distributed.md, "On one machine")."""
+
+
+
+def local_config() -> dict[str, Any]:
+    """:data:`LOCAL_CONFIG`, starting workers as Dask does by default (``spawn``) where
+    this platform has no fork server (Windows)."""
+    if has_fork_server():
+        return dict(LOCAL_CONFIG)
+    return {**LOCAL_CONFIG, "distributed.worker.multiprocessing-method": "spawn"}
 
 
 @contextlib.contextmanager
 def connect(address: str, timeout: float = CONNECT_TIMEOUT) -> Iterator[Client]:
     """A client of the scheduler at ``address``; ``local[:N]`` starts (and at the end stops)
     a cluster of N worker processes on this machine (N: its cores), one thread each."""
-    local = _LOCAL.fullmatch(address)
+    local = local_workers(address)
     if local is not None:
-        workers = int(local.group(1) or os.cpu_count() or 1)
+        workers = int(local or os.cpu_count() or 1)
         if workers < 1:
             raise UsageError("arguments", "--dask local:N needs N of at least 1")
-        # Dask's statistical profiler samples every worker thread's stack every 10 ms: a
-        # third more CPU per event measured here, for a dashboard nobody looks at.
+        settings = local_config()
+        # Started now unless the command started it before importing Dask; Dask's own
+        # preload list (get_mp_context) then finds it running and changes nothing.
+        start_fork_server()
         with (
-            dask.config.set({"distributed.worker.profile.enabled": False}),
+            dask.config.set(settings),
             LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
                          host="127.0.0.1", dashboard_address=":0",
                          silence_logs=logging.CRITICAL) as cluster,
@@ -168,9 +197,11 @@ def _shuffle(bag: db.Bag, grouper: Any, buckets: int) -> db.Bag:
 
 
 def shuffle_partitions(total: int, threads: int, ranges: int) -> int:
-    """Partitions of the shuffles: two per worker thread, more when each would hold over
-    :data:`PARTITION_BYTES` of input; never more than the ranges read."""
-    return max(1, min(ranges, max(2 * threads, -(-total // PARTITION_BYTES))))
+    """Partitions of the shuffles: :data:`BLOCKS_PER_THREAD` per worker thread, more when
+    each would hold over :data:`PARTITION_BYTES` of input; never more than the ranges
+    read."""
+    wanted = max(BLOCKS_PER_THREAD * threads, -(-total // PARTITION_BYTES))
+    return max(1, min(ranges, wanted))
 
 
 def blocksize_for(files: list[SourceFile], threads: int, blocksize: int | None) -> int:
@@ -281,13 +312,15 @@ def start(
     pub_files = expand(published) if published else []
     expected = versions()
     size = blocksize_for(files + pub_files, threads, blocksize)
+    ranges_read = blocks(files, size)
+    width = shuffle_partitions(sum(f.size for f in files), threads, len(ranges_read))
+    buckets = shuffled_partitions(width)
     checked = [
-        delayed(check_block, nout=2, pure=False)(b, keyring_data, expected)
-        for b in blocks(files, size)
+        delayed(check_block, nout=2, pure=False)(b, keyring_data, expected, buckets)
+        for b in ranges_read
     ]  # fmt: skip
     copies = _gathered([c for c, _ in checked], files, threads)
-    buckets = shuffled_partitions(copies.npartitions)
-    by_event = _shuffle(copies, functools.partial(event_bucket, buckets), buckets)
+    by_event = _shuffle(copies, first, buckets)
     winners = by_event.map_partitions(step0)
     pub_read = [
         delayed(read_published, nout=2, pure=False)(b, expected)

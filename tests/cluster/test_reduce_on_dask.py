@@ -10,6 +10,7 @@ import faulthandler
 import io
 import json
 import logging
+import multiprocessing
 import os
 import random
 import signal
@@ -26,6 +27,7 @@ from distributed.diagnostics.plugin import WorkerPlugin
 
 from pithlog.cli import main
 from pithlog.distributed import connect
+from pithlog.distributed.graph import LOCAL_CONFIG, local_config
 from pithlog.errors import DaskError
 from pithlog.protocol.canonical import jcs
 from pithlog.testing import test_keyring_entries
@@ -278,6 +280,64 @@ def test_local_starts_and_stops_its_own_cluster(tmp_path: Path) -> None:
     argv = ["reduce", "--keyring", str(case / "keyring.json"), str(case / "events.jsonl")]
     got = run([*argv[:3], "--dask", "local:1", *argv[3:]])
     assert got[:2] == run(argv)[:2]
+
+
+def job_settings() -> dict[str, Any]:
+    """On a worker: the settings a local cluster is started with, as the worker sees them."""
+    return {name: dask.config.get(name) for name in LOCAL_CONFIG}
+
+
+def preloaded() -> bool:
+    """On a worker that has run no task: whether the tasks' module came with the fork."""
+    return "pithlog.distributed.tasks" in sys.modules
+
+
+def test_a_local_cluster_forks_its_workers_with_the_job_settings() -> None:
+    """``local:N`` workers run without the profiler and the frequent monitors, and come
+    forked from a process that imported Dask and the tasks (not from this process, and not
+    each importing them itself)."""
+    with connect("local:2") as client:
+        settings = client.run(job_settings)
+        parents = client.run(os.getppid)
+        imported = client.run(preloaded)
+    assert len(settings) == 2 and all(found == LOCAL_CONFIG for found in settings.values())
+    assert LOCAL_CONFIG["distributed.worker.profile.enabled"] is False
+    assert os.getpid() not in parents.values() and all(imported.values())
+
+
+def test_local_starts_the_fork_server_before_importing_dask(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``--dask local`` starts the fork server first, so that its imports overlap the
+    command's own import of Dask; a scheduler elsewhere needs none."""
+    import pithlog.cli.on_dask as on_dask
+
+    calls: list[str] = []
+
+    def load() -> Any:
+        calls.append("dask")
+        raise DaskError("extra", "stopped here")
+
+    monkeypatch.setattr(on_dask, "start_fork_server", lambda: calls.append("fork server"))
+    monkeypatch.setattr(on_dask, "load_distributed", load)
+    case = CASES[0]
+    argv = ["reduce", "--keyring", str(case / "keyring.json"), str(case / "events.jsonl")]
+    for address, expected in (("local:2", ["fork server", "dask"]), ("local", ["fork server",
+                              "dask"]), ("tcp://127.0.0.1:9", ["dask"])):  # fmt: skip
+        calls.clear()
+        status, _, err = run([*argv[:3], "--dask", address, *argv[3:]])
+        assert (status, calls) == (2, expected) and "stopped here" in err
+
+
+def test_without_a_fork_server_local_workers_are_spawned(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where the platform has no fork server (Windows), ``local:N`` starts its workers as
+    Dask does by default, with the rest of its settings."""
+    monkeypatch.setattr(multiprocessing, "get_all_start_methods", lambda: ["spawn"])
+    settings = local_config()
+    assert settings.pop("distributed.worker.multiprocessing-method") == "spawn"
+    assert settings.items() < LOCAL_CONFIG.items()
+    monkeypatch.undo()
+    assert local_config() == LOCAL_CONFIG
 
 
 def state_of(line: bytes) -> dict[str, Any]:

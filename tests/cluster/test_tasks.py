@@ -2,16 +2,23 @@
 
 from __future__ import annotations
 
+import pickle
+import random
+import sys
 from pathlib import Path
 
 import pytest
 
 from pithlog.distributed.sources import blocks, expand
-from pithlog.distributed.tasks import check_block, read_published, versions
+from pithlog.distributed.tasks import check_block, event_bucket, read_published, step0, versions
 from pithlog.errors import DaskError, UsageError
 from pithlog.protocol.canonical import jcs
 from pithlog.protocol.reduce import MERGE_VERSION
 from pithlog.testing import test_keyring_entries
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "tests" / "store"))
+import eventgen  # noqa: E402 - the store tests' signed events
 
 KEYRING = jcs({"keyring_version": "1", "keys": test_keyring_entries()})
 
@@ -23,11 +30,11 @@ def test_a_task_refuses_to_run_under_another_pithlog(tmp_path: Path) -> None:
     block = blocks(expand([str(tmp_path / "e.jsonl")]), 1 << 20)[0]
     for other in (("0.0.0-other", MERGE_VERSION), (versions()[0], "another-merge-v2")):
         with pytest.raises(DaskError) as caught:
-            check_block(block, KEYRING, other)
+            check_block(block, KEYRING, other, 2)
         assert caught.value.code == "dask.version" and other[0] in caught.value.message
         with pytest.raises(DaskError):
             read_published(block, other)
-    copies, report = check_block(block, KEYRING, versions())
+    copies, report = check_block(block, KEYRING, versions(), 2)
     assert (copies, report.read, len(report.refused)) == ([], 0, 1)  # "{}" refused at the door
 
 
@@ -36,5 +43,42 @@ def test_a_file_a_worker_cannot_read_is_one_error(tmp_path: Path) -> None:
     block = blocks(expand([str(tmp_path / "e.jsonl")]), 1 << 20)[0]
     (tmp_path / "e.jsonl").unlink()  # listed by the client, gone where the worker looks
     with pytest.raises(UsageError) as caught:
-        check_block(block, KEYRING, versions())
+        check_block(block, KEYRING, versions(), 2)
     assert caught.value.code == "usage.unreadable" and "e.jsonl" in caught.value.message
+
+
+def test_copies_leave_a_range_packed_by_bucket_and_step0_joins_the_ranges(
+    tmp_path: Path,
+) -> None:
+    """A range's copies leave it as one packed item per bucket of the event shuffle (one
+    pickle each: a list of copies would be serialized item by item by the worker that
+    sends it); step 0 over the items of one bucket from several ranges keeps the copy
+    that ``pithlog reduce`` keeps, whatever range it came from."""
+    rng = random.Random(5)
+    events = eventgen.mixed_events(rng, piths=6, per_pith=4)
+    (tmp_path / "all.jsonl").write_bytes(b"".join(jcs(e) + b"\n" for e in events))
+    whole = blocks(expand([str(tmp_path / "all.jsonl")]), 1 << 20)[0]
+    valid = {c[0] for _, _, d in check_block(whole, KEYRING, versions(), 1)[0]
+             for c in pickle.loads(d) if c[1] is None}  # fmt: skip
+    genuine = next(e for e in events[:4] if e["event_id"] in valid)
+    other = next(e["pith_number"] for e in events if e["pith_number"] != genuine["pith_number"])
+    forgery = {**genuine, "pith_number": other}  # the same event_id under another pith
+    (tmp_path / "a.jsonl").write_bytes(b"".join(jcs(e) + b"\n" for e in [forgery, *events[4:]]))
+    (tmp_path / "b.jsonl").write_bytes(b"".join(jcs(e) + b"\n" for e in events[:4]))
+    buckets = 3
+    ranges = blocks(expand([str(tmp_path / "a.jsonl"), str(tmp_path / "b.jsonl")]), 1 << 20)
+    packed = [check_block(r, KEYRING, versions(), buckets)[0] for r in ranges]
+    for items in packed:
+        assert [b for b, _, _ in items] == sorted({b for b, _, _ in items})  # one per bucket
+        for bucket, kind, data in items:
+            assert kind == "c" and isinstance(data, bytes)
+            assert {event_bucket(buckets, copy) for copy in pickle.loads(data)} == {bucket}
+    wanted = event_bucket(buckets, (genuine["event_id"], None, "", b""))
+    items = [item for part in packed for item in part if item[0] == wanted]
+    assert len(items) == 2  # the forgery's range and the genuine copy's
+    winners = step0([(wanted, items)])
+    ((pith, reason, data),) = [w for w in winners if w[2] == jcs(genuine)]
+    assert (pith, reason) == (genuine["pith_number"], None)
+    assert not [w for w in winners if w[2] == jcs(forgery)]
+    all_copies = [copy for part in packed for _, _, d in part for copy in pickle.loads(d)]
+    assert len(winners) == len({c[0] for c in all_copies if event_bucket(buckets, c) == wanted})

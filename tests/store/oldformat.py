@@ -65,3 +65,21 @@ def as_format_5(path: Path) -> None:
     finally:
         codec.forget(dbs)
         env.close()
+
+
+def kill_migration_at(monkeypatch: Any, at: int) -> list[int]:
+    """Make the ``at``-th step of the format 6 migration raise ``KeyboardInterrupt`` (a
+    process killed between two of its transactions); the steps taken are counted in the
+    returned list. ``monkeypatch.undo`` or a later ``setattr`` restores the real step."""
+    from pithlog.store import format6
+
+    real_step, steps = format6.step, []
+
+    def step(txn: Any, dbs: dict[str, Any], limit: int | None = None) -> bool:
+        steps.append(1)
+        if len(steps) == at:
+            raise KeyboardInterrupt  # killed between two steps
+        return real_step(txn, dbs, limit)
+
+    monkeypatch.setattr(format6, "step", step)
+    return steps

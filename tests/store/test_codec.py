@@ -14,7 +14,7 @@ import eventgen as g
 import lmdb
 import pytest
 import zstandard
-from oldformat import as_format_5
+from oldformat import as_format_5, kill_migration_at
 
 from pithlog.errors import StoreError
 from pithlog.store import Store, codec, format6
@@ -136,16 +136,8 @@ def test_a_format_3_store_migrates_byte_identical(
     before = _raw_values(path)
     assert not _copies(before) and all(v[:1] == b"{" for v in before.values())
     monkeypatch.setattr(format6, "MIGRATE_CHUNK", 7)  # several transactions
-    steps = []
     real_step = format6.step
-
-    def step(txn: Any, dbs: dict[str, Any], limit: int | None = None) -> bool:
-        steps.append(1)
-        if len(steps) == 3:
-            raise KeyboardInterrupt  # killed between two steps
-        return real_step(txn, dbs, limit)
-
-    monkeypatch.setattr(format6, "step", step)
+    kill_migration_at(monkeypatch, 3)
     with pytest.raises(KeyboardInterrupt):
         Store.open(path, create=False)
     half = _raw_values(path)

@@ -14,7 +14,7 @@ from typing import Any
 import eventgen as g
 import lmdb
 import pytest
-from oldformat import as_format_5
+from oldformat import as_format_5, kill_migration_at
 
 from pithlog.errors import StoreError
 from pithlog.store import Store, format6
@@ -69,15 +69,8 @@ def test_a_format_5_store_migrates_to_6_in_steps_with_every_state_unchanged(
     assert caught.value.code == "store.upgrade"
 
     monkeypatch.setattr(format6, "MIGRATE_CHUNK", 10)  # several transactions
-    real_step, steps = format6.step, []
-
-    def step(txn: Any, dbs: dict[str, Any], limit: int | None = None) -> bool:
-        steps.append(1)
-        if len(steps) == 4:
-            raise KeyboardInterrupt  # killed between two steps
-        return real_step(txn, dbs, limit)
-
-    monkeypatch.setattr(format6, "step", step)
+    real_step = format6.step
+    steps = kill_migration_at(monkeypatch, 4)
     with pytest.raises(KeyboardInterrupt):
         Store.open(path, create=False)
     with pytest.raises(StoreError) as caught:  # half-way: still not for readers

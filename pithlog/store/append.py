@@ -80,6 +80,17 @@ class AppendResult:
         }
 
 
+@dataclass(frozen=True)
+class Decided:
+    """Checks 1-12 of a batch already judged elsewhere (by the helpers of
+    :mod:`pithlog.store.append_judging`): :meth:`reasons` as :class:`CheckBatch` has it."""
+
+    judged: list[str | None]
+
+    def reasons(self) -> list[str | None]:
+        return self.judged
+
+
 @dataclass
 class StartedBatch:
     """A batch through the door with checks 1-12 started
@@ -90,7 +101,7 @@ class StartedBatch:
     """The copy hash of each item (``None`` for a refused one), computed once at the start."""
     fresh: list[bytes]
     """Copy hashes of the copies the store did not hold when the batch was started."""
-    checks: CheckBatch
+    checks: CheckBatch | Decided
 
 
 # --- an append ----------------------------------------------------------------------------

@@ -22,8 +22,15 @@ from pithlog.parallel import Pool, in_threads, verifying_pool
 from pithlog.protocol.checks import CheckBatch, start_checks
 from pithlog.protocol.events import Envelope, admit, parse_envelope
 from pithlog.protocol.keys import Keyring
-from pithlog.store.append import AppendResult, KeepInvalid, StartedBatch, append_work
-from pithlog.store.layout import Txn, copy_hash, copy_pointer, eid_bytes
+from pithlog.store.append import (
+    AppendResult,
+    Decided,
+    KeepInvalid,
+    StartedBatch,
+    append_work,
+)
+from pithlog.store.append_judging import SentBatch, judging_pool, receive, send, unseen
+from pithlog.store.layout import Txn, copy_hash
 
 if TYPE_CHECKING:
     from pithlog.store.log import Store
@@ -32,6 +39,12 @@ T = TypeVar("T")
 
 Item = bytes | bytearray | memoryview | Envelope | dict[str, Any]
 """One item of a batch: a raw line (through the door) or an envelope already through it."""
+
+Started = StartedBatch | SentBatch
+"""A batch started: judged here (its signatures maybe still being verified), or sent whole
+to the helpers of :mod:`pithlog.store.append_judging`."""
+
+RAW = (bytes, bytearray, memoryview)
 
 PIPELINE_MIN = 500
 """Batches of at least this many items (judged by the first) are verified in helper
@@ -50,19 +63,6 @@ threads, which hold the GIL between signatures, it would use little more than on
 class Abandoned(Exception):
     """A batch of :meth:`Store.append_batches` whose consumer stopped before its commit:
     its transaction is aborted. Internal; it never leaves the pipeline."""
-
-
-def _unseen(envelopes: dict[bytes, Envelope], txn: Txn, dbs: dict[str, Any]) -> list[bytes]:
-    """The copy hashes of ``envelopes`` that the store holds neither as an event's copy nor
-    as evidence (a read transaction's work)."""
-    out = []
-    for h, env in envelopes.items():
-        eid = eid_bytes(env.event_id)
-        # evidence holds other copies of stored event_ids only; which copy a pointer
-        # names is read from seq, so nothing is unpacked here
-        if txn.get(eid, db=dbs["events"]) is None or copy_pointer(txn, dbs, eid + h) is None:
-            out.append(h)
-    return out
 
 
 def _parts(items: Iterable[T], size: int | None) -> Iterator[list[T]]:
@@ -88,25 +88,35 @@ def append_batches(
     cores = os.cpu_count() or 1
     with contextlib.ExitStack() as stack:
         executor: Pool | None = None
+        judging = False  # the executor's helpers judge raw lines whole (append_judging)
         writer: ThreadPoolExecutor | None = None
         abandon = threading.Event()
-        previous: StartedBatch | None = None
+        previous: Started | None = None
         writing: Future[list[AppendResult]] | None = None
+
+        def helpers(batch: object) -> Pool:
+            nonlocal judging
+            # lines: the helpers take the door and the checks too; envelopes (a mirror's,
+            # already through the door) only need their signatures verified
+            judging = isinstance(batch, list) and all(isinstance(x, RAW) for x in batch)
+            return (judging_pool(stack, store.path, keyring) if judging
+                    else verifying_pool(stack))  # fmt: skip
+
         try:
             for number, batch in enumerate(batches):
                 if number == 0 and cores > 1 and _at_least(batch, ALONE_POOL_MIN):
                     # a large first batch has nothing to overlap with: its
                     # signatures need the helpers as much
-                    executor = verifying_pool(stack)
+                    executor = helpers(batch)
                 if number == 1:
-                    large = previous is not None and len(previous.items) >= PIPELINE_MIN
+                    large = previous is not None and _length(previous) >= PIPELINE_MIN
                     if cores > 1 and large and executor is None:
-                        executor = verifying_pool(stack)
+                        executor = helpers(batch)
                     # after the helper pool, so that it is shut down (waited for) first
                     writer = stack.enter_context(
                         ThreadPoolExecutor(1, thread_name_prefix="pithlog-append")
                     )
-                started = store._start_append(batch, keyring, executor)
+                started = store._start_append(batch, keyring, executor, judging)
                 if previous is not None:
                     assert writer is not None
                     # ``writing`` is cleared only once its results are in hand, so that an
@@ -142,11 +152,28 @@ def append_batches(
             raise
 
 
+def _length(started: Started) -> int:
+    if isinstance(started, SentBatch):
+        return sum(len(lines) for lines, _ in started.parts)
+    return len(started.items)
+
+
 def start_append(
-    store: Store, batch: Iterable[Item], keyring: Keyring, executor: Pool | None = None
-) -> StartedBatch:
+    store: Store,
+    batch: Iterable[Item],
+    keyring: Keyring,
+    executor: Pool | None = None,
+    judging: bool = False,
+) -> Started:
     """A batch through the door, and checks 1-12 started on its copies that the store
-    does not hold yet (a copy already stored is a duplicate, not judged again)."""
+    does not hold yet (a copy already stored is a duplicate, not judged again). With
+    ``judging`` (``executor`` is a :func:`~pithlog.store.append_judging.judging_pool`), a
+    batch of raw lines is sent to the helpers whole: door and checks included."""
+    if judging and executor is not None:
+        batch = batch if isinstance(batch, list) else list(batch)
+        lines = [bytes(item) for item in batch if isinstance(item, RAW)]
+        if len(lines) == len(batch):
+            return send(executor, lines)
     items: list[Envelope | DoorError] = []
     hashes: list[bytes | None] = []  # each copy hashed once, for the write as well
     seen: set[bytes] = set()
@@ -177,7 +204,7 @@ def start_append(
                 envelopes[h] = env
         if not envelopes:
             continue
-        new = store._read(functools.partial(_unseen, envelopes))
+        new = store._read(functools.partial(unseen, envelopes))
         fresh += new
         started.append(start_checks([envelopes[h] for h in new], keyring,
                                     executor.verify if executor is not None else in_threads()))
@@ -186,13 +213,16 @@ def start_append(
 
 def finish_append(
     store: Store,
-    started: StartedBatch,
+    started: Started,
     keyring: Keyring,
     keep_invalid: KeepInvalid,
     abandon: threading.Event | None = None,
 ) -> list[AppendResult]:
     """The write transaction of a started batch, once its verdicts are in; with
     ``abandon`` set before the commit, the transaction is aborted (:class:`Abandoned`)."""
+    if isinstance(started, SentBatch):
+        got = receive(started, store._read, keyring)
+        started = StartedBatch(got.items, got.hashes, got.fresh, Decided(got.reasons))
     work = append_work(started, keyring, keep_invalid)
     if abandon is None:
         return store._write(work)

@@ -56,8 +56,14 @@ from pithlog.store.append import REJECTED as REJECTED
 from pithlog.store.append import REPLACED as REPLACED
 from pithlog.store.append import STORED as STORED
 from pithlog.store.append import AppendResult as AppendResult
-from pithlog.store.append import KeepInvalid, StartedBatch, rebuild_work
-from pithlog.store.append_pipeline import Item, append_batches, finish_append, start_append
+from pithlog.store.append import KeepInvalid, rebuild_work
+from pithlog.store.append_pipeline import (
+    Item,
+    Started,
+    append_batches,
+    finish_append,
+    start_append,
+)
 from pithlog.store.environment import (
     DEFAULT_MAP_SIZE,
     SharedEnvironment,
@@ -380,13 +386,17 @@ class Store:
         return append_batches(self, batches, keyring, keep_invalid)
 
     def _start_append(
-        self, batch: Iterable[Item], keyring: Keyring, executor: Pool | None = None
-    ) -> StartedBatch:
-        return start_append(self, batch, keyring, executor)
+        self,
+        batch: Iterable[Item],
+        keyring: Keyring,
+        executor: Pool | None = None,
+        judging: bool = False,
+    ) -> Started:
+        return start_append(self, batch, keyring, executor, judging)
 
     def _finish_append(
         self,
-        started: StartedBatch,
+        started: Started,
         keyring: Keyring,
         keep_invalid: KeepInvalid,
         abandon: threading.Event | None = None,

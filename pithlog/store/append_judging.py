@@ -1,0 +1,171 @@
+"""An append whose raw lines are judged whole by helper processes: the door, checks 1-12
+and their signatures, all in the helpers (``docs/store.md``, "Appending").
+
+The process that appends holds one lock that its Python threads share (the GIL), and its
+write transactions are already most of what one core can do: with the door and the checks
+there too, a large append kept one core busy and the other half idle. So a batch of raw
+lines goes out in parts of :data:`JUDGE_PART`, each helper puts its lines through the door,
+leaves out the copies the store already holds (it reads the store, opened read-only, as
+the appending process would) and judges the rest; the appending process gets back, line by
+line, the door's refusal or the copy's JCS bytes, hash and verdict, and only decodes the
+JCS bytes again (:func:`pithlog.protocol.events.readmit`) for its write transaction.
+
+Everything a helper computes is a pure function of the line, the keyring and the store's
+snapshot: a part whose helper died is judged again here (:class:`pithlog.errors.HelperLost`),
+with the same results.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+from collections.abc import Callable
+from concurrent.futures import Future
+from concurrent.futures.process import BrokenProcessPool
+from dataclasses import dataclass
+from typing import Any
+
+from pithlog.errors import DoorError, HelperLost
+from pithlog.parallel import Pool, leave_interrupts_to_parent, verifying_processes, worker_pool
+from pithlog.protocol.checks import check_many
+from pithlog.protocol.events import Envelope, parse_envelope, readmit
+from pithlog.protocol.keys import Keyring, make_keyring
+from pithlog.store.environment import acquire
+from pithlog.store.layout import Txn, copy_hash, copy_pointer, eid_bytes
+
+JUDGE_PART = 128
+"""Lines per task sent to a helper: a batch of 1,000 is eight tasks, spread over the
+helpers; large enough that sending a task costs little beside judging it."""
+
+STORED = "stored"
+"""The verdict slot of a copy the store already held when it was judged: a duplicate,
+whose checks are not run again (:func:`judge_lines`)."""
+
+Judgement = DoorError | tuple[bytes, bytes, str | None]
+"""What a helper says of one line: the door's refusal, or ``(JCS bytes, copy hash,
+verdict)`` where the verdict is the reason of the first failing check 1-12, ``None`` for
+a valid event, or :data:`STORED`."""
+
+Read = Callable[[Callable[[Txn, dict[str, Any]], Any]], Any]
+"""A store's read transactions (``read(work)`` runs ``work`` in one)."""
+
+
+def judging_pool(stack: contextlib.ExitStack, path: str, keyring: Keyring) -> Pool:
+    """The helper processes of an append of raw lines, closed with ``stack``
+    (:func:`pithlog.parallel.worker_pool`), each holding the keyring and the store open
+    read-only: one per core, since the appending process keeps only the write transactions
+    and the decoding of what the helpers send back. They verify lone signatures too
+    (:meth:`Pool.verify`), for batches of envelopes that went through the door here."""
+    entries = [key.entry() for key in keyring.values()]
+    return worker_pool(stack, verifying_processes(every_core=True), _init, (path, entries))
+
+
+@dataclass
+class SentBatch:
+    """A batch of raw lines handed to the helpers (:func:`send`), judged or not yet."""
+
+    parts: list[tuple[list[bytes], Future[list[Judgement]] | None]]
+
+
+def send(pool: Pool, lines: list[bytes]) -> SentBatch:
+    """Hand ``lines`` to the helpers now, in parts of :data:`JUDGE_PART`."""
+    parts: list[tuple[list[bytes], Future[list[Judgement]] | None]] = []
+    for start in range(0, len(lines), JUDGE_PART):
+        part = lines[start : start + JUDGE_PART]
+        try:
+            parts.append((part, pool.submit(_run, part)))
+        except BrokenProcessPool:  # a helper died before: this part is judged here
+            parts.append((part, None))
+    return SentBatch(parts)
+
+
+@dataclass
+class Received:
+    """A sent batch once judged, as :class:`pithlog.store.append.StartedBatch` holds it."""
+
+    items: list[Envelope | DoorError]
+    hashes: list[bytes | None]
+    fresh: list[bytes]
+    reasons: list[str | None]
+
+
+def receive(sent: SentBatch, read: Read, keyring: Keyring) -> Received:
+    """The judgements of ``sent``, in the order of its lines; a part whose helper ended
+    abruptly is judged here, through ``read`` and ``keyring``."""
+    items: list[Envelope | DoorError] = []
+    hashes: list[bytes | None] = []
+    fresh: list[bytes] = []
+    reasons: list[str | None] = []
+    seen: set[bytes] = set()
+    for lines, future in sent.parts:
+        judged = None
+        if future is not None:
+            try:
+                judged = future.result()
+            except BrokenProcessPool:
+                HelperLost.warn()
+        if judged is None:
+            judged = judge_lines(lines, keyring, read)
+        for judgement in judged:
+            if isinstance(judgement, DoorError):
+                items.append(judgement)
+                hashes.append(None)
+                continue
+            encoded, h, verdict = judgement
+            items.append(readmit(encoded))
+            hashes.append(h)
+            if h not in seen:
+                seen.add(h)
+                if verdict != STORED:
+                    fresh.append(h)
+                    reasons.append(verdict)
+    return Received(items, hashes, fresh, reasons)
+
+
+def judge_lines(lines: list[bytes], keyring: Keyring, read: Read) -> list[Judgement]:
+    """The door for each line, and checks 1-12 (signatures verified here, one after the
+    other) of each copy that the store does not hold and that is new to ``lines``."""
+    out: list[Judgement] = []
+    envelopes: dict[bytes, Envelope] = {}
+    for line in lines:
+        try:
+            env = parse_envelope(line)
+        except DoorError as exc:
+            out.append(exc)
+            continue
+        h = copy_hash(env.encoded)
+        envelopes.setdefault(h, env)
+        out.append((env.encoded, h, STORED))
+    new: list[bytes] = read(lambda txn, dbs: unseen(envelopes, txn, dbs))
+    verdicts = dict(zip(new, check_many([envelopes[h] for h in new], keyring), strict=True))
+    return [j if isinstance(j, DoorError) else (j[0], j[1], verdicts.get(j[1], STORED))
+            for j in out]  # fmt: skip
+
+
+def unseen(envelopes: dict[bytes, Envelope], txn: Txn, dbs: dict[str, Any]) -> list[bytes]:
+    """The copy hashes of ``envelopes`` that the store holds neither as an event's copy nor
+    as evidence (a read transaction's work)."""
+    out = []
+    for h, env in envelopes.items():
+        eid = eid_bytes(env.event_id)
+        # evidence holds other copies of stored event_ids only; which copy a pointer
+        # names is read from seq, so nothing is unpacked here
+        if txn.get(eid, db=dbs["events"]) is None or copy_pointer(txn, dbs, eid + h) is None:
+            out.append(h)
+    return out
+
+
+_HELPER: dict[str, Any] = {}
+
+
+def _init(path: str, entries: list[dict[str, Any]]) -> None:
+    leave_interrupts_to_parent()
+    gc.disable()  # a helper holds only acyclic decoded JSON: see pithlog.cli
+    # the store read-only for the life of the helper: no page walk (the appending process
+    # opened it), LMDB's read-only mode, its reader slot registered like any reader's
+    _HELPER["read"] = acquire(path, create=False, readonly=True).read
+    _HELPER["keyring"] = make_keyring(entries)
+
+
+def _run(lines: list[bytes]) -> list[Judgement]:
+    return judge_lines(lines, _HELPER["keyring"], _HELPER["read"])

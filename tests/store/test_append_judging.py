@@ -1,0 +1,97 @@
+"""An append of raw lines judged by helper processes (pithlog.store.append_judging): the
+same verdicts as the door and checks 1-12 here, a copy the store holds left unjudged, and a
+helper that dies costs time, never results."""
+
+from __future__ import annotations
+
+import os
+import random
+from pathlib import Path
+
+import eventgen as g
+import pytest
+
+import pithlog.store.append_judging
+import pithlog.store.append_pipeline
+from pithlog.errors import DoorError, HelperLost
+from pithlog.protocol.checks import check_alone
+from pithlog.protocol.events import parse_envelope
+from pithlog.store import Store
+from pithlog.store.append_judging import STORED, judge_lines
+from pithlog.store.layout import copy_hash
+
+
+def _lines(seed: int) -> list[bytes]:
+    events = g.mixed_events(random.Random(seed), piths=3, per_pith=5)
+    lines = [g.encoded(e) for e in events]
+    return lines + [g.encoded(g.forged(e)) for e in events[:4]]
+
+
+def test_judge_lines_gives_the_door_and_checks_of_each_line(tmp_path: Path) -> None:
+    lines = _lines(1)
+    held = lines[:3]
+    spaced = lines[5].replace(b'","', b'", "')  # another form of a line: the same copy
+    asked = [*lines, lines[4], b"{not json", spaced]
+    with Store.open(tmp_path / "s") as store:
+        store.append(held, g.KEYRING)
+        judged = judge_lines(asked, g.KEYRING, store._read)
+    assert len(judged) == len(asked)
+    assert isinstance(judged[-2], DoorError) and judged[-2].code.startswith("door.")
+    for line, judgement in zip(asked, judged, strict=True):
+        if line == b"{not json":
+            continue
+        assert not isinstance(judgement, DoorError)
+        env = parse_envelope(line)
+        encoded, h, verdict = judgement
+        assert (encoded, h) == (env.encoded, copy_hash(env.encoded))
+        # a copy the store holds is a duplicate, not judged again; the rest as here
+        assert verdict == (STORED if line in held else check_alone(env, g.KEYRING))
+    reasons = {j[2] for j in judged if not isinstance(j, DoorError)}
+    assert None in reasons and "bad_signature" in reasons and STORED in reasons
+
+
+def _die(*_: object) -> None:
+    """What a killed helper returns: nothing (it ends at once, mid-task)."""
+    os._exit(1)
+
+
+def test_a_helper_that_dies_costs_time_not_results(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    lines = _lines(2)
+    batches = [lines[:6], lines[6:12], lines[12:]]
+    with Store.open(tmp_path / "one") as store:
+        expected = [store.append(b, g.KEYRING, keep_invalid=True) for b in batches]
+        exported = list(store.export())
+    monkeypatch.setattr(pithlog.store.append_pipeline, "PIPELINE_MIN", 0)
+    monkeypatch.setattr(pithlog.store.append_pipeline.os, "cpu_count", lambda: 2)
+    monkeypatch.setattr(pithlog.store.append_judging, "_run", _die)  # what helpers are sent
+    with Store.open(tmp_path / "two") as store, pytest.warns(HelperLost):
+        got = list(store.append_batches(iter(batches), g.KEYRING, keep_invalid=True))
+        assert got == expected
+        assert list(store.export()) == exported
+        assert store.replay(g.KEYRING).ok
+
+
+def test_envelopes_have_only_their_signatures_sent(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Envelopes went through the door already (a mirror's): the helpers that verify
+    # signatures take them, not the helpers that judge raw lines.
+    lines = _lines(3)
+    envelopes = [parse_envelope(line) for line in lines]
+    pools: list[str] = []
+    judging, verifying = (pithlog.store.append_pipeline.judging_pool,
+                          pithlog.store.append_pipeline.verifying_pool)  # fmt: skip
+    monkeypatch.setattr(pithlog.store.append_pipeline, "judging_pool",
+                        lambda *a: pools.append("judging") or judging(*a))  # fmt: skip
+    monkeypatch.setattr(pithlog.store.append_pipeline, "verifying_pool",
+                        lambda *a: pools.append("verifying") or verifying(*a))  # fmt: skip
+    monkeypatch.setattr(pithlog.store.append_pipeline, "PIPELINE_MIN", 0)
+    monkeypatch.setattr(pithlog.store.append_pipeline.os, "cpu_count", lambda: 2)
+    with Store.open(tmp_path / "a") as store:
+        from_envelopes = list(store.append_batches([envelopes[:9], envelopes[9:]], g.KEYRING))
+    with Store.open(tmp_path / "b") as store:
+        from_lines = list(store.append_batches([lines[:9], lines[9:]], g.KEYRING))
+    assert pools == ["verifying", "judging"]
+    assert from_envelopes == from_lines

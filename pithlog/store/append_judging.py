@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import os
 from collections.abc import Callable
 from concurrent.futures import Future
 from concurrent.futures.process import BrokenProcessPool
@@ -36,6 +37,14 @@ from pithlog.store.layout import Txn, copy_hash, copy_pointer, eid_bytes
 JUDGE_PART = 128
 """Lines per task sent to a helper: a batch of 1,000 is eight tasks, spread over the
 helpers; large enough that sending a task costs little beside judging it."""
+
+HELPER_NICE = 10
+"""How much lower than the appending process the helpers run (``os.nice``). The helpers
+work ahead of the write transactions, which are the pipeline's critical path: at equal
+priority, two busy helpers and the writing thread share two cores three ways, and the
+writing thread, given two thirds of a core, keeps everything behind it waiting (measured
+on 100,000 events of the registry workload: 20.7 s of write transactions at equal
+priority, 13.8 s with the helpers at 10)."""
 
 STORED = "stored"
 """The verdict slot of a copy the store already held when it was judged: a duplicate,
@@ -160,6 +169,9 @@ _HELPER: dict[str, Any] = {}
 
 def _init(path: str, entries: list[dict[str, Any]]) -> None:
     leave_interrupts_to_parent()
+    if hasattr(os, "nice"):  # not on Windows
+        with contextlib.suppress(OSError):
+            os.nice(HELPER_NICE)
     gc.disable()  # a helper holds only acyclic decoded JSON: see pithlog.cli
     # the store read-only for the life of the helper: no page walk (the appending process
     # opened it), LMDB's read-only mode, its reader slot registered like any reader's

@@ -95,3 +95,17 @@ def test_envelopes_have_only_their_signatures_sent(
         from_lines = list(store.append_batches([lines[:9], lines[9:]], g.KEYRING))
     assert pools == ["verifying", "judging"]
     assert from_envelopes == from_lines
+
+
+@pytest.mark.skipif(not hasattr(os, "nice"), reason="os.nice is POSIX only")
+def test_the_helpers_yield_the_cores_to_the_writing_process(tmp_path: Path) -> None:
+    # The write transactions are the critical path: the helpers, which work ahead of
+    # them, run at a lower priority.
+    import contextlib
+
+    from pithlog.store.append_judging import HELPER_NICE, judging_pool
+
+    with Store.open(tmp_path / "s") as store, contextlib.ExitStack() as stack:
+        pool = judging_pool(stack, store.path, g.KEYRING)
+        here = os.nice(0)
+        assert pool.submit(os.nice, 0).result() == min(19, here + HELPER_NICE)

@@ -29,6 +29,8 @@ full tile (C2SP tlog-tiles: a client then keeps the first ``W`` hashes).
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import re
 import time
 from collections import Counter, deque
@@ -40,11 +42,11 @@ from pathlib import Path
 import httpx
 
 from pithlog.errors import DoorError, MirrorError, ProofError, register
-from pithlog.net.syncmsg import item_of
 from pithlog.protocol.canonical import MAX_ENVELOPE_BYTES
-from pithlog.protocol.events import Envelope, parse_envelope
+from pithlog.protocol.events import Envelope
 from pithlog.protocol.keys import KeyEntry, Keyring
 from pithlog.store import Store
+from pithlog.store.layout import eid_bytes
 from pithlog.transparency import merkle, tiles
 from pithlog.transparency.checkpoint import (
     MAX_NOTE_BYTES,
@@ -261,9 +263,11 @@ def mirror_once(
     if held < cp.size:
         fetched = _Fetched(origin)
         verified = tiles.VerifiedTiles(cp.size, cp.root, fetched.tile)
+        leaves: deque[tuple[int, list[bytes]]] = deque()  # each batch's leaf data
         batches = _batches(store, origin, verified, fetched, held, cp.size,
-                           max(1, batch_bundles))  # fmt: skip
-        for results in store.append_batches(batches, keyring, keep_invalid=True):
+                           max(1, batch_bundles), leaves)  # fmt: skip
+        vet = functools.partial(_committed_copies, leaves)
+        for results in store.append_batches(batches, keyring, keep_invalid=True, vet=vet):
             report.appended += len(results)
             for result in results:
                 report.statuses[result.status] += 1
@@ -347,13 +351,17 @@ class _Fetched:
 
 
 def _batches(store: Store, origin: Origin, verified: tiles.VerifiedTiles, fetched: _Fetched,
-             held: int, size: int, bundles: int) -> Iterator[list[Envelope]]:  # fmt: skip
-    """The copies of leaves ``held`` to ``size``, verified, in batches of ``bundles``
-    bundles; each batch checked to be new to the store (else its tree would differ).
+             held: int, size: int, bundles: int,
+             leaves: deque[tuple[int, list[bytes]]]) -> Iterator[list[bytes]]:  # fmt: skip
+    """The copies of leaves ``held`` to ``size``, each the bytes its leaf commits to (its
+    SHA-256 is the leaf data's copy hash), in batches of ``bundles`` bundles; each batch
+    checked to be new to the store (else its tree would differ), its first leaf and leaf
+    data put in ``leaves`` for :func:`_committed_copies`, which sees the batch through the
+    door before it is written.
     The level-0 tiles, bundles and copies of the next :data:`LOOKAHEAD` bundles are
     fetched meanwhile (unverified, held only until their turn), so that the append never
     waits for a round trip to the origin."""
-    batch: list[Envelope] = []
+    batch: list[bytes] = []
     items: list[bytes] = []
     seen: set[bytes] = set()  # this pass's leaves: batches are checked before those ahead
     indexes = range(held // WIDTH, (size + WIDTH - 1) // WIDTH)
@@ -378,11 +386,14 @@ def _batches(store: Store, origin: Origin, verified: tiles.VerifiedTiles, fetche
                 raise MirrorError("copy", f"copies {index}: {len(copies)} copies for {width} "
                                   "leaves")  # fmt: skip
             skip = max(0, held - index * WIDTH)
+            if not batch:
+                first = index * WIDTH + skip
             for at in range(skip, width):
-                batch.append(_admit(copies[at], entries[at], index * WIDTH + at))
+                batch.append(_committed(copies[at], entries[at], index * WIDTH + at))
                 items.append(entries[at])
             if (index + 1) % bundles == 0 or index * WIDTH + width >= size:
                 _new_to(store, items, seen)
+                leaves.append((first, items))
                 yield batch
                 batch, items = [], []
             if index % FORGET_EVERY == FORGET_EVERY - 1:
@@ -392,21 +403,38 @@ def _batches(store: Store, origin: Origin, verified: tiles.VerifiedTiles, fetche
         pool.shutdown(wait=True, cancel_futures=True)
 
 
-def _admit(copy: bytes, leaf_data: bytes, leaf: int) -> Envelope:
-    """The copy of a leaf, through the door: its bytes must hash to the leaf data's copy
-    hash and be of its event_id."""
+def _committed(copy: bytes, leaf_data: bytes, leaf: int) -> bytes:
+    """The copy of a leaf, if its bytes are the ones the leaf data commits to (their
+    SHA-256 is its copy hash); the door and the leaf's event_id are seen to by
+    :func:`_committed_copies`, once the batch has been through the door."""
     if len(leaf_data) != LEAF_DATA:
         raise MirrorError("copy", f"leaf {leaf}: an entry of {len(leaf_data)} bytes, not "
                           f"{LEAF_DATA}")  # fmt: skip
-    try:
-        env = parse_envelope(copy)
-    except DoorError as exc:
-        raise MirrorError("copy", f"leaf {leaf}: the copy fails the door: "
-                          f"{exc.describe()}") from exc  # fmt: skip
-    if env.encoded != copy or item_of(env.event_id, env.encoded) != leaf_data:
+    if hashlib.sha256(copy).digest() != leaf_data[32:]:
         raise MirrorError("copy", f"leaf {leaf}: the copy served is not the one the leaf "
                           "commits to")  # fmt: skip
-    return env
+    return copy
+
+
+def _committed_copies(leaves: deque[tuple[int, list[bytes]]],
+                      items: list[Envelope | DoorError],
+                      hashes: list[bytes | None]) -> None:  # fmt: skip
+    """The ``vet`` of the mirror's append (:meth:`Store.append_batches`): every copy of the
+    batch passed the door in its JCS form (the hash of what the door made of it is the
+    leaf's copy hash, which its served bytes hash to) and is of the leaf's event_id; else
+    ``mirror.copy``, and nothing of the batch is written."""
+    first, leaf_data = leaves.popleft()
+    if len(items) != len(leaf_data):
+        raise MirrorError("copy", f"leaf {first}: {len(items)} copies for {len(leaf_data)} "
+                          "leaves")  # fmt: skip
+    for at, (item, h, data) in enumerate(zip(items, hashes, leaf_data, strict=True)):
+        if isinstance(item, DoorError):
+            raise MirrorError("copy", f"leaf {first + at}: the copy fails the door: "
+                              f"{item.describe()}")  # fmt: skip
+        # the leaf data is event_id (32 raw bytes) || SHA-256 of the JCS bytes (item_of)
+        if h is None or eid_bytes(item.event_id) + h != data:
+            raise MirrorError("copy", f"leaf {first + at}: the copy served is not the one "
+                              "the leaf commits to")  # fmt: skip
 
 
 def _new_to(store: Store, items: list[bytes], seen: set[bytes]) -> None:

@@ -13,7 +13,7 @@ import functools
 import itertools
 import os
 import threading
-from collections.abc import Generator, Iterable, Iterator, Sized
+from collections.abc import Callable, Generator, Iterable, Iterator, Sized
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -45,6 +45,12 @@ Started = StartedBatch | SentBatch
 to the helpers of :mod:`pithlog.store.append_judging`."""
 
 RAW = (bytes, bytearray, memoryview)
+
+Vet = Callable[[list[Envelope | DoorError], list[bytes | None]], None]
+"""A look at each batch of :meth:`Store.append_batches` after the door and checks 1-12 and
+before its write transaction: its items and their copy hashes (``None`` for a refused
+item). What it raises stops the pipeline before that batch is written (a mirror's check
+that every copy is the one its leaf commits to)."""
 
 PIPELINE_MIN = 500
 """Batches of at least this many items (judged by the first) are verified in helper
@@ -83,6 +89,7 @@ def append_batches(
     batches: Iterable[Iterable[Item]],
     keyring: Keyring,
     keep_invalid: KeepInvalid,
+    vet: Vet | None = None,
 ) -> Generator[list[AppendResult], None, None]:
     """:meth:`Store.append_batches` (whose docstring says what it promises)."""
     cores = os.cpu_count() or 1
@@ -123,7 +130,7 @@ def append_batches(
                     # interrupt while waiting for them still hands them out (below)
                     committed = writing.result() if writing is not None else None
                     writing = writer.submit(
-                        store._finish_append, previous, keyring, keep_invalid, abandon
+                        store._finish_append, previous, keyring, keep_invalid, abandon, vet
                     )
                     if committed is not None:
                         yield committed
@@ -134,7 +141,7 @@ def append_batches(
                 yield committed
             if previous is not None:
                 last, previous = previous, None
-                yield store._finish_append(last, keyring, keep_invalid)
+                yield store._finish_append(last, keyring, keep_invalid, None, vet)
         except GeneratorExit:
             abandon.set()
             raise
@@ -217,12 +224,16 @@ def finish_append(
     keyring: Keyring,
     keep_invalid: KeepInvalid,
     abandon: threading.Event | None = None,
+    vet: Vet | None = None,
 ) -> list[AppendResult]:
-    """The write transaction of a started batch, once its verdicts are in; with
-    ``abandon`` set before the commit, the transaction is aborted (:class:`Abandoned`)."""
+    """The write transaction of a started batch, once its verdicts are in (and ``vet`` has
+    seen the batch); with ``abandon`` set before the commit, the transaction is aborted
+    (:class:`Abandoned`)."""
     if isinstance(started, SentBatch):
         got = receive(started, store._read, keyring)
         started = StartedBatch(got.items, got.hashes, got.fresh, Decided(got.reasons))
+    if vet is not None:
+        vet(started.items, started.hashes)
     work = append_work(started, keyring, keep_invalid)
     if abandon is None:
         return store._write(work)

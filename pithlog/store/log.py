@@ -60,6 +60,7 @@ from pithlog.store.append import KeepInvalid, rebuild_work
 from pithlog.store.append_pipeline import (
     Item,
     Started,
+    Vet,
     append_batches,
     finish_append,
     start_append,
@@ -362,6 +363,7 @@ class Store:
         batches: Iterable[Iterable[Item]],
         keyring: Keyring,
         keep_invalid: KeepInvalid = False,
+        vet: Vet | None = None,
     ) -> Generator[list[AppendResult], None, None]:
         """:meth:`append` of each batch in turn, as a pipeline: each batch is still ONE
         durable transaction, and its results are yielded after its commit. Meanwhile the
@@ -380,10 +382,14 @@ class Store:
         not reached it (a batch whose results were not yielded is committed only when its
         commit had already begun).
 
+        ``vet``, when given, sees each batch after the door and checks 1-12 and before its
+        write transaction (its items and copy hashes, in the batches' order); what it
+        raises stops the pipeline before that batch is written.
+
         A keyring other than the store's is first applied as :meth:`apply_keyring` does
         (when the pipeline starts), or refused."""
         self.apply_keyring(keyring)
-        return append_batches(self, batches, keyring, keep_invalid)
+        return append_batches(self, batches, keyring, keep_invalid, vet)
 
     def _start_append(
         self,
@@ -400,8 +406,9 @@ class Store:
         keyring: Keyring,
         keep_invalid: KeepInvalid,
         abandon: threading.Event | None = None,
+        vet: Vet | None = None,
     ) -> list[AppendResult]:
-        return finish_append(self, started, keyring, keep_invalid, abandon)
+        return finish_append(self, started, keyring, keep_invalid, abandon, vet)
 
     # --- replay (pithlog.store.replay_processes) ------------------------------------------
 

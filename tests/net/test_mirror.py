@@ -344,3 +344,30 @@ def test_an_origin_without_proofs_is_not_followed(tmp_path: Path, keys: Keys) ->
                 mm.mirror_once(m, client, keyring, ORIGIN)
             assert caught.value.code == "mirror.unproven" and caught.value.exit_status == 1
             assert (m.tree_size(), m.accepted_checkpoint(ORIGIN)) == before == (50, before[1])
+
+
+def test_a_leaf_whose_committed_copy_fails_the_door_or_names_another_event_stops_the_batch(
+    tmp_path: Path,
+) -> None:
+    # What a hostile origin can commit to itself: bytes that hash to the leaf but fail the
+    # door, or a copy of another event_id than the leaf's. The mirror's vet sees the batch
+    # after the door and before its write transaction.
+    from collections import deque
+
+    from pithlog.errors import DoorError
+    from pithlog.protocol.events import parse_envelope
+    from pithlog.store.layout import copy_hash, eid_bytes
+
+    envs = [parse_envelope(g.encoded(e)) for e in _events(7, piths=3)[:3]]
+    hashes: list[bytes | None] = [copy_hash(e.encoded) for e in envs]
+    good = [eid_bytes(e.event_id) + copy_hash(e.encoded) for e in envs]
+    mm._committed_copies(deque([(10, good)]), list(envs), hashes)  # passes
+    refused = DoorError("not_object", "an event must be a JSON object")
+    cases = [
+        ([envs[0], refused, envs[2]], [hashes[0], None, hashes[2]], "leaf 11: the copy fails"),
+        ([envs[0], envs[2], envs[1]], [hashes[0], hashes[2], hashes[1]], "leaf 11: the copy"),
+    ]
+    for items, its_hashes, said in cases:
+        with pytest.raises(MirrorError) as caught:
+            mm._committed_copies(deque([(10, good)]), items, its_hashes)
+        assert caught.value.code == "mirror.copy" and said in caught.value.message

@@ -139,12 +139,13 @@ def test_a_consumer_that_stops_abandons_the_batch_being_written(
     finish = Store._finish_append
     seen: list[Any] = []
 
-    def held(self: Store, started: Any, keyring: Any, keep: bool, abandon: Any = None) -> Any:
+    def held(self: Store, started: Any, keyring: Any, keep: bool, abandon: Any = None,
+             vet: Any = None) -> Any:  # fmt: skip
         if abandon is not None:  # written in the pipeline's thread
             seen.append(abandon)
             if len(seen) == 2:  # batch 2: its transaction waits for the close (or 5 s)
                 abandon.wait(5)
-        return finish(self, started, keyring, keep, abandon)
+        return finish(self, started, keyring, keep, abandon, vet)
 
     monkeypatch.setattr(Store, "_finish_append", held)
     with Store.open(tmp_path / "s") as store:
@@ -186,4 +187,32 @@ def test_a_failed_transaction_stops_the_pipeline_before_the_next_batch(
                 done.append(results)
         assert len(done) == 1 and len(calls) == 2  # batch 3 was never written
         assert store.stats()["counts"]["seq"] == sum(r.status == "stored" for r in done[0])
+        assert store.replay(g.KEYRING).ok
+
+
+@pytest.mark.parametrize("helpers", [False, True])
+def test_a_vet_that_raises_stops_the_pipeline_before_that_batch_is_written(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, helpers: bool
+) -> None:
+    if helpers:  # batches after the first judged by helper processes
+        monkeypatch.setattr(pithlog.store.append_pipeline, "PIPELINE_MIN", 0)
+        monkeypatch.setattr(pithlog.store.append_pipeline.os, "cpu_count", lambda: 2)
+    lines = _lines(6)
+    batches = [lines[:4], lines[4:8], lines[8:]]
+    seen: list[list[bytes | None]] = []
+
+    def vet(items: list[Any], hashes: list[bytes | None]) -> None:
+        assert len(items) == len(hashes) == len(batches[len(seen)])
+        seen.append(hashes)
+        if len(seen) == 2:
+            raise ValueError("not the copies this batch should hold")
+
+    with Store.open(tmp_path / "s") as store:
+        done = []
+        with pytest.raises(ValueError, match="not the copies"):
+            for results in store.append_batches(iter(batches), g.KEYRING, vet=vet):
+                done.append(results)
+        assert len(done) == 1 and len(seen) == 2  # the third batch never reached its write
+        stored = sum(r.status == "stored" for r in done[0])
+        assert stored > 0 and store.stats()["counts"]["seq"] == stored
         assert store.replay(g.KEYRING).ok

@@ -137,8 +137,13 @@ class GroupCommit:
 
     @classmethod
     def over(cls, store: Store, keyring: Keyring, limits: Limits) -> GroupCommit:
+        # The door, checks and signatures of each group in helper processes kept for the
+        # server's life (Store.judging): this process's one core-at-a-time (the GIL)
+        # serves the requests and writes the transactions.
+        judging = store.judging(keyring)
+
         def append(lines: list[bytes]) -> list[AppendResult]:
-            return store.append(lines, keyring, keep_invalid=False)
+            return store.append(lines, keyring, keep_invalid=False, judging=judging)
 
         return cls(append, limits.batch_lines, limits.max_pending)
 

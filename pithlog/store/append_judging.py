@@ -69,6 +69,29 @@ def judging_pool(stack: contextlib.ExitStack, path: str, keyring: Keyring) -> Po
     return worker_pool(stack, verifying_processes(every_core=True), _init, (path, entries))
 
 
+class Judging:
+    """Helpers that judge raw lines, kept for the appends of a program that appends many
+    batches one after the other (a server's group commits:
+    :meth:`pithlog.store.Store.append` with ``judging``): started with the first batch
+    that uses them, ended by :meth:`close` (or with the program: a helper ends when its
+    parent does)."""
+
+    def __init__(self, path: str, keyring: Keyring) -> None:
+        self.path = path
+        self.keyring = keyring
+        self._stack = contextlib.ExitStack()
+        self._pool: Pool | None = None
+
+    def pool(self) -> Pool:
+        if self._pool is None:
+            self._pool = judging_pool(self._stack, self.path, self.keyring)
+        return self._pool
+
+    def close(self) -> None:
+        self._pool = None
+        self._stack.close()
+
+
 @dataclass
 class SentBatch:
     """A batch of raw lines handed to the helpers (:func:`send`), judged or not yet."""
@@ -77,10 +100,12 @@ class SentBatch:
 
 
 def send(pool: Pool, lines: list[bytes]) -> SentBatch:
-    """Hand ``lines`` to the helpers now, in parts of :data:`JUDGE_PART`."""
+    """Hand ``lines`` to the helpers now, in parts of :data:`JUDGE_PART` (a small batch in
+    smaller parts, two per helper, so that every helper takes a share of it)."""
     parts: list[tuple[list[bytes], Future[list[Judgement]] | None]] = []
-    for start in range(0, len(lines), JUDGE_PART):
-        part = lines[start : start + JUDGE_PART]
+    size = max(1, min(JUDGE_PART, -(-len(lines) // (2 * pool.processes))))
+    for start in range(0, len(lines), size):
+        part = lines[start : start + size]
         try:
             parts.append((part, pool.submit(_run, part)))
         except BrokenProcessPool:  # a helper died before: this part is judged here

@@ -57,6 +57,7 @@ from pithlog.store.append import REPLACED as REPLACED
 from pithlog.store.append import STORED as STORED
 from pithlog.store.append import AppendResult as AppendResult
 from pithlog.store.append import KeepInvalid, rebuild_work
+from pithlog.store.append_judging import Judging
 from pithlog.store.append_pipeline import (
     Item,
     Started,
@@ -343,6 +344,7 @@ class Store:
         batch: Iterable[Item],
         keyring: Keyring,
         keep_invalid: KeepInvalid = False,
+        judging: Judging | None = None,
     ) -> list[AppendResult]:
         """Append a batch as ONE durable transaction; one :class:`AppendResult` per item.
 
@@ -353,10 +355,25 @@ class Store:
         copy of a stored event_id is resolved by
         :func:`pithlog.protocol.reduce.keep_preferred`. Every pith whose events changed is
         re-reduced in the same transaction. Results are returned only after the commit is
-        durable.
+        durable. With ``judging`` (:meth:`judging`, made with the same keyring), a batch
+        of raw lines is put through the door and checks 1-12 by its helper processes.
         """
         self.apply_keyring(keyring)
-        return self._finish_append(self._start_append(batch, keyring), keyring, keep_invalid)
+        if judging is not None and (os.cpu_count() or 1) > 1:
+            if judging.keyring.digest != keyring.digest:
+                raise ValueError("judging helpers hold another keyring than this append's")
+            started = self._start_append(batch, keyring, judging.pool(), True)
+        else:
+            started = self._start_append(batch, keyring)
+        return self._finish_append(started, keyring, keep_invalid)
+
+    def judging(self, keyring: Keyring) -> Judging:
+        """Helper processes that judge raw lines (door, checks 1-12, signatures) for
+        :meth:`append` ``(..., judging=...)``, one per core, kept between appends: for a
+        program that appends many small batches of lines over time, such as a server's
+        group commits, so that its own process keeps only the write transactions. They
+        start with the first append that uses them; ``close()`` ends them."""
+        return Judging(self.path, keyring)
 
     def append_batches(
         self,

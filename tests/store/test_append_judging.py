@@ -13,6 +13,7 @@ import pytest
 
 import pithlog.store.append_judging
 import pithlog.store.append_pipeline
+import pithlog.store.log
 from pithlog.errors import DoorError, HelperLost
 from pithlog.protocol.checks import check_alone
 from pithlog.protocol.events import parse_envelope
@@ -109,3 +110,29 @@ def test_the_helpers_yield_the_cores_to_the_writing_process(tmp_path: Path) -> N
         pool = judging_pool(stack, store.path, g.KEYRING)
         here = os.nice(0)
         assert pool.submit(os.nice, 0).result() == min(19, here + HELPER_NICE)
+
+
+def test_appends_with_kept_judging_helpers_give_what_appends_give(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A server's group commits: many small batches, one set of helpers kept between them.
+    monkeypatch.setattr(pithlog.store.log.os, "cpu_count", lambda: 2)
+    lines = _lines(4)
+    batches = [lines[:5], lines[5:6], lines[6:15], lines[15:], lines[:3]]  # the last: dups
+    with Store.open(tmp_path / "one") as store:
+        expected = [store.append(b, g.KEYRING) for b in batches]
+        exported = list(store.export())
+    sent: list[int] = []
+    real = pithlog.store.append_judging.send
+    monkeypatch.setattr(pithlog.store.append_pipeline, "send",
+                        lambda pool, part: sent.append(len(part)) or real(pool, part))  # fmt: skip
+    with Store.open(tmp_path / "two") as store:
+        judging = store.judging(g.KEYRING)
+        try:
+            got = [store.append(b, g.KEYRING, judging=judging) for b in batches]
+        finally:
+            judging.close()
+        assert got == expected
+        assert list(store.export()) == exported
+        assert store.replay(g.KEYRING).ok
+    assert sent == [len(b) for b in batches]  # every batch went to the helpers

@@ -10,7 +10,7 @@ judged (verdicts) is kept across those retries.
 from __future__ import annotations
 
 from collections.abc import Callable, Container
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from pithlog.errors import DoorError, StoreError
@@ -102,6 +102,10 @@ class StartedBatch:
     fresh: list[bytes]
     """Copy hashes of the copies the store did not hold when the batch was started."""
     checks: CheckBatch | Decided
+    packed: dict[bytes, tuple[bytes, bytes]] = field(default_factory=dict)
+    """Copy hash -> (packer tag, stored value), packed ahead by the helpers that judged the
+    batch (:mod:`pithlog.store.append_judging`): used when the transaction's packer has
+    the same tag (the same bytes it would make)."""
 
 
 # --- an append ----------------------------------------------------------------------------
@@ -195,7 +199,9 @@ def append_work(
             pointer = SEQ.pack(next_seq)
             index_copy(txn, dbs, env, pointer)
             put_in_order(txn, dbs["seq"], pointer, eid + h, "seq")
-            put_in_order(txn, dbs["copies"], pointer, pack(env.encoded), "copies")
+            ahead = started.packed.get(h)
+            stored = ahead[1] if ahead is not None and ahead[0] == pack.tag else pack(env.encoded)
+            put_in_order(txn, dbs["copies"], pointer, stored, "copies")
             next_seq += 1
             if held is None:
                 txn.put(eid, pointer, db=dbs["events"])

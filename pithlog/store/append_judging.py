@@ -31,6 +31,7 @@ from pithlog.parallel import Pool, leave_interrupts_to_parent, verifying_process
 from pithlog.protocol.checks import check_many
 from pithlog.protocol.events import Envelope, parse_envelope, readmit
 from pithlog.protocol.keys import Keyring, make_keyring
+from pithlog.store import codec
 from pithlog.store.environment import acquire
 from pithlog.store.layout import Txn, copy_hash, copy_pointer, eid_bytes
 
@@ -50,10 +51,16 @@ STORED = "stored"
 """The verdict slot of a copy the store already held when it was judged: a duplicate,
 whose checks are not run again (:func:`judge_lines`)."""
 
-Judgement = DoorError | tuple[bytes, bytes, str | None]
+Judgement = DoorError | tuple[bytes, bytes, str | None, bytes | None]
 """What a helper says of one line: the door's refusal, or ``(JCS bytes, copy hash,
-verdict)`` where the verdict is the reason of the first failing check 1-12, ``None`` for
-a valid event, or :data:`STORED`."""
+verdict, stored value)`` where the verdict is the reason of the first failing check 1-12,
+``None`` for a valid event, or :data:`STORED`; the stored value is the copy as the store
+keeps it (:class:`pithlog.store.codec.Packer`), for a copy the store does not hold."""
+
+JudgedPart = tuple[bytes, list[Judgement]]
+"""A part's judgements, with the :attr:`~pithlog.store.codec.Packer.tag` its stored values
+were packed with: the write transaction uses them when its own packer has the same tag
+(else the store's dictionary changed meanwhile, and it packs the copies itself)."""
 
 Read = Callable[[Callable[[Txn, dict[str, Any]], Any]], Any]
 """A store's read transactions (``read(work)`` runs ``work`` in one)."""
@@ -96,13 +103,13 @@ class Judging:
 class SentBatch:
     """A batch of raw lines handed to the helpers (:func:`send`), judged or not yet."""
 
-    parts: list[tuple[list[bytes], Future[list[Judgement]] | None]]
+    parts: list[tuple[list[bytes], Future[JudgedPart] | None]]
 
 
 def send(pool: Pool, lines: list[bytes]) -> SentBatch:
     """Hand ``lines`` to the helpers now, in parts of :data:`JUDGE_PART` (a small batch in
     smaller parts, two per helper, so that every helper takes a share of it)."""
-    parts: list[tuple[list[bytes], Future[list[Judgement]] | None]] = []
+    parts: list[tuple[list[bytes], Future[JudgedPart] | None]] = []
     size = max(1, min(JUDGE_PART, -(-len(lines) // (2 * pool.processes))))
     for start in range(0, len(lines), size):
         part = lines[start : start + size]
@@ -121,6 +128,8 @@ class Received:
     hashes: list[bytes | None]
     fresh: list[bytes]
     reasons: list[str | None]
+    packed: dict[bytes, tuple[bytes, bytes]]
+    """Copy hash -> (packer tag, stored value) of the copies new to the store."""
 
 
 def receive(sent: SentBatch, read: Read, keyring: Keyring) -> Received:
@@ -130,6 +139,7 @@ def receive(sent: SentBatch, read: Read, keyring: Keyring) -> Received:
     hashes: list[bytes | None] = []
     fresh: list[bytes] = []
     reasons: list[str | None] = []
+    packed: dict[bytes, tuple[bytes, bytes]] = {}
     seen: set[bytes] = set()
     for lines, future in sent.parts:
         judged = None
@@ -140,12 +150,13 @@ def receive(sent: SentBatch, read: Read, keyring: Keyring) -> Received:
                 HelperLost.warn()
         if judged is None:
             judged = judge_lines(lines, keyring, read)
-        for judgement in judged:
+        tag, judgements = judged
+        for judgement in judgements:
             if isinstance(judgement, DoorError):
                 items.append(judgement)
                 hashes.append(None)
                 continue
-            encoded, h, verdict = judgement
+            encoded, h, verdict, stored = judgement
             items.append(readmit(encoded))
             hashes.append(h)
             if h not in seen:
@@ -153,27 +164,37 @@ def receive(sent: SentBatch, read: Read, keyring: Keyring) -> Received:
                 if verdict != STORED:
                     fresh.append(h)
                     reasons.append(verdict)
-    return Received(items, hashes, fresh, reasons)
+                if stored is not None:
+                    packed[h] = (tag, stored)
+    return Received(items, hashes, fresh, reasons, packed)
 
 
-def judge_lines(lines: list[bytes], keyring: Keyring, read: Read) -> list[Judgement]:
+def judge_lines(lines: list[bytes], keyring: Keyring, read: Read) -> JudgedPart:
     """The door for each line, and checks 1-12 (signatures verified here, one after the
-    other) of each copy that the store does not hold and that is new to ``lines``."""
-    out: list[Judgement] = []
+    other) of each copy that the store does not hold and that is new to ``lines``; such a
+    copy is packed as the store keeps it, too."""
+    door: list[DoorError | tuple[bytes, bytes]] = []
     envelopes: dict[bytes, Envelope] = {}
     for line in lines:
         try:
             env = parse_envelope(line)
         except DoorError as exc:
-            out.append(exc)
+            door.append(exc)
             continue
         h = copy_hash(env.encoded)
         envelopes.setdefault(h, env)
-        out.append((env.encoded, h, STORED))
-    new: list[bytes] = read(lambda txn, dbs: unseen(envelopes, txn, dbs))
+        door.append((env.encoded, h))
+    new, pack = read(lambda txn, dbs: (unseen(envelopes, txn, dbs), codec.packer(txn, dbs)))
     verdicts = dict(zip(new, check_many([envelopes[h] for h in new], keyring), strict=True))
-    return [j if isinstance(j, DoorError) else (j[0], j[1], verdicts.get(j[1], STORED))
-            for j in out]  # fmt: skip
+    out: list[Judgement] = []
+    for item in door:
+        if isinstance(item, DoorError):
+            out.append(item)
+            continue
+        encoded, h = item
+        verdict = verdicts.get(h, STORED)
+        out.append((encoded, h, verdict, None if verdict == STORED else pack(encoded)))
+    return pack.tag, out
 
 
 def unseen(envelopes: dict[bytes, Envelope], txn: Txn, dbs: dict[str, Any]) -> list[bytes]:
@@ -204,5 +225,5 @@ def _init(path: str, entries: list[dict[str, Any]]) -> None:
     _HELPER["keyring"] = make_keyring(entries)
 
 
-def _run(lines: list[bytes]) -> list[Judgement]:
+def _run(lines: list[bytes]) -> JudgedPart:
     return judge_lines(lines, _HELPER["keyring"], _HELPER["read"])

@@ -231,7 +231,8 @@ def finish_append(
     (:class:`Abandoned`)."""
     if isinstance(started, SentBatch):
         got = receive(started, store._read, keyring)
-        started = StartedBatch(got.items, got.hashes, got.fresh, Decided(got.reasons))
+        started = StartedBatch(got.items, got.hashes, got.fresh, Decided(got.reasons),
+                               got.packed)
     if vet is not None:
         vet(started.items, started.hashes)
     work = append_work(started, keyring, keep_invalid)

@@ -133,19 +133,27 @@ def newest_dictionary(txn: Any, dbs: dict[str, Any]) -> int | None:
 # --- pack and unpack ----------------------------------------------------------------------
 
 
-def packer(txn: Any, dbs: dict[str, Any]) -> Callable[[bytes], bytes]:
-    """``pack(jcs) -> stored`` for the values of one write transaction: with the store's
-    newest dictionary when it has one, else plain zstd; the JCS bytes themselves when
-    compression does not make them smaller."""
-    dict_id = newest_dictionary(txn, dbs)
-    cctx = _context("c", txn, dbs, dict_id)
-    prefix = PLAIN if dict_id is None else DICT + _ID.pack(dict_id)
+class Packer:
+    """``pack(jcs) -> stored`` for the values of one transaction: with the store's newest
+    dictionary when it has one, else plain zstd; the JCS bytes themselves when compression
+    does not make them smaller. zstd at one level with one dictionary is deterministic:
+    two packers of the same :attr:`tag` make the same stored bytes of the same copy,
+    whichever process runs them (the helpers of an append pack ahead of its writer)."""
 
-    def pack(jcs: bytes) -> bytes:
-        stored = prefix + cctx.compress(jcs)
+    def __init__(self, txn: Any, dbs: dict[str, Any]) -> None:
+        dict_id = newest_dictionary(txn, dbs)
+        self._cctx = _context("c", txn, dbs, dict_id)
+        self.tag = PLAIN if dict_id is None else DICT + _ID.pack(dict_id)
+        """What every value this packer compresses starts with: which dictionary, if any."""
+
+    def __call__(self, jcs: bytes) -> bytes:
+        stored = self.tag + self._cctx.compress(jcs)
         return stored if len(stored) < len(jcs) or jcs[:1] != RAW else jcs
 
-    return pack
+
+def packer(txn: Any, dbs: dict[str, Any]) -> Packer:
+    """The :class:`Packer` of the store as ``txn`` sees it."""
+    return Packer(txn, dbs)
 
 
 def unpack(txn: Any, dbs: dict[str, Any], stored: bytes) -> bytes:

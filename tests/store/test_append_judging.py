@@ -17,7 +17,7 @@ import pithlog.store.log
 from pithlog.errors import DoorError, HelperLost
 from pithlog.protocol.checks import check_alone
 from pithlog.protocol.events import parse_envelope
-from pithlog.store import Store
+from pithlog.store import Store, codec
 from pithlog.store.append_judging import STORED, judge_lines
 from pithlog.store.layout import copy_hash
 
@@ -35,7 +35,9 @@ def test_judge_lines_gives_the_door_and_checks_of_each_line(tmp_path: Path) -> N
     asked = [*lines, lines[4], b"{not json", spaced]
     with Store.open(tmp_path / "s") as store:
         store.append(held, g.KEYRING)
-        judged = judge_lines(asked, g.KEYRING, store._read)
+        tag, judged = judge_lines(asked, g.KEYRING, store._read)
+        pack = store._read(codec.packer)
+    assert tag == pack.tag
     assert len(judged) == len(asked)
     assert isinstance(judged[-2], DoorError) and judged[-2].code.startswith("door.")
     for line, judgement in zip(asked, judged, strict=True):
@@ -43,10 +45,12 @@ def test_judge_lines_gives_the_door_and_checks_of_each_line(tmp_path: Path) -> N
             continue
         assert not isinstance(judgement, DoorError)
         env = parse_envelope(line)
-        encoded, h, verdict = judgement
+        encoded, h, verdict, stored = judgement
         assert (encoded, h) == (env.encoded, copy_hash(env.encoded))
-        # a copy the store holds is a duplicate, not judged again; the rest as here
+        # a copy the store holds is a duplicate, not judged again; the rest as here, and
+        # packed as the store would keep it
         assert verdict == (STORED if line in held else check_alone(env, g.KEYRING))
+        assert stored == (None if line in held else pack(encoded))
     reasons = {j[2] for j in judged if not isinstance(j, DoorError)}
     assert None in reasons and "bad_signature" in reasons and STORED in reasons
 
@@ -136,3 +140,29 @@ def test_appends_with_kept_judging_helpers_give_what_appends_give(
         assert list(store.export()) == exported
         assert store.replay(g.KEYRING).ok
     assert sent == [len(b) for b in batches]  # every batch went to the helpers
+
+
+def test_values_packed_by_the_helpers_are_the_bytes_the_writer_would_store(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The dictionary is trained mid-stream (at 20 copies here): parts packed before it
+    # by the helpers carry the plain tag, and the write transaction packs those itself.
+    monkeypatch.setattr(codec, "TRAIN_AT", 20)
+    lines = _lines(8) + _lines(9)
+    batches = [lines[i : i + 7] for i in range(0, len(lines), 7)]
+
+    def stored(store: Store) -> list[tuple[bytes, bytes]]:
+        return store._read(lambda txn, dbs: list(txn.cursor(db=dbs["copies"])))
+
+    with Store.open(tmp_path / "one") as store:
+        for b in batches:
+            store.append(b, g.KEYRING)
+        expected = stored(store)
+    monkeypatch.setattr(pithlog.store.append_pipeline, "PIPELINE_MIN", 0)
+    monkeypatch.setattr(pithlog.store.append_pipeline.os, "cpu_count", lambda: 2)
+    with Store.open(tmp_path / "two") as store:
+        list(store.append_batches(iter(batches), g.KEYRING))
+        got = stored(store)
+    assert got == expected
+    tags = {value[:1] for _, value in got}
+    assert codec.DICT in tags and codec.PLAIN in tags  # both sides of the training

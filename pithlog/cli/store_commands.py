@@ -46,6 +46,7 @@ from pithlog.protocol.events import parse_envelope
 from pithlog.protocol.records import is_pith_number
 from pithlog.store import REFUSED, REJECTED, AppendResult, PendingPith
 from pithlog.store.place import check_place, is_store_folder
+from pithlog.store.replay_processes import POOL_MIN_COPIES
 
 _JSON_SPACE = b" \t\r\n"
 
@@ -282,7 +283,7 @@ def cmd_import(args: argparse.Namespace, out: Out) -> int:
 def cmd_replay(args: argparse.Namespace, out: Out) -> int:
     """Replay the whole store and report every disagreement."""
     keyring = read_keyring(args.keyring)
-    if args.jobs < 1:
+    if args.jobs is not None and args.jobs < 1:
         raise UsageError("arguments", "--jobs must be at least 1")
     with open_store(args, readonly=not args.rebuild, check=args.verify) as store:
         if args.rebuild:
@@ -562,8 +563,10 @@ def add_commands(sub: Any, store_parser: StoreParser) -> None:
                    help="verify every signature again (otherwise cached verdicts are used)")
     p.add_argument("--rebuild", action="store_true",
                    help="re-judge and re-reduce the store under KEYRING, then record it")
-    p.add_argument("--jobs", type=int, default=1, metavar="N",
-                   help="replay the piths in N processes (same output)")
+    p.add_argument("--jobs", type=int, default=None, metavar="N",
+                   help="replay the piths in N processes (same output; default: one per "
+                   f"core for a store of {POOL_MIN_COPIES:,} copies or more, where the "
+                   "processes pay for their start, else 1)")  # fmt: skip
     progress_option(p, "progress")
     p.set_defaults(func=cmd_replay)
 

@@ -399,7 +399,7 @@ class Store:
         self,
         keyring: Keyring,
         verify: bool = True,
-        jobs: int = 1,
+        jobs: int | None = None,
         progress: Progress | None = None,
     ) -> ReplayReport:
         """Read the whole log back and report every disagreement (:class:`ReplayReport`).
@@ -415,7 +415,9 @@ class Store:
         state would change.
 
         ``jobs`` > 1 splits the piths across that many processes (each opens the store
-        read-only); the report is the same as with ``jobs=1``.
+        read-only); the report is the same as with ``jobs=1``. ``None`` (the default): one
+        process per core for a log of at least
+        :data:`~pithlog.store.replay_processes.POOL_MIN_COPIES` copies, else ``jobs=1``.
         """
         return replay(self, keyring, verify, jobs, progress)
 

@@ -161,6 +161,8 @@ class Start:
     high_water: int
     """The last sequence number at the start: a copy whose ``seq`` is above it was appended
     while replay ran."""
+    copies: int = 0
+    """The stored copies at the start (``seq``'s entries): the size of the work."""
 
 
 def replay_start(txn: Txn, dbs: dict[str, Any]) -> Start:
@@ -171,7 +173,8 @@ def replay_start(txn: Txn, dbs: dict[str, Any]) -> Start:
     cursor = txn.cursor(db=dbs["seq"])
     last = cursor.key() if cursor.last() else b""
     high = SEQ.unpack(last)[0] if len(last) == SEQ.size else 0
-    return Start(piths, foreign, None if kd is None else kd.hex(), high)
+    copies = txn.stat(dbs["seq"])["entries"]
+    return Start(piths, foreign, None if kd is None else kd.hex(), high, copies)
 
 
 class ScratchIndex(Protocol):

@@ -398,3 +398,35 @@ def test_replay_with_the_structure_pass_in_its_own_process_reports_the_same(
     assert "seq" in kinds and "by_pith" in kinds and "state" in kinds
     assert kinds.index("seq") < kinds.index("state")
     assert_same_report(here, apart)
+
+
+def test_replay_by_default_uses_a_worker_per_core_above_the_threshold(
+    damaged: tuple[Store, list[Any]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # jobs not given: one worker per core from POOL_MIN_COPIES copies (lowered here), this
+    # process alone below it; the report is that of jobs=1 either way, damage included.
+    import pithlog.store.replay_processes as rp
+
+    store, events = damaged
+    victim = _attestation(events)
+    eid = bytes.fromhex(victim["event_id"][7:])
+    store._write(lambda txn, dbs: txn.delete(victim["pith_number"].encode() + eid,
+                                             db=dbs["by_pith"]))  # fmt: skip
+    one = store.replay(g.KEYRING, jobs=1)
+    pools: list[int] = []
+    replay_pool = rp._replay_pool
+
+    def spy(store: Store, stack: Any, chunks: Any, ctx: Any, jobs: int) -> Any:
+        pools.append(jobs)
+        return replay_pool(store, stack, chunks, ctx, jobs)
+
+    monkeypatch.setattr(rp, "_replay_pool", spy)
+    monkeypatch.setattr(rp.os, "cpu_count", lambda: 2)
+    small = store.replay(g.KEYRING)
+    assert pools == []  # below the threshold: in this process
+    monkeypatch.setattr(rp, "POOL_MIN_COPIES", len(events))
+    default = store.replay(g.KEYRING)
+    assert pools == [2]  # one worker per core
+    assert not one.ok
+    assert_same_report(one, small)
+    assert_same_report(one, default)

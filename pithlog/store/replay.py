@@ -24,7 +24,7 @@ from pithlog.protocol.events import Envelope, parse_envelope
 from pithlog.protocol.keys import Keyring
 from pithlog.protocol.records import is_pith_number
 from pithlog.protocol.reduce import MERGE_VERSION, Judged, Pending, Reduction, keep_preferred
-from pithlog.protocol.state import render_reduction
+from pithlog.protocol.state import assemble, parts_of
 from pithlog.store.codec import CorruptCopy, readable, unpack
 from pithlog.store.keyindex import Judges, cached_verdict, key_hash, signer_key_id
 from pithlog.store.layout import (
@@ -53,11 +53,11 @@ from pithlog.store.layout import (
 )
 from pithlog.store.stateindex import (
     INDEX_DAMAGE,
-    assemble_state,
     index_entries,
     index_stored,
     pith_summary,
     reduce_judged,
+    state_parts,
 )
 
 register({
@@ -403,6 +403,10 @@ class _PithCopies:
     """event_id -> its copies: ``(None, preferred)`` first, then ``(copy hash, evidence)``."""
     passed: dict[bytes, Envelope | DoorError]
     foreign: Sequence[bytes] = ()
+    unpacked: dict[bytes, bytes] = field(default_factory=dict)
+    """Sequence number -> the JCS bytes of the preferred copy stored under it, for each
+    preferred copy that unpacked: the state is assembled from them again
+    (:func:`pithlog.store.stateindex.state_parts`)."""
 
 
 def _read_pith(txn: Txn, dbs: dict[str, Any], pith: str, foreign: Sequence[bytes]) -> _PithCopies:
@@ -411,10 +415,19 @@ def _read_pith(txn: Txn, dbs: dict[str, Any], pith: str, foreign: Sequence[bytes
     indexed = set(pith_eids(txn, dbs, pith))
     by_event: dict[bytes, list[tuple[bytes | None, bytes]]] = {}
     passed: dict[bytes, Envelope | DoorError] = {}
+    unpacked: dict[bytes, bytes] = {}
     for eid in sorted(indexed | set(foreign)):
-        preferred = event_copy(txn, dbs, eid, readable)
-        if preferred is None:
+        pointer = txn.get(eid, db=dbs["events"])
+        if pointer is None or len(pointer) != SEQ.size:
             continue  # reported by the structure pass
+        stored = txn.get(pointer, db=dbs["copies"])
+        if stored is None:
+            continue
+        try:
+            preferred = unpack(txn, dbs, stored)
+            unpacked[pointer] = preferred
+        except CorruptCopy:
+            preferred = stored  # readable(): the checks it fails report it
         evidence = evidence_of(txn, dbs, eid, readable)
         by_event[eid] = [(None, preferred), *((k[32:], v) for k, v in evidence)]
         for _, data in by_event[eid]:
@@ -422,7 +435,7 @@ def _read_pith(txn: Txn, dbs: dict[str, Any], pith: str, foreign: Sequence[bytes
                 passed[data] = parse_envelope(data)
             except DoorError as exc:
                 passed[data] = exc
-    return _PithCopies(pith, indexed, by_event, passed, foreign)
+    return _PithCopies(pith, indexed, by_event, passed, foreign, unpacked)
 
 
 @dataclass
@@ -605,19 +618,33 @@ def _replay_pith(
         if winner.envelope.pith_number == pith:
             judged.append(winner)
     result = reduce_judged(pith, judged)
-    state = render_reduction(result) if isinstance(result, Reduction) else None
+    replayed = parts_of(result) if isinstance(result, Reduction) else None
     key = pith.encode("ascii")
+    stored = index_stored(txn, dbs, pith)
     try:
-        cached_state = assemble_state(txn, dbs, pith)
+        cached = state_parts(txn, dbs, pith, stored, copies_of.unpacked, passed)
+        # The state assembled from the index is compared byte for byte with the replayed
+        # one through their parts: assemble() is a function of its parts, and equal parts
+        # (bytes and strings, and the two counts of the summary when they are ints, not
+        # true or 1.0) give equal bytes. Only parts that differ are assembled, to compare
+        # and describe.
+        same = cached == replayed and (
+            cached is None
+            or (type(cached.event_count) is int and type(cached.valid_event_count) is int)
+        )
+        cached_state = None if same or cached is None else assemble(cached)
     except (*INDEX_DAMAGE, CorruptCopy) as exc:
         say("index", pith, f"the state cannot be assembled from the index: {exc!r}")
         return pith, found, len(judged), copies
-    cached_status = txn.get(key, db=dbs["piths"])
+    state = None if same or replayed is None else assemble(replayed)
+    cached_status = stored["piths"].get(key)
     expected_status = None if result is None else jcs(pith_summary(result))
     if ctx.same_keyring:
         expected_index = index_entries(pith, result)
-        for name, entries in index_stored(txn, dbs, pith).items():
+        for name, entries in stored.items():
             want = expected_index[name]
+            if want == entries:
+                continue
             missing = len(want.keys() - entries.keys())
             extra = len(entries.keys() - want.keys())
             differ = sum(1 for k in want.keys() & entries.keys() if want[k] != entries[k])

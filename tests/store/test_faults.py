@@ -208,6 +208,26 @@ def test_altered_cached_state_and_verdict_are_named(damaged: tuple[Store, list[A
 
 
 
+def test_a_summary_count_equal_in_python_but_not_in_bytes_is_a_state_difference(
+    tmp_path: Path,
+) -> None:
+    # Replay compares the parts a state is assembled from, not the documents; a count the
+    # summary writes as true or 1.0 equals 1 in Python but assembles other bytes.
+    with Store.open(tmp_path / "s") as store:
+        record = g.record("2501.00077")
+        store.append([g.encoded(record)], g.KEYRING)
+        pith = record["pith_number"]
+        summary = store._read(lambda txn, dbs: txn.get(pith.encode(), db=dbs["piths"]))
+        assert summary is not None and b'"event_count":1,' in summary
+        for written in (b"true", b"1.0"):
+            altered = summary.replace(b'"event_count":1,', b'"event_count":' + written + b",")
+            store._write(lambda txn, dbs, a=altered: txn.put(pith.encode(), a, db=dbs["piths"]))
+            found = store.replay(g.KEYRING).discrepancies
+            assert [(d.kind, d.subject) for d in found] == [("state", pith)], found
+        store._write(lambda txn, dbs: txn.put(pith.encode(), summary, db=dbs["piths"]))
+        assert store.replay(g.KEYRING).ok
+
+
 def test_a_pith_whose_summary_went_missing_is_re_reduced_whole_on_append(
     damaged: tuple[Store, list[Any]],
 ) -> None:

@@ -484,12 +484,34 @@ def finish_chunk(
     if ctx.high_water is not None:
         late_keys, late_piths = _late(txn, dbs, ctx.high_water)
     late_eids = {key[:32] for key in late_keys}
+    memo = _Memo.of(txn, dbs, ctx)
     return [
-        _replay_pith_at_start(txn, dbs, r, checked, ctx, late_keys)
+        _replay_pith_at_start(txn, dbs, r, checked, ctx, late_keys, memo)
         if r.pith in late_piths or not r.indexed.isdisjoint(late_eids)
-        else _replay_pith(txn, dbs, r, checked, ctx)
+        else _replay_pith(txn, dbs, r, checked, ctx, memo)
         for r in started.read
     ]
+
+
+@dataclass
+class _Memo:
+    """What the piths of one chunk share, in one transaction: the verdict prefix of each
+    key entry (:class:`Judges`, under the store's keyring) and the ``by_key`` prefix of
+    each key_id, each computed once per chunk rather than once per pith or copy."""
+
+    judges: Judges | None
+    key_hashes: dict[str, bytes] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, txn: Txn, dbs: dict[str, Any], ctx: ReplayContext) -> _Memo:
+        # under the store's keyring, its verdicts are those of ctx.keyring's entries
+        return cls(Judges.of_store(txn, dbs, ctx.keyring) if ctx.same_keyring else None)
+
+    def key_hash(self, key_id: str) -> bytes:
+        found = self.key_hashes.get(key_id)
+        if found is None:
+            found = self.key_hashes[key_id] = key_hash(key_id)
+        return found
 
 
 def _late(txn: Txn, dbs: dict[str, Any], high: int) -> tuple[set[bytes], set[str]]:
@@ -518,18 +540,19 @@ def _replay_pith_at_start(
     checked: dict[bytes, str | None],
     ctx: ReplayContext,
     late_keys: set[bytes],
+    memo: _Memo,
 ) -> PithOutcome:
     """A pith that appends reached after replay's start: its cached state is no longer the
     one of the start, so it is read again and checked in ``txn`` alone (the state the store
     now holds for it must still be its re-reduction), and its events and copies are counted
     without the copies appended after the start."""
     now = _read_pith(txn, dbs, read.pith, read.foreign)
-    pith, found, _, _ = _replay_pith(txn, dbs, now, checked, ctx)
+    pith, found, _, _ = _replay_pith(txn, dbs, now, checked, ctx, memo)
     early = {eid: kept for eid, stored in now.by_event.items()
              if (kept := [c for c in stored
                           if eid + (c[0] or copy_hash(c[1])) not in late_keys])}  # fmt: skip
     then = _PithCopies(pith, now.indexed & early.keys(), early, now.passed)
-    _, _, events, copies = _replay_pith(txn, dbs, then, checked, ctx)
+    _, _, events, copies = _replay_pith(txn, dbs, then, checked, ctx, memo)
     return pith, found, events, copies
 
 
@@ -549,6 +572,7 @@ def _replay_pith(
     copies_of: _PithCopies,
     checked: dict[bytes, str | None],
     ctx: ReplayContext,
+    memo: _Memo,
 ) -> PithOutcome:
     found: list[Discrepancy] = []
 
@@ -558,8 +582,7 @@ def _replay_pith(
     pith, indexed_set = copies_of.pith, copies_of.indexed
     by_event, passed = copies_of.by_event, copies_of.passed
     stored_kd = bytes.fromhex(ctx.stored_kd) if ctx.stored_kd else None
-    # under the store's keyring, its verdicts are those of ctx.keyring's entries
-    judges = Judges.of_store(txn, dbs, ctx.keyring) if ctx.same_keyring else None
+    judges = memo.judges
     judged: list[Judged] = []
     copies = 0
     for eid, stored_copies in by_event.items():
@@ -584,7 +607,7 @@ def _replay_pith(
             pointer = (txn.get(eid, db=dbs["events"]) if h_key is None
                        else txn.get(eid + h_key, db=dbs["evidence"]))  # fmt: skip
             if key_id is not None and (pointer is None or txn.get(
-                    key_hash(key_id) + pointer, db=dbs["by_key"]) is None):  # fmt: skip
+                    memo.key_hash(key_id) + pointer, db=dbs["by_key"]) is None):  # fmt: skip
                 say("by_key", subject, f"{label} is not listed under its key_id {key_id!r}")
             cached_raw = (None if stored_kd is None or judges is None
                           else cached_verdict(txn, dbs, judges, env, h))  # fmt: skip

@@ -581,9 +581,9 @@ def add_commands(sub: Any, store_parser: StoreParser) -> None:
     p.add_argument("--rebuild", action="store_true",
                    help="re-judge and re-reduce the store under KEYRING, then record it")
     p.add_argument("--jobs", type=int, default=None, metavar="N",
-                   help="replay the piths in N processes (same output; default: one per "
-                   f"core for a store of {POOL_MIN_COPIES:,} copies or more, where the "
-                   "processes pay for their start, else 1)")  # fmt: skip
+                   help="replay the piths in N processes (same output; default: with "
+                   f"--verify, one per core for a store of {POOL_MIN_COPIES:,} copies or "
+                   "more, where the processes pay for their start, else 1)")  # fmt: skip
     progress_option(p, "progress")
     p.set_defaults(func=cmd_replay)
 

@@ -436,9 +436,9 @@ def test_replay_by_default_uses_a_worker_per_core_above_the_threshold(
     pools: list[int] = []
     replay_pool = rp._replay_pool
 
-    def spy(store: Store, stack: Any, chunks: Any, ctx: Any, jobs: int) -> Any:
+    def spy(store: Store, stack: Any, chunks: Any, ctx: Any, jobs: int, *rest: Any) -> Any:
         pools.append(jobs)
-        return replay_pool(store, stack, chunks, ctx, jobs)
+        return replay_pool(store, stack, chunks, ctx, jobs, *rest)
 
     monkeypatch.setattr(rp, "_replay_pool", spy)
     monkeypatch.setattr(rp.os, "cpu_count", lambda: 2)
@@ -450,3 +450,6 @@ def test_replay_by_default_uses_a_worker_per_core_above_the_threshold(
     assert not one.ok
     assert_same_report(one, small)
     assert_same_report(one, default)
+    cached = store.replay(g.KEYRING, verify=False)  # on cached verdicts: in this process
+    assert pools == [2]
+    assert_same_report(store.replay(g.KEYRING, verify=False, jobs=1), cached)

@@ -6,6 +6,9 @@ structure and which the piths of :mod:`pithlog.store.replay` (``docs/store.md``,
   own beside the piths.
 - ``jobs`` > 1: the chunks in worker processes, each with the store open read-only, while
   this process checks the structure.
+- ``jobs=None``: one worker per core for a large log whose signatures are verified, else
+  ``jobs=1`` (:func:`replay_jobs`); the CLI may start the workers before it opens the store
+  (:func:`early_workers`).
 
 A helper or worker that dies costs time, not results: its work is done again here
 (:class:`pithlog.errors.HelperLost`).

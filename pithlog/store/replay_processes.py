@@ -75,7 +75,7 @@ POOL_MIN_COPIES = 5_000
 """From this many stored copies, a replay whose ``jobs`` is not given runs its piths in one
 worker process per core (:func:`replay_jobs`); a smaller log is replayed in this process
 (with helpers that verify, from :data:`VERIFY_PROCESS_MIN_PITHS` piths), where starting
-the workers (about 0.3 s of CPU each: pithlog imported, the store opened) costs as much as
+the workers (0.2-0.3 s of CPU each: pithlog imported, the store opened) costs as much as
 they save: on two cores, ``--verify`` of the registry bench's first 2,000 events took
 about as long either way, of its first 5,000 1.1-1.25x less time in two workers."""
 
@@ -129,7 +129,7 @@ def early_workers(
     than one (a data file of :data:`EARLY_MIN_BYTES` or more, or ``jobs`` > 1 asked for):
     a ``--verify`` open walks every page of the data file first (about 1 s of CPU per 40,000
     copies, in this process), and the workers' start (a new interpreter importing pithlog,
-    about 0.2 s of CPU each) then runs beside it on the other cores instead of after it.
+    0.2-0.3 s of CPU each) then runs beside it on the other cores instead of after it.
     No worker reads the store before :meth:`EarlyWorkers.start`, which replay calls once
     the walk has passed (the walk is there so that no damaged page is read through LMDB's
     map). Closed with ``stack``; workers replay never used are sent ``None``."""

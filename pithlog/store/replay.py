@@ -551,7 +551,8 @@ def _replay_pith_at_start(
     early = {eid: kept for eid, stored in now.by_event.items()
              if (kept := [c for c in stored
                           if eid + (c[0] or copy_hash(c[1])) not in late_keys])}  # fmt: skip
-    then = _PithCopies(pith, now.indexed & early.keys(), early, now.passed)
+    then = _PithCopies(pith, now.indexed & early.keys(), early, now.passed,
+                       unpacked=now.unpacked)  # fmt: skip
     _, _, events, copies = _replay_pith(txn, dbs, then, checked, ctx, memo)
     return pith, found, events, copies
 

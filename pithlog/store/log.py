@@ -416,9 +416,10 @@ class Store:
         state would change.
 
         ``jobs`` > 1 splits the piths across that many processes (each opens the store
-        read-only); the report is the same as with ``jobs=1``. ``None`` (the default): one
-        process per core for a log of at least
-        :data:`~pithlog.store.replay_processes.POOL_MIN_COPIES` copies, else ``jobs=1``.
+        read-only); the report is the same as with ``jobs=1``. ``None`` (the default): when
+        signatures are checked (``verify``, or another keyring), one process per core for
+        a log of at least :data:`~pithlog.store.replay_processes.POOL_MIN_COPIES` copies,
+        else ``jobs=1``.
         ``early``: workers started before this store was opened
         (:func:`~pithlog.store.replay_processes.early_workers`), used when the replay runs
         in as many processes.

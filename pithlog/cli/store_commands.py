@@ -43,9 +43,12 @@ from pithlog.errors import (
 from pithlog.lines import iter_lines
 from pithlog.protocol.canonical import MAX_LINE_BYTES, jcs
 from pithlog.protocol.events import parse_envelope
+from pithlog.protocol.keys import Keyring
 from pithlog.protocol.records import is_pith_number
 from pithlog.store import REFUSED, REJECTED, AppendResult, PendingPith
 from pithlog.store.place import check_place, is_store_folder
+from pithlog.store.replay import ReplayReport
+from pithlog.store.replay_processes import POOL_MIN_COPIES, EarlyWorkers, early_workers
 
 _JSON_SPACE = b" \t\r\n"
 
@@ -282,26 +285,15 @@ def cmd_import(args: argparse.Namespace, out: Out) -> int:
 def cmd_replay(args: argparse.Namespace, out: Out) -> int:
     """Replay the whole store and report every disagreement."""
     keyring = read_keyring(args.keyring)
-    if args.jobs < 1:
+    if args.jobs is not None and args.jobs < 1:
         raise UsageError("arguments", "--jobs must be at least 1")
-    with open_store(args, readonly=not args.rebuild, check=args.verify) as store:
-        if args.rebuild:
-            bar = Bar(out, show_progress(args, out), "rebuild")
-            try:
-                counts = store.rebuild(keyring, progress=bar)
-            finally:
-                bar.close()
-            out.say(f"replay --rebuild: {counts['copies']} copies judged, "
-                    f"{counts['preferred_changed']} preferred copies changed, "
-                    f"{counts['piths']} piths re-reduced under keyring "
-                    f"{keyring.digest[:16]}")  # fmt: skip
-            if not args.verify:
-                return EXIT_OK
-        bar = Bar(out, show_progress(args, out), "replay")
-        try:
-            report = store.replay(keyring, verify=args.verify, jobs=args.jobs, progress=bar)
-        finally:
-            bar.close()
+    with contextlib.ExitStack() as stack:
+        # --verify walks the data file at open: the workers start meanwhile
+        early = (early_workers(stack, store_path(args), args.jobs)
+                 if args.verify and not args.rebuild else None)  # fmt: skip
+        report = _replay(args, out, keyring, early)
+    if report is None:
+        return EXIT_OK
     if not report.same_keyring:
         out.say(f"replay: the cached states were reduced under keyring "
                 f"{(report.stored_keyring_digest or '')[:16]}, not this one "
@@ -316,6 +308,32 @@ def cmd_replay(args: argparse.Namespace, out: Out) -> int:
     out.say(f"replay: {report.piths} piths, {report.events} events, {report.copies} copies "
             f"({checked}): {len(report.discrepancies)} discrepancies")  # fmt: skip
     return EXIT_OK if report.ok else EXIT_VERIFY_FAILED
+
+
+def _replay(
+    args: argparse.Namespace, out: Out, keyring: Keyring, early: EarlyWorkers | None
+) -> ReplayReport | None:
+    """``replay``'s work on the open store: the report, or ``None`` after a ``--rebuild``
+    alone."""
+    with open_store(args, readonly=not args.rebuild, check=args.verify) as store:
+        if args.rebuild:
+            bar = Bar(out, show_progress(args, out), "rebuild")
+            try:
+                counts = store.rebuild(keyring, progress=bar)
+            finally:
+                bar.close()
+            out.say(f"replay --rebuild: {counts['copies']} copies judged, "
+                    f"{counts['preferred_changed']} preferred copies changed, "
+                    f"{counts['piths']} piths re-reduced under keyring "
+                    f"{keyring.digest[:16]}")  # fmt: skip
+            if not args.verify:
+                return None
+        bar = Bar(out, show_progress(args, out), "replay")
+        try:
+            return store.replay(keyring, verify=args.verify, jobs=args.jobs, progress=bar,
+                                early=early)  # fmt: skip
+        finally:
+            bar.close()
 
 
 class _RekeyBars:
@@ -562,8 +580,10 @@ def add_commands(sub: Any, store_parser: StoreParser) -> None:
                    help="verify every signature again (otherwise cached verdicts are used)")
     p.add_argument("--rebuild", action="store_true",
                    help="re-judge and re-reduce the store under KEYRING, then record it")
-    p.add_argument("--jobs", type=int, default=1, metavar="N",
-                   help="replay the piths in N processes (same output)")
+    p.add_argument("--jobs", type=int, default=None, metavar="N",
+                   help="replay the piths in N processes (same output; default: with "
+                   f"--verify, one per core for a store of {POOL_MIN_COPIES:,} copies or "
+                   "more, where the processes pay for their start, else 1)")  # fmt: skip
     progress_option(p, "progress")
     p.set_defaults(func=cmd_replay)
 

@@ -91,7 +91,7 @@ from pithlog.store.lookup import PendingPith, require_pith_number
 from pithlog.store.replay import Discrepancy as Discrepancy
 from pithlog.store.replay import Progress as Progress
 from pithlog.store.replay import ReplayReport as ReplayReport
-from pithlog.store.replay_processes import replay, structure
+from pithlog.store.replay_processes import EarlyWorkers, replay, structure
 from pithlog.store.stateindex import INDEX_DAMAGE, assemble_state
 from pithlog.transparency import tiles
 
@@ -433,8 +433,9 @@ class Store:
         self,
         keyring: Keyring,
         verify: bool = True,
-        jobs: int = 1,
+        jobs: int | None = None,
         progress: Progress | None = None,
+        early: EarlyWorkers | None = None,
     ) -> ReplayReport:
         """Read the whole log back and report every disagreement (:class:`ReplayReport`).
 
@@ -449,9 +450,15 @@ class Store:
         state would change.
 
         ``jobs`` > 1 splits the piths across that many processes (each opens the store
-        read-only); the report is the same as with ``jobs=1``.
+        read-only); the report is the same as with ``jobs=1``. ``None`` (the default): when
+        signatures are checked (``verify``, or another keyring), one process per core for
+        a log of at least :data:`~pithlog.store.replay_processes.POOL_MIN_COPIES` copies,
+        else ``jobs=1``.
+        ``early``: workers started before this store was opened
+        (:func:`~pithlog.store.replay_processes.early_workers`), used when the replay runs
+        in as many processes.
         """
-        return replay(self, keyring, verify, jobs, progress)
+        return replay(self, keyring, verify, jobs, progress, early)
 
     def _structure(
         self, stack: contextlib.ExitStack, piths: list[str], apart: bool,

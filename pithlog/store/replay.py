@@ -24,7 +24,7 @@ from pithlog.protocol.events import Envelope, parse_envelope
 from pithlog.protocol.keys import Keyring
 from pithlog.protocol.records import is_pith_number
 from pithlog.protocol.reduce import MERGE_VERSION, Judged, Pending, Reduction, keep_preferred
-from pithlog.protocol.state import render_reduction
+from pithlog.protocol.state import assemble, parts_of
 from pithlog.store.codec import CorruptCopy, readable, unpack
 from pithlog.store.keyindex import Judges, cached_verdict, key_hash, signer_key_id
 from pithlog.store.layout import (
@@ -53,11 +53,11 @@ from pithlog.store.layout import (
 )
 from pithlog.store.stateindex import (
     INDEX_DAMAGE,
-    assemble_state,
     index_entries,
     index_stored,
     pith_summary,
     reduce_judged,
+    state_parts,
 )
 
 register({
@@ -161,6 +161,8 @@ class Start:
     high_water: int
     """The last sequence number at the start: a copy whose ``seq`` is above it was appended
     while replay ran."""
+    copies: int = 0
+    """The stored copies at the start (``seq``'s entries): the size of the work."""
 
 
 def replay_start(txn: Txn, dbs: dict[str, Any]) -> Start:
@@ -171,7 +173,8 @@ def replay_start(txn: Txn, dbs: dict[str, Any]) -> Start:
     cursor = txn.cursor(db=dbs["seq"])
     last = cursor.key() if cursor.last() else b""
     high = SEQ.unpack(last)[0] if len(last) == SEQ.size else 0
-    return Start(piths, foreign, None if kd is None else kd.hex(), high)
+    copies = txn.stat(dbs["seq"])["entries"]
+    return Start(piths, foreign, None if kd is None else kd.hex(), high, copies)
 
 
 class ScratchIndex(Protocol):
@@ -400,6 +403,10 @@ class _PithCopies:
     """event_id -> its copies: ``(None, preferred)`` first, then ``(copy hash, evidence)``."""
     passed: dict[bytes, Envelope | DoorError]
     foreign: Sequence[bytes] = ()
+    unpacked: dict[bytes, bytes] = field(default_factory=dict)
+    """Sequence number -> the JCS bytes of the preferred copy stored under it, for each
+    preferred copy that unpacked: the state is assembled from them again
+    (:func:`pithlog.store.stateindex.state_parts`)."""
 
 
 def _read_pith(txn: Txn, dbs: dict[str, Any], pith: str, foreign: Sequence[bytes]) -> _PithCopies:
@@ -408,10 +415,19 @@ def _read_pith(txn: Txn, dbs: dict[str, Any], pith: str, foreign: Sequence[bytes
     indexed = set(pith_eids(txn, dbs, pith))
     by_event: dict[bytes, list[tuple[bytes | None, bytes]]] = {}
     passed: dict[bytes, Envelope | DoorError] = {}
+    unpacked: dict[bytes, bytes] = {}
     for eid in sorted(indexed | set(foreign)):
-        preferred = event_copy(txn, dbs, eid, readable)
-        if preferred is None:
+        pointer = txn.get(eid, db=dbs["events"])
+        if pointer is None or len(pointer) != SEQ.size:
             continue  # reported by the structure pass
+        stored = txn.get(pointer, db=dbs["copies"])
+        if stored is None:
+            continue
+        try:
+            preferred = unpack(txn, dbs, stored)
+            unpacked[pointer] = preferred
+        except CorruptCopy:
+            preferred = stored  # readable(): the checks it fails report it
         evidence = evidence_of(txn, dbs, eid, readable)
         by_event[eid] = [(None, preferred), *((k[32:], v) for k, v in evidence)]
         for _, data in by_event[eid]:
@@ -419,7 +435,7 @@ def _read_pith(txn: Txn, dbs: dict[str, Any], pith: str, foreign: Sequence[bytes
                 passed[data] = parse_envelope(data)
             except DoorError as exc:
                 passed[data] = exc
-    return _PithCopies(pith, indexed, by_event, passed, foreign)
+    return _PithCopies(pith, indexed, by_event, passed, foreign, unpacked)
 
 
 @dataclass
@@ -468,12 +484,34 @@ def finish_chunk(
     if ctx.high_water is not None:
         late_keys, late_piths = _late(txn, dbs, ctx.high_water)
     late_eids = {key[:32] for key in late_keys}
+    memo = _Memo.of(txn, dbs, ctx)
     return [
-        _replay_pith_at_start(txn, dbs, r, checked, ctx, late_keys)
+        _replay_pith_at_start(txn, dbs, r, checked, ctx, late_keys, memo)
         if r.pith in late_piths or not r.indexed.isdisjoint(late_eids)
-        else _replay_pith(txn, dbs, r, checked, ctx)
+        else _replay_pith(txn, dbs, r, checked, ctx, memo)
         for r in started.read
     ]
+
+
+@dataclass
+class _Memo:
+    """What the piths of one chunk share, in one transaction: the verdict prefix of each
+    key entry (:class:`Judges`, under the store's keyring) and the ``by_key`` prefix of
+    each key_id, each computed once per chunk rather than once per pith or copy."""
+
+    judges: Judges | None
+    key_hashes: dict[str, bytes] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, txn: Txn, dbs: dict[str, Any], ctx: ReplayContext) -> _Memo:
+        # under the store's keyring, its verdicts are those of ctx.keyring's entries
+        return cls(Judges.of_store(txn, dbs, ctx.keyring) if ctx.same_keyring else None)
+
+    def key_hash(self, key_id: str) -> bytes:
+        found = self.key_hashes.get(key_id)
+        if found is None:
+            found = self.key_hashes[key_id] = key_hash(key_id)
+        return found
 
 
 def _late(txn: Txn, dbs: dict[str, Any], high: int) -> tuple[set[bytes], set[str]]:
@@ -502,18 +540,20 @@ def _replay_pith_at_start(
     checked: dict[bytes, str | None],
     ctx: ReplayContext,
     late_keys: set[bytes],
+    memo: _Memo,
 ) -> PithOutcome:
     """A pith that appends reached after replay's start: its cached state is no longer the
     one of the start, so it is read again and checked in ``txn`` alone (the state the store
     now holds for it must still be its re-reduction), and its events and copies are counted
     without the copies appended after the start."""
     now = _read_pith(txn, dbs, read.pith, read.foreign)
-    pith, found, _, _ = _replay_pith(txn, dbs, now, checked, ctx)
+    pith, found, _, _ = _replay_pith(txn, dbs, now, checked, ctx, memo)
     early = {eid: kept for eid, stored in now.by_event.items()
              if (kept := [c for c in stored
                           if eid + (c[0] or copy_hash(c[1])) not in late_keys])}  # fmt: skip
-    then = _PithCopies(pith, now.indexed & early.keys(), early, now.passed)
-    _, _, events, copies = _replay_pith(txn, dbs, then, checked, ctx)
+    then = _PithCopies(pith, now.indexed & early.keys(), early, now.passed,
+                       unpacked=now.unpacked)  # fmt: skip
+    _, _, events, copies = _replay_pith(txn, dbs, then, checked, ctx, memo)
     return pith, found, events, copies
 
 
@@ -533,6 +573,7 @@ def _replay_pith(
     copies_of: _PithCopies,
     checked: dict[bytes, str | None],
     ctx: ReplayContext,
+    memo: _Memo,
 ) -> PithOutcome:
     found: list[Discrepancy] = []
 
@@ -542,8 +583,7 @@ def _replay_pith(
     pith, indexed_set = copies_of.pith, copies_of.indexed
     by_event, passed = copies_of.by_event, copies_of.passed
     stored_kd = bytes.fromhex(ctx.stored_kd) if ctx.stored_kd else None
-    # under the store's keyring, its verdicts are those of ctx.keyring's entries
-    judges = Judges.of_store(txn, dbs, ctx.keyring) if ctx.same_keyring else None
+    judges = memo.judges
     judged: list[Judged] = []
     copies = 0
     for eid, stored_copies in by_event.items():
@@ -568,7 +608,7 @@ def _replay_pith(
             pointer = (txn.get(eid, db=dbs["events"]) if h_key is None
                        else txn.get(eid + h_key, db=dbs["evidence"]))  # fmt: skip
             if key_id is not None and (pointer is None or txn.get(
-                    key_hash(key_id) + pointer, db=dbs["by_key"]) is None):  # fmt: skip
+                    memo.key_hash(key_id) + pointer, db=dbs["by_key"]) is None):  # fmt: skip
                 say("by_key", subject, f"{label} is not listed under its key_id {key_id!r}")
             cached_raw = (None if stored_kd is None or judges is None
                           else cached_verdict(txn, dbs, judges, env, h))  # fmt: skip
@@ -602,19 +642,33 @@ def _replay_pith(
         if winner.envelope.pith_number == pith:
             judged.append(winner)
     result = reduce_judged(pith, judged)
-    state = render_reduction(result) if isinstance(result, Reduction) else None
+    replayed = parts_of(result) if isinstance(result, Reduction) else None
     key = pith.encode("ascii")
+    stored = index_stored(txn, dbs, pith)
     try:
-        cached_state = assemble_state(txn, dbs, pith)
+        cached = state_parts(txn, dbs, pith, stored, copies_of.unpacked, passed)
+        # The state assembled from the index is compared byte for byte with the replayed
+        # one through their parts: assemble() is a function of its parts, and equal parts
+        # (bytes and strings, and the two counts of the summary when they are ints, not
+        # true or 1.0) give equal bytes. Only parts that differ are assembled, to compare
+        # and describe.
+        same = cached == replayed and (
+            cached is None
+            or (type(cached.event_count) is int and type(cached.valid_event_count) is int)
+        )
+        cached_state = None if same or cached is None else assemble(cached)
     except (*INDEX_DAMAGE, CorruptCopy) as exc:
         say("index", pith, f"the state cannot be assembled from the index: {exc!r}")
         return pith, found, len(judged), copies
-    cached_status = txn.get(key, db=dbs["piths"])
+    state = None if same or replayed is None else assemble(replayed)
+    cached_status = stored["piths"].get(key)
     expected_status = None if result is None else jcs(pith_summary(result))
     if ctx.same_keyring:
         expected_index = index_entries(pith, result)
-        for name, entries in index_stored(txn, dbs, pith).items():
+        for name, entries in stored.items():
             want = expected_index[name]
+            if want == entries:
+                continue
             missing = len(want.keys() - entries.keys())
             extra = len(entries.keys() - want.keys())
             differ = sum(1 for k in want.keys() & entries.keys() if want[k] != entries[k])

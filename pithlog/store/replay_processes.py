@@ -6,6 +6,9 @@ structure and which the piths of :mod:`pithlog.store.replay` (``docs/store.md``,
   own beside the piths.
 - ``jobs`` > 1: the chunks in worker processes, each with the store open read-only, while
   this process checks the structure.
+- ``jobs=None``: one worker per core for a large log whose signatures are verified, else
+  ``jobs=1`` (:func:`replay_jobs`); the CLI may start the workers before it opens the store
+  (:func:`early_workers`).
 
 A helper or worker that dies costs time, not results: its work is done again here
 (:class:`pithlog.errors.HelperLost`).
@@ -17,6 +20,7 @@ import contextlib
 import dataclasses
 import functools
 import gc
+import multiprocessing
 import os
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future
@@ -67,13 +71,93 @@ STRUCTURE_PROCESS_MIN_COPIES = 20_000
 of its own beside the piths (about 0.35 s of work at this size, above the cost of starting
 a process); smaller logs check their structure first, in the replaying process."""
 
+POOL_MIN_COPIES = 5_000
+"""From this many stored copies, a replay whose ``jobs`` is not given runs its piths in one
+worker process per core (:func:`replay_jobs`); a smaller log is replayed in this process
+(with helpers that verify, from :data:`VERIFY_PROCESS_MIN_PITHS` piths), where starting
+the workers (0.2-0.3 s of CPU each: pithlog imported, the store opened) costs as much as
+they save: on two cores, ``--verify`` of the registry bench's first 2,000 events took
+about as long either way, of its first 5,000 1.1-1.25x less time in two workers."""
+
 VERIFY_PROCESS_MIN_PITHS = 100
 """A one-process replay of fewer piths verifies in threads: starting a verifying process
 costs about as much as verifying a few thousand signatures."""
 
 
+def replay_jobs(jobs: int | None, copies: int, signatures: bool) -> int:
+    """The processes a replay runs its piths in: ``jobs`` when given; otherwise, when
+    ``signatures`` are verified, one per core for a log of at least
+    :data:`POOL_MIN_COPIES` copies, and this process alone for a smaller one or for a
+    replay on cached verdicts (a third of the work per event, which a one-process replay
+    already shares with its structure process: workers gained nothing measurable over
+    40,000 registry events on two cores) (``docs/store.md``, "Replay")."""
+    if jobs is not None:
+        return jobs
+    return (os.cpu_count() or 1) if signatures and copies >= POOL_MIN_COPIES else 1
+
+
+EARLY_MIN_BYTES = POOL_MIN_COPIES * 1024
+"""A data file of at least this size (a stored copy takes well over 1 KiB of it) has its
+replay's workers started before the store is opened (:func:`early_workers`)."""
+
+
+@dataclasses.dataclass
+class EarlyWorkers:
+    """Replay's worker processes, started before the store was opened and walked
+    (:func:`early_workers`): each waits, pithlog imported, for what to replay with (the
+    arguments of :func:`_worker_init`), and opens the store only then, after the walk."""
+
+    pool: Pool
+    setups: Any
+    """A ``multiprocessing`` queue: one setup (or ``None``: not needed) per process."""
+    processes: int
+    sent: bool = False
+
+    def start(self, setup: tuple[Any, ...] | None) -> None:
+        """Hand every waiting process its setup (``None``: leave the store alone), once."""
+        if not self.sent:
+            self.sent = True
+            for _ in range(self.processes):
+                self.setups.put(setup)
+
+
+def early_workers(
+    stack: contextlib.ExitStack, path: str, jobs: int | None
+) -> EarlyWorkers | None:
+    """Start the worker processes of a replay in ``jobs`` processes (``None``: one per core)
+    now, before the store at ``path`` is opened, when a replay will likely run in more
+    than one (a data file of :data:`EARLY_MIN_BYTES` or more, or ``jobs`` > 1 asked for):
+    a ``--verify`` open walks every page of the data file first (about 1 s of CPU per 40,000
+    copies, in this process), and the workers' start (a new interpreter importing pithlog,
+    0.2-0.3 s of CPU each) then runs beside it on the other cores instead of after it.
+    No worker reads the store before :meth:`EarlyWorkers.start`, which replay calls once
+    the walk has passed (the walk is there so that no damaged page is read through LMDB's
+    map). Closed with ``stack``; workers replay never used are sent ``None``."""
+    processes = jobs if jobs is not None else (os.cpu_count() or 1)
+    if processes <= 1:
+        return None
+    try:
+        size = os.stat(os.path.join(path, "data.mdb")).st_size
+    except OSError:
+        return None  # opening the store will say what is wrong
+    if jobs is None and size < EARLY_MIN_BYTES:
+        return None
+    setups = multiprocessing.get_context("spawn").SimpleQueue()
+    pool = worker_pool(stack, processes, _worker_wait, (setups,))
+    early = EarlyWorkers(pool, setups, processes)
+    stack.callback(early.start, None)  # before the pool's shutdown: stacks unwind in reverse
+    for _ in range(processes):
+        pool.submit(_ready)  # a pool starts a process per task sent, up to its size
+    return early
+
+
 def replay(
-    store: Store, keyring: Keyring, verify: bool, jobs: int, progress: Progress | None
+    store: Store,
+    keyring: Keyring,
+    verify: bool,
+    jobs: int | None,
+    progress: Progress | None,
+    early: EarlyWorkers | None = None,
 ) -> ReplayReport:
     """:meth:`Store.replay` (whose docstring says what it checks)."""
     # One snapshot names what the report speaks of: the piths, the keyring the states were
@@ -82,6 +166,8 @@ def replay(
     start = store._read(replay_start)
     piths = start.piths
     report = ReplayReport(keyring.digest, start.keyring_digest)
+    # under another keyring than the store's, every copy is checked, signatures included
+    jobs = replay_jobs(jobs, start.copies, verify or not report.same_keyring)
     ctx = ReplayContext(keyring, report.same_keyring, verify, report.stored_keyring_digest,
                         high_water=start.high_water)  # fmt: skip
     chunks = make_chunks(piths, start.foreign, jobs)
@@ -91,7 +177,7 @@ def replay(
         if jobs > 1:
             # The workers start on the piths while this process checks the structure,
             # so the structure pass is not a serial prefix of the whole replay.
-            outcomes = _replay_pool(store, stack, chunks, ctx, jobs)
+            outcomes = _replay_pool(store, stack, chunks, ctx, jobs, early)
             structure = store._structure(stack, piths, apart=False)
         else:
             # One pool for the command: the verifying helpers, when there are any, also
@@ -183,14 +269,20 @@ def _replay_pool(
     chunks: list[Chunk],
     ctx: ReplayContext,
     jobs: int,
+    early: EarlyWorkers | None = None,
 ) -> Iterator[list[PithOutcome]]:
-    """Hand ``chunks`` to worker processes now; their outcomes, in order."""
+    """Hand ``chunks`` to worker processes now (``early``'s, when there are ``jobs`` of
+    them); their outcomes, in order."""
     if len(chunks) <= 1:
         return iter([_run_chunk(store._read, chunk, ctx) for chunk in chunks])
     entries = [key.entry() for key in ctx.keyring.values()]
-    pool = worker_pool(stack, min(jobs, len(chunks)), _worker_init,
-                       (store.path, entries, ctx.same_keyring, ctx.verify, ctx.stored_kd,
-                        threads_per_process(jobs), ctx.high_water))  # fmt: skip
+    setup = (store.path, entries, ctx.same_keyring, ctx.verify, ctx.stored_kd,
+             threads_per_process(jobs), ctx.high_water)  # fmt: skip
+    if early is not None and early.processes == jobs and not early.sent:
+        early.start(setup)
+        pool = early.pool
+    else:
+        pool = worker_pool(stack, min(jobs, len(chunks)), _worker_init, setup)
     return in_order(
         pool, _worker_run, functools.partial(_run_chunk, store._read, ctx=ctx), chunks
     )
@@ -238,6 +330,19 @@ def _worker_init(
     _WORKER["read"] = acquire(path, create=False, readonly=True).read
     _WORKER["ctx"] = ReplayContext(make_keyring(entries), same, verify, stored_kd, threads,
                                    high_water=high_water)  # fmt: skip
+
+
+def _worker_wait(setups: Any) -> None:
+    """An early worker's initializer (:func:`early_workers`): wait for the setup, then
+    :func:`_worker_init` with it; ``None``: the replay did not need this worker."""
+    leave_interrupts_to_parent()
+    setup = setups.get()
+    if setup is not None:
+        _worker_init(*setup)
+
+
+def _ready() -> None:
+    """The task that makes a pool start a process (:func:`early_workers`)."""
 
 
 def _run_chunk(read: Read[Any], chunk: Chunk, ctx: ReplayContext) -> list[PithOutcome]:

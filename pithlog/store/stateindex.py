@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import struct
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import msgspec
@@ -45,6 +45,7 @@ from pithlog.store.layout import (
     event_copy,
     pith_eids,
     prefixed,
+    stored_copy,
     verdict_bytes,
     verdict_of,
 )
@@ -67,6 +68,10 @@ from pithlog.store.layout import (
 # (assemble_state), with the same code that renders a reduction.
 
 _SPANS = struct.Struct(">IIII")
+
+Index = dict[str, dict[bytes, bytes]]
+"""A pith's index entries, database -> key -> value in key order (:func:`index_stored`)."""
+
 _LIST_INDEX = {name: i for i, name in enumerate(STATE_LISTS)}
 
 
@@ -174,10 +179,10 @@ def index_write(
             txn.put(key, value, db=dbs[name])
 
 
-def index_stored(txn: Txn, dbs: dict[str, Any], pith: str) -> dict[str, dict[bytes, bytes]]:
+def index_stored(txn: Txn, dbs: dict[str, Any], pith: str) -> Index:
     """The index entries a pith has in the store."""
     prefix = _pith_key(pith)
-    stored: dict[str, dict[bytes, bytes]] = {"piths": {}}
+    stored: Index = {"piths": {}}
     raw = txn.get(prefix, db=dbs["piths"])
     if raw is not None:
         stored["piths"][prefix] = raw
@@ -270,21 +275,69 @@ def assemble_state(txn: Txn, dbs: dict[str, Any], pith: str) -> bytes | None:
 
     Raises ``KeyError``/``ValueError``/``struct.error``/``msgspec`` errors on a damaged
     index; callers turn those into :class:`StoreError` or a replay discrepancy."""
+    parts = state_parts(txn, dbs, pith)
+    return None if parts is None else assemble(parts)
+
+
+def state_parts(
+    txn: Txn,
+    dbs: dict[str, Any],
+    pith: str,
+    stored: Index | None = None,
+    copies: Mapping[bytes, bytes] | None = None,
+    envelopes: Mapping[bytes, Envelope | Exception] | None = None,
+) -> StateParts | None:
+    """What :func:`assemble_state` assembles: the parts of a pith's state document, from
+    its index (``None``: no state); the same errors on a damaged index.
+
+    Replay, which has read them already, may pass ``stored``, the pith's index entries
+    (:func:`index_stored` in this transaction), ``copies``, JCS bytes of stored copies by
+    their sequence number (a copy under a sequence number never changes, so any snapshot's
+    read will do), and ``envelopes``, copies already decoded, by their bytes: no entry is
+    read, no copy unpacked and no record decoded a second time."""
     key = _pith_key(pith)
-    raw = txn.get(key, db=dbs["piths"])
+    known = copies or {}
+    decoded = envelopes or {}
+
+    def preferred(event_id: bytes) -> bytes | None:
+        pointer = txn.get(event_id, db=dbs["events"])
+        if pointer is None:
+            return None
+        data = known.get(pointer)
+        return data if data is not None else stored_copy(txn, dbs, pointer)
+
+    def envelope(data: bytes) -> Envelope:
+        env = decoded.get(data)
+        # a copy not stored in its JCS encoding is sliced as stored, as readmit() keeps it
+        return env if isinstance(env, Envelope) and env.encoded == data else readmit(data)
+
+    def slot(slot_key: bytes) -> bytes | None:
+        if stored is None:
+            return txn.get(slot_key, db=dbs["slots"])
+        return stored["slots"].get(slot_key)
+
+    if stored is None:
+        raw = txn.get(key, db=dbs["piths"])
+        applied: Iterable[tuple[bytes, bytes]] = prefixed(txn, dbs["applied"], key)
+        equivocated: Iterable[bytes] = (k for k, _ in prefixed(txn, dbs["equivocated"], key))
+        invalid_entries: Iterable[tuple[bytes, bytes]] = prefixed(txn, dbs["invalid"], key)
+    else:
+        raw = stored["piths"].get(key)
+        applied, equivocated = stored["applied"].items(), stored["equivocated"].keys()
+        invalid_entries = stored["invalid"].items()
     if raw is None:
         return None
     summary = msgspec.json.decode(raw)
     if summary["status"] != "state":
         return None
-    record_data = event_copy(txn, dbs, eid_bytes(summary["record"]))
+    record_data = preferred(eid_bytes(summary["record"]))
     if record_data is None:
         raise KeyError(f"chosen record {summary['record']} is not stored")
-    record = readmit(record_data)
+    record = envelope(record_data)
     lists: dict[str, list[Fragment]] = {name: [] for name in STATE_LISTS}
-    for index_key, spans in prefixed(txn, dbs["applied"], key):
+    for index_key, spans in applied:
         event_id = index_key[len(key) + 21 :]
-        data = event_copy(txn, dbs, event_id)
+        data = preferred(event_id)
         if data is None:
             raise KeyError(f"applied event {eid_str(event_id)} is not stored")
         payload_start, payload_end, signer_start, signer_end = _SPANS.unpack(spans)
@@ -296,24 +349,24 @@ def assemble_state(txn: Txn, dbs: dict[str, Any], pith: str) -> bytes | None:
             payload=data[payload_start:payload_end],
         ))  # fmt: skip
     equivocations = []
-    for slot_key, _ in prefixed(txn, dbs["equivocated"], key):
-        stored_slot = txn.get(slot_key, db=dbs["slots"])
+    for slot_key in equivocated:
+        stored_slot = slot(slot_key)
         if stored_slot is None:
             raise KeyError(f"equivocated slot {slot_key.hex()} has no slots entry")
         members = slot_members(stored_slot)
-        first = event_copy(txn, dbs, members[0][1])
+        first = preferred(members[0][1])
         if first is None:
             raise KeyError(f"equivocating event {eid_str(members[0][1])} is not stored")
         # the slot is that of any member: the first one's preferred copy says it
-        equivocations.append(equivocation_entry(slot_of(readmit(first)),
+        equivocations.append(equivocation_entry(slot_of(envelope(first)),
                                                 [eid_str(eid) for _, eid in members]))  # fmt: skip
     equivocations.sort(key=lambda e: slot_sort_key(e["slot"]))
     invalid = [
         (eid_str(invalid_key[len(key) :]), reason.decode("ascii"))
-        for invalid_key, reason in prefixed(txn, dbs["invalid"], key)
+        for invalid_key, reason in invalid_entries
     ]
     payload = record.value["payload"]
-    return assemble(StateParts(
+    return StateParts(
         pith_number=pith,
         event_count=summary["event_count"],
         valid_event_count=summary["valid_event_count"],
@@ -323,7 +376,7 @@ def assemble_state(txn: Txn, dbs: dict[str, Any], pith: str) -> bytes | None:
         lists=lists,
         equivocations=equivocations,
         invalid=invalid,
-    ))  # fmt: skip
+    )
 
 
 INDEX_DAMAGE = (KeyError, ValueError, TypeError, IndexError, struct.error, msgspec.MsgspecError)

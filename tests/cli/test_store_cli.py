@@ -138,6 +138,53 @@ def test_replay_verify_passes_then_names_damage(files: dict[str, Any]) -> None:
     assert out_jobs == out
 
 
+def test_replay_verify_starts_its_workers_before_the_walk(
+    files: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Above the thresholds (lowered here), `replay --verify` starts its workers before it
+    # opens and walks the store, and they replay once the walk has passed; the output is
+    # that of --jobs 1. A walk that refuses the store ends the command, workers and all.
+    import pithlog.store.environment as environment
+    import pithlog.store.replay_processes as rp
+
+    assert append(files)[0] == 2  # the stranger's events are rejected
+    pith = files["events"][0]["pith_number"]
+    from pithlog.store import Store
+
+    with Store.open(files["store"]) as store:  # damage for the report to name
+        store._write(lambda txn, dbs: txn.delete(pith.encode(), db=dbs["piths"]))
+    argv = ["--store", files["store"], "replay", "--verify", "--keyring", files["keyring"]]
+    one = run([*argv, "--jobs", "1"])
+    assert one[0] == 1 and one[1]
+    happened: list[str] = []
+    worker_pool, walk = rp.worker_pool, environment._walk
+
+    def pool_spy(stack: Any, processes: int, initializer: Any, initargs: Any) -> Any:
+        happened.append(f"{initializer.__name__} x{processes}")
+        return worker_pool(stack, processes, initializer, initargs)
+
+    def walk_spy(env: Any, real: str) -> None:
+        happened.append("walk")
+        walk(env, real)
+
+    monkeypatch.setattr(rp, "worker_pool", pool_spy)
+    monkeypatch.setattr(environment, "_walk", walk_spy)
+    monkeypatch.setattr(rp.os, "cpu_count", lambda: 2)
+    monkeypatch.setattr(rp, "POOL_MIN_COPIES", 1)
+    monkeypatch.setattr(rp, "EARLY_MIN_BYTES", 1)
+    assert run(argv)[:2] == one[:2]
+    assert happened == ["_worker_wait x2", "walk"]  # one pool, started before the walk
+    happened.clear()
+    assert run([*argv, "--jobs", "1"])[:2] == one[:2]
+    assert happened == ["walk"]
+    happened.clear()
+    data = Path(files["store"]) / "data.mdb"
+    data.write_bytes(data.read_bytes()[: data.stat().st_size // 2])
+    status, _, err = run(argv)  # refused before the walk (the file is short): no worker waits
+    assert status == 2 and "[store.corrupted]" in err
+    assert happened == ["_worker_wait x2"]
+
+
 def test_keyring_change_applied_by_append_rekey_and_rebuild(files: dict[str, Any]) -> None:
     assert append(files)[0] == 2
     status, out, err = run(["--store", files["store"], "replay", "--verify",

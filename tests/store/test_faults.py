@@ -208,6 +208,26 @@ def test_altered_cached_state_and_verdict_are_named(damaged: tuple[Store, list[A
 
 
 
+def test_a_summary_count_equal_in_python_but_not_in_bytes_is_a_state_difference(
+    tmp_path: Path,
+) -> None:
+    # Replay compares the parts a state is assembled from, not the documents; a count the
+    # summary writes as true or 1.0 equals 1 in Python but assembles other bytes.
+    with Store.open(tmp_path / "s") as store:
+        record = g.record("2501.00077")
+        store.append([g.encoded(record)], g.KEYRING)
+        pith = record["pith_number"]
+        summary = store._read(lambda txn, dbs: txn.get(pith.encode(), db=dbs["piths"]))
+        assert summary is not None and b'"event_count":1,' in summary
+        for written in (b"true", b"1.0"):
+            altered = summary.replace(b'"event_count":1,', b'"event_count":' + written + b",")
+            store._write(lambda txn, dbs, a=altered: txn.put(pith.encode(), a, db=dbs["piths"]))
+            found = store.replay(g.KEYRING).discrepancies
+            assert [(d.kind, d.subject) for d in found] == [("state", pith)], found
+        store._write(lambda txn, dbs: txn.put(pith.encode(), summary, db=dbs["piths"]))
+        assert store.replay(g.KEYRING).ok
+
+
 def test_a_pith_whose_summary_went_missing_is_re_reduced_whole_on_append(
     damaged: tuple[Store, list[Any]],
 ) -> None:
@@ -398,3 +418,38 @@ def test_replay_with_the_structure_pass_in_its_own_process_reports_the_same(
     assert "seq" in kinds and "by_pith" in kinds and "state" in kinds
     assert kinds.index("seq") < kinds.index("state")
     assert_same_report(here, apart)
+
+
+def test_replay_by_default_uses_a_worker_per_core_above_the_threshold(
+    damaged: tuple[Store, list[Any]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # jobs not given: one worker per core from POOL_MIN_COPIES copies (lowered here), this
+    # process alone below it; the report is that of jobs=1 either way, damage included.
+    import pithlog.store.replay_processes as rp
+
+    store, events = damaged
+    victim = _attestation(events)
+    eid = bytes.fromhex(victim["event_id"][7:])
+    store._write(lambda txn, dbs: txn.delete(victim["pith_number"].encode() + eid,
+                                             db=dbs["by_pith"]))  # fmt: skip
+    one = store.replay(g.KEYRING, jobs=1)
+    pools: list[int] = []
+    replay_pool = rp._replay_pool
+
+    def spy(store: Store, stack: Any, chunks: Any, ctx: Any, jobs: int, *rest: Any) -> Any:
+        pools.append(jobs)
+        return replay_pool(store, stack, chunks, ctx, jobs, *rest)
+
+    monkeypatch.setattr(rp, "_replay_pool", spy)
+    monkeypatch.setattr(rp.os, "cpu_count", lambda: 2)
+    small = store.replay(g.KEYRING)
+    assert pools == []  # below the threshold: in this process
+    monkeypatch.setattr(rp, "POOL_MIN_COPIES", len(events))
+    default = store.replay(g.KEYRING)
+    assert pools == [2]  # one worker per core
+    assert not one.ok
+    assert_same_report(one, small)
+    assert_same_report(one, default)
+    cached = store.replay(g.KEYRING, verify=False)  # on cached verdicts: in this process
+    assert pools == [2]
+    assert_same_report(store.replay(g.KEYRING, verify=False, jobs=1), cached)

@@ -51,6 +51,12 @@ TRAIN_AT = 1000
 """Copies a store holds when its dictionary is trained (about 1.6 MB of samples, under a
 second of training once)."""
 
+TRAINING = {"k": 2048, "d": 8, "f": 20, "steps": 0}
+"""fastcover's parameters, fixed rather than searched for: the same compression on the
+bench's two workloads (7.25x and 7.31x, against 7.24x with the search) in a fifth of the
+time (0.03 s against 0.15-0.18 s, 1,000 samples). The training runs inside an append's
+write transaction, which everything behind it waits for."""
+
 _ID = struct.Struct(">I")
 
 
@@ -218,7 +224,7 @@ def train_if_due(
         return None
     try:
         sample: list[bytes | bytearray | memoryview] = list(samples()[:TRAIN_AT])
-        trained = zstandard.train_dictionary(DICT_SIZE, sample, level=LEVEL)
+        trained = zstandard.train_dictionary(DICT_SIZE, sample, level=LEVEL, **TRAINING)
     except zstandard.ZstdError:
         return None  # too few or too alike: plain zstd until the store doubles
     raw = trained.as_bytes()

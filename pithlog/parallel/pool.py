@@ -18,8 +18,12 @@ import itertools
 import multiprocessing
 import multiprocessing.connection
 import os
+import pickle
+import shutil
 import signal
+import tempfile
 import threading
+import weakref
 from collections.abc import Callable, Iterator
 from concurrent.futures import Executor, Future, ProcessPoolExecutor, ThreadPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
@@ -119,6 +123,9 @@ class Pool(ProcessPoolExecutor):
     ) -> None:
         context = multiprocessing.get_context("spawn")
         self._stop_reader, self._stop_writer = context.Pipe(duplex=False)
+        self._spill = tempfile.mkdtemp(prefix="pithlog-results-")
+        # removed at shutdown, or when the pool is collected or the program ends without one
+        weakref.finalize(self, shutil.rmtree, self._spill, True)
         super().__init__(
             processes,
             mp_context=context,
@@ -131,8 +138,19 @@ class Pool(ProcessPoolExecutor):
         (:meth:`verify`): at first as one helper more, then as the batches before showed."""
 
     def submit(self, fn: Callable[P, R], /, *args: P.args, **kwargs: P.kwargs) -> Future[R]:
+        """``fn(*args, **kwargs)`` in a worker. Its result comes back through the pool's
+        result pipe only when it is small (:data:`INLINE_RESULT`, one write, which a
+        worker cannot die in the middle of); a larger one is written to a file of the
+        pool's own folder, and only the file's name goes through the pipe. A worker killed
+        in the middle of writing a large result to the pipe would leave a partial message
+        there that the pool's reader waits for the rest of forever (this process holds the
+        pipe's other end, so no end of file comes): the pool would hang instead of
+        reporting the worker lost."""
         with _interrupts_blocked():  # it may start a worker: see _interrupts_blocked
-            return super().submit(fn, *args, **kwargs)
+            inner = super().submit(_spilling, self._spill, fn, args, kwargs)
+        outer: Future[R] = Future()
+        inner.add_done_callback(functools.partial(_unspill, self._spill, outer))
+        return outer
 
     def stop(self) -> None:
         """End every worker now, whatever it is doing: closing the pipe's one writer wakes
@@ -142,9 +160,10 @@ class Pool(ProcessPoolExecutor):
 
     def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
         super().shutdown(wait, cancel_futures=cancel_futures)
-        if wait:  # every worker has ended: the pipe is not needed any more
+        if wait:  # every worker has ended: the pipe and the results' folder are not needed
             self._stop_writer.close()
             self._stop_reader.close()
+            shutil.rmtree(self._spill, ignore_errors=True)
 
     def verify(self, parts: Iterator[list[SignatureCheck]]) -> Callable[[], None]:
         """A :data:`~pithlog.protocol.checks.Verifier` with fixed shares: of each batch,
@@ -219,6 +238,49 @@ class Pool(ProcessPoolExecutor):
             self._share = min(1.0, self._share + lagging / total / (self.processes + 1))
         else:
             self._share *= SHARE_DECAY
+
+
+INLINE_RESULT = 2048
+"""Bytes of a pickled result that a worker sends through the result pipe itself: at most
+``PIPE_BUF`` (4,096 on Linux) with the pool's framing, so one write, all or nothing."""
+
+_SPILLED = 0
+
+
+def _spilling(folder: str, fn: Callable[..., R], args: tuple[Any, ...],
+              kwargs: dict[str, Any]) -> tuple[bool, Any]:  # fmt: skip
+    """In a worker: ``fn``'s result as ``(False, result)`` when small, else ``(True, name)``
+    of the file of ``folder`` that holds it pickled (:meth:`Pool.submit`). A folder that
+    cannot be written (a full disk) sends it inline."""
+    global _SPILLED
+    data = pickle.dumps(fn(*args, **kwargs), protocol=pickle.HIGHEST_PROTOCOL)
+    if len(data) <= INLINE_RESULT:
+        return False, data
+    _SPILLED += 1
+    name = f"{os.getpid()}-{_SPILLED}"
+    try:
+        with open(os.path.join(folder, name), "wb") as f:
+            f.write(data)
+    except OSError:
+        return False, data
+    return True, name
+
+
+def _unspill(folder: str, outer: Future[Any], inner: Future[tuple[bool, Any]]) -> None:
+    """The result of :func:`_spilling` into ``outer``: read (and the file removed) when it
+    was written to a file. Runs in the pool's thread that collects results."""
+    try:
+        spilled, value = inner.result()
+        if spilled:
+            path = os.path.join(folder, value)
+            with open(path, "rb") as f:
+                value = f.read()
+            os.unlink(path)
+        result = pickle.loads(value)
+    except BaseException as exc:  # the worker's exception, a broken pool, an unreadable file
+        outer.set_exception(exc)
+        return
+    outer.set_result(result)
 
 
 PROCESS_CHUNK = 256

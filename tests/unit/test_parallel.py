@@ -182,3 +182,18 @@ def test_helpers_and_workers_leave_ctrl_c_to_their_parent_and_die_of_sigterm(
             workers = pithlog.parallel.worker_pool(stack, 1, initializer, initargs)
             assert workers.submit(signal.getsignal, signal.SIGINT).result() == signal.SIG_IGN
             assert workers.submit(signal.getsignal, signal.SIGTERM).result() == signal.SIG_DFL
+
+
+def test_large_results_come_back_through_files_that_are_removed(tmp_path: Path) -> None:
+    import os
+
+    with contextlib.ExitStack() as stack:
+        quiet = pithlog.parallel.leave_interrupts_to_parent
+        pool = pithlog.parallel.worker_pool(stack, 1, quiet, ())
+        folder = pool._spill
+        small, large = pool.submit(bytes, 10), pool.submit(bytes, 3 << 20)
+        assert small.result() == bytes(10) and large.result() == bytes(3 << 20)
+        assert os.listdir(folder) == []  # each file removed once read
+        with pytest.raises(ValueError):  # a worker's exception, as before
+            pool.submit(int, "not a number").result()
+    assert not os.path.exists(folder)  # the folder goes with the pool

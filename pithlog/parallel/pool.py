@@ -123,9 +123,13 @@ class Pool(ProcessPoolExecutor):
     ) -> None:
         context = multiprocessing.get_context("spawn")
         self._stop_reader, self._stop_writer = context.Pipe(duplex=False)
-        self._spill = tempfile.mkdtemp(prefix="pithlog-results-")
-        # removed at shutdown, or when the pool is collected or the program ends without one
-        weakref.finalize(self, shutil.rmtree, self._spill, True)
+        try:
+            self._spill: str | None = tempfile.mkdtemp(prefix="pithlog-results-")
+        except OSError:  # no $TMPDIR to write to: results come back through the pipe
+            self._spill = None
+        else:
+            # removed at shutdown, or when the pool is collected or the program ends first
+            weakref.finalize(self, shutil.rmtree, self._spill, True)
         super().__init__(
             processes,
             mp_context=context,
@@ -163,7 +167,8 @@ class Pool(ProcessPoolExecutor):
         if wait:  # every worker has ended: the pipe and the results' folder are not needed
             self._stop_writer.close()
             self._stop_reader.close()
-            shutil.rmtree(self._spill, ignore_errors=True)
+            if self._spill is not None:
+                shutil.rmtree(self._spill, ignore_errors=True)
 
     def verify(self, parts: Iterator[list[SignatureCheck]]) -> Callable[[], None]:
         """A :data:`~pithlog.protocol.checks.Verifier` with fixed shares: of each batch,
@@ -247,14 +252,14 @@ INLINE_RESULT = 2048
 _SPILLED = 0
 
 
-def _spilling(folder: str, fn: Callable[..., R], args: tuple[Any, ...],
+def _spilling(folder: str | None, fn: Callable[..., R], args: tuple[Any, ...],
               kwargs: dict[str, Any]) -> tuple[bool, Any]:  # fmt: skip
     """In a worker: ``fn``'s result as ``(False, result)`` when small, else ``(True, name)``
     of the file of ``folder`` that holds it pickled (:meth:`Pool.submit`). A folder that
     cannot be written (a full disk) sends it inline."""
     global _SPILLED
     data = pickle.dumps(fn(*args, **kwargs), protocol=pickle.HIGHEST_PROTOCOL)
-    if len(data) <= INLINE_RESULT:
+    if len(data) <= INLINE_RESULT or folder is None:
         return False, data
     _SPILLED += 1
     name = f"{os.getpid()}-{_SPILLED}"
@@ -266,12 +271,13 @@ def _spilling(folder: str, fn: Callable[..., R], args: tuple[Any, ...],
     return True, name
 
 
-def _unspill(folder: str, outer: Future[Any], inner: Future[tuple[bool, Any]]) -> None:
+def _unspill(folder: str | None, outer: Future[Any], inner: Future[tuple[bool, Any]]) -> None:
     """The result of :func:`_spilling` into ``outer``: read (and the file removed) when it
     was written to a file. Runs in the pool's thread that collects results."""
     try:
         spilled, value = inner.result()
         if spilled:
+            assert folder is not None
             path = os.path.join(folder, value)
             with open(path, "rb") as f:
                 value = f.read()

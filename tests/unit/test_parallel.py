@@ -191,9 +191,26 @@ def test_large_results_come_back_through_files_that_are_removed(tmp_path: Path) 
         quiet = pithlog.parallel.leave_interrupts_to_parent
         pool = pithlog.parallel.worker_pool(stack, 1, quiet, ())
         folder = pool._spill
+        assert folder is not None
         small, large = pool.submit(bytes, 10), pool.submit(bytes, 3 << 20)
         assert small.result() == bytes(10) and large.result() == bytes(3 << 20)
         assert os.listdir(folder) == []  # each file removed once read
         with pytest.raises(ValueError):  # a worker's exception, as before
             pool.submit(int, "not a number").result()
     assert not os.path.exists(folder)  # the folder goes with the pool
+
+
+def test_without_a_folder_for_results_they_come_back_through_the_pipe(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import tempfile
+
+    def unwritable(**_: object) -> str:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(tempfile, "mkdtemp", unwritable)
+    with contextlib.ExitStack() as stack:
+        quiet = pithlog.parallel.leave_interrupts_to_parent
+        pool = pithlog.parallel.worker_pool(stack, 1, quiet, ())
+        assert pool._spill is None
+        assert pool.submit(bytes, 1 << 20).result() == bytes(1 << 20)

@@ -134,7 +134,7 @@ class Pool(ProcessPoolExecutor):
             processes,
             mp_context=context,
             initializer=_worker_start,
-            initargs=(self._stop_reader, initializer, initargs),
+            initargs=(self._stop_reader, self._spill, initializer, initargs),
         )
         self.processes = processes
         self._share = 1 / (processes + 1)
@@ -382,24 +382,30 @@ PARENT_GONE = 70
 
 
 def _worker_start(
-    stop: Connection, initializer: Callable[..., None], initargs: tuple[Any, ...]
+    stop: Connection,
+    spill: str | None,
+    initializer: Callable[..., None],
+    initargs: tuple[Any, ...],
 ) -> None:
     """Every worker's initializer: the watch on its parent first, then ``initializer``
     (Ctrl-C still blocked), then :func:`leave_interrupts_to_parent`."""
-    threading.Thread(target=_exit_with_parent, args=(stop,), name="pithlog-parent",
+    threading.Thread(target=_exit_with_parent, args=(stop, spill), name="pithlog-parent",
                      daemon=True).start()  # fmt: skip
     initializer(*initargs)
     leave_interrupts_to_parent()
 
 
-def _exit_with_parent(stop: Connection) -> None:
+def _exit_with_parent(stop: Connection, spill: str | None) -> None:
     """Wait until the parent ends (its sentinel, a pipe that its end closes) or stops this
     worker (the ``stop`` pipe), then end the process at once. Without this a worker whose
     parent was killed would wait on its call queue forever: it holds both ends of that
-    pipe itself and never sees it close."""
+    pipe itself and never sees it close. A parent that ended without its shutdown (killed)
+    left its pool's results' folder behind: the workers remove it."""
     watched: list[Any] = [stop]
     parent = multiprocessing.parent_process()
     if parent is not None:
         watched.append(parent.sentinel)
-    multiprocessing.connection.wait(watched)
+    ready = multiprocessing.connection.wait(watched)
+    if spill is not None and parent is not None and parent.sentinel in ready:
+        shutil.rmtree(spill, ignore_errors=True)
     os._exit(PARENT_GONE)

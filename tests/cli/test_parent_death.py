@@ -60,7 +60,7 @@ def main(kind, events_path, store_path):
         results = pithlog.parallel.reduce_rendered(envelopes, keyring, jobs=1)
         next(results)
         ready()
-    elif kind == "append, verifying helpers":
+    elif kind == "append, judging helpers":
         pithlog.store.append_pipeline.ALONE_POOL_MIN = 1
         with Store.open(store_path) as store:
             half = len(lines) // 2
@@ -85,7 +85,7 @@ if __name__ == "__main__":
 KINDS = [
     "reduce --jobs 2",
     "reduce, verifying helpers",
-    "append, verifying helpers",
+    "append, judging helpers",
     "replay --jobs 2",
     "replay, verifying helpers",
 ]
@@ -130,10 +130,13 @@ def test_no_helper_outlives_a_killed_parent(tmp_path: Path, kind: str) -> None:
         with Store.open(store) as opened:
             opened.append(lines, g.KEYRING, keep_invalid=True)
     (tmp_path / "child.py").write_text(CHILD)
+    scratch = tmp_path / "tmp"  # the child's $TMPDIR: its pools' results' folders
+    scratch.mkdir()
     parent = subprocess.Popen(
         [sys.executable, str(tmp_path / "child.py"), kind, str(tmp_path / "events.jsonl"),
          str(store)],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
+        env={**os.environ, "TMPDIR": str(scratch)},
     )  # fmt: skip
     children: list[int] = []
     try:
@@ -148,6 +151,8 @@ def test_no_helper_outlives_a_killed_parent(tmp_path: Path, kind: str) -> None:
         while any(_alive(pid) for pid in children) and time.monotonic() < deadline:
             time.sleep(0.1)
         assert not [_cmdline(pid) for pid in children if _alive(pid)]
+        # the killed parent could not remove its pool's results' folder: its workers did
+        assert not list(scratch.glob("pithlog-results-*"))
     finally:
         if parent.poll() is None:
             parent.kill()

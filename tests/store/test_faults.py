@@ -129,6 +129,12 @@ def _attestation(events: list[dict[str, Any]]) -> dict[str, Any]:
     return next(e for e in events if e["event_type"] == "mirror_hint")
 
 
+def _unindex(store: Store, event: dict[str, Any]) -> None:
+    """Damage: ``event`` no longer listed under its pith in ``by_pith``."""
+    key = event["pith_number"].encode() + bytes.fromhex(event["event_id"][7:])
+    store._write(lambda txn, dbs: txn.delete(key, db=dbs["by_pith"]))
+
+
 def test_flipped_byte_in_an_envelope_is_named(damaged: tuple[Store, list[Any]]) -> None:
     store, events = damaged
     victim = _attestation(events)
@@ -323,10 +329,7 @@ def assert_same_report(a: Any, b: Any) -> None:
 
 def test_parallel_replay_reports_the_same(damaged: tuple[Store, list[Any]]) -> None:
     store, events = damaged
-    victim = _attestation(events)
-    eid = bytes.fromhex(victim["event_id"][7:])
-    store._write(lambda txn, dbs: txn.delete(victim["pith_number"].encode() + eid,
-                                             db=dbs["by_pith"]))  # fmt: skip
+    _unindex(store, _attestation(events))
     one = store.replay(g.KEYRING, jobs=1)
     two = store.replay(g.KEYRING, jobs=3)
     assert not one.ok
@@ -396,10 +399,7 @@ def test_replay_with_the_structure_pass_in_its_own_process_reports_the_same(
     import pithlog.store.replay_processes
 
     store, events = damaged
-    victim = _attestation(events)
-    eid = bytes.fromhex(victim["event_id"][7:])
-    store._write(lambda txn, dbs: txn.delete(victim["pith_number"].encode() + eid,
-                                             db=dbs["by_pith"]))  # fmt: skip
+    _unindex(store, _attestation(events))
     store._write(lambda txn, dbs: txn.put(b"\x00" * 8, b"short", db=dbs["seq"]))
     here = store.replay(g.KEYRING, jobs=1)
     started = []
@@ -428,10 +428,7 @@ def test_replay_by_default_uses_a_worker_per_core_above_the_threshold(
     import pithlog.store.replay_processes as rp
 
     store, events = damaged
-    victim = _attestation(events)
-    eid = bytes.fromhex(victim["event_id"][7:])
-    store._write(lambda txn, dbs: txn.delete(victim["pith_number"].encode() + eid,
-                                             db=dbs["by_pith"]))  # fmt: skip
+    _unindex(store, _attestation(events))
     one = store.replay(g.KEYRING, jobs=1)
     pools: list[int] = []
     replay_pool = rp._replay_pool

@@ -6,9 +6,10 @@ write transactions are already most of what one core can do: with the door and t
 there too, a large append kept one core busy and the other half idle. So a batch of raw
 lines goes out in parts of :data:`JUDGE_PART`, each helper puts its lines through the door,
 leaves out the copies the store already holds (it reads the store, opened read-only, as
-the appending process would) and judges the rest; the appending process gets back, line by
-line, the door's refusal or the copy's JCS bytes, hash and verdict, and only decodes the
-JCS bytes again (:func:`pithlog.protocol.events.readmit`) for its write transaction.
+the appending process would), judges the rest and packs them as the store keeps them; the
+appending process gets back, line by line, the door's refusal or the copy's JCS bytes,
+hash, verdict and packed value, and only decodes the JCS bytes again
+(:func:`pithlog.protocol.events.readmit`) for its write transaction.
 
 Everything a helper computes is a pure function of the line, the keyring and the store's
 snapshot: a part whose helper died is judged again here (:class:`pithlog.errors.HelperLost`),

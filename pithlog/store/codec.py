@@ -234,11 +234,11 @@ def train_if_due(
     return int(_ID.unpack(key)[0])
 
 
-def first_copies(txn: Any, dbs: dict[str, Any]) -> list[bytes]:
-    """The JCS bytes of the store's first :data:`TRAIN_AT` copies, in append order (the
-    first values of ``copies``, format 6)."""
+def first_copies(txn: Any, dbs: dict[str, Any], name: str = "copies") -> list[bytes]:
+    """The JCS bytes of the first :data:`TRAIN_AT` values of database ``name``: of
+    ``copies``, the store's first copies in append order (format 6)."""
     out: list[bytes] = []
-    for _, stored in txn.cursor(db=dbs["copies"]):
+    for _, stored in txn.cursor(db=dbs[name]):
         if len(out) >= TRAIN_AT:
             break
         out.append(unpack(txn, dbs, stored))
@@ -259,13 +259,4 @@ def start_migration(txn: Any, dbs: dict[str, Any]) -> None:
     format 3 the JCS bytes of the preferred copies). The copies stored raw are packed with
     it when the 5 -> 6 step moves them to ``copies`` (:mod:`pithlog.store.format6`)."""
     copies = txn.stat(dbs["seq"])["entries"]
-
-    def samples() -> list[bytes]:
-        out: list[bytes] = []
-        for _, stored in txn.cursor(db=dbs["events"]):
-            if len(out) >= TRAIN_AT:
-                break
-            out.append(unpack(txn, dbs, stored))
-        return out
-
-    train_if_due(txn, dbs, 0, copies, samples)
+    train_if_due(txn, dbs, 0, copies, lambda: first_copies(txn, dbs, "events"))

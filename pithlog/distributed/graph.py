@@ -27,7 +27,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import math
-import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -56,7 +55,7 @@ from pithlog.distributed.tasks import (
     versions,
 )
 from pithlog.errors import DaskError, UsageError
-from pithlog.parallel import Result
+from pithlog.parallel import Result, usable_cores
 
 MAX_BLOCK = 128 << 20
 """The largest range a task reads, by default: what bounds a task's memory (docs). The
@@ -124,7 +123,7 @@ def connect(address: str, timeout: float = CONNECT_TIMEOUT) -> Iterator[Client]:
     a cluster of N worker processes on this machine (N: its cores), one thread each."""
     local = local_workers(address)
     if local is not None:
-        workers = int(local or os.cpu_count() or 1)
+        workers = int(local or usable_cores())
         if workers < 1:
             raise UsageError("arguments", "--dask local:N needs N of at least 1")
         settings = local_config()

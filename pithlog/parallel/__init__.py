@@ -20,10 +20,10 @@ from __future__ import annotations
 import contextlib
 import gc
 import itertools
-import os
 from collections.abc import Iterable, Iterator
 from typing import Any
 
+from pithlog.parallel.cores import usable_cores
 from pithlog.parallel.pool import (  # the pool's names, as pithlog.parallel.X
     PROCESS_CHUNK,
     Pool,
@@ -49,7 +49,8 @@ from pithlog.protocol.state import render_reduction
 __all__ = [
     "PART_EVENTS", "PROCESS_CHUNK", "STREAM_MIN", "TAIL_EVENTS", "Pool", "Result", "in_order",
     "in_threads", "leave_interrupts_to_parent", "reduce_rendered", "split_by_pith",
-    "threads_per_process", "verifying_pool", "verifying_processes", "worker_pool",
+    "threads_per_process", "usable_cores", "verifying_pool", "verifying_processes",
+    "worker_pool",
 ]  # fmt: skip
 
 Result = tuple[str, bytes | Pending]
@@ -102,7 +103,7 @@ def _reduce_here(envelopes: Iterable[Envelope], keyring: Keyring) -> Iterator[Re
     head = list(itertools.islice(stream, STREAM_MIN))
     with contextlib.ExitStack() as stack:
         executor = None
-        if len(head) == STREAM_MIN and (os.cpu_count() or 1) > 1:
+        if len(head) == STREAM_MIN and usable_cores() > 1:
             executor = verifying_pool(stack, every_core=True)
         verifier = executor.verify if executor is not None else in_threads()
         by_pith = collapse_streamed(itertools.chain(head, stream), keyring, verifier)
@@ -182,7 +183,7 @@ def threads_per_process(jobs: int) -> int | None:
     """Verification threads in each of ``jobs`` processes (:func:`in_threads`): when the
     processes already fill the cores, a thread more per process only adds switching, so
     each verifies inline; otherwise the default."""
-    return 1 if jobs >= (os.cpu_count() or 1) else None
+    return 1 if jobs >= usable_cores() else None
 
 
 def _reduce_part(

@@ -32,6 +32,7 @@ from types import TracebackType
 from typing import Any, ParamSpec, TypeVar
 
 from pithlog.errors import HelperLost
+from pithlog.parallel.cores import usable_cores
 from pithlog.protocol.checks import SignatureCheck, Verifier, verify_batch
 
 
@@ -306,7 +307,7 @@ def in_threads(workers: int | None = None) -> Verifier:
     thread's Python work after it (a verifying thread waits for the GIL after each
     signature, up to the interpreter's switch interval). A batch of one part, or
     ``workers`` = 1, is verified here: a thread pool would cost more than it saves."""
-    count = workers if workers is not None else min(4, os.cpu_count() or 1)
+    count = workers if workers is not None else min(4, usable_cores())
 
     def verify(parts: Iterator[list[SignatureCheck]]) -> Callable[[], None]:
         if count <= 1:
@@ -339,7 +340,7 @@ def verifying_processes(every_core: bool = False) -> int:
     slows that process down (measured on 2 cores: reduce 0.88-0.99x the raw verify rate
     with one helper, 1.09-1.18x with two; append 0.66-0.70x with one, 0.63-0.66x with
     two)."""
-    cores = os.cpu_count() or 1
+    cores = usable_cores()
     return cores if every_core else max(1, cores - 1)
 
 

@@ -11,14 +11,13 @@ from __future__ import annotations
 import contextlib
 import functools
 import itertools
-import os
 import threading
 from collections.abc import Callable, Generator, Iterable, Iterator, Sized
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from pithlog.errors import DoorError
-from pithlog.parallel import Pool, in_threads, verifying_pool
+from pithlog.parallel import Pool, in_threads, usable_cores, verifying_pool
 from pithlog.protocol.checks import CheckBatch, start_checks
 from pithlog.protocol.events import Envelope, admit, parse_envelope
 from pithlog.protocol.keys import Keyring
@@ -92,7 +91,7 @@ def append_batches(
     vet: Vet | None = None,
 ) -> Generator[list[AppendResult], None, None]:
     """:meth:`Store.append_batches` (whose docstring says what it promises)."""
-    cores = os.cpu_count() or 1
+    cores = usable_cores()
     with contextlib.ExitStack() as stack:
         executor: Pool | None = None
         judging = False  # the executor's helpers judge raw lines whole (append_judging)

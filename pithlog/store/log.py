@@ -43,7 +43,7 @@ from typing import Any, TypeVar
 import msgspec
 
 from pithlog.errors import ProofError, StoreError
-from pithlog.parallel import Pool
+from pithlog.parallel import Pool, usable_cores
 from pithlog.protocol.events import Envelope, is_event_id, readmit
 from pithlog.protocol.keys import Keyring
 from pithlog.protocol.records import is_pith_number
@@ -359,7 +359,7 @@ class Store:
         of raw lines is put through the door and checks 1-12 by its helper processes.
         """
         self.apply_keyring(keyring)
-        if judging is not None and (os.cpu_count() or 1) > 1:
+        if judging is not None and usable_cores() > 1:
             if judging.keyring.digest != keyring.digest:
                 raise ValueError("judging helpers hold another keyring than this append's")
             started = self._start_append(batch, keyring, judging.pool(), True)

@@ -33,6 +33,7 @@ from pithlog.parallel import (
     in_order,
     leave_interrupts_to_parent,
     threads_per_process,
+    usable_cores,
     verifying_pool,
     worker_pool,
 )
@@ -84,16 +85,26 @@ VERIFY_PROCESS_MIN_PITHS = 100
 costs about as much as verifying a few thousand signatures."""
 
 
+COPIES_PER_WORKER = POOL_MIN_COPIES // 2
+"""Stored copies per worker process, at least, when ``jobs`` is not given: the share at
+which two workers paid for their start above (so a log of 6,000 copies gets two workers
+on a machine of 64 cores, not 64 interpreters that each import pithlog for 2 ms of work)."""
+
+
 def replay_jobs(jobs: int | None, copies: int, signatures: bool) -> int:
     """The processes a replay runs its piths in: ``jobs`` when given; otherwise, when
-    ``signatures`` are verified, one per core for a log of at least
-    :data:`POOL_MIN_COPIES` copies, and this process alone for a smaller one or for a
-    replay on cached verdicts (a third of the work per event, which a one-process replay
-    already shares with its structure process: workers gained nothing measurable over
-    40,000 registry events on two cores) (``docs/store.md``, "Replay")."""
+    ``signatures`` are verified, one per usable core
+    (:func:`pithlog.parallel.usable_cores`) for a log of at least :data:`POOL_MIN_COPIES`
+    copies, but no more than one per :data:`COPIES_PER_WORKER`, and this process alone for
+    a smaller log or for a replay on cached verdicts (a third of the work per event, which
+    a one-process replay already shares with its structure process: workers gained
+    nothing measurable over 40,000 registry events on two cores) (``docs/store.md``,
+    "Replay")."""
     if jobs is not None:
         return jobs
-    return (os.cpu_count() or 1) if signatures and copies >= POOL_MIN_COPIES else 1
+    if not signatures or copies < POOL_MIN_COPIES:
+        return 1
+    return max(1, min(usable_cores(), copies // COPIES_PER_WORKER))
 
 
 EARLY_MIN_BYTES = POOL_MIN_COPIES * 1024
@@ -133,14 +144,16 @@ def early_workers(
     No worker reads the store before :meth:`EarlyWorkers.start`, which replay calls once
     the walk has passed (the walk is there so that no damaged page is read through LMDB's
     map). Closed with ``stack``; workers replay never used are sent ``None``."""
-    processes = jobs if jobs is not None else (os.cpu_count() or 1)
-    if processes <= 1:
-        return None
     try:
         size = os.stat(os.path.join(path, "data.mdb")).st_size
     except OSError:
         return None  # opening the store will say what is wrong
     if jobs is None and size < EARLY_MIN_BYTES:
+        return None
+    # without jobs, replay_jobs' rule on the most copies the file can hold (a stored copy
+    # takes well over 1 KiB of it); replay then runs in these processes (_replay_pool)
+    processes = jobs if jobs is not None else replay_jobs(None, size // 1024, True)
+    if processes <= 1:
         return None
     setups = multiprocessing.get_context("spawn").SimpleQueue()
     pool = worker_pool(stack, processes, _worker_wait, (setups,))
@@ -222,7 +235,7 @@ def structure(
     process (which reads the store in its own read transaction, as each chunk of piths
     does in its own): one of ``pool``'s, the command's pool, or else a pool of one, the
     command's only one; otherwise it runs here, now, and the future is done."""
-    if apart and (os.cpu_count() or 1) > 1:
+    if apart and usable_cores() > 1:
         copies = store._read(lambda txn, dbs: txn.stat(dbs["seq"])["entries"])
         if copies >= STRUCTURE_PROCESS_MIN_COPIES:
             if pool is None:
@@ -241,7 +254,7 @@ def _verifying_helpers(
     process reads the next chunk and puts it through the door and checks, and judges the
     chunk before; threads could not overlap that Python work (a verifying thread waits for
     the GIL after each signature)."""
-    cores = os.cpu_count() or 1
+    cores = usable_cores()
     large = sum(len(chunk) for chunk in chunks) >= VERIFY_PROCESS_MIN_PITHS
     if (ctx.verify or not ctx.same_keyring) and cores > 1 and len(chunks) > 1 and large:
         return verifying_pool(stack)
@@ -271,14 +284,15 @@ def _replay_pool(
     jobs: int,
     early: EarlyWorkers | None = None,
 ) -> Iterator[list[PithOutcome]]:
-    """Hand ``chunks`` to worker processes now (``early``'s, when there are ``jobs`` of
-    them); their outcomes, in order."""
+    """Hand ``chunks`` to worker processes now (``early``'s when they were started: as
+    many as ``jobs`` asked, or :func:`replay_jobs` judged from the data file's size); their
+    outcomes, in order."""
     if len(chunks) <= 1:
         return iter([_run_chunk(store._read, chunk, ctx) for chunk in chunks])
     entries = [key.entry() for key in ctx.keyring.values()]
     setup = (store.path, entries, ctx.same_keyring, ctx.verify, ctx.stored_kd,
              threads_per_process(jobs), ctx.high_water)  # fmt: skip
-    if early is not None and early.processes == jobs and not early.sent:
+    if early is not None and not early.sent:
         early.start(setup)
         pool = early.pool
     else:

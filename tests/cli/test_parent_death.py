@@ -29,7 +29,7 @@ pytestmark = pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="ne
 CHILD = """
 import os, sys, time
 
-os.cpu_count = lambda: 2
+os.environ["PITHLOG_CORES"] = "2"
 
 import pithlog.parallel
 import pithlog.store.append_pipeline

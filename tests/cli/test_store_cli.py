@@ -169,8 +169,9 @@ def test_replay_verify_starts_its_workers_before_the_walk(
 
     monkeypatch.setattr(rp, "worker_pool", pool_spy)
     monkeypatch.setattr(environment, "_walk", walk_spy)
-    monkeypatch.setattr(rp.os, "cpu_count", lambda: 2)
+    monkeypatch.setenv("PITHLOG_CORES", "2")
     monkeypatch.setattr(rp, "POOL_MIN_COPIES", 1)
+    monkeypatch.setattr(rp, "COPIES_PER_WORKER", 1)
     monkeypatch.setattr(rp, "EARLY_MIN_BYTES", 1)
     assert run(argv)[:2] == one[:2]
     assert happened == ["_worker_wait x2", "walk"]  # one pool, started before the walk

@@ -90,7 +90,7 @@ def test_a_large_first_batch_is_judged_in_helper_processes(
 
     monkeypatch.setattr(pithlog.store.append_pipeline, "judging_pool", counted)
     monkeypatch.setattr(pithlog.store.append_pipeline, "ALONE_POOL_MIN", len(lines))
-    monkeypatch.setattr(pithlog.store.append_pipeline.os, "cpu_count", lambda: 2)
+    monkeypatch.setenv("PITHLOG_CORES", "2")
     with Store.open(tmp_path / "two") as store:
         assert list(store.append_batches([lines], g.KEYRING)) == [expected_results]
         assert snapshot(store) == expected
@@ -196,7 +196,7 @@ def test_a_vet_that_raises_stops_the_pipeline_before_that_batch_is_written(
 ) -> None:
     if helpers:  # batches after the first judged by helper processes
         monkeypatch.setattr(pithlog.store.append_pipeline, "PIPELINE_MIN", 0)
-        monkeypatch.setattr(pithlog.store.append_pipeline.os, "cpu_count", lambda: 2)
+        monkeypatch.setenv("PITHLOG_CORES", "2")
     lines = _lines(6)
     batches = [lines[:4], lines[4:8], lines[8:]]
     seen: list[list[bytes | None]] = []

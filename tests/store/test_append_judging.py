@@ -69,7 +69,7 @@ def test_a_helper_that_dies_costs_time_not_results(
         expected = [store.append(b, g.KEYRING, keep_invalid=True) for b in batches]
         exported = list(store.export())
     monkeypatch.setattr(pithlog.store.append_pipeline, "PIPELINE_MIN", 0)
-    monkeypatch.setattr(pithlog.store.append_pipeline.os, "cpu_count", lambda: 2)
+    monkeypatch.setenv("PITHLOG_CORES", "2")
     monkeypatch.setattr(pithlog.store.append_judging, "_run", _die)  # what helpers are sent
     with Store.open(tmp_path / "two") as store, pytest.warns(HelperLost):
         got = list(store.append_batches(iter(batches), g.KEYRING, keep_invalid=True))
@@ -93,7 +93,7 @@ def test_envelopes_have_only_their_signatures_sent(
     monkeypatch.setattr(pithlog.store.append_pipeline, "verifying_pool",
                         lambda *a: pools.append("verifying") or verifying(*a))  # fmt: skip
     monkeypatch.setattr(pithlog.store.append_pipeline, "PIPELINE_MIN", 0)
-    monkeypatch.setattr(pithlog.store.append_pipeline.os, "cpu_count", lambda: 2)
+    monkeypatch.setenv("PITHLOG_CORES", "2")
     with Store.open(tmp_path / "a") as store:
         from_envelopes = list(store.append_batches([envelopes[:9], envelopes[9:]], g.KEYRING))
     with Store.open(tmp_path / "b") as store:
@@ -120,7 +120,7 @@ def test_appends_with_kept_judging_helpers_give_what_appends_give(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # A server's group commits: many small batches, one set of helpers kept between them.
-    monkeypatch.setattr(pithlog.store.log.os, "cpu_count", lambda: 2)
+    monkeypatch.setenv("PITHLOG_CORES", "2")
     lines = _lines(4)
     batches = [lines[:5], lines[5:6], lines[6:15], lines[15:], lines[:3]]  # the last: dups
     with Store.open(tmp_path / "one") as store:
@@ -159,7 +159,7 @@ def test_values_packed_by_the_helpers_are_the_bytes_the_writer_would_store(
             store.append(b, g.KEYRING)
         expected = stored(store)
     monkeypatch.setattr(pithlog.store.append_pipeline, "PIPELINE_MIN", 0)
-    monkeypatch.setattr(pithlog.store.append_pipeline.os, "cpu_count", lambda: 2)
+    monkeypatch.setenv("PITHLOG_CORES", "2")
     with Store.open(tmp_path / "two") as store:
         list(store.append_batches(iter(batches), g.KEYRING))
         got = stored(store)

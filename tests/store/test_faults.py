@@ -438,10 +438,15 @@ def test_replay_by_default_uses_a_worker_per_core_above_the_threshold(
         return replay_pool(store, stack, chunks, ctx, jobs, *rest)
 
     monkeypatch.setattr(rp, "_replay_pool", spy)
-    monkeypatch.setattr(rp.os, "cpu_count", lambda: 2)
+    monkeypatch.setenv("PITHLOG_CORES", "2")
     small = store.replay(g.KEYRING)
     assert pools == []  # below the threshold: in this process
     monkeypatch.setattr(rp, "POOL_MIN_COPIES", len(events))
+    monkeypatch.setattr(rp, "COPIES_PER_WORKER", len(events))
+    default = store.replay(g.KEYRING)
+    assert pools == []  # one worker per COPIES_PER_WORKER copies: one, so this process
+    assert_same_report(one, default)
+    monkeypatch.setattr(rp, "COPIES_PER_WORKER", len(events) // 2)
     default = store.replay(g.KEYRING)
     assert pools == [2]  # one worker per core
     assert not one.ok

@@ -139,7 +139,7 @@ def test_replay_when_the_structure_pass_process_dies(
     with Store.open(damaged, readonly=True) as store:
         expected = store.replay(KEYRING, verify=True, jobs=1)
         monkeypatch.setattr(pithlog.store.replay_processes, "STRUCTURE_PROCESS_MIN_COPIES", 1)
-        monkeypatch.setattr(pithlog.store.replay_processes.os, "cpu_count", lambda: 2)
+        monkeypatch.setenv("PITHLOG_CORES", "2")
         monkeypatch.setattr(pithlog.store.replay_processes, "_structure_at", _die)
         with pytest.warns(HelperLost):
             report = store.replay(KEYRING, verify=True, jobs=1)

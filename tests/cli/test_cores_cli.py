@@ -1,0 +1,39 @@
+"""``PITHLOG_CORES`` as a user meets it: a command that sizes its pools by it."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+from storeevents import g
+
+from pithlog.testing import test_keyring_entries
+
+
+def _reduce(tmp_path: Path, cores: str) -> subprocess.CompletedProcess[str]:
+    events = tmp_path / "events.jsonl"
+    made = g.mixed_events(random.Random(3), piths=3, per_pith=3)
+    events.write_bytes(b"".join(g.encoded(e) + b"\n" for e in made))
+    keyring = tmp_path / "keyring.json"
+    keyring.write_text(json.dumps({"keyring_version": "1", "keys": test_keyring_entries()}))
+    env = {**os.environ, "PITHLOG_CORES": cores}
+    argv = [sys.executable, "-m", "pithlog", "reduce", "--keyring", str(keyring), str(events)]
+    return subprocess.run(argv, capture_output=True, text=True, env=env, timeout=60)
+
+
+def test_a_bad_value_is_one_line_with_its_code(tmp_path: Path) -> None:
+    out = _reduce(tmp_path, "many")
+    assert out.returncode == 2, out.stderr
+    assert out.stdout == ""
+    assert out.stderr.strip() == ("pithlog: [usage.cores] PITHLOG_CORES='many' is not a "
+                                  "positive integer")  # fmt: skip
+
+
+def test_a_good_value_changes_nothing_in_the_output(tmp_path: Path) -> None:
+    one, four = _reduce(tmp_path, "1"), _reduce(tmp_path, "4")
+    assert one.returncode == four.returncode == 0, (one.stderr, four.stderr)
+    assert one.stdout == four.stdout and one.stdout.count("\n") == 3

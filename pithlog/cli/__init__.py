@@ -39,7 +39,9 @@ from pithlog.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_TERMINATED, HelperLos
 
 EPILOG = """exit status: 0 success; 1 verification failed; 2 bad input or usage;
 130 interrupted (Ctrl-C); 143 terminated (SIGTERM).
-Every error is one line: pithlog: [family.detail] message (docs/errors.md lists them)."""
+Every error is one line: pithlog: [family.detail] message (docs/errors.md lists them).
+Helper and worker processes: one per core this process may use (its CPU affinity and
+cgroup quota), or $PITHLOG_CORES when set."""
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -21,13 +21,8 @@ import msgspec
 from pithlog.errors import DoorError
 from pithlog.protocol.canonical import MAX_DEPTH, digest, jcs, lower_ascii, parse
 from pithlog.protocol.checks import REASONS
-from pithlog.protocol.events import (
-    EVENT_TYPES,
-    STATE_LISTS,
-    Envelope,
-    is_event_id,
-    projection_spans,
-)
+from pithlog.protocol.event_types import EVENT_TYPES, STATE_LISTS
+from pithlog.protocol.events import Envelope, is_event_id, projection_spans
 from pithlog.protocol.records import base32_of, is_pith_number, pith_number_for
 from pithlog.protocol.reduce import MERGE_VERSION, Equivocation, Reduction, SlotKey
 from pithlog.protocol.timestamps import is_ts

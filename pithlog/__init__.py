@@ -37,7 +37,8 @@ from pithlog.protocol.reduce import (
     reduce_kept,
     reduce_pith,
 )
-from pithlog.protocol.state import render, state_document, verify_state_document
+from pithlog.protocol.state import render, state_document
+from pithlog.protocol.state_verify import verify_state_document
 
 if TYPE_CHECKING:
     from pithlog.store import (

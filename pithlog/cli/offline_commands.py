@@ -49,7 +49,7 @@ from pithlog.protocol.keys import (
 )
 from pithlog.protocol.records import is_pith_number
 from pithlog.protocol.reduce import Pending
-from pithlog.protocol.state import verify_state_document
+from pithlog.protocol.state_verify import verify_state_document
 from pithlog.protocol.timestamps import is_ts
 
 

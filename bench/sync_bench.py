@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import workload
 
-from pithlog.net import sync as s
+from pithlog.net import sync_pull as sp
 from pithlog.net.sources import store_responder
 from pithlog.net.syncmsg import SHORT
 from pithlog.protocol.keys import make_keyring
@@ -83,11 +83,11 @@ def main() -> None:
                 b_path = folder / f"b-{p}"
                 build(b_path, kept, ring)
                 with Store.open(b_path, create=False) as b:
-                    back = s.Channel(store_responder(b))
-                    need, back_rounds = s.reconcile(a.copy_keys(), back)
+                    back = sp.Channel(store_responder(b))
+                    need, back_rounds = sp.reconcile(a.copy_keys(), back)
                     assert not need
                     start = time.perf_counter()
-                    report = s.pull(b, store_responder(a), ring)
+                    report = sp.pull(b, store_responder(a), ring)
                     took = time.perf_counter() - start
                     assert report.needed == len(missing), (report.needed, len(missing))
                     assert b.copy_keys() == a.copy_keys()

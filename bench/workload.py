@@ -23,7 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from pithlog.protocol.canonical import digest, jcs
-from pithlog.protocol.events import prepare_record_created, sign_event
+from pithlog.protocol.event_types import prepare_record_created
+from pithlog.protocol.events import sign_event
 from pithlog.testing import test_key
 
 ROOT = Path(__file__).resolve().parent.parent

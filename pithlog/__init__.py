@@ -24,14 +24,8 @@ from pithlog.errors import (
 )
 from pithlog.protocol.canonical import digest, jcs, parse
 from pithlog.protocol.checks import REASONS, check_against_record, check_alone
-from pithlog.protocol.events import (
-    EVENT_TYPES,
-    Envelope,
-    admit,
-    parse_envelope,
-    prepare_record_created,
-    sign_event,
-)
+from pithlog.protocol.event_types import EVENT_TYPES, prepare_record_created
+from pithlog.protocol.events import Envelope, admit, parse_envelope, sign_event
 from pithlog.protocol.keys import Keyring, SigningKey, load_keyring, make_keyring
 from pithlog.protocol.reduce import (
     MERGE_VERSION,
@@ -43,7 +37,8 @@ from pithlog.protocol.reduce import (
     reduce_kept,
     reduce_pith,
 )
-from pithlog.protocol.state import render, state_document, verify_state_document
+from pithlog.protocol.state import render, state_document
+from pithlog.protocol.state_verify import verify_state_document
 
 if TYPE_CHECKING:
     from pithlog.store import (

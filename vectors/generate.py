@@ -37,10 +37,12 @@ import rfc8785
 from cryptography.hazmat.primitives.serialization import Encoding, NoEncryption, PrivateFormat
 
 from pithlog.protocol.checks import REASONS
-from pithlog.protocol.events import EVENT_TYPES, parse_envelope, prepare_record_created
+from pithlog.protocol.event_types import EVENT_TYPES, prepare_record_created
+from pithlog.protocol.events import parse_envelope
 from pithlog.protocol.keys import SigningKey, load_keyring
 from pithlog.protocol.reduce import Pending, Reduction, collapse, reduce_events
-from pithlog.protocol.state import render, state_document, verify_state_document
+from pithlog.protocol.state import render, state_document
+from pithlog.protocol.state_verify import verify_state_document
 from pithlog.testing import test_key, test_keyring_entries
 
 HERE = Path(__file__).resolve().parent

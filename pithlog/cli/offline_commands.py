@@ -37,13 +37,8 @@ from pithlog.lines import iter_envelopes
 from pithlog.parallel import reduce_rendered
 from pithlog.protocol.canonical import jcs, parse
 from pithlog.protocol.checks import check_alone
-from pithlog.protocol.events import (
-    EVENT_TYPES,
-    Envelope,
-    admit,
-    prepare_record_created,
-    sign_event,
-)
+from pithlog.protocol.event_types import EVENT_TYPES, prepare_record_created
+from pithlog.protocol.events import Envelope, admit, sign_event
 from pithlog.protocol.explain import payload_problem, targets_of
 from pithlog.protocol.keys import (
     SIGNER_TYPES,
@@ -54,7 +49,7 @@ from pithlog.protocol.keys import (
 )
 from pithlog.protocol.records import is_pith_number
 from pithlog.protocol.reduce import Pending
-from pithlog.protocol.state import verify_state_document
+from pithlog.protocol.state_verify import verify_state_document
 from pithlog.protocol.timestamps import is_ts
 
 

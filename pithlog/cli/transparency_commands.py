@@ -38,7 +38,8 @@ from pithlog.errors import (
     UsageError,
 )
 from pithlog.net.sources import ExportSource, store_responder
-from pithlog.net.sync import MAX_NEEDED, Limits, pull
+from pithlog.net.sync import MAX_NEEDED, Limits
+from pithlog.net.sync_pull import pull
 from pithlog.protocol.canonical import encode_b64
 from pithlog.protocol.events import is_event_id, parse_envelope
 from pithlog.protocol.keys import (

@@ -12,7 +12,8 @@ from typing import Any
 
 from pithlog.cli.edge import Out, StoreParser, open_store
 from pithlog.errors import EXIT_OK, StoreError, UsageError, register
-from pithlog.protocol.events import STATE_LISTS, is_event_id, parse_envelope
+from pithlog.protocol.event_types import STATE_LISTS
+from pithlog.protocol.events import is_event_id, parse_envelope
 from pithlog.protocol.records import is_pith_number
 from pithlog.store import PendingPith, Store
 

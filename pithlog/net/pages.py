@@ -23,7 +23,8 @@ from starlette.routing import BaseRoute, Route
 from pithlog import __version__
 from pithlog.errors import PithlogError
 from pithlog.net.app import Log, get_event
-from pithlog.protocol.events import EVENT_TYPES, STATE_LISTS, is_event_id
+from pithlog.protocol.event_types import EVENT_TYPES, STATE_LISTS
+from pithlog.protocol.events import is_event_id
 from pithlog.protocol.records import is_pith_number
 from pithlog.protocol.timestamps import is_ts
 

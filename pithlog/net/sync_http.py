@@ -6,8 +6,8 @@ One request carries one message (``application/x-pithlog-sync``: the binary mess
 a Starlette route) keeps no session: each message is answered from the store's sorted
 copies as they are when it arrives (the item list is read again only when the tree has
 grown since the last message). The client side (:class:`HttpTransport`) is a
-:class:`pithlog.net.sync.Transport` over httpx, so :func:`pithlog.net.sync.pull` runs
-unchanged with ``--from http://...``.
+:class:`pithlog.net.sync_pull.Transport` over httpx, so :func:`pithlog.net.sync_pull.pull`
+runs unchanged with ``--from http://...``.
 
 Both sides hold the other to the limits of sync: a request body over
 :data:`pithlog.net.sync.MAX_MESSAGE` is ``413`` before it is read whole, and so is an
@@ -113,7 +113,7 @@ def is_url(source: str) -> bool:
 
 
 class HttpTransport:
-    """The pulling side's :class:`pithlog.net.sync.Transport` to ``BASE_URL/sync``."""
+    """The pulling side's :class:`pithlog.net.sync_pull.Transport` to ``BASE_URL/sync``."""
 
     def __init__(
         self, base_url: str, limits: Limits | None = None, client: httpx.Client | None = None

@@ -3,7 +3,7 @@ binary encoding. Pure: bytes in, values out; a message that breaks the layout ra
 ``sync.protocol``.
 
 **Messages.** Binary, and every byte of every message is counted by the transport
-(:class:`pithlog.net.sync.Channel`). A message is a kind byte and a body:
+(:class:`pithlog.net.sync_pull.Channel`). A message is a kind byte and a body:
 
 - ``R`` (reconcile, both directions): entries that cover the item space in order, each
   ``bound mode payload``; ``bound`` is a length byte (0-64, or 255 for "no upper bound")

@@ -15,11 +15,10 @@ from typing import Any
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from pithlog.protocol.canonical import decode_b64, digest
+from pithlog.protocol.event_types import EVENT_TYPES, ChosenRecord
 from pithlog.protocol.events import (
     ENVELOPE_MEMBERS,
-    EVENT_TYPES,
     SIGNER_MEMBERS,
-    ChosenRecord,
     Envelope,
     body_sha256,
     projection_spans,

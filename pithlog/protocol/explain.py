@@ -9,7 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 from pithlog.protocol.canonical import decode_b64, digest, is_hex64
-from pithlog.protocol.events import (
+from pithlog.protocol.event_types import (
     CORRECTION_TYPES,
     EVENT_TYPES,
     RECORD_CREATED_MEMBERS,

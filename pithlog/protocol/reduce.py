@@ -28,7 +28,8 @@ from pithlog.protocol.checks import (
     check_alone,
     start_checks,
 )
-from pithlog.protocol.events import ChosenRecord, Envelope, readmit
+from pithlog.protocol.event_types import ChosenRecord
+from pithlog.protocol.events import Envelope, readmit
 from pithlog.protocol.keys import Keyring
 
 MERGE_VERSION = "pith-open-graph-merge-v1"

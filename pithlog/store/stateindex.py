@@ -17,7 +17,8 @@ import msgspec
 from pithlog.errors import StoreError
 from pithlog.protocol.canonical import jcs
 from pithlog.protocol.checks import check_against_record, check_alone
-from pithlog.protocol.events import EVENT_TYPES, STATE_LISTS, Envelope, projection_spans, readmit
+from pithlog.protocol.event_types import EVENT_TYPES, STATE_LISTS
+from pithlog.protocol.events import Envelope, projection_spans, readmit
 from pithlog.protocol.reduce import (
     Judged,
     Pending,

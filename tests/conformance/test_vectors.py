@@ -20,10 +20,12 @@ from typing import Any
 import pytest
 
 from pithlog.protocol.checks import REASONS
-from pithlog.protocol.events import EVENT_TYPES, Envelope, parse_envelope
+from pithlog.protocol.event_types import EVENT_TYPES
+from pithlog.protocol.events import Envelope, parse_envelope
 from pithlog.protocol.keys import Keyring, load_keyring
 from pithlog.protocol.reduce import Pending, Reduction, collapse, reduce_events
-from pithlog.protocol.state import render, state_document, verify_state_document
+from pithlog.protocol.state import render, state_document
+from pithlog.protocol.state_verify import verify_state_document
 
 VECTORS = Path(__file__).resolve().parents[2] / "vectors"
 CASES_DIR = VECTORS / "cases"

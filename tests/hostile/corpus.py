@@ -26,7 +26,8 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 
 from pithlog.protocol.canonical import MAX_SAFE_INTEGER, digest, encode_b64, jcs
-from pithlog.protocol.events import prepare_record_created, sign_event
+from pithlog.protocol.event_types import prepare_record_created
+from pithlog.protocol.events import sign_event
 from pithlog.testing import test_key, test_keyring
 
 FUZZ = os.environ.get("HYPOTHESIS_PROFILE") == "fuzz"

@@ -23,7 +23,7 @@ from pithlog.cli import main
 from pithlog.errors import CODES, DoorError
 from pithlog.protocol.canonical import MAX_LINE_BYTES, jcs, parse
 from pithlog.protocol.events import parse_envelope
-from pithlog.protocol.state import STATE_MAX_DEPTH, verify_state_document
+from pithlog.protocol.state_verify import STATE_MAX_DEPTH, verify_state_document
 from pithlog.testing import test_keyring_entries
 
 from .corpus import (

@@ -19,7 +19,8 @@ from pithlog.protocol.canonical import jcs, jcs_reference, parse
 from pithlog.protocol.checks import REASONS, check_alone
 from pithlog.protocol.events import Envelope, parse_envelope
 from pithlog.protocol.reduce import Pending, Reduction, reduce_events
-from pithlog.protocol.state import render, render_reduction, state_document, verify_state_document
+from pithlog.protocol.state import render, render_reduction, state_document
+from pithlog.protocol.state_verify import verify_state_document
 
 from .corpus import KEYRING, ORIGINALS, RECORD, budget, equivalents, junk, mutations, resealed
 

@@ -20,7 +20,8 @@ from cryptography.hazmat.primitives.serialization import Encoding, NoEncryption,
 from pithlog.errors import KeyringError
 from pithlog.protocol.canonical import digest, encode_b64
 from pithlog.protocol.checks import check_alone
-from pithlog.protocol.events import admit, body_of, prepare_record_created, sign_event
+from pithlog.protocol.event_types import prepare_record_created
+from pithlog.protocol.events import admit, body_of, sign_event
 from pithlog.protocol.keys import Keyring, SigningKey, make_keyring
 from pithlog.testing import test_key, test_keyring_entries
 

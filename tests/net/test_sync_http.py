@@ -17,8 +17,9 @@ from serving import ORIGIN, Keys, g, make_keys, serving
 from pithlog.cli import main
 from pithlog.errors import SyncError
 from pithlog.net import syncmsg as m
-from pithlog.net.sync import Limits, pull
+from pithlog.net.sync import Limits
 from pithlog.net.sync_http import MEDIA, HttpTransport
+from pithlog.net.sync_pull import pull
 from pithlog.store import Store
 
 

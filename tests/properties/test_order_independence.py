@@ -15,7 +15,7 @@ from pithlog.protocol.reduce import (
     reduce_events,
     reduce_kept,
 )
-from pithlog.protocol.state import verify_state_document
+from pithlog.protocol.state_verify import verify_state_document
 
 from .universe import KEYRING, envelopes, event_sets, states
 

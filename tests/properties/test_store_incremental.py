@@ -41,7 +41,8 @@ def test_incremental_index_equals_full_reduction(
 def test_a_later_batch_can_take_over_a_slot(tmp_path: Any) -> None:
     """Equivocation across batches: the event appended second sorts first in its slot, so
     it becomes the applied one and the first becomes the loser (spec 7 step 4)."""
-    from pithlog.protocol.events import admit, prepare_record_created, sign_event
+    from pithlog.protocol.event_types import prepare_record_created
+    from pithlog.protocol.events import admit, sign_event
     from pithlog.testing import test_key
 
     registry, mirror = test_key("registry"), test_key("mirror")

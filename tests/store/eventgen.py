@@ -13,7 +13,8 @@ import random
 from typing import Any
 
 from pithlog.protocol.canonical import digest, encode_b64, jcs
-from pithlog.protocol.events import body_of, prepare_record_created, sign_event
+from pithlog.protocol.event_types import prepare_record_created
+from pithlog.protocol.events import body_of, sign_event
 from pithlog.protocol.keys import Keyring
 from pithlog.protocol.reduce import Pending, reduce_events
 from pithlog.protocol.state import render, state_document

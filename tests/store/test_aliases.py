@@ -14,7 +14,8 @@ import pytest
 from oldformat import as_format_5
 
 from pithlog.errors import StoreError
-from pithlog.protocol.events import prepare_record_created, sign_event
+from pithlog.protocol.event_types import prepare_record_created
+from pithlog.protocol.events import sign_event
 from pithlog.protocol.keys import make_keyring
 from pithlog.store import Store
 from pithlog.store.layout import FORMAT_2, FORMAT_VERSION, META_FORMAT

@@ -14,6 +14,7 @@ import pytest
 from pithlog.errors import SyncError
 from pithlog.net import sources
 from pithlog.net import sync as s
+from pithlog.net import sync_pull as sp
 from pithlog.net.syncmsg import SHORT, short_id
 from pithlog.store import Store
 from pithlog.transparency.checkpoint import Checkpoint
@@ -36,8 +37,8 @@ def test_reconcile_finds_exactly_what_is_missing(n: int, missing: int, extra: in
     remote = _items(rng, n)
     gone = set(rng.sample(range(len(remote)), min(missing, len(remote))))
     local = sorted([x for i, x in enumerate(remote) if i not in gone] + _items(rng, extra))
-    channel = s.Channel(s.Responder(remote, list, lambda keys: []))
-    need, rounds = s.reconcile(local, channel)
+    channel = sp.Channel(s.Responder(remote, list, lambda keys: []))
+    need, rounds = sp.reconcile(local, channel)
     assert need == sorted(short_id(remote[i]) for i in gone)
     assert rounds >= 1 and channel.messages == 2 * rounds
     if not gone and not extra:
@@ -48,8 +49,8 @@ def test_a_small_difference_costs_little() -> None:
     rng = random.Random(1)
     remote = _items(rng, 20000)
     local = [x for i, x in enumerate(remote) if i % 1000 != 7]
-    channel = s.Channel(s.Responder(remote, list, lambda keys: []))
-    need, _ = s.reconcile(local, channel)
+    channel = sp.Channel(s.Responder(remote, list, lambda keys: []))
+    need, _ = sp.reconcile(local, channel)
     assert len(need) == len(remote) - len(local)
     listing = len(remote) * SHORT
     assert channel.sent + channel.received < listing / 10
@@ -96,10 +97,10 @@ def test_two_stores_from_overlapping_halves_converge(tmp_path: Path) -> None:
         _append(b, b_events)
         assert a.copy_keys() != b.copy_keys()
         with Store.open(tmp_path / "b", create=False, readonly=True) as b_read:
-            first = s.pull(a, sources.store_responder(b_read), g.KEYRING, _signed(b_read),
+            first = sp.pull(a, sources.store_responder(b_read), g.KEYRING, _signed(b_read),
                            batch=7)  # fmt: skip
         with Store.open(tmp_path / "a", create=False, readonly=True) as a_read:
-            second = s.pull(b, sources.store_responder(a_read), g.KEYRING, _signed(a_read))
+            second = sp.pull(b, sources.store_responder(a_read), g.KEYRING, _signed(a_read))
         assert first.needed > 0 and second.needed > 0
         assert set(first.statuses) <= {"stored", "replaced", "evidence"}
         assert a.copy_keys() == b.copy_keys()
@@ -110,7 +111,7 @@ def test_two_stores_from_overlapping_halves_converge(tmp_path: Path) -> None:
             assert _state_of(whole) == _state_of(a)
             assert whole.copy_keys() == a.copy_keys()
         assert a.replay(g.KEYRING).ok and b.replay(g.KEYRING).ok
-        again = s.pull(a, sources.store_responder(b), g.KEYRING, _signed(b))
+        again = sp.pull(a, sources.store_responder(b), g.KEYRING, _signed(b))
         assert again.needed == 0 and again.rounds == 1 and again.bytes_exchanged < 40
 
 
@@ -135,13 +136,13 @@ def test_sync_from_an_export_file(tmp_path: Path) -> None:
         assert source.refused == 2 and len(source) == len(lines)
         # an export proves nothing: its invalid copies are rejected even with a checkpoint
         before = len(b.copy_keys())
-        report = s.pull(b, source.responder(), g.KEYRING, _signed(a))
+        report = sp.pull(b, source.responder(), g.KEYRING, _signed(a))
         assert report.needed == len(lines) - before
         assert report.proven == 0 and report.statuses["rejected"] > 0
         assert len(b.copy_keys()) == len(lines) - report.statuses["rejected"]
         assert set(b.copy_keys()) < set(a.copy_keys())
         # asked again by the next sync, and rejected again
-        again = s.pull(b, source.responder(), g.KEYRING)
+        again = sp.pull(b, source.responder(), g.KEYRING)
         assert again.needed == report.statuses["rejected"] == again.statuses["rejected"]
 
 
@@ -162,7 +163,7 @@ def test_an_export_source_holds_no_copy_in_memory(tmp_path: Path) -> None:
         # the readline buffer of one line (21 KB) and an item per copy: not the 1.6 MB file
         assert peak < size / 10, (peak, size)
         with Store.open(tmp_path / "s") as store:
-            report = s.pull(store, source.responder(), g.KEYRING, batch=50)
+            report = sp.pull(store, source.responder(), g.KEYRING, batch=50)
             assert report.statuses["stored"] == len(events)
 
 
@@ -174,7 +175,7 @@ def test_a_prefix_store_ends_with_the_same_log(tmp_path: Path) -> None:
         _append(a, events)
         _append(b, events[:10])
         assert a.tree_root(10) == b.tree_root()
-        report = s.pull(b, sources.store_responder(a), g.KEYRING, _signed(a), batch=4)
+        report = sp.pull(b, sources.store_responder(a), g.KEYRING, _signed(a), batch=4)
         assert report.needed == a.tree_size() - 10
         assert b.tree_root() == a.tree_root()
         assert [d for _, d in b.export()] == [d for _, d in a.export()]

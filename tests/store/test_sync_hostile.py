@@ -14,6 +14,7 @@ import pytest
 from pithlog.errors import SyncError
 from pithlog.net import sources
 from pithlog.net import sync as s
+from pithlog.net import sync_pull as sp
 from pithlog.net import syncmsg as m
 from pithlog.store import Store
 from pithlog.transparency.checkpoint import Checkpoint
@@ -61,7 +62,7 @@ def test_random_fingerprints_stop_at_the_round_limit() -> None:
     hostile = Hostile(answer)
     started = time.monotonic()
     with pytest.raises(SyncError, match=r"did not end in 32 rounds") as caught:
-        s.reconcile(_items(500), hostile)
+        sp.reconcile(_items(500), hostile)
     assert caught.value.code == "sync.limit"
     assert hostile.rounds == s.MAX_ROUNDS
     assert time.monotonic() - started < 5
@@ -77,7 +78,7 @@ def test_an_answer_growing_sixteenfold_each_round_stops_on_bytes() -> None:
     hostile = Hostile(answer)
     limits = s.Limits(max_reconcile_bytes=1 << 20)
     with pytest.raises(SyncError, match="reconciliation took over") as caught:
-        s.reconcile(_items(500), hostile, limits)
+        sp.reconcile(_items(500), hostile, limits)
     assert caught.value.code == "sync.limit"
     assert hostile.sent + hostile.received < 20 << 20
     assert hostile.rounds < 8
@@ -91,7 +92,7 @@ def test_more_ranges_than_asked_for_are_refused() -> None:
         return m.encode_reconcile(_random_ranges(rng, s.BRANCHES * len(asked) + 1))
 
     with pytest.raises(SyncError, match=r"an answer of 17 ranges to 1 asked"):
-        s.reconcile(_items(50), Hostile(answer))
+        sp.reconcile(_items(50), Hostile(answer))
 
 
 def test_a_listing_of_too_many_missing_copies_is_refused() -> None:
@@ -102,9 +103,9 @@ def test_a_listing_of_too_many_missing_copies_is_refused() -> None:
         return m.encode_reconcile([m.Entry(None, m.ITEMS, items=shorts)])
 
     with pytest.raises(SyncError, match="more than 200 copies"):
-        s.reconcile([], Hostile(answer), s.Limits(max_needed=200))
+        sp.reconcile([], Hostile(answer), s.Limits(max_needed=200))
     # the same listing within the limit is what the pulling side then asks for
-    need, rounds = s.reconcile([], Hostile(answer), s.Limits(max_needed=300))
+    need, rounds = sp.reconcile([], Hostile(answer), s.Limits(max_needed=300))
     assert len(need) == 300 and rounds == 1
 
 
@@ -115,7 +116,7 @@ def test_oversize_messages_are_refused_both_ways() -> None:
     assert caught.value.code == "sync.limit"
     big = Hostile(lambda message: b"R" + b"\0" * 100)
     with pytest.raises(SyncError, match="an answer of 101 bytes"):
-        s.reconcile(_items(10), big, s.Limits(max_message=100))
+        sp.reconcile(_items(10), big, s.Limits(max_message=100))
 
 
 def test_too_many_proofs_asked_at_once_are_refused() -> None:
@@ -163,7 +164,7 @@ def test_copies_that_are_not_the_ones_asked_for_are_refused(tmp_path: Path, junk
         store.append(copies[:3] if junk == "other copies" else [], g.KEYRING)
         before = store.copy_keys()
         with pytest.raises(SyncError) as caught:
-            s.pull(store, _junk_source(store, copies), g.KEYRING)
+            sp.pull(store, _junk_source(store, copies), g.KEYRING)
         assert caught.value.code == "sync.mismatch"
         assert store.copy_keys() == before
 
@@ -174,8 +175,8 @@ def test_a_fetch_answered_in_parts_still_gets_every_copy(tmp_path: Path) -> None
         a.append([g.encoded(e) for e in events], g.KEYRING)
         largest = max(len(d) for _, d in a.export())
         limits = s.Limits(max_message=3 * largest)
-        channel = s.Channel(sources.store_responder(a, limits))
-        report = s.pull(b, channel, g.KEYRING, limits=limits)
+        channel = sp.Channel(sources.store_responder(a, limits))
+        report = sp.pull(b, channel, g.KEYRING, limits=limits)
         assert b.copy_keys() == a.copy_keys() and report.statuses["stored"] == len(events)
         # one G message could not hold them: several were needed (besides an R and an F)
         total = sum(len(d) for _, d in a.export())
@@ -186,7 +187,7 @@ def test_a_fetch_answered_in_parts_still_gets_every_copy(tmp_path: Path) -> None
 def test_a_large_list_all_is_answered_in_parts() -> None:
     remote = _items(3000, seed=2)
     responder = s.Responder(remote, list, lambda keys: [], limits=s.Limits(max_listed=100))
-    need, rounds = s.reconcile([], s.Channel(responder))
+    need, rounds = sp.reconcile([], sp.Channel(responder))
     assert need == sorted(m.short_id(i) for i in remote) and rounds > 1
 
 
@@ -207,14 +208,14 @@ def test_invalid_copies_are_kept_only_below_the_trusted_checkpoint(tmp_path: Pat
     a, first = _with_invalid(tmp_path)
     with a, Store.open(tmp_path / "b") as b:
         signed = Checkpoint("test.invalid/log", *a.tree_root(len(first)))
-        report = s.pull(b, sources.store_responder(a), g.KEYRING, signed)
+        report = sp.pull(b, sources.store_responder(a), g.KEYRING, signed)
         # the forged copy below the checkpoint's size is kept, the one after it is not
         assert report.statuses["evidence"] == 1 and report.statuses["rejected"] == 1
         assert report.proven == len(first)
         assert b.tree_root(len(first)) == a.tree_root(len(first))
         # without a checkpoint, no invalid copy is kept
         with Store.open(tmp_path / "c") as c:
-            plain = s.pull(c, sources.store_responder(a), g.KEYRING)
+            plain = sp.pull(c, sources.store_responder(a), g.KEYRING)
             assert plain.statuses["rejected"] == 2 and plain.proven == 0
 
 
@@ -231,5 +232,5 @@ def test_a_source_lying_about_proofs_keeps_nothing_invalid(tmp_path: Path) -> No
         # a checkpoint of the whole tree, but with a root the source's proofs cannot reach
         _, root = a.tree_root()
         signed = Checkpoint("test.invalid/log", a.tree_size(), root)
-        report = s.pull(b, liar, g.KEYRING, signed)
+        report = sp.pull(b, liar, g.KEYRING, signed)
         assert report.proven == 0 and report.statuses["rejected"] == 2

@@ -11,7 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from pithlog.protocol.canonical import digest, encode_b64, parse
-from pithlog.protocol.events import admit, body_of, prepare_record_created, sign_event
+from pithlog.protocol.event_types import prepare_record_created
+from pithlog.protocol.events import admit, body_of, sign_event
 from pithlog.protocol.keys import Keyring, SigningKey
 from pithlog.protocol.reduce import Pending, Reduction, reduce_events
 from pithlog.testing import test_key, test_keyring

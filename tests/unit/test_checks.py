@@ -15,7 +15,8 @@ import pytest
 
 from pithlog.protocol.canonical import digest, encode_b64
 from pithlog.protocol.checks import CHECK_NUMBER, REASONS, check_against_record, check_alone
-from pithlog.protocol.events import EVENT_TYPES, admit, prepare_record_created, sign_event
+from pithlog.protocol.event_types import EVENT_TYPES, prepare_record_created
+from pithlog.protocol.events import admit, sign_event
 from pithlog.protocol.keys import make_keyring
 from pithlog.protocol.records import base32_of, pith_number_for
 from pithlog.protocol.reduce import chosen_record

@@ -10,7 +10,8 @@ import pytest
 from pithlog.errors import DoorError, SigningError
 from pithlog.protocol import events
 from pithlog.protocol.canonical import MAX_ENVELOPE_BYTES, digest, jcs
-from pithlog.protocol.events import admit, body_of, parse_envelope, prepare_record_created
+from pithlog.protocol.event_types import prepare_record_created
+from pithlog.protocol.events import admit, body_of, parse_envelope
 
 from .builders import canonical_record, event, key, record_event
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from pithlog.protocol.events import EVENT_TYPES
+from pithlog.protocol.event_types import EVENT_TYPES
 from pithlog.protocol.explain import TARGET_FORMS, payload_problem, targets_of
 
 from .builders import NON_RECORD_TYPES, record_event, valid_parts

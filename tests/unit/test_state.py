@@ -15,8 +15,8 @@ from pithlog.protocol.state import (
     render,
     source_aliases,
     state_document,
-    verify_state_document,
 )
+from pithlog.protocol.state_verify import verify_state_document
 
 from .builders import (
     LATER,

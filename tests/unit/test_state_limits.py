@@ -5,9 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 from pithlog.protocol.canonical import MAX_DEPTH, MAX_LINE_BYTES, jcs
-from pithlog.protocol.events import parse_envelope, prepare_record_created, sign_event
+from pithlog.protocol.event_types import prepare_record_created
+from pithlog.protocol.events import parse_envelope, sign_event
 from pithlog.protocol.reduce import Reduction, reduce_events
-from pithlog.protocol.state import render, state_document, verify_state_document
+from pithlog.protocol.state import render, state_document
+from pithlog.protocol.state_verify import verify_state_document
 from pithlog.testing import test_key, test_keyring
 
 RECORD = {

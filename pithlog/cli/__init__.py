@@ -6,10 +6,12 @@ keyring, a file that cannot be read, wrong arguments); 130 interrupted; 143 term
 (SIGTERM, under the console script). Every deliberate failure is a
 :class:`~pithlog.errors.PithlogError`, caught once in :func:`main` and printed as one line.
 
-The commands live in three modules, each with its parsers beside them:
-:mod:`~pithlog.cli.offline_commands` (no store), :mod:`~pithlog.cli.store_commands` and
-:mod:`~pithlog.cli.transparency_commands`; :mod:`~pithlog.cli.edge` is the file and stream
-handling they share. Only this package parses argv and prints.
+The commands live in one module per group, each with its parsers beside them
+(``docs/architecture.md`` lists them): :mod:`~pithlog.cli.offline_commands` (no store),
+:mod:`~pithlog.cli.append_commands` and :mod:`~pithlog.cli.store_commands` (a store's
+writes and reads), :mod:`~pithlog.cli.transparency_commands` and others;
+:mod:`~pithlog.cli.edge` is the file and stream handling they share. Only this package
+parses argv and prints.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from typing import IO, Any
 
 from pithlog import __version__
 from pithlog.cli import (
+    append_commands,
     audit_commands,
     keyring_commands,
     mirror_commands,
@@ -65,6 +68,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     offline_commands.add_commands(sub, store_parser)
     keyring_commands.add_commands(sub, store_parser)
+    append_commands.add_commands(sub, store_parser)
     store_commands.add_commands(sub, store_parser)
     transparency_commands.add_commands(sub, store_parser)
     net_commands.add_commands(sub, store_parser)

@@ -191,6 +191,24 @@ class Bar:
             self._bar.close()
 
 
+class RekeyBars:
+    """The two bars of a keyring change (:data:`pithlog.store.rekey.RekeyProgress`):
+    copies judged, then piths re-reduced."""
+
+    def __init__(self, out: Out, show: bool) -> None:
+        self._bars = {"judge": Bar(out, show, "rekey: judge", "copy"),
+                      "reduce": Bar(out, show, "rekey: reduce", "pith")}  # fmt: skip
+
+    def __call__(self, stage: str, done: int, total: int) -> None:
+        if stage == "reduce":
+            self._bars["judge"].close()
+        self._bars[stage](done, total)
+
+    def close(self) -> None:
+        for bar in self._bars.values():
+            bar.close()
+
+
 class _Counted:
     """An input stream that reports the bytes read from it to a :class:`Bar`."""
 

@@ -84,7 +84,7 @@ def test_the_default_batch_bounds_a_transaction(
     files: dict[str, Any], monkeypatch: pytest.MonkeyPatch, command: str
 ) -> None:
     # A whole large input in one transaction would hold all of it in memory at once.
-    import pithlog.cli.store_commands as commands
+    import pithlog.cli.append_commands as commands
 
     monkeypatch.setattr(commands, "DEFAULT_BATCH", 10)
     status, out, err = run(["--store", files["store"], command, "--keyring", files["keyring"],
@@ -333,12 +333,12 @@ def test_a_broken_first_line_is_not_a_reason_to_read_everything(files: dict[str,
     """A JSON Lines input whose first line is not complete JSON is tried as one multi-line
     object only up to the door's 8 MiB; the rest is streamed as lines (issue: 180 MB read
     whole)."""
-    from pithlog.cli import store_commands
+    from pithlog.cli import append_commands
     from pithlog.protocol.canonical import MAX_LINE_BYTES
 
     good = g.encoded(files["events"][0]) + b"\n"
     stream = _Counting(b'{"broken": \n' + good * (3 * MAX_LINE_BYTES // len(good)))
-    items = store_commands._iter_events(stream)
+    items = append_commands._iter_events(stream)
     first, second = next(items), next(items)
     assert isinstance(first[1], bytes) and first[0] == 1  # the broken line, for the door
     assert second == (2, good.rstrip(b"\n"))
@@ -349,14 +349,14 @@ def test_a_broken_first_line_is_not_a_reason_to_read_everything(files: dict[str,
 def test_a_json_array_over_the_limit_is_refused_unread(
     files: dict[str, Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from pithlog.cli import store_commands
+    from pithlog.cli import append_commands
 
-    monkeypatch.setattr(store_commands, "MAX_ARRAY_BYTES", 1024)
+    monkeypatch.setattr(append_commands, "MAX_ARRAY_BYTES", 1024)
     array = json.dumps(files["events"]).encode()
     assert len(array) > 8 * 1024
     stream = _Counting(array)
-    with pytest.raises(store_commands.DoorError, match="JSON Lines") as refused:
-        list(store_commands._iter_events(stream))
+    with pytest.raises(append_commands.DoorError, match="JSON Lines") as refused:
+        list(append_commands._iter_events(stream))
     assert refused.value.code == "door.too_large"
     assert stream.taken <= 1024 + (1 << 16)
     path = files["tmp"] / "array.json"

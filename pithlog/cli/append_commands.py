@@ -1,0 +1,295 @@
+"""The commands that append to a store: ``append`` and ``import``, with the reading of their
+input (JSON Lines, a JSON array of events or one JSON object) and its cutting into batches,
+each one write transaction."""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import contextlib
+import itertools
+from collections.abc import Iterator
+from typing import Any, BinaryIO
+
+import msgspec
+
+from pithlog.cli.edge import (
+    Out,
+    RekeyBars,
+    StoreParser,
+    interrupt_held,
+    is_json,
+    keyring_option,
+    open_input,
+    open_store,
+    progress_option,
+    read_keyring,
+    reading,
+    show_progress,
+    store_path,
+)
+from pithlog.errors import EXIT_BAD_INPUT, EXIT_OK, DoorError, UsageError
+from pithlog.lines import iter_lines
+from pithlog.protocol.canonical import MAX_LINE_BYTES
+from pithlog.protocol.events import parse_envelope
+from pithlog.store import REFUSED, REJECTED, AppendResult
+from pithlog.store.place import check_place, is_store_folder
+
+_JSON_SPACE = b" \t\r\n"
+
+DEFAULT_BATCH = 10_000
+"""Events per transaction of ``append`` and ``import`` unless ``--batch-size`` says. One
+transaction holds its input, its decoded events and LMDB's dirty pages: about 15 KB per
+event. The 100,000 events of ``make bench`` in one transaction: 1,369 MiB of the process's
+own memory and 16.3 s; in transactions of 10,000: 431 MiB and 12.8 s."""
+
+
+class _Prefixed:
+    """A binary stream with some bytes already read put back in front."""
+
+    def __init__(self, head: bytes, stream: BinaryIO) -> None:
+        self._head = head
+        self._stream = stream
+
+    def read(self, size: int = -1) -> bytes:
+        if self._head:
+            head, self._head = self._head, b""
+            return head
+        return self._stream.read(size)
+
+
+def _iter_events(stream: BinaryIO) -> Iterator[tuple[int, bytes | DoorError]]:
+    """``(position, raw event bytes | DoorError)`` from JSON Lines, a JSON array of events
+    or one JSON object (pretty-printed or not). The position is the line number for JSON
+    Lines, the element number (from 1) for an array, 1 for a single object. Every event's
+    bytes still go through the door (the store's append)."""
+    head = b""
+    while not head.lstrip(_JSON_SPACE):
+        chunk = stream.read(1 << 16)
+        if not chunk:
+            return
+        head += chunk
+    first = head.lstrip(_JSON_SPACE)[:1]
+    if first == b"[":
+        data = head + _read_at_most(stream, MAX_ARRAY_BYTES + 1 - len(head))
+        if len(data) > MAX_ARRAY_BYTES:
+            raise DoorError("too_large", f"a JSON array input is limited to {MAX_ARRAY_BYTES} "
+                            "bytes; write larger inputs as JSON Lines, one event per line",
+                            "the input")  # fmt: skip
+        try:
+            elements = msgspec.json.decode(data, type=list[msgspec.Raw])
+        except (msgspec.MsgspecError, ValueError) as exc:
+            raise DoorError("syntax", f"input starts with '[' but is not a JSON array: {exc}",
+                            "the input") from exc  # fmt: skip
+        for number, element in enumerate(elements, 1):
+            yield number, bytes(element)
+        return
+    if first == b"{":
+        while b"\n" not in head:
+            chunk = stream.read(1 << 16)
+            if not chunk:
+                break
+            head += chunk
+        line = head.split(b"\n", 1)[0]
+        if not is_json(line):
+            # One object written over several lines is at most one event's worth of input
+            # (the door's 8 MiB): reading further in the hope of one would hold a whole
+            # JSON Lines file whose first line is broken.
+            data = head + _read_at_most(stream, MAX_LINE_BYTES + 1 - len(head))
+            if len(data) <= MAX_LINE_BYTES and is_json(data):
+                yield 1, data.strip(_JSON_SPACE)
+                return
+            stream = _Prefixed(data, stream)  # type: ignore[assignment]
+        else:
+            stream = _Prefixed(head, stream)  # type: ignore[assignment]
+    else:
+        stream = _Prefixed(head, stream)  # type: ignore[assignment]
+    for number, raw in iter_lines(stream):
+        if raw is None:
+            yield number, DoorError("line_too_long", "line is longer than 8 MiB",
+                                    f"line {number}")  # fmt: skip
+        else:
+            yield number, raw
+
+
+MAX_ARRAY_BYTES = 64 << 20
+"""The largest JSON-array input ``append`` and ``import`` read (it is decoded whole: about
+40,000 events of the bench's mean size); JSON Lines, streamed, has no such limit."""
+
+
+def _read_at_most(stream: BinaryIO, size: int) -> bytes:
+    """Up to ``size`` bytes of ``stream`` (fewer only at its end): never the whole of it."""
+    parts: list[bytes] = []
+    while size > 0:
+        chunk = stream.read(min(size, 1 << 20))
+        if not chunk:
+            break
+        parts.append(chunk)
+        size -= len(chunk)
+    return b"".join(parts)
+
+
+def _batches(
+    items: Iterator[tuple[int, bytes | DoorError]], size: int | None
+) -> Iterator[list[tuple[int, bytes | DoorError]]]:
+    batch: list[tuple[int, bytes | DoorError]] = []
+    for item in items:
+        batch.append(item)
+        if size is not None and len(batch) >= size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
+
+
+def _until_admitted(
+    items: Iterator[tuple[int, bytes | DoorError]],
+) -> tuple[list[tuple[int, bytes | DoorError]], bool]:
+    """The items up to the first that passes the door (the door's error in place of each
+    refused one), and whether one did."""
+    head: list[tuple[int, bytes | DoorError]] = []
+    for number, item in items:
+        if isinstance(item, bytes):
+            try:
+                parse_envelope(item)
+            except DoorError as exc:
+                item = exc
+            else:
+                head.append((number, item))
+                return head, True
+        head.append((number, item))
+    return head, False
+
+
+def _result_line(number: int, result: AppendResult) -> bytes:
+    doc = {"line": number, "event_id": result.event_id, "status": result.status,
+           "reason": result.reason}  # fmt: skip
+    # msgspec writes what json.dumps(ensure_ascii=False, compact) writes, about 5x faster:
+    # one line per appended event
+    return msgspec.json.encode(doc) + b"\n"
+
+
+def _append_input(args: argparse.Namespace, out: Out, command: str) -> int:
+    keyring = read_keyring(args.keyring)
+    if args.batch_size is not None and args.batch_size < 1:
+        raise UsageError("arguments", "--batch-size must be at least 1")
+    counts: dict[str, int] = {}
+    batches = 0
+    path = store_path(args)
+    check_place(path)  # before anything is read or created
+    with contextlib.ExitStack() as stack:
+        raw = stack.enter_context(open_input(args.events))
+        stream = stack.enter_context(reading(raw, args, out, f"{command}: read"))
+        events = _iter_events(stream)
+        if not is_store_folder(path):
+            # A new store is made only for input with an event that passes the door: an
+            # input whose every line is refused leaves no empty store behind.
+            head, admitted = _until_admitted(events)
+            if not head:
+                out.say(f"{command}: no events: nothing to do (no store created at {path})")
+                return EXIT_OK
+            if not admitted:
+                for number, item in head:
+                    assert isinstance(item, DoorError)
+                    result = AppendResult(-1, None, REFUSED, item.describe())
+                    counts[REFUSED] = counts.get(REFUSED, 0) + 1
+                    out.write(_result_line(number, result))
+                out.say(f"{command}: {len(head)} events, every one refused at the door: "
+                        f"no store created at {path}")  # fmt: skip
+                return EXIT_BAD_INPUT
+            events = itertools.chain(head, events)
+        store = stack.enter_context(open_store(args, create=True))
+        # a changed keyring: a small change is applied first (in pieces, with a bar),
+        # a large one refused with the size of the work and `pithlog rekey`
+        stages = RekeyBars(out, show_progress(args, out))
+        try:
+            applied = store.apply_keyring(keyring, progress=stages)
+        finally:
+            stages.close()
+        if applied is not None:
+            out.say(f"{command}: the keyring changed ({applied.keys} key(s)): "
+                    f"{applied.copies} stored copies judged again first")  # fmt: skip
+        # append_batches reads up to two batches ahead (their door and signatures run while
+        # the batch before is written): the batches wait here for their results, in order.
+        waiting: collections.deque[list[tuple[int, bytes | DoorError]]] = collections.deque()
+
+        def raw_batches() -> Iterator[list[bytes]]:
+            for batch in _batches(events, args.batch_size):
+                waiting.append(batch)
+                yield [item for _, item in batch if isinstance(item, bytes)]
+
+        # closed here, not when collected: the batch being written is finished or abandoned
+        # while the store is still open
+        pipeline = contextlib.closing(
+            store.append_batches(raw_batches(), keyring, args.keep_invalid)
+        )
+        with pipeline as appended_batches:
+            interrupted: type[KeyboardInterrupt] | None = None
+            while True:
+                # An interrupt held while a committed batch was printed is raised in the
+                # pipeline, which then finishes and hands out the batch it is writing: so
+                # every committed batch is printed whole (docs/cli.md).
+                try:
+                    appended = (appended_batches.throw(interrupted()) if interrupted
+                                else next(appended_batches))  # fmt: skip
+                except StopIteration:
+                    break
+                batch = waiting.popleft()
+                results = iter(appended)
+                batches += 1
+                with interrupt_held() as came:
+                    for number, item in batch:
+                        if isinstance(item, DoorError):
+                            result = AppendResult(-1, None, REFUSED, item.describe())
+                        else:
+                            result = next(results)
+                        counts[result.status] = counts.get(result.status, 0) + 1
+                        out.write(_result_line(number, result))
+                interrupted = interrupted or came()
+    total = sum(counts.values())
+    shown = ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
+    out.say(f"{command}: {total} events in {batches} transaction(s): {shown or 'nothing'}")
+    bad = counts.get(REFUSED, 0) + counts.get(REJECTED, 0)
+    return EXIT_BAD_INPUT if bad else EXIT_OK
+
+
+def cmd_append(args: argparse.Namespace, out: Out) -> int:
+    """Append events to the store; one JSON line per event on stdout."""
+    return _append_input(args, out, "append")
+
+
+def cmd_import(args: argparse.Namespace, out: Out) -> int:
+    """Append an export file to the store."""
+    return _append_input(args, out, "import")
+
+
+def add_commands(sub: Any, store_parser: StoreParser) -> None:
+    """The subcommand parsers of this group."""
+    for name, func, what in (
+        ("append", cmd_append, "events"),
+        ("import", cmd_import, "an export file"),
+    ):
+        p = store_parser(
+            name,
+            help=f"append {what} to the store",
+            description=f"Append {what} to the store: JSON Lines, a JSON array of events or "
+            "one JSON object. Each batch is one durable transaction (all of it or none), "
+            "committed before its lines are printed: one JSON line per event on stdout, "
+            '{"line", "event_id", "status", "reason"}, status one of stored, duplicate, '
+            "replaced, evidence, rejected, refused ('line' is the element number for an "
+            "array). A summary goes to stderr. Exit 2 when anything was refused at the door "
+            "or rejected by checks 1-12, else 0.",
+        )
+        keyring_option(p)
+        p.add_argument("--keep-invalid", action="store_true",
+                       help="store events that fail checks 1-12 as evidence of invalidity "
+                       "(they enter the reduction as invalid events) instead of rejecting "
+                       "them")  # fmt: skip
+        p.add_argument("--batch-size", type=int, metavar="N", default=DEFAULT_BATCH,
+                       help=f"events per transaction (default: {DEFAULT_BATCH}; one "
+                       "transaction holds about 15 KB of memory per event); each batch is "
+                       "read, checked and verified while the one before it is written")  # fmt: skip
+        p.add_argument("events", metavar="FILE", nargs="?", default="-",
+                       help="input file, or - for stdin (the default)")  # fmt: skip
+        progress_option(p)
+        p.set_defaults(func=func)

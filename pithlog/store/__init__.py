@@ -3,7 +3,7 @@ and the modules that work in its transactions (layout, the reduction index, appe
 the Merkle tree's storage). The only package that imports ``lmdb``, in one module of it
 (:mod:`pithlog.store.environment`)."""
 
-from pithlog.store.log import (
+from pithlog.store.append import (
     DUPLICATE,
     EVIDENCE,
     REFUSED,
@@ -11,8 +11,8 @@ from pithlog.store.log import (
     REPLACED,
     STORED,
     AppendResult,
-    Store,
 )
+from pithlog.store.log import Store
 from pithlog.store.lookup import PendingPith
 
 __all__ = [

@@ -28,7 +28,7 @@ from pithlog.store.append import (
     StartedBatch,
     append_work,
 )
-from pithlog.store.append_judging import SentBatch, judging_pool, receive, send, unseen
+from pithlog.store.append_judging import Judging, SentBatch, judging_pool, receive, send, unseen
 from pithlog.store.layout import Txn, copy_hash
 
 if TYPE_CHECKING:
@@ -81,6 +81,24 @@ def _parts(items: Iterable[T], size: int | None) -> Iterator[list[T]]:
 
 def _at_least(batch: object, n: int) -> bool:
     return isinstance(batch, Sized) and len(batch) >= n
+
+
+def append(
+    store: Store,
+    batch: Iterable[Item],
+    keyring: Keyring,
+    keep_invalid: KeepInvalid,
+    judging: Judging | None,
+) -> list[AppendResult]:
+    """:meth:`Store.append` under the store's keyring: the batch judged by the helpers of
+    ``judging`` (on a machine with more than one core), else here, then written."""
+    if judging is not None and usable_cores() > 1:
+        if judging.keyring.digest != keyring.digest:
+            raise ValueError("judging helpers hold another keyring than this append's")
+        started = store._start_append(batch, keyring, judging.pool(), True)
+    else:
+        started = store._start_append(batch, keyring)
+    return store._finish_append(started, keyring, keep_invalid)
 
 
 def append_batches(

@@ -2,27 +2,16 @@
 (``docs/store.md`` describes the layout byte for byte, ``docs/api.md`` the API).
 
 An LMDB environment holds events, their evidence, indexes and the cached state of every
-pith. :class:`Store` opens it and answers reads itself; the rest of its work lives in the
-modules beside it, each with one job:
-
-- :mod:`pithlog.store.environment`: opening the environment, the process-wide registry
-  that shares it, read and write transactions (the map grown when full), LMDB's errors;
-  the only module that imports :mod:`lmdb`;
-- :mod:`pithlog.store.layout`: the layout and its codecs; :mod:`pithlog.store.stateindex`:
-  the per-pith reduction index; :mod:`pithlog.store.tree`: the Merkle tree's storage;
-- :mod:`pithlog.store.append`: what an append and a rebuild write;
-  :mod:`pithlog.store.append_pipeline`: how a batch, or a stream of them, gets there;
-- :mod:`pithlog.store.replay`: what replay checks in a transaction;
-  :mod:`pithlog.store.replay_processes`: which process checks what.
-
-- :meth:`Store.append` takes a batch (raw lines or envelopes), applies the door, checks 1-12
-  and the step 0 preference of spec section 7, and commits it as ONE durable write
-  transaction together with the re-reduced state of every pith it touched. Nothing is
-  reported before the commit.
-- :meth:`Store.replay` reads the whole log back through the same pure path (door, checks,
-  reduce, render) and reports every place where what is stored disagrees with what the
-  log implies.
-- :meth:`Store.rebuild` re-judges the log under another keyring (``replay --rebuild``).
+pith. :class:`Store` opens it (:mod:`pithlog.store.environment`, the only module that
+imports :mod:`lmdb`) and hands the work of its methods to the modules beside it, each with
+one job (``docs/architecture.md`` lists them): the reads to :mod:`~pithlog.store.reads`,
+:mod:`~pithlog.store.tree` and :mod:`~pithlog.store.leaves`; :meth:`Store.append` and
+:meth:`Store.append_batches` to :mod:`~pithlog.store.append_pipeline`, which writes what
+:mod:`~pithlog.store.append` says; :meth:`Store.replay` to
+:mod:`~pithlog.store.replay_processes`, which runs the checks of
+:mod:`~pithlog.store.replay`; a keyring change to :mod:`~pithlog.store.rekey`; the
+checkpoints a mirror accepted and a witness cosigned to :mod:`~pithlog.store.accepted` and
+:mod:`~pithlog.store.witnessed`.
 
 Several :class:`Store` objects (and threads) may use one store, and several processes may
 use it at once (LMDB's writer lock).
@@ -31,32 +20,19 @@ use it at once (LMDB's writer lock).
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import os
 import threading
 from collections.abc import Callable, Generator, Iterable, Iterator
 from concurrent.futures import Future
-from hashlib import sha256
-from pathlib import Path
 from typing import Any, TypeVar
 
-import msgspec
-
-from pithlog.errors import ProofError, StoreError
-from pithlog.parallel import Pool, usable_cores
-from pithlog.protocol.events import Envelope, is_event_id, readmit
+from pithlog.errors import StoreError
+from pithlog.parallel import Pool
+from pithlog.protocol.events import Envelope, is_event_id
 from pithlog.protocol.keys import Keyring
 from pithlog.protocol.records import is_pith_number
-from pithlog.protocol.reduce import MERGE_VERSION
-from pithlog.store import aliases, rekey, tree, witnessed
-from pithlog.store.append import DUPLICATE as DUPLICATE
-from pithlog.store.append import EVIDENCE as EVIDENCE
-from pithlog.store.append import REFUSED as REFUSED
-from pithlog.store.append import REJECTED as REJECTED
-from pithlog.store.append import REPLACED as REPLACED
-from pithlog.store.append import STORED as STORED
-from pithlog.store.append import AppendResult as AppendResult
-from pithlog.store.append import KeepInvalid, rebuild_work
+from pithlog.store import accepted, aliases, append_pipeline, leaves, reads, rekey, tree, witnessed
+from pithlog.store.append import AppendResult, KeepInvalid, rebuild_work
 from pithlog.store.append_judging import Judging
 from pithlog.store.append_pipeline import (
     Item,
@@ -66,34 +42,11 @@ from pithlog.store.append_pipeline import (
     finish_append,
     start_append,
 )
-from pithlog.store.environment import (
-    DEFAULT_MAP_SIZE,
-    SharedEnvironment,
-    Work,
-    acquire,
-    release,
-)
-from pithlog.store.layout import (
-    DB_NAMES,
-    FORMAT_VERSION,
-    META_KEYRING,
-    META_NEXT_SEQ,
-    META_REKEY_TARGET,
-    SEQ,
-    Txn,
-    eid_bytes,
-    eid_str,
-    event_copy,
-    evidence_of,
-    stored_copy,
-)
+from pithlog.store.environment import DEFAULT_MAP_SIZE, SharedEnvironment, Work, acquire, release
+from pithlog.store.layout import META_KEYRING, eid_bytes, event_copy, evidence_of
 from pithlog.store.lookup import PendingPith, require_pith_number
-from pithlog.store.replay import Discrepancy as Discrepancy
-from pithlog.store.replay import Progress as Progress
-from pithlog.store.replay import ReplayReport as ReplayReport
+from pithlog.store.replay import Discrepancy, Progress, ReplayReport
 from pithlog.store.replay_processes import EarlyWorkers, replay, structure
-from pithlog.store.stateindex import INDEX_DAMAGE, assemble_state
-from pithlog.transparency import tiles
 
 V = TypeVar("V")
 T = TypeVar("T")
@@ -175,15 +128,7 @@ class Store:
         :meth:`lookup` to tell them apart). A string that is not a pith number raises
         :class:`StoreError` ``store.pith_number``."""
         require_pith_number(pith_number)
-
-        def work(txn: Txn, dbs: dict[str, Any]) -> bytes | None:
-            try:
-                return assemble_state(txn, dbs, pith_number)
-            except INDEX_DAMAGE as exc:
-                raise StoreError("corrupted", f"the index of {pith_number} is damaged ({exc}); "
-                                 "run `pithlog replay --verify`") from exc  # fmt: skip
-
-        return self._read(work)
+        return self._read(lambda txn, dbs: reads.state(txn, dbs, pith_number))
 
     def lookup(self, pith_number: str) -> bytes | PendingPith | None:
         """What the store knows of a pith: its state document (bytes, as :meth:`state`), a
@@ -232,23 +177,11 @@ class Store:
         """The ``piths`` entry of a pith: status, event counts (``None`` when unknown)."""
         if not is_pith_number(pith_number):
             return None
-        key = pith_number.encode("ascii")
-        raw = self._read(lambda txn, dbs: txn.get(key, db=dbs["piths"]))
-        if raw is None:
-            return None
-        value: dict[str, Any] = msgspec.json.decode(raw)
-        return {"pith_number": pith_number, **value}
+        return self._read(lambda txn, dbs: reads.status(txn, dbs, pith_number))
 
     def piths(self) -> list[dict[str, Any]]:
         """Every pith with its status, sorted by pith_number."""
-
-        def work(txn: Txn, dbs: dict[str, Any]) -> list[dict[str, Any]]:
-            out = []
-            for key, raw in txn.cursor(db=dbs["piths"]):
-                out.append({"pith_number": key.decode("ascii"), **msgspec.json.decode(raw)})
-            return out
-
-        return self._read(work)
+        return self._read(reads.piths)
 
     def pending(self) -> list[dict[str, Any]]:
         """Piths whose events hold no valid record_created yet (spec 7 step 2)."""
@@ -263,79 +196,11 @@ class Store:
         """Every distinct stored envelope (preferred copies and evidence) in append order,
         as ``(seq, JCS bytes)``, starting after sequence number ``after``. Each chunk is read
         in its own short transaction, so an export does not pin old pages for long."""
-        position = max(after, 0) + 1
-        while True:
-
-            def work(
-                txn: Txn, dbs: dict[str, Any], start: int = position
-            ) -> list[tuple[int, bytes]]:
-                out: list[tuple[int, bytes]] = []
-                cursor = txn.cursor(db=dbs["seq"])
-                if not cursor.set_range(SEQ.pack(start)):
-                    return out
-                for key, value in cursor:
-                    data = stored_copy(txn, dbs, key)
-                    if data is None:
-                        raise StoreError(
-                            "corrupted",
-                            f"seq {SEQ.unpack(key)[0]} names a copy that is not stored "
-                            f"({eid_str(value[:32])}); run `pithlog replay --verify`",
-                        )
-                    out.append((SEQ.unpack(key)[0], data))
-                    if len(out) >= chunk:
-                        break
-                return out
-
-            rows = self._read(work)
-            yield from rows
-            if len(rows) < chunk:
-                return
-            position = rows[-1][0] + 1
+        return reads.export(self, after, chunk)
 
     def stats(self) -> dict[str, Any]:
         """Counts, sizes and map use, as a JSON object."""
-        shared = self._env
-
-        def work(txn: Txn, dbs: dict[str, Any]) -> dict[str, Any]:
-            counts = {name: txn.stat(dbs[name])["entries"] for name in DB_NAMES}
-            pages = {}
-            for name in DB_NAMES:
-                st = txn.stat(dbs[name])
-                pages[name] = {k: st[f"{k}_pages"] for k in ("branch", "leaf", "overflow")}
-            states = pending = 0
-            for _, raw in txn.cursor(db=dbs["piths"]):
-                if msgspec.json.decode(raw)["status"] == "state":
-                    states += 1
-                else:
-                    pending += 1
-            kd = txn.get(META_KEYRING, db=dbs["meta"])
-            target = txn.get(META_REKEY_TARGET, db=dbs["meta"])
-            next_seq = txn.get(META_NEXT_SEQ, db=dbs["meta"])
-            return {
-                "counts": counts,
-                "pages": pages,
-                "piths_with_state": states,
-                "piths_pending": pending,
-                "keyring_digest": None if kd is None else kd.hex(),
-                # a keyring change under way (pithlog rekey): the digest it goes to
-                "rekey_target": None if target is None else sha256(target).hexdigest(),
-                "next_seq": None if next_seq is None else SEQ.unpack(next_seq)[0],
-            }
-
-        out = self._read(work)
-        usage = shared.usage()
-        data_file = Path(shared.path) / "data.mdb"
-        out.update(
-            {
-                "path": shared.path,
-                "format": FORMAT_VERSION.decode(),
-                "merge_version": MERGE_VERSION,
-                **usage,
-                "map_use": round(usage["map_used"] / usage["map_size"], 4),
-                "file_size": data_file.stat().st_size if data_file.exists() else 0,
-            }
-        )
-        return out
+        return reads.stats(self)
 
     # --- appending (pithlog.store.append_pipeline) ---------------------------------------
 
@@ -359,13 +224,7 @@ class Store:
         of raw lines is put through the door and checks 1-12 by its helper processes.
         """
         self.apply_keyring(keyring)
-        if judging is not None and usable_cores() > 1:
-            if judging.keyring.digest != keyring.digest:
-                raise ValueError("judging helpers hold another keyring than this append's")
-            started = self._start_append(batch, keyring, judging.pool(), True)
-        else:
-            started = self._start_append(batch, keyring)
-        return self._finish_append(started, keyring, keep_invalid)
+        return append_pipeline.append(self, batch, keyring, keep_invalid, judging)
 
     def judging(self, keyring: Keyring) -> Judging:
         """Helper processes that judge raw lines (door, checks 1-12, signatures) for
@@ -497,21 +356,7 @@ class Store:
         refuse with ``store.keyring_changed``, the size of the work and the command that
         does it. What :meth:`append` does first; returns the plan it applied (``None``:
         nothing to do)."""
-        planned = self.rekey_plan(keyring, cap=limit, count_events=True)
-        if planned is None:
-            return None
-        if planned.copies > limit or (planned.events or 0) > event_limit:
-            size = (f"more than {limit:,} copies to judge" if planned.copies > limit else
-                    f"{planned.copies:,} copies to judge, piths of {planned.events:,} events "
-                    f"to re-reduce (more than {event_limit:,})")  # fmt: skip
-            raise StoreError(
-                "keyring_changed",
-                f"the keyring changed {planned.keys} key(s): {size} before appending: run "
-                f"`pithlog --store {self.path} rekey --keyring KEYRING` (in pieces that "
-                "resume after a crash)",
-            )
-        self.rekey(keyring, progress=progress)
-        return planned
+        return rekey.apply_keyring(self, keyring, limit, progress, event_limit)
 
     def rekey(
         self,
@@ -526,24 +371,7 @@ class Store:
         ``piece_events`` events; a change interrupted by a crash resumes where its last
         piece committed. ``keyring_digest`` changes with the last piece. Returns counts:
         copies judged, piths re-reduced, pieces."""
-        planned = self.rekey_plan(keyring)
-        totals = {"copies": 0, "piths": 0, "pieces": 0}
-        if planned is None:
-            return totals
-        work = rekey.piece_work(keyring, piece_copies, piece_events)
-        while True:
-            step = self._write(work)
-            totals["pieces"] += 1
-            totals["copies"] += step.judged
-            totals["piths"] += step.reduced
-            if progress is not None:
-                if step.judged or not totals["piths"]:
-                    progress("judge", totals["copies"], max(planned.copies, totals["copies"]))
-                if step.reduced or step.done:
-                    progress("reduce", totals["piths"], totals["piths"] + step.marked)
-            if step.done:
-                return totals
-            work = rekey.piece_work(keyring, piece_copies, piece_events)
+        return rekey.rekey(self, keyring, progress, piece_copies, piece_events)
 
     # --- transparency: the Merkle tree over the append sequence ---------------------------
 
@@ -597,36 +425,17 @@ class Store:
         (:mod:`pithlog.transparency.tiles`), or ``None`` when the tree does not have that
         many yet. A partial tile is the first ``width`` hashes of its full tile, whatever
         the current size."""
-
-        def work(txn: Txn, dbs: dict[str, Any]) -> bytes | None:
-            if width > tiles.tile_width(level, index, tree.merkle_size(txn, dbs)):
-                return None
-            first = index * tiles.WIDTH
-            return tree.tile_hashes(txn, dbs, tiles.HEIGHT * level, first, width)
-
-        return self._read(work)
+        return self._read(lambda txn, dbs: leaves.tile(txn, dbs, level, index, width))
 
     def leaf_data(self, first: int, count: int) -> list[bytes] | None:
         """The 64-byte leaf data of leaves ``first`` to ``first + count`` (``None``: beyond
         the tree)."""
-
-        def work(txn: Txn, dbs: dict[str, Any]) -> list[bytes] | None:
-            if first < 0 or count < 0 or first + count > tree.merkle_size(txn, dbs):
-                return None
-            return tree.leaf_data(txn, dbs, first, count)
-
-        return self._read(work)
+        return self._read(lambda txn, dbs: leaves.leaf_data(txn, dbs, first, count))
 
     def leaf_copies(self, first: int, count: int) -> list[bytes] | None:
         """The JCS bytes of the copies of leaves ``first`` to ``first + count``, in leaf
         order (``None``: beyond the tree)."""
-
-        def work(txn: Txn, dbs: dict[str, Any]) -> list[bytes] | None:
-            if first < 0 or count < 0 or first + count > tree.merkle_size(txn, dbs):
-                return None
-            return tree.copies_of_leaves(txn, dbs, first, count)
-
-        return self._read(work)
+        return self._read(lambda txn, dbs: leaves.leaf_copies(txn, dbs, first, count))
 
     def copy(self, copy_sha256: bytes) -> bytes | None:
         """The stored copy whose JCS bytes hash to ``copy_sha256`` (preferred or evidence)."""
@@ -639,41 +448,22 @@ class Store:
         leaf index and its inclusion path in the tree of ``size`` leaves: what an
         equivocation proof carries (:mod:`pithlog.transparency.evidence`). Raises
         ``proof.not_found`` for a copy that is not a leaf of that tree."""
-        out = []
-        for event_id in event_ids:
-            copy = self.event(event_id)
-            if copy is None:
-                raise StoreError("corrupted", f"{event_id} is named by a state but not "
-                                 "stored")  # fmt: skip
-            digest = hashlib.sha256(copy).digest()
-            index = next((i for i, h in self.leaves_of(event_id) if h == digest), None)
-            if index is None or index >= size:
-                raise ProofError("not_found", f"the copy of {event_id} that the state applies "
-                                 f"is not a leaf of the log's tree of {size}")  # fmt: skip
-            out.append((readmit(copy), index, self.inclusion_path(index, size)[1]))
-        return out
+        return leaves.applied_copies_in_tree(self, event_ids, size)
 
     # --- checkpoints accepted from an origin (pithlog mirror, docs/network.md) ------------
 
     def accepted_checkpoint(self, origin: str) -> bytes | None:
         """The signed checkpoint of ``origin`` this store last accepted (its note, as
         served), or ``None``."""
-        key = _accepted_key(origin)
-        return self._read(lambda txn, dbs: txn.get(key, db=dbs["meta"]))
+        return self._read(lambda txn, dbs: accepted.accepted_checkpoint(txn, dbs, origin))
 
     def accept_checkpoint(self, origin: str, note: bytes, previous: bytes | None) -> bool:
         """Record ``note`` as the accepted checkpoint of ``origin``, in one write transaction,
         if the one accepted is still ``previous`` (compare and set: two mirrors of one
         store cannot both accept over the same checkpoint). Says whether it was recorded."""
-        key = _accepted_key(origin)
-
-        def work(txn: Txn, dbs: dict[str, Any]) -> bool:
-            if txn.get(key, db=dbs["meta"]) != previous:
-                return False
-            txn.put(key, note, db=dbs["meta"])
-            return True
-
-        return self._write(work)
+        return self._write(
+            lambda txn, dbs: accepted.accept_checkpoint(txn, dbs, origin, note, previous)
+        )
 
     # --- a witness's state (C2SP tlog-witness, docs/witness.md) ---------------------------
 
@@ -682,26 +472,9 @@ class Store:
         to a request) in one write transaction, handing it what the witness last cosigned
         per origin, and record the ``(size, root)`` its verdict names before the commit: the
         check and the update are atomic, so no two requests can roll the size back."""
-
-        def work(txn: Txn, dbs: dict[str, Any]) -> V:
-            verdict = judge(lambda origin: witnessed.known(txn, dbs, origin))
-            record = getattr(verdict, "record", None)
-            origin = getattr(verdict, "origin", None)
-            if record is not None and origin is not None:
-                witnessed.record(txn, dbs, origin, *record)
-            return verdict
-
-        return self._write(work)
+        return self._write(lambda txn, dbs: witnessed.witness_add(txn, dbs, judge))
 
     def witness_state(self, origin: str) -> tuple[int, bytes] | None:
         """``(size, root)`` this store's witness last cosigned for ``origin``, or ``None``."""
         return self._read(lambda txn, dbs: witnessed.known(txn, dbs, origin))
 
-
-META_ACCEPTED = b"accepted:"
-"""Meta key prefix of the accepted checkpoints: ``accepted:`` + SHA-256 of the origin (an
-origin may be longer than an LMDB key)."""
-
-
-def _accepted_key(origin: str) -> bytes:
-    return META_ACCEPTED + hashlib.sha256(origin.encode("utf-8")).digest()

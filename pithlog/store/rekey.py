@@ -27,10 +27,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
+from pithlog.errors import StoreError
 from pithlog.protocol.checks import check_many
 from pithlog.protocol.events import Envelope, readmit
 from pithlog.protocol.keys import Keyring
@@ -60,6 +61,9 @@ from pithlog.store.layout import (
     verdict_of,
 )
 from pithlog.store.stateindex import rereduce
+
+if TYPE_CHECKING:
+    from pithlog.store.log import Store
 
 INLINE_MAX_COPIES = 10_000
 """An append under a changed keyring applies the change itself when it re-judges at most
@@ -341,3 +345,61 @@ def _judge_events(
         before = aliases.chosen(txn, dbs, pith)
         rereduce(txn, dbs, pith, judges, verdicts)
         aliases.follow(txn, dbs, pith, before)
+
+
+# --- the change on a store: inline before an append, or piece by piece ----------------------
+
+
+def apply_keyring(
+    store: Store,
+    keyring: Keyring,
+    limit: int = INLINE_MAX_COPIES,
+    progress: RekeyProgress | None = None,
+    event_limit: int = INLINE_MAX_EVENTS,
+) -> Plan | None:
+    """:meth:`Store.apply_keyring`: the change made when it is small enough, else refused
+    with its size and the command that makes it."""
+    planned = store.rekey_plan(keyring, cap=limit, count_events=True)
+    if planned is None:
+        return None
+    if planned.copies > limit or (planned.events or 0) > event_limit:
+        size = (f"more than {limit:,} copies to judge" if planned.copies > limit else
+                f"{planned.copies:,} copies to judge, piths of {planned.events:,} events "
+                f"to re-reduce (more than {event_limit:,})")  # fmt: skip
+        raise StoreError(
+            "keyring_changed",
+            f"the keyring changed {planned.keys} key(s): {size} before appending: run "
+            f"`pithlog --store {store.path} rekey --keyring KEYRING` (in pieces that "
+            "resume after a crash)",
+        )
+    store.rekey(keyring, progress=progress)
+    return planned
+
+
+def rekey(
+    store: Store,
+    keyring: Keyring,
+    progress: RekeyProgress | None = None,
+    piece_copies: int = PIECE_COPIES,
+    piece_events: int = PIECE_EVENTS,
+) -> dict[str, int]:
+    """:meth:`Store.rekey`: the pieces of :func:`piece_work`, each committed in turn, until
+    the last; ``progress`` after each."""
+    planned = store.rekey_plan(keyring)
+    totals = {"copies": 0, "piths": 0, "pieces": 0}
+    if planned is None:
+        return totals
+    work = piece_work(keyring, piece_copies, piece_events)
+    while True:
+        step = store._write(work)
+        totals["pieces"] += 1
+        totals["copies"] += step.judged
+        totals["piths"] += step.reduced
+        if progress is not None:
+            if step.judged or not totals["piths"]:
+                progress("judge", totals["copies"], max(planned.copies, totals["copies"]))
+            if step.reduced or step.done:
+                progress("reduce", totals["piths"], totals["piths"] + step.marked)
+        if step.done:
+            return totals
+        work = piece_work(keyring, piece_copies, piece_events)

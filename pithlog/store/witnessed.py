@@ -5,9 +5,12 @@
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from pithlog.store.layout import SEQ, Txn
+
+V = TypeVar("V")
 
 PREFIX = b"witness:"
 
@@ -26,3 +29,16 @@ def known(txn: Txn, dbs: dict[str, Any], origin: str) -> tuple[int, bytes] | Non
 
 def record(txn: Txn, dbs: dict[str, Any], origin: str, size: int, root: bytes) -> None:
     txn.put(_key(origin), SEQ.pack(size) + root, db=dbs["meta"])
+
+
+def witness_add(
+    txn: Txn, dbs: dict[str, Any], judge: Callable[[Callable[[str], tuple[int, bytes] | None]], V]
+) -> V:
+    """:meth:`pithlog.store.Store.witness_add` in its write transaction: ``judge`` handed
+    :func:`known`, and the ``(size, root)`` its verdict names recorded."""
+    verdict = judge(lambda origin: known(txn, dbs, origin))
+    to_record = getattr(verdict, "record", None)
+    origin = getattr(verdict, "origin", None)
+    if to_record is not None and origin is not None:
+        record(txn, dbs, origin, *to_record)
+    return verdict

@@ -13,7 +13,6 @@ import pytest
 
 import pithlog.store.append_judging
 import pithlog.store.append_pipeline
-import pithlog.store.log
 from pithlog.errors import DoorError, HelperLost
 from pithlog.protocol.checks import check_alone
 from pithlog.protocol.events import parse_envelope

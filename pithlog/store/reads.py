@@ -1,0 +1,138 @@
+"""What :class:`pithlog.store.Store`'s reads of the log's contents do (``docs/api.md``): a
+pith's state assembled from its reduction index, the status of one pith or of all, the
+export in chunks of short transactions, the counts, sizes and map use of ``stats``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from hashlib import sha256
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import msgspec
+
+from pithlog.errors import StoreError
+from pithlog.protocol.reduce import MERGE_VERSION
+from pithlog.store.layout import (
+    DB_NAMES,
+    FORMAT_VERSION,
+    META_KEYRING,
+    META_NEXT_SEQ,
+    META_REKEY_TARGET,
+    SEQ,
+    Txn,
+    eid_str,
+    stored_copy,
+)
+from pithlog.store.stateindex import INDEX_DAMAGE, assemble_state
+
+if TYPE_CHECKING:
+    from pithlog.store.log import Store
+
+
+def state(txn: Txn, dbs: dict[str, Any], pith_number: str) -> bytes | None:
+    """:meth:`Store.state` in its read transaction: the state assembled from the index, a
+    damaged index reported as ``store.corrupted``."""
+    try:
+        return assemble_state(txn, dbs, pith_number)
+    except INDEX_DAMAGE as exc:
+        raise StoreError("corrupted", f"the index of {pith_number} is damaged ({exc}); "
+                         "run `pithlog replay --verify`") from exc  # fmt: skip
+
+
+def status(txn: Txn, dbs: dict[str, Any], pith_number: str) -> dict[str, Any] | None:
+    """:meth:`Store.status` in its read transaction."""
+    raw = txn.get(pith_number.encode("ascii"), db=dbs["piths"])
+    if raw is None:
+        return None
+    value: dict[str, Any] = msgspec.json.decode(raw)
+    return {"pith_number": pith_number, **value}
+
+
+def piths(txn: Txn, dbs: dict[str, Any]) -> list[dict[str, Any]]:
+    """:meth:`Store.piths` in its read transaction."""
+    out = []
+    for key, raw in txn.cursor(db=dbs["piths"]):
+        out.append({"pith_number": key.decode("ascii"), **msgspec.json.decode(raw)})
+    return out
+
+
+def export(store: Store, after: int, chunk: int) -> Iterator[tuple[int, bytes]]:
+    """:meth:`Store.export`: each chunk of ``chunk`` copies read in a transaction of its
+    own."""
+    position = max(after, 0) + 1
+    while True:
+
+        def work(
+            txn: Txn, dbs: dict[str, Any], start: int = position
+        ) -> list[tuple[int, bytes]]:
+            out: list[tuple[int, bytes]] = []
+            cursor = txn.cursor(db=dbs["seq"])
+            if not cursor.set_range(SEQ.pack(start)):
+                return out
+            for key, value in cursor:
+                data = stored_copy(txn, dbs, key)
+                if data is None:
+                    raise StoreError(
+                        "corrupted",
+                        f"seq {SEQ.unpack(key)[0]} names a copy that is not stored "
+                        f"({eid_str(value[:32])}); run `pithlog replay --verify`",
+                    )
+                out.append((SEQ.unpack(key)[0], data))
+                if len(out) >= chunk:
+                    break
+            return out
+
+        rows = store._read(work)
+        yield from rows
+        if len(rows) < chunk:
+            return
+        position = rows[-1][0] + 1
+
+
+def stats(store: Store) -> dict[str, Any]:
+    """:meth:`Store.stats`: the counts of one read transaction, then the map's use and the
+    data file's size."""
+    shared = store._env
+
+    def work(txn: Txn, dbs: dict[str, Any]) -> dict[str, Any]:
+        counts = {name: txn.stat(dbs[name])["entries"] for name in DB_NAMES}
+        pages = {}
+        for name in DB_NAMES:
+            st = txn.stat(dbs[name])
+            pages[name] = {k: st[f"{k}_pages"] for k in ("branch", "leaf", "overflow")}
+        states = pending = 0
+        for _, raw in txn.cursor(db=dbs["piths"]):
+            if msgspec.json.decode(raw)["status"] == "state":
+                states += 1
+            else:
+                pending += 1
+        kd = txn.get(META_KEYRING, db=dbs["meta"])
+        target = txn.get(META_REKEY_TARGET, db=dbs["meta"])
+        next_seq = txn.get(META_NEXT_SEQ, db=dbs["meta"])
+        return {
+            "counts": counts,
+            "pages": pages,
+            "piths_with_state": states,
+            "piths_pending": pending,
+            "keyring_digest": None if kd is None else kd.hex(),
+            # a keyring change under way (pithlog rekey): the digest it goes to
+            "rekey_target": None if target is None else sha256(target).hexdigest(),
+            "next_seq": None if next_seq is None else SEQ.unpack(next_seq)[0],
+        }
+
+    out = store._read(work)
+    usage = shared.usage()
+    data_file = Path(shared.path) / "data.mdb"
+    out.update(
+        {
+            "path": shared.path,
+            "format": FORMAT_VERSION.decode(),
+            "merge_version": MERGE_VERSION,
+            **usage,
+            "map_use": round(usage["map_used"] / usage["map_size"], 4),
+            "file_size": data_file.stat().st_size if data_file.exists() else 0,
+        }
+    )
+    return out

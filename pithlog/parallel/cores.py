@@ -43,7 +43,8 @@ def usable_cores() -> int:
     chosen = os.environ.get(ENV)
     if chosen is not None:
         if not (chosen.isascii() and chosen.isdigit()) or int(chosen) < 1:
-            raise UsageError("cores", f"{ENV}={chosen!r} is not a positive integer")
+            raise UsageError("cores", f"{ENV}={chosen!r} is not a positive integer: set it "
+                             "to the cores pithlog may use, or unset it")  # fmt: skip
         return int(chosen)
     try:
         cores = len(os.sched_getaffinity(0))

@@ -30,7 +30,8 @@ def test_a_bad_value_is_one_line_with_its_code(tmp_path: Path) -> None:
     assert out.returncode == 2, out.stderr
     assert out.stdout == ""
     assert out.stderr.strip() == ("pithlog: [usage.cores] PITHLOG_CORES='many' is not a "
-                                  "positive integer")  # fmt: skip
+                                  "positive integer: set it to the cores pithlog may use, "
+                                  "or unset it")  # fmt: skip
 
 
 def test_a_good_value_changes_nothing_in_the_output(tmp_path: Path) -> None:

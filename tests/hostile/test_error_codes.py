@@ -71,6 +71,7 @@ PINNED_CODES = [
     "sign.payload",
     "sign.pith_number",
     "usage.arguments",
+    "usage.cores",
     "usage.event_type",
     "usage.exists",
     "usage.pith_number",
@@ -299,7 +300,9 @@ def _sign(files: dict[str, Path], *extra: str, key: str = "key") -> list[str]:
     return ["sign", "--key", str(files[key]), "--created-at", "2026-01-01T00:00:00Z", *extra]
 
 
-def test_sign_and_usage_refusals_are_one_line(files: dict[str, Path], tmp_path: Path) -> None:
+def test_sign_and_usage_refusals_are_one_line(
+    files: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     not_object = tmp_path / "list.json"
     not_object.write_bytes(b"[1]")
     not_json = tmp_path / "bad.json"
@@ -354,6 +357,14 @@ def test_sign_and_usage_refusals_are_one_line(files: dict[str, Path], tmp_path: 
         assert (number, got) == (0, code), (argv, message)
         assert ADVICE.search(message), f"{code}: {message}"
         seen.add(code)
+    with monkeypatch.context() as env:  # what sizes the pools, from the environment
+        env.setenv("PITHLOG_CORES", "0")
+        events = tmp_path / "one.jsonl"
+        events.write_bytes(ORIGINALS[0] + b"\n")
+        number, got, message = refusal(["reduce", "--keyring", str(files["keyring"]),
+                                        str(events)])  # fmt: skip
+        assert (number, got) == (0, "usage.cores") and ADVICE.search(message), message
+        seen.add(got)
     pinned_cli = {c for c in PINNED_CODES if c.startswith(("sign.", "usage."))}
     assert pinned_cli <= seen
 

@@ -47,8 +47,8 @@ from pithlog.protocol.keys import Keyring
 from pithlog.protocol.records import is_pith_number
 from pithlog.store import REFUSED, REJECTED, AppendResult, PendingPith
 from pithlog.store.place import check_place, is_store_folder
-from pithlog.store.replay import ReplayReport
 from pithlog.store.replay_processes import POOL_MIN_COPIES, EarlyWorkers, early_workers
+from pithlog.store.replay_report import ReplayReport
 
 _JSON_SPACE = b" \t\r\n"
 

@@ -52,7 +52,7 @@ from pithlog.store.layout import (
     Txn,
 )
 from pithlog.store.place import check_place
-from pithlog.store.replay import ScratchIndex
+from pithlog.store.replay_structure import ScratchIndex
 
 register(
     {
@@ -660,7 +660,7 @@ of 8 take about 120 bytes of B-tree leaf in random order; twice that, and a MiB 
 @contextlib.contextmanager
 def scratch_index(entries: int) -> Iterator[ScratchIndex]:
     """The temporary on-disk index of replay's structure pass
-    (:data:`pithlog.store.replay.ScratchFactory`): a write transaction on a throwaway
+    (:data:`pithlog.store.replay_structure.ScratchFactory`): a write transaction on a throwaway
     environment in ``$TMPDIR``, for ``entries`` keys or so.
 
     One write transaction holds every seq entry; ``writemap`` puts its dirty pages in the

@@ -88,10 +88,10 @@ from pithlog.store.layout import (
     stored_copy,
 )
 from pithlog.store.lookup import PendingPith, require_pith_number
-from pithlog.store.replay import Discrepancy as Discrepancy
-from pithlog.store.replay import Progress as Progress
-from pithlog.store.replay import ReplayReport as ReplayReport
 from pithlog.store.replay_processes import EarlyWorkers, replay, structure
+from pithlog.store.replay_report import Discrepancy as Discrepancy
+from pithlog.store.replay_report import Progress as Progress
+from pithlog.store.replay_report import ReplayReport as ReplayReport
 from pithlog.store.stateindex import INDEX_DAMAGE, assemble_state
 from pithlog.transparency import tiles
 

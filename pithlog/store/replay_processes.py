@@ -39,7 +39,8 @@ from pithlog.parallel import (
 )
 from pithlog.protocol.keys import Keyring, make_keyring
 from pithlog.store import aliases, tree
-from pithlog.store.environment import Work, acquire, release, scratch_index
+from pithlog.store.environment import Work, acquire, release
+from pithlog.store.environment_scratch import scratch_index
 from pithlog.store.layout import Txn
 from pithlog.store.replay import (
     PithOutcome,

@@ -28,8 +28,8 @@ from pithlog.protocol.canonical import jcs
 from pithlog.protocol.keys import Keyring
 from pithlog.protocol.records import is_pith_number
 from pithlog.store import PendingPith
-from pithlog.store.replay import ReplayReport
 from pithlog.store.replay_processes import POOL_MIN_COPIES, EarlyWorkers, early_workers
+from pithlog.store.replay_report import ReplayReport
 
 register({"store.past_end": "export --after N: N must be at most the log's last seq (see "
           "`pithlog stats`, next_seq - 1); a larger cursor belongs to another store or a "

@@ -1,7 +1,7 @@
 """The LMDB log (docs/store.md): :class:`Store`, the one facade an embedding registry uses,
 and the modules that work in its transactions (layout, the reduction index, append, replay,
-the Merkle tree's storage). The only package that imports ``lmdb``, in one module of it
-(:mod:`pithlog.store.environment`)."""
+the Merkle tree's storage). The only package that imports ``lmdb``, in its environment
+modules (:mod:`pithlog.store.environment` and those beside it)."""
 
 from pithlog.store.append import (
     DUPLICATE,

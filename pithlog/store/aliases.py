@@ -34,7 +34,7 @@ from pithlog.protocol.events import readmit
 from pithlog.protocol.records import is_pith_number
 from pithlog.protocol.state import source_aliases
 from pithlog.store.layout import Txn, eid_bytes, event_copy
-from pithlog.store.replay import Discrepancy
+from pithlog.store.replay_report import Discrepancy
 
 register({
     "store.alias": "an alias is arxiv:<id>, arxiv:<id>v<N>, doi:<doi> or pith:<the first 8, "

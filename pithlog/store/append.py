@@ -40,7 +40,7 @@ from pithlog.store.layout import (
     why,
 )
 from pithlog.store.rekey import forget_rekey
-from pithlog.store.replay import Progress
+from pithlog.store.replay_report import Progress
 from pithlog.store.stateindex import index_add, index_clear, rereduce
 from pithlog.store.tree import merkle_sync
 

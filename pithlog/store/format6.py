@@ -2,7 +2,7 @@
 ``evidence`` into ``copies`` under its sequence number, ``events`` and ``evidence`` left
 holding that number, ``by_key`` built again with that number, ``slots`` rewritten in
 binary and ``merkle`` keyed in append order (``copy_seq``, which the pointers replace, is
-deleted on open: :data:`pithlog.store.environment.LEGACY_DBS`).
+deleted on open: :data:`pithlog.store.environment_files.LEGACY_DBS`).
 
 The step runs in write transactions of at most :data:`MIGRATE_CHUNK` entries each, from a
 cursor in ``meta`` (:data:`META_MIGRATING`), so a store of any size migrates within LMDB's

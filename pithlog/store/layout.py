@@ -4,8 +4,8 @@ that the store, its reduction index (:mod:`pithlog.store.stateindex`), its Merkl
 (:mod:`pithlog.store.tree`) and replay (:mod:`pithlog.store.replay`) share.
 
 These modules work on a transaction the store opens; they do not import :mod:`lmdb`
-(:mod:`pithlog.store.environment` is the only module that does): :class:`Txn` is what they
-use of one.
+(only the environment modules do, :mod:`pithlog.store.environment` and those beside it):
+:class:`Txn` is what they use of one.
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ write transaction (:func:`pithlog.store.tree.migrate_leaf_data` rebuilds ``merkl
 MIGRATES_FROM = (FORMAT_2, FORMAT_3, FORMAT_4, FORMAT_5)
 """The formats a store is migrated from on a writable open, step by step: up to format 5 in
 one write transaction, then 5 -> 6 in transactions of a bounded size
-(:func:`pithlog.store.environment._migrate`; ``docs/store.md``)."""
+(:func:`pithlog.store.environment_files._migrate`; ``docs/store.md``)."""
 
 DB_NAMES = (
     "events",
@@ -103,7 +103,7 @@ SEQ = struct.Struct(">Q")
 
 
 class Cursor(Protocol):
-    """The part of ``lmdb.Cursor`` used outside :mod:`pithlog.store.environment`."""
+    """The part of ``lmdb.Cursor`` used outside the environment modules."""
 
     def __iter__(self) -> Iterator[tuple[bytes, bytes]]: ...
     def key(self) -> bytes: ...
@@ -120,7 +120,7 @@ class Cursor(Protocol):
 
 
 class Txn(Protocol):
-    """The part of ``lmdb.Transaction`` used outside :mod:`pithlog.store.environment`;
+    """The part of ``lmdb.Transaction`` used outside the environment modules;
     ``db`` is one of the store's named databases (the ``dbs`` dict, keyed by
     :data:`DB_NAMES`)."""
 

@@ -2,16 +2,16 @@
 (``docs/store.md`` describes the layout byte for byte, ``docs/api.md`` the API).
 
 An LMDB environment holds events, their evidence, indexes and the cached state of every
-pith. :class:`Store` opens it (:mod:`pithlog.store.environment`, the only module that
-imports :mod:`lmdb`) and hands the work of its methods to the modules beside it, each with
-one job (``docs/architecture.md`` lists them): the reads to :mod:`~pithlog.store.reads`,
-:mod:`~pithlog.store.tree` and :mod:`~pithlog.store.leaves`; :meth:`Store.append` and
-:meth:`Store.append_batches` to :mod:`~pithlog.store.append_pipeline`, which writes what
-:mod:`~pithlog.store.append` says; :meth:`Store.replay` to
-:mod:`~pithlog.store.replay_processes`, which runs the checks of
-:mod:`~pithlog.store.replay`; a keyring change to :mod:`~pithlog.store.rekey`; the
-checkpoints a mirror accepted and a witness cosigned to :mod:`~pithlog.store.accepted` and
-:mod:`~pithlog.store.witnessed`.
+pith. :class:`Store` opens it (:mod:`pithlog.store.environment`, which with the three
+``environment_*`` modules beside it is all that imports :mod:`lmdb`) and hands the work of
+its methods to the modules beside it, each with one job (``docs/architecture.md`` lists
+them): the reads to :mod:`~pithlog.store.reads`, :mod:`~pithlog.store.tree` and
+:mod:`~pithlog.store.leaves`; :meth:`Store.append` and :meth:`Store.append_batches` to
+:mod:`~pithlog.store.append_pipeline`, which writes what :mod:`~pithlog.store.append`
+says; :meth:`Store.replay` to :mod:`~pithlog.store.replay_processes`, which runs the checks
+of :mod:`~pithlog.store.replay_structure` and :mod:`~pithlog.store.replay`; a keyring
+change to :mod:`~pithlog.store.rekey`; the checkpoints a mirror accepted and a witness
+cosigned to :mod:`~pithlog.store.accepted` and :mod:`~pithlog.store.witnessed`.
 
 Several :class:`Store` objects (and threads) may use one store, and several processes may
 use it at once (LMDB's writer lock).
@@ -45,8 +45,10 @@ from pithlog.store.append_pipeline import (
 from pithlog.store.environment import DEFAULT_MAP_SIZE, SharedEnvironment, Work, acquire, release
 from pithlog.store.layout import META_KEYRING, eid_bytes, event_copy, evidence_of
 from pithlog.store.lookup import PendingPith, require_pith_number
-from pithlog.store.replay import Discrepancy, Progress, ReplayReport
 from pithlog.store.replay_processes import EarlyWorkers, replay, structure
+from pithlog.store.replay_report import Discrepancy as Discrepancy
+from pithlog.store.replay_report import Progress as Progress
+from pithlog.store.replay_report import ReplayReport as ReplayReport
 
 V = TypeVar("V")
 T = TypeVar("T")

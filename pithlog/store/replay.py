@@ -1,18 +1,20 @@
-"""Replay: the whole log read back through the pure path (door, checks, reduce, render)
-and compared with what the store holds (``docs/store.md``, "Replay").
+"""Replay of the piths: each pith's stored copies read back through the pure path (door,
+checks, reduce, render) and compared with what the store holds (``docs/store.md``,
+"Replay").
 
-The report classes, the structure pass (no signatures), the replay of one pith and of a
-chunk of piths, as functions over an open transaction (:class:`pithlog.store.layout.Txn`);
-:meth:`pithlog.store.Store.replay` opens the transactions, runs the chunks here or in
-worker processes, and adds up the outcomes.
+The replay of one pith and of a chunk of piths, as functions over an open transaction
+(:class:`pithlog.store.layout.Txn`), each disagreement a
+:class:`pithlog.store.replay_report.Discrepancy`; the piths come from
+:func:`pithlog.store.replay_structure.replay_start`, whose module also holds the structure
+pass (no signatures). :meth:`pithlog.store.Store.replay` opens the transactions, runs the
+chunks here or in worker processes, and adds up the outcomes.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Sequence
-from contextlib import AbstractContextManager
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, overload
+from typing import Any
 
 import msgspec
 
@@ -22,35 +24,26 @@ from pithlog.protocol.canonical import jcs
 from pithlog.protocol.checks import REASONS, CheckBatch, Verifier, check_alone, start_checks
 from pithlog.protocol.events import Envelope, parse_envelope
 from pithlog.protocol.keys import Keyring
-from pithlog.protocol.records import is_pith_number
-from pithlog.protocol.reduce import MERGE_VERSION, Judged, Pending, Reduction, keep_preferred
+from pithlog.protocol.reduce import Judged, Pending, Reduction, keep_preferred
 from pithlog.protocol.state import assemble, parts_of
 from pithlog.store.codec import CorruptCopy, readable, unpack
 from pithlog.store.keyindex import Judges, cached_verdict, key_hash, signer_key_id
 from pithlog.store.layout import (
-    FORMAT_VERSION,
-    INDEX_DBS,
-    META_FORMAT,
     META_KEYRING,
-    META_MERGE,
-    META_NEXT_SEQ,
-    PITH_BYTES,
     SEQ,
     VALID,
     Txn,
     copy_hash,
-    copy_pointer,
     decode_ids,
-    distinct_piths,
     eid_str,
     event_copy,
     evidence_of,
     pith_eids,
-    stored_copy,
     verdict_bytes,
     verdict_of,
     why,
 )
+from pithlog.store.replay_report import Discrepancy
 from pithlog.store.stateindex import (
     INDEX_DAMAGE,
     index_entries,
@@ -65,53 +58,8 @@ register({
     "replay again",
 })  # fmt: skip
 
-# --- the report ---------------------------------------------------------------------------
 
-
-@dataclass(frozen=True)
-class Discrepancy:
-    """One place where the store disagrees with what its log implies."""
-
-    kind: str
-    subject: str
-    detail: str
-
-    def line(self) -> str:
-        return f"{self.kind}: {self.subject}: {self.detail}"
-
-
-@dataclass
-class ReplayReport:
-    """What :meth:`pithlog.store.Store.replay` found. ``ok`` when there is no discrepancy."""
-
-    keyring_digest: str
-    stored_keyring_digest: str | None
-    piths: int = 0
-    events: int = 0
-    copies: int = 0
-    discrepancies: list[Discrepancy] = field(default_factory=list)
-    notes: list[Discrepancy] = field(default_factory=list)
-    """Under another keyring: pending piths whose counts would change (no state does)."""
-
-    @property
-    def same_keyring(self) -> bool:
-        return self.stored_keyring_digest in (None, self.keyring_digest)
-
-    @property
-    def ok(self) -> bool:
-        return not self.discrepancies
-
-    @property
-    def changed_piths(self) -> list[str]:
-        """Piths whose cached state (or pending status) differs from the replayed one."""
-        return sorted({d.subject for d in self.discrepancies if d.kind in ("state", "pith")})
-
-
-Progress = Callable[[int, int], None]
-"""``progress(done, total)``: piths replayed so far, out of ``total``."""
-
-
-# --- replay: structure --------------------------------------------------------------------
+# --- replay: the chunks -------------------------------------------------------------------
 
 _CHUNK = 32
 """Piths per unit of replay work (and per read transaction), at most."""
@@ -125,245 +73,6 @@ def make_chunks(
     work = [(pith, foreign.get(pith, [])) for pith in piths]
     size = max(1, min(_CHUNK, -(-len(work) // (max(jobs, 1) * 4))))
     return [work[i : i + size] for i in range(0, len(work), size)]
-
-
-def replay_work(txn: Txn, dbs: dict[str, Any]) -> tuple[list[str], dict[str, list[bytes]]]:
-    """The piths to replay (every pith in ``by_pith``, and every pith that an evidence copy
-    claims) and, per pith, the event_ids that have an evidence copy claiming that pith
-    while their preferred copy claims another."""
-    foreign: dict[str, set[bytes]] = {}
-    for key, pointer in txn.cursor(db=dbs["evidence"]):
-        data = stored_copy(txn, dbs, pointer, readable)
-        preferred = event_copy(txn, dbs, key[:32], readable) if len(key) == 64 else None
-        ids = None if data is None else decode_ids(data)
-        pref_ids = None if preferred is None else decode_ids(preferred)
-        if (
-            ids is not None
-            and pref_ids is not None
-            and is_pith_number(ids.pith_number)
-            and pref_ids.pith_number != ids.pith_number
-        ):
-            foreign.setdefault(ids.pith_number, set()).add(key[:32])
-    known = set(distinct_piths(txn, dbs))
-    return sorted(known | set(foreign)), {p: sorted(eids) for p, eids in foreign.items()}
-
-
-@dataclass(frozen=True)
-class Start:
-    """What replay reads first, in one read transaction: the log as of the start. Every
-    later pass reads in a transaction of its own (or another process's), so appends may
-    land between them; ``high_water`` bounds what the report speaks of (``docs/store.md``,
-    "Replay beside appends")."""
-
-    piths: list[str]
-    foreign: dict[str, list[bytes]]
-    keyring_digest: str | None
-    high_water: int
-    """The last sequence number at the start: a copy whose ``seq`` is above it was appended
-    while replay ran."""
-    copies: int = 0
-    """The stored copies at the start (``seq``'s entries): the size of the work."""
-
-
-def replay_start(txn: Txn, dbs: dict[str, Any]) -> Start:
-    """:func:`replay_work`, the store's keyring digest and the last ``seq``, from one
-    snapshot."""
-    piths, foreign = replay_work(txn, dbs)
-    kd = txn.get(META_KEYRING, db=dbs["meta"])
-    cursor = txn.cursor(db=dbs["seq"])
-    last = cursor.key() if cursor.last() else b""
-    high = SEQ.unpack(last)[0] if len(last) == SEQ.size else 0
-    copies = txn.stat(dbs["seq"])["entries"]
-    return Start(piths, foreign, None if kd is None else kd.hex(), high, copies)
-
-
-class ScratchIndex(Protocol):
-    """A temporary key-value index on disk (copy -> seq), empty when made: the part of an
-    LMDB write transaction that the structure pass uses."""
-
-    @overload
-    def get(self, key: bytes) -> bytes | None: ...
-    @overload
-    def get(self, key: bytes, default: bytes) -> bytes: ...
-    def put(self, key: bytes, value: bytes, *, overwrite: bool = True) -> bool: ...
-
-
-ScratchFactory = Callable[[int], AbstractContextManager[ScratchIndex]]
-"""``scratch(entries)``: a context manager giving a new :class:`ScratchIndex` sized for about
-``entries`` keys, removed on exit. The store makes it (this module does not import
-:mod:`lmdb`)."""
-
-
-def check_structure(
-    txn: Txn,
-    dbs: dict[str, Any],
-    found: list[Discrepancy],
-    replayed: Collection[str],
-    scratch: ScratchFactory,
-) -> None:
-    """The checks that need no signature: meta, seq against the copies, the indexes against
-    each other, each disagreement appended to ``found``. ``replayed``: the piths replay
-    goes through (:func:`replay_work`); an index entry of any other pith is reported.
-    ``scratch`` makes the temporary index of copy -> seq that the pass fills
-    (:data:`ScratchFactory`)."""
-
-    def say(kind: str, subject: str, detail: str) -> None:
-        found.append(Discrepancy(kind, subject, detail))
-
-    meta = dbs["meta"]
-    if txn.get(META_FORMAT, db=meta) != FORMAT_VERSION:
-        say("meta", "format", f"is {txn.get(META_FORMAT, db=meta)!r}, expected {FORMAT_VERSION!r}")
-    if txn.get(META_MERGE, db=meta) != MERGE_VERSION.encode("ascii"):
-        say("meta", "merge_version", f"is {txn.get(META_MERGE, db=meta)!r}")
-    raw_next = txn.get(META_NEXT_SEQ, db=meta)
-    next_seq = SEQ.unpack(raw_next)[0] if raw_next is not None and len(raw_next) == 8 else None
-    if next_seq is None:
-        say("meta", "next_seq", f"is {raw_next!r}, not an 8-byte counter")
-    kd = txn.get(META_KEYRING, db=meta)
-    if kd is None and txn.stat(dbs["events"])["entries"]:
-        say("meta", "keyring_digest", "missing although the store holds events")
-
-    # seq -> copies, with a temporary on-disk index copy -> seq (memory stays bounded).
-    with scratch(txn.stat(dbs["seq"])["entries"]) as itx:
-        last = 0
-        for key, value in txn.cursor(db=dbs["seq"]):
-            if len(key) != 8:
-                say("seq", f"key {key.hex()}", "is not an 8-byte sequence number")
-                continue
-            n = SEQ.unpack(key)[0]
-            last = n
-            if len(value) != 64:
-                say("seq", f"seq {n}", f"value of {len(value)} bytes, not 64")
-                continue
-            if txn.get(key, db=dbs["copies"]) is None:
-                say("seq", f"seq {n}", f"names copy {value[32:].hex()[:16]} of "
-                    f"{eid_str(value[:32])}, which is not stored")  # fmt: skip
-            elif copy_pointer(txn, dbs, value) != key:
-                say("seq", f"seq {n}", f"names copy {value[32:].hex()[:16]} of "
-                    f"{eid_str(value[:32])}, which no events or evidence pointer "
-                    "names")  # fmt: skip
-            if not itx.put(value, key, overwrite=False):
-                other = SEQ.unpack(itx.get(value, b"\0" * 8))[0]
-                say("seq", f"seq {n}", f"names the same copy of {eid_str(value[:32])} "
-                    f"as seq {other}")  # fmt: skip
-        if next_seq is not None and last >= next_seq:
-            say("meta", "next_seq", f"is {next_seq} but seq already holds {last}")
-
-        # copies: each under a sequence number that seq holds (named by exactly one
-        # pointer: checked above from seq, and below from the pointers)
-        for key in txn.cursor(db=dbs["copies"]).iternext(values=False):
-            if len(key) != 8 or txn.get(key, db=dbs["seq"]) is None:
-                say("copies", f"key {key.hex()}", "is not the sequence number of a seq entry")
-
-        def pointed(where: str, subject: str, label: str, seq_label: str, key: bytes,
-                    pointer: bytes) -> bytes | None:  # fmt: skip
-            """The copy ``pointer`` names for ``key`` (event_id, or event_id + copy hash),
-            when it is the copy seq says is there and hashes to it; else says why not."""
-            if len(pointer) != 8:
-                say(where, subject, f"{label}: the pointer {pointer.hex()[:32]} is not an "
-                    "8-byte sequence number")  # fmt: skip
-                return None
-            named = txn.get(pointer, db=dbs["seq"])
-            if named is None:
-                say("seq", subject, f"{seq_label} has no seq entry (the pointer names seq "
-                    f"{SEQ.unpack(pointer)[0]}, which seq does not hold)")  # fmt: skip
-                return None
-            if named[: len(key)] != key:
-                say(where, subject, f"{label}: the pointer names seq {SEQ.unpack(pointer)[0]}, "
-                    f"which logs copy {named[32:].hex()[:16]} of "
-                    f"{eid_str(named[:32])}")  # fmt: skip
-                return None
-            stored = txn.get(pointer, db=dbs["copies"])
-            if stored is None:
-                say(where, subject, f"{label} at seq {SEQ.unpack(pointer)[0]} is not in copies")
-                return None
-            try:
-                data = unpack(txn, dbs, stored)
-            except CorruptCopy as exc:
-                say(where, subject, f"{label} does not decompress: {exc.why}")
-                return None
-            if copy_hash(data) != named[32:]:
-                say(where, subject, f"{label} at seq {SEQ.unpack(pointer)[0]} does not hash "
-                    f"to the copy seq names ({named[32:].hex()[:16]}; its bytes hash to "
-                    f"{copy_hash(data).hex()[:16]})")  # fmt: skip
-            return data
-
-        # events: each preferred copy is its own event, has a seq entry, is indexed.
-        for eid, pointer in txn.cursor(db=dbs["events"]):
-            subject = eid_str(eid) if len(eid) == 32 else f"key {eid.hex()}"
-            if len(eid) != 32:
-                say("events", subject, "key is not a 32-byte event id")
-                continue
-            data = pointed("events", subject, "the stored copy", "the preferred copy", eid,
-                           pointer)  # fmt: skip
-            if data is None:
-                continue
-            ids = decode_ids(data)
-            if ids is None or not is_pith_number(ids.pith_number):
-                say("events", subject, "the stored copy does not decode as an envelope")
-                continue
-            if ids.event_id != subject:
-                say("events", subject, f"the stored copy says event_id {ids.event_id}")
-            pith_key = ids.pith_number.encode("ascii") + eid
-            if txn.get(pith_key, db=dbs["by_pith"]) is None:
-                say("by_pith", subject, f"not indexed under its pith {ids.pith_number}")
-
-        # evidence: hash, owner, not the preferred copy itself, a seq entry.
-        for key, pointer in txn.cursor(db=dbs["evidence"]):
-            if len(key) != 64:
-                say("evidence", f"key {key.hex()}", "is not event id + copy hash")
-                continue
-            eid, h = key[:32], key[32:]
-            subject = eid_str(eid)
-            data = pointed("evidence", subject, f"copy {h.hex()[:16]}",
-                           f"evidence copy {h.hex()[:16]}", key, pointer)  # fmt: skip
-            if data is None:
-                continue
-            held = txn.get(eid, db=dbs["events"])
-            if held is None:
-                say("evidence", subject, f"copy {h.hex()[:16]} is evidence of an event "
-                    "with no preferred copy in events")  # fmt: skip
-                continue
-            if held == pointer or txn.get(held, db=dbs["seq"]) == key:
-                say("evidence", subject, "an evidence copy equals the preferred copy")
-            ids = decode_ids(data)
-            if ids is None or not is_pith_number(ids.pith_number):
-                say("evidence", subject, f"copy {h.hex()[:16]} does not decode as an "
-                    "envelope")  # fmt: skip
-                continue
-            if ids.event_id != subject:
-                say("evidence", subject, f"copy {h.hex()[:16]} says event_id "
-                    f"{ids.event_id}")  # fmt: skip
-
-    # by_pith: well-formed keys naming stored events (their pith is checked per pith).
-    for key in txn.cursor(db=dbs["by_pith"]).iternext(values=False):
-        pith = key[:PITH_BYTES].decode("ascii", "replace")
-        if len(key) != PITH_BYTES + 32 or not is_pith_number(pith):
-            say("by_pith", f"key {key.hex()}", "is not pith_number + event id")
-            continue
-        if txn.get(key[PITH_BYTES:], db=dbs["events"]) is None:
-            say("by_pith", eid_str(key[PITH_BYTES:]), f"indexed under {pith} but not in events")
-    # A pith that replay does not go through but that has events in by_pith in this
-    # snapshot came with an append after replay's start: not damage, and not in the report.
-    later: dict[str, bool] = {}
-    for name in ("piths", *INDEX_DBS):
-        for key in txn.cursor(db=dbs[name]).iternext(values=False):
-            pith = key[:PITH_BYTES].decode("ascii", "replace")
-            if pith in replayed:
-                continue
-            if pith not in later:
-                later[pith] = is_pith_number(pith) and any(True for _ in pith_eids(txn, dbs, pith))
-            if not later[pith]:
-                say(name, pith, "cached for a pith that has no events in by_pith")
-    for key, value in txn.cursor(db=dbs["verdicts"]):
-        if len(key) != 64:
-            say("verdicts", f"key {key.hex()}", "is not key entry digest + copy hash")
-        elif value != VALID and value.decode("ascii", "replace") not in REASONS[:12]:
-            say("verdicts", f"copy {key[32:].hex()[:16]}", f"verdict {value!r} is not one of "
-                "checks 1-12")  # fmt: skip
-    for key in txn.cursor(db=dbs["by_key"]).iternext(values=False):
-        if len(key) != 40 or txn.get(key[32:], db=dbs["copies"]) is None:
-            say("by_key", f"key {key.hex()[:24]}", "names no stored copy")
 
 
 # --- replay: one pith ---------------------------------------------------------------------
@@ -382,7 +91,8 @@ class ReplayContext:
     """The verifying processes of a one-process replay, if any
     (:meth:`pithlog.parallel.Pool.verify`)."""
     high_water: int | None = None
-    """:attr:`Start.high_water`: copies above it are left out of the counts."""
+    """:attr:`pithlog.store.replay_structure.Start.high_water`: copies above it are left out
+    of the counts."""
 
     @property
     def kd(self) -> bytes:

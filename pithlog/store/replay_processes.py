@@ -1,5 +1,6 @@
 """Where :meth:`pithlog.store.Store.replay` does its work: which process checks the
-structure and which the piths of :mod:`pithlog.store.replay` (``docs/store.md``, "Replay").
+structure (:mod:`pithlog.store.replay_structure`) and which the piths
+(:mod:`pithlog.store.replay`) (``docs/store.md``, "Replay").
 
 - ``jobs=1``: the chunks of piths in this process, as a pipeline; a large log has its
   signatures verified in helper processes and its structure pass run in a process of its
@@ -39,22 +40,20 @@ from pithlog.parallel import (
 )
 from pithlog.protocol.keys import Keyring, make_keyring
 from pithlog.store import aliases, tree
-from pithlog.store.environment import Work, acquire, release, scratch_index
+from pithlog.store.environment import Work, acquire, release
+from pithlog.store.environment_scratch import scratch_index
 from pithlog.store.layout import Txn
 from pithlog.store.replay import (
-    Discrepancy,
     PithOutcome,
-    Progress,
     ReplayContext,
-    ReplayReport,
     Started,
-    check_structure,
     finish_chunk,
     make_chunks,
     replay_chunk,
-    replay_start,
     start_chunk,
 )
+from pithlog.store.replay_report import Discrepancy, Progress, ReplayReport
+from pithlog.store.replay_structure import check_structure, replay_start
 
 if TYPE_CHECKING:
     from pithlog.store.log import Store
@@ -306,8 +305,9 @@ def _replay_pool(
 
 
 def _structure_here(read: Read[Any], piths: list[str]) -> list[Discrepancy]:
-    """Replay's structure pass (:func:`pithlog.store.replay.check_structure`, then the Merkle
-    tree) over the store ``read`` reads; ``piths``: the piths replay goes through."""
+    """Replay's structure pass (:func:`pithlog.store.replay_structure.check_structure`, then
+    the Merkle tree) over the store ``read`` reads; ``piths``: the piths replay goes
+    through."""
     found: list[Discrepancy] = []
     replayed = set(piths)
     read(lambda txn, dbs: check_structure(txn, dbs, found, replayed, scratch_index))

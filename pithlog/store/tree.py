@@ -24,7 +24,7 @@ from pithlog.store.layout import (
     prefixed,
     stored_copy,
 )
-from pithlog.store.replay import Discrepancy
+from pithlog.store.replay_report import Discrepancy
 from pithlog.transparency import merkle
 
 # --- the Merkle tree over the append sequence ---------------------------------------------

@@ -27,7 +27,7 @@ from pithlog.errors import StoreError
 from pithlog.protocol.checks import check_alone
 from pithlog.protocol.events import admit
 from pithlog.store import Store
-from pithlog.store.environment import scratch_index
+from pithlog.store.environment_scratch import scratch_index
 from pithlog.testing import test_keyring_entries
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork()")
@@ -176,7 +176,7 @@ def test_lmdb_disk_errors_are_store_disk() -> None:
     for: it is store.disk, like ENOSPC."""
     import lmdb
 
-    from pithlog.store.environment import _store_error
+    from pithlog.store.environment_errors import _store_error
 
     for text in ("mdb_txn_commit: Input/output error", "mdb_txn_commit: No space left on device"):
         assert _store_error(lmdb.Error(text)).code == "store.disk"

@@ -341,7 +341,7 @@ def test_replay_work_names_every_pith_and_the_evidence_claiming_it(
 ) -> None:
     # Replay reads the piths to replay (and evidence that claims another pith than its
     # event) before the structure pass, which with --jobs N runs beside the workers.
-    from pithlog.store.replay import replay_work
+    from pithlog.store.replay_structure import replay_work
 
     store, events = damaged
     victim = _attestation(events)

@@ -16,7 +16,7 @@ from pithlog.errors import StoreError
 from pithlog.protocol.checks import check_alone
 from pithlog.protocol.events import admit
 from pithlog.store import Store, replay_processes
-from pithlog.store.replay import ReplayReport
+from pithlog.store.replay_report import ReplayReport
 from pithlog.testing import test_keyring
 
 

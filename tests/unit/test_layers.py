@@ -4,7 +4,8 @@ arrows pointing down only, a pure core, I/O at the edges.
 - Each layer imports only the layers its row of :data:`MAY_IMPORT` names (and itself), so no
   two layers import each other and the protocol core imports nothing of pithlog but
   ``pithlog.errors``.
-- Only ``pithlog.store`` imports ``lmdb``; each other third-party package has one home.
+- Only the environment modules of ``pithlog.store`` import ``lmdb``; each other third-party
+  package has one home.
 - Only the ``pithlog.cli`` package parses argv or writes to stdout and stderr.
 - The pure layers (``protocol``, ``transparency``) open no file, read no clock and touch no
   process state: they take values and return values.
@@ -45,7 +46,12 @@ PURE = ("protocol", "transparency")
 """The layers that implement the protocol and the log's proofs: values in, values out."""
 
 HOMES = {
-    "lmdb": {"pithlog.store.environment"},
+    "lmdb": {  # the environment modules (docs/architecture.md)
+        "pithlog.store.environment",
+        "pithlog.store.environment_errors",
+        "pithlog.store.environment_files",
+        "pithlog.store.environment_scratch",
+    },
     "zstandard": {"pithlog.store"},
     "cryptography": {"pithlog.protocol.keys", "pithlog.protocol.checks"},
     "rfc8785": {"pithlog.protocol.canonical"},

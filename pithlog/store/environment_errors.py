@@ -1,0 +1,50 @@
+"""LMDB's errors as :class:`pithlog.errors.StoreError` with stable codes (``docs/store.md``,
+"Map size, processes, crashes"; the codes are registered by
+:mod:`pithlog.store.environment`): a full or failing disk is ``store.disk``, damage
+``store.corrupted``, a foreign file ``store.not_a_store``, and so on. Every environment
+module raises LMDB's errors through here.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+from collections.abc import Iterator
+
+import lmdb
+
+from pithlog.errors import StoreError
+
+_DISK_ERRORS = (os.strerror(errno.EIO), os.strerror(errno.ENOSPC), os.strerror(errno.EDQUOT))
+"""LMDB's error texts for a full or failing disk: a short write is EIO in LMDB
+(``mdb_page_flush``: "short write, filesystem full?"), and py-lmdb has no class for EIO."""
+
+
+def _store_error(exc: lmdb.Error) -> StoreError:
+    text = str(exc)
+    if isinstance(exc, (lmdb.CorruptedError, lmdb.PanicError, lmdb.PageNotFoundError)):
+        return StoreError("corrupted", f"LMDB reports damage: {text}")
+    if isinstance(exc, (lmdb.InvalidError, lmdb.VersionMismatchError, lmdb.IncompatibleError)):
+        return StoreError("not_a_store", f"not an LMDB environment pithlog can open: {text}")
+    if isinstance(exc, lmdb.ReadersFullError):
+        return StoreError("readers_full", text)
+    if isinstance(exc, lmdb.TxnFullError):
+        return StoreError("txn_full", text)
+    if isinstance(exc, lmdb.ReadonlyError):
+        return StoreError("readonly", text)
+    if isinstance(exc, lmdb.DiskError) or text.endswith(_DISK_ERRORS):
+        return StoreError("disk", text)
+    if text.endswith(os.strerror(errno.EROFS)):
+        return StoreError("readonly", text)
+    if isinstance(exc, lmdb.LockError):
+        return StoreError("lock", text)
+    return StoreError("lmdb", text)
+
+
+@contextlib.contextmanager
+def _lmdb_errors() -> Iterator[None]:
+    try:
+        yield
+    except lmdb.Error as exc:
+        raise _store_error(exc) from exc

@@ -34,6 +34,7 @@ from pithlog.net.submit import Limits
 from pithlog.net.sync_http import sync_routes
 from pithlog.net.witness_client import collect
 from pithlog.net.witness_route import witness_routes
+from pithlog.parallel import cores, usable_cores
 from pithlog.protocol.keys import Keyring, SigningKey, load_key_file, load_keyring
 from pithlog.store import Store
 from pithlog.transparency import merkle
@@ -207,6 +208,10 @@ def serve(settings: Settings, listen: str, workers: int, ready: Callable[[str], 
         open_config(settings).store.close()
     sock = bind(host, port)
     os.environ[SETTINGS_VARIABLE] = settings.encode()
+    if workers > 1:
+        # Each worker keeps its own judging helpers (Store.judging, sized by the cores):
+        # N workers share the cores rather than each taking all of them.
+        os.environ[cores.ENV] = str(max(1, usable_cores() // workers))
     config = uvicorn.Config(
         "pithlog.net.server:app_from_environment",
         factory=True,

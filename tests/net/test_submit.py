@@ -197,3 +197,43 @@ def test_submissions_held_at_once_are_bounded(files: Files) -> None:
         codes = [(status, doc["error"]) for status, doc in answers]
         assert codes == [(408, "serve.timeout"), (408, "serve.timeout"), (503, "serve.busy")]
         assert b"Traceback" not in server.stderr
+
+
+def _spawned_children(pid: int) -> list[int]:
+    """The processes that ``pid`` started through multiprocessing's spawn (its workers or
+    helpers; not its resource tracker), read from /proc."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            cmdline = (entry / "cmdline").read_bytes()
+        except OSError:  # ended meanwhile
+            continue
+        if int(stat.rsplit(")", 1)[1].split()[1]) == pid and b"spawn_main" in cmdline:
+            found.append(int(entry.name))
+    return found
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs /proc")
+def test_workers_share_the_cores_for_their_judging_helpers(
+    files: Files, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With --workers 2 on 4 cores, each worker judges in at most 2 helpers of its own
+    (docs/network.md): the workers share the cores rather than taking 4 each."""
+    import random
+
+    monkeypatch.setenv("PITHLOG_CORES", "4")
+    fresh = g.mixed_events(random.Random(41), piths=6, per_pith=6)
+    with serving(files, "--workers", "2", submit=True) as running:
+        for start in range(0, len(fresh), 12):  # a connection each: both workers take some
+            answer = httpx.post(running.url + "/submit", content=lines(fresh[start:start + 12]),
+                                timeout=TIMEOUT)  # fmt: skip
+            assert answer.status_code == 200, answer.text
+        workers = _spawned_children(running.process.pid)
+        helpers = {worker: _spawned_children(worker) for worker in workers}
+        assert b"Traceback" not in running.stderr
+    assert len(workers) == 2
+    # helpers start as parts arrive, up to the pool's size: 2 where a worker judged
+    assert max(len(h) for h in helpers.values()) == 2, helpers

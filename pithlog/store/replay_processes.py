@@ -87,7 +87,8 @@ costs about as much as verifying a few thousand signatures."""
 COPIES_PER_WORKER = POOL_MIN_COPIES // 2
 """Stored copies per worker process, at least, when ``jobs`` is not given: the share at
 which two workers paid for their start above (so a log of 6,000 copies gets two workers
-on a machine of 64 cores, not 64 interpreters that each import pithlog for 2 ms of work)."""
+on a machine of 64 cores, not 64 interpreters that each start (0.2-0.3 s of CPU) for
+about 100 copies of work)."""
 
 
 def replay_jobs(jobs: int | None, copies: int, signatures: bool) -> int:

@@ -27,12 +27,15 @@ whatever the system says (a positive integer)."""
 register({"usage.cores": f"set {ENV} to a positive integer (the cores pithlog may use), "
           "or unset it"})  # fmt: skip
 
-CGROUP_V2_MAX = "/sys/fs/cgroup/cpu.max"
-"""cgroup v2: ``"<quota> <period>"`` in microseconds, or ``"max <period>"`` (no quota), for
-the cgroup the process sees as its root (a container's own, under a cgroup namespace)."""
-CGROUP_V1_QUOTA = "/sys/fs/cgroup/cpu/cpu.cfs_quota_us"
-"""cgroup v1: the quota in microseconds per period, ``-1`` for none."""
-CGROUP_V1_PERIOD = "/sys/fs/cgroup/cpu/cpu.cfs_period_us"
+PROC_SELF_CGROUP = "/proc/self/cgroup"
+"""Which cgroup the process is in: ``0::<path>`` for cgroup v2, ``<n>:cpu,...:<path>`` for
+the v1 hierarchy that holds the ``cpu`` controller."""
+CGROUP_V2_ROOT = "/sys/fs/cgroup"
+"""Where cgroup v2 is mounted; each cgroup's ``cpu.max`` holds ``"<quota> <period>"`` in
+microseconds, or ``"max <period>"`` for no quota."""
+CGROUP_V1_CPU_ROOT = "/sys/fs/cgroup/cpu"
+"""Where cgroup v1's ``cpu`` controller is mounted; each cgroup's ``cpu.cfs_quota_us`` is
+its quota per ``cpu.cfs_period_us`` (``-1``: none)."""
 
 
 def usable_cores() -> int:
@@ -57,18 +60,45 @@ def usable_cores() -> int:
 
 
 def cgroup_quota() -> float | None:
-    """The CPUs the process's cgroup may use per period (``quota / period``), or ``None``
-    when it has no quota or none can be read (no cgroup file system, another system)."""
-    text = _read(CGROUP_V2_MAX)
-    if text is not None:
-        fields = text.split()
+    """The fewest CPUs per period that the process's cgroup, or a cgroup above it, may use
+    (``quota / period``: a quota set on a systemd service's cgroup or on its slice, as on a
+    container's), or ``None`` when none has a quota or none can be read (no cgroup file
+    system, another system). Inside a container with its own cgroup namespace the process's
+    cgroup is the mount's root, whose files are the container's."""
+    v2, v1 = _own_cgroups()
+    found: list[float | None] = []
+    for folder in _up_from(CGROUP_V2_ROOT, v2):
+        fields = (_read(os.path.join(folder, "cpu.max")) or "").split()
         if len(fields) == 2 and fields[0] != "max":
-            return _ratio(fields[0], fields[1])
-        return None
-    quota, period = _read(CGROUP_V1_QUOTA), _read(CGROUP_V1_PERIOD)
-    if quota is None or period is None:
-        return None
-    return _ratio(quota, period)
+            found.append(_ratio(fields[0], fields[1]))
+    for folder in _up_from(CGROUP_V1_CPU_ROOT, v1):
+        quota = _read(os.path.join(folder, "cpu.cfs_quota_us"))
+        period = _read(os.path.join(folder, "cpu.cfs_period_us"))
+        if quota is not None and period is not None:
+            found.append(_ratio(quota, period))
+    quotas = [quota for quota in found if quota is not None]
+    return min(quotas) if quotas else None
+
+
+def _own_cgroups() -> tuple[str, str]:
+    """The process's cgroup paths, for v2 and for v1's ``cpu`` controller (``/``, the
+    mount's root, where ``/proc/self/cgroup`` does not say)."""
+    v2 = v1 = "/"
+    for line in (_read(PROC_SELF_CGROUP) or "").splitlines():
+        number, _, rest = line.partition(":")
+        controllers, _, path = rest.partition(":")
+        if number == "0" and not controllers:
+            v2 = path
+        elif "cpu" in controllers.split(","):
+            v1 = path
+    return v2, v1
+
+
+def _up_from(root: str, path: str) -> list[str]:
+    """The folder of cgroup ``path`` under ``root`` and each above it up to ``root``, the
+    deepest first; nothing outside ``root`` (``..`` is dropped)."""
+    parts = [part for part in path.split("/") if part not in ("", ".", "..")]
+    return [os.path.join(root, *parts[:depth]) for depth in range(len(parts), -1, -1)]
 
 
 def _ratio(quota: str, period: str) -> float | None:
@@ -82,6 +112,6 @@ def _ratio(quota: str, period: str) -> float | None:
 def _read(path: str) -> str | None:
     try:
         with open(path, encoding="ascii") as file:
-            return file.read(256).strip()
+            return file.read(65536).strip()
     except (OSError, ValueError):
         return None

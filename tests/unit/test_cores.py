@@ -19,12 +19,21 @@ from pithlog.store.replay_processes import COPIES_PER_WORKER, POOL_MIN_COPIES, r
 
 @pytest.fixture
 def cgroup(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """cgroup files of our own in place of the system's (none exist until written)."""
+    """cgroup file systems of our own in place of the system's: ``v2/`` and ``v1/`` (the
+    ``cpu`` controller's), and the process's ``/proc/self/cgroup`` as ``self``; none of
+    their files exist until written."""
     monkeypatch.delenv(cores.ENV, raising=False)
-    monkeypatch.setattr(cores, "CGROUP_V2_MAX", str(tmp_path / "cpu.max"))
-    monkeypatch.setattr(cores, "CGROUP_V1_QUOTA", str(tmp_path / "cpu.cfs_quota_us"))
-    monkeypatch.setattr(cores, "CGROUP_V1_PERIOD", str(tmp_path / "cpu.cfs_period_us"))
+    monkeypatch.setattr(cores, "CGROUP_V2_ROOT", str(tmp_path / "v2"))
+    monkeypatch.setattr(cores, "CGROUP_V1_CPU_ROOT", str(tmp_path / "v1"))
+    monkeypatch.setattr(cores, "PROC_SELF_CGROUP", str(tmp_path / "self"))
     return tmp_path
+
+
+def put(folder: Path, files: dict[str, str]) -> None:
+    """The files of one cgroup's folder."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, text in files.items():
+        (folder / name).write_text(text + "\n")
 
 
 @pytest.mark.parametrize(
@@ -33,7 +42,7 @@ def cgroup(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
      ("50000", None), ("x 100000", None), ("0 100000", None)],
 )  # fmt: skip
 def test_cgroup_v2_quota(cgroup: Path, text: str, quota: float | None) -> None:
-    (cgroup / "cpu.max").write_text(text + "\n")
+    put(cgroup / "v2", {"cpu.max": text})
     assert cgroup_quota() == quota
 
 
@@ -43,13 +52,38 @@ def test_cgroup_v2_quota(cgroup: Path, text: str, quota: float | None) -> None:
      ("300000", "0", None)],
 )  # fmt: skip
 def test_cgroup_v1_quota(cgroup: Path, quota: str, period: str, expected: float | None) -> None:
-    (cgroup / "cpu.cfs_quota_us").write_text(quota + "\n")
-    (cgroup / "cpu.cfs_period_us").write_text(period + "\n")
+    put(cgroup / "v1", {"cpu.cfs_quota_us": quota, "cpu.cfs_period_us": period})
     assert cgroup_quota() == expected
 
 
 def test_no_cgroup_files_no_quota(cgroup: Path) -> None:
     assert cgroup_quota() is None
+
+
+def test_the_quota_of_the_process_cgroup_and_those_above_it(cgroup: Path) -> None:
+    """A systemd service (CPUQuota=) or its slice: the process's own cgroup is read, and
+    every cgroup above it; the fewest CPUs win. Cgroups beside it do not count."""
+    (cgroup / "self").write_text("0::/system.slice/pith.service\n")
+    put(cgroup / "v2", {"cpu.max": "max 100000"})
+    put(cgroup / "v2" / "system.slice/pith.service", {"cpu.max": "250000 100000"})
+    put(cgroup / "v2" / "system.slice/other.service", {"cpu.max": "50000 100000"})
+    assert cgroup_quota() == 2.5
+    put(cgroup / "v2" / "system.slice", {"cpu.max": "120000 100000"})
+    assert cgroup_quota() == 1.2
+
+
+def test_a_v1_cpu_hierarchy_named_in_proc_self_cgroup(cgroup: Path) -> None:
+    (cgroup / "self").write_text("5:memory:/svc\n4:cpu,cpuacct:/svc/web\n0::/\n")
+    put(cgroup / "v1" / "svc/web", {"cpu.cfs_quota_us": "150000", "cpu.cfs_period_us": "100000"})
+    put(cgroup / "v1", {"cpu.cfs_quota_us": "-1", "cpu.cfs_period_us": "100000"})
+    assert cgroup_quota() == 1.5
+
+
+def test_a_path_never_leaves_the_mount(cgroup: Path) -> None:
+    (cgroup / "self").write_text("0::/../../outside\n")
+    put(cgroup / "outside", {"cpu.max": "100000 100000"})  # beside the mount, not under it
+    put(cgroup / "v2", {"cpu.max": "300000 100000"})
+    assert cgroup_quota() == 3.0
 
 
 @pytest.mark.parametrize(
@@ -62,12 +96,12 @@ def test_usable_cores_is_the_affinity_capped_by_the_quota(
 ) -> None:
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(affinity)),
                         raising=False)  # fmt: skip
-    (cgroup / "cpu.max").write_text(quota_text)
+    put(cgroup / "v2", {"cpu.max": quota_text})
     assert usable_cores() == expected
 
 
 def test_the_environment_decides_when_set(cgroup: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    (cgroup / "cpu.max").write_text("100000 100000")  # one CPU: the variable still wins
+    put(cgroup / "v2", {"cpu.max": "100000 100000"})  # one CPU: the variable still wins
     monkeypatch.setenv(cores.ENV, "3")
     assert usable_cores() == 3
 

@@ -7,6 +7,7 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -18,7 +19,7 @@ from pithlog.store.replay_processes import COPIES_PER_WORKER, POOL_MIN_COPIES, r
 
 
 @pytest.fixture
-def cgroup(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+def cgroup(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     """cgroup file systems of our own in place of the system's: ``v2/`` and ``v1/`` (the
     ``cpu`` controller's), and the process's ``/proc/self/cgroup`` as ``self``; none of
     their files exist until written."""
@@ -26,7 +27,9 @@ def cgroup(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setattr(cores, "CGROUP_V2_ROOT", str(tmp_path / "v2"))
     monkeypatch.setattr(cores, "CGROUP_V1_CPU_ROOT", str(tmp_path / "v1"))
     monkeypatch.setattr(cores, "PROC_SELF_CGROUP", str(tmp_path / "self"))
-    return tmp_path
+    cores.system_cores.cache_clear()  # read once per process: read ours
+    yield tmp_path
+    cores.system_cores.cache_clear()
 
 
 def put(folder: Path, files: dict[str, str]) -> None:

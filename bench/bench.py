@@ -50,6 +50,7 @@ import workload
 from net_rows import net_rows
 from verify_rate import raw_verify_rate, timed
 
+from pithlog.parallel import usable_cores
 from pithlog.protocol.canonical import jcs
 from pithlog.protocol.events import sign_event
 from pithlog.protocol.keys import Keyring, SigningKey, make_keyring
@@ -129,7 +130,7 @@ VERIFY_SAMPLE = 2000
 """Verifications per sample of the raw rate (about a quarter of a second)."""
 
 
-CORES = os.cpu_count() or 1
+CORES = usable_cores()  # the cores the commands size their pools by (docs/cli.md)
 
 
 def cpu_seconds() -> float:

@@ -18,7 +18,6 @@ import argparse
 import asyncio
 import contextlib
 import json
-import os
 import platform
 import signal
 import ssl
@@ -34,6 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import httpx
 import workload
 
+from pithlog.parallel import usable_cores
 from pithlog.protocol.keys import dump_key_file, make_keyring
 from pithlog.store import Store
 from pithlog.testing import test_key, test_keyring_entries
@@ -198,7 +198,7 @@ def main() -> None:
             stop(trivial)
     base = results[TRIVIAL][0]
     print(f"net_bench: {args.events} events ({size} leaves), {args.connections} connections, "
-          f"{args.seconds:g} s each; {platform.python_version()}, {os.cpu_count()} cores")
+          f"{args.seconds:g} s each; {platform.python_version()}, {usable_cores()} cores")
     print("| endpoint | requests/s | / trivial | p50 ms | p99 ms |")
     print("|---|---|---|---|---|")
     for name, (rate, lat) in results.items():

@@ -12,12 +12,13 @@ processes read one store, and its writer lock orders their commits.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
 import socket
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import uvicorn
@@ -194,6 +195,24 @@ def bind(host: str, port: int) -> socket.socket:
     return sock
 
 
+@contextlib.contextmanager
+def environment(variables: dict[str, str]) -> Iterator[None]:
+    """``variables`` in the environment while the server runs (its workers, spawned, read
+    them), and the environment as it was afterwards: a program that calls
+    :func:`pithlog.cli.main` keeps its own, as it keeps its garbage collector's setting
+    (``docs/cli.md``)."""
+    before = {name: os.environ.get(name) for name in variables}
+    os.environ.update(variables)
+    try:
+        yield
+    finally:
+        for name, value in before.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
 def serve(settings: Settings, listen: str, workers: int, ready: Callable[[str], None]) -> None:
     """Serve until SIGINT or SIGTERM (uvicorn shuts down gracefully, then re-raises the
     signal). ``ready`` gets the URL once the socket listens: connections made before the
@@ -207,11 +226,11 @@ def serve(settings: Settings, listen: str, workers: int, ready: Callable[[str], 
     else:
         open_config(settings).store.close()
     sock = bind(host, port)
-    os.environ[SETTINGS_VARIABLE] = settings.encode()
+    variables = {SETTINGS_VARIABLE: settings.encode()}
     if workers > 1:
         # Each worker keeps its own judging helpers (Store.judging, sized by the cores):
         # N workers share the cores rather than each taking all of them.
-        os.environ[cores.ENV] = str(max(1, usable_cores() // workers))
+        variables[cores.ENV] = str(max(1, usable_cores() // workers))
     config = uvicorn.Config(
         "pithlog.net.server:app_from_environment",
         factory=True,
@@ -227,7 +246,7 @@ def serve(settings: Settings, listen: str, workers: int, ready: Callable[[str], 
     )
     shown = f"[{host}]" if ":" in host else host
     ready(f"http://{shown}:{sock.getsockname()[1]}")
-    with sock:
+    with sock, environment(variables):
         if workers == 1:
             uvicorn.Server(config).run(sockets=[sock])
         else:

@@ -5,6 +5,7 @@ command's refusals before it listens."""
 from __future__ import annotations
 
 import io
+import os
 import warnings
 from pathlib import Path
 from typing import Any
@@ -107,3 +108,20 @@ def test_full_tiles_are_kept_partial_ones_read_each_time(
                 assert got.status_code == 200
                 assert got.content == real(*tile)
         assert reads == [full, partial, partial]
+
+
+def test_serve_leaves_the_environment_as_it_found_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """What the workers read from the environment is there while the server runs only: a
+    program that calls pithlog.cli.main keeps its own variables, set or unset."""
+    from pithlog.net.server import environment
+
+    monkeypatch.setenv("PITHLOG_CORES", "8")
+    monkeypatch.delenv("PITHLOG_SERVE_TEST_UNSET", raising=False)
+    with environment({"PITHLOG_CORES": "4", "PITHLOG_SERVE_TEST_UNSET": "x"}):
+        assert os.environ["PITHLOG_CORES"] == "4"
+        assert os.environ["PITHLOG_SERVE_TEST_UNSET"] == "x"
+    assert os.environ["PITHLOG_CORES"] == "8"
+    assert "PITHLOG_SERVE_TEST_UNSET" not in os.environ
+    with pytest.raises(KeyboardInterrupt), environment({"PITHLOG_CORES": "2"}):
+        raise KeyboardInterrupt  # how a served process stops
+    assert os.environ["PITHLOG_CORES"] == "8"

@@ -23,6 +23,7 @@ import msgspec
 from pithlog.errors import UsageError
 from pithlog.protocol.keys import Keyring, load_keyring
 from pithlog.store import Store
+from pithlog.store.environment_walk import Walkers
 
 
 class Parser(argparse.ArgumentParser):
@@ -149,12 +150,18 @@ def store_path(args: argparse.Namespace) -> str:
 
 
 def open_store(
-    args: argparse.Namespace, create: bool = False, readonly: bool = False, check: bool = False
+    args: argparse.Namespace,
+    create: bool = False,
+    readonly: bool = False,
+    check: bool = False,
+    walkers: Walkers | None = None,
 ) -> Store:
     """The store of ``--store``; ``readonly`` for a command that only reads it (LMDB's
     read-only mode: it never waits for a writer, never writes the store, and works on a
-    store this user cannot write); ``check`` to walk its data file first (``Store.open``)."""
-    return Store.open(store_path(args), create=create, readonly=readonly, check=check)
+    store this user cannot write); ``check`` to walk its data file first (``Store.open``),
+    in parts by ``walkers`` when given."""
+    return Store.open(store_path(args), create=create, readonly=readonly, check=check,
+                      walkers=walkers)  # fmt: skip
 
 
 class Bar:

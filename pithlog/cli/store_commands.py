@@ -42,7 +42,8 @@ def cmd_replay(args: argparse.Namespace, out: Out) -> int:
     if args.jobs is not None and args.jobs < 1:
         raise UsageError("arguments", "--jobs must be at least 1")
     with contextlib.ExitStack() as stack:
-        # --verify walks the data file at open: the workers start meanwhile
+        # --verify walks the data file at open: the workers start meanwhile, and take
+        # parts of the walk
         early = (early_workers(stack, store_path(args), args.jobs)
                  if args.verify and not args.rebuild else None)  # fmt: skip
         report = _replay(args, out, keyring, early)
@@ -69,7 +70,9 @@ def _replay(
 ) -> ReplayReport | None:
     """``replay``'s work on the open store: the report, or ``None`` after a ``--rebuild``
     alone."""
-    with open_store(args, readonly=not args.rebuild, check=args.verify) as store:
+    walkers = early.walkers() if early is not None else None  # the walk in parts
+    with open_store(args, readonly=not args.rebuild, check=args.verify,
+                    walkers=walkers) as store:  # fmt: skip
         if args.rebuild:
             bar = Bar(out, show_progress(args, out), "rebuild")
             try:

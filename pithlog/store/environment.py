@@ -46,6 +46,7 @@ from pithlog.store.environment_files import (
     _open_existing,
     _walk,
 )
+from pithlog.store.environment_walk import Walkers
 from pithlog.store.layout import DB_NAMES, Txn
 from pithlog.store.place import check_place
 
@@ -252,6 +253,7 @@ def acquire(
     map_size: int = DEFAULT_MAP_SIZE,
     readonly: bool = False,
     check: bool = False,
+    walkers: Walkers | None = None,
 ) -> SharedEnvironment:
     """The environment of the store at ``path``, opened (and with ``create``, made) unless
     this process has it open already; each call is matched by one :func:`release`.
@@ -260,13 +262,14 @@ def acquire(
     has it open for writing already. A writable ``acquire`` of a store this process holds
     read-only reopens it for writing in place (:meth:`SharedEnvironment.reopen_writable`).
     ``check``: when this process opens the environment now, every page of the data file is
-    walked first (:func:`_walk`)."""
+    walked first (:func:`_walk`; in parts by ``walkers`` when given)."""
     real = os.path.realpath(path)
     with _REGISTRY_LOCK:
         key = _file_key(real)
         shared = _REGISTRY.get(key)
         if shared is None:
-            shared = _open_env(real, create and not readonly, map_size, readonly, check)
+            shared = _open_env(real, create and not readonly, map_size, readonly, check,
+                               walkers)  # fmt: skip
             _REGISTRY[shared.key] = shared
         elif shared.readonly and not readonly:
             shared.reopen_writable(map_size)
@@ -290,7 +293,12 @@ def release(shared: SharedEnvironment) -> None:
 
 
 def _open_env(
-    real: str, create: bool, map_size: int, readonly: bool, check: bool = False
+    real: str,
+    create: bool,
+    map_size: int,
+    readonly: bool,
+    check: bool = False,
+    walkers: Walkers | None = None,
 ) -> SharedEnvironment:
     data = os.path.join(real, "data.mdb")
     if not os.path.exists(data):
@@ -306,12 +314,17 @@ def _open_env(
     else:
         _check_data_file(real, data, create)
     _allocate_lock_file(real)
-    env, dbs = _open_lmdb(real, create, map_size, readonly, check)
+    env, dbs = _open_lmdb(real, create, map_size, readonly, check, walkers)
     return SharedEnvironment(_file_key(real), real, env, dbs, readonly=readonly)
 
 
 def _open_lmdb(
-    real: str, create: bool, map_size: int, readonly: bool, check: bool = False
+    real: str,
+    create: bool,
+    map_size: int,
+    readonly: bool,
+    check: bool = False,
+    walkers: Walkers | None = None,
 ) -> tuple[lmdb.Environment, dict[str, Any]]:
     """Open the environment and its named databases; a writable open also catches the
     Merkle tree up (or migrates the format), a read-only one refuses a store that needs it
@@ -320,7 +333,7 @@ def _open_lmdb(
     env = _lmdb_open(real, create, map_size, readonly)
     try:
         if check:
-            _walk(env, real)
+            _walk(env, real, walkers)
         if readonly:
             dbs = _open_existing(env, real)
             with _lmdb_errors(), env.begin() as txn:

@@ -26,6 +26,7 @@ from pithlog.errors import StoreError
 from pithlog.protocol.reduce import MERGE_VERSION
 from pithlog.store import codec, format6, keyindex, tree
 from pithlog.store.environment_errors import _lmdb_errors
+from pithlog.store.environment_walk import Walkers, walk_problems
 from pithlog.store.layout import (
     DB_NAMES,
     FORMAT_2,
@@ -123,9 +124,10 @@ def _check_data_file(real: str, data: str, create: bool = False) -> None:
                          "from a backup")  # fmt: skip
 
 
-def _walk(env: lmdb.Environment, real: str) -> None:
+def _walk(env: lmdb.Environment, real: str, walkers: Walkers | None = None) -> None:
     """Walk every page of the data file in Python (py-lmdb's offline verifier,
-    :func:`lmdb.verify.verify`, which never hands the file to LMDB) and refuse it
+    :func:`lmdb.verify.verify`, which never hands the file to LMDB; in parts, by other
+    processes, with ``walkers``: :mod:`pithlog.store.environment_walk`) and refuse it
     (``store.corrupted``) when any invariant LMDB relies on fails: a damaged page read
     through LMDB's memory map can kill the process (SIGBUS, SIGSEGV) where this walk only
     reports it. A read transaction is held meanwhile, so that a writer in another process
@@ -133,7 +135,7 @@ def _walk(env: lmdb.Environment, real: str) -> None:
     registered reader may see); LMDB reads only the meta pages to start it."""
     with env.begin():
         try:
-            problems: list[str] = lmdb.verify.verify(real, subdir=True)  # type: ignore[no-untyped-call]
+            problems = walk_problems(os.path.join(real, "data.mdb"), walkers)
         except lmdb.verify.VerifyError as exc:
             raise StoreError("not_a_store", f"{real}: {exc}") from exc
         except OSError as exc:

@@ -43,6 +43,7 @@ from pithlog.store.append_pipeline import (
     start_append,
 )
 from pithlog.store.environment import DEFAULT_MAP_SIZE, SharedEnvironment, Work, acquire, release
+from pithlog.store.environment_walk import Walkers
 from pithlog.store.layout import META_KEYRING, eid_bytes, event_copy, evidence_of
 from pithlog.store.lookup import PendingPith, require_pith_number
 from pithlog.store.replay_processes import EarlyWorkers, replay, structure
@@ -70,6 +71,7 @@ class Store:
         readonly: bool = False,
         map_size: int = DEFAULT_MAP_SIZE,
         check: bool = False,
+        walkers: Walkers | None = None,
     ) -> Store:
         """Open (and with ``create``, make) the store at ``path``.
 
@@ -84,9 +86,12 @@ class Store:
         ``check`` walks every page of the data file before LMDB reads it, and refuses a
         damaged one (``store.corrupted``) that reading could crash on: for a store from
         elsewhere (``sync --from``) or one being verified (``replay --verify``); it costs a
-        read of the whole file (``docs/store.md``, "The disk").
+        read of the whole file (``docs/store.md``, "The disk"); ``walkers``, processes that
+        take parts of that walk (:mod:`pithlog.store.environment_walk`: replay's workers
+        before they start on the piths).
         """
-        shared = acquire(os.fspath(path), create and not readonly, map_size, readonly, check)
+        shared = acquire(os.fspath(path), create and not readonly, map_size, readonly, check,
+                         walkers)  # fmt: skip
         return cls(shared, readonly)
 
     def close(self) -> None:

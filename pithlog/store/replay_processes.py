@@ -42,6 +42,7 @@ from pithlog.protocol.keys import Keyring, make_keyring
 from pithlog.store import aliases, tree
 from pithlog.store.environment import Work, acquire, release
 from pithlog.store.environment_scratch import scratch_index
+from pithlog.store.environment_walk import Found, Part, Walkers, walk_part
 from pithlog.store.layout import Txn
 from pithlog.store.replay import (
     PithOutcome,
@@ -115,21 +116,40 @@ replay's workers started before the store is opened (:func:`early_workers`)."""
 @dataclasses.dataclass
 class EarlyWorkers:
     """Replay's worker processes, started before the store was opened and walked
-    (:func:`early_workers`): each waits, pithlog imported, for what to replay with (the
-    arguments of :func:`_worker_init`), and opens the store only then, after the walk."""
+    (:func:`early_workers`). Meanwhile they may take parts of that walk (:meth:`walk`,
+    which reads the data file without LMDB); each opens the store only with its first
+    chunk of piths, with the setup :meth:`start` queued once the walk has passed (the
+    arguments of :func:`_worker_init`)."""
 
     pool: Pool
     setups: Any
-    """A ``multiprocessing`` queue: one setup (or ``None``: not needed) per process."""
+    """A ``multiprocessing`` queue: one setup per process, taken with its first chunk."""
     processes: int
     sent: bool = False
 
     def start(self, setup: tuple[Any, ...] | None) -> None:
-        """Hand every waiting process its setup (``None``: leave the store alone), once."""
+        """Queue the setup for every process (``None``: the workers are not needed), once."""
         if not self.sent:
             self.sent = True
-            for _ in range(self.processes):
-                self.setups.put(setup)
+            if setup is not None:
+                for _ in range(self.processes):
+                    self.setups.put(setup)
+
+    def walkers(self) -> Walkers:
+        """These processes as takers of the page walk's parts."""
+        return Walkers(self.processes, self.walk)
+
+    def walk(self, parts: list[Part]) -> list[Found | None] | None:
+        """Each part of the page walk by one of the processes; ``None`` when one was lost
+        or failed (the walk is then done whole in this process, which reports why)."""
+        try:
+            futures = [self.pool.submit(walk_part, part) for part in parts]
+            return [future.result() for future in futures]
+        except BrokenProcessPool:
+            HelperLost.warn()
+            return None
+        except Exception:  # the whole walk, here, meets it again and says what it is
+            return None
 
 
 def early_workers(
@@ -139,11 +159,12 @@ def early_workers(
     now, before the store at ``path`` is opened, when a replay will likely run in more
     than one (a data file of :data:`EARLY_MIN_BYTES` or more, or ``jobs`` > 1 asked for):
     a ``--verify`` open walks every page of the data file first (about 1 s of CPU per 40,000
-    copies, in this process), and the workers' start (a new interpreter importing pithlog,
-    0.2-0.3 s of CPU each) then runs beside it on the other cores instead of after it.
-    No worker reads the store before :meth:`EarlyWorkers.start`, which replay calls once
-    the walk has passed (the walk is there so that no damaged page is read through LMDB's
-    map). Closed with ``stack``; workers replay never used are sent ``None``."""
+    copies), and the workers take its parts (:meth:`EarlyWorkers.walk`, which reads the
+    file without LMDB), their start (a new interpreter importing pithlog, 0.2-0.3 s of CPU
+    each) having run meanwhile instead of after the walk. No worker reads the store
+    through LMDB before :meth:`EarlyWorkers.start`, which replay calls once the walk has
+    passed (the walk is there so that no damaged page is read through LMDB's map). Closed
+    with ``stack``."""
     try:
         size = os.stat(os.path.join(path, "data.mdb")).st_size
     except OSError:
@@ -158,7 +179,6 @@ def early_workers(
     setups = multiprocessing.get_context("spawn").SimpleQueue()
     pool = worker_pool(stack, processes, _worker_wait, (setups,))
     early = EarlyWorkers(pool, setups, processes)
-    stack.callback(early.start, None)  # before the pool's shutdown: stacks unwind in reverse
     for _ in range(processes):
         pool.submit(_ready)  # a pool starts a process per task sent, up to its size
     return early
@@ -348,12 +368,10 @@ def _worker_init(
 
 
 def _worker_wait(setups: Any) -> None:
-    """An early worker's initializer (:func:`early_workers`): wait for the setup, then
-    :func:`_worker_init` with it; ``None``: the replay did not need this worker."""
+    """An early worker's initializer (:func:`early_workers`): its setup comes later, through
+    ``setups``, with its first chunk (:func:`_worker_run`)."""
     leave_interrupts_to_parent()
-    setup = setups.get()
-    if setup is not None:
-        _worker_init(*setup)
+    _WORKER["setups"] = setups
 
 
 def _ready() -> None:
@@ -369,4 +387,6 @@ def _run_chunk(read: Read[Any], chunk: Chunk, ctx: ReplayContext) -> list[PithOu
 
 
 def _worker_run(chunk: Chunk) -> list[PithOutcome]:
+    if "read" not in _WORKER:  # an early worker: its setup was queued after the walk
+        _worker_init(*_WORKER["setups"].get())
     return _run_chunk(_WORKER["read"], chunk, _WORKER["ctx"])

@@ -142,7 +142,8 @@ def test_replay_verify_starts_its_workers_before_the_walk(
     files: dict[str, Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Above the thresholds (lowered here), `replay --verify` starts its workers before it
-    # opens and walks the store, and they replay once the walk has passed; the output is
+    # opens and walks the store (they may take the walk's parts: tests/store/test_walk.py),
+    # and they replay once the walk has passed; the output is
     # that of --jobs 1. A walk that refuses the store ends the command, workers and all.
     import pithlog.store.environment as environment
     import pithlog.store.replay_processes as rp
@@ -163,9 +164,9 @@ def test_replay_verify_starts_its_workers_before_the_walk(
         happened.append(f"{initializer.__name__} x{processes}")
         return worker_pool(stack, processes, initializer, initargs)
 
-    def walk_spy(env: Any, real: str) -> None:
-        happened.append("walk")
-        walk(env, real)
+    def walk_spy(env: Any, real: str, walkers: Any = None) -> None:
+        happened.append("walk" if walkers is None else f"walk, parts for {walkers.parts}")
+        walk(env, real, walkers)
 
     monkeypatch.setattr(rp, "worker_pool", pool_spy)
     monkeypatch.setattr(environment, "_walk", walk_spy)
@@ -174,7 +175,8 @@ def test_replay_verify_starts_its_workers_before_the_walk(
     monkeypatch.setattr(rp, "COPIES_PER_WORKER", 1)
     monkeypatch.setattr(rp, "EARLY_MIN_BYTES", 1)
     assert run(argv)[:2] == one[:2]
-    assert happened == ["_worker_wait x2", "walk"]  # one pool, started before the walk
+    # one pool, started before the walk, whose processes may take its parts
+    assert happened == ["_worker_wait x2", "walk, parts for 2"]
     happened.clear()
     assert run([*argv, "--jobs", "1"])[:2] == one[:2]
     assert happened == ["walk"]

@@ -42,6 +42,7 @@ from pathlib import Path
 import httpx
 
 from pithlog.errors import DoorError, MirrorError, ProofError, register
+from pithlog.net.encoding import ACCEPT_ENCODING, read_answer
 from pithlog.protocol.canonical import MAX_ENVELOPE_BYTES
 from pithlog.protocol.events import Envelope
 from pithlog.protocol.keys import KeyEntry, Keyring
@@ -135,16 +136,14 @@ class Origin:
         """The body at ``path`` (``None``: 404), read up to ``limit`` bytes."""
         url = f"{self.url}/{path}"
         try:
-            with self._client.stream("GET", url) as response:
+            headers = {"Accept-Encoding": ACCEPT_ENCODING}
+            with self._client.stream("GET", url, headers=headers) as response:
                 if response.status_code == 404:
                     return None
                 if response.status_code != 200:
                     raise MirrorError("fetch", f"{url} answered {response.status_code}")
-                body = bytearray()
-                for chunk in response.iter_bytes():
-                    body += chunk
-                    if len(body) > limit:
-                        raise MirrorError("fetch", f"{url}: an answer of over {limit} bytes")
+                body = read_answer(response, limit,
+                                   lambda why: MirrorError("fetch", f"{url}: {why}"))
         except httpx.HTTPError as exc:
             raise MirrorError("fetch", f"{url}: {exc}") from exc
         self.fetched += len(body)

@@ -29,6 +29,7 @@ from starlette.routing import BaseRoute, Route
 
 from pithlog.errors import SyncError, register
 from pithlog.net.app import error_response
+from pithlog.net.encoding import ACCEPT_ENCODING, read_answer
 from pithlog.net.sources import store_responder
 from pithlog.net.submit import Limits as BodyLimits
 from pithlog.net.submit import read_body
@@ -138,8 +139,9 @@ class HttpTransport:
     def request(self, message: bytes) -> bytes:
         self.sent += len(message)
         try:
+            headers = {"Content-Type": MEDIA, "Accept-Encoding": ACCEPT_ENCODING}
             with self._client.stream("POST", self.url, content=message,
-                                     headers={"Content-Type": MEDIA}) as response:  # fmt: skip
+                                     headers=headers) as response:  # fmt: skip
                 if response.status_code != 200:
                     raise _remote_error(response)
                 reply = self._read(response)
@@ -157,20 +159,15 @@ class HttpTransport:
         if length.isdigit() and int(length) > self.limits.max_message:
             raise SyncError("limit", f"an answer of {length} bytes; the most taken is "
                             f"{self.limits.max_message}")  # fmt: skip
-        body = bytearray()
-        for chunk in response.iter_bytes():
-            body += chunk
-            if len(body) > self.limits.max_message:
-                raise SyncError("limit", f"an answer of over {self.limits.max_message} bytes")
-        return bytes(body)
+        return read_answer(response, self.limits.max_message, lambda why: SyncError("limit", why))
 
 
 def _remote_error(response: httpx.Response) -> SyncError:
-    body = bytearray()
-    for chunk in response.iter_bytes():
-        body += chunk
-        if len(body) > _ERROR_BYTES:
-            break
+    try:
+        body = read_answer(response, _ERROR_BYTES, lambda why: SyncError("remote", why))
+    except SyncError as exc:
+        return SyncError("remote", f"{response.url} answered {response.status_code} and "
+                         f"{exc.message}")  # fmt: skip
     try:
         doc: Any = msgspec.json.decode(bytes(body))
         shown = f"[{doc['error']}] {doc['message']}"

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import httpx
 
 from pithlog.errors import WitnessError
+from pithlog.net.encoding import ACCEPT_ENCODING, read_answer
 from pithlog.protocol.keys import KeyEntry
 from pithlog.transparency.witness import (
     AddCheckpoint,
@@ -25,6 +26,8 @@ from pithlog.transparency.witness import (
 TIMEOUT = 10.0
 """Seconds for one request to a witness."""
 MAX_ANSWER_BYTES = 16 << 10
+"""Bytes of a witness's answer, decoded: more is ``witness.answer`` (a cosignature line is
+under 200)."""
 
 
 @dataclass(frozen=True)
@@ -37,9 +40,21 @@ class Asked:
     problem: str | None = None
 
 
-def _post(client: httpx.Client, url: str, body: bytes) -> httpx.Response:
-    return client.post(url.rstrip("/") + "/add-checkpoint", content=body,
-                       headers={"Content-Type": "text/plain; charset=utf-8"})  # fmt: skip
+@dataclass(frozen=True)
+class _Answer:
+    status_code: int
+    content_type: str
+    content: bytes
+
+
+def _post(client: httpx.Client, url: str, body: bytes) -> _Answer:
+    """The witness's answer, at most :data:`MAX_ANSWER_BYTES` once decoded
+    (:func:`pithlog.net.encoding.read_answer`; ``witness.answer`` beyond)."""
+    headers = {"Content-Type": "text/plain; charset=utf-8", "Accept-Encoding": ACCEPT_ENCODING}
+    with client.stream("POST", url.rstrip("/") + "/add-checkpoint", content=body,
+                       headers=headers) as answer:  # fmt: skip
+        content = read_answer(answer, MAX_ANSWER_BYTES, lambda why: WitnessError("answer", why))
+        return _Answer(answer.status_code, answer.headers.get("content-type", ""), content)
 
 
 def ask_witness(
@@ -60,10 +75,10 @@ def ask_witness(
             answer = _post(client, url, AddCheckpoint(old, proof, note).encoded())
         except httpx.HTTPError as exc:
             return Asked(url, b"", (), f"no answer: {exc}")
-        content = answer.content[:MAX_ANSWER_BYTES]
-        if answer.status_code == 409 and answer.headers.get("content-type", "").startswith(
-            "text/x.tlog.size"
-        ):
+        except WitnessError as exc:
+            return Asked(url, b"", (), exc.message)
+        content = answer.content
+        if answer.status_code == 409 and answer.content_type.startswith("text/x.tlog.size"):
             text = content.decode("ascii", "replace").strip()
             if not text.isdigit() or int(text) == old or int(text) > size:
                 return Asked(url, b"", (), f"409 with size {text!r}: the witness has seen "

@@ -50,6 +50,8 @@ register({
     "and a signed checkpoint (C2SP tlog-witness)",
     "witness.cosignature": "a cosignature line does not verify under the witness key named",
     "witness.quorum": "fewer witnesses cosigned the checkpoint than the quorum asked for",
+    "witness.answer": "a witness's answer is larger than a client takes, or its encoding "
+    "does not decode",
     "witness.key": "the key may not cosign as a witness: use a mirror or pith_registry key, "
     "not revoked",
 })  # fmt: skip

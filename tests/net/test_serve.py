@@ -16,6 +16,7 @@ from typing import Any
 
 import httpx
 import pytest
+import zstandard
 from served import ORIGIN, Files, Server, g, make_files, serving
 
 from pithlog.net.server import bind
@@ -143,14 +144,24 @@ def test_an_independent_tile_client_rederives_the_signed_root(
     # a partial tile of an earlier size is the prefix of today's tile
     early = get(server, "/tile/0/000.p/5")
     assert early.content == b"".join(_leaf(e) for e in leaves[:5])
-    # gzip when asked for, the same bytes
-    raw = httpx.get(server.url + "/tile/entries/000", timeout=TIMEOUT,
-                    headers={"Accept-Encoding": "gzip"}, follow_redirects=False)  # fmt: skip
-    assert raw.content == b"".join(len(e).to_bytes(2, "big") + e for e in leaves[:256])
+    # an entry bundle is hashes: never compressed, whatever the client accepts
     with httpx.stream("GET", server.url + "/tile/entries/000", timeout=TIMEOUT,
-                      headers={"Accept-Encoding": "gzip"}) as response:  # fmt: skip
+                      headers={"Accept-Encoding": "zstd, gzip"}) as response:  # fmt: skip
         body = b"".join(response.iter_raw())
-    assert response.headers["content-encoding"] == "gzip" and gzip.decompress(body) == raw.content
+    assert "content-encoding" not in response.headers
+    assert body == b"".join(len(e).to_bytes(2, "big") + e for e in leaves[:256])
+    # copies: zstd when accepted, else gzip when accepted, else as they are; the same bytes
+    plain = b"".join(copy + b"\n" for copy in copies[:256])
+    for accept, coding in [("zstd, gzip", "zstd"), ("gzip;q=1, zstd;q=0", "gzip"),
+                           ("gzip", "gzip"), ("identity", None), ("*", "zstd")]:  # fmt: skip
+        with httpx.stream("GET", server.url + "/copies/000", timeout=TIMEOUT,
+                          headers={"Accept-Encoding": accept}) as response:  # fmt: skip
+            body = b"".join(response.iter_raw())
+        assert response.headers.get("content-encoding") == coding, accept
+        decoded = {"zstd": lambda b: zstandard.ZstdDecompressor().decompressobj().decompress(b),
+                   "gzip": gzip.decompress, None: bytes}[coding](body)  # fmt: skip
+        assert decoded == plain, accept
+        assert coding is None or len(body) < len(plain) / 3
 
 
 def test_states_events_proofs_and_stats(server: Server, files: Files) -> None:

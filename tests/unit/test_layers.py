@@ -53,7 +53,7 @@ HOMES = {
         "pithlog.store.environment_scratch",
         "pithlog.store.environment_walk",
     },
-    "zstandard": {"pithlog.store"},
+    "zstandard": {"pithlog.store", "pithlog.net.encoding"},  # stored values; HTTP answers
     "cryptography": {"pithlog.protocol.keys", "pithlog.protocol.checks"},
     "rfc8785": {"pithlog.protocol.canonical"},
     "starlette": {"pithlog.net"},

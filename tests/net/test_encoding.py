@@ -1,0 +1,157 @@
+"""Content-Encoding (pithlog.net.encoding): the clients' answers are bounded after decoding,
+against a hostile server on 127.0.0.1 (uvicorn, in a thread) whose small bodies decode to
+hundreds of megabytes; encodings not asked for, cut frames and oversized windows are
+refused with the client's own error code."""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import threading
+import time
+import tracemalloc
+import zlib
+from collections.abc import Iterator
+
+import httpx
+import pytest
+import uvicorn
+import zstandard
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from pithlog.errors import MirrorError, SyncError
+from pithlog.net.encoding import MAX_WINDOW, accepts, read_answer
+from pithlog.net.mirror import Origin
+from pithlog.net.sync import Limits
+from pithlog.net.sync_http import HttpTransport
+from pithlog.net.witness_client import MAX_ANSWER_BYTES, ask_witness
+
+ZEROS = 256 << 20
+"""What each bomb decodes to."""
+
+
+def _zstd_bomb() -> bytes:
+    compressor = zstandard.ZstdCompressor(level=1).compressobj()
+    block = bytes(1 << 20)
+    return b"".join(compressor.compress(block) for _ in range(ZEROS >> 20)) + compressor.flush()
+
+
+def _gzip_bomb() -> bytes:
+    compressor = zlib.compressobj(9, zlib.DEFLATED, 31)
+    block = bytes(1 << 20)
+    return b"".join(compressor.compress(block) for _ in range(64)) + compressor.flush()
+
+
+def _wide_window() -> bytes:
+    params = zstandard.ZstdCompressionParameters.from_level(3, window_log=27)
+    compressor = zstandard.ZstdCompressor(compression_params=params).compressobj()
+    return compressor.compress(b"\1" * (MAX_WINDOW * 2)) + compressor.flush()
+
+
+@pytest.fixture(scope="module")
+def hostile() -> Iterator[str]:
+    """A server whose every answer is one of the bodies below, by path."""
+    plain = b"a checkpoint\n" * 1000
+    bodies = {
+        "zstd-bomb": (_zstd_bomb(), "zstd"),
+        "gzip-bomb": (_gzip_bomb(), "gzip"),
+        "brotli": (b"\x1b\x03\x00", "br"),
+        "zstd-cut": (zstandard.ZstdCompressor().compress(plain)[:-4], "zstd"),
+        "zstd-wide": (_wide_window(), "zstd"),
+        "zstd-ok": (zstandard.ZstdCompressor().compress(plain), "zstd"),
+        "gzip-ok": (zlib.compress(plain, wbits=31), "gzip"),
+    }
+    assert all(len(body) < 1 << 20 for body, _ in bodies.values())
+
+    async def answer(request: Request) -> Response:
+        name = request.url.path.strip("/").split("/")[0]
+        body, coding = bodies[name]
+        return Response(body, headers={"Content-Encoding": coding})
+
+    app = Starlette(routes=[Route("/{rest:path}", answer, methods=["GET", "POST"])])
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    server = uvicorn.Server(uvicorn.Config(app, log_level="error", lifespan="off"))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while not server.started:
+        assert time.monotonic() < deadline, "the hostile server did not start"
+        time.sleep(0.01)
+    try:
+        yield f"http://127.0.0.1:{sock.getsockname()[1]}"
+    finally:
+        server.should_exit = True
+        thread.join(10)
+        sock.close()
+
+
+@contextlib.contextmanager
+def peak(bound: int) -> Iterator[None]:
+    """The Python memory allocated meanwhile stays under ``bound`` bytes at its peak."""
+    tracemalloc.start()
+    try:
+        yield
+        _, top = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert top < bound, f"{top:,} bytes at the peak"
+
+
+@pytest.mark.parametrize("bomb", ["zstd-bomb", "gzip-bomb"])
+def test_a_bomb_is_refused_at_the_limit_after_decoding(hostile: str, bomb: str) -> None:
+    with Origin(hostile) as origin, peak(8 << 20), pytest.raises(MirrorError) as caught:
+        origin.get(bomb, 1 << 20)
+    assert caught.value.code == "mirror.fetch"
+    assert "an answer of over 1048576 bytes" in caught.value.message
+
+
+@pytest.mark.parametrize(("path", "why"), [
+    ("brotli", "Content-Encoding 'br', which was not asked for"),
+    ("zstd-cut", "ends inside a frame"),
+    ("zstd-wide", "does not decode"),
+])  # fmt: skip
+def test_what_does_not_decode_is_refused(hostile: str, path: str, why: str) -> None:
+    with Origin(hostile) as origin, pytest.raises(MirrorError) as caught:
+        origin.get(path, 1 << 30)
+    assert caught.value.code == "mirror.fetch" and why in caught.value.message
+
+
+@pytest.mark.parametrize("path", ["zstd-ok", "gzip-ok"])
+def test_encoded_answers_are_read_whole(hostile: str, path: str) -> None:
+    with Origin(hostile) as origin:
+        assert origin.get(path, 13_000) == b"a checkpoint\n" * 1000
+        with pytest.raises(MirrorError):
+            origin.get(path, 12_999)
+
+
+def test_the_sync_and_witness_clients_are_bounded_too(hostile: str) -> None:
+    limits = Limits(max_message=1 << 20)
+    transport = HttpTransport(hostile + "/zstd-bomb", limits)
+    with transport, peak(8 << 20), pytest.raises(SyncError) as caught:
+        transport.request(b"{}")
+    assert caught.value.code == "sync.limit"
+    with httpx.Client() as client, peak(8 << 20):
+        asked = ask_witness(client, hostile + "/zstd-bomb", b"note", 1, lambda old: [], [])
+    assert asked.problem == f"an answer of over {MAX_ANSWER_BYTES} bytes"
+    assert not asked.cosigned
+
+
+@pytest.mark.parametrize(("header", "coding", "expected"), [
+    ("zstd, gzip", "zstd", True), ("gzip", "zstd", False), ("gzip, zstd;q=0", "zstd", False),
+    ("ZSTD;q=0.5", "zstd", True), ("*", "zstd", True), ("*;q=0, gzip", "zstd", False),
+    ("*, zstd;q=0", "zstd", False), ("zstd;q=x", "zstd", False), ("", "zstd", False),
+    ("xzstd", "zstd", False),
+])  # fmt: skip
+def test_accept_encoding(header: str, coding: str, expected: bool) -> None:
+    assert accepts(header, coding) is expected
+
+
+def test_an_answer_made_in_memory_is_taken_as_read() -> None:
+    answer = httpx.Response(200, content=b"x" * 10)
+    assert read_answer(answer, 10, ValueError) == b"x" * 10
+    with pytest.raises(ValueError, match="over 9 bytes"):
+        read_answer(httpx.Response(200, content=b"x" * 10), 9, ValueError)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import io
+import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 
@@ -115,6 +116,10 @@ class _Waiting:
     done: asyncio.Future[list[AppendResult]]
 
 
+GATHER_SECONDS = 0.002
+"""The longest a commit waits for the requests it expects (:meth:`GroupCommit._gather`)."""
+
+
 @dataclass
 class GroupCommit:
     """Concurrent submissions, batched: while one write transaction is being committed,
@@ -122,6 +127,11 @@ class GroupCommit:
     to :attr:`Limits.batch_lines` lines, never splitting a request), so N concurrent
     submitters pay about one fsync per commit, not N. Each request's results are its own
     slice of the batch's, in order, handed out only after the commit.
+
+    A commit also waits, briefly, for the requests it expects (:meth:`_gather`): submitters
+    that each wait for their answer before sending again all come back after the same
+    commit, a few at a time, and without the wait the first few would take a commit of
+    their own while the rest queue behind it.
 
     ``append`` is :meth:`pithlog.store.Store.append` (run in a worker thread: the event
     loop keeps serving readers while a batch is verified and written)."""
@@ -134,6 +144,11 @@ class GroupCommit:
     _queue: list[_Waiting] = field(default_factory=list)
     _writer: asyncio.Task[None] | None = None
     _slots: asyncio.Semaphore | None = None
+    _arrived: asyncio.Event | None = None
+    _answered: int = 0
+    """Requests the last commit answered: as many are expected back."""
+    _took: float = 0.0
+    """Seconds the last commit took."""
 
     @classmethod
     def over(cls, store: Store, keyring: Keyring, limits: Limits) -> GroupCommit:
@@ -170,13 +185,37 @@ class GroupCommit:
         self.requests += 1
         waiting = _Waiting(lines, asyncio.get_running_loop().create_future())
         self._queue.append(waiting)
+        if self._arrived is not None:
+            self._arrived.set()
         if self._writer is None or self._writer.done():
             self._writer = asyncio.create_task(self._write())
         # shielded: a client that goes away does not cancel the batch others wait for
         return await asyncio.shield(waiting.done)
 
+    async def _gather(self) -> None:
+        """Wait until as many requests are queued as the last commit answered (or a
+        batch's lines), for at most :data:`GATHER_SECONDS` and a quarter of the last
+        commit's time: a lone submitter, or one after a pause, is not kept waiting."""
+        expected = self._answered
+        if expected <= 1:
+            return
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + min(GATHER_SECONDS, self._took / 4)
+        arrived = self._arrived = self._arrived or asyncio.Event()
+        while len(self._queue) < expected and sum(len(w.lines) for w in self._queue) \
+                < self.batch_lines:  # fmt: skip
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                return
+            arrived.clear()
+            try:
+                await asyncio.wait_for(arrived.wait(), remaining)
+            except TimeoutError:
+                return
+
     async def _write(self) -> None:
         while self._queue:
+            await self._gather()
             batch: list[_Waiting] = []
             count = 0
             while self._queue and (not batch or count + len(self._queue[0].lines)
@@ -184,6 +223,7 @@ class GroupCommit:
                 batch.append(self._queue.pop(0))
                 count += len(batch[-1].lines)
             flat = [line for w in batch for line in w.lines]
+            started = time.monotonic()
             try:
                 results = await anyio.to_thread.run_sync(self.append, flat)
             except Exception as exc:  # every waiter of this batch gets the store's error
@@ -191,6 +231,8 @@ class GroupCommit:
                     if not w.done.done():
                         w.done.set_exception(exc)
                 continue
+            finally:
+                self._answered, self._took = len(batch), time.monotonic() - started
             self.commits += 1
             at = 0
             for w in batch:

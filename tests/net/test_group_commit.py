@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 
 import pytest
 
@@ -84,3 +85,46 @@ def test_nothing_to_commit(lines: list[bytes]) -> None:
     group = GroupCommit(appender)
     assert len(asyncio.run(group.submit(lines))) == len(lines)
     assert appender.batches == ([lines] if lines else [])  # no empty transaction
+
+
+def test_submitters_that_wait_for_their_answers_share_one_commit_each_round() -> None:
+    """Eight submitters, each sending again as soon as it is answered, come back one after
+    the other; the commit waits for the ones it answered last time (GroupCommit._gather),
+    so the rounds settle at one commit of all eight (without the wait: 1, 7, 1, 7, ...)."""
+    batches: list[int] = []
+
+    def append(lines: list[bytes]) -> list[AppendResult]:
+        batches.append(len(lines))
+        time.sleep(0.01)  # a commit's work: the others queue meanwhile
+        return [AppendResult(i, line.decode(), STORED) for i, line in enumerate(lines)]
+
+    group = GroupCommit(append)
+
+    async def submitter(n: int) -> None:
+        for r in range(6):
+            await asyncio.sleep(0.0002 * n)  # the answers reach them one after the other
+            got = await group.submit([b"%d.%d" % (n, r)])
+            assert [x.event_id for x in got] == [f"{n}.{r}"]
+
+    async def run() -> None:
+        await asyncio.gather(*(submitter(n) for n in range(8)))
+
+    asyncio.run(run())
+    assert sum(batches) == 48
+    assert batches.count(8) >= 4 and len(batches) <= 8, batches
+
+
+def test_a_lone_submitter_is_not_made_to_wait() -> None:
+    """After a commit that answered one request, the next commits at once: nothing is
+    expected besides it (one commit per request, each of one line)."""
+    appender = Appender()
+    appender.release.set()
+    group = GroupCommit(appender)
+
+    async def run() -> None:
+        for i in range(5):
+            await group.submit([b"%d" % i])
+
+    asyncio.run(run())
+    assert appender.batches == [[b"%d" % i] for i in range(5)]
+    assert group._answered == 1

@@ -22,6 +22,7 @@ import zlib
 from collections.abc import Callable, Iterator
 from typing import IO, Any, cast
 
+import anyio
 import httpx
 import zstandard
 from starlette.datastructures import Headers
@@ -40,6 +41,10 @@ refused (the server's frames, at :data:`LEVEL`, ask for 2 MiB at most)."""
 
 READ = 64 << 10
 """Bytes decoded at a time."""
+
+THREAD_BYTES = 1 << 20
+"""A chunk of an answer this large is compressed in a worker thread (about 1 ms of zstd),
+so that the event loop keeps serving others meanwhile."""
 
 
 # --- serving ---------------------------------------------------------------------------
@@ -76,6 +81,11 @@ class _ZstdResponder(IdentityResponder):
         self._compressor: Any = None
 
     async def apply_compression(self, body: bytes, *, more_body: bool) -> bytes:
+        if len(body) >= THREAD_BYTES:  # a large state document: off the event loop
+            return await anyio.to_thread.run_sync(self._compress, body, more_body)
+        return self._compress(body, more_body)
+
+    def _compress(self, body: bytes, more_body: bool) -> bytes:
         if self._compressor is None:
             self._compressor = zstandard.ZstdCompressor(level=LEVEL).compressobj()
         out: bytes = self._compressor.compress(body)

@@ -268,8 +268,8 @@ def acquire(
         key = _file_key(real)
         shared = _REGISTRY.get(key)
         if shared is None:
-            shared = _open_env(real, create and not readonly, map_size, readonly, check,
-                               walkers)  # fmt: skip
+            walk = walkers if check and walkers is not None else check
+            shared = _open_env(real, create and not readonly, map_size, readonly, walk)
             _REGISTRY[shared.key] = shared
         elif shared.readonly and not readonly:
             shared.reopen_writable(map_size)
@@ -293,12 +293,7 @@ def release(shared: SharedEnvironment) -> None:
 
 
 def _open_env(
-    real: str,
-    create: bool,
-    map_size: int,
-    readonly: bool,
-    check: bool = False,
-    walkers: Walkers | None = None,
+    real: str, create: bool, map_size: int, readonly: bool, check: bool | Walkers = False
 ) -> SharedEnvironment:
     data = os.path.join(real, "data.mdb")
     if not os.path.exists(data):
@@ -314,26 +309,22 @@ def _open_env(
     else:
         _check_data_file(real, data, create)
     _allocate_lock_file(real)
-    env, dbs = _open_lmdb(real, create, map_size, readonly, check, walkers)
+    env, dbs = _open_lmdb(real, create, map_size, readonly, check)
     return SharedEnvironment(_file_key(real), real, env, dbs, readonly=readonly)
 
 
 def _open_lmdb(
-    real: str,
-    create: bool,
-    map_size: int,
-    readonly: bool,
-    check: bool = False,
-    walkers: Walkers | None = None,
+    real: str, create: bool, map_size: int, readonly: bool, check: bool | Walkers = False
 ) -> tuple[lmdb.Environment, dict[str, Any]]:
     """Open the environment and its named databases; a writable open also catches the
     Merkle tree up (or migrates the format), a read-only one refuses a store that needs it
-    (``store.upgrade``). ``check``: the data file's pages are walked (:func:`_walk`)
+    (``store.upgrade``). ``check``: the data file's pages are walked (:func:`_walk`; in
+    parts by the processes of ``check`` when it is :class:`Walkers`)
     before LMDB reads any page but the meta pages."""
     env = _lmdb_open(real, create, map_size, readonly)
     try:
         if check:
-            _walk(env, real, walkers)
+            _walk(env, real, None if check is True else check)
         if readonly:
             dbs = _open_existing(env, real)
             with _lmdb_errors(), env.begin() as txn:

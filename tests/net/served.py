@@ -11,6 +11,7 @@ import os
 import random
 import selectors
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -154,3 +155,26 @@ def _listening(process: subprocess.Popen[bytes]) -> tuple[str, bytes]:
             if line.startswith(b"serve: listening on "):
                 return line.split(b" on ", 1)[1].decode(), seen
     raise AssertionError(f"pithlog serve did not start: {seen.decode(errors='replace')}")
+
+
+@contextlib.contextmanager
+def in_thread(app: Any) -> Iterator[str]:
+    """An ASGI app of a test's own (a hostile server, a proxy) served by uvicorn in a
+    thread on 127.0.0.1 and a port the kernel picks: its URL; stopped on exit."""
+    import uvicorn
+
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    server = uvicorn.Server(uvicorn.Config(app, log_level="error", lifespan="off"))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + START_SECONDS
+    while not server.started:
+        assert time.monotonic() < deadline, "the server did not start"
+        time.sleep(0.01)
+    try:
+        yield f"http://127.0.0.1:{sock.getsockname()[1]}"
+    finally:
+        server.should_exit = True
+        thread.join(STOP_SECONDS)
+        sock.close()

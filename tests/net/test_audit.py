@@ -7,17 +7,13 @@ from __future__ import annotations
 
 import io
 import json
-import socket
-import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-import uvicorn
-from served import ORIGIN, Files, serving
+from served import ORIGIN, Files, in_thread, serving
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response
@@ -69,22 +65,9 @@ def altering_proxy() -> Iterator[dict[str, Any]]:
                         media_type=answer.headers.get("content-type"))  # fmt: skip
 
     app = Starlette(routes=[Route("/{rest:path}", forward)])
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    server = uvicorn.Server(uvicorn.Config(app, log_level="error", lifespan="off"))
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 10
-    while not server.started:
-        assert time.monotonic() < deadline, "the proxy did not start"
-        time.sleep(0.01)
-    where["url"] = f"http://127.0.0.1:{sock.getsockname()[1]}"
-    try:
+    with in_thread(app) as url:
+        where["url"] = url
         yield where
-    finally:
-        server.should_exit = True
-        thread.join(10)
-        sock.close()
 
 
 def audit(url: str, files: Files, store: Path, evidence: Path) -> tuple[int, list[Any], str]:

@@ -6,17 +6,14 @@ refused with the client's own error code."""
 from __future__ import annotations
 
 import contextlib
-import socket
-import threading
-import time
 import tracemalloc
 import zlib
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 
 import httpx
 import pytest
-import uvicorn
 import zstandard
+from served import in_thread
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response
@@ -72,21 +69,8 @@ def hostile() -> Iterator[str]:
         return Response(body, headers={"Content-Encoding": coding})
 
     app = Starlette(routes=[Route("/{rest:path}", answer, methods=["GET", "POST"])])
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    server = uvicorn.Server(uvicorn.Config(app, log_level="error", lifespan="off"))
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 10
-    while not server.started:
-        assert time.monotonic() < deadline, "the hostile server did not start"
-        time.sleep(0.01)
-    try:
-        yield f"http://127.0.0.1:{sock.getsockname()[1]}"
-    finally:
-        server.should_exit = True
-        thread.join(10)
-        sock.close()
+    with in_thread(app) as url:
+        yield url
 
 
 @contextlib.contextmanager
@@ -155,3 +139,35 @@ def test_an_answer_made_in_memory_is_taken_as_read() -> None:
     assert read_answer(answer, 10, ValueError) == b"x" * 10
     with pytest.raises(ValueError, match="over 9 bytes"):
         read_answer(httpx.Response(200, content=b"x" * 10), 9, ValueError)
+
+
+def test_the_server_compresses_large_and_streamed_answers_alike() -> None:
+    """A 2 MiB answer (compressed in a worker thread) and a streamed one, through the
+    middleware as the routes of pithlog serve use it: zstd when accepted, the same bytes."""
+    from starlette.middleware import Middleware
+    from starlette.responses import StreamingResponse
+
+    from pithlog.net.encoding import THREAD_BYTES, Compression
+
+    large = b"".join(b'{"n":%d}\n' % i for i in range(250_000))
+    assert len(large) > THREAD_BYTES
+
+    async def whole(request: Request) -> Response:
+        return Response(large, media_type="application/x-ndjson")
+
+    async def streamed(request: Request) -> StreamingResponse:
+        async def parts() -> AsyncIterator[bytes]:
+            for at in range(0, len(large), 300_000):
+                yield large[at : at + 300_000]
+
+        return StreamingResponse(parts(), media_type="application/x-ndjson")
+
+    compressed = [Middleware(Compression)]
+    app = Starlette(routes=[Route("/whole", whole, middleware=compressed),
+                            Route("/streamed", streamed, middleware=compressed)])  # fmt: skip
+    with in_thread(app) as url, httpx.Client(base_url=url) as client:
+        for path in ("/whole", "/streamed"):
+            for accept, coding in (("zstd", "zstd"), ("gzip", "gzip"), ("identity", None)):
+                got = client.get(path, headers={"Accept-Encoding": accept})  # httpx decodes
+                assert got.headers.get("content-encoding") == coding, (path, accept)
+                assert got.content == large, (path, accept)

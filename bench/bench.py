@@ -4,7 +4,8 @@ Prints one table and appends it, with the machine, versions and date, to bench/R
 Two workloads: ``mixed`` (every line in JCS, as ``pithlog sign`` writes it) and
 ``registry`` (citation-heavy, most lines in the forms producers write; see
 bench/workload.py), each with the stage table of bench/stages.py, then the door's cost per
-line in each form (bench/door.py), and the network rows (bench/net_rows.py: mirror and
+line in each form (bench/door.py), append and replay on a store that packs its copies
+against one that keeps them unpacked (issue 17), and the network rows (bench/net_rows.py: mirror and
 submitters against append, requests/s of ``pithlog serve``; ``--only-net`` for them alone).
 Sizes: `--scale` multiplies the event counts (1.0 = the documented sizes; CI never runs
 this). `--repeat N` (default 3) times each throughput N times and keeps the median ratio:
@@ -239,6 +240,7 @@ def run(scale: float, big: int, repeat: int = 1, only_reduce: bool = False,
         finally:
             shutil.rmtree(folder, ignore_errors=True)
 
+    packing_rows(table, n, events, keyring)
     registry_rows(table, n, keyring)
     net_rows(table, n, events, keyring, _cli)
     keyring_change(table, events, n)
@@ -303,6 +305,54 @@ def _cli(argv: list[str]) -> None:
     done = subprocess.run([sys.executable, "-m", "pithlog", *argv], stdout=subprocess.DEVNULL,
                           stderr=subprocess.PIPE, check=False)  # fmt: skip
     assert done.returncode == 0, done.stderr.decode(errors="replace")[-2000:]
+
+
+PACKING_ROUNDS = 3
+
+
+def _cli_unpacked(argv: list[str]) -> None:
+    """:func:`_cli` with every copy stored unpacked (``bench/unpacked/sitecustomize.py``)."""
+    path = os.pathsep.join(p for p in (str(HERE / "unpacked"), os.environ.get("PYTHONPATH"))
+                           if p)  # fmt: skip
+    done = subprocess.run([sys.executable, "-m", "pithlog", *argv], stdout=subprocess.DEVNULL,
+                          stderr=subprocess.PIPE, check=False,
+                          env={**os.environ, "PYTHONPATH": path})  # fmt: skip
+    assert done.returncode == 0, done.stderr.decode(errors="replace")[-2000:]
+
+
+def packing_rows(table: Table, n: int, events: Path, keyring: Path) -> None:
+    """Issue 17's "append and replay no slower": the same commands on a store that packs its
+    copies (zstd with the store's dictionary) and on one that keeps them unpacked, in turns
+    (``PACKING_ROUNDS`` rounds), as the packed store's rate ÷ the unpacked one's, each
+    pair timed back to back."""
+    folder = Path(tempfile.mkdtemp(prefix="pithlog-bench-"))
+    ratios: dict[str, list[float]] = {"append": [], "replay": []}
+    sizes: dict[str, int] = {}
+    try:
+        for _ in range(PACKING_ROUNDS):
+            seconds: dict[tuple[str, str], float] = {}
+            for kind, cli in (("packed", _cli), ("unpacked", _cli_unpacked)):
+                store = folder / kind
+                shutil.rmtree(store, ignore_errors=True)
+                append = ["append", "--store", str(store), "--keyring", str(keyring),
+                          "--batch-size", "1000", str(events)]  # fmt: skip
+                replay = ["replay", "--store", str(store), "--verify", "--keyring",
+                          str(keyring)]  # fmt: skip
+                seconds[kind, "append"] = timed(functools.partial(cli, append))
+                seconds[kind, "replay"] = timed(functools.partial(cli, replay))
+                sizes[kind] = (store / "data.mdb").stat().st_size
+            for command in ratios:
+                ratios[command].append(seconds["unpacked", command] / seconds["packed", command])
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    table.figure(f"store packed ÷ unpacked, {n:,} events: bytes on disk",
+                 f"{sizes['packed'] / sizes['unpacked']:.2f}x")  # fmt: skip
+    for command, label in (("append", "append in batches of 1,000"),
+                           ("replay", "replay --verify")):  # fmt: skip
+        got = sorted(ratios[command])
+        shown = ", ".join(f"{r:.2f}" for r in ratios[command])
+        table.figure(f"  {label}: packed store's rate ÷ unpacked store's (issue 17: no "
+                     "slower, >= 1.0)", f"{got[len(got) // 2]:.2f}x (rounds: {shown})")  # fmt: skip
 
 
 NEWCOMER = SigningKey.from_seed(hashlib.sha256(b"pithlog bench: a new author").digest(),

@@ -25,13 +25,12 @@ import msgspec
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
-from starlette.middleware import Middleware
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import BaseRoute, Route
 
 from pithlog.errors import PithlogError, ServeError, StoreError, TileError, register
-from pithlog.net.encoding import Compression
+from pithlog.net.encoding import compressed
 from pithlog.net.submit import GroupCommit, Limits, answer, read_body, split_lines
 from pithlog.protocol.events import is_event_id
 from pithlog.protocol.keys import Keyring, SigningKey
@@ -402,21 +401,17 @@ async def _internal(request: Request, exc: Exception) -> Response:
     return error_response(500, "serve.internal", "the server failed to answer")
 
 
-def _compressed() -> list[Middleware]:
-    # JSON and JSON Lines compress (zstd or gzip, as the client accepts); tiles of hashes
-    # and entry bundles (leaf data: hashes) do not, and their routes go without
-    return [Middleware(Compression, minimum_size=1024)]
-
-
 def routes() -> list[BaseRoute]:
     out: list[BaseRoute] = [
         Route("/checkpoint", get_checkpoint),
+        # JSON and JSON Lines compress; tiles of hashes and entry bundles (leaf data:
+        # hashes) do not, and their routes go without
         Route("/tile/entries/{rest:path}", get_entries),
         Route("/tile/{rest:path}", get_tile),
-        Route("/copies/{rest:path}", get_copies, middleware=_compressed()),
-        Route("/copy/{hash}", get_copy, middleware=_compressed()),
-        Route("/event/{event_id}", get_event, middleware=_compressed()),
-        Route("/state/{pith}", get_state, middleware=_compressed()),
+        Route("/copies/{rest:path}", get_copies, middleware=compressed()),
+        Route("/copy/{hash}", get_copy, middleware=compressed()),
+        Route("/event/{event_id}", get_event, middleware=compressed()),
+        Route("/state/{pith}", get_state, middleware=compressed()),
         Route("/proof/inclusion/{event_id}", get_inclusion),
         Route("/proof/consistency/{old}/{new}", get_consistency),
         Route("/stats", get_stats),

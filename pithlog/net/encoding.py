@@ -1,33 +1,32 @@
 """Content-Encoding on pithlog's HTTP (``docs/network.md``, "Compression"): what the server
 sends, and the one way its clients read an answer.
 
-**Serving.** :class:`Compression` answers a request that accepts ``zstd`` (RFC 8878,
-section 7.2) with zstd, else one that accepts ``gzip`` with gzip (Starlette's middleware),
-else as is. zstd at its default level compresses the JSON Lines of ``/copies`` about
-twice as far as gzip level 6 for a tenth of the CPU (9.6x at 3.7 us per copy against 5.4x
-at 29 us, the bench's copies in the server's chunks of 16), which on a mirror's pull was
-most of the server's work.
+**Serving.** :func:`compressed` answers a request that accepts ``zstd`` (RFC 8878,
+section 7.2) with zstd, else brotli or gzip as it accepts them, else as is
+(starlette-compress, which weighs the header's q-values and streams bodies). zstd at its
+default level compresses the JSON Lines of ``/copies`` about twice as far as gzip level 6
+for a tenth of the CPU (9.6x at 3.7 us per copy against 5.4x at 29 us, the bench's copies
+in the server's chunks of 16): gzip had been half of the server's work in a mirror's pull.
 
 **Reading.** A client asks for ``zstd, gzip`` itself and decodes the raw bytes here
 (:func:`read_answer`), so that an answer is bounded after decoding as well as before: httpx
 decodes each network chunk whole, and a zstd frame of 16 KB can stand for 512 MB (zstd's
-blocks may repeat one byte 128 KiB times each); through httpx, a mirror asking for a tile
-grew by 1 GB before its limit of 1 MiB was checked. Here a decoder never yields more than
-the limit allows, and a zstd frame may not ask for a window over :data:`MAX_WINDOW`.
+blocks may repeat one byte 128 KiB times each); through httpx, a mirror asking for its
+checkpoint grew by 1 GB before its limit of 1 MiB was checked. Here a decoder never yields
+more than the limit allows, and a zstd frame may not ask for a window over
+:data:`MAX_WINDOW`.
 """
 
 from __future__ import annotations
 
 import zlib
 from collections.abc import Callable, Iterator
-from typing import IO, Any, cast
+from typing import IO, cast
 
-import anyio
 import httpx
 import zstandard
-from starlette.datastructures import Headers
-from starlette.middleware.gzip import GZipMiddleware, IdentityResponder
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.middleware import Middleware
+from starlette_compress import CompressMiddleware, add_compress_type
 
 ACCEPT_ENCODING = "zstd, gzip"
 """What pithlog's clients ask for; they decode it themselves (:func:`read_answer`)."""
@@ -42,73 +41,22 @@ refused (the server's frames, at :data:`LEVEL`, ask for 2 MiB at most)."""
 READ = 64 << 10
 """Bytes decoded at a time."""
 
-THREAD_BYTES = 1 << 20
-"""A chunk of an answer this large is compressed in a worker thread (about 1 ms of zstd),
-so that the event loop keeps serving others meanwhile."""
-
 
 # --- serving ---------------------------------------------------------------------------
 
+COMPRESSED_TYPES = ("application/x-ndjson",)
+"""Media types of pithlog's answers that starlette-compress does not list itself (JSON,
+text and HTML it does)."""
 
-def accepts(header: str, coding: str) -> bool:
-    """Whether an ``Accept-Encoding`` value accepts ``coding`` (RFC 9110, 12.5.3): named,
-    or ``*``, with a weight above 0."""
-    found: bool | None = None
-    for item in header.split(","):
-        name, _, params = item.strip().partition(";")
-        name = name.strip().lower()
-        if name not in (coding, "*"):
-            continue
-        weight = 1.0
-        for param in params.split(";"):
-            key, _, value = param.strip().partition("=")
-            if key.strip().lower() == "q":
-                try:
-                    weight = float(value)
-                except ValueError:
-                    weight = 0.0
-        if name == coding:
-            return weight > 0
-        found = weight > 0
-    return bool(found)
+for _media in COMPRESSED_TYPES:
+    add_compress_type(_media)
 
 
-class _ZstdResponder(IdentityResponder):
-    content_encoding = "zstd"
-
-    def __init__(self, app: ASGIApp, minimum_size: int) -> None:
-        super().__init__(app, minimum_size)
-        self._compressor: Any = None
-
-    async def apply_compression(self, body: bytes, *, more_body: bool) -> bytes:
-        if len(body) >= THREAD_BYTES:  # a large state document: off the event loop
-            return await anyio.to_thread.run_sync(self._compress, body, more_body)
-        return self._compress(body, more_body)
-
-    def _compress(self, body: bytes, more_body: bool) -> bytes:
-        if self._compressor is None:
-            self._compressor = zstandard.ZstdCompressor(level=LEVEL).compressobj()
-        out: bytes = self._compressor.compress(body)
-        # with more to come, each chunk reaches the client as it is made (a stream of copies)
-        tail: bytes = self._compressor.flush(zstandard.COMPRESSOBJ_FLUSH_BLOCK if more_body
-                                             else zstandard.COMPRESSOBJ_FLUSH_FINISH)  # fmt: skip
-        return out + tail
-
-
-class Compression(GZipMiddleware):
-    """zstd when the request accepts it, else gzip (level 6) when it accepts that, for
-    answers of ``minimum_size`` bytes or more."""
-
-    def __init__(self, app: ASGIApp, minimum_size: int = 1024) -> None:
-        super().__init__(app, minimum_size=minimum_size, compresslevel=6)
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and accepts(
-            Headers(scope=scope).get("accept-encoding", ""), "zstd"
-        ):
-            await _ZstdResponder(self.app, self.minimum_size)(scope, receive, send)
-            return
-        await super().__call__(scope, receive, send)
+def compressed() -> list[Middleware]:
+    """The middleware of a route whose answers compress: zstd (level 3, zstd's default),
+    brotli or gzip (level 6), as the request's ``Accept-Encoding`` prefers, for answers of
+    1 KiB or more (starlette-compress)."""
+    return [Middleware(CompressMiddleware, minimum_size=1024, zstd_level=LEVEL, gzip_level=6)]
 
 
 # --- reading ---------------------------------------------------------------------------

@@ -57,6 +57,7 @@ HOMES = {
     "cryptography": {"pithlog.protocol.keys", "pithlog.protocol.checks"},
     "rfc8785": {"pithlog.protocol.canonical"},
     "starlette": {"pithlog.net"},
+    "starlette_compress": {"pithlog.net.encoding"},
     "uvicorn": {"pithlog.net", "pithlog.cli"},
     "httpx": {"pithlog.net"},
     "jinja2": {"pithlog.net"},

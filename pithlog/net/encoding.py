@@ -53,9 +53,9 @@ for _media in COMPRESSED_TYPES:
 
 
 def compressed() -> list[Middleware]:
-    """The middleware of a route whose answers compress: zstd (level 3, zstd's default),
-    brotli or gzip (level 6), as the request's ``Accept-Encoding`` prefers, for answers of
-    1 KiB or more (starlette-compress)."""
+    """The middleware of a route whose answers compress: the first of zstd (level 3, zstd's
+    default), brotli and gzip (level 6) that the request's ``Accept-Encoding`` accepts,
+    for answers of 1 KiB or more (starlette-compress)."""
     return [Middleware(CompressMiddleware, minimum_size=1024, zstd_level=LEVEL, gzip_level=6)]
 
 

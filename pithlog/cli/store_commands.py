@@ -289,7 +289,10 @@ def add_commands(sub: Any, store_parser: StoreParser) -> None:
     )
     keyring_option(p)
     p.add_argument("--verify", action="store_true",
-                   help="verify every signature again (otherwise cached verdicts are used)")
+                   help="verify every signature again (otherwise cached verdicts are used), "
+                   "after walking every page of the data file to refuse a damaged one "
+                   "(store.corrupted) before it is read; the workers, when started before "
+                   "the store is opened, take parts of the walk")
     p.add_argument("--rebuild", action="store_true",
                    help="re-judge and re-reduce the store under KEYRING, then record it")
     p.add_argument("--jobs", type=int, default=None, metavar="N",

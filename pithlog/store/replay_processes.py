@@ -127,13 +127,13 @@ class EarlyWorkers:
     processes: int
     sent: bool = False
 
-    def start(self, setup: tuple[Any, ...] | None) -> None:
-        """Queue the setup for every process (``None``: the workers are not needed), once."""
+    def start(self, setup: tuple[Any, ...]) -> None:
+        """Queue the setup for every process, once (workers replay does not use take none,
+        and end with the pool)."""
         if not self.sent:
             self.sent = True
-            if setup is not None:
-                for _ in range(self.processes):
-                    self.setups.put(setup)
+            for _ in range(self.processes):
+                self.setups.put(setup)
 
     def walkers(self) -> Walkers:
         """These processes as takers of the page walk's parts."""

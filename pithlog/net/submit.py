@@ -15,14 +15,19 @@ import io
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar
 
 import anyio
 import msgspec
 
 from pithlog.errors import DoorError, ServeError, register
 from pithlog.lines import iter_lines
+from pithlog.parallel import usable_cores
 from pithlog.protocol.keys import Keyring
-from pithlog.store import REFUSED, AppendResult, Store
+from pithlog.store import REFUSED, AppendResult, SentBatch, Store
+
+S = TypeVar("S")
+"""A request as :attr:`GroupCommit.start` leaves it for :attr:`GroupCommit.append`."""
 
 register(
     {
@@ -111,37 +116,56 @@ def answer(lines: list[tuple[int, bytes | None]], results: list[AppendResult]) -
 
 
 @dataclass
-class _Waiting:
+class _Waiting(Generic[S]):
     lines: list[bytes]
     done: asyncio.Future[list[AppendResult]]
+    started: S | None = None
 
 
 GATHER_SECONDS = 0.002
 """The longest a commit waits for the requests it expects (:meth:`GroupCommit._gather`)."""
 
 
+def _as_they_are(requests: list[list[bytes]]) -> list[list[bytes]]:
+    return requests
+
+
 @dataclass
-class GroupCommit:
+class GroupCommit(Generic[S]):
     """Concurrent submissions, batched: while one write transaction is being committed,
     the requests that arrive wait together, and the next transaction takes all of them (up
     to :attr:`Limits.batch_lines` lines, never splitting a request), so N concurrent
     submitters pay about one fsync per commit, not N. Each request's results are its own
     slice of the batch's, in order, handed out only after the commit.
 
+    Requests are started as they arrive (``start``: their lines sent to the judging
+    helpers, :meth:`pithlog.store.Judging.send_each`), so that their door, checks and
+    signatures run while the commit before them is written; the requests that arrived in
+    one turn of the event loop are started together, in parts shared out among the
+    helpers (one task per request would cost the server more to hand out than to judge).
+    ``append`` then writes the started requests of one commit
+    (:meth:`pithlog.store.Store.append_judged`, in a worker thread: the event loop keeps
+    serving while a batch is written).
+
     A commit also waits, briefly, for the requests it expects (:meth:`_gather`): submitters
     that each wait for their answer before sending again all come back after the same
     commit, a few at a time, and without the wait the first few would take a commit of
-    their own while the rest queue behind it.
+    their own while the rest queue behind it."""
 
-    ``append`` is :meth:`pithlog.store.Store.append` (run in a worker thread: the event
-    loop keeps serving readers while a batch is verified and written)."""
-
-    append: Callable[[list[bytes]], list[AppendResult]]
+    append: Callable[[list[S]], list[AppendResult]]
+    start: Callable[[list[list[bytes]]], list[S]] = _as_they_are  # type: ignore[assignment]
     batch_lines: int = 10_000
     max_pending: int = 32
+    warm_up: Callable[[], object] | None = None
+    """Run once, in a worker thread, before the first request is started (the helpers'
+    start, which would otherwise hold the event loop for as long)."""
     requests: int = 0
     commits: int = 0
-    _queue: list[_Waiting] = field(default_factory=list)
+    _queue: list[_Waiting[S]] = field(default_factory=list)
+    """Started requests, in order, waiting for a commit."""
+    _arriving: list[_Waiting[S]] = field(default_factory=list)
+    """Requests of this turn of the event loop, not started yet (:meth:`_start`)."""
+    _warming: asyncio.Lock | None = None
     _writer: asyncio.Task[None] | None = None
     _slots: asyncio.Semaphore | None = None
     _arrived: asyncio.Event | None = None
@@ -151,16 +175,25 @@ class GroupCommit:
     """Seconds the last commit took."""
 
     @classmethod
-    def over(cls, store: Store, keyring: Keyring, limits: Limits) -> GroupCommit:
-        # The door, checks and signatures of each group in helper processes kept for the
-        # server's life (Store.judging): this process's one core-at-a-time (the GIL)
+    def over(cls, store: Store, keyring: Keyring, limits: Limits) -> GroupCommit[Any]:
+        if usable_cores() == 1:  # no helpers: each commit judges its lines itself
+
+            def append_lines(requests: list[list[bytes]]) -> list[AppendResult]:
+                lines = [line for request in requests for line in request]
+                return store.append(lines, keyring, keep_invalid=False)
+
+            return GroupCommit(append_lines, batch_lines=limits.batch_lines,
+                               max_pending=limits.max_pending)  # fmt: skip
+        # The door, checks and signatures of each request in helper processes kept for
+        # the server's life (Store.judging): this process's one core-at-a-time (the GIL)
         # serves the requests and writes the transactions.
         judging = store.judging(keyring)
 
-        def append(lines: list[bytes]) -> list[AppendResult]:
-            return store.append(lines, keyring, keep_invalid=False, judging=judging)
+        def append_sent(requests: list[SentBatch]) -> list[AppendResult]:
+            return store.append_judged(requests, keyring, judging, keep_invalid=False)
 
-        return cls(append, limits.batch_lines, limits.max_pending)
+        return GroupCommit(append_sent, judging.send_each, limits.batch_lines,
+                           limits.max_pending, judging.pool)  # fmt: skip
 
     @contextlib.asynccontextmanager
     async def slot(self, limits: Limits) -> AsyncIterator[None]:
@@ -182,15 +215,38 @@ class GroupCommit:
         """Append ``lines`` in the next group commit; their results once it is durable."""
         if not lines:
             return []
+        if self.warm_up is not None:
+            self._warming = self._warming or asyncio.Lock()
+            async with self._warming:
+                if self.warm_up is not None:
+                    await anyio.to_thread.run_sync(self.warm_up)
+                    self.warm_up = None
         self.requests += 1
-        waiting = _Waiting(lines, asyncio.get_running_loop().create_future())
-        self._queue.append(waiting)
+        loop = asyncio.get_running_loop()
+        waiting: _Waiting[S] = _Waiting(lines, loop.create_future())
+        if not self._arriving:
+            loop.call_soon(self._start)
+        self._arriving.append(waiting)
+        # shielded: a client that goes away does not cancel the batch others wait for
+        return await asyncio.shield(waiting.done)
+
+    def _start(self) -> None:
+        """Start the requests that arrived in this turn of the event loop, together, and
+        queue them for the writer."""
+        arriving, self._arriving = self._arriving, []
+        try:
+            started = self.start([w.lines for w in arriving])
+        except Exception as exc:  # each request gets the error; nothing was queued
+            for w in arriving:
+                w.done.set_exception(exc)
+            return
+        for w, handle in zip(arriving, started, strict=True):
+            w.started = handle
+        self._queue += arriving
         if self._arrived is not None:
             self._arrived.set()
         if self._writer is None or self._writer.done():
             self._writer = asyncio.create_task(self._write())
-        # shielded: a client that goes away does not cancel the batch others wait for
-        return await asyncio.shield(waiting.done)
 
     async def _gather(self) -> None:
         """Wait until as many requests are queued as the last commit answered (or a
@@ -216,16 +272,16 @@ class GroupCommit:
     async def _write(self) -> None:
         while self._queue:
             await self._gather()
-            batch: list[_Waiting] = []
+            batch: list[_Waiting[S]] = []
             count = 0
             while self._queue and (not batch or count + len(self._queue[0].lines)
                                    <= self.batch_lines):  # fmt: skip
                 batch.append(self._queue.pop(0))
                 count += len(batch[-1].lines)
-            flat = [line for w in batch for line in w.lines]
+            requests = [w.started for w in batch if w.started is not None]
             started = time.monotonic()
             try:
-                results = await anyio.to_thread.run_sync(self.append, flat)
+                results = await anyio.to_thread.run_sync(self.append, requests)
             except Exception as exc:  # every waiter of this batch gets the store's error
                 for w in batch:
                     if not w.done.done():

@@ -12,10 +12,11 @@ from pithlog.store.append import (
     STORED,
     AppendResult,
 )
+from pithlog.store.append_judging import Judging, SentBatch
 from pithlog.store.log import Store
 from pithlog.store.lookup import PendingPith
 
 __all__ = [
     "DUPLICATE", "EVIDENCE", "REFUSED", "REJECTED", "REPLACED", "STORED", "AppendResult",
-    "PendingPith", "Store",
+    "Judging", "PendingPith", "SentBatch", "Store",
 ]  # fmt: skip

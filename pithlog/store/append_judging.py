@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import os
+import threading
 from collections.abc import Callable
 from concurrent.futures import Future
 from concurrent.futures.process import BrokenProcessPool
@@ -89,36 +90,80 @@ class Judging:
         self.keyring = keyring
         self._stack = contextlib.ExitStack()
         self._pool: Pool | None = None
+        self._starting = threading.Lock()
 
     def pool(self) -> Pool:
-        if self._pool is None:
-            self._pool = judging_pool(self._stack, self.path, self.keyring)
-        return self._pool
+        with self._starting:  # callers in two threads start one pool
+            if self._pool is None:
+                self._pool = judging_pool(self._stack, self.path, self.keyring)
+            return self._pool
+
+    def send_each(self, batches: list[list[bytes]]) -> list[SentBatch]:
+        """Start judging each batch of lines now, all in the parts of one :func:`send`:
+        :meth:`pithlog.store.Store.append_judged` writes them once judged. A server sends
+        the requests that arrived together as they arrive, so that they are judged while
+        the requests before them are written, and in parts large enough that handing a
+        part to a helper costs little beside judging it."""
+        return send_each(self.pool(), batches)
 
     def close(self) -> None:
         self._pool = None
         self._stack.close()
 
 
+@dataclass(frozen=True)
+class SentPart:
+    """Lines handed to a helper in one task: the judgements ``[at : at + len(lines)]`` of
+    ``future`` (``None``: not sent, judged by whoever receives them)."""
+
+    lines: list[bytes]
+    future: Future[JudgedPart] | None
+    at: int = 0
+
+
 @dataclass
 class SentBatch:
     """A batch of raw lines handed to the helpers (:func:`send`), judged or not yet."""
 
-    parts: list[tuple[list[bytes], Future[JudgedPart] | None]]
+    parts: list[SentPart]
+
+    def __len__(self) -> int:
+        return sum(len(part.lines) for part in self.parts)
 
 
 def send(pool: Pool, lines: list[bytes]) -> SentBatch:
     """Hand ``lines`` to the helpers now, in parts of :data:`JUDGE_PART` (a small batch in
     smaller parts, two per helper, so that every helper takes a share of it)."""
-    parts: list[tuple[list[bytes], Future[JudgedPart] | None]] = []
+    parts: list[SentPart] = []
     size = max(1, min(JUDGE_PART, -(-len(lines) // (2 * pool.processes))))
     for start in range(0, len(lines), size):
         part = lines[start : start + size]
         try:
-            parts.append((part, pool.submit(_run, part)))
+            parts.append(SentPart(part, pool.submit(_run, part)))
         except BrokenProcessPool:  # a helper died before: this part is judged here
-            parts.append((part, None))
+            parts.append(SentPart(part, None))
     return SentBatch(parts)
+
+
+def send_each(pool: Pool, batches: list[list[bytes]]) -> list[SentBatch]:
+    """:func:`send` of the batches' lines together, cut back into one
+    :class:`SentBatch` per batch, in order: a batch's parts are its slices of the tasks."""
+    sent = send(pool, [line for batch in batches for line in batch]).parts
+    out: list[SentBatch] = []
+    task, at = 0, 0  # the task holding the next line, and that line's place in it
+    for batch in batches:
+        mine: list[SentPart] = []
+        left = len(batch)
+        while left:
+            part = sent[task]
+            take = min(left, len(part.lines) - at)
+            mine.append(SentPart(part.lines[at : at + take], part.future, part.at + at))
+            left -= take
+            at += take
+            if at == len(part.lines):
+                task, at = task + 1, 0
+        out.append(SentBatch(mine))
+    return out
 
 
 @dataclass
@@ -142,15 +187,16 @@ def receive(sent: SentBatch, read: Read, keyring: Keyring) -> Received:
     reasons: list[str | None] = []
     packed: dict[bytes, tuple[bytes, bytes]] = {}
     seen: set[bytes] = set()
-    for lines, future in sent.parts:
+    for part in sent.parts:
         judged = None
-        if future is not None:
+        if part.future is not None:
             try:
-                judged = future.result()
+                tag, every = part.future.result()
+                judged = tag, every[part.at : part.at + len(part.lines)]
             except BrokenProcessPool:
                 HelperLost.warn()
         if judged is None:
-            judged = judge_lines(lines, keyring, read)
+            judged = judge_lines(part.lines, keyring, read)
         tag, judgements = judged
         for judgement in judgements:
             if isinstance(judgement, DoorError):

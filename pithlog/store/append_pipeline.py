@@ -101,6 +101,17 @@ def append(
     return store._finish_append(started, keyring, keep_invalid)
 
 
+def append_judged(
+    store: Store, sent: list[SentBatch], keyring: Keyring, judging: Judging,
+    keep_invalid: KeepInvalid,
+) -> list[AppendResult]:  # fmt: skip
+    """:meth:`Store.append_judged`: the batches ``judging`` was sent, as one batch."""
+    if judging.keyring.digest != keyring.digest:
+        raise ValueError("judging helpers hold another keyring than this append's")
+    joined = SentBatch([part for batch in sent for part in batch.parts])
+    return store._finish_append(joined, keyring, keep_invalid)
+
+
 def append_batches(
     store: Store,
     batches: Iterable[Iterable[Item]],
@@ -178,7 +189,7 @@ def append_batches(
 
 def _length(started: Started) -> int:
     if isinstance(started, SentBatch):
-        return sum(len(lines) for lines, _ in started.parts)
+        return len(started)
     return len(started.items)
 
 

@@ -33,7 +33,7 @@ from pithlog.protocol.keys import Keyring
 from pithlog.protocol.records import is_pith_number
 from pithlog.store import accepted, aliases, append_pipeline, leaves, reads, rekey, tree, witnessed
 from pithlog.store.append import AppendResult, KeepInvalid, rebuild_work
-from pithlog.store.append_judging import Judging
+from pithlog.store.append_judging import Judging, SentBatch
 from pithlog.store.append_pipeline import (
     Item,
     Started,
@@ -240,6 +240,22 @@ class Store:
         group commits, so that its own process keeps only the write transactions. They
         start with the first append that uses them; ``close()`` ends them."""
         return Judging(self.path, keyring)
+
+    def append_judged(
+        self,
+        sent: list[SentBatch],
+        keyring: Keyring,
+        judging: Judging,
+        keep_invalid: KeepInvalid = False,
+    ) -> list[AppendResult]:
+        """:meth:`append` of lines already sent to ``judging`` (:meth:`Judging.send`, one
+        batch each), as ONE durable transaction of them all in the order given: results
+        in that order, after the commit. The judging began when each batch was sent, so
+        that a program receiving batches one at a time (a server's group commit) has them
+        judged while the batches before them are written; what the store came to hold
+        meanwhile is a duplicate, as in any append."""
+        self.apply_keyring(keyring)
+        return append_pipeline.append_judged(self, sent, keyring, judging, keep_invalid)
 
     def append_batches(
         self,

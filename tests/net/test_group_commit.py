@@ -1,6 +1,7 @@
-"""Group commit (pithlog.net.submit.GroupCommit) with a stand-in for Store.append: requests
-that arrive during a commit share the next one, up to batch_lines, never split; each gets
-its own results in order; a failed commit fails exactly its own requests."""
+"""Group commit (pithlog.net.submit.GroupCommit) with a stand-in for Store.append_judged:
+requests that arrive during a commit share the next one, up to batch_lines, never split;
+each gets its own results in order; a failed commit fails exactly its own requests; the
+requests of one turn of the event loop are started together, before their commit."""
 
 from __future__ import annotations
 
@@ -20,7 +21,8 @@ class Appender:
         self.release = threading.Event()
         self.fail_on = fail_on
 
-    def __call__(self, lines: list[bytes]) -> list[AppendResult]:
+    def __call__(self, requests: list[list[bytes]]) -> list[AppendResult]:
+        lines = [line for request in requests for line in request]
         self.batches.append(lines)
         self.release.wait(5)  # the first commit is slow: the others queue behind it
         if self.fail_on in lines:
@@ -93,7 +95,8 @@ def test_submitters_that_wait_for_their_answers_share_one_commit_each_round() ->
     so the rounds settle at one commit of all eight (without the wait: 1, 7, 1, 7, ...)."""
     batches: list[int] = []
 
-    def append(lines: list[bytes]) -> list[AppendResult]:
+    def append(requests: list[list[bytes]]) -> list[AppendResult]:
+        lines = [line for request in requests for line in request]
         batches.append(len(lines))
         time.sleep(0.01)  # a commit's work: the others queue meanwhile
         return [AppendResult(i, line.decode(), STORED) for i, line in enumerate(lines)]
@@ -128,3 +131,61 @@ def test_a_lone_submitter_is_not_made_to_wait() -> None:
     asyncio.run(run())
     assert appender.batches == [[b"%d" % i] for i in range(5)]
     assert group._answered == 1
+
+
+def test_requests_of_one_turn_are_started_together_before_their_commit() -> None:
+    """``start`` (the helpers' judging, Judging.send_each) takes the requests that arrived
+    in one turn of the event loop at once, as they arrive, while a commit is running;
+    ``append`` gets what ``start`` made of them, in order."""
+    events: list[tuple[str, list[str]]] = []
+    release = threading.Event()
+
+    def start(requests: list[list[bytes]]) -> list[str]:
+        events.append(("start", [b"+".join(r).decode() for r in requests]))
+        return [b"+".join(r).decode() for r in requests]
+
+    def append(started: list[str]) -> list[AppendResult]:
+        events.append(("commit", started))
+        release.wait(5)
+        return [AppendResult(i, s, STORED) for i, s in enumerate(x for s in started
+                                                                  for x in s.split("+"))]
+
+    group = GroupCommit(append, start)
+
+    async def run() -> list[list[AppendResult]]:
+        first = asyncio.create_task(group.submit([b"a"]))
+        await asyncio.sleep(0.05)  # its commit runs and waits
+        same_turn = [asyncio.create_task(group.submit(lines))
+                     for lines in ([b"b", b"c"], [b"d"])]  # fmt: skip
+        await asyncio.sleep(0.05)
+        later = asyncio.create_task(group.submit([b"e"]))
+        await asyncio.sleep(0.05)
+        release.set()
+        return [await first, *[await t for t in same_turn], await later]
+
+    answers = asyncio.run(run())
+    assert events == [("start", ["a"]), ("commit", ["a"]), ("start", ["b+c", "d"]),
+                      ("start", ["e"]), ("commit", ["b+c", "d", "e"])]  # fmt: skip
+    assert [[r.event_id for r in a] for a in answers] == [["a"], ["b", "c"], ["d"], ["e"]]
+
+
+def test_a_start_that_fails_fails_its_requests_only() -> None:
+    def start(requests: list[list[bytes]]) -> list[list[bytes]]:
+        if [b"bad"] in requests:
+            raise OSError("the helpers could not start")
+        return requests
+
+    appender = Appender()
+    appender.release.set()
+    group = GroupCommit(appender, start)
+
+    async def run() -> tuple[BaseException | list[AppendResult], ...]:
+        bad = asyncio.gather(group.submit([b"bad"]), group.submit([b"same turn"]),
+                             return_exceptions=True)  # fmt: skip
+        failed = await bad
+        return (*failed, await group.submit([b"next"]))
+
+    bad, same_turn, later = asyncio.run(run())
+    assert isinstance(bad, OSError) and isinstance(same_turn, OSError)
+    assert not isinstance(later, BaseException) and [r.event_id for r in later] == ["next"]
+    assert appender.batches == [[b"next"]]

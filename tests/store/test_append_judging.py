@@ -16,9 +16,11 @@ import pithlog.store.append_pipeline
 from pithlog.errors import DoorError, HelperLost
 from pithlog.protocol.checks import check_alone
 from pithlog.protocol.events import parse_envelope
+from pithlog.protocol.keys import make_keyring
 from pithlog.store import Store, codec
 from pithlog.store.append_judging import STORED, judge_lines
 from pithlog.store.layout import copy_hash
+from pithlog.testing import test_keyring_entries
 
 
 def _lines(seed: int) -> list[bytes]:
@@ -139,6 +141,55 @@ def test_appends_with_kept_judging_helpers_give_what_appends_give(
         assert list(store.export()) == exported
         assert store.replay(g.KEYRING).ok
     assert sent == [len(b) for b in batches]  # every batch went to the helpers
+
+
+@pytest.mark.parametrize("sizes", [[1] * 7, [3, 0, 5, 1, 2], [12], [2, 9, 1]])
+def test_requests_sent_together_are_written_as_appends_of_them_would_be(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, sizes: list[int]
+) -> None:
+    # A server's requests: sent to the helpers together as they arrive (Judging.send_each,
+    # one task holding lines of several requests), written later, in commits that group
+    # them otherwise (Store.append_judged), the last commit's copies already stored.
+    monkeypatch.setenv("PITHLOG_CORES", "2")
+    lines = _lines(5)
+    requests, at = [], 0
+    for size in sizes:
+        requests.append(lines[at : at + size])
+        at += size
+    requests.append(lines[:4])  # duplicates by the time they are written
+    commits = [requests[: len(requests) // 2], requests[len(requests) // 2 :]]
+    with Store.open(tmp_path / "one") as store:
+        expected = [store.append([x for r in c for x in r], g.KEYRING) for c in commits]
+        exported = list(store.export())
+    with Store.open(tmp_path / "two") as store:
+        judging = store.judging(g.KEYRING)
+        try:
+            sent = judging.send_each(requests)  # all of them judged before any commit
+            assert [len(s) for s in sent] == [len(r) for r in requests]
+            assert [line for s in sent for part in s.parts for line in part.lines] == [
+                line for r in requests for line in r]  # fmt: skip
+            half = len(requests) // 2
+            got = [store.append_judged(sent[:half], g.KEYRING, judging),
+                   store.append_judged(sent[half:], g.KEYRING, judging)]  # fmt: skip
+        finally:
+            judging.close()
+        assert got == expected
+        assert list(store.export()) == exported
+        assert store.replay(g.KEYRING).ok
+
+
+def test_append_judged_refuses_helpers_of_another_keyring(tmp_path: Path) -> None:
+    other = make_keyring(test_keyring_entries(("registry",)))  # the registry's key alone
+    assert other.digest != g.KEYRING.digest
+    with Store.open(tmp_path / "s") as store:
+        judging = store.judging(other)
+        try:
+            sent = judging.send_each([_lines(6)[:2]])
+            with pytest.raises(ValueError, match="another keyring"):
+                store.append_judged(sent, g.KEYRING, judging)
+        finally:
+            judging.close()
+        assert store.stats()["counts"]["events"] == 0
 
 
 def test_values_packed_by_the_helpers_are_the_bytes_the_writer_would_store(

@@ -29,6 +29,7 @@ from starlette.routing import BaseRoute, Route
 from uvicorn.supervisors import Multiprocess
 
 from pithlog.errors import StoreError, UsageError
+from pithlog.net import http_head
 from pithlog.net.app import ServeConfig, create_app
 from pithlog.net.pages import page_routes
 from pithlog.net.submit import Limits
@@ -48,8 +49,6 @@ LIMIT_CONCURRENCY = 1000
 """Connections and tasks a worker serves at once; beyond, uvicorn answers ``503``."""
 TIMEOUT_KEEP_ALIVE = 5
 """Seconds an idle keep-alive connection stays open."""
-MAX_HEADER_BYTES = 16 * 1024
-"""The largest request head (request line and headers) accepted (h11's limit)."""
 
 
 @dataclass(frozen=True)
@@ -242,7 +241,8 @@ def serve(settings: Settings, listen: str, workers: int, ready: Callable[[str], 
         limit_concurrency=LIMIT_CONCURRENCY,
         timeout_keep_alive=TIMEOUT_KEEP_ALIVE,
         timeout_graceful_shutdown=5,
-        h11_max_incomplete_event_size=MAX_HEADER_BYTES,
+        http=http_head.protocol(),  # httptools, its heads bounded, or h11
+        h11_max_incomplete_event_size=http_head.MAX_HEAD_BYTES,
     )
     shown = f"[{host}]" if ":" in host else host
     ready(f"http://{shown}:{sock.getsockname()[1]}")

@@ -1,0 +1,136 @@
+"""The bound on a request's head (pithlog.net.http_head), against a real ``pithlog serve``:
+under httptools (the parser ``serve`` runs when it is installed, which uvicorn leaves
+unbounded) a head over 16 KiB, sent whole or a piece at a time, gets ``431`` with the JSON
+error ``serve.head_too_large`` and the connection closed, the server's memory unchanged by
+a flood; heads under the bound pass, one after the other on a kept-alive connection. Without
+httptools, ``serve`` runs h11, whose unfinished heads uvicorn bounds."""
+
+from __future__ import annotations
+
+import json
+import socket
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from served import Files, Server, make_files, serving
+
+from pithlog.net import http_head
+
+LIMIT = http_head.MAX_HEAD_BYTES
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory: pytest.TempPathFactory) -> Files:
+    return make_files(tmp_path_factory.mktemp("head"), piths=2, per_pith=3)
+
+
+@pytest.fixture(scope="module")
+def server(files: Files) -> Iterator[Server]:
+    with serving(files) as running:
+        yield running
+        assert b"Traceback" not in running.stderr, running.stderr.decode(errors="replace")
+
+
+def _rss_kib(server: Server) -> int:
+    status = Path(f"/proc/{server.process.pid}/status").read_text()
+    return int(status.split("VmRSS:")[1].split()[0])
+
+
+def _answer(sock: socket.socket) -> bytes:
+    """Everything the server sends until it closes the connection (or 10 s pass)."""
+    sock.settimeout(10)
+    got = b""
+    try:
+        while chunk := sock.recv(65536):
+            got += chunk
+    except (ConnectionResetError, TimeoutError):
+        pass
+    return got
+
+
+def _refused(answer: bytes) -> None:
+    head, _, body = answer.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 431 "), answer[:200]
+    assert json.loads(body)["error"] == "serve.head_too_large"
+
+
+def test_serve_runs_the_bounded_httptools_protocol() -> None:
+    pytest.importorskip("httptools")  # installed with pithlog[net]
+    assert http_head.protocol() is http_head.BoundedHttpToolsProtocol
+
+
+@pytest.mark.parametrize("size", [LIMIT - 1024, LIMIT + 1024, 4 * LIMIT])
+def test_a_head_sent_whole(server: Server, size: int) -> None:
+    got = httpx.get(server.url + "/healthz", headers={"x-filler": "a" * (size - 100)},
+                    timeout=20)  # fmt: skip
+    if size < LIMIT:
+        assert got.status_code == 200
+    else:
+        assert got.status_code == 431
+        assert got.json()["error"] == "serve.head_too_large"
+
+
+def test_a_head_sent_a_piece_at_a_time(server: Server) -> None:
+    with socket.create_connection(server.address) as sock:
+        sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n")
+        sent = 0
+        with pytest.raises(OSError):  # the server closes the connection: a write fails
+            while sent < 4 * LIMIT:
+                sock.sendall(b"x-piece: " + b"p" * 1000 + b"\r\n")
+                sent += 1011
+                time.sleep(0.002)  # each piece a read of its own
+        _refused(_answer(sock))
+    assert sent < 2 * LIMIT
+
+
+def test_a_flood_of_header_lines_leaves_the_servers_memory_as_it_was(server: Server) -> None:
+    before = _rss_kib(server)
+    line = b"x-flood: " + b"f" * 65000 + b"\r\n"
+    with socket.create_connection(server.address) as sock:
+        sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n")
+        sent = 0
+        with pytest.raises(OSError):
+            while sent < 256 << 20:  # 256 MiB, were the server to take it all
+                sock.sendall(line)
+                sent += len(line)
+        answer = _answer(sock)
+    assert answer == b"" or answer.startswith(b"HTTP/1.1 431 ")  # reset before it is read
+    assert sent < 16 << 20
+    assert _rss_kib(server) - before < 16 * 1024
+    assert httpx.get(server.url + "/healthz", timeout=20).status_code == 200
+
+
+def test_heads_under_the_bound_one_after_the_other_on_one_connection(server: Server) -> None:
+    # the count starts again with each request: three heads of half the bound pass
+    with httpx.Client(timeout=20) as client:
+        for _ in range(3):
+            got = client.get(server.url + "/healthz", headers={"x-filler": "h" * (LIMIT // 2)})
+            assert got.status_code == 200
+
+
+def test_without_httptools_serve_runs_h11_and_its_bound(
+    files: Files, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # h11's bound is on a head still incomplete (uvicorn's h11_max_incomplete_event_size):
+    # sent a piece at a time, a head is refused past it, with uvicorn's plain 400
+    hidden = tmp_path / "hidden"
+    (hidden / "httptools").mkdir(parents=True)
+    (hidden / "httptools" / "__init__.py").write_text(
+        "raise ImportError('httptools hidden by the test')\n")  # fmt: skip
+    monkeypatch.setenv("PYTHONPATH", str(hidden))
+    with serving(files) as running:
+        assert httpx.get(running.url + "/healthz", timeout=20).status_code == 200
+        with socket.create_connection(running.address) as sock:
+            sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n")
+            sent = 0
+            with pytest.raises(OSError):
+                while sent < 4 * LIMIT:
+                    sock.sendall(b"x-piece: " + b"p" * 1000 + b"\r\n")
+                    sent += 1011
+                    time.sleep(0.002)
+            answer = _answer(sock)
+    assert answer.startswith(b"HTTP/1.1 400 "), answer[:200]
+    assert sent < 2 * LIMIT

@@ -19,6 +19,7 @@ with the same results.
 from __future__ import annotations
 
 import contextlib
+import functools
 import gc
 import os
 import threading
@@ -91,12 +92,35 @@ class Judging:
         self._stack = contextlib.ExitStack()
         self._pool: Pool | None = None
         self._starting = threading.Lock()
+        self._broken = False
 
     def pool(self) -> Pool:
+        """The helpers: started with the first call, and again after they broke (a helper
+        ended abruptly, :meth:`watch`), so that a program that runs for months does not
+        judge everything in its own process after one helper was killed."""
         with self._starting:  # callers in two threads start one pool
-            if self._pool is None:
+            if self._pool is None or self._broken:
+                # a broken pool's processes are gone; it is shut down with the others
                 self._pool = judging_pool(self._stack, self.path, self.keyring)
+                self._broken = False
             return self._pool
+
+    def watch(self, sent: SentBatch) -> None:
+        """Note when a part of ``sent`` (sent to the current helpers) finds them broken,
+        so that the next :meth:`pool` starts new ones; the parts themselves are judged
+        where they are received."""
+        pool = self._pool
+        futures = {id(part.future): part.future for part in sent.parts}
+        for future in futures.values():
+            if future is None:  # the pool was broken when the part was sent
+                self._broken = True
+            else:
+                future.add_done_callback(functools.partial(self._watched, pool))
+
+    def _watched(self, pool: Pool | None, future: Future[JudgedPart]) -> None:
+        # a part of helpers already replaced says nothing of the new ones
+        if pool is self._pool and isinstance(future.exception(), BrokenProcessPool):
+            self._broken = True
 
     def send_each(self, batches: list[list[bytes]]) -> list[SentBatch]:
         """Start judging each batch of lines now, all in the parts of one :func:`send`:
@@ -104,7 +128,9 @@ class Judging:
         the requests that arrived together as they arrive, so that they are judged while
         the requests before them are written, and in parts large enough that handing a
         part to a helper costs little beside judging it."""
-        return send_each(self.pool(), batches)
+        sent = send_each(self.pool(), batches)
+        self.watch(SentBatch([part for batch in sent for part in batch.parts]))
+        return sent
 
     def close(self) -> None:
         self._pool = None

@@ -96,6 +96,8 @@ def append(
         if judging.keyring.digest != keyring.digest:
             raise ValueError("judging helpers hold another keyring than this append's")
         started = store._start_append(batch, keyring, judging.pool(), True)
+        if isinstance(started, SentBatch):
+            judging.watch(started)
     else:
         started = store._start_append(batch, keyring)
     return store._finish_append(started, keyring, keep_invalid)

@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import os
 import random
+import signal
+import time
+from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 
 import eventgen as g
@@ -175,6 +178,41 @@ def test_requests_sent_together_are_written_as_appends_of_them_would_be(
             judging.close()
         assert got == expected
         assert list(store.export()) == exported
+        assert store.replay(g.KEYRING).ok
+
+
+def test_kept_helpers_that_broke_are_started_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A server keeps its helpers for months: one killed (the OOM killer) must not leave
+    # every later request judged in the server's own process.
+    monkeypatch.setenv("PITHLOG_CORES", "2")
+    lines = _lines(7)
+    batches = [lines[:6], lines[6:12], lines[12:]]
+    with Store.open(tmp_path / "one") as store:
+        expected = [store.append(b, g.KEYRING) for b in batches]
+    with Store.open(tmp_path / "two") as store:
+        judging = store.judging(g.KEYRING)
+        try:
+            got = [store.append_judged(judging.send_each([batches[0]]), g.KEYRING, judging)]
+            first = judging.pool()
+            os.kill(first.submit(os.getpid).result(), signal.SIGKILL)
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline:  # until the pool knows it is broken
+                try:
+                    first.submit(int).result(timeout=10)
+                except BrokenProcessPool:
+                    break
+            sent = judging.send_each([batches[1]])  # refused by the broken pool
+            assert all(part.future is None for part in sent[0].parts)
+            got.append(store.append_judged(sent, g.KEYRING, judging))  # judged here
+            sent = judging.send_each([batches[2]])
+            assert judging.pool() is not first
+            assert all(part.future is not None for part in sent[0].parts)  # new helpers
+            got.append(store.append_judged(sent, g.KEYRING, judging))
+        finally:
+            judging.close()
+        assert got == expected
         assert store.replay(g.KEYRING).ok
 
 

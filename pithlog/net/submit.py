@@ -157,8 +157,11 @@ class GroupCommit(Generic[S]):
     batch_lines: int = 10_000
     max_pending: int = 32
     warm_up: Callable[[], object] | None = None
-    """Run once, in a worker thread, before the first request is started (the helpers'
-    start, which would otherwise hold the event loop for as long)."""
+    """Run in a worker thread before a request is started whenever ``warm`` says so: the
+    helpers' start (the first time, and again after they broke), which would otherwise
+    hold the event loop for as long."""
+    warm: Callable[[], bool] = lambda: True
+    """Whether ``warm_up`` has nothing to do (the helpers run)."""
     requests: int = 0
     commits: int = 0
     _queue: list[_Waiting[S]] = field(default_factory=list)
@@ -193,7 +196,7 @@ class GroupCommit(Generic[S]):
             return store.append_judged(requests, keyring, judging, keep_invalid=False)
 
         return GroupCommit(append_sent, judging.send_each, limits.batch_lines,
-                           limits.max_pending, judging.pool)  # fmt: skip
+                           limits.max_pending, judging.pool, lambda: judging.ready)  # fmt: skip
 
     @contextlib.asynccontextmanager
     async def slot(self, limits: Limits) -> AsyncIterator[None]:
@@ -215,12 +218,11 @@ class GroupCommit(Generic[S]):
         """Append ``lines`` in the next group commit; their results once it is durable."""
         if not lines:
             return []
-        if self.warm_up is not None:
+        if self.warm_up is not None and not self.warm():
             self._warming = self._warming or asyncio.Lock()
             async with self._warming:
-                if self.warm_up is not None:
+                if not self.warm():
                     await anyio.to_thread.run_sync(self.warm_up)
-                    self.warm_up = None
         self.requests += 1
         loop = asyncio.get_running_loop()
         waiting: _Waiting[S] = _Waiting(lines, loop.create_future())

@@ -105,6 +105,11 @@ class Judging:
                 self._broken = False
             return self._pool
 
+    @property
+    def ready(self) -> bool:
+        """Whether :meth:`pool` would return at once (helpers started and not broken)."""
+        return self._pool is not None and not self._broken
+
     def watch(self, sent: SentBatch) -> None:
         """Note when a part of ``sent`` (sent to the current helpers) finds them broken,
         so that the next :meth:`pool` starts new ones; the parts themselves are judged

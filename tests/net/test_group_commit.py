@@ -189,3 +189,30 @@ def test_a_start_that_fails_fails_its_requests_only() -> None:
     assert isinstance(bad, OSError) and isinstance(same_turn, OSError)
     assert not isinstance(later, BaseException) and [r.event_id for r in later] == ["next"]
     assert appender.batches == [[b"next"]]
+
+
+def test_the_helpers_are_started_off_the_event_loop_first_and_after_they_broke() -> None:
+    """``warm_up`` (the helpers' start: Judging.pool) runs in a worker thread, before a
+    request is started, whenever ``warm`` says the helpers do not run: the first time,
+    and again after they broke (Judging.ready)."""
+    state = {"running": False}
+    threads: list[int] = []
+
+    def warm_up() -> None:
+        threads.append(threading.get_ident())
+        state["running"] = True
+
+    appender = Appender()
+    appender.release.set()
+    group = GroupCommit(appender, warm_up=warm_up, warm=lambda: state["running"])
+
+    async def run() -> int:
+        for i in range(3):
+            await group.submit([b"%d" % i])
+        state["running"] = False  # a helper was killed: the pool is broken
+        await asyncio.gather(*(group.submit([b"again %d" % i]) for i in range(4)))
+        return threading.get_ident()
+
+    loop_thread = asyncio.run(run())
+    assert len(threads) == 2 and loop_thread not in threads  # once, then once again
+    assert sum(len(b) for b in appender.batches) == 7

@@ -111,6 +111,14 @@ def test_heads_under_the_bound_one_after_the_other_on_one_connection(server: Ser
             assert got.status_code == 200
 
 
+def test_other_malformed_requests_keep_uvicorns_answer(server: Server) -> None:
+    # only a head over the bound is 431: a request that is not HTTP stays uvicorn's 400
+    with socket.create_connection(server.address) as sock:
+        sock.sendall(b"NOT HTTP AT ALL\r\n\r\n")
+        answer = _answer(sock)
+    assert answer.startswith(b"HTTP/1.1 400 "), answer[:200]
+
+
 def test_without_httptools_serve_runs_h11_and_its_bound(
     files: Files, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

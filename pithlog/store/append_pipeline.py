@@ -93,8 +93,7 @@ def append(
     """:meth:`Store.append` under the store's keyring: the batch judged by the helpers of
     ``judging`` (on a machine with more than one core), else here, then written."""
     if judging is not None and usable_cores() > 1:
-        if judging.keyring.digest != keyring.digest:
-            raise ValueError("judging helpers hold another keyring than this append's")
+        _same_keyring(judging, keyring)
         started = store._start_append(batch, keyring, judging.pool(), True)
         if isinstance(started, SentBatch):
             judging.watch(started)
@@ -103,13 +102,17 @@ def append(
     return store._finish_append(started, keyring, keep_invalid)
 
 
+def _same_keyring(judging: Judging, keyring: Keyring) -> None:
+    if judging.keyring.digest != keyring.digest:
+        raise ValueError("judging helpers hold another keyring than this append's")
+
+
 def append_judged(
     store: Store, sent: list[SentBatch], keyring: Keyring, judging: Judging,
     keep_invalid: KeepInvalid,
 ) -> list[AppendResult]:  # fmt: skip
     """:meth:`Store.append_judged`: the batches ``judging`` was sent, as one batch."""
-    if judging.keyring.digest != keyring.digest:
-        raise ValueError("judging helpers hold another keyring than this append's")
+    _same_keyring(judging, keyring)
     joined = SentBatch([part for batch in sent for part in batch.parts])
     return store._finish_append(joined, keyring, keep_invalid)
 

@@ -248,12 +248,12 @@ class Store:
         judging: Judging,
         keep_invalid: KeepInvalid = False,
     ) -> list[AppendResult]:
-        """:meth:`append` of lines already sent to ``judging`` (:meth:`Judging.send`, one
-        batch each), as ONE durable transaction of them all in the order given: results
-        in that order, after the commit. The judging began when each batch was sent, so
-        that a program receiving batches one at a time (a server's group commit) has them
-        judged while the batches before them are written; what the store came to hold
-        meanwhile is a duplicate, as in any append."""
+        """:meth:`append` of lines already sent to ``judging``
+        (:meth:`Judging.send_each`, one batch each), as ONE durable transaction of them
+        all in the order given: results in that order, after the commit. The judging
+        began when each batch was sent, so that a program receiving batches one at a time
+        (a server's group commit) has them judged while the batches before them are
+        written; what the store came to hold meanwhile is a duplicate, as in any append."""
         self.apply_keyring(keyring)
         return append_pipeline.append_judged(self, sent, keyring, judging, keep_invalid)
 

@@ -128,8 +128,8 @@ class EarlyWorkers:
     sent: bool = False
 
     def start(self, setup: tuple[Any, ...]) -> None:
-        """Queue the setup for every process, once (workers replay does not use take none,
-        and end with the pool)."""
+        """Queue the setup for every process, once (a worker that replay does not use
+        takes none, and ends with the pool)."""
         if not self.sent:
             self.sent = True
             for _ in range(self.processes):

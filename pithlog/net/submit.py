@@ -13,7 +13,7 @@ import asyncio
 import contextlib
 import io
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
@@ -22,7 +22,8 @@ import msgspec
 
 from pithlog.errors import DoorError, ServeError, register
 from pithlog.lines import iter_lines
-from pithlog.parallel import usable_cores
+from pithlog.net.judges import LoopJudging, judged, until_judged
+from pithlog.parallel import usable_cores, verifying_processes
 from pithlog.protocol.keys import Keyring
 from pithlog.store import REFUSED, AppendResult, SentBatch, Store
 
@@ -74,7 +75,9 @@ async def read_body(chunks: AsyncIterator[bytes], content_length: str | None,
                              f"accepts {limits.max_body}")  # fmt: skip
     body = bytearray()
     try:
-        with anyio.fail_after(limits.body_seconds):
+        # asyncio's own timeout: anyio's costs the event loop several times as much per
+        # request (it asks which async library runs, each time)
+        async with asyncio.timeout(limits.body_seconds):
             async for chunk in chunks:
                 body += chunk
                 if len(body) > limits.max_body:
@@ -156,12 +159,16 @@ class GroupCommit(Generic[S]):
     start: Callable[[list[list[bytes]]], list[S]] = _as_they_are  # type: ignore[assignment]
     batch_lines: int = 10_000
     max_pending: int = 32
-    warm_up: Callable[[], object] | None = None
-    """Run in a worker thread before a request is started whenever ``warm`` says so: the
-    helpers' start (the first time, and again after they broke), which would otherwise
-    hold the event loop for as long."""
+    warm_up: Callable[[], Awaitable[None]] | None = None
+    """Awaited before a request is started whenever ``warm`` says so: the helpers' start
+    (the first time, and again after one ended)."""
     warm: Callable[[], bool] = lambda: True
     """Whether ``warm_up`` has nothing to do (the helpers run)."""
+    judged: Callable[[S], bool] = lambda started: True
+    """Whether a started request's judgement is in: a commit takes only judged requests,
+    so that its write transaction never waits on a helper."""
+    until_judged: Callable[[S], Awaitable[None]] | None = None
+    """Wait until ``judged`` is true of a started request."""
     requests: int = 0
     commits: int = 0
     _queue: list[_Waiting[S]] = field(default_factory=list)
@@ -188,15 +195,16 @@ class GroupCommit(Generic[S]):
             return GroupCommit(append_lines, batch_lines=limits.batch_lines,
                                max_pending=limits.max_pending)  # fmt: skip
         # The door, checks and signatures of each request in helper processes kept for
-        # the server's life (Store.judging): this process's one core-at-a-time (the GIL)
-        # serves the requests and writes the transactions.
-        judging = store.judging(keyring)
+        # the server's life, fed by the event loop (pithlog.net.judges): this process's
+        # one core-at-a-time (the GIL) serves the requests and writes the transactions.
+        judging = LoopJudging(str(store.path), keyring, verifying_processes(every_core=True))
 
         def append_sent(requests: list[SentBatch]) -> list[AppendResult]:
             return store.append_judged(requests, keyring, judging, keep_invalid=False)
 
         return GroupCommit(append_sent, judging.send_each, limits.batch_lines,
-                           limits.max_pending, judging.pool, lambda: judging.ready)  # fmt: skip
+                           limits.max_pending, judging.start, lambda: judging.ready,
+                           judged, until_judged)  # fmt: skip
 
     @contextlib.asynccontextmanager
     async def slot(self, limits: Limits) -> AsyncIterator[None]:
@@ -205,7 +213,11 @@ class GroupCommit(Generic[S]):
         if self._slots is None:
             self._slots = asyncio.Semaphore(self.max_pending)
         try:
-            await asyncio.wait_for(self._slots.acquire(), limits.body_seconds)
+            if self._slots.locked():  # else a place is free: taken at once, no timer
+                async with asyncio.timeout(limits.body_seconds):
+                    await self._slots.acquire()
+            else:
+                await self._slots.acquire()
         except TimeoutError:
             raise ServeError("busy", f"{self.max_pending} submissions are in progress; "
                              "retry later") from None  # fmt: skip
@@ -222,7 +234,7 @@ class GroupCommit(Generic[S]):
             self._warming = self._warming or asyncio.Lock()
             async with self._warming:
                 if not self.warm():
-                    await anyio.to_thread.run_sync(self.warm_up)
+                    await self.warm_up()
         self.requests += 1
         loop = asyncio.get_running_loop()
         waiting: _Waiting[S] = _Waiting(lines, loop.create_future())
@@ -274,10 +286,17 @@ class GroupCommit(Generic[S]):
     async def _write(self) -> None:
         while self._queue:
             await self._gather()
+            head = self._queue[0]
+            if self.until_judged is not None and head.started is not None:
+                await self.until_judged(head.started)
+            # the judged requests at the head of the queue, up to a batch's lines
             batch: list[_Waiting[S]] = []
             count = 0
             while self._queue and (not batch or count + len(self._queue[0].lines)
                                    <= self.batch_lines):  # fmt: skip
+                handle = self._queue[0].started
+                if batch and handle is not None and not self.judged(handle):
+                    break
                 batch.append(self._queue.pop(0))
                 count += len(batch[-1].lines)
             requests = [w.started for w in batch if w.started is not None]

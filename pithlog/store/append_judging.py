@@ -27,7 +27,7 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from pithlog.errors import DoorError, HelperLost
 from pithlog.parallel import Pool, leave_interrupts_to_parent, verifying_processes, worker_pool
@@ -76,7 +76,16 @@ def judging_pool(stack: contextlib.ExitStack, path: str, keyring: Keyring) -> Po
     and the decoding of what the helpers send back. They verify lone signatures too
     (:meth:`Pool.verify`), for batches of envelopes that went through the door here."""
     entries = [key.entry() for key in keyring.values()]
-    return worker_pool(stack, verifying_processes(every_core=True), _init, (path, entries))
+    return worker_pool(stack, verifying_processes(every_core=True), helper_start, (path, entries))
+
+
+class Helpers(Protocol):
+    """Judging helpers of some kind (:class:`Judging`, or a server's that its event loop
+    feeds: :mod:`pithlog.net.judges`): what :meth:`pithlog.store.Store.append_judged`
+    asks of those that judged its lines is the keyring they judged them under."""
+
+    @property
+    def keyring(self) -> Keyring: ...
 
 
 class Judging:
@@ -133,7 +142,8 @@ class Judging:
         the requests that arrived together as they arrive, so that they are judged while
         the requests before them are written, and in parts large enough that handing a
         part to a helper costs little beside judging it."""
-        sent = send_each(self.pool(), batches)
+        pool = self.pool()
+        sent = send_each(submitter(pool), pool.processes, batches)
         self.watch(SentBatch([part for batch in sent for part in batch.parts]))
         return sent
 
@@ -162,24 +172,41 @@ class SentBatch:
         return sum(len(part.lines) for part in self.parts)
 
 
-def send(pool: Pool, lines: list[bytes]) -> SentBatch:
-    """Hand ``lines`` to the helpers now, in parts of :data:`JUDGE_PART` (a small batch in
-    smaller parts, two per helper, so that every helper takes a share of it)."""
+Submit = Callable[[list[bytes]], "Future[JudgedPart]"]
+"""Hands one part of lines to a helper: the future of its :data:`JudgedPart` (raises
+:class:`~concurrent.futures.process.BrokenProcessPool` when the helpers are gone)."""
+
+
+def submitter(pool: Pool) -> Submit:
+    """:data:`Submit` through a :class:`pithlog.parallel.Pool` of :func:`judging_pool`."""
+
+    def submit(lines: list[bytes]) -> Future[JudgedPart]:
+        return pool.submit(helper_judge, lines)
+
+    return submit
+
+
+def send(submit: Submit, helpers: int, lines: list[bytes], shares: int = 2) -> SentBatch:
+    """Hand ``lines`` to ``helpers`` helpers now, in parts of :data:`JUDGE_PART` (a small
+    batch in smaller parts, ``shares`` per helper, so that every helper takes a share of
+    it)."""
     parts: list[SentPart] = []
-    size = max(1, min(JUDGE_PART, -(-len(lines) // (2 * pool.processes))))
+    size = max(1, min(JUDGE_PART, -(-len(lines) // (shares * helpers))))
     for start in range(0, len(lines), size):
         part = lines[start : start + size]
         try:
-            parts.append(SentPart(part, pool.submit(_run, part)))
+            parts.append(SentPart(part, submit(part)))
         except BrokenProcessPool:  # a helper died before: this part is judged here
             parts.append(SentPart(part, None))
     return SentBatch(parts)
 
 
-def send_each(pool: Pool, batches: list[list[bytes]]) -> list[SentBatch]:
+def send_each(
+    submit: Submit, helpers: int, batches: list[list[bytes]], shares: int = 2
+) -> list[SentBatch]:
     """:func:`send` of the batches' lines together, cut back into one
     :class:`SentBatch` per batch, in order: a batch's parts are its slices of the tasks."""
-    sent = send(pool, [line for batch in batches for line in batch]).parts
+    sent = send(submit, helpers, [line for batch in batches for line in batch], shares).parts
     out: list[SentBatch] = []
     task, at = 0, 0  # the task holding the next line, and that line's place in it
     for batch in batches:
@@ -291,7 +318,9 @@ def unseen(envelopes: dict[bytes, Envelope], txn: Txn, dbs: dict[str, Any]) -> l
 _HELPER: dict[str, Any] = {}
 
 
-def _init(path: str, entries: list[dict[str, Any]]) -> None:
+def helper_start(path: str, entries: list[dict[str, Any]]) -> None:
+    """Set up a judging helper's process: the store at ``path`` read-only, the keyring of
+    ``entries``, interrupts left to the parent, a lower priority (:data:`HELPER_NICE`)."""
     leave_interrupts_to_parent()
     if hasattr(os, "nice"):  # not on Windows
         with contextlib.suppress(OSError):
@@ -303,5 +332,6 @@ def _init(path: str, entries: list[dict[str, Any]]) -> None:
     _HELPER["keyring"] = make_keyring(entries)
 
 
-def _run(lines: list[bytes]) -> JudgedPart:
+def helper_judge(lines: list[bytes]) -> JudgedPart:
+    """:func:`judge_lines` in a helper set up by :func:`helper_start`."""
     return judge_lines(lines, _HELPER["keyring"], _HELPER["read"])

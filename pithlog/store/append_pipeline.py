@@ -28,7 +28,16 @@ from pithlog.store.append import (
     StartedBatch,
     append_work,
 )
-from pithlog.store.append_judging import Judging, SentBatch, judging_pool, receive, send, unseen
+from pithlog.store.append_judging import (
+    Helpers,
+    Judging,
+    SentBatch,
+    judging_pool,
+    receive,
+    send,
+    submitter,
+    unseen,
+)
 from pithlog.store.layout import Txn, copy_hash
 
 if TYPE_CHECKING:
@@ -102,13 +111,13 @@ def append(
     return store._finish_append(started, keyring, keep_invalid)
 
 
-def _same_keyring(judging: Judging, keyring: Keyring) -> None:
+def _same_keyring(judging: Helpers, keyring: Keyring) -> None:
     if judging.keyring.digest != keyring.digest:
         raise ValueError("judging helpers hold another keyring than this append's")
 
 
 def append_judged(
-    store: Store, sent: list[SentBatch], keyring: Keyring, judging: Judging,
+    store: Store, sent: list[SentBatch], keyring: Keyring, judging: Helpers,
     keep_invalid: KeepInvalid,
 ) -> list[AppendResult]:  # fmt: skip
     """:meth:`Store.append_judged`: the batches ``judging`` was sent, as one batch."""
@@ -213,7 +222,7 @@ def start_append(
         batch = batch if isinstance(batch, list) else list(batch)
         lines = [bytes(item) for item in batch if isinstance(item, RAW)]
         if len(lines) == len(batch):
-            return send(executor, lines)
+            return send(submitter(executor), executor.processes, lines)
     items: list[Envelope | DoorError] = []
     hashes: list[bytes | None] = []  # each copy hashed once, for the write as well
     seen: set[bytes] = set()

@@ -33,7 +33,7 @@ from pithlog.protocol.keys import Keyring
 from pithlog.protocol.records import is_pith_number
 from pithlog.store import accepted, aliases, append_pipeline, leaves, reads, rekey, tree, witnessed
 from pithlog.store.append import AppendResult, KeepInvalid, rebuild_work
-from pithlog.store.append_judging import Judging, SentBatch
+from pithlog.store.append_judging import Helpers, Judging, SentBatch
 from pithlog.store.append_pipeline import (
     Item,
     Started,
@@ -245,7 +245,7 @@ class Store:
         self,
         sent: list[SentBatch],
         keyring: Keyring,
-        judging: Judging,
+        judging: Helpers,
         keep_invalid: KeepInvalid = False,
     ) -> list[AppendResult]:
         """:meth:`append` of lines already sent to ``judging``

@@ -67,6 +67,20 @@ def main(kind, events_path, store_path):
             results = store.append_batches([lines[:half], lines[half:]], keyring)
             next(results)
             ready()
+    elif kind == "serve --submit, judging helpers":
+        import asyncio
+        from pithlog.net.judges import LoopJudging, until_judged
+
+        with Store.open(store_path) as store:
+            judging = LoopJudging(str(store.path), keyring, 2)
+
+            async def run():
+                await judging.start()
+                (sent,) = judging.send_each([lines])
+                await until_judged(sent)
+                ready()
+
+            asyncio.run(run())
     elif kind == "replay --jobs 2":
         with Store.open(store_path, create=False) as store:
             store.replay(keyring, jobs=2, progress=lambda done, total: done and ready())
@@ -86,6 +100,7 @@ KINDS = [
     "reduce --jobs 2",
     "reduce, verifying helpers",
     "append, judging helpers",
+    "serve --submit, judging helpers",
     "replay --jobs 2",
     "replay, verifying helpers",
 ]

@@ -191,28 +191,77 @@ def test_a_start_that_fails_fails_its_requests_only() -> None:
     assert appender.batches == [[b"next"]]
 
 
-def test_the_helpers_are_started_off_the_event_loop_first_and_after_they_broke() -> None:
-    """``warm_up`` (the helpers' start: Judging.pool) runs in a worker thread, before a
-    request is started, whenever ``warm`` says the helpers do not run: the first time,
-    and again after they broke (Judging.ready)."""
+def test_the_helpers_are_started_before_a_request_first_and_after_they_broke() -> None:
+    """``warm_up`` (the helpers' start: LoopJudging.start) is awaited before a request is
+    started whenever ``warm`` says the helpers do not run: the first time, and again after
+    one ended (LoopJudging.ready); requests that arrive meanwhile wait for that one start."""
     state = {"running": False}
-    threads: list[int] = []
+    starts: list[int] = []
 
-    def warm_up() -> None:
-        threads.append(threading.get_ident())
+    async def warm_up() -> None:
+        starts.append(len(starts))
+        await asyncio.sleep(0.02)  # the others arrive meanwhile
         state["running"] = True
 
     appender = Appender()
     appender.release.set()
     group = GroupCommit(appender, warm_up=warm_up, warm=lambda: state["running"])
 
-    async def run() -> int:
-        for i in range(3):
-            await group.submit([b"%d" % i])
-        state["running"] = False  # a helper was killed: the pool is broken
+    async def run() -> None:
+        await asyncio.gather(*(group.submit([b"%d" % i]) for i in range(3)))
+        state["running"] = False  # a helper was killed
         await asyncio.gather(*(group.submit([b"again %d" % i]) for i in range(4)))
-        return threading.get_ident()
 
-    loop_thread = asyncio.run(run())
-    assert len(threads) == 2 and loop_thread not in threads  # once, then once again
+    asyncio.run(run())
+    assert starts == [0, 1]  # once, then once again
     assert sum(len(b) for b in appender.batches) == 7
+
+
+class Judgement:
+    """A started request whose judgement arrives when the test says (``settle``)."""
+
+    def __init__(self, lines: list[bytes]) -> None:
+        self.lines = lines
+        self.settled = asyncio.Event()
+
+    async def wait(self) -> None:
+        await self.settled.wait()
+
+
+def test_a_commit_takes_only_judged_requests() -> None:
+    """A commit writes the judged requests at the head of the queue and leaves the rest
+    for the next: its write transaction never waits on a helper."""
+    started: list[Judgement] = []
+    committed: list[list[bytes]] = []
+
+    def start(requests: list[list[bytes]]) -> list[Judgement]:
+        made = [Judgement(r) for r in requests]
+        started.extend(made)
+        return made
+
+    def append(judged: list[Judgement]) -> list[AppendResult]:
+        assert all(j.settled.is_set() for j in judged)
+        lines = [line for j in judged for line in j.lines]
+        committed.append(lines)
+        return [AppendResult(i, line.decode(), STORED) for i, line in enumerate(lines)]
+
+    group = GroupCommit(append, start, judged=lambda j: j.settled.is_set(),
+                        until_judged=Judgement.wait)  # fmt: skip
+
+    async def run() -> list[list[AppendResult]]:
+        tasks = [asyncio.create_task(group.submit([b"%d" % i])) for i in range(4)]
+        await asyncio.sleep(0.02)
+        assert len(started) == 4 and not committed  # nothing judged, nothing written
+        for j in started[:2]:
+            j.settled.set()
+        await asyncio.sleep(0.02)
+        assert committed == [[b"0", b"1"]]
+        started[3].settled.set()  # judged, but behind one that is not
+        await asyncio.sleep(0.02)
+        assert committed == [[b"0", b"1"]]
+        started[2].settled.set()
+        return [await t for t in tasks]
+
+    answers = asyncio.run(run())
+    assert committed == [[b"0", b"1"], [b"2", b"3"]]
+    assert [[r.event_id for r in a] for a in answers] == [["0"], ["1"], ["2"], ["3"]]

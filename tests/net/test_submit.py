@@ -199,9 +199,10 @@ def test_submissions_held_at_once_are_bounded(files: Files) -> None:
         assert b"Traceback" not in server.stderr
 
 
-def _spawned_children(pid: int) -> list[int]:
-    """The processes that ``pid`` started through multiprocessing's spawn (its workers or
-    helpers; not its resource tracker), read from /proc."""
+def _spawned_children(pid: int, marker: bytes = b"spawn_main") -> list[int]:
+    """The processes that ``pid`` started whose command line holds ``marker`` (by default
+    those of multiprocessing's spawn: uvicorn's workers, not a resource tracker), read
+    from /proc."""
     found = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
@@ -211,7 +212,7 @@ def _spawned_children(pid: int) -> list[int]:
             cmdline = (entry / "cmdline").read_bytes()
         except OSError:  # ended meanwhile
             continue
-        if int(stat.rsplit(")", 1)[1].split()[1]) == pid and b"spawn_main" in cmdline:
+        if int(stat.rsplit(")", 1)[1].split()[1]) == pid and marker in cmdline:
             found.append(int(entry.name))
     return found
 
@@ -232,8 +233,9 @@ def test_workers_share_the_cores_for_their_judging_helpers(
                                 timeout=TIMEOUT)  # fmt: skip
             assert answer.status_code == 200, answer.text
         workers = _spawned_children(running.process.pid)
-        helpers = {worker: _spawned_children(worker) for worker in workers}
+        helpers = {worker: _spawned_children(worker, b"pithlog.cli.judge_helper")
+                   for worker in workers}  # fmt: skip
         assert b"Traceback" not in running.stderr
     assert len(workers) == 2
-    # helpers start as parts arrive, up to the pool's size: 2 where a worker judged
+    # a worker starts its helpers with its first submission: 2 where a worker judged
     assert max(len(h) for h in helpers.values()) == 2, helpers

@@ -74,7 +74,7 @@ def test_a_helper_that_dies_costs_time_not_results(
         exported = list(store.export())
     monkeypatch.setattr(pithlog.store.append_pipeline, "PIPELINE_MIN", 0)
     monkeypatch.setenv("PITHLOG_CORES", "2")
-    monkeypatch.setattr(pithlog.store.append_judging, "_run", _die)  # what helpers are sent
+    monkeypatch.setattr(pithlog.store.append_judging, "helper_judge", _die)  # what helpers are sent
     with Store.open(tmp_path / "two") as store, pytest.warns(HelperLost):
         got = list(store.append_batches(iter(batches), g.KEYRING, keep_invalid=True))
         assert got == expected
@@ -133,7 +133,8 @@ def test_appends_with_kept_judging_helpers_give_what_appends_give(
     sent: list[int] = []
     real = pithlog.store.append_judging.send
     monkeypatch.setattr(pithlog.store.append_pipeline, "send",
-                        lambda pool, part: sent.append(len(part)) or real(pool, part))  # fmt: skip
+                        lambda submit, helpers, part: sent.append(len(part))
+                        or real(submit, helpers, part))  # fmt: skip
     with Store.open(tmp_path / "two") as store:
         judging = store.judging(g.KEYRING)
         try:

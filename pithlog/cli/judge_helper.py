@@ -1,0 +1,22 @@
+"""``python -m pithlog.cli.judge_helper``: a judging helper of ``pithlog serve --submit``
+on this process's standard input and output (:mod:`pithlog.store.judge_stdio`), started
+and fed by the server (:mod:`pithlog.net.judges`), never by hand."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from pithlog.store.judge_stdio import serve_frames
+
+
+def main() -> None:
+    # The frames go out on a copy of the standard output; the standard output itself is
+    # pointed at the standard error, so that nothing printed here can corrupt a frame.
+    out = os.fdopen(os.dup(sys.stdout.fileno()), "wb")
+    os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
+    serve_frames(sys.stdin.buffer, out)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,151 @@
+"""The judging helpers of ``serve --submit`` (pithlog.net.judges): real helper processes
+fed by an event loop judge as an append's helpers do; a helper killed mid-way fails only
+its waiting parts, which the write transaction then judges itself, and the next start
+brings new helpers; closing them ends them."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import random
+import signal
+from concurrent.futures.process import BrokenProcessPool
+from pathlib import Path
+
+import pytest
+from served import g
+
+from pithlog.errors import HelperLost
+from pithlog.net.judges import LoopJudging, judged, until_judged
+from pithlog.store import SentBatch, Store
+from pithlog.store.append_judging import judge_lines
+
+
+def _lines(seed: int) -> list[bytes]:
+    events = g.mixed_events(random.Random(seed), piths=3, per_pith=5)
+    lines = [g.encoded(e) for e in events]
+    return lines + [g.encoded(g.forged(e)) for e in events[:4]] + [b"{not json"]
+
+
+def _requests(lines: list[bytes], sizes: list[int]) -> list[list[bytes]]:
+    out, at = [], 0
+    for size in sizes:
+        out.append(lines[at : at + size])
+        at += size
+    return out
+
+
+async def _judged(judging: LoopJudging, requests: list[list[bytes]]) -> list[SentBatch]:
+    sent = judging.send_each(requests)
+    for batch in sent:
+        await asyncio.wait_for(until_judged(batch), 60)
+        assert judged(batch)
+    return sent
+
+
+def test_helpers_judge_as_the_store_would(tmp_path: Path) -> None:
+    lines = _lines(1)
+    held = lines[:3]
+    with Store.open(tmp_path / "s") as store:
+        store.append(held, g.KEYRING)
+        expected = judge_lines(lines, g.KEYRING, store._read)
+        judging = LoopJudging(str(store.path), g.KEYRING, 2)
+
+        async def run() -> list[SentBatch]:
+            await judging.start()
+            assert judging.ready
+            try:
+                return await _judged(judging, _requests(lines, [1, 5, 2, len(lines) - 8]))
+            finally:
+                await judging.close()
+
+        sent = asyncio.run(run())
+        got = []
+        for batch in sent:
+            for part in batch.parts:
+                assert part.future is not None
+                tag, judgements = part.future.result()
+                assert tag == expected[0]
+                got += judgements[part.at : part.at + len(part.lines)]
+        assert [repr(j) for j in got] == [repr(j) for j in expected[1]]
+        # what the helpers said is what Store.append_judged writes
+        results = store.append_judged(sent, g.KEYRING, judging)
+    with Store.open(tmp_path / "plain") as plain:
+        plain.append(held, g.KEYRING)
+        assert results == plain.append(lines, g.KEYRING)
+
+
+def test_a_killed_helper_costs_time_never_results(tmp_path: Path) -> None:
+    lines = _lines(2)
+    with Store.open(tmp_path / "plain") as plain:
+        expected = plain.append(lines, g.KEYRING)
+    with Store.open(tmp_path / "s") as store:
+        judging = LoopJudging(str(store.path), g.KEYRING, 2)
+
+        async def run() -> tuple[list[SentBatch], set[int], set[int]]:
+            await judging.start()
+            first = {h.process.pid for h in judging._helpers}
+            await _judged(judging, [lines[:2]])  # both helpers have started
+            for pid in first:
+                os.kill(pid, signal.SIGKILL)
+            for helper in judging._helpers:
+                await helper.reading  # each sees its helper's end
+            assert not judging.ready
+            with pytest.raises(BrokenProcessPool):
+                judging._submit(lines[:1])
+            sent = await _judged(judging, [lines[:5]])  # no helper: judged by the writer
+            assert all(part.future is None for part in sent[0].parts)
+            await judging.start()  # what the next request does (GroupCommit.warm_up)
+            assert judging.ready
+            again = {h.process.pid for h in judging._helpers}
+            sent += await _judged(judging, [lines[5:]])
+            await judging.close()
+            return sent, first, again
+
+        sent, first, again = asyncio.run(run())
+        assert not first & again
+        got = store.append_judged(sent, g.KEYRING, judging)
+        assert [(r.event_id, r.status, r.reason) for r in got] == [
+            (r.event_id, r.status, r.reason) for r in expected]  # fmt: skip
+        assert store.replay(g.KEYRING).ok
+
+
+def test_a_helper_that_ends_mid_part_fails_what_it_held(tmp_path: Path) -> None:
+    lines = _lines(3)
+    with Store.open(tmp_path / "s") as store:
+        judging = LoopJudging(str(store.path), g.KEYRING, 1)
+
+        async def run() -> SentBatch:
+            await judging.start()
+            (helper,) = judging._helpers
+            os.kill(helper.process.pid, signal.SIGSTOP)  # it holds the part, unanswered
+            (sent,) = judging.send_each([lines])
+            assert not judged(sent)
+            os.kill(helper.process.pid, signal.SIGKILL)
+            await asyncio.wait_for(until_judged(sent), 60)
+            await judging.close()
+            return sent
+
+        sent = asyncio.run(run())
+        for part in sent.parts:
+            assert part.future is not None
+            assert isinstance(part.future.exception(), BrokenProcessPool)
+        with pytest.warns(HelperLost):  # judged by the writer, with the same results
+            got = store.append_judged([sent], g.KEYRING, judging)
+    with Store.open(tmp_path / "plain") as plain:
+        assert got == plain.append(lines, g.KEYRING)
+
+
+def test_closing_ends_the_helpers(tmp_path: Path) -> None:
+    with Store.open(tmp_path / "s") as store:
+        judging = LoopJudging(str(store.path), g.KEYRING, 2)
+
+        async def run() -> list[asyncio.subprocess.Process]:
+            await judging.start()
+            processes = [h.process for h in judging._helpers]
+            await _judged(judging, [_lines(4)[:3]])
+            await judging.close()
+            return processes
+
+        processes = asyncio.run(run())
+        assert [p.returncode for p in processes] == [0, 0]  # they read their input's end

@@ -1,15 +1,16 @@
 """The judging helpers of ``pithlog serve --submit``, fed by the server's event loop itself.
 
 Each helper is a process of its own (``python -m pithlog.cli.judge_helper``, running
-:mod:`pithlog.store.judge_stdio`) that judges raw
-lines as an append's helpers do: the door, checks 1-12 and their signatures, the store's
-packing. The event loop writes each part of lines to a helper's standard input and reads
-its judgements from the helper's standard output as they come, with no thread between
-them. A ``concurrent.futures`` pool would take each part through a queue's feeder thread
-and bring each answer back through its manager thread, and in a server each of those
-threads waits for the interpreter lock that the event loop holds: measured on 2 cores,
-32 single-event submitters got 2,448-2,966 events/s through such a pool, and 3,247 with no
-helpers at all, every request judged in the server's own process.
+:mod:`pithlog.store.judge_stdio`) that judges raw lines as an append's helpers do: the
+door, checks 1-12 and their signatures, the store's packing. The event loop writes each
+part of lines to a helper's standard input and reads its judgements from the helper's
+standard output as they come, with no thread between them. A ``concurrent.futures`` pool
+(which the server used before) takes each part through a queue's feeder thread and
+brings each answer back through its manager thread, and in a server each of those
+threads waits for the interpreter lock that the event loop holds. Measured on 2 cores
+with 32 single-event submitters, per submitted event: the server's process spent 231-240
+us of CPU and its helpers 172-178 us with such a pool, 178-183 us and 126-131 us fed
+this way; 1.25x the submissions/s in paired rounds (``docs/network.md``, "How fast").
 
 A request's judgement is known to the event loop the moment it arrives, so the group
 commit (:mod:`pithlog.net.submit`) writes only what is judged and never waits on a helper

@@ -90,10 +90,11 @@ class Helpers(Protocol):
 
 class Judging:
     """Helpers that judge raw lines, kept for the appends of a program that appends many
-    batches one after the other (a server's group commits:
+    batches one after the other (an embedding program's group commits:
     :meth:`pithlog.store.Store.append` with ``judging``): started with the first batch
     that uses them, ended by :meth:`close` (or with the program: a helper ends when its
-    parent does)."""
+    parent does). ``pithlog serve`` feeds helpers of its own from its event loop
+    (:mod:`pithlog.net.judges`), which a pool's threads would slow down there."""
 
     def __init__(self, path: str, keyring: Keyring) -> None:
         self.path = path

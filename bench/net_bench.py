@@ -18,6 +18,7 @@ import argparse
 import asyncio
 import contextlib
 import json
+import os
 import platform
 import signal
 import ssl
@@ -94,6 +95,32 @@ def serve(store: Path, key: Path, *options: str) -> tuple[subprocess.Popen[bytes
     """``pithlog serve`` of ``store`` (one worker) on a free port of 127.0.0.1."""
     return start([sys.executable, "-m", "pithlog", "--store", str(store), "serve", "--listen",
                   "127.0.0.1:0", "--key", str(key), "--origin", ORIGIN, *options])  # fmt: skip
+
+
+def cpu_seconds(pid: int) -> tuple[float, float]:
+    """CPU seconds (user and system) of process ``pid`` and of its children, from /proc
+    (zeros where there is no /proc)."""
+
+    def own(stat: Path) -> tuple[int, float]:
+        fields = stat.read_text().rsplit(")", 1)[1].split()
+        ticks = int(fields[11]) + int(fields[12])  # utime, stime
+        return int(fields[1]), ticks / CLOCK_TICKS
+
+    if not Path("/proc/self/stat").exists():
+        return 0.0, 0.0
+    server = own(Path(f"/proc/{pid}/stat"))[1]
+    children = 0.0
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            parent, seconds = own(stat)
+        except (OSError, IndexError, ValueError):  # ended meanwhile
+            continue
+        if parent == pid:
+            children += seconds
+    return server, children
+
+
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
 
 def serve_trivial() -> tuple[subprocess.Popen[bytes], str]:

@@ -14,7 +14,9 @@ rounds), each divided by the raw verify rate measured around it, and the median 
 rounds' ratios is kept: the machine's speed drifts within a minute (on a shared machine,
 by up to 2x), and these ratios keep that drift out. The submitters are also timed against
 a trivial ``POST`` route of the same framework, storing nothing: the most the same clients
-reach on the same cores, which bounds what the submitters' ratio can be. Every server is
+reach on the same cores, which bounds what the submitters' ratio can be; and the CPU
+time per submitted event of the server's process and of its judging helpers (from /proc),
+measured after one untimed event has started the helpers. Every server is
 a process of its own (``pithlog serve`` as users run it); the mirror and append run in
 this process (the CLI, as the other rows), the HTTP clients too.
 """
@@ -173,6 +175,8 @@ def submit_row(table: Any, folder: Path, lines: list[bytes], key: Path, keyring:
     ceilings: list[float] = []
     bounds: list[float] = []
     shown: list[tuple[float, float, str]] = []
+    cpus: list[tuple[float, ...]] = []  # CPU s per event: the server's process, its helpers;
+    # and the verify rate around them
     trivial, trivial_url = net_bench.serve_trivial()
     try:
         for _ in range(table.repeat):
@@ -191,17 +195,23 @@ def submit_row(table: Any, folder: Path, lines: list[bytes], key: Path, keyring:
             shutil.rmtree(store, ignore_errors=True)
             server, url = net_bench.serve(store, key, "--submit", "--keyring", str(keyring))
             try:
+                # the first event alone, untimed: the server starts its judging helpers
+                asyncio.run(submit_each(url, lines[:1], 1, SUBMIT_SECONDS))
+                cpu_before = net_bench.cpu_seconds(server.pid)
                 before = table.verify_rate()
-                got = asyncio.run(submit_each(url, lines, SUBMITTERS, SUBMIT_SECONDS))
+                got = asyncio.run(submit_each(url, lines[1:], SUBMITTERS, SUBMIT_SECONDS))
                 local = (before + table.verify_rate()) / 2
+                cpu_after = net_bench.cpu_seconds(server.pid)
             finally:
                 net_bench.stop(server)
+            cpus.append((*((b - a) / got.events for a, b in zip(cpu_before, cpu_after,
+                                                                 strict=True)), local))  # fmt: skip
             rate = got.events / got.seconds
             statuses = json.dumps(dict(sorted(got.statuses.items())))
             print(f"  {SUBMITTERS} submitters: {got.events:,} events in {got.seconds:.1f} s, "
                   f"{rate:,.0f} events/s ({rate / local:.2f}x verify; {statuses})", flush=True)
             ratios.append(rate / local / a)
-            shown.append((rate, appended, f"{got.events:,} of {len(lines):,} sent"))
+            shown.append((rate, appended, f"{got.events:,} of {len(lines) - 1:,} sent"))
     finally:
         net_bench.stop(trivial)
     at = sorted(range(len(ratios)), key=ratios.__getitem__)[len(ratios) // 2]
@@ -214,6 +224,10 @@ def submit_row(table: Any, folder: Path, lines: list[bytes], key: Path, keyring:
                  f"{_median(bounds):.2f}x{_rounds(bounds)}")  # fmt: skip
     table.figure("  submitters ÷ the same clients against that trivial route",
                  f"{_median(ratios) / _median(bounds):.2f}x")  # fmt: skip
+    server, helpers, local = cpus[at]
+    table.figure("  CPU per submitted event, in us (raw verifies): the server's process; its "
+                 "judging helpers", f"{server * 1e6:,.0f} ({server * local:.2f}); "
+                 f"{helpers * 1e6:,.0f} ({helpers * local:.2f})")  # fmt: skip
 
 
 def endpoint_rows(table: Any, url: str, pith: str) -> None:

@@ -28,6 +28,7 @@ import collections
 import functools
 import os
 import pickle
+import site
 import sys
 from concurrent.futures import Future
 from concurrent.futures.process import BrokenProcessPool
@@ -146,12 +147,26 @@ class LoopJudging:
 
 
 def _environment() -> dict[str, str]:
-    """This process's environment, with the folder that holds this pithlog first on the
-    helper's import path (as ``multiprocessing`` passes its ``sys.path`` to its workers)."""
+    """This process's environment, with the import path the helper needs to find this
+    pithlog (:func:`import_path`)."""
     env = dict(os.environ)
     here = str(Path(__file__).resolve().parents[2])  # the folder holding pithlog/
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (here, env.get("PYTHONPATH")) if p)
+    sites = [*site.getsitepackages(), site.getusersitepackages()]
+    path = import_path(here, [str(Path(s).resolve()) for s in sites], env.get("PYTHONPATH"))
+    if path is not None:
+        env["PYTHONPATH"] = path
     return env
+
+
+def import_path(here: str, sites: list[str], current: str | None) -> str | None:
+    """The helper's ``PYTHONPATH``: ``current`` with ``here`` (the folder holding pithlog)
+    first when it is not a site folder (a source checkout, an editable install that a
+    new interpreter started elsewhere might not find first); ``None`` to leave it as it
+    is. A site folder is never put there: ``PYTHONPATH`` comes before the standard
+    library, where a package of the site folder could then hide a module of it."""
+    if here in sites:
+        return None
+    return os.pathsep.join(p for p in (here, current) if p)
 
 
 def judged(sent: SentBatch) -> bool:

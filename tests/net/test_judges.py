@@ -16,7 +16,7 @@ import pytest
 from served import g
 
 from pithlog.errors import HelperLost
-from pithlog.net.judges import LoopJudging, judged, until_judged
+from pithlog.net.judges import LoopJudging, import_path, judged, until_judged
 from pithlog.store import SentBatch, Store
 from pithlog.store.append_judging import judge_lines
 
@@ -149,3 +149,13 @@ def test_closing_ends_the_helpers(tmp_path: Path) -> None:
 
         processes = asyncio.run(run())
         assert [p.returncode for p in processes] == [0, 0]  # they read their input's end
+
+
+def test_the_helpers_import_path_never_puts_a_site_folder_first() -> None:
+    sites = ["/usr/lib/python3/site-packages", "/home/u/.local/lib/site-packages"]
+    # installed: found on the site path as it is, nothing put before the standard library
+    assert import_path(sites[0], sites, None) is None
+    assert import_path(sites[0], sites, "/opt/extra") is None
+    # a source checkout: first, before what the user set
+    assert import_path("/src/pithlog-checkout", sites, None) == "/src/pithlog-checkout"
+    assert import_path("/src/c", sites, "/opt/extra") == os.pathsep.join(["/src/c", "/opt/extra"])

@@ -49,7 +49,7 @@ import door
 import stages
 import workload
 from net_rows import net_rows
-from verify_rate import raw_verify_rate, timed
+from verify_rate import raw_verify_rate, sodium_verify_rate, timed
 
 from pithlog.parallel import usable_cores
 from pithlog.protocol.canonical import jcs
@@ -201,6 +201,9 @@ def run(scale: float, big: int, repeat: int = 1, only_reduce: bool = False,
     if only_net:
         net_rows(table, n, events, keyring, _cli)
         return table
+    sodium = sodium_verify_rate(VERIFY_SAMPLE)
+    table.figure("raw Ed25519 verify (libsodium, 1 core), which pithlog asks first",
+                 f"{sodium:,.0f} /s", f"{sodium / table.verify_rate():.2f}")  # fmt: skip
     ring = make_keyring(test_keyring_entries())
     keys = {k: Ed25519PublicKey.from_public_bytes(ring[k].public_key) for k in ring}
     plain = table.rate("straightforward json + rfc8785 + verify", n,

@@ -65,16 +65,20 @@ def iter_lines(
         yield number + 1, bytes(pending)
 
 
+def too_long(number: int) -> DoorError:
+    """The refusal of line ``number``, longer than :data:`MAX_LINE_BYTES` (:func:`iter_lines`
+    gave it as ``None``)."""
+    return DoorError(
+        "line_too_long", f"line is longer than the {MAX_LINE_BYTES} bytes allowed", f"line {number}"
+    )
+
+
 def iter_envelopes(stream: BinaryIO) -> Iterator[tuple[int, Envelope | DoorError]]:
     """Each non-blank line of a JSON Lines stream through the door: ``(line, envelope)`` or
     ``(line, DoorError)``. A refusal never stops the stream."""
     for number, line in iter_lines(stream):
         if line is None:
-            yield number, DoorError(
-                "line_too_long",
-                f"line is longer than the {MAX_LINE_BYTES} bytes allowed",
-                f"line {number}",
-            )
+            yield number, too_long(number)
             continue
         try:
             yield number, parse_envelope(line)

@@ -33,12 +33,12 @@ from pithlog.errors import (
     SigningError,
     UsageError,
 )
-from pithlog.lines import iter_envelopes
-from pithlog.parallel import reduce_rendered
+from pithlog.lines import iter_lines, too_long
+from pithlog.parallel import reduce_lines, reduce_rendered
 from pithlog.protocol.canonical import jcs, parse
 from pithlog.protocol.checks import check_alone
 from pithlog.protocol.event_types import EVENT_TYPES, prepare_record_created
-from pithlog.protocol.events import Envelope, admit, sign_event
+from pithlog.protocol.events import Envelope, admit, parse_envelope, sign_event
 from pithlog.protocol.explain import payload_problem, targets_of
 from pithlog.protocol.keys import (
     SIGNER_TYPES,
@@ -69,21 +69,36 @@ def cmd_reduce(args: argparse.Namespace, out: Out) -> int:
     invalid = InvalidTally()
     several = len(args.events) > 1
 
-    def admitted() -> Iterator[Envelope]:
+    def where(tag: tuple[str, int]) -> str:
+        return f"{tag[0]}: line {tag[1]}" if several else f"line {tag[1]}"
+
+    def refuse(tag: tuple[str, int], error: DoorError) -> None:
+        nonlocal refused
+        refused += 1
+        out.say(f"pithlog: {where(tag)}: {error.describe()}")
+
+    def lines() -> Iterator[tuple[tuple[str, int], bytes | DoorError]]:
         # Each file is framed on its own: the last line of one ends at its end.
-        nonlocal read, refused
+        nonlocal read
         for path in args.events:
             with open_input(path) as raw, reading(raw, args, out, "reduce: read") as stream:
-                for number, item in iter_envelopes(stream):
-                    if isinstance(item, DoorError):
-                        refused += 1
-                        where = f"{path}: line {number}" if several else f"line {number}"
-                        out.say(f"pithlog: {where}: {item.describe()}")
-                    else:
-                        read += 1
-                        yield item
+                for number, line in iter_lines(stream):
+                    read += 1
+                    yield (path, number), too_long(number) if line is None else line
 
-    for pith, result in reduce_rendered(admitted(), keyring, jobs=args.jobs):
+    def admitted() -> Iterator[Envelope]:
+        for tag, line in lines():
+            try:
+                if isinstance(line, DoorError):
+                    raise line
+                yield parse_envelope(line)
+            except DoorError as exc:
+                refuse(tag, exc)
+
+    # --jobs 1: the door, checks and signatures of the lines in helpers as they are read
+    results = (reduce_lines(lines(), keyring, refuse) if args.jobs == 1
+               else reduce_rendered(admitted(), keyring, jobs=args.jobs))  # fmt: skip
+    for pith, result in results:
         if isinstance(result, Pending):
             out.say(f"pending: {pith}: {result.event_count} events, no valid record_created")
             pending += 1
@@ -92,6 +107,7 @@ def cmd_reduce(args: argparse.Namespace, out: Out) -> int:
         out.write(result + b"\n")
         states += 1
         invalid.add(result)
+    read -= refused  # the lines read, less those the door refused
     out.say(f"reduce: {read} events read, {refused} lines refused, {states} states, "
             f"{pending} pending; {invalid.summary()}")  # fmt: skip
     return EXIT_BAD_INPUT if refused else EXIT_OK

@@ -181,6 +181,9 @@ class GroupCommit(Generic[S]):
     _arrived: asyncio.Event | None = None
     _answered: int = 0
     """Requests the last commit answered: as many are expected back."""
+    _since: int = 0
+    """Requests started since the last commit was answered: those come back (a request
+    that waited through that commit in the queue is not one of them)."""
     _took: float = 0.0
     """Seconds the last commit took."""
 
@@ -257,22 +260,26 @@ class GroupCommit(Generic[S]):
         for w, handle in zip(arriving, started, strict=True):
             w.started = handle
         self._queue += arriving
+        self._since += len(arriving)
         if self._arrived is not None:
             self._arrived.set()
         if self._writer is None or self._writer.done():
             self._writer = asyncio.create_task(self._write())
 
     async def _gather(self) -> None:
-        """Wait until as many requests are queued as the last commit answered (or a
-        batch's lines), for at most :data:`GATHER_SECONDS` and a quarter of the last
-        commit's time: a lone submitter, or one after a pause, is not kept waiting."""
+        """Wait until as many requests came since the last commit's answers as it answered
+        (or a batch's lines are queued), for at most :data:`GATHER_SECONDS` and a quarter
+        of the last commit's time: a lone submitter, or one after a pause, is not kept
+        waiting. Counted since the answers, not in the queue: a request left over from
+        the round before would otherwise stand in for one still on its way, and the rounds
+        would settle one short of all the submitters, one request always a round late."""
         expected = self._answered
         if expected <= 1:
             return
         loop = asyncio.get_running_loop()
         deadline = loop.time() + min(GATHER_SECONDS, self._took / 4)
         arrived = self._arrived = self._arrived or asyncio.Event()
-        while len(self._queue) < expected and sum(len(w.lines) for w in self._queue) \
+        while self._since < expected and sum(len(w.lines) for w in self._queue) \
                 < self.batch_lines:  # fmt: skip
             remaining = deadline - loop.time()
             if remaining <= 0:
@@ -310,6 +317,7 @@ class GroupCommit(Generic[S]):
                 continue
             finally:
                 self._answered, self._took = len(batch), time.monotonic() - started
+                self._since = 0
             self.commits += 1
             at = 0
             for w in batch:

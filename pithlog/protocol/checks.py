@@ -89,7 +89,9 @@ class SignatureCheck:
 
     def run(self) -> bool:
         if self.ok is None:
-            self.ok = verify_signature(self.verifier, self.signature, self.message)
+            self.ok = verify_signature(
+                self.verifier, self.signature, self.message, self.public_key
+            )
         return self.ok
 
 
@@ -260,7 +262,7 @@ def verify_batch(items: list[tuple[bytes, bytes, bytes]]) -> list[bool]:
         verifier = _VERIFIERS.get(public_key)
         if verifier is None:
             verifier = _VERIFIERS[public_key] = Ed25519PublicKey.from_public_bytes(public_key)
-        out.append(verify_signature(verifier, signature, message))
+        out.append(verify_signature(verifier, signature, message, public_key))
     return out
 
 

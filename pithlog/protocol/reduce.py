@@ -8,7 +8,9 @@ Read top to bottom beside the spec:
 - step 5 (the document) is :mod:`pithlog.protocol.state`.
 
 :func:`reduce_events` runs all steps for every pith of an input; :func:`collapse_streamed`
-and :func:`reduce_kept` do the same, pith by pith, for an input too large to hold decoded.
+and :func:`reduce_kept` do the same, pith by pith, for an input too large to hold decoded;
+:func:`judge_lines` and :class:`StepZero` split step 0 so that raw lines can be judged
+elsewhere (helper processes) and folded here.
 The result depends only on the set of envelopes and the keyring: not on order, duplicates
 or any clock.
 """
@@ -16,20 +18,22 @@ or any clock.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple, Protocol, TypeVar
 
+from pithlog.errors import DoorError
 from pithlog.protocol.checks import (
     CHECK_NUMBER,
     CheckBatch,
     Verifier,
     check_against_record,
     check_alone,
+    check_many,
     start_checks,
 )
 from pithlog.protocol.event_types import ChosenRecord
-from pithlog.protocol.events import Envelope, readmit
+from pithlog.protocol.events import Envelope, parse_envelope, readmit
 from pithlog.protocol.keys import Keyring
 
 MERGE_VERSION = "pith-open-graph-merge-v1"
@@ -258,8 +262,8 @@ def reduce_events(
 
 
 class _KeptCopy(NamedTuple):
-    """A copy :func:`collapse_streamed` keeps: its rank (which ends in its JCS bytes), its
-    verdict and its pith, without the decoded envelope."""
+    """A copy :class:`StepZero` keeps: its rank (which ends in its JCS bytes), its verdict
+    and its pith, without the decoded envelope."""
 
     rank: tuple[int, int, bytes]
     reason: str | None
@@ -268,6 +272,28 @@ class _KeptCopy(NamedTuple):
 
 Kept = list[tuple[str | None, bytes]]
 """One pith's events after step 0, each as ``(reason of checks 1-12 or None, JCS bytes)``."""
+
+
+class StepZero:
+    """Step 0 as :func:`collapse`, one judged copy at a time (:meth:`add`), holding each kept
+    copy as JCS bytes only. :func:`keep_preferred`'s order is total, so the copies added may
+    come in any order, and a copy added twice changes nothing."""
+
+    def __init__(self) -> None:
+        self._kept: dict[str, _KeptCopy] = {}
+
+    def add(self, event_id: str, pith: str, encoded: bytes, reason: str | None) -> None:
+        """One copy of ``event_id`` (claiming ``pith``, JCS ``encoded``) and its verdict."""
+        candidate = _KeptCopy(rank(reason, encoded), reason, pith)
+        self._kept[event_id] = keep_preferred(self._kept.get(event_id), candidate)
+
+    def by_pith(self) -> dict[str, Kept]:
+        """pith_number -> its events (:data:`Kept`); the copies are let go here."""
+        by_pith: dict[str, Kept] = {}
+        for preference, reason, pith in self._kept.values():
+            by_pith.setdefault(pith, []).append((reason, preference[2]))  # its JCS bytes
+        self._kept = {}
+        return by_pith
 
 
 def collapse_streamed(
@@ -285,20 +311,17 @@ def collapse_streamed(
     checked in batches of ``batch`` (default :data:`STREAM_BATCH`) as they arrive
     (signatures by ``verifier``, :func:`collapse`); once a batch's verdicts are in, which
     is at the latest ``lag`` batches later, only the preferred copy of each ``event_id`` is
-    kept, with its verdict, and the decoded envelopes are dropped. :func:`prefer`'s order is
-    total, so this keeps the copies that :func:`collapse` keeps.
+    kept, with its verdict (:class:`StepZero`), and the decoded envelopes are dropped.
     """
     batch = STREAM_BATCH if batch is None else batch
     seen: dict[str, list[bytes]] = {}  # event_id -> its distinct copies so far
-    kept: dict[str, _KeptCopy] = {}
+    zero = StepZero()
     started: deque[tuple[list[Envelope], CheckBatch]] = deque()
 
     def settle() -> None:
         copies, checks = started.popleft()
         for envelope, reason in zip(copies, checks.reasons(), strict=True):
-            eid = envelope.event_id
-            candidate = _KeptCopy(rank(reason, envelope.encoded), reason, envelope.pith_number)
-            kept[eid] = keep_preferred(kept.get(eid), candidate)
+            zero.add(envelope.event_id, envelope.pith_number, envelope.encoded, reason)
 
     def start(copies: list[Envelope]) -> None:
         started.append((copies, start_checks(copies, keyring, verifier)))
@@ -319,10 +342,40 @@ def collapse_streamed(
     seen.clear()
     while started:
         settle()
-    by_pith: dict[str, Kept] = {}
-    for preference, reason, pith in kept.values():
-        by_pith.setdefault(pith, []).append((reason, preference[2]))  # its JCS bytes
-    return by_pith
+    return zero.by_pith()
+
+
+LineJudgement = DoorError | tuple[str, str, bytes | None, str | None]
+"""What :func:`judge_lines` says of one line: the door's refusal, or ``(event_id,
+pith_number, JCS bytes, verdict)``, the JCS bytes ``None`` where they are the line itself
+(the common case of a line written in JCS, which then need not travel back), the verdict
+the reason of the first failing check 1-12 or ``None``."""
+
+
+def judge_lines(lines: Sequence[bytes], keyring: Keyring) -> list[LineJudgement]:
+    """Each line through the door, and checks 1-12 (signatures verified here, one after
+    the other) of each distinct copy among them: what step 0 needs to know of each line,
+    for :meth:`StepZero.add`. A pure function of the lines and the keyring, so that
+    helper processes can judge the parts of an input while it is being read."""
+    door: list[DoorError | Envelope] = []
+    distinct: dict[bytes, Envelope] = {}
+    for line in lines:
+        try:
+            envelope = parse_envelope(line)
+        except DoorError as exc:
+            door.append(exc)
+            continue
+        distinct.setdefault(envelope.encoded, envelope)
+        door.append(envelope)
+    verdicts = dict(zip(distinct, check_many(list(distinct.values()), keyring), strict=True))
+    out: list[LineJudgement] = []
+    for line, item in zip(lines, door, strict=True):
+        if isinstance(item, DoorError):
+            out.append(item)
+        else:
+            encoded = None if item.encoded == line else item.encoded
+            out.append((item.event_id, item.pith_number, encoded, verdicts[item.encoded]))
+    return out
 
 
 def reduce_kept(pith_number: str, events: Kept) -> Reduction | Pending:

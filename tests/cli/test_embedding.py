@@ -93,7 +93,7 @@ def test_a_command_leaves_the_embedders_excepthook_in_place_while_it_runs(
         seen.append(args.exc_type)
 
     monkeypatch.setattr(threading, "excepthook", own_hook)
-    real = pithlog.cli.offline_commands.reduce_rendered
+    real = pithlog.cli.offline_commands.reduce_lines
 
     def meanwhile(*args: Any, **kwargs: Any) -> Iterator[Any]:
         hooks.append(threading.excepthook)
@@ -106,7 +106,7 @@ def test_a_command_leaves_the_embedders_excepthook_in_place_while_it_runs(
         thread.join()
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(pithlog.cli.offline_commands, "reduce_rendered", meanwhile)
+    monkeypatch.setattr(pithlog.cli.offline_commands, "reduce_lines", meanwhile)
     argv = ["reduce", "--keyring", files["keyring.json"], files["events.jsonl"]]
     assert main(argv, stdout=io.BytesIO(), stderr=io.StringIO()) == 0
     assert seen == [LookupError] and hooks == [own_hook]

@@ -11,6 +11,7 @@ import time
 
 import pytest
 
+from pithlog.net import submit
 from pithlog.net.submit import GroupCommit
 from pithlog.store import STORED, AppendResult
 
@@ -89,16 +90,21 @@ def test_nothing_to_commit(lines: list[bytes]) -> None:
     assert appender.batches == ([lines] if lines else [])  # no empty transaction
 
 
-def test_submitters_that_wait_for_their_answers_share_one_commit_each_round() -> None:
+def test_submitters_that_wait_for_their_answers_share_one_commit_each_round(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """Eight submitters, each sending again as soon as it is answered, come back one after
     the other; the commit waits for the ones it answered last time (GroupCommit._gather),
-    so the rounds settle at one commit of all eight (without the wait: 1, 7, 1, 7, ...)."""
+    so the rounds settle at one commit of all eight (without the wait: 1, 7, 1, 7, ...).
+    The wait and the commit are ten times their size in a server here, so that a busy
+    machine, slow to wake the submitters, does not outlast the wait."""
     batches: list[int] = []
+    monkeypatch.setattr(submit, "GATHER_SECONDS", 0.02)
 
     def append(requests: list[list[bytes]]) -> list[AppendResult]:
         lines = [line for request in requests for line in request]
         batches.append(len(lines))
-        time.sleep(0.01)  # a commit's work: the others queue meanwhile
+        time.sleep(0.08)  # a commit's work: the others queue meanwhile
         return [AppendResult(i, line.decode(), STORED) for i, line in enumerate(lines)]
 
     group = GroupCommit(append)

@@ -6,7 +6,8 @@ Two workloads: ``mixed`` (every line in JCS, as ``pithlog sign`` writes it) and
 bench/workload.py), each with the stage table of bench/stages.py, then the door's cost per
 line in each form (bench/door.py), append and replay on a store that packs its copies
 against one that keeps them unpacked (issue 17), and the network rows (bench/net_rows.py: mirror and
-submitters against append, requests/s of ``pithlog serve``; ``--only-net`` for them alone).
+submitters against append, requests/s of ``pithlog serve``; ``--only-net`` for them alone;
+``--only-registry`` for the registry workload's reduce, append and replay alone).
 Sizes: `--scale` multiplies the event counts (1.0 = the documented sizes; CI never runs
 this). `--repeat N` (default 3) times each throughput N times and keeps the median ratio:
 the machine's speed moves by up to 30 % between timings. Workloads are cached in
@@ -192,7 +193,7 @@ def reduce_rows(table: Table, n: int, events: Path, keyring: Path, plain: float)
 
 
 def run(scale: float, big: int, repeat: int = 1, only_reduce: bool = False,
-        only_net: bool = False) -> Table:  # fmt: skip
+        only_net: bool = False, only_registry: bool = False) -> Table:  # fmt: skip
     table = Table(repeat)
     n = max(1000, int(100_000 * scale))
     events = workload.write(CACHE / f"mixed-{n}.jsonl", workload.mixed(n))
@@ -204,6 +205,9 @@ def run(scale: float, big: int, repeat: int = 1, only_reduce: bool = False,
     sodium = sodium_verify_rate(VERIFY_SAMPLE)
     table.figure("raw Ed25519 verify (libsodium, 1 core), which pithlog asks first",
                  f"{sodium:,.0f} /s", f"{sodium / table.verify_rate():.2f}")  # fmt: skip
+    if only_registry:
+        registry_rows(table, n, keyring)
+        return table
     ring = make_keyring(test_keyring_entries())
     keys = {k: Ed25519PublicKey.from_public_bytes(ring[k].public_key) for k in ring}
     plain = table.rate("straightforward json + rfc8785 + verify", n,
@@ -537,6 +541,9 @@ def main_bench(argv: list[str] | None = None) -> int:
     parser.add_argument("--only-reduce", action="store_true",
                         help="time the reduce rows only (straightforward, --jobs, --dask); "
                         "nothing is recorded")
+    parser.add_argument("--only-registry", action="store_true",
+                        help="time the registry workload's rows only (reduce, append, replay "
+                        "--verify: issue 23's targets); nothing is recorded")
     parser.add_argument("--only-net", action="store_true",
                         help="time the network rows only (mirror, submitters, requests/s of "
                         "pithlog serve; bench/net_rows.py); nothing is recorded")
@@ -545,10 +552,11 @@ def main_bench(argv: list[str] | None = None) -> int:
         parser.error("--repeat must be at least 1")
     print(f"pithlog bench, scale {args.scale}, repeat {args.repeat}: {environment()}",
           flush=True)  # fmt: skip
-    table = run(args.scale, args.replay_events, args.repeat, args.only_reduce, args.only_net)
+    table = run(args.scale, args.replay_events, args.repeat, args.only_reduce, args.only_net,
+                args.only_registry)
     text = table.markdown()
     print(text)
-    if args.only_reduce or args.only_net:  # a part of the table: not recorded
+    if args.only_reduce or args.only_net or args.only_registry:  # a part: not recorded
         return 0
     samples = sorted(table.verify_samples)
     verify_us = 1e6 / samples[len(samples) // 2]

@@ -55,6 +55,7 @@ HOMES = {
     },
     "zstandard": {"pithlog.store", "pithlog.net.encoding"},  # stored values; HTTP answers
     "cryptography": {"pithlog.protocol.keys", "pithlog.protocol.checks"},
+    "nacl": {"pithlog.protocol.keys"},  # libsodium's verify, asked first (verify_signature)
     "rfc8785": {"pithlog.protocol.canonical"},
     "starlette": {"pithlog.net"},
     "starlette_compress": {"pithlog.net.encoding"},

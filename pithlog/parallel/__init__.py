@@ -10,9 +10,14 @@ order), and the worker keeps the piths of its part only. The parts are reduced i
 order and their results read back in that order: the output is the output of ``--jobs 1``,
 byte for byte.
 
-No files and no clock here: the caller passes envelopes that passed the door and gets back
-``(pith_number, state bytes | Pending)`` in pith order. The pool of a command and the
-verifiers live in :mod:`pithlog.parallel.pool` (their names are re-exported here).
+``pithlog reduce`` without ``--jobs`` (:func:`reduce_lines`) instead hands the raw lines
+to helper processes as they are read, which put them through the door and checks 1-12; this
+process folds step 0 from what they say, and the helpers reduce the piths after it.
+
+No files and no clock here: the caller passes envelopes that passed the door (or raw lines,
+each with a tag of its own) and gets back ``(pith_number, state bytes | Pending)`` in pith
+order. The pool of a command and the verifiers live in :mod:`pithlog.parallel.pool` (their
+names are re-exported here).
 """
 
 from __future__ import annotations
@@ -153,7 +158,9 @@ def reduce_lines(
     say into step 0 (:class:`pithlog.protocol.reduce.StepZero`), then hands the piths back
     to the same helpers to be reduced and rendered. With the door here instead, this process
     kept about 0.45 of a verification's time per event to itself, work that the helpers now
-    share. A line that repeats an earlier one is not sent again. A part whose helper ended
+    share. A line that repeats an earlier one is not sent again (this process keeps the
+    SHA-256 of each distinct line until step 0 ends, about 100 bytes a line, beside the
+    kept copies themselves). A part whose helper ended
     abruptly is judged here, with the same results (:class:`pithlog.errors.HelperLost`).
     A smaller input goes through the door here and on to :func:`reduce_rendered`.
     """

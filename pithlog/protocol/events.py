@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -101,6 +102,18 @@ def parse_envelope(data: bytes) -> Envelope:
     """The door for one event: untrusted bytes to an :class:`Envelope`, or :class:`DoorError`."""
     value, encoded = decode(data, max_encoded=MAX_ENVELOPE_BYTES)
     return admit(value, encoded)
+
+
+def parse_envelopes(lines: Iterable[bytes]) -> list[Envelope | DoorError]:
+    """:func:`parse_envelope` of each line: its envelope, or in its place the door's
+    refusal (a refusal never stops the others)."""
+    out: list[Envelope | DoorError] = []
+    for line in lines:
+        try:
+            out.append(parse_envelope(line))
+        except DoorError as exc:
+            out.append(exc)
+    return out
 
 
 _ANY = msgspec.json.Decoder()

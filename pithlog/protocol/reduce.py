@@ -33,7 +33,7 @@ from pithlog.protocol.checks import (
     start_checks,
 )
 from pithlog.protocol.event_types import ChosenRecord
-from pithlog.protocol.events import Envelope, parse_envelope, readmit
+from pithlog.protocol.events import Envelope, parse_envelopes, readmit
 from pithlog.protocol.keys import Keyring
 
 MERGE_VERSION = "pith-open-graph-merge-v1"
@@ -357,16 +357,9 @@ def judge_lines(lines: Sequence[bytes], keyring: Keyring) -> list[LineJudgement]
     the other) of each distinct copy among them: what step 0 needs to know of each line,
     for :meth:`StepZero.add`. A pure function of the lines and the keyring, so that
     helper processes can judge the parts of an input while it is being read."""
-    door: list[DoorError | Envelope] = []
-    distinct: dict[bytes, Envelope] = {}
-    for line in lines:
-        try:
-            envelope = parse_envelope(line)
-        except DoorError as exc:
-            door.append(exc)
-            continue
-        distinct.setdefault(envelope.encoded, envelope)
-        door.append(envelope)
+    door = parse_envelopes(lines)
+    # the same JCS bytes are the same value, with the same verdict
+    distinct = {item.encoded: item for item in door if isinstance(item, Envelope)}
     verdicts = dict(zip(distinct, check_many(list(distinct.values()), keyring), strict=True))
     out: list[LineJudgement] = []
     for line, item in zip(lines, door, strict=True):

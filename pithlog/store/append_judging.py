@@ -32,7 +32,7 @@ from typing import Any, Protocol
 from pithlog.errors import DoorError, HelperLost
 from pithlog.parallel import Pool, leave_interrupts_to_parent, verifying_processes, worker_pool
 from pithlog.protocol.checks import check_many
-from pithlog.protocol.events import Envelope, parse_envelope, readmit
+from pithlog.protocol.events import Envelope, parse_envelopes, readmit
 from pithlog.protocol.keys import Keyring, make_keyring
 from pithlog.store import codec
 from pithlog.store.environment import acquire
@@ -279,17 +279,12 @@ def judge_lines(lines: list[bytes], keyring: Keyring, read: Read) -> JudgedPart:
     """The door for each line, and checks 1-12 (signatures verified here, one after the
     other) of each copy that the store does not hold and that is new to ``lines``; such a
     copy is packed as the store keeps it, too."""
-    door: list[DoorError | tuple[bytes, bytes]] = []
-    envelopes: dict[bytes, Envelope] = {}
-    for line in lines:
-        try:
-            env = parse_envelope(line)
-        except DoorError as exc:
-            door.append(exc)
-            continue
-        h = copy_hash(env.encoded)
-        envelopes.setdefault(h, env)
-        door.append((env.encoded, h))
+    door = [item if isinstance(item, DoorError) else (item, copy_hash(item.encoded))
+            for item in parse_envelopes(lines)]  # fmt: skip
+    envelopes: dict[bytes, Envelope] = {}  # copy hash -> the copy, once
+    for item in door:
+        if not isinstance(item, DoorError):
+            envelopes.setdefault(item[1], item[0])
     new, pack = read(lambda txn, dbs: (unseen(envelopes, txn, dbs), codec.packer(txn, dbs)))
     verdicts = dict(zip(new, check_many([envelopes[h] for h in new], keyring), strict=True))
     out: list[Judgement] = []
@@ -297,9 +292,9 @@ def judge_lines(lines: list[bytes], keyring: Keyring, read: Read) -> JudgedPart:
         if isinstance(item, DoorError):
             out.append(item)
             continue
-        encoded, h = item
+        env, h = item
         verdict = verdicts.get(h, STORED)
-        out.append((encoded, h, verdict, None if verdict == STORED else pack(encoded)))
+        out.append((env.encoded, h, verdict, None if verdict == STORED else pack(env.encoded)))
     return pack.tag, out
 
 

@@ -401,8 +401,8 @@ async def _internal(request: Request, exc: Exception) -> Response:
     return error_response(500, "serve.internal", "the server failed to answer")
 
 
-def routes() -> list[BaseRoute]:
-    out: list[BaseRoute] = [
+def routes() -> list[Route]:
+    out: list[Route] = [
         Route("/checkpoint", get_checkpoint),
         # JSON and JSON Lines compress; tiles of hashes and entry bundles (leaf data:
         # hashes) do not, and their routes go without
@@ -421,11 +421,20 @@ def routes() -> list[BaseRoute]:
     return out
 
 
+FIRST = ("/submit", "/tile/entries/{rest:path}", "/tile/{rest:path}", "/checkpoint")
+"""The routes tried first, in this order: Starlette tries each route's pattern in turn, and
+with the pages and ``/sync`` before them a ``POST /submit`` went through 17 patterns
+(about 7 us of the event loop's time per request) before its own."""
+
+
 def create_app(config: ServeConfig) -> Starlette:
     """The ASGI app of ``pithlog serve`` over ``config.store``."""
     log = Log(config)
+    own = routes()
+    first = [route for path in FIRST for route in own if route.path == path]
+    rest = [route for route in own if route.path not in FIRST]
     app = Starlette(
-        routes=[*config.extra_routes, *routes()],
+        routes=[*first, *config.extra_routes, *rest],
         exception_handlers={PithlogError: _pithlog_error, HTTPException: _http_error,
                             ClientDisconnect: _gone, Exception: _internal},
     )

@@ -60,6 +60,13 @@ def main(kind, events_path, store_path):
         results = pithlog.parallel.reduce_rendered(envelopes, keyring, jobs=1)
         next(results)
         ready()
+    elif kind == "reduce, judging helpers":
+        pithlog.parallel.STREAM_MIN = 5
+        pithlog.parallel.JUDGE_PART = 2
+        pithlog.parallel.TAIL_EVENTS = 2
+        results = pithlog.parallel.reduce_lines(list(enumerate(lines)), keyring, lambda *_: None)
+        next(results)
+        ready()
     elif kind == "append, judging helpers":
         pithlog.store.append_pipeline.ALONE_POOL_MIN = 1
         with Store.open(store_path) as store:
@@ -99,6 +106,7 @@ if __name__ == "__main__":
 KINDS = [
     "reduce --jobs 2",
     "reduce, verifying helpers",
+    "reduce, judging helpers",
     "append, judging helpers",
     "serve --submit, judging helpers",
     "replay --jobs 2",

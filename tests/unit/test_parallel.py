@@ -176,6 +176,7 @@ def test_helpers_and_workers_leave_ctrl_c_to_their_parent_and_die_of_sigterm(
     entries = [key.entry() for key in KEYRING.values()]
     for initializer, initargs in [
         (pithlog.parallel._worker_init, (entries, None)),  # reduce --jobs N
+        (pithlog.parallel._judge_init, (entries,)),  # reduce's judging helpers
         (replay_processes._worker_init, (str(tmp_path / "s"), entries, True, True, None, None)),
     ]:  # replay --jobs N
         with contextlib.ExitStack() as stack:

@@ -34,11 +34,11 @@ from pithlog.errors import (
     UsageError,
 )
 from pithlog.lines import iter_lines, too_long
-from pithlog.parallel import reduce_lines, reduce_rendered
+from pithlog.parallel import admitted, reduce_lines, reduce_rendered
 from pithlog.protocol.canonical import jcs, parse
 from pithlog.protocol.checks import check_alone
 from pithlog.protocol.event_types import EVENT_TYPES, prepare_record_created
-from pithlog.protocol.events import Envelope, admit, parse_envelope, sign_event
+from pithlog.protocol.events import admit, sign_event
 from pithlog.protocol.explain import payload_problem, targets_of
 from pithlog.protocol.keys import (
     SIGNER_TYPES,
@@ -86,18 +86,11 @@ def cmd_reduce(args: argparse.Namespace, out: Out) -> int:
                     read += 1
                     yield (path, number), too_long(number) if line is None else line
 
-    def admitted() -> Iterator[Envelope]:
-        for tag, line in lines():
-            try:
-                if isinstance(line, DoorError):
-                    raise line
-                yield parse_envelope(line)
-            except DoorError as exc:
-                refuse(tag, exc)
-
     # --jobs 1: the door, checks and signatures of the lines in helpers as they are read
-    results = (reduce_lines(lines(), keyring, refuse) if args.jobs == 1
-               else reduce_rendered(admitted(), keyring, jobs=args.jobs))  # fmt: skip
+    if args.jobs == 1:
+        results = reduce_lines(lines(), keyring, refuse)
+    else:
+        results = reduce_rendered(admitted(lines(), refuse), keyring, jobs=args.jobs)
     for pith, result in results:
         if isinstance(result, Pending):
             out.say(f"pending: {pith}: {result.event_count} events, no valid record_created")

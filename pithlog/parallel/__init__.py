@@ -60,7 +60,8 @@ from pithlog.protocol.reduce import (
 from pithlog.protocol.state import render_reduction
 
 __all__ = [
-    "PART_EVENTS", "PROCESS_CHUNK", "STREAM_MIN", "TAIL_EVENTS", "Pool", "Result", "in_order",
+    "PART_EVENTS", "PROCESS_CHUNK", "STREAM_MIN", "TAIL_EVENTS", "Pool", "Result", "admitted",
+    "in_order",
     "in_threads", "leave_interrupts_to_parent", "reduce_lines", "reduce_rendered", "split_by_pith",
     "threads_per_process", "usable_cores", "verifying_pool", "verifying_processes",
     "worker_pool",
@@ -167,7 +168,7 @@ def reduce_lines(
     stream = iter(lines)
     head = list(itertools.islice(stream, STREAM_MIN))
     if len(head) < STREAM_MIN or usable_cores() == 1:
-        yield from _reduce_here(_admitted(itertools.chain(head, stream), refused), keyring)
+        yield from _reduce_here(admitted(itertools.chain(head, stream), refused), keyring)
         return
     with contextlib.ExitStack() as stack:
         entries = [key.entry() for key in keyring.values()]
@@ -261,9 +262,11 @@ def _judged_parts(
         yield receive()
 
 
-def _admitted(
+def admitted(
     lines: Iterable[tuple[T, bytes | DoorError]], refused: Callable[[T, DoorError], None]
 ) -> Iterator[Envelope]:
+    """The envelopes of tagged lines that pass the door here, ``refused(tag, error)`` for
+    the others (a line refused before, as its error, included), in the lines' order."""
     for tag, line in lines:
         if isinstance(line, DoorError):
             refused(tag, line)

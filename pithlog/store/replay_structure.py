@@ -2,8 +2,9 @@
 "Replay beside appends"): what replay reads first, in one snapshot (the piths to replay and
 the last sequence number, :func:`replay_start`), and the structure pass (meta, ``seq``
 against the copies, the indexes against each other, :func:`check_structure`), with the
-temporary on-disk index it fills (:class:`ScratchIndex`, made by
-:func:`pithlog.store.environment_scratch.scratch_index`).
+temporary on-disk index that its table-by-table checks fill (:class:`ScratchIndex`, made
+by :func:`pithlog.store.environment_scratch.scratch_index`) when the one pass over the
+copies cannot prove the store healthy.
 
 :mod:`pithlog.store.replay` replays the piths that :func:`replay_start` lists;
 :mod:`pithlog.store.replay_processes` decides which process runs each pass.
@@ -116,12 +117,15 @@ def check_structure(
     found: list[Discrepancy],
     replayed: Collection[str],
     scratch: ScratchFactory,
+    at_once: bool = True,
 ) -> None:
     """The checks that need no signature: meta, seq against the copies, the indexes against
     each other, each disagreement appended to ``found``. ``replayed``: the piths replay
     goes through (:func:`replay_work`); an index entry of any other pith is reported.
-    ``scratch`` makes the temporary index of copy -> seq that the pass fills
-    (:data:`ScratchFactory`)."""
+    ``scratch`` makes the temporary index of copy -> seq that the table-by-table checks
+    fill (:data:`ScratchFactory`). First the copies are checked in one pass that proves a
+    healthy store's tables agree (:func:`_copies_at_once`); only when it cannot (``at_once``
+    false: never) are they checked table by table, which says each disagreement."""
 
     def say(kind: str, subject: str, detail: str) -> None:
         found.append(Discrepancy(kind, subject, detail))
@@ -139,6 +143,95 @@ def check_structure(
     if kd is None and txn.stat(dbs["events"])["entries"]:
         say("meta", "keyring_digest", "missing although the store holds events")
 
+    if not (at_once and _copies_at_once(txn, dbs, next_seq)):
+        _copies_one_by_one(txn, dbs, say, next_seq, scratch)
+    _later_and_keys(txn, dbs, say, replayed)
+
+
+def _copies_at_once(txn: Txn, dbs: dict[str, Any], next_seq: int | None) -> bool:
+    """Whether :func:`_copies_one_by_one` would find nothing to say, proven in one pass over
+    ``seq`` and ``copies`` side by side (both keyed by sequence number), with no scratch
+    index; ``False`` as soon as anything might be said (the caller then runs it, for its
+    words). On a healthy store this reads each copy once, with one ``events`` and one
+    ``by_pith`` lookup for a preferred copy (three lookups for an evidence copy), where
+    the table-by-table checks look each copy up six times and fill the scratch index.
+
+    Why it proves what the table-by-table checks check, on any store:
+
+    - ``seq`` and ``copies`` hold the same keys, all 8 bytes: they are walked in step.
+    - Each ``seq`` entry ``n`` naming ``(eid, h)`` is the preferred copy (``events[eid]``
+      is ``n``) or evidence (``evidence[eid + h]`` is ``n``, ``events[eid]`` names another
+      ``seq`` entry, which does not name ``(eid, h)``): what :func:`copy_pointer` resolves
+      to ``n``. A second entry naming the same ``(eid, h)`` fails this: ``events[eid]`` and
+      ``evidence[eid + h]`` each hold one sequence number, and the other entry's is the
+      preferred one naming ``(eid, h)`` or the evidence pointer's. So no duplicate, and no
+      scratch index to find one.
+    - The copy under ``n`` unpacks, hashes to ``h``, and says event_id ``eid`` and a pith
+      number; a preferred copy is in ``by_pith`` under that pith.
+    - The entries proven so have distinct keys in ``events`` (one per preferred copy), in
+      ``evidence`` (one per evidence copy) and in ``by_pith``; counted, they are all the
+      keys of those tables. So every ``events`` and ``evidence`` pointer is one of them,
+      proven above, and every ``by_pith`` key is a well-formed pith number and a stored
+      event_id.
+    """
+    get = txn.get
+    seq_db, events_db, evidence_db, by_pith_db = (
+        dbs["seq"], dbs["events"], dbs["evidence"], dbs["by_pith"])  # fmt: skip
+    copies = txn.cursor(db=dbs["copies"])
+    more = copies.first()
+    preferred = others = 0
+    last = 0
+    for key, value in txn.cursor(db=seq_db):
+        if len(key) != SEQ.size or len(value) != 64 or not more or copies.key() != key:
+            return False
+        stored = copies.value()
+        more = copies.next()
+        eid = value[:32]
+        held = get(eid, db=events_db)
+        is_preferred = held == key
+        if not is_preferred and (held is None or get(held, db=seq_db) == value
+                                 or get(value, db=evidence_db) != key):  # fmt: skip
+            return False
+        try:
+            data = unpack(txn, dbs, stored)
+        except CorruptCopy:
+            return False
+        if copy_hash(data) != value[32:]:
+            return False
+        ids = decode_ids(data)
+        if ids is None or not is_pith_number(ids.pith_number) or ids.event_id != eid_str(eid):
+            return False
+        if is_preferred:
+            if get(ids.pith_number.encode("ascii") + eid, db=by_pith_db) is None:
+                return False
+            preferred += 1
+        else:
+            others += 1
+        last = SEQ.unpack(key)[0]
+    if more or (next_seq is not None and last >= next_seq):
+        return False
+    return (
+        _count(txn, events_db) == preferred
+        and _count(txn, evidence_db) == others
+        and _count(txn, by_pith_db) == preferred
+    )
+
+
+def _count(txn: Txn, db: Any) -> int:
+    """The keys of ``db``, counted by walking them (not its header's count, which a damaged
+    file may get wrong and the page walk checks only on ``--verify``)."""
+    return sum(1 for _ in txn.cursor(db=db).iternext(values=False))
+
+
+def _copies_one_by_one(
+    txn: Txn,
+    dbs: dict[str, Any],
+    say: Callable[[str, str, str], None],
+    next_seq: int | None,
+    scratch: ScratchFactory,
+) -> None:
+    """``seq`` against ``copies``, ``events`` and ``evidence`` against both, ``by_pith``
+    against ``events``: each table on its own, every disagreement said."""
     # seq -> copies, with a temporary on-disk index copy -> seq (memory stays bounded).
     with scratch(txn.stat(dbs["seq"])["entries"]) as itx:
         last = 0
@@ -259,6 +352,12 @@ def check_structure(
             continue
         if txn.get(key[PITH_BYTES:], db=dbs["events"]) is None:
             say("by_pith", eid_str(key[PITH_BYTES:]), f"indexed under {pith} but not in events")
+
+
+def _later_and_keys(
+    txn: Txn, dbs: dict[str, Any], say: Callable[[str, str, str], None], replayed: Collection[str]
+) -> None:
+    """The index entries of piths replay does not go through, ``verdicts`` and ``by_key``."""
     # A pith that replay does not go through but that has events in by_pith in this
     # snapshot came with an append after replay's start: not damage, and not in the report.
     later: dict[str, bool] = {}

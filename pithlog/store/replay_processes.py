@@ -158,10 +158,10 @@ def early_workers(
     """Start the worker processes of a replay in ``jobs`` processes (``None``: one per core)
     now, before the store at ``path`` is opened, when a replay will likely run in more
     than one (a data file of :data:`EARLY_MIN_BYTES` or more, or ``jobs`` > 1 asked for):
-    a ``--verify`` open walks every page of the data file first (about 1 s of CPU per 40,000
-    copies), and the workers take its parts (:meth:`EarlyWorkers.walk`, which reads the
-    file without LMDB), their start (a new interpreter importing pithlog, 0.2-0.3 s of CPU
-    each) having run meanwhile instead of after the walk. No worker reads the store
+    a ``--verify`` open walks every page of the data file first (about 0.4 s of CPU per
+    100,000 registry copies), and the workers take its parts (:meth:`EarlyWorkers.walk`,
+    which reads the file without LMDB), their start (a new interpreter importing pithlog,
+    0.2-0.3 s of CPU each) having run meanwhile instead of after the walk. No worker reads the store
     through LMDB before :meth:`EarlyWorkers.start`, which replay calls once the walk has
     passed (the walk is there so that no damaged page is read through LMDB's map). Closed
     with ``stack``."""

@@ -346,14 +346,24 @@ def _open_lmdb(
     return env, dbs
 
 
+OPEN_RESIZED_TRIES = 8
+"""Opens of the environment tried while other processes keep growing the map
+(:func:`_lmdb_open`)."""
+
+
 def _lmdb_open(real: str, create: bool, map_size: int, readonly: bool) -> lmdb.Environment:
     """``lmdb.open`` with the store's settings. Read-only: LMDB's read-only mode (the data
     file opened for reading, read transactions only), with the lock file when this user can
     write it, which registers the reader so that no writer reuses the pages of its
     snapshot; without it when the lock file cannot be opened for writing (another user's
     store: LMDB's ``MDB_NOLOCK``, see ``docs/store.md``, "Readers"). On a read-only file
-    system LMDB itself leaves the lock file out."""
+    system LMDB itself leaves the lock file out.
+
+    Another process that grows the map between LMDB's read of the meta pages and the
+    transaction ``lmdb.open`` begins makes that transaction ``MDB_MAP_RESIZED``: the open
+    is made again, which reads the grown size (at most :data:`OPEN_RESIZED_TRIES` times)."""
     lock = True
+    resized = 0
     while True:
         try:
             return lmdb.open(
@@ -369,6 +379,11 @@ def _lmdb_open(real: str, create: bool, map_size: int, readonly: bool) -> lmdb.E
                 readonly=readonly,
                 lock=lock,
             )
+        except lmdb.MapResizedError as exc:
+            resized += 1
+            if resized < OPEN_RESIZED_TRIES:
+                continue
+            raise _store_error(exc) from exc
         except lmdb.ReadonlyError as exc:  # EACCES
             if readonly and lock:
                 lock = False

@@ -297,6 +297,40 @@ def test_two_appenders_and_a_reader_at_once(tmp_path: Path) -> None:
         assert store.stats()["map_size"] > 64 << 10
 
 
+
+def test_an_open_that_meets_a_map_grown_meanwhile_is_made_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The race of the test above, made certain: ``lmdb.open`` fails with MDB_MAP_RESIZED
+    (another process grew the map between LMDB's read of the meta pages and the
+    transaction the open begins) a few times, then succeeds; a store that never stops
+    failing so is ``store.lmdb``, not a hang."""
+    import lmdb
+
+    import pithlog.store.environment as environment
+
+    path = tmp_path / "s"
+    with Store.open(path) as store:
+        store.append([g.encoded(e) for e in valid(g.mixed_events(random.Random(2), 2, 2))],
+                     g.KEYRING)  # fmt: skip
+    real_open = lmdb.open
+    failures = [environment.OPEN_RESIZED_TRIES - 1]
+
+    def resized_open(*args: Any, **kwargs: Any) -> Any:
+        if failures[0] > 0:
+            failures[0] -= 1
+            raise lmdb.MapResizedError("mdb_txn_begin: MDB_MAP_RESIZED")
+        return real_open(*args, **kwargs)
+
+    monkeypatch.setattr(lmdb, "open", resized_open)
+    with Store.open(path) as store:
+        assert store.replay(g.KEYRING).ok
+    assert failures == [0]
+    failures[0] = environment.OPEN_RESIZED_TRIES
+    with pytest.raises(StoreError) as raised:
+        Store.open(tmp_path / "s")
+    assert raised.value.code == "store.lmdb"
+
 # --- keyring change -----------------------------------------------------------------------
 
 

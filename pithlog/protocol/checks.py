@@ -20,6 +20,8 @@ from pithlog.protocol.events import (
     ENVELOPE_MEMBERS,
     SIGNER_MEMBERS,
     Envelope,
+    Hints,
+    RecordFacts,
     body_sha256,
     projection_spans,
 )
@@ -313,8 +315,33 @@ def check_against_record(envelope: Envelope, record: ChosenRecord) -> str | None
         return None
     if event["created_at"] < record.created_at:
         return "predates_record"
-    if event_type.record_ok is not None and not event_type.record_ok(
-        event["payload"], event["target"], record
+    if event_type.record_match is not None and not event_type.record_match(
+        record_facts(envelope), record
     ):
         return "record_mismatch"
     return None
+
+
+def record_facts(envelope: Envelope) -> RecordFacts:
+    """Check 14's facts of an envelope that passed checks 1-12
+    (:data:`pithlog.protocol.event_types.FactsRule`): those it carries (an envelope decoded
+    without its payload, :func:`pithlog.protocol.events.readmit_light`), else read from its
+    payload, and kept with it."""
+    if envelope.facts is not None:
+        return envelope.facts[0]
+    event = envelope.value
+    rule = EVENT_TYPES[event["event_type"]].record_facts
+    facts = None if rule is None else rule(event["payload"], event["target"])
+    object.__setattr__(envelope, "facts", (facts,))  # the cache of a frozen value, set once
+    return facts
+
+
+def reduction_hints(envelope: Envelope, reason: str | None) -> Hints | None:
+    """What a reduction in another process needs of a copy judged here (verdict ``reason``)
+    besides its JCS bytes, to decode it without its payload
+    (:func:`pithlog.protocol.events.readmit_light`): its spans and check 14 facts. ``None``
+    where the whole envelope is needed: a ``record_created``, whose payload R is made of,
+    or a copy whose spans the checks did not find (one that failed check 1 or 2)."""
+    if envelope.spans is None or envelope.value["event_type"] == "record_created":
+        return None
+    return envelope.spans, (record_facts(envelope) if reason is None else None)

@@ -17,7 +17,7 @@ from typing import Any, Protocol
 
 from pithlog.errors import SigningError
 from pithlog.protocol.canonical import decode_b64, digest, encode_b64, is_hex64, jcs
-from pithlog.protocol.events import observation_digest
+from pithlog.protocol.events import RecordFacts, observation_digest
 from pithlog.protocol.keys import SigningKey
 from pithlog.protocol.records import pith_number_for
 from pithlog.protocol.timestamps import is_ts
@@ -200,26 +200,51 @@ def _mirror_hint_payload(p: dict[str, Any], target: str, _jcs: bytes | None = No
 
 
 # --- record rules, check 14 (against the chosen record, spec 5.3) -------------------------
+#
+# Each rule is split in two: what it needs of the event (its facts, taken from the payload
+# once, where the event is judged) and the comparison of those facts with R. A process that
+# reduces an event after another judged it then needs the facts, not the decoded payload
+# (pithlog.protocol.state.render_kept). The facts are defined for an event that passed
+# check 10, on which these functions never raise.
 
 
-def _graph_snapshot_matches(p: dict[str, Any], target: str, record: ChosenRecord) -> bool:
-    return jcs(p["graph_snapshot"]["source"]) == jcs(record.source)
+def _graph_snapshot_facts(p: dict[str, Any], target: str) -> RecordFacts:
+    return jcs(p["graph_snapshot"]["source"])
 
 
-def _timestamp_anchor_matches(p: dict[str, Any], target: str, record: ChosenRecord) -> bool:
-    return target != "record" or p["anchored_sha256"] == record.canonical_sha256
+def _graph_snapshot_matches(facts: RecordFacts, record: ChosenRecord) -> bool:
+    return facts == jcs(record.source)
 
 
-def _citation_matches(p: dict[str, Any], target: str, record: ChosenRecord) -> bool:
+def _timestamp_anchor_facts(p: dict[str, Any], target: str) -> RecordFacts:
+    # an anchor of a named event says nothing of R (check 10 held it to that event)
+    return p["anchored_sha256"] if target == "record" else None
+
+
+def _timestamp_anchor_matches(facts: RecordFacts, record: ChosenRecord) -> bool:
+    return facts is None or facts == record.canonical_sha256
+
+
+_CITED_SIDES = ("citing_paper", "cited_paper", "cited_work")
+
+
+def _citation_facts(p: dict[str, Any], target: str) -> RecordFacts:
+    """The arXiv ids (strings) that the citation's sides name, in side order."""
     citation = p["observation"]["citation"]
-    paper_id = record.source["id"]
-    for side in ("citing_paper", "cited_paper", "cited_work"):
+    ids: list[str] = []
+    for side in _CITED_SIDES:
         paper = citation.get(side)
         if isinstance(paper, dict):
             arxiv_id = paper.get("arxiv_id")
-            if isinstance(arxiv_id, str) and arxiv_id == paper_id:
-                return True
-    return False
+            if isinstance(arxiv_id, str):
+                ids.append(arxiv_id)
+    return tuple(ids)
+
+
+def _citation_matches(facts: RecordFacts, record: ChosenRecord) -> bool:
+    # one of the sides is R's paper (``in``: equality, as the spec's comparison)
+    assert isinstance(facts, tuple)
+    return record.source["id"] in facts
 
 
 # --- the table ----------------------------------------------------------------------------
@@ -233,7 +258,10 @@ class PayloadRule(Protocol):
     def __call__(self, p: dict[str, Any], target: str, _jcs: bytes | None = None, /) -> bool: ...
 
 
-RecordRule = Callable[[dict[str, Any], str, ChosenRecord], bool]
+FactsRule = Callable[[dict[str, Any], str], RecordFacts]
+"""The facts of an event (its payload, its target) that passed check 10."""
+MatchRule = Callable[[RecordFacts, ChosenRecord], bool]
+"""Check 14 of one event type: do the event's facts agree with the chosen record?"""
 
 
 @dataclass(frozen=True)
@@ -247,8 +275,10 @@ class EventType:
     target_ok: Callable[[str], bool]
     payload_ok: PayloadRule
     """Check 10: payload rules that need no other event."""
-    record_ok: RecordRule | None
-    """Check 14: payload rules that compare with the chosen record."""
+    record_facts: FactsRule | None
+    """Check 14, the part that reads the event: its facts (``None``: no check 14)."""
+    record_match: MatchRule | None
+    """Check 14, the part that compares those facts with the chosen record."""
 
 
 def _row(
@@ -257,9 +287,10 @@ def _row(
     signers: tuple[str, ...],
     target_ok: Callable[[str], bool],
     payload_ok: PayloadRule,
-    record_ok: RecordRule | None = None,
+    record_rule: tuple[FactsRule, MatchRule] | None = None,
 ) -> EventType:
-    return EventType(name, state_list, frozenset(signers), target_ok, payload_ok, record_ok)
+    facts, match = record_rule if record_rule is not None else (None, None)
+    return EventType(name, state_list, frozenset(signers), target_ok, payload_ok, facts, match)
 
 
 EVENT_TYPES: dict[str, EventType] = {
@@ -268,15 +299,17 @@ EVENT_TYPES: dict[str, EventType] = {
         _row("record_created", "record_created", ("pith_registry",),
              _record_only, _record_created_payload),
         _row("graph_snapshot", "graph_snapshots", ("pith_registry",),
-             lambda t: t == "graph", _graph_snapshot_payload, _graph_snapshot_matches),
+             lambda t: t == "graph", _graph_snapshot_payload,
+             (_graph_snapshot_facts, _graph_snapshot_matches)),
         _row("author_attestation", "author_attestations", ("author",),
              _claim_or_record, _author_attestation_payload),
         _row("timestamp_anchor", "timestamp_anchors", ("timestamp_authority", "pith_registry"),
-             _timestamp_anchor_target, _timestamp_anchor_payload, _timestamp_anchor_matches),
+             _timestamp_anchor_target, _timestamp_anchor_payload,
+             (_timestamp_anchor_facts, _timestamp_anchor_matches)),
         _row("storage_attestation", "storage_attestations", ("mirror", "pith_registry"),
              _record_only, _storage_attestation_payload),
         _row("citation_signature", "citation_signatures", ("citation_indexer", "pith_registry"),
-             _citation_target, _citation_signature_payload, _citation_matches),
+             _citation_target, _citation_signature_payload, (_citation_facts, _citation_matches)),
         _row("replication_record", "replication_records", ("replicator", "pith_registry"),
              _claim_or_record, _replication_record_payload),
         _row("correction", "corrections", ("pith_registry",),

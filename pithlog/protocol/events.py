@@ -72,6 +72,24 @@ class Envelope:
     spans: tuple[int, int, int, int] | None = field(default=None, compare=False, repr=False)
     """:func:`projection_spans` of this envelope once computed (a state and a store's index
     both need them): a cache, set once, not part of the value."""
+    facts: tuple[RecordFacts] | None = field(default=None, compare=False, repr=False)
+    """Check 14's facts of this envelope (:func:`pithlog.protocol.checks.record_facts`), in
+    a 1-tuple once known: a cache, set once, not part of the value; what an envelope
+    decoded without its payload (:func:`readmit_light`) has of it."""
+
+
+RecordFacts = bytes | str | tuple[str, ...] | None
+"""What check 14 of an event's type needs of its payload and target (spec 5.3): the part
+of the rule that reads the event (:data:`pithlog.protocol.event_types.FactsRule`)."""
+
+Spans = tuple[int, int, int, int]
+"""``(payload_start, payload_end, signer_start, signer_end)`` in an envelope's JCS bytes
+(:func:`projection_spans`)."""
+
+Hints = tuple[Spans, RecordFacts]
+"""What a reduction needs of a copy judged in another process, besides its JCS bytes and
+verdict, to decode it without its payload (:func:`readmit_light`): its spans and its check
+14 facts (``None`` for a copy that failed checks 1-12: never compared)."""
 
 
 def admit(value: JSON, encoded: bytes | None = None) -> Envelope:
@@ -126,6 +144,24 @@ def readmit(encoded: bytes) -> Envelope:
     gives back the value it encodes."""
     value = _ANY.decode(encoded)
     return Envelope(value, value["event_id"], value["pith_number"], encoded)
+
+
+def readmit_light(encoded: bytes, hints: Hints) -> Envelope:
+    """:func:`readmit` without decoding the payload: ``value`` has every member but
+    ``payload`` (so that a use of it fails loudly), and the envelope carries the spans and
+    check 14 facts of ``hints``, which the process that judged the copy took from these
+    same bytes (:func:`pithlog.protocol.checks.reduction_hints`).
+
+    Steps 1-5 of a reduction need of an applied event other than R only its top-level
+    members, its check 14 facts and the slices of its JCS that the state document holds
+    (:func:`pithlog.protocol.state.fragment`): this is what ``pithlog reduce`` decodes in
+    its helpers after step 0 (:func:`pithlog.protocol.state.render_kept`), where the
+    payload was a quarter of the time per event. The payload's bytes are replaced by
+    ``0`` before decoding, which leaves the JSON well formed."""
+    spans, facts = hints
+    value = _ANY.decode(b"".join((encoded[: spans[0]], b"0", encoded[spans[1] :])))
+    del value["payload"]
+    return Envelope(value, value["event_id"], value["pith_number"], encoded, spans, (facts,))
 
 
 def body_of(envelope: dict[str, Any]) -> dict[str, Any]:

@@ -14,7 +14,8 @@ from pithlog.protocol.canonical import digest, encode_b64, parse
 from pithlog.protocol.event_types import prepare_record_created
 from pithlog.protocol.events import admit, body_of, sign_event
 from pithlog.protocol.keys import Keyring, SigningKey
-from pithlog.protocol.reduce import Pending, Reduction, reduce_events
+from pithlog.protocol.reduce import Pending, Reduction, collapse_streamed, reduce_events
+from pithlog.protocol.state import render_kept, render_reduction
 from pithlog.testing import test_key, test_keyring
 
 REPO = Path(__file__).resolve().parents[2]
@@ -167,9 +168,18 @@ def reduce_values(values: list[dict[str, Any]], keyring: Keyring = KEYRING) -> d
 
 def verdict(target: dict[str, Any], *others: dict[str, Any], keyring: Keyring = KEYRING) -> str:
     """What reducing ``others`` and ``target`` makes of ``target``: its reason code, or
-    ``"applied"`` or ``"loser"`` (valid, an equivocation loser)."""
-    results = reduce_values([*others, target], keyring)
-    result = results[target["pith_number"]]
+    ``"applied"`` or ``"loser"`` (valid, an equivocation loser).
+
+    The pith is also reduced as ``pithlog reduce``'s helpers reduce it after step 0, with
+    the copies decoded without their payloads where step 0 kept hints (:func:`render_kept`):
+    its document must be the same bytes."""
+    values = [*others, target]
+    results = reduce_values(values, keyring)
+    pith = target["pith_number"]
+    result = results[pith]
+    kept = collapse_streamed([admit(v) for v in values], keyring)[pith]
+    assert render_kept(pith, kept) == (
+        render_reduction(result) if isinstance(result, Reduction) else result)
     event_id = target["event_id"]
     if event_id in result.invalid:
         reason: str = result.invalid[event_id]

@@ -154,3 +154,28 @@ def test_the_observation_digest_is_cut_from_the_payload_jcs_without_encoding_aga
     observation["citation"]["observation_digest"] = observation["observation_digest"]
     with pytest.raises(AssertionError, match="encoded again"):
         events.observation_digest(payload, jcs(payload))
+
+
+# --- an envelope decoded without its payload ----------------------------------------------
+
+
+@pytest.mark.parametrize("event_type", ["citation_signature", "graph_snapshot", "mirror_hint",
+                                        "timestamp_anchor"])
+def test_readmit_light_is_the_envelope_without_its_payload(event_type: str) -> None:
+    whole = parse_envelope(jcs(event(event_type, record_event())))
+    spans = events.projection_spans(whole)
+    light = events.readmit_light(whole.encoded, (spans, ("2411.00284",)))
+    assert light.value == {k: v for k, v in whole.value.items() if k != "payload"}
+    assert (light.event_id, light.pith_number, light.encoded) == (
+        whole.event_id, whole.pith_number, whole.encoded)
+    assert light.spans == spans and light.facts == (("2411.00284",),)
+    with pytest.raises(KeyError):  # a use of the payload fails, never reads something else
+        light.value["payload"]  # noqa: B018
+
+
+def test_readmit_light_keeps_a_payload_that_holds_the_envelope_s_member_names() -> None:
+    # the payload's bytes are cut by their spans, not found by searching for names
+    payload = {"locator": '","signer":{"key_id":"x"},"payload":{}', "signer": {"a": 1}}
+    whole = parse_envelope(jcs(event("mirror_hint", record_event(), payload=payload)))
+    light = events.readmit_light(whole.encoded, (events.projection_spans(whole), None))
+    assert light.value == {k: v for k, v in whole.value.items() if k != "payload"}

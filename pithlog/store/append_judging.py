@@ -8,8 +8,10 @@ lines goes out in parts of :data:`JUDGE_PART`, each helper puts its lines throug
 leaves out the copies the store already holds (it reads the store, opened read-only, as
 the appending process would), judges the rest and packs them as the store keeps them; the
 appending process gets back, line by line, the door's refusal or the copy's JCS bytes,
-hash, verdict and packed value, and only decodes the JCS bytes again
-(:func:`pithlog.protocol.events.readmit`) for its write transaction.
+hash, verdict, packed value and hints, and only decodes the JCS bytes again for its write
+transaction: without the payload where the hints allow
+(:func:`pithlog.protocol.events.readmit_light`), since its reductions read of a new event
+only its top-level members, its spans and its check 14 facts.
 
 Everything a helper computes is a pure function of the line, the keyring and the store's
 snapshot: a part whose helper died is judged again here (:class:`pithlog.errors.HelperLost`),
@@ -31,8 +33,8 @@ from typing import Any, Protocol
 
 from pithlog.errors import DoorError, HelperLost
 from pithlog.parallel import Pool, leave_interrupts_to_parent, verifying_processes, worker_pool
-from pithlog.protocol.checks import check_many
-from pithlog.protocol.events import Envelope, parse_envelopes, readmit
+from pithlog.protocol.checks import check_many, reduction_hints
+from pithlog.protocol.events import Envelope, Hints, parse_envelopes, readmit, readmit_light
 from pithlog.protocol.keys import Keyring, make_keyring
 from pithlog.store import codec
 from pithlog.store.environment import acquire
@@ -54,11 +56,14 @@ STORED = "stored"
 """The verdict slot of a copy the store already held when it was judged: a duplicate,
 whose checks are not run again (:func:`judge_lines`)."""
 
-Judgement = DoorError | tuple[bytes, bytes, str | None, bytes | None]
+Judgement = DoorError | tuple[bytes, bytes, str | None, bytes | None, Hints | None]
 """What a helper says of one line: the door's refusal, or ``(JCS bytes, copy hash,
-verdict, stored value)`` where the verdict is the reason of the first failing check 1-12,
-``None`` for a valid event, or :data:`STORED`; the stored value is the copy as the store
-keeps it (:class:`pithlog.store.codec.Packer`), for a copy the store does not hold."""
+verdict, stored value, hints)`` where the verdict is the reason of the first failing check
+1-12, ``None`` for a valid event, or :data:`STORED`; the stored value is the copy as the
+store keeps it (:class:`pithlog.store.codec.Packer`), for a copy the store does not hold;
+the hints (:func:`pithlog.protocol.checks.reduction_hints`), for a copy judged here, let
+the appending process decode it without its payload
+(:func:`pithlog.protocol.events.readmit_light`)."""
 
 JudgedPart = tuple[bytes, list[Judgement]]
 """A part's judgements, with the :attr:`~pithlog.store.codec.Packer.tag` its stored values
@@ -262,8 +267,8 @@ def receive(sent: SentBatch, read: Read, keyring: Keyring) -> Received:
                 items.append(judgement)
                 hashes.append(None)
                 continue
-            encoded, h, verdict, stored = judgement
-            items.append(readmit(encoded))
+            encoded, h, verdict, stored, hints = judgement
+            items.append(readmit(encoded) if hints is None else readmit_light(encoded, hints))
             hashes.append(h)
             if h not in seen:
                 seen.add(h)
@@ -286,15 +291,17 @@ def judge_lines(lines: list[bytes], keyring: Keyring, read: Read) -> JudgedPart:
         if not isinstance(item, DoorError):
             envelopes.setdefault(item[1], item[0])
     new, pack = read(lambda txn, dbs: (unseen(envelopes, txn, dbs), codec.packer(txn, dbs)))
-    verdicts = dict(zip(new, check_many([envelopes[h] for h in new], keyring), strict=True))
+    judged = {
+        h: (reason, pack(envelopes[h].encoded), reduction_hints(envelopes[h], reason))
+        for h, reason in zip(new, check_many([envelopes[h] for h in new], keyring), strict=True)
+    }
     out: list[Judgement] = []
     for item in door:
         if isinstance(item, DoorError):
             out.append(item)
             continue
         env, h = item
-        verdict = verdicts.get(h, STORED)
-        out.append((env.encoded, h, verdict, None if verdict == STORED else pack(env.encoded)))
+        out.append((env.encoded, h, *judged.get(h, (STORED, None, None))))
     return pack.tag, out
 
 

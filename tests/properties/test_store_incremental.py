@@ -4,14 +4,18 @@ reduction gives, and its incremental index equals the index a full reduction wri
 from __future__ import annotations
 
 import tempfile
+from concurrent.futures import Future
+from dataclasses import dataclass
 from typing import Any
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from pithlog.protocol.keys import Keyring
 from pithlog.protocol.reduce import Reduction, reduce_events
 from pithlog.protocol.state import render_reduction
 from pithlog.store import Store
+from pithlog.store.append_judging import JudgedPart, SentBatch, SentPart, judge_lines
 
 from .universe import KEYRING, envelopes, event_sets
 
@@ -66,3 +70,42 @@ def test_a_later_batch_can_take_over_a_slot(tmp_path: Any) -> None:
         assert expected.applied[1] is hints[-1]
         assert store.state(pith) == render_reduction(expected)
         assert store.replay(KEYRING).ok
+
+
+@dataclass(frozen=True)
+class _Judged:
+    """Judging helpers as :meth:`Store.append_judged` sees them: the keyring they hold."""
+
+    keyring: Keyring
+
+
+def _judged_here(store: Store, lines: list[bytes]) -> SentBatch:
+    """``lines`` judged as a helper judges them (:func:`judge_lines`), in this process: the
+    batch the appending process receives, copies decoded without their payloads."""
+    future: Future[JudgedPart] = Future()
+    future.set_result(judge_lines(lines, KEYRING, store._read))
+    return SentBatch([SentPart(lines, future)])
+
+
+@settings(max_examples=40, deadline=None)
+@given(specs=event_sets(), data=st.data())
+def test_batches_judged_by_helpers_give_the_full_reduction(
+    specs: list[tuple[Any, ...]], data: st.DataObject
+) -> None:
+    # What the helpers send is decoded without the payloads (the hints): the new events'
+    # reductions, in the index or whole, must come out as a full reduction gives them.
+    items = envelopes(specs)
+    cuts = sorted(data.draw(st.lists(st.integers(0, len(items)), max_size=6), label="cuts"))
+    batches = [items[a:b] for a, b in zip([0, *cuts], [*cuts, len(items)], strict=True)]
+    expected = reduce_events(items, KEYRING)
+    with tempfile.TemporaryDirectory() as folder, Store.open(folder) as store:
+        for batch in batches:
+            sent = _judged_here(store, [e.encoded for e in batch])
+            store.append_judged([sent], KEYRING, _Judged(KEYRING), keep_invalid=True)
+        for pith, result in expected.items():
+            if isinstance(result, Reduction):
+                assert store.state(pith) == render_reduction(result)
+            else:
+                assert store.state(pith) is None
+        report = store.replay(KEYRING)
+        assert report.ok, [d.line() for d in report.discrepancies]

@@ -75,6 +75,15 @@ def other(
             bytes([variant]))}
     elif kind == "storage_attestation":
         payload = {"byte_size": variant - 1, "content_sha256": "ab" * 32, "locator": "x"}
+    elif kind == "citation_signature":
+        # variant 2: a citation of another record's paper, so record_mismatch; the paper
+        # on another side each variant
+        paper = RECORDS[(pith + 1) % 3 if variant == 2 else pith]["source"]["id"]
+        side = ("citing_paper", "cited_paper", "cited_work")[variant]
+        obs: dict[str, Any] = {"citation": {side: {"arxiv_id": paper, "title": "t"}},
+                               "observation_id": target[len("citation:"):]}
+        obs["observation_digest"] = "sha256:" + digest(obs)
+        payload = {"observation": obs}
     else:  # pragma: no cover
         raise ValueError(kind)
     return sign_event(fixed_key(signer), kind, pith_number(pith), target, TIMES[time], payload)
@@ -133,6 +142,9 @@ def _other_specs(piths: st.SearchStrategy[int]) -> st.SearchStrategy[tuple[Any, 
                   st.sampled_from(["tsa", "registry"]), st.just("record"), st.integers(0, 2)),
         st.tuples(st.just("other"), piths, st.just("storage_attestation"), st.integers(1, 3),
                   st.just("mirror"), st.just("record"), st.integers(0, 2)),
+        st.tuples(st.just("other"), piths, st.just("citation_signature"), st.integers(0, 4),
+                  st.sampled_from(["indexer", "registry"]),
+                  st.sampled_from(["citation:o-1", "citation:o-2"]), st.integers(0, 2)),
     )
 
 

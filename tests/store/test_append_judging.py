@@ -17,7 +17,7 @@ import pytest
 import pithlog.store.append_judging
 import pithlog.store.append_pipeline
 from pithlog.errors import DoorError, HelperLost
-from pithlog.protocol.checks import check_alone
+from pithlog.protocol.checks import check_alone, reduction_hints
 from pithlog.protocol.events import parse_envelope
 from pithlog.protocol.keys import make_keyring
 from pithlog.store import Store, codec
@@ -49,14 +49,16 @@ def test_judge_lines_gives_the_door_and_checks_of_each_line(tmp_path: Path) -> N
             continue
         assert not isinstance(judgement, DoorError)
         env = parse_envelope(line)
-        encoded, h, verdict, stored = judgement
+        encoded, h, verdict, stored, hints = judgement
         assert (encoded, h) == (env.encoded, copy_hash(env.encoded))
         # a copy the store holds is a duplicate, not judged again; the rest as here, and
-        # packed as the store would keep it
+        # packed as the store would keep it, with the hints of the checks made here
         assert verdict == (STORED if line in held else check_alone(env, g.KEYRING))
         assert stored == (None if line in held else pack(encoded))
+        assert hints == (None if line in held else reduction_hints(env, verdict))
     reasons = {j[2] for j in judged if not isinstance(j, DoorError)}
     assert None in reasons and "bad_signature" in reasons and STORED in reasons
+    assert any(j[4] is not None for j in judged if not isinstance(j, DoorError))
 
 
 def _die(*_: object) -> None:

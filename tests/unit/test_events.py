@@ -170,7 +170,7 @@ def test_readmit_light_is_the_envelope_without_its_payload(event_type: str) -> N
         whole.event_id, whole.pith_number, whole.encoded)
     assert light.spans == spans and light.facts == (("2411.00284",),)
     with pytest.raises(KeyError):  # a use of the payload fails, never reads something else
-        light.value["payload"]  # noqa: B018
+        light.value["payload"]
 
 
 def test_readmit_light_keeps_a_payload_that_holds_the_envelope_s_member_names() -> None:

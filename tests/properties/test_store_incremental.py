@@ -4,6 +4,7 @@ reduction gives, and its incremental index equals the index a full reduction wri
 from __future__ import annotations
 
 import tempfile
+from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any
@@ -19,19 +20,22 @@ from pithlog.store.append_judging import JudgedPart, SentBatch, SentPart, judge_
 
 from .universe import KEYRING, envelopes, event_sets
 
+Append = Callable[[Store, list[bytes]], object]
+"""One way of appending a batch of lines to a store (with invalid copies kept)."""
 
-@settings(max_examples=60, deadline=None)
-@given(specs=event_sets(), data=st.data())
-def test_incremental_index_equals_full_reduction(
-    specs: list[tuple[Any, ...]], data: st.DataObject
+
+def _appended_in_batches_as_reduced(
+    specs: list[tuple[Any, ...]], data: st.DataObject, append: Append
 ) -> None:
+    """The events of ``specs`` appended with ``append`` in batches cut where ``data`` says:
+    every pith's state, or pending status, is a full reduction's, and replay agrees."""
     items = envelopes(specs)
     cuts = sorted(data.draw(st.lists(st.integers(0, len(items)), max_size=6), label="cuts"))
     batches = [items[a:b] for a, b in zip([0, *cuts], [*cuts, len(items)], strict=True)]
     expected = reduce_events(items, KEYRING)
     with tempfile.TemporaryDirectory() as folder, Store.open(folder) as store:
         for batch in batches:
-            store.append([e.encoded for e in batch], KEYRING, keep_invalid=True)
+            append(store, [e.encoded for e in batch])
         for pith, result in expected.items():
             if isinstance(result, Reduction):
                 assert store.state(pith) == render_reduction(result)
@@ -40,6 +44,15 @@ def test_incremental_index_equals_full_reduction(
                 assert store.status(pith) is not None
         report = store.replay(KEYRING)
         assert report.ok, [d.line() for d in report.discrepancies]
+
+
+@settings(max_examples=60, deadline=None)
+@given(specs=event_sets(), data=st.data())
+def test_incremental_index_equals_full_reduction(
+    specs: list[tuple[Any, ...]], data: st.DataObject
+) -> None:
+    _appended_in_batches_as_reduced(
+        specs, data, lambda store, lines: store.append(lines, KEYRING, keep_invalid=True))
 
 
 def test_a_later_batch_can_take_over_a_slot(tmp_path: Any) -> None:
@@ -94,18 +107,8 @@ def test_batches_judged_by_helpers_give_the_full_reduction(
 ) -> None:
     # What the helpers send is decoded without the payloads (the hints): the new events'
     # reductions, in the index or whole, must come out as a full reduction gives them.
-    items = envelopes(specs)
-    cuts = sorted(data.draw(st.lists(st.integers(0, len(items)), max_size=6), label="cuts"))
-    batches = [items[a:b] for a, b in zip([0, *cuts], [*cuts, len(items)], strict=True)]
-    expected = reduce_events(items, KEYRING)
-    with tempfile.TemporaryDirectory() as folder, Store.open(folder) as store:
-        for batch in batches:
-            sent = _judged_here(store, [e.encoded for e in batch])
-            store.append_judged([sent], KEYRING, _Judged(KEYRING), keep_invalid=True)
-        for pith, result in expected.items():
-            if isinstance(result, Reduction):
-                assert store.state(pith) == render_reduction(result)
-            else:
-                assert store.state(pith) is None
-        report = store.replay(KEYRING)
-        assert report.ok, [d.line() for d in report.discrepancies]
+    def judged_by_helpers(store: Store, lines: list[bytes]) -> object:
+        sent = _judged_here(store, lines)
+        return store.append_judged([sent], KEYRING, _Judged(KEYRING), keep_invalid=True)
+
+    _appended_in_batches_as_reduced(specs, data, judged_by_helpers)

@@ -32,14 +32,13 @@ from pithlog import __version__
 from pithlog.distributed.sources import Block, RangeStream
 from pithlog.errors import DaskError, DoorError, UsageError
 from pithlog.lines import iter_envelopes, iter_lines
-from pithlog.parallel import Result
+from pithlog.parallel import Result, rendered
 from pithlog.protocol.canonical import jcs, parse
 from pithlog.protocol.checks import check_many
 from pithlog.protocol.events import Envelope
 from pithlog.protocol.keys import Keyring, load_keyring
 from pithlog.protocol.records import is_pith_number
-from pithlog.protocol.reduce import MERGE_VERSION, STREAM_BATCH, Kept, Pending, rank
-from pithlog.protocol.state import render_kept
+from pithlog.protocol.reduce import MERGE_VERSION, STREAM_BATCH, Kept, Pending, rank, reduce_kept
 
 Versions = tuple[str, str]
 
@@ -270,7 +269,7 @@ def _by_pith(
     for kind, items in unpacked(groups):
         if kind == "e":
             for pith, reason, data in items:
-                events.setdefault(pith, []).append((reason, data, None))
+                events.setdefault(pith, []).append((reason, data))
         else:
             for item in items:
                 published.setdefault(item[0], []).append(item)
@@ -280,10 +279,10 @@ def _by_pith(
 @collector_paused
 def reduce_range(groups: list[tuple[int, list[Packed]]], expected: Versions) -> list[Result]:
     """Steps 1-5 for every pith of one range, in pith order (what ``pithlog reduce`` prints
-    for them: :func:`pithlog.protocol.state.render_kept`)."""
+    for them: :func:`pithlog.parallel.rendered`)."""
     require(expected)
     events, _ = _by_pith(groups)
-    return [(pith, render_kept(pith, events.pop(pith))) for pith in sorted(events)]
+    return [(pith, rendered(reduce_kept(pith, events.pop(pith)))) for pith in sorted(events)]
 
 
 # --- --compare -----------------------------------------------------------------------
@@ -355,7 +354,7 @@ def compare_range(
         kept = events.pop(pith, None)
         result: bytes | Pending | None = None
         if kept is not None:
-            result = render_kept(pith, kept)
+            result = rendered(reduce_kept(pith, kept))
         lines = sorted(published.pop(pith, []), key=lambda p: p[1])
         counts["published"] += len(lines)
         state = result if isinstance(result, bytes) else None

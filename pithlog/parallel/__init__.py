@@ -55,8 +55,9 @@ from pithlog.protocol.reduce import (
     collapse_streamed,
     judge_lines,
     reduce_events,
+    reduce_kept,
 )
-from pithlog.protocol.state import render_kept, render_reduction
+from pithlog.protocol.state import render_reduction
 
 __all__ = [
     "PART_EVENTS", "PROCESS_CHUNK", "STREAM_MIN", "TAIL_EVENTS", "Pool", "Result", "admitted",
@@ -179,8 +180,8 @@ def reduce_lines(
                     refused(tag, judgement)
                 elif judgement is not _ADMITTED:
                     assert isinstance(line, bytes)
-                    event_id, pith, encoded, reason, hints = judgement
-                    zero.add(event_id, pith, line if encoded is None else encoded, reason, hints)
+                    event_id, pith, encoded, reason = judgement
+                    zero.add(event_id, pith, line if encoded is None else encoded, reason)
         parts = _tail_parts(zero.by_pith())
         for results in in_order(pool, _reduce_kept_part, _reduce_kept_part, parts):
             yield from results
@@ -189,7 +190,7 @@ def reduce_lines(
 _Part = list[tuple[T, bytes | DoorError]]
 """Lines as :func:`reduce_lines` takes them, each with its tag."""
 
-_ADMITTED = ("", "", None, None, None)
+_ADMITTED = ("", "", None, None)
 """The judgement of a line that repeats an earlier admitted one: step 0 has its copy."""
 
 
@@ -302,7 +303,7 @@ def _judge_run(lines: list[bytes]) -> list[LineJudgement]:
 
 def _reduce_kept_part(part: list[tuple[str, Kept]]) -> list[Result]:
     """Steps 1-5 for the piths of ``part`` (what a helper runs after step 0)."""
-    return [(pith, render_kept(pith, kept)) for pith, kept in part]
+    return [(pith, rendered(reduce_kept(pith, kept))) for pith, kept in part]
 
 
 def rendered(result: Reduction | Pending) -> bytes | Pending:

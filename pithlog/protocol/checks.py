@@ -337,7 +337,7 @@ def record_facts(envelope: Envelope) -> RecordFacts:
 
 
 def reduction_hints(envelope: Envelope, reason: str | None) -> Hints | None:
-    """What a reduction in another process needs of a copy judged here (verdict ``reason``)
+    """What a process that reduces a copy judged here (verdict ``reason``) needs of it
     besides its JCS bytes, to decode it without its payload
     (:func:`pithlog.protocol.events.readmit_light`): its spans and check 14 facts. ``None``
     where the whole envelope is needed: a ``record_created``, whose payload R is made of,

@@ -204,8 +204,8 @@ def _mirror_hint_payload(p: dict[str, Any], target: str, _jcs: bytes | None = No
 # Each rule is split in two: what it needs of the event (its facts, taken from the payload
 # once, where the event is judged) and the comparison of those facts with R. A process that
 # reduces an event after another judged it then needs the facts, not the decoded payload
-# (pithlog.protocol.state.render_kept). The facts are defined for an event that passed
-# check 10, on which these functions never raise.
+# (an append's writing process: pithlog.store.append_judging). The facts are defined for
+# an event that passed check 10, on which these functions never raise.
 
 
 def _graph_snapshot_facts(p: dict[str, Any], target: str) -> RecordFacts:

@@ -87,7 +87,7 @@ Spans = tuple[int, int, int, int]
 (:func:`projection_spans`)."""
 
 Hints = tuple[Spans, RecordFacts]
-"""What a reduction needs of a copy judged in another process, besides its JCS bytes and
+"""What the appending process needs of a copy its helpers judged, besides its JCS bytes and
 verdict, to decode it without its payload (:func:`readmit_light`): its spans and its check
 14 facts (``None`` for a copy that failed checks 1-12: never compared)."""
 
@@ -152,14 +152,13 @@ def readmit_light(encoded: bytes, hints: Hints) -> Envelope:
     check 14 facts of ``hints``, which the process that judged the copy took from these
     same bytes (:func:`pithlog.protocol.checks.reduction_hints`).
 
-    Steps 1-5 of a reduction need of an applied event other than R only its top-level
-    members, its check 14 facts and the slices of its JCS that the state document holds
-    (:func:`pithlog.protocol.state.fragment`): this is what ``pithlog reduce`` decodes in
-    its helpers after step 0 (:func:`pithlog.protocol.state.render_kept`: 10.5-11.3 us
-    per event against 15.3-15.9 decoding whole, over 30,000 events of the bench's
-    registry workload), and what an append decodes of the copies its helpers judged. The
-    payload's bytes are replaced by ``0`` before decoding, which leaves the JSON well
-    formed."""
+    Steps 1-4 of a reduction, and the store's index of it, need of an event other than R
+    only its top-level members, its check 14 facts and its spans (where the state
+    document's slices of its JCS lie): this is what an append's writing process decodes of
+    the copies its helpers judged (:func:`pithlog.store.append_judging.receive`), about 2
+    us per event against 9 for decoding and freeing a whole one of the bench's registry
+    workload. The payload's bytes are replaced by ``0`` before decoding, which leaves the
+    JSON well formed."""
     spans, facts = hints
     value = _ANY.decode(b"".join((encoded[: spans[0]], b"0", encoded[spans[1] :])))
     del value["payload"]

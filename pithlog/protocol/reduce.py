@@ -30,11 +30,10 @@ from pithlog.protocol.checks import (
     check_against_record,
     check_alone,
     check_many,
-    reduction_hints,
     start_checks,
 )
 from pithlog.protocol.event_types import ChosenRecord
-from pithlog.protocol.events import Envelope, Hints, parse_envelopes, readmit
+from pithlog.protocol.events import Envelope, parse_envelopes, readmit
 from pithlog.protocol.keys import Keyring
 
 MERGE_VERSION = "pith-open-graph-merge-v1"
@@ -263,22 +262,16 @@ def reduce_events(
 
 
 class _KeptCopy(NamedTuple):
-    """A copy :class:`StepZero` keeps: its rank (which ends in its JCS bytes), its verdict,
-    its pith and its hints, without the decoded envelope."""
+    """A copy :class:`StepZero` keeps: its rank (which ends in its JCS bytes), its verdict
+    and its pith, without the decoded envelope."""
 
     rank: tuple[int, int, bytes]
     reason: str | None
     pith: str
-    hints: Hints | None
 
 
-KeptEvent = tuple[str | None, bytes, Hints | None]
-"""One event after step 0: ``(reason of checks 1-12 or None, JCS bytes, hints)``, the hints
-(:func:`pithlog.protocol.checks.reduction_hints`) ``None`` where the copy was not judged
-with them."""
-
-Kept = list[KeptEvent]
-"""One pith's events after step 0."""
+Kept = list[tuple[str | None, bytes]]
+"""One pith's events after step 0, each as ``(reason of checks 1-12 or None, JCS bytes)``."""
 
 
 class StepZero:
@@ -289,20 +282,16 @@ class StepZero:
     def __init__(self) -> None:
         self._kept: dict[str, _KeptCopy] = {}
 
-    def add(
-        self, event_id: str, pith: str, encoded: bytes, reason: str | None,
-        hints: Hints | None = None,
-    ) -> None:  # fmt: skip
-        """One copy of ``event_id`` (claiming ``pith``, JCS ``encoded``) and its verdict,
-        with its hints when it was judged with them (:func:`judge_lines`)."""
-        candidate = _KeptCopy(rank(reason, encoded), reason, pith, hints)
+    def add(self, event_id: str, pith: str, encoded: bytes, reason: str | None) -> None:
+        """One copy of ``event_id`` (claiming ``pith``, JCS ``encoded``) and its verdict."""
+        candidate = _KeptCopy(rank(reason, encoded), reason, pith)
         self._kept[event_id] = keep_preferred(self._kept.get(event_id), candidate)
 
     def by_pith(self) -> dict[str, Kept]:
         """pith_number -> its events (:data:`Kept`); the copies are let go here."""
         by_pith: dict[str, Kept] = {}
-        for preference, reason, pith, hints in self._kept.values():
-            by_pith.setdefault(pith, []).append((reason, preference[2], hints))  # JCS bytes
+        for preference, reason, pith in self._kept.values():
+            by_pith.setdefault(pith, []).append((reason, preference[2]))  # its JCS bytes
         self._kept = {}
         return by_pith
 
@@ -332,8 +321,7 @@ def collapse_streamed(
     def settle() -> None:
         copies, checks = started.popleft()
         for envelope, reason in zip(copies, checks.reasons(), strict=True):
-            zero.add(envelope.event_id, envelope.pith_number, envelope.encoded, reason,
-                     reduction_hints(envelope, reason))  # fmt: skip
+            zero.add(envelope.event_id, envelope.pith_number, envelope.encoded, reason)
 
     def start(copies: list[Envelope]) -> None:
         started.append((copies, start_checks(copies, keyring, verifier)))
@@ -357,13 +345,11 @@ def collapse_streamed(
     return zero.by_pith()
 
 
-LineJudgement = DoorError | tuple[str, str, bytes | None, str | None, Hints | None]
+LineJudgement = DoorError | tuple[str, str, bytes | None, str | None]
 """What :func:`judge_lines` says of one line: the door's refusal, or ``(event_id,
-pith_number, JCS bytes, verdict, hints)``, the JCS bytes ``None`` where they are the line
-itself (the common case of a line written in JCS, which then need not travel back), the
-verdict the reason of the first failing check 1-12 or ``None``, the hints what the
-reduction after step 0 needs to decode the copy without its payload
-(:func:`pithlog.protocol.checks.reduction_hints`)."""
+pith_number, JCS bytes, verdict)``, the JCS bytes ``None`` where they are the line itself
+(the common case of a line written in JCS, which then need not travel back), the verdict
+the reason of the first failing check 1-12 or ``None``."""
 
 
 def judge_lines(lines: Sequence[bytes], keyring: Keyring) -> list[LineJudgement]:
@@ -374,23 +360,19 @@ def judge_lines(lines: Sequence[bytes], keyring: Keyring) -> list[LineJudgement]
     door = parse_envelopes(lines)
     # the same JCS bytes are the same value, with the same verdict
     distinct = {item.encoded: item for item in door if isinstance(item, Envelope)}
-    reasons = check_many(list(distinct.values()), keyring)
-    judged = {
-        encoded: (reason, reduction_hints(item, reason))
-        for (encoded, item), reason in zip(distinct.items(), reasons, strict=True)
-    }
+    verdicts = dict(zip(distinct, check_many(list(distinct.values()), keyring), strict=True))
     out: list[LineJudgement] = []
     for line, item in zip(lines, door, strict=True):
         if isinstance(item, DoorError):
             out.append(item)
         else:
             encoded = None if item.encoded == line else item.encoded
-            out.append((item.event_id, item.pith_number, encoded, *judged[item.encoded]))
+            out.append((item.event_id, item.pith_number, encoded, verdicts[item.encoded]))
     return out
 
 
 def reduce_kept(pith_number: str, events: Kept) -> Reduction | Pending:
     """Steps 1-4 for one pith's events as :func:`collapse_streamed` keeps them: each is
     decoded again (:func:`pithlog.protocol.events.readmit`; it passed the door before)."""
-    return reduce_pith(pith_number, [Judged(readmit(data), reason) for reason, data, _ in events])
+    return reduce_pith(pith_number, [Judged(readmit(data), reason) for reason, data in events])
 

@@ -23,18 +23,9 @@ import msgspec
 
 from pithlog.protocol.canonical import digest, jcs, lower_ascii
 from pithlog.protocol.event_types import EVENT_TYPES, STATE_LISTS
-from pithlog.protocol.events import Envelope, projection_spans, readmit, readmit_light
+from pithlog.protocol.events import Envelope, projection_spans
 from pithlog.protocol.records import base32_of
-from pithlog.protocol.reduce import (
-    MERGE_VERSION,
-    Equivocation,
-    Judged,
-    Kept,
-    Pending,
-    Reduction,
-    SlotKey,
-    reduce_pith,
-)
+from pithlog.protocol.reduce import MERGE_VERSION, Equivocation, Reduction, SlotKey
 
 STATE_TYPE = "pith_open_graph_state"
 STATE_VERSION = "1.0"
@@ -310,24 +301,6 @@ def render_reduction(reduction: Reduction) -> bytes:
     """The state document of a reduction, display-serialized: ``assemble(parts_of(r))``,
     byte-identical to ``render(state_document(r))`` and faster."""
     return assemble(parts_of(reduction))
-
-
-def render_kept(pith_number: str, events: Kept) -> bytes | Pending:
-    """Steps 1-5 for one pith's events as step 0 kept them: its state document, as
-    :func:`render_reduction` of :func:`pithlog.protocol.reduce.reduce_kept` renders it, or
-    its :class:`Pending`.
-
-    A copy that came with hints (judged by :func:`pithlog.protocol.reduce.judge_lines`) is
-    decoded without its payload (:func:`pithlog.protocol.events.readmit_light`): steps
-    1-4 read of it only its top-level members and check 14's facts, and step 5 slices its
-    projection from its JCS bytes. Those envelopes never leave this function, so no caller
-    meets an envelope without a payload. Every other copy (a ``record_created``, a copy
-    without hints) is decoded whole."""
-    result = reduce_pith(pith_number, [
-        Judged(readmit(data) if hints is None else readmit_light(data, hints), reason)
-        for reason, data, hints in events
-    ])  # fmt: skip
-    return render_reduction(result) if isinstance(result, Reduction) else result
 
 
 # --- display serialization ----------------------------------------------------------------

@@ -19,20 +19,19 @@ from typing import Any
 
 import pytest
 
-from pithlog.errors import DoorError
-from pithlog.protocol.checks import REASONS
+from pithlog.protocol.checks import REASONS, reduction_hints
 from pithlog.protocol.event_types import EVENT_TYPES
-from pithlog.protocol.events import Envelope, parse_envelope
+from pithlog.protocol.events import Envelope, parse_envelope, readmit_light
 from pithlog.protocol.keys import Keyring, load_keyring
 from pithlog.protocol.reduce import (
+    Judged,
     Pending,
     Reduction,
-    StepZero,
     collapse,
-    judge_lines,
     reduce_events,
+    reduce_pith,
 )
-from pithlog.protocol.state import render, render_kept, state_document
+from pithlog.protocol.state import render, render_reduction, state_document
 from pithlog.protocol.state_verify import verify_state_document
 
 VECTORS = Path(__file__).resolve().parents[2] / "vectors"
@@ -166,30 +165,28 @@ def test_order_and_duplicates_do_not_matter(name: str) -> None:
 
 
 @pytest.mark.parametrize("name", CASES)
-def test_judged_in_parts_and_decoded_without_payloads(name: str) -> None:
-    """What ``pithlog reduce`` runs in its helpers: the lines judged in parts
-    (:func:`judge_lines`), step 0 folded from what they say, each pith rendered from copies
-    decoded without their payloads where the judging left hints (:func:`render_kept`)."""
+def test_copies_decoded_without_payloads_give_the_same_states(name: str) -> None:
+    """What an append's writing process reduces: each copy as its helpers hand it over,
+    decoded without its payload where the checks left hints (its spans and check 14
+    facts: ``checks.reduction_hints``, ``events.readmit_light``); records whole."""
     run = replay(name)
-    zero = StepZero()
-    for start in range(0, len(run.lines), 7):
-        part = run.lines[start : start + 7]
-        for line, judgement in zip(part, judge_lines(part, run.keyring), strict=True):
-            assert not isinstance(judgement, DoorError)
-            event_id, pith, encoded, reason, hints = judgement
-            zero.add(event_id, pith, line if encoded is None else encoded, reason, hints)
-    kept = zero.by_pith()
-    out = [(pith, render_kept(pith, kept[pith])) for pith in sorted(kept)]
-    states = b"".join(state + b"\n" for _, state in out if isinstance(state, bytes))
-    assert states == (CASES_DIR / name / "expected.jsonl").read_bytes()
-    assert [pith for pith, state in out if isinstance(state, Pending)] == read_json(
-        name, "pending.json")
-    # the light decoding was taken for every copy but the records and those failing checks
-    # 1-2 (before the checks find the spans)
-    for reason, data, hints in (event for held in kept.values() for event in held):
-        whole = reason in ("malformed", "unknown_event_type") or (
-            json.loads(data).get("event_type") == "record_created")
+    by_pith: dict[str, list[Judged]] = {}
+    for judged in collapse(run.envelopes, run.keyring).values():
+        hints = reduction_hints(judged.envelope, judged.reason)
+        # every copy but the records and those failing checks 1-2 (no spans) goes light
+        whole = judged.reason in ("malformed", "unknown_event_type") or (
+            judged.envelope.value.get("event_type") == "record_created")
         assert (hints is None) == whole
+        if hints is not None:
+            judged = Judged(readmit_light(judged.envelope.encoded, hints), judged.reason)
+        by_pith.setdefault(judged.envelope.pith_number, []).append(judged)
+    results = {pith: reduce_pith(pith, by_pith[pith]) for pith in sorted(by_pith)}
+    # rendered from the slices of the copies' JCS (as a store's index is), not their values
+    states = b"".join(render_reduction(r) + b"\n" for r in results.values()
+                      if isinstance(r, Reduction))  # fmt: skip
+    assert states == (CASES_DIR / name / "expected.jsonl").read_bytes()
+    assert [p for p, r in results.items() if isinstance(r, Pending)] == read_json(
+        name, "pending.json")
 
 
 def test_index_lists_every_case() -> None:

@@ -11,11 +11,19 @@ from pathlib import Path
 from typing import Any
 
 from pithlog.protocol.canonical import digest, encode_b64, parse
+from pithlog.protocol.checks import reduction_hints
 from pithlog.protocol.event_types import prepare_record_created
-from pithlog.protocol.events import admit, body_of, sign_event
+from pithlog.protocol.events import admit, body_of, readmit_light, sign_event
 from pithlog.protocol.keys import Keyring, SigningKey
-from pithlog.protocol.reduce import Pending, Reduction, collapse_streamed, reduce_events
-from pithlog.protocol.state import render_kept, render_reduction
+from pithlog.protocol.reduce import (
+    Judged,
+    Pending,
+    Reduction,
+    collapse,
+    reduce_events,
+    reduce_pith,
+)
+from pithlog.protocol.state import render_reduction
 from pithlog.testing import test_key, test_keyring
 
 REPO = Path(__file__).resolve().parents[2]
@@ -170,16 +178,20 @@ def verdict(target: dict[str, Any], *others: dict[str, Any], keyring: Keyring = 
     """What reducing ``others`` and ``target`` makes of ``target``: its reason code, or
     ``"applied"`` or ``"loser"`` (valid, an equivocation loser).
 
-    The pith is also reduced as ``pithlog reduce``'s helpers reduce it after step 0, with
-    the copies decoded without their payloads where step 0 kept hints (:func:`render_kept`):
-    its document must be the same bytes."""
+    The pith is also reduced as an append's writing process reduces what its helpers
+    judged: each copy decoded without its payload where the checks left hints
+    (:func:`light`). Its state must be the same bytes."""
     values = [*others, target]
     results = reduce_values(values, keyring)
     pith = target["pith_number"]
     result = results[pith]
-    kept = collapse_streamed([admit(v) for v in values], keyring)[pith]
-    assert render_kept(pith, kept) == (
-        render_reduction(result) if isinstance(result, Reduction) else result)
+    kept = [light(j) for j in collapse([admit(v) for v in values], keyring).values()]
+    again = reduce_pith(pith, [j for j in kept if j.envelope.pith_number == pith])
+    if isinstance(result, Reduction):
+        assert isinstance(again, Reduction)
+        assert render_reduction(again) == render_reduction(result)
+    else:
+        assert again == result
     event_id = target["event_id"]
     if event_id in result.invalid:
         reason: str = result.invalid[event_id]
@@ -191,6 +203,16 @@ def verdict(target: dict[str, Any], *others: dict[str, Any], keyring: Keyring = 
         return "applied"
     assert any(event_id in (x.event_id for x in e.events) for e in result.equivocations)
     return "loser"
+
+
+def light(judged: Judged) -> Judged:
+    """A judged copy as an append's helpers hand it over (``append_judging.receive``):
+    decoded without its payload, with its spans and check 14 facts, where the checks found
+    them (:func:`reduction_hints`); else whole."""
+    hints = reduction_hints(judged.envelope, judged.reason)
+    if hints is None:
+        return judged
+    return Judged(readmit_light(judged.envelope.encoded, hints), judged.reason)
 
 
 def state_seed_bytes() -> bytes:

@@ -331,7 +331,7 @@ def test_every_step_0_folds_through_keep_preferred() -> None:
         assert kept is not None and kept.envelope.value == good and kept.reason is None
         assert collapse([admit(v) for v in order], KEYRING)[eid].envelope.value == good
         streamed = collapse_streamed([admit(v) for v in order], KEYRING, batch=1, lag=0)
-        assert [(reason, data) for reason, data, _ in streamed[PITH]] == [(None, jcs(good))]
+        assert streamed[PITH] == [(None, jcs(good))]
 
 
 def test_failing_copies_tie_by_smallest_jcs_bytes() -> None:

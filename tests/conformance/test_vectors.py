@@ -19,20 +19,14 @@ from typing import Any
 
 import pytest
 
-from pithlog.protocol.checks import REASONS, reduction_hints
+from pithlog.protocol.checks import REASONS
 from pithlog.protocol.event_types import EVENT_TYPES
-from pithlog.protocol.events import Envelope, parse_envelope, readmit_light
+from pithlog.protocol.events import Envelope, parse_envelope
 from pithlog.protocol.keys import Keyring, load_keyring
-from pithlog.protocol.reduce import (
-    Judged,
-    Pending,
-    Reduction,
-    collapse,
-    reduce_events,
-    reduce_pith,
-)
+from pithlog.protocol.reduce import Judged, Pending, Reduction, collapse, reduce_events, reduce_pith
 from pithlog.protocol.state import render, render_reduction, state_document
 from pithlog.protocol.state_verify import verify_state_document
+from tests.unit.builders import light
 
 VECTORS = Path(__file__).resolve().parents[2] / "vectors"
 CASES_DIR = VECTORS / "cases"
@@ -172,14 +166,13 @@ def test_copies_decoded_without_payloads_give_the_same_states(name: str) -> None
     run = replay(name)
     by_pith: dict[str, list[Judged]] = {}
     for judged in collapse(run.envelopes, run.keyring).values():
-        hints = reduction_hints(judged.envelope, judged.reason)
+        handed = light(judged)
         # every copy but the records and those failing checks 1-2 (no spans) goes light
         whole = judged.reason in ("malformed", "unknown_event_type") or (
             judged.envelope.value.get("event_type") == "record_created")
-        assert (hints is None) == whole
-        if hints is not None:
-            judged = Judged(readmit_light(judged.envelope.encoded, hints), judged.reason)
-        by_pith.setdefault(judged.envelope.pith_number, []).append(judged)
+        assert (handed is judged) == whole
+        assert whole or "payload" not in handed.envelope.value
+        by_pith.setdefault(judged.envelope.pith_number, []).append(handed)
     results = {pith: reduce_pith(pith, by_pith[pith]) for pith in sorted(by_pith)}
     # rendered from the slices of the copies' JCS (as a store's index is), not their values
     states = b"".join(render_reduction(r) + b"\n" for r in results.values()

@@ -58,7 +58,10 @@ Vet = Callable[[list[Envelope | DoorError], list[bytes | None]], None]
 """A look at each batch of :meth:`Store.append_batches` after the door and checks 1-12 and
 before its write transaction: its items and their copy hashes (``None`` for a refused
 item). What it raises stops the pipeline before that batch is written (a mirror's check
-that every copy is the one its leaf commits to)."""
+that every copy is the one its leaf commits to). An item of raw lines judged by the
+helpers may come decoded without its payload
+(:func:`pithlog.protocol.events.readmit_light`): its JCS bytes, ids and other members are
+there."""
 
 PIPELINE_MIN = 500
 """Batches of at least this many items (judged by the first) are verified in helper

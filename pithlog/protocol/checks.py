@@ -326,14 +326,12 @@ def record_facts(envelope: Envelope) -> RecordFacts:
     """Check 14's facts of an envelope that passed checks 1-12
     (:data:`pithlog.protocol.event_types.FactsRule`): those it carries (an envelope decoded
     without its payload, :func:`pithlog.protocol.events.readmit_light`), else read from its
-    payload, and kept with it."""
+    payload (each envelope is compared with R once, so they are not kept)."""
     if envelope.facts is not None:
         return envelope.facts[0]
     event = envelope.value
     rule = EVENT_TYPES[event["event_type"]].record_facts
-    facts = None if rule is None else rule(event["payload"], event["target"])
-    object.__setattr__(envelope, "facts", (facts,))  # the cache of a frozen value, set once
-    return facts
+    return None if rule is None else rule(event["payload"], event["target"])
 
 
 def reduction_hints(envelope: Envelope, reason: str | None) -> Hints | None:

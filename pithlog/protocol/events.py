@@ -73,9 +73,9 @@ class Envelope:
     """:func:`projection_spans` of this envelope once computed (a state and a store's index
     both need them): a cache, set once, not part of the value."""
     facts: tuple[RecordFacts] | None = field(default=None, compare=False, repr=False)
-    """Check 14's facts of this envelope (:func:`pithlog.protocol.checks.record_facts`), in
-    a 1-tuple once known: a cache, set once, not part of the value; what an envelope
-    decoded without its payload (:func:`readmit_light`) has of it."""
+    """Check 14's facts (:func:`pithlog.protocol.checks.record_facts`) in a 1-tuple, carried
+    by an envelope decoded without its payload (:func:`readmit_light`); ``None`` for any
+    other, whose facts are read from its payload. Not part of the value."""
 
 
 RecordFacts = bytes | str | tuple[str, ...] | None

@@ -110,17 +110,29 @@ def merkle_sync(
     damaged seq is replay's to report. Returns the size the tree covers."""
     raw = txn.get(META_MERKLE_SIZE, db=dbs["meta"])
     size = start = merkle_size(txn, dbs)
-    perfect = _perfect(txn, dbs)
+    stored = _perfect(txn, dbs)
+    # The last hash this sync made at each level: a new leaf's left siblings are those
+    # (once the sync has made one at their level), so they are neither read back nor (a
+    # leaf) hashed again; one per level, however many leaves a sync adds.
+    made: dict[int, tuple[int, bytes]] = {}
+
+    def perfect(level: int, index: int) -> bytes:
+        found = made.get(level)
+        return found[1] if found is not None and found[0] == index else stored(level, index)
+
     while limit is None or size - start < limit:
         value = txn.get(SEQ.pack(size + 1), db=dbs["seq"])
         if value is None or len(value) != 64:
             break
-        for level, index, node in merkle.completed_subtrees(
-            size, merkle.leaf_hash(value), perfect
-        ):
+        leaf = merkle.leaf_hash(value)
+        # all of them before the frontier moves: each asks for its left sibling there
+        completed = list(merkle.completed_subtrees(size, leaf, perfect))
+        made[0] = (size, leaf)
+        for level, index, node in completed:
             # keys only grow here, but a plain put: a tree caught up after damage may
             # write a hash below one that is left
             txn.put(node_key(level, index), node, db=dbs["merkle"])
+            made[level] = (index, node)
         if by_copy:
             txn.put(value[32:], SEQ.pack(size + 1), db=dbs["by_copy"])
         size += 1

@@ -81,8 +81,12 @@ FULL_TILES_KEPT = 1024
 """Full hash tiles a worker keeps in memory (8 KiB each: 8 MiB), the most recently served:
 a full tile never changes, and the store builds one from its 256 hashes (about 1 ms, the
 cost of several whole requests to this server)."""
-COPIES_PER_READ = 16
-"""Copies read per store read of ``/copies/``: at most 16 MiB held for one request."""
+COPIES_READ_BYTES = 1 << 20
+"""Bytes of copies that one store read of ``/copies/`` gathers (up to the copy that passes
+it): a bundle of 256 copies of a few KB in one read, and at most 2 MiB held for one
+request, a copy being 1 MiB at most. Read 16 copies at a time instead, a mirror's pull of
+50,000 events cost the server 25-29 us of CPU per event (worker-thread hand-offs, and the
+compressor fed 16 times a bundle); one read a bundle, 14."""
 _HEX64 = re.compile(r"[0-9a-f]{64}")
 _DECIMAL = re.compile(r"0|[1-9][0-9]{0,18}")
 
@@ -223,8 +227,8 @@ async def get_entries(request: Request) -> Response:
 
 async def get_copies(request: Request) -> Response:
     """``/copies/<N>[.p/<W>]``: the copies of the leaves of bundle N, JSON Lines, streamed
-    :data:`COPIES_PER_READ` at a time (a copy may be 1 MiB: 256 of them are not held at
-    once)."""
+    about :data:`COPIES_READ_BYTES` at a time (a copy may be 1 MiB: 256 of them are not
+    held at once)."""
     log = _log(request)
     tile = _tile_ref("entries/" + request.path_params["rest"])
     first, end = tile.index * tiles.WIDTH, tile.index * tiles.WIDTH + tile.width
@@ -233,12 +237,14 @@ async def get_copies(request: Request) -> Response:
                          "many leaves")  # fmt: skip
 
     async def lines() -> AsyncIterator[bytes]:
-        for start in range(first, end, COPIES_PER_READ):
-            count = min(COPIES_PER_READ, end - start)
-            copies = await log.read(log.store.leaf_copies, start, count)
-            if copies is None:  # cannot happen in an append-only log: end <= size
-                raise _not_found(f"leaves {start} to {start + count}")
+        start = first
+        while start < end:
+            copies = await log.read(log.store.leaf_copies, start, end - start,
+                                    COPIES_READ_BYTES)  # fmt: skip
+            if not copies:  # cannot happen in an append-only log: end <= size
+                raise _not_found(f"leaves {start} to {end}")
             yield b"".join(c + b"\n" for c in copies)
+            start += len(copies)
 
     return StreamingResponse(lines(), media_type=JSON_LINES,
                              headers={"Cache-Control": IMMUTABLE,

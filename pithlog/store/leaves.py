@@ -35,11 +35,13 @@ def leaf_data(txn: Txn, dbs: dict[str, Any], first: int, count: int) -> list[byt
     return tree.leaf_data(txn, dbs, first, count)
 
 
-def leaf_copies(txn: Txn, dbs: dict[str, Any], first: int, count: int) -> list[bytes] | None:
+def leaf_copies(
+    txn: Txn, dbs: dict[str, Any], first: int, count: int, max_bytes: int | None = None
+) -> list[bytes] | None:
     """:meth:`Store.leaf_copies` in its read transaction."""
     if first < 0 or count < 0 or first + count > tree.merkle_size(txn, dbs):
         return None
-    return tree.copies_of_leaves(txn, dbs, first, count)
+    return tree.copies_of_leaves(txn, dbs, first, count, max_bytes)
 
 
 def applied_copies_in_tree(

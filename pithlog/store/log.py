@@ -455,10 +455,14 @@ class Store:
         the tree)."""
         return self._read(lambda txn, dbs: leaves.leaf_data(txn, dbs, first, count))
 
-    def leaf_copies(self, first: int, count: int) -> list[bytes] | None:
+    def leaf_copies(
+        self, first: int, count: int, max_bytes: int | None = None
+    ) -> list[bytes] | None:
         """The JCS bytes of the copies of leaves ``first`` to ``first + count``, in leaf
-        order (``None``: beyond the tree)."""
-        return self._read(lambda txn, dbs: leaves.leaf_copies(txn, dbs, first, count))
+        order (``None``: beyond the tree); with ``max_bytes``, the first of them, up to the
+        copy that brings their bytes to ``max_bytes`` (one at least)."""
+        return self._read(lambda txn, dbs: leaves.leaf_copies(txn, dbs, first, count,
+                                                              max_bytes))  # fmt: skip
 
     def copy(self, copy_sha256: bytes) -> bytes | None:
         """The stored copy whose JCS bytes hash to ``copy_sha256`` (preferred or evidence)."""

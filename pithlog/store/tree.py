@@ -269,10 +269,15 @@ def leaf_data(txn: Txn, dbs: dict[str, Any], first: int, count: int) -> list[byt
     return out
 
 
-def copies_of_leaves(txn: Txn, dbs: dict[str, Any], first: int, count: int) -> list[bytes]:
+def copies_of_leaves(
+    txn: Txn, dbs: dict[str, Any], first: int, count: int, max_bytes: int | None = None
+) -> list[bytes]:
     """The JCS bytes of the copies of leaves ``first`` to ``first + count``, in leaf order:
-    one walk of ``copies``, which holds them in that order."""
+    one walk of ``copies``, which holds them in that order. With ``max_bytes``, only the
+    first of them: the walk stops after the copy that brings their bytes to ``max_bytes``
+    (one copy at least)."""
     out: list[bytes] = []
+    held = 0
     cursor = txn.cursor(db=dbs["copies"])
     found = cursor.set_range(SEQ.pack(first + 1))
     for index in range(first, first + count):
@@ -281,6 +286,9 @@ def copies_of_leaves(txn: Txn, dbs: dict[str, Any], first: int, count: int) -> l
             raise StoreError("corrupted", f"seq {index + 1} names a copy that is not stored; "
                              "run `pithlog replay --verify`")  # fmt: skip
         out.append(unpack(txn, dbs, stored))
+        held += len(out[-1])
+        if max_bytes is not None and held >= max_bytes:
+            break
         found = cursor.next()
     return out
 

@@ -48,6 +48,38 @@ def test_an_unexpected_failure_is_json_without_a_traceback(
             assert client.get("/healthz").status_code == 200  # and it goes on serving
 
 
+@pytest.mark.parametrize("budget", [1, 5000])
+def test_copies_are_read_in_parts_of_a_byte_budget(
+    files: Files, monkeypatch: pytest.MonkeyPatch, budget: int
+) -> None:
+    """``/copies/`` reads a bundle's copies about ``COPIES_READ_BYTES`` at a time (here one
+    copy a read, then a few): the bundle is every copy once, in leaf order."""
+    import pithlog.net.app as served_app
+
+    monkeypatch.setattr(served_app, "COPIES_READ_BYTES", budget)
+    with Store.open(files.store, readonly=True) as store:
+        exported = [copy for _, copy in store.export()]
+        reads: list[int] = []
+        leaf_copies = store.leaf_copies
+
+        def counted(*args: Any) -> Any:
+            got = leaf_copies(*args)
+            reads.append(len(got or []))
+            return got
+
+        monkeypatch.setattr(store, "leaf_copies", counted)
+        app = create_app(ServeConfig(store, load_key_file(files.key.read_bytes()), ORIGIN))
+        with TestClient(app) as client:
+            got = client.get(f"/copies/000.p/{len(exported)}")
+        assert got.status_code == 200
+        assert got.content == b"".join(copy + b"\n" for copy in exported)
+        assert sum(reads) == len(exported)
+        if budget == 1:
+            assert reads == [1] * len(exported)
+        else:
+            assert 1 < len(reads) < len(exported) and max(reads) > 1
+
+
 def run(argv: list[str]) -> tuple[int, str]:
     err = io.StringIO()
     status = main(argv, stdout=io.BytesIO(), stderr=err)

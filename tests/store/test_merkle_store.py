@@ -292,6 +292,11 @@ def test_tiles_bundles_and_copies_by_leaf_range(tmp_path: Path) -> None:
         exported = [copy for _, copy in store.export()]
         assert store.leaf_copies(2, 5) == exported[2:7]
         assert store.leaf_copies(n, 1) is None
+        # a byte budget: the copies up to the one that reaches it, one at least
+        assert store.leaf_copies(2, 5, 1) == exported[2:3]
+        assert store.leaf_copies(2, 5, len(exported[2]) + 1) == exported[2:4]
+        assert store.leaf_copies(2, 5, len(exported[2]) + len(exported[3])) == exported[2:4]
+        assert store.leaf_copies(2, 5, 1 << 30) == exported[2:7]
         for copy in exported:
             assert store.copy(hashlib.sha256(copy).digest()) == copy
         assert store.copy(b"\x00" * 32) is None and store.copy(b"short") is None

@@ -440,7 +440,6 @@ class Store:
         wanted = list(keys)
         return self._read(lambda txn, dbs: tree.copies(txn, dbs, wanted))
 
-
     # --- reads for the network: tiles, bundles, copies (docs/network.md) ------------------
 
     def tile(self, level: int, index: int, width: int) -> bytes | None:
@@ -455,9 +454,8 @@ class Store:
         the tree)."""
         return self._read(lambda txn, dbs: leaves.leaf_data(txn, dbs, first, count))
 
-    def leaf_copies(
-        self, first: int, count: int, max_bytes: int | None = None
-    ) -> list[bytes] | None:
+    def leaf_copies(self, first: int, count: int,
+                    max_bytes: int | None = None) -> list[bytes] | None:  # fmt: skip
         """The JCS bytes of the copies of leaves ``first`` to ``first + count``, in leaf
         order (``None``: beyond the tree); with ``max_bytes``, the first of them, up to the
         copy that brings their bytes to ``max_bytes`` (one at least)."""

@@ -21,6 +21,7 @@ its entries grow in append order, so their pages fill as ``seq``'s do.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from typing import Any
 
@@ -51,8 +52,11 @@ def absent_digest(key_id: str) -> bytes:
     return hashlib.sha256(jcs({"absent_key_id": key_id})).digest()
 
 
+@functools.lru_cache(maxsize=256)
 def key_hash(key_id: str) -> bytes:
-    """The ``by_key`` prefix of a key_id: SHA-256 of its UTF-8 (fixed width, any length)."""
+    """The ``by_key`` prefix of a key_id: SHA-256 of its UTF-8 (fixed width, any length).
+    Kept for the last 256 key_ids: an append lists each new copy under its signer's, and
+    a log has few signers."""
     return hashlib.sha256(key_id.encode("utf-8", "surrogatepass")).digest()
 
 

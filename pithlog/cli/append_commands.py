@@ -238,15 +238,13 @@ def _append_input(args: argparse.Namespace, out: Out, command: str) -> int:
                 results = iter(appended)
                 batches += 1
                 with interrupt_held() as came:
-                    lines: list[bytes] = []
                     for number, item in batch:
                         if isinstance(item, DoorError):
                             result = AppendResult(-1, None, REFUSED, item.describe())
                         else:
                             result = next(results)
                         counts[result.status] = counts.get(result.status, 0) + 1
-                        lines.append(_result_line(number, result))
-                    out.write(b"".join(lines))  # one write a batch: one line an event
+                        out.write(_result_line(number, result))
                 interrupted = interrupted or came()
     total = sum(counts.values())
     shown = ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))

@@ -52,12 +52,19 @@ def absent_digest(key_id: str) -> bytes:
     return hashlib.sha256(jcs({"absent_key_id": key_id})).digest()
 
 
-@functools.lru_cache(maxsize=256)
 def key_hash(key_id: str) -> bytes:
     """The ``by_key`` prefix of a key_id: SHA-256 of its UTF-8 (fixed width, any length).
-    Kept for the last 256 key_ids: an append lists each new copy under its signer's, and
-    a log has few signers."""
+    Kept for the last 256 key_ids of up to 256 characters (64 K characters held at most,
+    whatever key_ids copies name): an append lists each new copy under its signer's, and a
+    log has few signers."""
+    return _kept_key_hash(key_id) if len(key_id) <= 256 else _key_hash(key_id)
+
+
+def _key_hash(key_id: str) -> bytes:
     return hashlib.sha256(key_id.encode("utf-8", "surrogatepass")).digest()
+
+
+_kept_key_hash = functools.lru_cache(maxsize=256)(_key_hash)
 
 
 def signer_key_id(env: Envelope) -> str | None:

@@ -206,22 +206,15 @@ def finish_chunk(
 @dataclass
 class _Memo:
     """What the piths of one chunk share, in one transaction: the verdict prefix of each
-    key entry (:class:`Judges`, under the store's keyring) and the ``by_key`` prefix of
-    each key_id, each computed once per chunk rather than once per pith or copy."""
+    key entry (:class:`Judges`, under the store's keyring), computed once per chunk rather
+    than once per pith or copy (``by_key`` prefixes are kept by :func:`key_hash` itself)."""
 
     judges: Judges | None
-    key_hashes: dict[str, bytes] = field(default_factory=dict)
 
     @classmethod
     def of(cls, txn: Txn, dbs: dict[str, Any], ctx: ReplayContext) -> _Memo:
         # under the store's keyring, its verdicts are those of ctx.keyring's entries
         return cls(Judges.of_store(txn, dbs, ctx.keyring) if ctx.same_keyring else None)
-
-    def key_hash(self, key_id: str) -> bytes:
-        found = self.key_hashes.get(key_id)
-        if found is None:
-            found = self.key_hashes[key_id] = key_hash(key_id)
-        return found
 
 
 def _late(txn: Txn, dbs: dict[str, Any], high: int) -> tuple[set[bytes], set[str]]:
@@ -318,7 +311,7 @@ def _replay_pith(
             pointer = (txn.get(eid, db=dbs["events"]) if h_key is None
                        else txn.get(eid + h_key, db=dbs["evidence"]))  # fmt: skip
             if key_id is not None and (pointer is None or txn.get(
-                    memo.key_hash(key_id) + pointer, db=dbs["by_key"]) is None):  # fmt: skip
+                    key_hash(key_id) + pointer, db=dbs["by_key"]) is None):  # fmt: skip
                 say("by_key", subject, f"{label} is not listed under its key_id {key_id!r}")
             cached_raw = (None if stored_kd is None or judges is None
                           else cached_verdict(txn, dbs, judges, env, h))  # fmt: skip

@@ -92,13 +92,15 @@ def stop(process: subprocess.Popen[bytes]) -> None:
 
 
 def serve(store: Path, key: Path, *options: str) -> tuple[subprocess.Popen[bytes], str]:
-    """``pithlog serve`` of ``store`` (one worker) on a free port of 127.0.0.1."""
+    """``pithlog serve`` of ``store`` on a free port of 127.0.0.1 (one worker unless
+    ``options`` say ``--workers``)."""
     return start([sys.executable, "-m", "pithlog", "--store", str(store), "serve", "--listen",
                   "127.0.0.1:0", "--key", str(key), "--origin", ORIGIN, *options])  # fmt: skip
 
 
 def cpu_seconds(pid: int) -> tuple[float, float]:
-    """CPU seconds (user and system) of process ``pid`` and of its children, from /proc
+    """CPU seconds (user and system) of process ``pid`` and of all its descendants (a
+    worker's judging helpers; with ``--workers N``, the workers and theirs), from /proc
     (zeros where there is no /proc)."""
 
     def own(stat: Path) -> tuple[int, float]:
@@ -109,15 +111,20 @@ def cpu_seconds(pid: int) -> tuple[float, float]:
     if not Path("/proc/self/stat").exists():
         return 0.0, 0.0
     server = own(Path(f"/proc/{pid}/stat"))[1]
-    children = 0.0
+    children: dict[int, list[int]] = {}
+    seconds: dict[int, float] = {}
     for stat in Path("/proc").glob("[0-9]*/stat"):
         try:
-            parent, seconds = own(stat)
+            parent, seconds[int(stat.parent.name)] = own(stat)
         except (OSError, IndexError, ValueError):  # ended meanwhile
             continue
-        if parent == pid:
-            children += seconds
-    return server, children
+        children.setdefault(parent, []).append(int(stat.parent.name))
+    descendants, todo = 0.0, list(children.get(pid, []))
+    while todo:
+        child = todo.pop()
+        descendants += seconds[child]
+        todo += children.get(child, [])
+    return server, descendants
 
 
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100

@@ -4,7 +4,8 @@ loopback, with its target:
 - ``pithlog mirror`` of the workload's store, served by ``pithlog serve``, ÷ ``pithlog
   append`` of the same file in batches of 1,000 (target >= 0.8);
 - 32 concurrent single-event submitters (``POST /submit``, group commit) ÷ ``append`` of
-  the same events in batches of 1,000 (target >= 0.5);
+  the same events in batches of 1,000 (target >= 0.5), against ``serve`` with one worker
+  and with one worker per core;
 - requests/s at 16 connections for a full tile, ``/checkpoint`` and a state ÷ a trivial
   route of the same framework under the same server (target >= 0.7 for tiles), with p50
   and p99 latency.
@@ -15,8 +16,8 @@ rounds' ratios is kept: the machine's speed drifts within a minute (on a shared 
 by up to 2x), and these ratios keep that drift out. The submitters are also timed against
 a trivial ``POST`` route of the same framework, storing nothing: the most the same clients
 reach on the same cores, which bounds what the submitters' ratio can be; and the CPU
-time per submitted event of the server's process and of its judging helpers (from /proc),
-measured after one untimed event has started the helpers. Every server is
+time per submitted event of the server's process and of its judging helpers, or of its
+workers (from /proc), measured after one untimed event has started the helpers. Every server is
 a process of its own (``pithlog serve`` as users run it); the mirror and append run in
 this process (the CLI, as the other rows), the HTTP clients too.
 """
@@ -28,6 +29,7 @@ import json
 import shutil
 import tempfile
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -162,21 +164,24 @@ def mirror_row(table: Any, n: int, folder: Path, events: Path, keyring: Path, ur
 
 def submit_row(table: Any, folder: Path, lines: list[bytes], key: Path, keyring: Path,
                cli: Cli) -> None:  # fmt: skip
-    """Concurrent single-event submitters ÷ append of the same events, in turns."""
+    """Concurrent single-event submitters ÷ append of the same events, in turns: against
+    ``serve --submit`` with one worker (the default: its judging helpers on every core)
+    and with one worker per core (each judging in its own process: what
+    ``docs/network.md`` advises for many small submitters)."""
     import asyncio
 
     import net_bench
     from submit_bench import submit_each
 
+    from pithlog.parallel import usable_cores
+
     subset = folder / "submitted.jsonl"
     subset.write_bytes(b"".join(line + b"\n" for line in lines))
     append = _append(folder, subset, keyring, cli)
-    ratios: list[float] = []
+    choices = sorted({1, usable_cores()})
+    runs: dict[int, list[_Submitted]] = {workers: [] for workers in choices}
     ceilings: list[float] = []
     bounds: list[float] = []
-    shown: list[tuple[float, float, str]] = []
-    cpus: list[tuple[float, ...]] = []  # CPU s per event: the server's process, its helpers;
-    # and the verify rate around them
     trivial, trivial_url = net_bench.serve_trivial()
     try:
         for _ in range(table.repeat):
@@ -191,43 +196,82 @@ def submit_row(table: Any, folder: Path, lines: list[bytes], key: Path, keyring:
             bounds.append(ceilings[-1] / local / a)
             print(f"  {SUBMITTERS} submitters against a trivial POST route: "
                   f"{ceilings[-1]:,.0f} requests/s", flush=True)  # fmt: skip
-            store = folder / "submit-store"
-            shutil.rmtree(store, ignore_errors=True)
-            server, url = net_bench.serve(store, key, "--submit", "--keyring", str(keyring))
-            try:
-                # the first event alone, untimed: the server starts its judging helpers
-                asyncio.run(submit_each(url, lines[:1], 1, SUBMIT_SECONDS))
-                cpu_before = net_bench.cpu_seconds(server.pid)
-                before = table.verify_rate()
-                got = asyncio.run(submit_each(url, lines[1:], SUBMITTERS, SUBMIT_SECONDS))
-                local = (before + table.verify_rate()) / 2
-                cpu_after = net_bench.cpu_seconds(server.pid)
-            finally:
-                net_bench.stop(server)
-            cpus.append((*((b - a) / got.events for a, b in zip(cpu_before, cpu_after,
-                                                                 strict=True)), local))  # fmt: skip
-            rate = got.events / got.seconds
-            statuses = json.dumps(dict(sorted(got.statuses.items())))
-            print(f"  {SUBMITTERS} submitters: {got.events:,} events in {got.seconds:.1f} s, "
-                  f"{rate:,.0f} events/s ({rate / local:.2f}x verify; {statuses})", flush=True)
-            ratios.append(rate / local / a)
-            shown.append((rate, appended, f"{got.events:,} of {len(lines) - 1:,} sent"))
+            for workers in choices:
+                runs[workers].append(_submit_round(table, folder, lines, key, keyring,
+                                                   workers, appended, a))  # fmt: skip
     finally:
         net_bench.stop(trivial)
-    at = sorted(range(len(ratios)), key=ratios.__getitem__)[len(ratios) // 2]
-    rate, appended, sent = shown[at]
-    table.figure(f"{SUBMITTERS} concurrent submitters, one event per POST /submit (group "
-                 f"commit), {sent}", f"{rate:,.0f} events/s; append {appended:,.0f} events/s")
-    table.figure("  " + SUBMIT, f"{_median(ratios):.2f}x{_rounds(ratios)}")
-    table.figure(f"  the same clients against a trivial POST route ({ceilings[at]:,.0f} "
-                 "requests/s, nothing stored), ÷ append: the most this machine allows",
-                 f"{_median(bounds):.2f}x{_rounds(bounds)}")  # fmt: skip
-    table.figure("  submitters ÷ the same clients against that trivial route",
-                 f"{_median(ratios) / _median(bounds):.2f}x")  # fmt: skip
-    server, helpers, local = cpus[at]
-    table.figure("  CPU per submitted event, in us (raw verifies): the server's process; its "
-                 "judging helpers", f"{server * 1e6:,.0f} ({server * local:.2f}); "
-                 f"{helpers * 1e6:,.0f} ({helpers * local:.2f})")  # fmt: skip
+    for workers in choices:
+        done = runs[workers]
+        ratios = [run.ratio for run in done]
+        run = done[sorted(range(len(ratios)), key=ratios.__getitem__)[len(ratios) // 2]]
+        shown = "one worker" if workers == 1 else f"{workers} workers, one per core"
+        table.figure(f"{SUBMITTERS} concurrent submitters, one event per POST /submit (group "
+                     f"commit), serve --workers {workers} ({shown}), {run.sent}",
+                     f"{run.rate:,.0f} events/s; append {run.appended:,.0f} events/s")
+        table.figure(f"  {SUBMIT}, --workers {workers}", f"{_median(ratios):.2f}x"
+                     f"{_rounds(ratios)}")  # fmt: skip
+        if workers == 1:
+            table.figure("  CPU per submitted event, in us (raw verifies): the server's "
+                         "process; its judging helpers", f"{run.own * 1e6:,.0f} "
+                         f"({run.own * run.local:.2f}); {run.descendants * 1e6:,.0f} "
+                         f"({run.descendants * run.local:.2f})")  # fmt: skip
+        else:
+            spent = run.own + run.descendants
+            table.figure(f"  CPU per submitted event, in us (raw verifies): the {workers} "
+                         "workers", f"{spent * 1e6:,.0f} ({spent * run.local:.2f})")
+    table.figure(f"  the same clients against a trivial POST route ({ceilings[0]:,.0f} "
+                 "requests/s in the first round, nothing stored), ÷ append: the most this "
+                 "machine allows", f"{_median(bounds):.2f}x{_rounds(bounds)}")  # fmt: skip
+
+
+@dataclass
+class _Submitted:
+    """One round of submitters against one server (:func:`_submit_round`)."""
+
+    ratio: float
+    rate: float
+    appended: float
+    sent: str
+    own: float
+    """CPU seconds per event of the process started (``pithlog serve``)."""
+    descendants: float
+    """CPU seconds per event of its descendants (helpers; with workers, the workers)."""
+    local: float
+    """The raw verify rate around the round."""
+
+
+def _submit_round(table: Any, folder: Path, lines: list[bytes], key: Path, keyring: Path,
+                  workers: int, appended: float, a: float) -> _Submitted:  # fmt: skip
+    """Serve a fresh store with ``workers`` workers and submit ``lines`` to it, the first
+    alone and untimed (a worker starts its judging helpers with its first submission)."""
+    import asyncio
+
+    import net_bench
+    from submit_bench import submit_each
+
+    store = folder / "submit-store"
+    shutil.rmtree(store, ignore_errors=True)
+    server, url = net_bench.serve(store, key, "--submit", "--keyring", str(keyring),
+                                  "--workers", str(workers))  # fmt: skip
+    try:
+        asyncio.run(submit_each(url, lines[:1], 1, SUBMIT_SECONDS))
+        cpu_before = net_bench.cpu_seconds(server.pid)
+        before = table.verify_rate()
+        got = asyncio.run(submit_each(url, lines[1:], SUBMITTERS, SUBMIT_SECONDS))
+        local = (before + table.verify_rate()) / 2
+        cpu_after = net_bench.cpu_seconds(server.pid)
+    finally:
+        net_bench.stop(server)
+    own, descendants = ((b - a) / got.events for a, b in zip(cpu_before, cpu_after,
+                                                             strict=True))  # fmt: skip
+    rate = got.events / got.seconds
+    statuses = json.dumps(dict(sorted(got.statuses.items())))
+    print(f"  {SUBMITTERS} submitters, --workers {workers}: {got.events:,} events in "
+          f"{got.seconds:.1f} s, {rate:,.0f} events/s ({rate / local:.2f}x verify; "
+          f"{statuses})", flush=True)  # fmt: skip
+    return _Submitted(rate / local / a, rate, appended, f"{got.events:,} of "
+                      f"{len(lines) - 1:,} sent", own, descendants, local)  # fmt: skip
 
 
 def endpoint_rows(table: Any, url: str, pith: str) -> None:

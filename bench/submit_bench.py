@@ -4,9 +4,11 @@ append (issue 18, item 7): C clients (default 32), each sending one signed event
 into a fresh store served on 127.0.0.1. Concurrent submissions share one write transaction
 (group commit, ``pithlog/net/submit.py``). The reference is ``pithlog append`` of the same
 events into a fresh store in batches of 1,000. Printed: both rates and submitters ÷ append
-(target >= 0.5), one run, same machine (server, client and disk shared).
+(target >= 0.5), one run, same machine (server, client and disk shared). The server runs
+``--workers W`` (default: one per core, as ``docs/network.md`` advises for many small
+submitters).
 
-    .venv/bin/python bench/submit_bench.py [N] [--clients 32] [--seconds 60]
+    .venv/bin/python bench/submit_bench.py [N] [--clients 32] [--seconds 60] [--workers W]
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import workload
 from net_bench import serve, stop
 
+from pithlog.parallel import usable_cores
 from pithlog.protocol.keys import dump_key_file
 from pithlog.testing import test_key, test_keyring_entries
 
@@ -96,12 +99,14 @@ async def _post(
     return status, await reader.readexactly(length)
 
 
-def submitted(folder: Path, lines: list[bytes], key: Path, keyring: Path,
-              clients: int = CLIENTS, seconds: float = SECONDS) -> Submitted:  # fmt: skip
-    """Serve a fresh store in ``folder`` and submit ``lines`` to it (:func:`submit_each`)."""
+def submitted(folder: Path, lines: list[bytes], key: Path, keyring: Path, clients: int = CLIENTS,
+              seconds: float = SECONDS, workers: int = 1) -> Submitted:  # fmt: skip
+    """Serve a fresh store in ``folder`` with ``workers`` workers and submit ``lines`` to
+    it (:func:`submit_each`)."""
     store = folder / "submitted"
     shutil.rmtree(store, ignore_errors=True)
-    server, url = serve(store, key, "--submit", "--keyring", str(keyring))
+    server, url = serve(store, key, "--submit", "--keyring", str(keyring),
+                        "--workers", str(workers))  # fmt: skip
     try:
         return asyncio.run(submit_each(url, lines, clients, seconds))
     finally:
@@ -113,6 +118,7 @@ def main() -> None:
     parser.add_argument("events", type=int, nargs="?", default=20_000)
     parser.add_argument("--clients", type=int, default=CLIENTS)
     parser.add_argument("--seconds", type=float, default=SECONDS)
+    parser.add_argument("--workers", type=int, default=usable_cores())
     args = parser.parse_args()
     root = Path(tempfile.mkdtemp(prefix="pithlog-submit-bench-"))
     try:
@@ -127,9 +133,10 @@ def main() -> None:
                         "append", "--keyring", str(keyring), "--batch-size", "1000",
                         str(export)], check=True, stdout=subprocess.DEVNULL)  # fmt: skip
         append_rate = len(lines) / (time.perf_counter() - started)
-        got = submitted(root, lines, key, keyring, args.clients, args.seconds)
+        got = submitted(root, lines, key, keyring, args.clients, args.seconds, args.workers)
         rate = got.events / got.seconds
-        print(f"{got.events:,} of {len(lines):,} events by {args.clients} submitters in "
+        print(f"{got.events:,} of {len(lines):,} events by {args.clients} submitters "
+              f"(serve --workers {args.workers}) in "
               f"{got.seconds:.1f} s: {rate:,.0f} events/s ({dict(got.statuses)}); append in "
               f"batches of 1,000: {append_rate:,.0f} events/s; submitters / append "
               f"{rate / append_rate:.2f} (target >= 0.5)")

@@ -49,7 +49,8 @@ def add_commands(sub: Any, store_parser: StoreParser) -> None:
         description="Serve the store's log over HTTP (docs/network.md): the signed "
         "checkpoint, tlog-tiles tiles and entry bundles, copies, state documents and proofs, "
         "and with --submit, POST /submit. Prints 'serve: listening on http://HOST:PORT' on "
-        "stderr once it listens; stops on Ctrl-C or SIGTERM.",
+        "stderr once it is ready (with --workers N, once every worker is); stops on Ctrl-C "
+        "or SIGTERM.",
     )
     p.add_argument("--listen", default="127.0.0.1:8080", metavar="HOST:PORT",
                    help="address to listen on (default 127.0.0.1:8080; port 0 picks a free "

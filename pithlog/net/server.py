@@ -7,7 +7,8 @@ HOST:0`` picks a free one) is known and said once, and so that every worker proc
 accepts on the same socket. Each worker builds its app from :class:`Settings` (a JSON
 document in the environment variable :data:`SETTINGS_VARIABLE`, since uvicorn starts
 workers by spawning fresh interpreters) and opens the store itself: LMDB lets several
-processes read one store, and its writer lock orders their commits.
+processes read one store, and its writer lock orders their commits. With several workers
+the server is said to listen only once each has built its app (:data:`READY_VARIABLE`).
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ import dataclasses
 import json
 import os
 import socket
+import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -44,6 +47,11 @@ from pithlog.transparency.checkpoint import Checkpoint, sign_checkpoint
 from pithlog.transparency.witness import WITNESS_SIGNER_TYPES, may_witness
 
 SETTINGS_VARIABLE = "PITHLOG_SERVE_SETTINGS"
+READY_VARIABLE = "PITHLOG_SERVE_READY"
+"""With ``--workers N``: a folder where each worker, once its app is built, leaves a file
+named by its process id (:func:`app_from_environment`); the supervisor says the server is
+ready when N are there (:func:`_say_when_ready`)."""
+READY_POLL_SECONDS = 0.02
 
 LIMIT_CONCURRENCY = 1000
 """Connections and tasks a worker serves at once; beyond, uvicorn answers ``503``."""
@@ -160,11 +168,16 @@ def _cosigner(settings: Settings, store: Store) -> Callable[[bytes, int], bytes]
 
 
 def app_from_environment() -> Starlette:
-    """The app of one worker (uvicorn's factory), from :data:`SETTINGS_VARIABLE`."""
+    """The app of one worker (uvicorn's factory), from :data:`SETTINGS_VARIABLE`; with
+    :data:`READY_VARIABLE`, the worker says it is ready there once the app is built."""
     settings = Settings.decode(os.environ[SETTINGS_VARIABLE])
-    if settings.witness:
-        return witness_app(settings)
-    return create_app(open_config(settings))
+    app = witness_app(settings) if settings.witness else create_app(open_config(settings))
+    folder = os.environ.get(READY_VARIABLE)
+    if folder is not None:
+        # a worker restarted after the supervisor said it was ready finds the folder gone
+        with contextlib.suppress(OSError), open(os.path.join(folder, str(os.getpid())), "x"):
+            pass
+    return app
 
 
 def parse_listen(listen: str) -> tuple[str, int]:
@@ -245,9 +258,40 @@ def serve(settings: Settings, listen: str, workers: int, ready: Callable[[str], 
         h11_max_incomplete_event_size=http_head.MAX_HEAD_BYTES,
     )
     shown = f"[{host}]" if ":" in host else host
-    ready(f"http://{shown}:{sock.getsockname()[1]}")
-    with sock, environment(variables):
+    url = f"http://{shown}:{sock.getsockname()[1]}"
+    with sock:
         if workers == 1:
-            uvicorn.Server(config).run(sockets=[sock])
-        else:
-            Multiprocess(config, sockets=[sock]).run()
+            # connections made before the app is built wait in the socket's backlog, and
+            # its one worker takes them all
+            ready(url)
+            with environment(variables):
+                uvicorn.Server(config).run(sockets=[sock])
+            return
+        # Said once every worker has built its app: a worker accepts every connection
+        # waiting in the backlog when it next looks, so clients that connect while the
+        # others are still starting would all be its own for as long as they stay
+        # connected (32 kept-alive submitters on one of two workers: half the cores idle).
+        with tempfile.TemporaryDirectory(prefix="pithlog-serve-") as folder:
+            variables[READY_VARIABLE] = folder
+            done = threading.Event()
+            threading.Thread(target=_say_when_ready, args=(folder, workers, done, ready, url),
+                             daemon=True).start()  # fmt: skip
+            try:
+                with environment(variables):
+                    Multiprocess(config, sockets=[sock]).run()
+            finally:
+                done.set()
+
+
+def _say_when_ready(folder: str, workers: int, done: threading.Event,
+                    ready: Callable[[str], None], url: str) -> None:  # fmt: skip
+    """``ready(url)`` once ``workers`` workers have said so in ``folder``
+    (:func:`app_from_environment`), unless the server stops first (``done``)."""
+    while not done.wait(READY_POLL_SECONDS):
+        try:
+            count = len(os.listdir(folder))
+        except OSError:
+            return
+        if count >= workers:
+            ready(url)
+            return

@@ -178,3 +178,21 @@ def in_thread(app: Any) -> Iterator[str]:
         server.should_exit = True
         thread.join(STOP_SECONDS)
         sock.close()
+
+
+def spawned_children(pid: int, marker: bytes = b"spawn_main") -> list[int]:
+    """The processes that ``pid`` started whose command line holds ``marker`` (by default
+    those of multiprocessing's spawn: uvicorn's workers, not a resource tracker), read
+    from /proc."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            cmdline = (entry / "cmdline").read_bytes()
+        except OSError:  # ended meanwhile
+            continue
+        if int(stat.rsplit(")", 1)[1].split()[1]) == pid and marker in cmdline:
+            found.append(int(entry.name))
+    return found

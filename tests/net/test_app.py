@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from served import ORIGIN, Files, make_files, serving
+from served import ORIGIN, Files, make_files, serving, spawned_children
 
 with warnings.catch_warnings():  # Starlette would have httpx2; httpx is what pithlog uses
     warnings.simplefilter("ignore")
@@ -111,6 +111,19 @@ def test_workers_share_one_socket(files: Files) -> None:
                 assert sizes == {store.tree_size()}
             assert client.get("/checkpoint").status_code == 200
         assert b"Traceback" not in server.stderr
+
+
+@pytest.mark.skipif(not Path("/proc/self/maps").exists(), reason="needs /proc")
+def test_with_workers_the_ready_line_waits_for_every_worker(files: Files) -> None:
+    """With --workers 2 the server says it listens only once both workers have built their
+    app, the store open (docs/network.md): a worker takes every connection waiting when it
+    next accepts, so clients that connected while the other was starting would all be the
+    first one's for as long as they stay connected."""
+    data = str(files.store.resolve() / "data.mdb")
+    with serving(files, "--workers", "2") as server:
+        workers = spawned_children(server.process.pid)
+        opened = [data in Path(f"/proc/{worker}/maps").read_text() for worker in workers]
+    assert len(workers) == 2 and all(opened), opened
 
 
 def test_full_tiles_are_kept_partial_ones_read_each_time(

@@ -15,7 +15,7 @@ from typing import Any
 
 import httpx
 import pytest
-from served import Files, Server, g, make_files, serving
+from served import Files, Server, g, make_files, serving, spawned_children
 
 from pithlog.store import Store
 
@@ -199,24 +199,6 @@ def test_submissions_held_at_once_are_bounded(files: Files) -> None:
         assert b"Traceback" not in server.stderr
 
 
-def _spawned_children(pid: int, marker: bytes = b"spawn_main") -> list[int]:
-    """The processes that ``pid`` started whose command line holds ``marker`` (by default
-    those of multiprocessing's spawn: uvicorn's workers, not a resource tracker), read
-    from /proc."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-            cmdline = (entry / "cmdline").read_bytes()
-        except OSError:  # ended meanwhile
-            continue
-        if int(stat.rsplit(")", 1)[1].split()[1]) == pid and marker in cmdline:
-            found.append(int(entry.name))
-    return found
-
-
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs /proc")
 def test_workers_share_the_cores_for_their_judging_helpers(
     files: Files, monkeypatch: pytest.MonkeyPatch
@@ -232,8 +214,8 @@ def test_workers_share_the_cores_for_their_judging_helpers(
             answer = httpx.post(running.url + "/submit", content=lines(fresh[start:start + 12]),
                                 timeout=TIMEOUT)  # fmt: skip
             assert answer.status_code == 200, answer.text
-        workers = _spawned_children(running.process.pid)
-        helpers = {worker: _spawned_children(worker, b"pithlog.cli.judge_helper")
+        workers = spawned_children(running.process.pid)
+        helpers = {worker: spawned_children(worker, b"pithlog.cli.judge_helper")
                    for worker in workers}  # fmt: skip
         assert b"Traceback" not in running.stderr
     assert len(workers) == 2

@@ -10,8 +10,10 @@ import eventgen as g
 import pytest
 
 import pithlog.errors
+import pithlog.protocol.checks
 import pithlog.store.append_pipeline
 from pithlog.store import AppendResult, Store
+from pithlog.store.environment import SharedEnvironment
 
 
 def batches_of(rng: random.Random) -> list[list[bytes]]:
@@ -216,3 +218,36 @@ def test_a_vet_that_raises_stops_the_pipeline_before_that_batch_is_written(
         stored = sum(r.status == "stored" for r in done[0])
         assert stored > 0 and store.stats()["counts"]["seq"] == stored
         assert store.replay(g.KEYRING).ok
+
+
+def test_an_append_on_one_core_verifies_before_its_write_transaction(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On one core (a ``serve --workers N`` worker whose share is one core:
+    docs/network.md), an append verifies its signatures before its write transaction
+    begins: processes appending to one store do not hold LMDB's writer lock, which orders
+    their commits, while they verify."""
+    monkeypatch.setenv("PITHLOG_CORES", "1")
+    writing: list[bool] = [False]
+    seen: list[bool] = []  # whether a write transaction was open at each verification
+    real_verify = pithlog.protocol.checks.verify_signature
+    real_write = SharedEnvironment.write
+
+    def verify(*args: Any) -> bool:
+        seen.append(writing[0])
+        return bool(real_verify(*args))
+
+    def write(self: SharedEnvironment, work: Any) -> Any:
+        writing[0] = True
+        try:
+            return real_write(self, work)
+        finally:
+            writing[0] = False
+
+    monkeypatch.setattr(pithlog.protocol.checks, "verify_signature", verify)
+    monkeypatch.setattr(SharedEnvironment, "write", write)
+    lines = [line for batch in batches_of(random.Random(7)) for line in batch]
+    with Store.open(tmp_path / "s") as store:
+        results = store.append(lines, g.KEYRING)
+    assert {"stored", "rejected"} <= {r.status for r in results}
+    assert seen and not any(seen)

@@ -259,28 +259,37 @@ def serve(settings: Settings, listen: str, workers: int, ready: Callable[[str], 
     )
     shown = f"[{host}]" if ":" in host else host
     url = f"http://{shown}:{sock.getsockname()[1]}"
-    with sock:
-        if workers == 1:
-            # connections made before the app is built wait in the socket's backlog, and
-            # its one worker takes them all
+    with sock, contextlib.ExitStack() as stack:
+        # With several workers, said once every worker has built its app: a worker accepts
+        # every connection waiting in the backlog when it next looks, so clients that
+        # connect while the others are still starting would all be its own for as long as
+        # they stay connected (32 kept-alive submitters on one of two workers: half the
+        # cores idle). With one, connections made before its app is built wait in the
+        # backlog, and it takes them all.
+        folder = _ready_folder(stack) if workers > 1 else None
+        if folder is None:
             ready(url)
-            with environment(variables):
-                uvicorn.Server(config).run(sockets=[sock])
-            return
-        # Said once every worker has built its app: a worker accepts every connection
-        # waiting in the backlog when it next looks, so clients that connect while the
-        # others are still starting would all be its own for as long as they stay
-        # connected (32 kept-alive submitters on one of two workers: half the cores idle).
-        with tempfile.TemporaryDirectory(prefix="pithlog-serve-") as folder:
+        else:
             variables[READY_VARIABLE] = folder
             done = threading.Event()
+            stack.callback(done.set)
             threading.Thread(target=_say_when_ready, args=(folder, workers, done, ready, url),
                              daemon=True).start()  # fmt: skip
-            try:
-                with environment(variables):
-                    Multiprocess(config, sockets=[sock]).run()
-            finally:
-                done.set()
+        with environment(variables):
+            if workers == 1:
+                uvicorn.Server(config).run(sockets=[sock])
+            else:
+                Multiprocess(config, sockets=[sock]).run()
+
+
+def _ready_folder(stack: contextlib.ExitStack) -> str | None:
+    """A temporary folder for the workers to say they are ready in (:data:`READY_VARIABLE`),
+    removed with ``stack``; ``None`` when none can be made: the server is then said to
+    listen at once, as with one worker."""
+    try:
+        return stack.enter_context(tempfile.TemporaryDirectory(prefix="pithlog-serve-"))
+    except OSError:
+        return None
 
 
 def _say_when_ready(folder: str, workers: int, done: threading.Event,

@@ -4,8 +4,11 @@ command's refusals before it listens."""
 
 from __future__ import annotations
 
+import contextlib
 import io
 import os
+import tempfile
+import threading
 import warnings
 from pathlib import Path
 from typing import Any
@@ -19,6 +22,7 @@ with warnings.catch_warnings():  # Starlette would have httpx2; httpx is what pi
 
 from pithlog.cli import main
 from pithlog.net.app import ServeConfig, create_app
+from pithlog.net.server import _ready_folder, _say_when_ready
 from pithlog.protocol.keys import dump_key_file, load_key_file
 from pithlog.store import Store
 from pithlog.testing import test_key
@@ -124,6 +128,36 @@ def test_with_workers_the_ready_line_waits_for_every_worker(files: Files) -> Non
         workers = spawned_children(server.process.pid)
         opened = [data in Path(f"/proc/{worker}/maps").read_text() for worker in workers]
     assert len(workers) == 2 and all(opened), opened
+
+
+def test_the_ready_line_waits_for_as_many_workers_as_were_started(tmp_path: Path) -> None:
+    """The supervisor says the server listens once every worker left its file, and not at
+    all when the server stops first."""
+    said: list[str] = []
+    (tmp_path / "101").touch()
+    args = (str(tmp_path), 2, threading.Event(), said.append, "u")
+    waiting = threading.Thread(target=_say_when_ready, args=args)
+    waiting.start()
+    waiting.join(0.2)
+    assert waiting.is_alive() and said == []  # one worker of two is up
+    (tmp_path / "102").touch()
+    waiting.join(10)
+    assert said == ["u"]
+    stopped = threading.Event()
+    stopped.set()
+    _say_when_ready(str(tmp_path), 3, stopped, said.append, "v")
+    assert said == ["u"]
+
+
+def test_without_a_temporary_folder_the_server_is_said_ready_at_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def unwritable(*args: Any, **kwargs: Any) -> Any:
+        raise PermissionError("no temporary folder")
+
+    monkeypatch.setattr(tempfile, "TemporaryDirectory", unwritable)
+    with contextlib.ExitStack() as stack:
+        assert _ready_folder(stack) is None
 
 
 def test_full_tiles_are_kept_partial_ones_read_each_time(

@@ -17,9 +17,9 @@ by up to 2x), and these ratios keep that drift out. The submitters are also time
 a trivial ``POST`` route of the same framework, storing nothing: the most the same clients
 reach on the same cores, which bounds what the submitters' ratio can be; and the CPU
 time per submitted event of the server's process and of its judging helpers, or of its
-workers (from /proc), measured after one untimed event has started the helpers. Every server is
-a process of its own (``pithlog serve`` as users run it); the mirror and append run in
-this process (the CLI, as the other rows), the HTTP clients too.
+workers (from /proc), measured after one untimed event has started the helpers. Every
+server is a process of its own (``pithlog serve`` as users run it); the mirror and append
+run in this process (the CLI, as the other rows), the HTTP clients too.
 """
 
 from __future__ import annotations
@@ -263,8 +263,8 @@ def _submit_round(table: Any, folder: Path, lines: list[bytes], key: Path, keyri
         cpu_after = net_bench.cpu_seconds(server.pid)
     finally:
         net_bench.stop(server)
-    own, descendants = ((b - a) / got.events for a, b in zip(cpu_before, cpu_after,
-                                                             strict=True))  # fmt: skip
+    own, descendants = ((after - before) / got.events
+                        for before, after in zip(cpu_before, cpu_after, strict=True))
     rate = got.events / got.seconds
     statuses = json.dumps(dict(sorted(got.statuses.items())))
     print(f"  {SUBMITTERS} submitters, --workers {workers}: {got.events:,} events in "

@@ -80,7 +80,8 @@ def add_commands(sub: Any, store_parser: StoreParser) -> None:
                    "--witness-url); until then the last cosigned one stays published")  # fmt: skip
     p.add_argument("--workers", type=int, default=1, metavar="N",
                    help="worker processes (default 1); with --submit, each judges "
-                        "submissions in its share of the cores")
+                        "submissions in its share of the cores (one per core suits many "
+                        "small submitters, one suits large batches: docs/network.md)")
     p.add_argument("--max-body", type=int, default=8 << 20, metavar="BYTES",
                    help="largest POST /submit body (default 8 MiB; larger: 413)")
     p.add_argument("--max-lines", type=int, default=10_000, metavar="N",

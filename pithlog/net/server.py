@@ -52,6 +52,7 @@ READY_VARIABLE = "PITHLOG_SERVE_READY"
 named by its process id (:func:`app_from_environment`); the supervisor says the server is
 ready when N are there (:func:`_say_when_ready`)."""
 READY_POLL_SECONDS = 0.02
+"""How often the supervisor looks in that folder: the ready line comes at most this late."""
 
 LIMIT_CONCURRENCY = 1000
 """Connections and tasks a worker serves at once; beyond, uvicorn answers ``503``."""

@@ -79,7 +79,8 @@ def add_commands(sub: Any, store_parser: StoreParser) -> None:
                    help="cosignatures a checkpoint needs to be published (default: one per "
                    "--witness-url); until then the last cosigned one stays published")  # fmt: skip
     p.add_argument("--workers", type=int, default=1, metavar="N",
-                   help="worker processes (default 1); with --submit, each judges "
+                   help="worker processes (default 1), each listening on the address; "
+                        "with --submit, each judges "
                         "submissions in its share of the cores (one per core suits many "
                         "small submitters, one suits large batches: docs/network.md)")
     p.add_argument("--max-body", type=int, default=8 << 20, metavar="BYTES",

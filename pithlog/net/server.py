@@ -3,8 +3,9 @@
 opens.
 
 The socket is bound here, before uvicorn starts, so that the real port (``--listen
-HOST:0`` picks a free one) is known and said once, and so that every worker process
-accepts on the same socket. Each worker builds its app from :class:`Settings` (a JSON
+HOST:0`` picks a free one) is known and said once. With one worker it is the listening
+socket; with several it holds the port and each worker listens on a socket of its own
+there (:class:`PortHold`). Each worker builds its app from :class:`Settings` (a JSON
 document in the environment variable :data:`SETTINGS_VARIABLE`, since uvicorn starts
 workers by spawning fresh interpreters) and opens the store itself: LMDB lets several
 processes read one store, and its writer lock orders their commits. With several workers
@@ -23,6 +24,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import uvicorn
 from starlette.applications import Starlette
@@ -58,6 +60,11 @@ LIMIT_CONCURRENCY = 1000
 """Connections and tasks a worker serves at once; beyond, uvicorn answers ``503``."""
 TIMEOUT_KEEP_ALIVE = 5
 """Seconds an idle keep-alive connection stays open."""
+REUSE_PORT = hasattr(socket, "SO_REUSEPORT")
+"""Whether the workers of ``--workers N`` each listen on a socket of their own
+(:class:`PortHold`); where the system has no ``SO_REUSEPORT``, they share one."""
+BACKLOG = 2048
+"""Connections a listening socket holds before they are accepted."""
 
 
 @dataclass(frozen=True)
@@ -190,21 +197,63 @@ def parse_listen(listen: str) -> tuple[str, int]:
     return host, int(port)
 
 
+def _tcp_socket(family: int) -> socket.socket:
+    # IPPROTO_TCP named: asyncio sets TCP_NODELAY only on connections of a socket that says
+    # so, and without it an answer's body waits for the ACK of its headers (the client
+    # delays that ACK by up to 40 ms: 20 requests/s on a kept-alive connection)
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    return sock
+
+
 def bind(host: str, port: int) -> socket.socket:
     """A listening TCP socket on ``host:port`` (port 0: the kernel picks a free one)."""
     try:
         info = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
-        # IPPROTO_TCP named: asyncio sets TCP_NODELAY only on connections of a socket that
-        # says so, and without it an answer's body waits for the ACK of its headers (the
-        # client delays that ACK by up to 40 ms: 20 requests/s on a kept-alive connection)
-        sock = socket.socket(info[0], socket.SOCK_STREAM, socket.IPPROTO_TCP)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock = _tcp_socket(info[0])
         sock.bind(info[4])
-        sock.listen(2048)
+        sock.listen(BACKLOG)
     except OSError as exc:
         raise UsageError("arguments", f"cannot listen on {host}:{port}: "
                          f"{exc.strerror or exc}") from exc  # fmt: skip
     sock.set_inheritable(True)
+    return sock
+
+
+class PortHold(socket.socket):
+    """The supervisor's socket with ``--workers N``: bound with ``SO_REUSEPORT`` and never
+    listening, it holds the port (``--listen HOST:0`` picks it once) while each worker
+    listens on a socket of its own in the same group (:func:`listen_beside`), and the
+    kernel spreads new connections over the workers by their addresses. On one shared
+    socket, the worker that wakes first for a connection takes it, and one of two workers
+    often took two thirds of the bench's 32 submitters (``docs/network.md``). uvicorn
+    hands every worker the supervisor's sockets, pickled: this one unpickles in the
+    worker as that worker's own listening socket."""
+
+    def __reduce__(self) -> tuple[Callable[[int, Any], socket.socket], tuple[int, Any]]:
+        return listen_beside, (int(self.family), self.getsockname())
+
+
+def hold_port(host: str, port: int) -> PortHold:
+    """A :class:`PortHold` on ``host:port``."""
+    try:
+        info = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+        sock = PortHold(info[0], socket.SOCK_STREAM, socket.IPPROTO_TCP)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+        sock.bind(info[4])
+    except OSError as exc:
+        raise UsageError("arguments", f"cannot listen on {host}:{port}: "
+                         f"{exc.strerror or exc}") from exc  # fmt: skip
+    return sock
+
+
+def listen_beside(family: int, address: Any) -> socket.socket:
+    """A worker's own listening socket on the address a :class:`PortHold` holds."""
+    sock = _tcp_socket(family)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+    sock.bind(address)
+    sock.listen(BACKLOG)
     return sock
 
 
@@ -228,8 +277,8 @@ def environment(variables: dict[str, str]) -> Iterator[None]:
 
 def serve(settings: Settings, listen: str, workers: int, ready: Callable[[str], None]) -> None:
     """Serve until SIGINT or SIGTERM (uvicorn shuts down gracefully, then re-raises the
-    signal). ``ready`` gets the URL once the socket listens: connections made before the
-    workers are up wait in its backlog."""
+    signal). ``ready`` gets the URL once the socket listens (one worker: connections made
+    before it is up wait in the backlog), or once every worker is up (several)."""
     if workers < 1:
         raise UsageError("arguments", "--workers must be at least 1")
     host, port = parse_listen(listen)
@@ -238,7 +287,8 @@ def serve(settings: Settings, listen: str, workers: int, ready: Callable[[str], 
         open_witness(settings)[0].close()
     else:
         open_config(settings).store.close()
-    sock = bind(host, port)
+    # several workers: a socket of their own each, where the kernel can spread connections
+    sock = hold_port(host, port) if workers > 1 and REUSE_PORT else bind(host, port)
     variables = {SETTINGS_VARIABLE: settings.encode()}
     if workers > 1:
         # Each worker keeps its own judging helpers (Store.judging, sized by the cores):
@@ -261,12 +311,13 @@ def serve(settings: Settings, listen: str, workers: int, ready: Callable[[str], 
     shown = f"[{host}]" if ":" in host else host
     url = f"http://{shown}:{sock.getsockname()[1]}"
     with sock, contextlib.ExitStack() as stack:
-        # With several workers, said once every worker has built its app: a worker accepts
-        # every connection waiting in the backlog when it next looks, so clients that
-        # connect while the others are still starting would all be its own for as long as
-        # they stay connected (32 kept-alive submitters on one of two workers: half the
-        # cores idle). With one, connections made before its app is built wait in the
-        # backlog, and it takes them all.
+        # With several workers, said once every worker has built its app: on a shared
+        # socket a worker accepts every connection waiting in the backlog when it next
+        # looks, so clients that connect while the others are still starting would all be
+        # its own for as long as they stay connected (32 kept-alive submitters on one of
+        # two workers: half the cores idle); on sockets of their own, a connection sent to
+        # a worker still starting would wait for it. With one, connections made before its
+        # app is built wait in the backlog, and it takes them all.
         folder = _ready_folder(stack) if workers > 1 else None
         if folder is None:
             ready(url)

@@ -7,8 +7,10 @@ from __future__ import annotations
 import contextlib
 import io
 import os
+import signal
 import tempfile
 import threading
+import time
 import warnings
 from pathlib import Path
 from typing import Any
@@ -22,7 +24,7 @@ with warnings.catch_warnings():  # Starlette would have httpx2; httpx is what pi
 
 from pithlog.cli import main
 from pithlog.net.app import ServeConfig, create_app
-from pithlog.net.server import _ready_folder, _say_when_ready
+from pithlog.net.server import REUSE_PORT, _ready_folder, _say_when_ready
 from pithlog.protocol.keys import dump_key_file, load_key_file
 from pithlog.store import Store
 from pithlog.testing import test_key
@@ -105,7 +107,7 @@ def test_serve_refuses_before_listening(files: Files, tmp_path: Path) -> None:
     assert status == 2 and "[usage.arguments]" in err
 
 
-def test_workers_share_one_socket(files: Files) -> None:
+def test_workers_serve_one_address(files: Files) -> None:
     import httpx
 
     with serving(files, "--workers", "2") as server:
@@ -115,6 +117,76 @@ def test_workers_share_one_socket(files: Files) -> None:
                 assert sizes == {store.tree_size()}
             assert client.get("/checkpoint").status_code == 200
         assert b"Traceback" not in server.stderr
+
+
+def _tcp_sockets(pid: int, port: int) -> dict[str, int]:
+    """What the process ``pid`` holds of TCP sockets on the local ``port``, listening or
+    connected: the count per state (``/proc/net/tcp``: ``0A`` listening, ``01``
+    established; a socket bound only is not listed)."""
+    inodes = set()
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        with contextlib.suppress(OSError):
+            target = os.readlink(fd)
+            if target.startswith("socket:["):
+                inodes.add(target[len("socket:["):-1])
+    states: dict[str, int] = {}
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for row in Path(table).read_text().splitlines()[1:]:
+            fields = row.split()
+            if int(fields[1].rsplit(":", 1)[1], 16) == port and fields[9] in inodes:
+                states[fields[3]] = states.get(fields[3], 0) + 1
+    return states
+
+
+@pytest.mark.skipif(not REUSE_PORT or not Path("/proc/net/tcp").exists(),
+                    reason="needs SO_REUSEPORT and /proc")  # fmt: skip
+def test_each_worker_listens_on_a_socket_of_its_own(files: Files) -> None:
+    """With --workers 2 each worker accepts on its own socket of the port, and the
+    supervisor only holds the port, listening on nothing (docs/network.md, --workers):
+    the kernel spreads connections over the workers. On one shared socket the worker
+    that woke first took every waiting connection: all 32 of a burst, in one of four
+    runs of the bench's submitters."""
+    import httpx
+
+    with serving(files, "--workers", "2") as server:
+        port = int(server.url.rsplit(":", 1)[1])
+        workers = spawned_children(server.process.pid)
+        assert _tcp_sockets(server.process.pid, port) == {}
+        assert [_tcp_sockets(worker, port) for worker in workers] == [{"0A": 1}] * 2
+        clients = [httpx.Client(base_url=server.url, timeout=30) for _ in range(32)]
+        try:
+            for client in clients:
+                assert client.get("/healthz").status_code == 200
+            held = [_tcp_sockets(worker, port).get("01", 0) for worker in workers]
+        finally:
+            for client in clients:
+                client.close()
+    # each connection goes to either worker by its address: all 32 to one, 1 in 2**31
+    assert sum(held) == 32 and min(held) > 0, held
+
+
+@pytest.mark.skipif(not REUSE_PORT or not Path("/proc/net/tcp").exists(),
+                    reason="needs SO_REUSEPORT and /proc")  # fmt: skip
+def test_a_worker_that_dies_is_replaced_with_a_socket_of_its_own(files: Files) -> None:
+    """uvicorn's supervisor replaces a worker that died; the new one listens on a socket
+    of its own too (the held port is handed over again), and the server answers."""
+    import httpx
+
+    with serving(files, "--workers", "2") as server:
+        port = int(server.url.rsplit(":", 1)[1])
+        first = spawned_children(server.process.pid)
+        os.kill(first[0], signal.SIGKILL)
+        deadline = time.monotonic() + 30
+        while True:
+            now = spawned_children(server.process.pid)
+            listening = [_tcp_sockets(worker, port) for worker in now]
+            if len(now) == 2 and first[0] not in now and listening == [{"0A": 1}] * 2:
+                break  # each on a socket of its own: the supervisor listens on none
+            assert time.monotonic() < deadline, (first, now, listening)
+            time.sleep(0.1)
+        assert _tcp_sockets(server.process.pid, port) == {}
+        with httpx.Client(base_url=server.url, timeout=30) as client:
+            assert all(client.get("/healthz").status_code == 200 for _ in range(8))
 
 
 @pytest.mark.skipif(not Path("/proc/self/maps").exists(), reason="needs /proc")

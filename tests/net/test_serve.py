@@ -9,8 +9,9 @@ import asyncio
 import gzip
 import hashlib
 import json
+import pickle
 import socket
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +20,7 @@ import pytest
 import zstandard
 from served import ORIGIN, Files, Server, g, make_files, serving
 
-from pithlog.net.server import bind
+from pithlog.net.server import REUSE_PORT, bind, hold_port
 from pithlog.protocol.keys import load_keyring
 from pithlog.store import Store
 from pithlog.store.layout import FORMAT_VERSION
@@ -275,11 +276,23 @@ def test_malformed_paths_and_methods_get_json_errors(server: Server) -> None:
         assert json.loads(body)["error"] in CODES and b"root:" not in body
 
 
-def test_served_connections_send_without_waiting_for_acks() -> None:
-    """The listening socket of ``pithlog serve`` makes asyncio (as uvicorn runs it) set
+def _worker_socket() -> socket.socket:
+    """A worker's own listening socket, as uvicorn's pickling hands it over."""
+    with hold_port("127.0.0.1", 0) as hold:
+        return pickle.loads(pickle.dumps(hold))  # type: ignore[no-any-return]
+
+
+@pytest.mark.parametrize("listening", [lambda: bind("127.0.0.1", 0), _worker_socket],
+                         ids=["one worker", "a worker of several"])  # fmt: skip
+def test_served_connections_send_without_waiting_for_acks(
+    listening: Callable[[], socket.socket],
+) -> None:
+    """The listening sockets of ``pithlog serve`` make asyncio (as uvicorn runs it) set
     TCP_NODELAY on every connection: otherwise each answer written in two parts waits for
     the client's delayed ACK, 40 ms per request on a kept-alive connection."""
-    sock = bind("127.0.0.1", 0)
+    if listening is _worker_socket and not REUSE_PORT:
+        pytest.skip("no SO_REUSEPORT here: workers share the supervisor's socket")
+    sock = listening()
 
     async def nodelay_of_accepted() -> int:
         loop = asyncio.get_running_loop()
@@ -297,3 +310,22 @@ def test_served_connections_send_without_waiting_for_acks() -> None:
         return option
 
     assert asyncio.run(nodelay_of_accepted()) != 0
+
+
+@pytest.mark.skipif(not REUSE_PORT, reason="needs SO_REUSEPORT")
+def test_a_held_port_is_served_by_the_sockets_it_hands_over() -> None:
+    """``--workers N``: the supervisor's socket holds the port and accepts nothing; each
+    worker unpickles it as a listening socket of its own on that port, and a connection
+    is refused once no worker listens."""
+    with hold_port("127.0.0.1", 0) as hold:
+        assert hold.getsockopt(socket.SOL_SOCKET, socket.SO_ACCEPTCONN) == 0
+        workers = [pickle.loads(pickle.dumps(hold)) for _ in range(2)]
+        for worker in workers:
+            assert worker.getsockname() == hold.getsockname() and worker is not hold
+            assert worker.getsockopt(socket.SOL_SOCKET, socket.SO_ACCEPTCONN) == 1
+        with socket.create_connection(hold.getsockname(), timeout=5):
+            pass
+        for worker in workers:
+            worker.close()
+        with pytest.raises(ConnectionRefusedError):
+            socket.create_connection(hold.getsockname(), timeout=5)

@@ -197,22 +197,27 @@ def parse_listen(listen: str) -> tuple[str, int]:
     return host, int(port)
 
 
-def _tcp_socket(family: int) -> socket.socket:
+def _tcp_socket(family: int, kind: type[socket.socket] = socket.socket,
+                reuse_port: bool = False) -> socket.socket:  # fmt: skip
     # IPPROTO_TCP named: asyncio sets TCP_NODELAY only on connections of a socket that says
     # so, and without it an answer's body waits for the ACK of its headers (the client
     # delays that ACK by up to 40 ms: 20 requests/s on a kept-alive connection)
-    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    sock = kind(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    if reuse_port:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
     return sock
 
 
-def bind(host: str, port: int) -> socket.socket:
-    """A listening TCP socket on ``host:port`` (port 0: the kernel picks a free one)."""
+def bind(host: str, port: int, *, hold: bool = False) -> socket.socket:
+    """A listening TCP socket on ``host:port`` (port 0: the kernel picks a free one); with
+    ``hold``, a :class:`PortHold` there instead, which listens in each worker."""
     try:
         info = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
-        sock = _tcp_socket(info[0])
+        sock = _tcp_socket(info[0], PortHold if hold else socket.socket, reuse_port=hold)
         sock.bind(info[4])
-        sock.listen(BACKLOG)
+        if not hold:
+            sock.listen(BACKLOG)
     except OSError as exc:
         raise UsageError("arguments", f"cannot listen on {host}:{port}: "
                          f"{exc.strerror or exc}") from exc  # fmt: skip
@@ -226,7 +231,7 @@ class PortHold(socket.socket):
     listens on a socket of its own in the same group (:func:`listen_beside`), and the
     kernel spreads new connections over the workers by their addresses. On one shared
     socket, the worker that wakes first for a connection takes it, and one of two workers
-    often took two thirds of the bench's 32 submitters (``docs/network.md``). uvicorn
+    took from a third to all of the bench's 32 submitters (``docs/network.md``). uvicorn
     hands every worker the supervisor's sockets, pickled: this one unpickles in the
     worker as that worker's own listening socket."""
 
@@ -234,24 +239,9 @@ class PortHold(socket.socket):
         return listen_beside, (int(self.family), self.getsockname())
 
 
-def hold_port(host: str, port: int) -> PortHold:
-    """A :class:`PortHold` on ``host:port``."""
-    try:
-        info = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
-        sock = PortHold(info[0], socket.SOCK_STREAM, socket.IPPROTO_TCP)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
-        sock.bind(info[4])
-    except OSError as exc:
-        raise UsageError("arguments", f"cannot listen on {host}:{port}: "
-                         f"{exc.strerror or exc}") from exc  # fmt: skip
-    return sock
-
-
 def listen_beside(family: int, address: Any) -> socket.socket:
     """A worker's own listening socket on the address a :class:`PortHold` holds."""
-    sock = _tcp_socket(family)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+    sock = _tcp_socket(family, reuse_port=True)
     sock.bind(address)
     sock.listen(BACKLOG)
     return sock
@@ -288,7 +278,7 @@ def serve(settings: Settings, listen: str, workers: int, ready: Callable[[str], 
     else:
         open_config(settings).store.close()
     # several workers: a socket of their own each, where the kernel can spread connections
-    sock = hold_port(host, port) if workers > 1 and REUSE_PORT else bind(host, port)
+    sock = bind(host, port, hold=workers > 1 and REUSE_PORT)
     variables = {SETTINGS_VARIABLE: settings.encode()}
     if workers > 1:
         # Each worker keeps its own judging helpers (Store.judging, sized by the cores):

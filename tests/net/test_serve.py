@@ -20,7 +20,7 @@ import pytest
 import zstandard
 from served import ORIGIN, Files, Server, g, make_files, serving
 
-from pithlog.net.server import REUSE_PORT, bind, hold_port
+from pithlog.net.server import REUSE_PORT, bind
 from pithlog.protocol.keys import load_keyring
 from pithlog.store import Store
 from pithlog.store.layout import FORMAT_VERSION
@@ -278,7 +278,7 @@ def test_malformed_paths_and_methods_get_json_errors(server: Server) -> None:
 
 def _worker_socket() -> socket.socket:
     """A worker's own listening socket, as uvicorn's pickling hands it over."""
-    with hold_port("127.0.0.1", 0) as hold:
+    with bind("127.0.0.1", 0, hold=True) as hold:
         return pickle.loads(pickle.dumps(hold))  # type: ignore[no-any-return]
 
 
@@ -317,7 +317,7 @@ def test_a_held_port_is_served_by_the_sockets_it_hands_over() -> None:
     """``--workers N``: the supervisor's socket holds the port and accepts nothing; each
     worker unpickles it as a listening socket of its own on that port, and a connection
     is refused once no worker listens."""
-    with hold_port("127.0.0.1", 0) as hold:
+    with bind("127.0.0.1", 0, hold=True) as hold:
         assert hold.getsockopt(socket.SOL_SOCKET, socket.SO_ACCEPTCONN) == 0
         workers = [pickle.loads(pickle.dumps(hold)) for _ in range(2)]
         for worker in workers:

@@ -1,6 +1,6 @@
 """The HTTP/1.1 protocol that ``pithlog serve`` runs under uvicorn (``docs/network.md``,
 limits): httptools' parser, with the bound on a request's head that uvicorn sets for its
-other parser only.
+other parser only, and each answer written at once (:mod:`pithlog.net.joined_writes`).
 
 uvicorn parses HTTP with httptools (llhttp) when it is installed, else with h11, and its
 bound on a request's head (``h11_max_incomplete_event_size``) is h11's alone: under
@@ -21,11 +21,12 @@ than the bound and one read. Either way the connection gets ``431`` with the JSO
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import Any, cast
 
 import msgspec
 
 from pithlog.errors import register
+from pithlog.net.joined_writes import JoinedWrites
 
 MAX_HEAD_BYTES = 16 * 1024
 """The largest request head (request line and headers) a connection may send."""
@@ -64,7 +65,8 @@ if HAVE_HTTPTOOLS:
 
     class BoundedHttpToolsProtocol(HttpToolsProtocol):
         """uvicorn's httptools protocol, whose request heads may be at most
-        :data:`MAX_HEAD_BYTES` (the module's docstring says how they are counted). At the
+        :data:`MAX_HEAD_BYTES` (the module's docstring says how they are counted), and
+        whose answers go out in one write each (:mod:`pithlog.net.joined_writes`). At the
         module's top level, so that ``serve --workers N`` can send it to its workers."""
 
         def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -86,7 +88,11 @@ if HAVE_HTTPTOOLS:
                 self._too_large = True
                 # the parser stops and uvicorn answers the error (send_400_response)
                 raise ValueError("request head too large")
+            before = self.cycle
             super().on_headers_complete()
+            if self.cycle is not before:  # a new request: one write per answer
+                self.cycle.transport = cast(asyncio.Transport,
+                                            JoinedWrites(self.transport, self.loop))  # fmt: skip
 
         def data_received(self, data: bytes) -> None:
             self._began = False

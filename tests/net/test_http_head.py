@@ -3,12 +3,16 @@ under httptools (the parser ``serve`` runs when it is installed, which uvicorn l
 unbounded) a head over 16 KiB, sent whole or a piece at a time, gets ``431`` with the JSON
 error ``serve.head_too_large`` and the connection closed, the server's memory unchanged by
 a flood; heads under the bound pass, one after the other on a kept-alive connection. Without
-httptools, ``serve`` runs h11, whose unfinished heads uvicorn bounds."""
+httptools, ``serve`` runs h11, whose unfinished heads uvicorn bounds. The same protocol
+writes each answer at once: it reaches the client as one TCP segment (the kernel's count
+of data segments received, ``tcpi_data_segs_in``), where uvicorn alone sends its head and
+its body as two."""
 
 from __future__ import annotations
 
 import json
 import socket
+import struct
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -142,3 +146,41 @@ def test_without_httptools_serve_runs_h11_and_its_bound(
             answer = _answer(sock)
     assert answer.startswith(b"HTTP/1.1 400 "), answer[:200]
     assert sent < 2 * LIMIT
+
+
+# --- one write per answer (pithlog.net.joined_writes) -----------------------------------
+
+TCP_INFO_BYTES = 160
+DATA_SEGS_IN = struct.Struct("=I")
+"""``tcpi_data_segs_in`` of ``struct tcp_info`` (Linux 4.6 and later), at byte 152."""
+
+
+def _data_segments_in(sock: socket.socket) -> int:
+    info = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, TCP_INFO_BYTES)
+    if len(info) < TCP_INFO_BYTES:
+        pytest.skip("this kernel's tcp_info has no tcpi_data_segs_in")
+    return int(DATA_SEGS_IN.unpack_from(info, 152)[0])
+
+
+def _one_answer(sock: socket.socket) -> bytes:
+    """One whole answer with a Content-Length, read from ``sock``."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        data += sock.recv(65536)
+    head, _, body = data.partition(b"\r\n\r\n")
+    length = next(int(line.split(b":")[1]) for line in head.split(b"\r\n")
+                  if line.lower().startswith(b"content-length:"))  # fmt: skip
+    while len(body) < length:
+        body += sock.recv(65536)
+    return head + b"\r\n\r\n" + body
+
+
+@pytest.mark.skipif(not hasattr(socket, "TCP_INFO"), reason="needs TCP_INFO (Linux)")
+def test_each_answer_reaches_the_client_as_one_segment(server: Server) -> None:
+    with socket.create_connection(server.address, timeout=10) as sock:
+        for path in (b"/healthz", b"/checkpoint", b"/stats", b"/no-such-page") * 3:
+            before = _data_segments_in(sock)
+            sock.sendall(b"GET " + path + b" HTTP/1.1\r\nHost: x\r\n\r\n")
+            answer = _one_answer(sock)
+            assert answer.startswith(b"HTTP/1.1 ") and _data_segments_in(sock) - before == 1, (
+                path, answer[:80])

@@ -1,19 +1,12 @@
 """One write per answer (pithlog.net.joined_writes): the writes of uvicorn's request cycle
-joined, unit by unit against a transport that records them, and against a real ``pithlog
-serve``: each answer reaches the client as one TCP segment (the kernel's count of data
-segments received, ``tcpi_data_segs_in``), where uvicorn alone sends its head and its
-body as two."""
+joined, against a transport that records them (against a real ``pithlog serve``:
+``test_http_head.py``, whose protocol puts them in place)."""
 
 from __future__ import annotations
 
 import asyncio
-import socket
-import struct
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any, cast
-
-import pytest
-from served import Files, Server, make_files, serving
 
 from pithlog.net.joined_writes import JoinedWrites
 
@@ -102,52 +95,3 @@ def test_other_attributes_are_the_transports() -> None:
         assert not joined.is_closing()
 
     assert _joined(run).writes == [b"held"]
-
-
-# --- against a real server ----------------------------------------------------------------
-
-TCP_INFO_BYTES = 160
-DATA_SEGS_IN = struct.Struct("=I")
-"""``tcpi_data_segs_in`` of ``struct tcp_info`` (Linux 4.6 and later), at byte 152."""
-
-
-@pytest.fixture(scope="module")
-def files(tmp_path_factory: pytest.TempPathFactory) -> Files:
-    return make_files(tmp_path_factory.mktemp("joined"), piths=2, per_pith=3)
-
-
-@pytest.fixture(scope="module")
-def server(files: Files) -> Iterator[Server]:
-    with serving(files) as running:
-        yield running
-
-
-def _data_segments_in(sock: socket.socket) -> int:
-    info = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, TCP_INFO_BYTES)
-    if len(info) < TCP_INFO_BYTES:
-        pytest.skip("this kernel's tcp_info has no tcpi_data_segs_in")
-    return int(DATA_SEGS_IN.unpack_from(info, 152)[0])
-
-
-def _answer(sock: socket.socket) -> bytes:
-    """One whole answer with a Content-Length, read from ``sock``."""
-    data = b""
-    while b"\r\n\r\n" not in data:
-        data += sock.recv(65536)
-    head, _, body = data.partition(b"\r\n\r\n")
-    length = next(int(line.split(b":")[1]) for line in head.split(b"\r\n")
-                  if line.lower().startswith(b"content-length:"))  # fmt: skip
-    while len(body) < length:
-        body += sock.recv(65536)
-    return head + b"\r\n\r\n" + body
-
-
-@pytest.mark.skipif(not hasattr(socket, "TCP_INFO"), reason="needs TCP_INFO (Linux)")
-def test_each_answer_reaches_the_client_as_one_segment(server: Server) -> None:
-    with socket.create_connection(server.address, timeout=10) as sock:
-        for path in (b"/healthz", b"/checkpoint", b"/stats", b"/no-such-page") * 3:
-            before = _data_segments_in(sock)
-            sock.sendall(b"GET " + path + b" HTTP/1.1\r\nHost: x\r\n\r\n")
-            answer = _answer(sock)
-            assert answer.startswith(b"HTTP/1.1 ") and _data_segments_in(sock) - before == 1, (
-                path, answer[:80])

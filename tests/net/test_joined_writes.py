@@ -32,19 +32,14 @@ class Recorded:
         return f"info {name}"
 
 
-class Joined(JoinedWrites):
-    transport: Recorded
-
-
-def _joined(run: Callable[[Joined], None]) -> Recorded:
-    """``run(joined)`` in a turn of a new event loop, then the loop's next turns; what the
-    transport got."""
+def _joined(run: Callable[[JoinedWrites, Recorded], None]) -> Recorded:
+    """``run(joined, transport)`` in a turn of a new event loop, then the loop's next
+    turns; what the transport got."""
     recorded = Recorded()
 
     async def main() -> None:
-        joined = Joined(cast(asyncio.Transport, recorded), asyncio.get_running_loop())
-        joined.transport = recorded
-        run(joined)
+        run(JoinedWrites(cast(asyncio.Transport, recorded), asyncio.get_running_loop()),
+            recorded)  # fmt: skip
         for _ in range(3):
             await asyncio.sleep(0)
 
@@ -53,7 +48,7 @@ def _joined(run: Callable[[Joined], None]) -> Recorded:
 
 
 def test_a_head_and_body_written_in_one_turn_go_out_as_one_write() -> None:
-    def run(joined: Joined) -> None:
+    def run(joined: JoinedWrites, transport: Recorded) -> None:
         joined.write(b"HTTP/1.1 200 OK\r\ncontent-length: 3\r\n\r\n")
         joined.write(b"ok\n")
 
@@ -61,7 +56,7 @@ def test_a_head_and_body_written_in_one_turn_go_out_as_one_write() -> None:
 
 
 def test_a_lone_write_goes_out_on_the_next_turn_and_order_is_kept() -> None:
-    def run(joined: Joined) -> None:
+    def run(joined: JoinedWrites, transport: Recorded) -> None:
         joined.write(bytearray(b"head"))
         joined.write(b"")  # an empty body: sends what is held
         joined.write(memoryview(b"chunk 1"))
@@ -72,7 +67,7 @@ def test_a_lone_write_goes_out_on_the_next_turn_and_order_is_kept() -> None:
 
 
 def test_close_sends_what_is_held_first() -> None:
-    def run(joined: Joined) -> None:
+    def run(joined: JoinedWrites, transport: Recorded) -> None:
         joined.write(b"answer")
         joined.close()
 
@@ -81,15 +76,15 @@ def test_close_sends_what_is_held_first() -> None:
 
 
 def test_a_held_write_is_dropped_once_the_connection_is_closing() -> None:
-    def run(joined: Joined) -> None:
+    def run(joined: JoinedWrites, transport: Recorded) -> None:
         joined.write(b"head")
-        joined.transport.closed = True  # the client went away before the next turn
+        transport.closed = True  # the client went away before the next turn
 
     assert _joined(run).writes == []
 
 
 def test_other_attributes_are_the_transports() -> None:
-    def run(joined: Joined) -> None:
+    def run(joined: JoinedWrites, transport: Recorded) -> None:
         assert joined.get_extra_info("socket") == "info socket" and not joined.is_closing()
         joined.write(b"held")
         assert not joined.is_closing()

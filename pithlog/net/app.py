@@ -29,9 +29,12 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import BaseRoute, Route
 
-from pithlog.errors import PithlogError, ServeError, StoreError, TileError, register
+from pithlog.errors import PithlogError, ServeError, StoreError, register
+from pithlog.net.answers import JSON, JSON_LINES, NO_STORE, error_body, status_of
 from pithlog.net.encoding import compressed
-from pithlog.net.submit import GroupCommit, Limits, answer, read_body, split_lines
+from pithlog.net.submit import GroupCommit, Limits
+from pithlog.net.submit_route import PATH as SUBMIT_PATH
+from pithlog.net.submit_route import SubmitRoute
 from pithlog.protocol.events import is_event_id
 from pithlog.protocol.keys import Keyring, SigningKey
 from pithlog.protocol.records import is_pith_number
@@ -63,20 +66,10 @@ CHECKPOINT_CACHE = "public, max-age=2"
 """tlog-tiles: the checkpoint SHOULD NOT be cached beyond a few seconds."""
 REVALIDATE = "no-cache"
 """Stored by a cache, but checked again (``If-None-Match``) before each use."""
-NO_STORE = "no-store"
 
 OCTETS = "application/octet-stream"
-JSON = "application/json"
-JSON_LINES = "application/x-ndjson"
 TEXT = "text/plain; charset=utf-8"
 
-_STATUS = {
-    "serve.not_found": 404, "serve.pending": 404, "serve.bad_path": 400,
-    "serve.bad_request": 400, "serve.method": 405, "serve.read_only": 403,
-    "serve.too_large": 413, "serve.too_many_lines": 413, "serve.timeout": 408,
-    "serve.busy": 503,
-    "tile.path": 400, "store.tree_size": 404, "store.readers_full": 503,
-}  # fmt: skip
 FULL_TILES_KEPT = 1024
 """Full hash tiles a worker keeps in memory (8 KiB each: 8 MiB), the most recently served:
 a full tile never changes, and the store builds one from its 256 hashes (about 1 ms, the
@@ -181,8 +174,7 @@ def respond(body: bytes, media: str, cache: str, **headers: str) -> Response:
 def error_response(status: int, code: str, message: str, **extra: Any) -> Response:
     """``{"error": code, "message": ...}``; never cached (a tile missing now is there
     after the next append)."""
-    body = msgspec.json.encode({"error": code, "message": message, **extra}) + b"\n"
-    return Response(body, status_code=status, media_type=JSON,
+    return Response(error_body(code, message, **extra), status_code=status, media_type=JSON,
                     headers={"Cache-Control": NO_STORE, "X-Content-Type-Options": "nosniff"})
 
 
@@ -364,27 +356,12 @@ async def get_healthz(request: Request) -> Response:
     return respond(msgspec.json.encode({"ok": True, "tree_size": size}) + b"\n", JSON, NO_STORE)
 
 
-async def post_submit(request: Request) -> Response:
-    """``POST /submit``: JSON Lines of signed events; one status line each, after the
-    commit (:mod:`pithlog.net.submit`)."""
-    log = _log(request)
-    if log.submissions is None:
-        raise ServeError("read_only", "this server takes no submissions")
-    limits = log.config.limits
-    async with log.submissions.slot(limits):  # at most max_pending bodies held at once
-        body = await read_body(request.stream(), request.headers.get("content-length"), limits)
-        lines = split_lines(body, limits)
-        results = await log.submissions.submit([raw for _, raw in lines if raw is not None])
-    return respond(answer(lines, results), JSON_LINES, NO_STORE)
-
-
 # --- errors -------------------------------------------------------------------------------
 
 
 async def _pithlog_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, PithlogError)
-    status = _STATUS.get(exc.code, 400 if isinstance(exc, TileError) else 500)
-    return error_response(status, exc.code, exc.message)
+    return error_response(status_of(exc), exc.code, exc.message)
 
 
 async def _http_error(request: Request, exc: Exception) -> Response:
@@ -407,7 +384,7 @@ async def _internal(request: Request, exc: Exception) -> Response:
     return error_response(500, "serve.internal", "the server failed to answer")
 
 
-def routes() -> list[Route]:
+def routes(submit: SubmitRoute) -> list[Route]:
     out: list[Route] = [
         Route("/checkpoint", get_checkpoint),
         # JSON and JSON Lines compress; tiles of hashes and entry bundles (leaf data:
@@ -422,24 +399,44 @@ def routes() -> list[Route]:
         Route("/proof/consistency/{old}/{new}", get_consistency),
         Route("/stats", get_stats),
         Route("/healthz", get_healthz),
-        Route("/submit", post_submit, methods=["POST"]),
+        Route(SUBMIT_PATH, submit, methods=["POST"]),  # reached straight by LogApp
     ]
     return out
 
 
-FIRST = ("/submit", "/tile/entries/{rest:path}", "/tile/{rest:path}", "/checkpoint")
-"""The routes tried first, in this order: Starlette tries each route's pattern in turn, and
-with the pages and ``/sync`` before them a ``POST /submit`` went through 17 patterns
-(about 7 us of the event loop's time per request) before its own."""
+FIRST = ("/tile/entries/{rest:path}", "/tile/{rest:path}", "/checkpoint")
+"""The routes tried first, in this order: Starlette tries each route's pattern in turn (with
+the pages and ``/sync`` before it, a route went through 17 patterns, about 7 us of the
+event loop's time per request), and these are what mirrors and tile clients ask for most.
+A ``POST /submit`` does not go through the router at all (:class:`LogApp`)."""
+
+
+class LogApp(Starlette):
+    """The app of ``pithlog serve``: a Starlette app that hands each ``POST /submit``
+    straight to its route (:mod:`pithlog.net.submit_route`), ahead of the middleware and
+    the router, and every other request to Starlette."""
+
+    def __init__(self, submit: SubmitRoute, **options: Any) -> None:
+        super().__init__(**options)
+        self.submit = submit
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and scope["path"] == SUBMIT_PATH \
+                and scope["method"] == "POST":  # fmt: skip
+            await self.submit(scope, receive, send)
+        else:
+            await super().__call__(scope, receive, send)
 
 
 def create_app(config: ServeConfig) -> Starlette:
     """The ASGI app of ``pithlog serve`` over ``config.store``."""
     log = Log(config)
-    own = routes()
+    submit = SubmitRoute(log.submissions, config.limits)
+    own = routes(submit)
     first = [route for path in FIRST for route in own if route.path == path]
     rest = [route for route in own if route.path not in FIRST]
-    app = Starlette(
+    app = LogApp(
+        submit,
         routes=[*first, *config.extra_routes, *rest],
         exception_handlers={PithlogError: _pithlog_error, HTTPException: _http_error,
                             ClientDisconnect: _gone, Exception: _internal},

@@ -23,9 +23,9 @@ with warnings.catch_warnings():  # Starlette would have httpx2; httpx is what pi
     from starlette.testclient import TestClient
 
 from pithlog.cli import main
-from pithlog.net.app import ServeConfig, create_app
+from pithlog.net.app import LogApp, ServeConfig, create_app
 from pithlog.net.server import REUSE_PORT, _ready_folder, _say_when_ready
-from pithlog.protocol.keys import dump_key_file, load_key_file
+from pithlog.protocol.keys import dump_key_file, load_key_file, load_keyring
 from pithlog.store import Store
 from pithlog.testing import test_key
 
@@ -52,6 +52,35 @@ def test_an_unexpected_failure_is_json_without_a_traceback(
                                   "message": "the server failed to answer"}  # fmt: skip
             assert b"secret" not in got.content and b"Traceback" not in got.content
             assert client.get("/healthz").status_code == 200  # and it goes on serving
+
+
+def test_an_unexpected_failure_of_a_submission_is_json_without_a_traceback(
+    files: Files, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``POST /submit`` goes around Starlette's error middleware (``LogApp``): its own
+    answer to a failure is the same JSON 500, and the exception still reaches the server
+    (here the test client) to be logged."""
+    keyring = load_keyring(files.keyring.read_bytes())
+    with Store.open(files.store) as store:
+        config = ServeConfig(store, load_key_file(files.key.read_bytes()), ORIGIN, keyring)
+        app = create_app(config)
+        assert isinstance(app, LogApp) and app.submit.submissions is not None
+
+        async def broken(*args: Any) -> None:
+            raise RuntimeError("secret detail /etc/shadow")
+
+        monkeypatch.setattr(app.submit.submissions, "submit", broken)
+        size = store.tree_size()
+        with TestClient(app, raise_server_exceptions=False) as client:
+            got = client.post("/submit", content=b"{}\n")
+            assert got.status_code == 500
+            assert got.json() == {"error": "serve.internal",
+                                  "message": "the server failed to answer"}  # fmt: skip
+            assert b"secret" not in got.content and b"Traceback" not in got.content
+            assert client.get("/healthz").json()["tree_size"] == size
+        with TestClient(app, raise_server_exceptions=True) as client,\
+                pytest.raises(RuntimeError, match="secret detail"):  # fmt: skip
+            client.post("/submit", content=b"{}\n")
 
 
 @pytest.mark.parametrize("budget", [1, 5000])

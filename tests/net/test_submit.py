@@ -51,6 +51,9 @@ def test_submit_answers_like_append_after_the_commit(server: Server, files: File
     body = lines([new]) + b"\n" + lines([files.events[0]]) + b"not json\n" + lines([forged])
     got = httpx.post(server.url + "/submit", content=body, timeout=TIMEOUT)
     assert got.status_code == 200 and got.headers["content-type"] == "application/x-ndjson"
+    assert got.headers["cache-control"] == "no-store"
+    assert got.headers["x-content-type-options"] == "nosniff"
+    assert int(got.headers["content-length"]) == len(got.content)
     answer = [json.loads(line) for line in got.content.splitlines()]
     assert [(a["line"], a["status"]) for a in answer] == [
         (1, "stored"), (3, "duplicate"), (4, "refused"), (5, "rejected")]  # fmt: skip
@@ -119,6 +122,21 @@ def test_limits_refuse_a_request_whole(server: Server) -> None:
     for event in events:
         got = httpx.get(f"{server.url}/event/{event['event_id']}", timeout=TIMEOUT)
         assert got.status_code == 404
+
+
+def test_a_client_gone_mid_body_stores_nothing(server: Server) -> None:
+    """The connection closed with half its body sent: nothing is stored, the server logs
+    no error (the fixture reads its stderr), and the next submission is stored."""
+    before = tree_size(server)
+    body = lines([g.record("2599.00300")])
+    head = (b"POST /submit HTTP/1.1\r\nHost: x\r\n"
+            b"Content-Length: %d\r\n\r\n" % len(body))  # fmt: skip
+    with socket.create_connection(server.address, timeout=20) as sock:
+        sock.sendall(head + body[: len(body) // 2])
+    after = lines([g.record("2599.00301")])
+    got = httpx.post(server.url + "/submit", content=after, timeout=TIMEOUT)
+    assert got.status_code == 200 and b'"status":"stored"' in got.content
+    assert tree_size(server) == before + 1
 
 
 def test_a_slow_sender_does_not_hold_up_other_clients(server: Server) -> None:

@@ -1,0 +1,35 @@
+"""What the answers of ``pithlog serve`` share: the HTTP status of each error code and the
+bytes of a JSON error (``{"error": code, "message": ...}``, ``docs/errors.md``). The
+Starlette routes (:mod:`pithlog.net.app`) and the bare
+``POST /submit`` (:mod:`pithlog.net.submit_route`) answer alike through these."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+from pithlog.errors import PithlogError, TileError
+
+NO_STORE = "no-store"
+JSON = "application/json"
+JSON_LINES = "application/x-ndjson"
+
+STATUS = {
+    "serve.not_found": 404, "serve.pending": 404, "serve.bad_path": 400,
+    "serve.bad_request": 400, "serve.method": 405, "serve.read_only": 403,
+    "serve.too_large": 413, "serve.too_many_lines": 413, "serve.timeout": 408,
+    "serve.busy": 503,
+    "tile.path": 400, "store.tree_size": 404, "store.readers_full": 503,
+}  # fmt: skip
+"""The status of an error code; other codes: ``400`` for a tile path, else ``500``."""
+
+
+def status_of(exc: PithlogError) -> int:
+    """The HTTP status that answers ``exc``."""
+    return STATUS.get(exc.code, 400 if isinstance(exc, TileError) else 500)
+
+
+def error_body(code: str, message: str, **extra: Any) -> bytes:
+    """``{"error": code, "message": ...}`` and a newline."""
+    return msgspec.json.encode({"error": code, "message": message, **extra}) + b"\n"

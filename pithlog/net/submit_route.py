@@ -55,10 +55,9 @@ class SubmitRoute:
     async def _answer(self, scope: Scope, receive: Receive) -> bytes:
         if self.submissions is None:
             raise ServeError("read_only", "this server takes no submissions")
-        length = None
-        for name, value in scope["headers"]:
-            if name == b"content-length":
-                length = value.decode("latin-1")
+        # the first Content-Length, as Starlette's headers.get read it
+        length = next((value.decode("latin-1") for name, value in scope["headers"]
+                       if name == b"content-length"), None)  # fmt: skip
         async with self.submissions.slot(self.limits):  # at most max_pending bodies held
             body = await read_body(_chunks(receive), length, self.limits)
             lines = split_lines(body, self.limits)

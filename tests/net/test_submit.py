@@ -139,6 +139,20 @@ def test_a_client_gone_mid_body_stores_nothing(server: Server) -> None:
     assert tree_size(server) == before + 1
 
 
+def test_two_content_lengths_are_refused(server: Server) -> None:
+    """A request whose head says two lengths (a smuggling attempt: which one ends the
+    body?) is refused before the app, and nothing of it is stored."""
+    before = tree_size(server)
+    body = lines([g.record("2599.00302")])
+    for second in (len(body) + 10, len(body)):
+        head = (b"POST /submit HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
+                b"Content-Length: %d\r\nContent-Length: %d\r\n\r\n"
+                % (len(body), second))  # fmt: skip
+        answer = _raw_post(server, head, [body], 0)
+        assert answer.startswith(b"HTTP/1.1 400 "), answer[:200]
+    assert tree_size(server) == before
+
+
 def test_a_slow_sender_does_not_hold_up_other_clients(server: Server) -> None:
     body = lines([g.record("2599.00200")])
     head = (b"POST /submit HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"

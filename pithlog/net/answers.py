@@ -1,7 +1,8 @@
-"""What the answers of ``pithlog serve`` share: the HTTP status of each error code and the
-bytes of a JSON error (``{"error": code, "message": ...}``, ``docs/errors.md``). The
-Starlette routes (:mod:`pithlog.net.app`) and the bare
-``POST /submit`` (:mod:`pithlog.net.submit_route`) answer alike through these."""
+"""What the answers of ``pithlog serve`` share: the headers every answer carries, the HTTP
+status of each error code and the bytes of a JSON error (``{"error": code, "message":
+...}``, ``docs/errors.md``). The Starlette routes (:mod:`pithlog.net.app`, the pages of
+:mod:`pithlog.net.pages`) and the bare ``POST /submit`` (:mod:`pithlog.net.submit_route`)
+answer alike through these."""
 
 from __future__ import annotations
 
@@ -23,6 +24,12 @@ STATUS = {
     "tile.path": 400, "store.tree_size": 404, "store.readers_full": 503,
 }  # fmt: skip
 """The status of an error code; other codes: ``400`` for a tile path, else ``500``."""
+
+
+def answer_headers(cache: str) -> dict[str, str]:
+    """The headers every answer carries: its ``Cache-Control``, and ``nosniff`` (a browser
+    takes each body as the type it is served with, never as one it guesses)."""
+    return {"Cache-Control": cache, "X-Content-Type-Options": "nosniff"}
 
 
 def status_of(exc: PithlogError) -> int:

@@ -30,7 +30,14 @@ from starlette.responses import Response, StreamingResponse
 from starlette.routing import BaseRoute, Route
 
 from pithlog.errors import PithlogError, ServeError, StoreError, register
-from pithlog.net.answers import JSON, JSON_LINES, NO_STORE, error_body, status_of
+from pithlog.net.answers import (
+    JSON,
+    JSON_LINES,
+    NO_STORE,
+    answer_headers,
+    error_body,
+    status_of,
+)
 from pithlog.net.encoding import compressed
 from pithlog.net.submit import GroupCommit, Limits
 from pithlog.net.submit_route import PATH as SUBMIT_PATH
@@ -166,16 +173,14 @@ def _log(request: Request) -> Log:
 
 
 def respond(body: bytes, media: str, cache: str, **headers: str) -> Response:
-    return Response(body, media_type=media,
-                    headers={"Cache-Control": cache, "X-Content-Type-Options": "nosniff",
-                             **headers})  # fmt: skip
+    return Response(body, media_type=media, headers={**answer_headers(cache), **headers})
 
 
 def error_response(status: int, code: str, message: str, **extra: Any) -> Response:
     """``{"error": code, "message": ...}``; never cached (a tile missing now is there
     after the next append)."""
     return Response(error_body(code, message, **extra), status_code=status, media_type=JSON,
-                    headers={"Cache-Control": NO_STORE, "X-Content-Type-Options": "nosniff"})
+                    headers=answer_headers(NO_STORE))
 
 
 def _not_found(what: str) -> ServeError:
@@ -238,9 +243,7 @@ async def get_copies(request: Request) -> Response:
             yield b"".join(c + b"\n" for c in copies)
             start += len(copies)
 
-    return StreamingResponse(lines(), media_type=JSON_LINES,
-                             headers={"Cache-Control": IMMUTABLE,
-                                      "X-Content-Type-Options": "nosniff"})  # fmt: skip
+    return StreamingResponse(lines(), media_type=JSON_LINES, headers=answer_headers(IMMUTABLE))
 
 
 async def get_copy(request: Request) -> Response:

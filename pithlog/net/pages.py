@@ -22,6 +22,7 @@ from starlette.routing import BaseRoute, Route
 
 from pithlog import __version__
 from pithlog.errors import PithlogError
+from pithlog.net.answers import answer_headers
 from pithlog.net.app import Log, get_event
 from pithlog.protocol.event_types import EVENT_TYPES, STATE_LISTS
 from pithlog.protocol.events import is_event_id
@@ -120,7 +121,7 @@ class Pages:
             query=request.query_params.get("q", "")[:MAX_QUERY], **context,
         )  # fmt: skip
         return HTMLResponse(page, status, headers={
-            "Cache-Control": "no-cache", "X-Content-Type-Options": "nosniff",
+            **answer_headers("no-cache"),
             # nothing on these pages runs or loads from elsewhere
             "Content-Security-Policy": "default-src 'none'; style-src 'self'; img-src 'self'; "
             "form-action 'self'; base-uri 'none'; frame-ancestors 'none'",
@@ -287,8 +288,7 @@ async def _stylesheet(request: Request) -> Response:
     global _CSS
     if _CSS is None:
         _CSS = (resources.files("pithlog.net") / "static" / "style.css").read_bytes()
-    return Response(_CSS, media_type="text/css",
-                    headers={"Cache-Control": "public, max-age=3600"})  # fmt: skip
+    return Response(_CSS, media_type="text/css", headers=answer_headers("public, max-age=3600"))
 
 
 def page_routes() -> list[BaseRoute]:

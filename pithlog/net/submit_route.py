@@ -17,7 +17,14 @@ from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
 from typing import Any
 
 from pithlog.errors import PithlogError, ServeError
-from pithlog.net.answers import JSON, JSON_LINES, NO_STORE, error_body, status_of
+from pithlog.net.answers import (
+    JSON,
+    JSON_LINES,
+    NO_STORE,
+    answer_headers,
+    error_body,
+    status_of,
+)
 from pithlog.net.submit import GroupCommit, Limits, answer, read_body, split_lines
 
 Scope = MutableMapping[str, Any]
@@ -77,12 +84,13 @@ async def _chunks(receive: Receive) -> AsyncIterator[bytes]:
             return
 
 
+_HEADERS = [(name.lower().encode("latin-1"), value.encode("latin-1"))
+            for name, value in answer_headers(NO_STORE).items()]  # fmt: skip
+"""Those of every answer (:func:`~pithlog.net.answers.answer_headers`): never cached."""
+
+
 async def _send(send: Send, status: int, media: str, body: bytes) -> None:
-    headers = [
-        (b"content-length", b"%d" % len(body)),
-        (b"content-type", media.encode()),
-        (b"cache-control", NO_STORE.encode()),
-        (b"x-content-type-options", b"nosniff"),
-    ]
+    headers = [(b"content-length", b"%d" % len(body)), (b"content-type", media.encode()),
+               *_HEADERS]  # fmt: skip
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body})

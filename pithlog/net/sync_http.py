@@ -28,6 +28,7 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
 from pithlog.errors import SyncError, register
+from pithlog.net.answers import NO_STORE, answer_headers
 from pithlog.net.app import error_response
 from pithlog.net.encoding import ACCEPT_ENCODING, read_answer
 from pithlog.net.sources import store_responder
@@ -100,7 +101,7 @@ class SyncEndpoint:
             status = 413 if exc.code == "sync.limit" else 400
             return error_response(status, exc.code, exc.message)
         return Response(reply, media_type=MEDIA,
-                        headers={"Cache-Control": "no-store",
+                        headers={**answer_headers(NO_STORE),
                                  COPIES_HEADER: str(len(responder.items))})  # fmt: skip
 
 

@@ -255,6 +255,22 @@ BAD_PATHS = [
 ]  # fmt: skip
 
 
+def test_every_answer_says_its_type_is_not_to_be_guessed(server: Server, files: Files) -> None:
+    """``X-Content-Type-Options: nosniff`` on answers of every kind: the log's bytes,
+    JSON, a page, the stylesheet, an error, a sync reply, a refused submission."""
+    event_id = files.events[0]["event_id"]
+    answers = [get(server, path) for path in (
+        "/checkpoint", "/tile/0/000.p/1", "/tile/entries/000.p/1", "/copies/000.p/1",
+        f"/event/{event_id}", "/stats", "/", "/static/style.css", "/tile/9/000",
+        "/no/such/path",
+    )]  # fmt: skip
+    answers.append(httpx.post(server.url + "/sync", content=b"", timeout=TIMEOUT))
+    answers.append(httpx.post(server.url + "/submit", content=b"{}\n", timeout=TIMEOUT))
+    assert {a.status_code for a in answers} >= {200, 400, 403, 404}
+    for got in answers:
+        assert got.headers["x-content-type-options"] == "nosniff", got.url
+
+
 def test_malformed_paths_and_methods_get_json_errors(server: Server) -> None:
     for path, status, code in BAD_PATHS:
         got = get(server, path)

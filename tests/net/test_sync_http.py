@@ -109,6 +109,8 @@ def test_the_server_holds_a_client_to_the_limits(tmp_path: Path, keys: Keys) -> 
         # an honest message still works after all that
         reply = httpx.post(url, content=m.encode_reconcile([m.Entry(None, m.LIST_ALL)]))
         assert reply.status_code == 200 and reply.headers["x-pithlog-copies"] == "10"
+        assert reply.headers["cache-control"] == "no-store"
+        assert reply.headers["x-content-type-options"] == "nosniff"
         assert len(m.decode_reconcile(reply.content)[0].items) == 10
         assert b"Traceback" not in sa.stderr
 

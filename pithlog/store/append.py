@@ -198,8 +198,8 @@ def append_work(
                 results.append(AppendResult(index, env.event_id, REJECTED, new.reason,
                                             env.pith_number))  # fmt: skip
                 continue
-            txn.put(judges.key(env, h), verdict_bytes(new.reason), db=dbs["verdicts"])
             pointer = SEQ.pack(next_seq)
+            txn.put(judges.key(env, pointer), verdict_bytes(new.reason), db=dbs["verdicts"])
             index_copy(txn, dbs, env, pointer)
             put_in_order(txn, dbs["seq"], pointer, eid + h, "seq")
             ahead = started.packed.get(h)
@@ -219,10 +219,10 @@ def append_work(
                                  "is not stored; run `pithlog replay --verify`")  # fmt: skip
             old_env = readmit(current)
             old_h = copy_hash(current)
-            cached = cached_verdict(txn, dbs, judges, old_env, old_h)
+            cached = cached_verdict(txn, dbs, judges, old_env, held)
             if cached is None or old_h in verdicts:
                 old = judged(old_env, old_h)
-                txn.put(judges.key(old_env, old_h), verdict_bytes(old.reason),
+                txn.put(judges.key(old_env, held), verdict_bytes(old.reason),
                         db=dbs["verdicts"])  # fmt: skip
             else:
                 old = Judged(old_env, verdict_of(cached))
@@ -274,9 +274,9 @@ def rebuild_work(
     def work(txn: Txn, dbs: dict[str, Any]) -> dict[str, int]:
         judges = Judges.of_store(txn, dbs, keyring)
 
-        def verdict(env: Envelope, h: bytes) -> Judged:
+        def verdict(env: Envelope, h: bytes, pointer: bytes) -> Judged:
             if h not in verdicts:
-                cached = cached_verdict(txn, dbs, judges, env, h)
+                cached = cached_verdict(txn, dbs, judges, env, pointer)
                 verdicts[h] = (
                     check_alone(env, keyring) if cached is None else verdict_of(cached)
                 )
@@ -290,14 +290,14 @@ def rebuild_work(
                 raise StoreError("corrupted", f"events points {eid.hex()} at a copy that is "
                                  "not stored; run `pithlog replay --verify`")  # fmt: skip
             h = copy_hash(data)
-            best = held = verdict(readmit(data), h)
-            txn.put(judges.key(held.envelope, h), verdict_bytes(held.reason),
+            best = held = verdict(readmit(data), h, pointer)
+            txn.put(judges.key(held.envelope, pointer), verdict_bytes(held.reason),
                     db=dbs["verdicts"])  # fmt: skip
             copies += 1
             best_h = h
-            for key, other in evidence_of(txn, dbs, eid):
-                candidate = verdict(readmit(other), key[32:])
-                txn.put(judges.key(candidate.envelope, key[32:]),
+            for key, other_pointer, other in evidence_of(txn, dbs, eid):
+                candidate = verdict(readmit(other), key[32:], other_pointer)
+                txn.put(judges.key(candidate.envelope, other_pointer),
                         verdict_bytes(candidate.reason), db=dbs["verdicts"])  # fmt: skip
                 copies += 1
                 if keep_preferred(best, candidate) is candidate:

@@ -35,7 +35,7 @@ from typing import Any, TypeVar
 import lmdb
 
 from pithlog.errors import StoreError, register
-from pithlog.store import codec, format6
+from pithlog.store import codec, format6, format7
 from pithlog.store.environment_errors import _lmdb_errors, _store_error
 from pithlog.store.environment_files import (
     _allocate_lock_file,
@@ -339,6 +339,10 @@ def _open_lmdb(
             if opener.read(lambda txn, dbs: format6.migrating(txn, dbs)):
                 # format 5 -> 6: the copies moved in bounded transactions, resumable
                 while opener.write(lambda txn, dbs: format6.step(txn, dbs)):
+                    pass
+            if opener.read(lambda txn, dbs: format7.migrating(txn, dbs)):
+                # format 6 -> 7: the verdicts keyed anew, in bounded transactions too
+                while opener.write(lambda txn, dbs: format7.step(txn, dbs)):
                     pass
     except BaseException:
         env.close()

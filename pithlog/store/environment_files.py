@@ -24,7 +24,7 @@ import lmdb.verify
 
 from pithlog.errors import StoreError
 from pithlog.protocol.reduce import MERGE_VERSION
-from pithlog.store import codec, format6, keyindex, tree
+from pithlog.store import codec, format6, format7, keyindex, tree
 from pithlog.store.environment_errors import _lmdb_errors
 from pithlog.store.environment_walk import Walkers, walk_problems
 from pithlog.store.layout import (
@@ -32,6 +32,7 @@ from pithlog.store.layout import (
     FORMAT_2,
     FORMAT_3,
     FORMAT_4,
+    FORMAT_6,
     FORMAT_VERSION,
     META_FORMAT,
     META_MERGE,
@@ -233,8 +234,10 @@ def _check_format(txn: Txn, dbs: dict[str, Any], real: str, readonly: bool) -> N
 
 def _needs_catch_up(txn: Txn, dbs: dict[str, Any]) -> bool:
     """What a writable open would write: a store of an older format, or one whose move to
-    format 6 is under way (:mod:`pithlog.store.format6`), or a tree behind seq."""
-    if txn.get(META_FORMAT, db=dbs["meta"]) in MIGRATES_FROM or format6.migrating(txn, dbs):
+    format 6 or 7 is under way (:mod:`pithlog.store.format6`, :mod:`pithlog.store.format7`),
+    or a tree behind seq."""
+    if txn.get(META_FORMAT, db=dbs["meta"]) in MIGRATES_FROM or format6.migrating(txn, dbs) \
+            or format7.migrating(txn, dbs):  # fmt: skip
         return True
     size = tree.merkle_size(txn, dbs)
     return (txn.get(META_MERKLE_SIZE, db=dbs["meta"]) is None
@@ -247,7 +250,7 @@ def _catch_up_merkle(txn: Txn, dbs: dict[str, Any]) -> None:
     for a current one."""
     if _migrate(txn, dbs) or format6.migrating(txn, dbs) or not _needs_catch_up(txn, dbs):
         return  # a move to format 6 under way rebuilds the tree in steps of its own
-    tree.merkle_sync(txn, dbs)
+    tree.merkle_sync(txn, dbs)  # nothing to add when only the verdicts are to be keyed anew
 
 
 def _migrate(txn: Txn, dbs: dict[str, Any]) -> bool:
@@ -255,11 +258,17 @@ def _migrate(txn: Txn, dbs: dict[str, Any]) -> bool:
     after the other, in ``txn`` (the caller's write transaction, retried whole on a full map):
     2 -> 3 (leaves of 64 bytes and ``by_copy``); 3 -> 4 (the dictionary); 4 -> 5 (``by_key``,
     verdicts per key entry); then 5 -> 6 is started (:func:`pithlog.store.format6.start`:
-    format 6 recorded with a cursor from which :func:`pithlog.store.format6.step` moves the
-    copies to ``copies`` and rewrites ``slots`` in transactions of their own, packing copies
-    still stored raw, and finally builds the alias index). ``True`` when it did."""
+    a cursor from which :func:`pithlog.store.format6.step` moves the copies to ``copies``
+    and rewrites ``slots`` in transactions of their own, packing copies still stored raw,
+    and finally builds the alias index), and 6 -> 7 (:func:`pithlog.store.format7.start`:
+    format 7 recorded with a cursor from which :func:`pithlog.store.format7.step` keys the
+    verdicts anew, after the 5 -> 6 steps). ``True`` when it started 5 -> 6, whose steps
+    rebuild the Merkle tree (a format-6 store's tree is caught up as a current one's)."""
     fmt = txn.get(META_FORMAT, db=dbs["meta"])
     if fmt not in MIGRATES_FROM:
+        return False
+    if fmt == FORMAT_6:
+        format7.start(txn, dbs)  # records FORMAT_VERSION
         return False
     if fmt == FORMAT_2:
         fmt = tree.migrate_leaf_data(txn, dbs)  # records FORMAT_3
@@ -268,5 +277,6 @@ def _migrate(txn: Txn, dbs: dict[str, Any]) -> bool:
         fmt = FORMAT_4
     if fmt == FORMAT_4:
         keyindex.migrate_3_to_5(txn, dbs)  # records FORMAT_5
-    format6.start(txn, dbs)  # records FORMAT_VERSION
+    format6.start(txn, dbs)
+    format7.start(txn, dbs)  # records FORMAT_VERSION
     return True

@@ -3,7 +3,9 @@
 Checks 1-12 of one copy read the keyring at one place only: the entry of the copy's
 ``signer.key_id`` (spec 6, checks 4-8 and 12; check 12's receipt must name the same key).
 So a copy's verdict is a function of the copy and of that one entry, and is cached under
-it: ``verdicts`` is keyed by the digest of the judging entry (32) + the copy hash (32).
+it: ``verdicts`` is keyed by the digest of the judging entry (32) + the copy's sequence
+number (8; the copy hash before format 7, :mod:`pithlog.store.format7`), so that the
+verdicts of an append fall in the log's order under each judge.
 
 - :func:`entry_digest`: SHA-256 of the JCS of the entry's seven members (spec 3), so a key
   whose entry is unchanged keeps its verdicts across keyring changes;
@@ -130,17 +132,19 @@ class Judges:
             self._prefix[key_id] = found
         return found
 
-    def key(self, env: Envelope, h: bytes) -> bytes:
-        """The ``verdicts`` key of a copy under this keyring."""
-        return self.prefix(signer_key_id(env)) + h
+    def key(self, env: Envelope, pointer: bytes) -> bytes:
+        """The ``verdicts`` key of the copy ``env`` stored under ``pointer`` (its sequence
+        number) under this keyring."""
+        return self.prefix(signer_key_id(env)) + pointer
 
 
 def cached_verdict(txn: Txn, dbs: dict[str, Any], judges: Judges, env: Envelope,
-                   h: bytes) -> bytes | None:  # fmt: skip
-    """The cached verdict of a copy under ``judges``' keyring, or ``None``."""
-    found = txn.get(judges.key(env, h), db=dbs["verdicts"])
+                   pointer: bytes) -> bytes | None:  # fmt: skip
+    """The cached verdict of the copy ``env`` stored under ``pointer`` under ``judges``'
+    keyring, or ``None``."""
+    found = txn.get(judges.key(env, pointer), db=dbs["verdicts"])
     if found is None and judges.legacy is not None:
-        found = txn.get(judges.legacy + h, db=dbs["verdicts"])
+        found = txn.get(judges.legacy + pointer, db=dbs["verdicts"])
     return found
 
 

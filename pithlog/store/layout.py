@@ -22,10 +22,15 @@ from pithlog.protocol.checks import CHECK_NUMBER
 from pithlog.protocol.reduce import Judged
 from pithlog.store.codec import unpack
 
-FORMAT_VERSION = b"6"
-"""``meta[format]``: the layout of ``docs/store.md`` (format 6: every copy in ``copies`` under
-its sequence number, ``events`` and ``evidence`` pointing at it; ``slots`` in binary; verdicts
-per key entry since format 5, copies packed by :mod:`pithlog.store.codec` since format 4)."""
+FORMAT_VERSION = b"7"
+"""``meta[format]``: the layout of ``docs/store.md`` (format 7: ``verdicts`` keyed by the copy's
+sequence number; every copy in ``copies`` under its sequence number since format 6,
+``events`` and ``evidence`` pointing at it, ``slots`` in binary; verdicts per key entry
+since format 5, copies packed by :mod:`pithlog.store.codec` since format 4)."""
+
+FORMAT_6 = b"6"
+"""Verdicts keyed by the copy's hash: keyed anew on a writable open, in bounded
+transactions (:mod:`pithlog.store.format7`)."""
 
 FORMAT_5 = b"5"
 """Copies held in ``events`` and ``evidence`` themselves, ``slots`` as packed JSON: migrated to
@@ -45,9 +50,9 @@ FORMAT_2 = b"2"
 write transaction (:func:`pithlog.store.tree.migrate_leaf_data` rebuilds ``merkle`` and builds
 ``by_copy``), then on; the last transaction of the 5 -> 6 step builds the alias index."""
 
-MIGRATES_FROM = (FORMAT_2, FORMAT_3, FORMAT_4, FORMAT_5)
+MIGRATES_FROM = (FORMAT_2, FORMAT_3, FORMAT_4, FORMAT_5, FORMAT_6)
 """The formats a store is migrated from on a writable open, step by step: up to format 5 in
-one write transaction, then 5 -> 6 in transactions of a bounded size
+one write transaction, then 5 -> 6 and 6 -> 7 in transactions of a bounded size
 (:func:`pithlog.store.environment_files._migrate`; ``docs/store.md``)."""
 
 DB_NAMES = (
@@ -275,14 +280,15 @@ def prefixed(
 
 def evidence_of(
     txn: Txn, dbs: dict[str, Any], eid: bytes, read: Unpack = unpack
-) -> list[tuple[bytes, bytes]]:
-    """``(event_id + copy hash, copy)`` of every evidence copy of the raw event_id ``eid``
-    (the copy's JCS bytes); a pointer naming no copy is left out (replay reports it)."""
+) -> list[tuple[bytes, bytes, bytes]]:
+    """``(event_id + copy hash, pointer, copy)`` of every evidence copy of the raw event_id
+    ``eid`` (its sequence number and JCS bytes); a pointer naming no copy is left out
+    (replay reports it)."""
     out = []
     for key, pointer in prefixed(txn, dbs["evidence"], eid):
         data = stored_copy(txn, dbs, pointer, read)
         if data is not None:
-            out.append((key, data))
+            out.append((key, pointer, data))
     return out
 
 

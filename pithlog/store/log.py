@@ -178,7 +178,7 @@ class Store:
         if not is_event_id(event_id):
             return []
         key = eid_bytes(event_id)
-        return self._read(lambda txn, dbs: [v for _, v in evidence_of(txn, dbs, key)])
+        return self._read(lambda txn, dbs: [v for _, _, v in evidence_of(txn, dbs, key)])
 
     def status(self, pith_number: str) -> dict[str, Any] | None:
         """The ``piths`` entry of a pith: status, event counts (``None`` when unknown)."""

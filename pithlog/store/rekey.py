@@ -57,6 +57,7 @@ from pithlog.store.layout import (
     event_copy,
     evidence_of,
     prefer,
+    stored_copy,
     verdict_bytes,
     verdict_of,
 )
@@ -299,30 +300,33 @@ def _judge_events(
     preferred copy re-picked, the pith marked; piths whose preferred copy changed are
     re-reduced now."""
     copies: dict[bytes, list[tuple[bytes, Envelope]]] = {}  # eid -> [(h, env)], held first
-    unjudged: dict[bytes, Envelope] = {}
+    unjudged: dict[bytes, tuple[Envelope, bytes]] = {}  # h -> (env, pointer)
     for eid in eids:
-        data = event_copy(txn, dbs, eid)
-        if data is None:
+        pointer = txn.get(eid, db=dbs["events"])
+        data = None if pointer is None else stored_copy(txn, dbs, pointer)
+        if pointer is None or data is None:
             continue
-        found = [(copy_hash(data), readmit(data))]
-        found += [(key[32:], readmit(other)) for key, other in evidence_of(txn, dbs, eid)]
-        copies[eid] = found
-        for h, env in found:
+        stored = [(copy_hash(data), pointer, readmit(data))]
+        stored += [(key[32:], at, readmit(other))
+                   for key, at, other in evidence_of(txn, dbs, eid)]  # fmt: skip
+        copies[eid] = [(h, env) for h, _, env in stored]
+        for h, at, env in stored:
             if h in unjudged:
                 continue
-            cached = cached_verdict(txn, dbs, judges, env, h)
+            cached = cached_verdict(txn, dbs, judges, env, at)
             if cached is not None:
                 verdicts[h] = verdict_of(cached)
             elif h in verdicts:  # checked by an earlier try of this piece (the map grew)
-                txn.put(judges.key(env, h), verdict_bytes(verdicts[h]), db=dbs["verdicts"])
+                txn.put(judges.key(env, at), verdict_bytes(verdicts[h]), db=dbs["verdicts"])
             else:
-                unjudged[h] = env
+                unjudged[h] = (env, at)
     if unjudged:  # the signatures of the piece at once, over threads
-        for (h, env), reason in zip(
-            unjudged.items(), check_many(list(unjudged.values()), judges.keyring), strict=True
+        envelopes = [env for env, _ in unjudged.values()]
+        for (h, (env, at)), reason in zip(
+            unjudged.items(), check_many(envelopes, judges.keyring), strict=True
         ):
             verdicts[h] = reason
-            txn.put(judges.key(env, h), verdict_bytes(reason), db=dbs["verdicts"])
+            txn.put(judges.key(env, at), verdict_bytes(reason), db=dbs["verdicts"])
     moved: set[str] = set()
     for eid, found in copies.items():
         (held_h, held_env), best_h = found[0], found[0][0]

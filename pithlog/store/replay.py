@@ -139,7 +139,7 @@ def _read_pith(txn: Txn, dbs: dict[str, Any], pith: str, foreign: Sequence[bytes
         except CorruptCopy:
             preferred = stored  # readable(): the checks it fails report it
         evidence = evidence_of(txn, dbs, eid, readable)
-        by_event[eid] = [(None, preferred), *((k[32:], v) for k, v in evidence)]
+        by_event[eid] = [(None, preferred), *((k[32:], v) for k, _, v in evidence)]
         for _, data in by_event[eid]:
             try:
                 passed[data] = parse_envelope(data)
@@ -228,7 +228,7 @@ def _late(txn: Txn, dbs: dict[str, Any], high: int) -> tuple[set[bytes], set[str
     piths: set[str] = set()
     for eid in {key[:32] for key in keys}:
         preferred = event_copy(txn, dbs, eid, readable)
-        copies = [v for _, v in evidence_of(txn, dbs, eid, readable)]
+        copies = [v for _, _, v in evidence_of(txn, dbs, eid, readable)]
         for data in copies if preferred is None else [preferred, *copies]:
             ids = decode_ids(data)
             if ids is not None:
@@ -306,15 +306,14 @@ def _replay_pith(
                 say("events" if h_key is None else "evidence", subject,
                     f"{label} says event_id {env.event_id}")  # fmt: skip
                 continue
-            h = copy_hash(data)
             key_id = signer_key_id(env)
             pointer = (txn.get(eid, db=dbs["events"]) if h_key is None
                        else txn.get(eid + h_key, db=dbs["evidence"]))  # fmt: skip
             if key_id is not None and (pointer is None or txn.get(
                     key_hash(key_id) + pointer, db=dbs["by_key"]) is None):  # fmt: skip
                 say("by_key", subject, f"{label} is not listed under its key_id {key_id!r}")
-            cached_raw = (None if stored_kd is None or judges is None
-                          else cached_verdict(txn, dbs, judges, env, h))  # fmt: skip
+            cached_raw = (None if stored_kd is None or judges is None or pointer is None
+                          else cached_verdict(txn, dbs, judges, env, pointer))  # fmt: skip
             if data in checked:
                 reason = checked[data]
             elif ctx.verify or not ctx.same_keyring or cached_raw not in _VERDICT_VALUES:

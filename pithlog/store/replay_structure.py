@@ -371,11 +371,13 @@ def _later_and_keys(
             if not later[pith]:
                 say(name, pith, "cached for a pith that has no events in by_pith")
     for key, value in txn.cursor(db=dbs["verdicts"]):
-        if len(key) != 64:
-            say("verdicts", f"key {key.hex()}", "is not key entry digest + copy hash")
+        if len(key) != 40:
+            say("verdicts", f"key {key.hex()}", "is not key entry digest + sequence number")
+        elif txn.get(key[32:], db=dbs["copies"]) is None:
+            say("verdicts", f"key {key.hex()[:24]}", "names no stored copy")
         elif value != VALID and value.decode("ascii", "replace") not in REASONS[:12]:
-            say("verdicts", f"copy {key[32:].hex()[:16]}", f"verdict {value!r} is not one of "
-                "checks 1-12")  # fmt: skip
+            say("verdicts", f"copy {SEQ.unpack(key[32:])[0]}", f"verdict {value!r} is not "
+                "one of checks 1-12")  # fmt: skip
     for key in txn.cursor(db=dbs["by_key"]).iternext(values=False):
         if len(key) != 40 or txn.get(key[32:], db=dbs["copies"]) is None:
             say("by_key", f"key {key.hex()[:24]}", "names no stored copy")

@@ -407,8 +407,9 @@ def rereduce(
     decoded = {j.envelope.encoded: j.envelope for j in known}
     judged: list[Judged] = []
     for eid in pith_eids(txn, dbs, pith):
-        data = event_copy(txn, dbs, eid)
-        if data is None:
+        pointer = txn.get(eid, db=dbs["events"])
+        data = None if pointer is None else stored_copy(txn, dbs, pointer)
+        if pointer is None or data is None:
             raise StoreError(
                 "corrupted",
                 f"by_pith names {eid_str(eid)} under {pith} but events does not hold it; "
@@ -419,10 +420,10 @@ def rereduce(
         if h in verdicts:
             reason = verdicts[h]
         else:
-            cached = cached_verdict(txn, dbs, judges, env, h)
+            cached = cached_verdict(txn, dbs, judges, env, pointer)
             if cached is None:
                 reason = check_alone(env, judges.keyring)
-                txn.put(judges.key(env, h), verdict_bytes(reason), db=dbs["verdicts"])
+                txn.put(judges.key(env, pointer), verdict_bytes(reason), db=dbs["verdicts"])
             else:
                 reason = verdict_of(cached)
         judged.append(Judged(env, reason))

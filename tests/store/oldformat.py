@@ -1,9 +1,10 @@
-"""Format 5 as pithlog wrote it, made from a store of the current format with format 5's own
-writes: every copy held in ``events`` (the preferred one) or ``evidence`` itself, packed as
-it is stored, no ``copies``, a ``copy_seq``, ``by_key`` by event_id + copy hash, ``merkle``
-keyed level + index; ``slots`` as
-the packed JCS ``{"members": [[created_at, event_id], ...], "slot": [...]}``
-(``docs/store.md``, "Format 5 to 6"). The tests of older formats start from it."""
+"""Formats 6 and 5 as pithlog wrote them, made from a store of the current format.
+Format 6: ``verdicts`` keyed by judge + copy hash. Format 5, with format 5's own writes
+besides: every copy held in ``events`` (the preferred one) or ``evidence`` itself, packed
+as it is stored, no ``copies``, a ``copy_seq``, ``by_key`` by event_id + copy hash,
+``merkle`` keyed level + index; ``slots`` as the packed JCS ``{"members": [[created_at,
+event_id], ...], "slot": [...]}`` (``docs/store.md``, "Format 5 to 6" and "Format 6 to
+7"). The tests of older formats start from these."""
 
 from __future__ import annotations
 
@@ -16,12 +17,23 @@ from pithlog.protocol.canonical import jcs
 from pithlog.protocol.events import readmit
 from pithlog.protocol.reduce import slot_of
 from pithlog.store import codec
-from pithlog.store.layout import DB_NAMES, FORMAT_5, eid_str
+from pithlog.store.layout import DB_NAMES, FORMAT_5, FORMAT_6, eid_str
+
+
+def rewrite_as_format_6(txn: Any, dbs: dict[str, Any]) -> None:
+    """In a write transaction on a store of the current format: its layout of format 6,
+    ``verdicts`` keyed by judge + copy hash (the hash from ``seq``)."""
+    old = list(txn.cursor(db=dbs["verdicts"]))
+    txn.drop(dbs["verdicts"], delete=False)
+    for key, value in old:
+        txn.put(key[:32] + txn.get(key[32:], db=dbs["seq"])[32:], value, db=dbs["verdicts"])
+    txn.put(b"format", FORMAT_6, db=dbs["meta"])
 
 
 def rewrite_as_format_5(txn: Any, dbs: dict[str, Any], copy_seq: Any = None) -> None:
     """In a write transaction on a store of the current format: its layout of format 5
     (``copy_seq``: format 5's database of event_id + copy hash -> seq, filled when given)."""
+    rewrite_as_format_6(txn, dbs)  # verdicts keyed by copy hash
     copies = dict(txn.cursor(db=dbs["copies"]))
     pointers = {name: list(txn.cursor(db=dbs[name])) for name in ("events", "evidence")}
     pack = codec.packer(txn, dbs)
@@ -64,6 +76,17 @@ def as_format_5(path: Path) -> None:
             rewrite_as_format_5(txn, dbs, env.open_db(b"copy_seq", txn=txn))
     finally:
         codec.forget(dbs)
+        env.close()
+
+
+def as_format_6(path: Path) -> None:
+    """:func:`rewrite_as_format_6` of the store at ``path`` (not open in this process)."""
+    env = lmdb.open(str(path), max_dbs=32, subdir=True)
+    try:
+        with env.begin(write=True) as txn:
+            dbs = {name: env.open_db(name.encode("ascii"), txn=txn) for name in DB_NAMES}
+            rewrite_as_format_6(txn, dbs)
+    finally:
         env.close()
 
 

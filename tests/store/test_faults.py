@@ -202,15 +202,28 @@ def test_altered_cached_state_and_verdict_are_named(damaged: tuple[Store, list[A
     assert any(line.startswith(f"state: {pith}: differs in ") for line in found)
     store._write(lambda txn, dbs: txn.put(removed[:-16], removed[-16:], db=dbs["applied"]))
     assert store.replay(g.KEYRING).ok
-    # the verdict is kept under the digest of the one keyring entry that judged it
+    # the verdict is kept under the digest of the one keyring entry that judged it and the
+    # copy's sequence number
     digest = entry_digest(g.KEYRING[victim["signer"]["key_id"]].entry())
-    copy_hash = __import__("hashlib").sha256(g.encoded(victim)).digest()
-    store._write(lambda txn, dbs: txn.put(digest + copy_hash, b"bad_signature",
+    eid = bytes.fromhex(victim["event_id"].removeprefix("sha256:"))
+    pointer = store._read(lambda txn, dbs: txn.get(eid, db=dbs["events"]))
+    assert store._read(lambda txn, dbs: txn.get(digest + pointer, db=dbs["verdicts"])) == b"valid"
+    store._write(lambda txn, dbs: txn.put(digest + pointer, b"bad_signature",
                                           db=dbs["verdicts"]))  # fmt: skip
     assert lines(store) == [
         f"verdicts: {victim['event_id']}: the preferred copy: cached verdict 'bad_signature', "
         "checks 1-12 give 'valid'"
     ]
+    # a verdict keyed as format 6 keyed them (judge + copy hash), or naming no copy
+    store._write(lambda txn, dbs: txn.put(digest + pointer, b"valid", db=dbs["verdicts"]))
+    copy_hash = __import__("hashlib").sha256(g.encoded(victim)).digest()
+    store._write(lambda txn, dbs: txn.put(digest + copy_hash, b"valid", db=dbs["verdicts"]))
+    nowhere = digest + b"\xff" * 8
+    store._write(lambda txn, dbs: txn.put(nowhere, b"valid", db=dbs["verdicts"]))
+    assert sorted(lines(store)) == sorted([
+        f"verdicts: key {(digest + copy_hash).hex()}: is not key entry digest + sequence number",
+        f"verdicts: key {nowhere.hex()[:24]}: names no stored copy",
+    ])
 
 
 

@@ -90,19 +90,21 @@ def as_format_6(path: Path) -> None:
         env.close()
 
 
-def kill_migration_at(monkeypatch: Any, at: int) -> list[int]:
-    """Make the ``at``-th step of the format 6 migration raise ``KeyboardInterrupt`` (a
-    process killed between two of its transactions); the steps taken are counted in the
-    returned list. ``monkeypatch.undo`` or a later ``setattr`` restores the real step."""
+def kill_migration_at(monkeypatch: Any, at: int, module: Any = None) -> list[int]:
+    """Make the ``at``-th step of a migration (``module``'s ``step``: format 6's by default,
+    :mod:`pithlog.store.format7` too) raise ``KeyboardInterrupt`` (a process killed between
+    two of its transactions); the steps taken are counted in the returned list (``at`` = 0:
+    none killed). ``monkeypatch.undo`` or a later ``setattr`` restores the real step."""
     from pithlog.store import format6
 
-    real_step, steps = format6.step, []
+    module = format6 if module is None else module
+    real_step, steps = module.step, []
 
     def step(txn: Any, dbs: dict[str, Any], limit: int | None = None) -> bool:
         steps.append(1)
         if len(steps) == at:
             raise KeyboardInterrupt  # killed between two steps
-        return real_step(txn, dbs, limit)
+        return bool(real_step(txn, dbs, limit))
 
-    monkeypatch.setattr(format6, "step", step)
+    monkeypatch.setattr(module, "step", step)
     return steps

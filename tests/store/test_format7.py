@@ -10,7 +10,7 @@ from typing import Any
 import eventgen as g
 import lmdb
 import pytest
-from oldformat import as_format_6
+from oldformat import as_format_6, kill_migration_at
 from test_format6 import _filled, _snapshot
 
 from pithlog.errors import StoreError
@@ -35,21 +35,6 @@ def _verdicts(path: Path) -> dict[bytes, bytes]:
     return _raw(path, lambda txn, verdicts, _: dict(txn.cursor(db=verdicts)))
 
 
-def _kill_at(monkeypatch: pytest.MonkeyPatch, at: int) -> list[int]:
-    """Make the ``at``-th step raise ``KeyboardInterrupt`` (a process killed between two of
-    its transactions); the steps taken are counted in the returned list."""
-    real_step, steps = format7.step, []
-
-    def step(txn: Any, dbs: dict[str, Any], limit: int | None = None) -> bool:
-        steps.append(1)
-        if len(steps) == at:
-            raise KeyboardInterrupt
-        return real_step(txn, dbs, limit)
-
-    monkeypatch.setattr(format7, "step", step)
-    return steps
-
-
 def test_a_format_6_store_migrates_to_7_in_steps_with_every_verdict_kept(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -68,7 +53,7 @@ def test_a_format_6_store_migrates_to_7_in_steps_with_every_verdict_kept(
 
     monkeypatch.setattr(format7, "MIGRATE_CHUNK", 7)  # several transactions
     real_step = format7.step
-    steps = _kill_at(monkeypatch, 4)
+    steps = kill_migration_at(monkeypatch, 4, format7)
     with pytest.raises(KeyboardInterrupt):
         Store.open(path, create=False)
     half = _verdicts(path)
@@ -106,7 +91,7 @@ def test_a_step_goes_past_entries_already_keyed_anew(
             _raw(path, lambda txn, v, _, key=key, value=value: txn.put(key, value, db=v))
     entries = len(_verdicts(path))
     monkeypatch.setattr(format7, "MIGRATE_CHUNK", 1)
-    steps = _kill_at(monkeypatch, 0)  # never killed: counted
+    steps = kill_migration_at(monkeypatch, 0, format7)  # never killed: counted
     with Store.open(path, create=False) as store:
         assert store._read(lambda txn, dbs: format7.migrating(txn, dbs)) is False
     assert len(steps) == entries

@@ -7,8 +7,9 @@ deleted on open: :data:`pithlog.store.environment_files.LEGACY_DBS`).
 The step runs in write transactions of at most :data:`MIGRATE_CHUNK` entries each, from a
 cursor in ``meta`` (:data:`META_MIGRATING`), so a store of any size migrates within LMDB's
 transaction limit and a crash resumes where the last commit left it. The first transaction
-(:func:`start`) records the current format with the cursor (7: the 6 -> 7 step,
-:mod:`pithlog.store.format7`, follows this one): a pithlog of format 5 then refuses the
+sets the cursor (:func:`start`), and the same transaction records format 7 with the
+cursor of the step that follows this one (:func:`pithlog.store.format7.start`): a pithlog
+of format 5 then refuses the
 store (``store.format``) rather than read pointers as copies, and a read-only open refuses
 it (``store.upgrade``) until a writable open has finished the steps
 (:func:`pithlog.store.environment._open_lmdb` runs them before it returns).
@@ -25,8 +26,6 @@ import msgspec
 from pithlog.store import aliases, codec, tree
 from pithlog.store.keyindex import index_stored
 from pithlog.store.layout import (
-    FORMAT_VERSION,
-    META_FORMAT,
     META_MERKLE_SIZE,
     META_REKEY_CURSOR,
     SEQ,
@@ -52,10 +51,10 @@ begins with a created_at (an ASCII digit)."""
 
 def start(txn: Txn, dbs: dict[str, Any]) -> None:
     """In the transaction that migrates a store to format 5 (or opens a format-5 one):
-    record the current format and the cursor of :func:`step`, and empty ``by_key``, which the step
-    fills again in its new form. A format-3 store whose copies format 5 was still packing
+    set the cursor of :func:`step` and empty ``by_key``, which the step fills again in its
+    new form (:func:`pithlog.store.format7.start`, in the same transaction, records the
+    format). A format-3 store whose copies format 5 was still packing
     (``compress_from``) needs that no more: :func:`step` packs what it moves."""
-    txn.put(META_FORMAT, FORMAT_VERSION, db=dbs["meta"])
     txn.put(META_MIGRATING, b"\x00", db=dbs["meta"])
     txn.delete(codec.META_MIGRATING, db=dbs["meta"])
     # by_key named a copy by event_id + copy hash: emptied (LMDB frees its pages without

@@ -37,8 +37,9 @@ HASH_KEY = 64
 
 
 def start(txn: Txn, dbs: dict[str, Any]) -> None:
-    """In the transaction that brings a store to format 6 (or opens a format-6 one):
-    record format 7 and the cursor of :func:`step`."""
+    """In the transaction that starts a store's migration (a format-6 store's, or an older
+    one's after :func:`pithlog.store.format6.start`, whose steps run first): record format 7
+    and the cursor of :func:`step`."""
     txn.put(META_FORMAT, FORMAT_VERSION, db=dbs["meta"])
     txn.put(META_MIGRATING, b"", db=dbs["meta"])
 

@@ -290,6 +290,7 @@ def serve(settings: Settings, listen: str, workers: int, ready: Callable[[str], 
         factory=True,
         workers=workers,
         lifespan="off",
+        loop="auto",  # uvloop where pithlog[net] installed it (docs/network.md), else asyncio
         log_level="warning",
         access_log=False,
         server_header=False,

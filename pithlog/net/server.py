@@ -294,6 +294,7 @@ def serve(settings: Settings, listen: str, workers: int, ready: Callable[[str], 
         log_level="warning",
         access_log=False,
         server_header=False,
+        proxy_headers=False,  # pithlog reads neither the client's address nor the scheme
         limit_concurrency=LIMIT_CONCURRENCY,
         timeout_keep_alive=TIMEOUT_KEEP_ALIVE,
         timeout_graceful_shutdown=5,

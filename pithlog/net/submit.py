@@ -10,7 +10,6 @@ Everything a stranger can send is bounded before it reaches the store: the body'
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import io
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -209,25 +208,25 @@ class GroupCommit(Generic[S]):
                            limits.max_pending, judging.start, lambda: judging.ready,
                            judged, until_judged)  # fmt: skip
 
-    @contextlib.asynccontextmanager
-    async def slot(self, limits: Limits) -> AsyncIterator[None]:
+    async def take_slot(self, limits: Limits) -> asyncio.Semaphore:
         """One of :attr:`Limits.max_pending` places for a submission, or ``serve.busy``
-        once ``body_seconds`` have passed without one."""
+        once ``body_seconds`` have passed without one: the semaphore to ``release()`` when
+        the submission is answered. (Not a context manager: this runs once per request,
+        and ``asynccontextmanager``'s generator cost the event loop more than the rest of
+        the slot's work.)"""
         if self._slots is None:
             self._slots = asyncio.Semaphore(self.max_pending)
+        slots = self._slots
+        if not slots.locked():  # a place is free: taken at once, no timer
+            await slots.acquire()
+            return slots
         try:
-            if self._slots.locked():  # else a place is free: taken at once, no timer
-                async with asyncio.timeout(limits.body_seconds):
-                    await self._slots.acquire()
-            else:
-                await self._slots.acquire()
+            async with asyncio.timeout(limits.body_seconds):
+                await slots.acquire()
         except TimeoutError:
             raise ServeError("busy", f"{self.max_pending} submissions are in progress; "
                              "retry later") from None  # fmt: skip
-        try:
-            yield
-        finally:
-            self._slots.release()
+        return slots
 
     async def submit(self, lines: list[bytes]) -> list[AppendResult]:
         """Append ``lines`` in the next group commit; their results once it is durable."""
@@ -244,8 +243,9 @@ class GroupCommit(Generic[S]):
         if not self._arriving:
             loop.call_soon(self._start)
         self._arriving.append(waiting)
-        # shielded: a client that goes away does not cancel the batch others wait for
-        return await asyncio.shield(waiting.done)
+        # Not shielded: a waiter cancelled (the server shutting down) cancels only its own
+        # future, which the commit then leaves alone (it answers a future not yet done)
+        return await waiting.done
 
     def _start(self) -> None:
         """Start the requests that arrived in this turn of the event loop, together, and
@@ -255,7 +255,8 @@ class GroupCommit(Generic[S]):
             started = self.start([w.lines for w in arriving])
         except Exception as exc:  # each request gets the error; nothing was queued
             for w in arriving:
-                w.done.set_exception(exc)
+                if not w.done.done():
+                    w.done.set_exception(exc)
             return
         for w, handle in zip(arriving, started, strict=True):
             w.started = handle

@@ -65,10 +65,13 @@ class SubmitRoute:
         # the first Content-Length, as Starlette's headers.get read it
         length = next((value.decode("latin-1") for name, value in scope["headers"]
                        if name == b"content-length"), None)  # fmt: skip
-        async with self.submissions.slot(self.limits):  # at most max_pending bodies held
+        slots = await self.submissions.take_slot(self.limits)  # max_pending bodies held
+        try:
             body = await read_body(_chunks(receive), length, self.limits)
             lines = split_lines(body, self.limits)
             results = await self.submissions.submit([raw for _, raw in lines if raw is not None])
+        finally:
+            slots.release()
         return answer(lines, results)
 
 

@@ -197,6 +197,72 @@ def test_a_start_that_fails_fails_its_requests_only() -> None:
     assert appender.batches == [[b"next"]]
 
 
+def _loop_errors() -> list[dict[str, object]]:
+    """What the running loop's exception handler is handed from now on (an error raised
+    in a callback, such as an answer set on a future already cancelled)."""
+    errors: list[dict[str, object]] = []
+    asyncio.get_running_loop().set_exception_handler(lambda _loop, context: errors.append(context))
+    return errors
+
+
+def test_a_request_cancelled_while_queued_leaves_its_commit_to_the_others() -> None:
+    """A waiter cancelled (the server shutting down on it) cancels only its own answer: the
+    commit it was queued for still takes its lines, as it would with the client gone, and
+    the other requests of that commit are answered."""
+    appender = Appender()
+    group = GroupCommit(appender)
+
+    async def run() -> tuple[list[AppendResult], list[AppendResult], bool, list[object]]:
+        errors = _loop_errors()
+        first = asyncio.create_task(group.submit([b"first"]))
+        await asyncio.sleep(0.05)  # the first commit has started and waits
+        gone = asyncio.create_task(group.submit([b"gone"]))
+        stays = asyncio.create_task(group.submit([b"stays"]))
+        await asyncio.sleep(0.05)  # both queued behind it
+        gone.cancel()
+        appender.release.set()
+        answered = (await first, await stays)
+        try:
+            await gone
+        except asyncio.CancelledError:
+            cancelled = True
+        else:
+            cancelled = False
+        return (*answered, cancelled, errors)
+
+    first, stays, cancelled, errors = asyncio.run(run())
+    assert appender.batches == [[b"first"], [b"gone", b"stays"]]
+    assert [r.event_id for r in first] == ["first"] and [r.event_id for r in stays] == ["stays"]
+    assert cancelled and errors == []
+    assert group.commits == 2
+
+
+def test_a_start_that_fails_skips_a_request_cancelled_meanwhile() -> None:
+    """A request cancelled in the turn its start fails gets no error set on its cancelled
+    answer (which would raise in the loop's callback and leave the others unanswered)."""
+
+    def start(requests: list[list[bytes]]) -> list[list[bytes]]:
+        raise OSError("the helpers could not start")
+
+    appender = Appender()
+    appender.release.set()
+    group = GroupCommit(appender, start)
+
+    async def run() -> tuple[BaseException | None, bool, list[object]]:
+        errors = _loop_errors()
+        gone = asyncio.create_task(group.submit([b"gone"]))
+        failed = asyncio.create_task(group.submit([b"fails"]))
+        await asyncio.sleep(0)  # both submitted; the start runs in the next turn
+        gone.cancel()
+        # bounded: were the error raised in the callback, ``failed`` would never be answered
+        got = await asyncio.gather(asyncio.wait_for(failed, 5), return_exceptions=True)
+        return got[0] if isinstance(got[0], BaseException) else None, gone.cancelled(), errors
+
+    error, cancelled, errors = asyncio.run(run())
+    assert isinstance(error, OSError) and cancelled
+    assert errors == [] and appender.batches == []
+
+
 def test_the_helpers_are_started_before_a_request_first_and_after_they_broke() -> None:
     """``warm_up`` (the helpers' start: LoopJudging.start) is awaited before a request is
     started whenever ``warm`` says the helpers do not run: the first time, and again after

@@ -221,7 +221,8 @@ def test_a_request_cancelled_while_queued_leaves_its_commit_to_the_others() -> N
         await asyncio.sleep(0.05)  # both queued behind it
         gone.cancel()
         appender.release.set()
-        answered = (await first, await stays)
+        # bounded: were a cancelled answer set, the commit's task would fail unanswered
+        answered = (await asyncio.wait_for(first, 5), await asyncio.wait_for(stays, 5))
         try:
             await gone
         except asyncio.CancelledError:

@@ -168,10 +168,8 @@ def submit_row(table: Any, folder: Path, lines: list[bytes], key: Path, keyring:
     ``serve --submit`` with one worker (the default: its judging helpers on every core)
     and with one worker per core (each judging in its own process: what
     ``docs/network.md`` advises for many small submitters)."""
-    import asyncio
-
     import net_bench
-    from submit_bench import submit_each
+    from submit_bench import run, submit_each
 
     from pithlog.parallel import usable_cores
 
@@ -190,7 +188,7 @@ def submit_row(table: Any, folder: Path, lines: list[bytes], key: Path, keyring:
             # the same clients against a route that stores nothing: what the client and the
             # framework allow on this machine's cores
             before = table.verify_rate()
-            bare = asyncio.run(submit_each(trivial_url, lines, SUBMITTERS, SUBMIT_SECONDS))
+            bare = run(submit_each(trivial_url, lines, SUBMITTERS, SUBMIT_SECONDS))
             local = (before + table.verify_rate()) / 2
             ceilings.append(bare.events / bare.seconds)
             bounds.append(ceilings[-1] / local / a)
@@ -245,20 +243,18 @@ def _submit_round(table: Any, folder: Path, lines: list[bytes], key: Path, keyri
                   workers: int, appended: float, a: float) -> _Submitted:  # fmt: skip
     """Serve a fresh store with ``workers`` workers and submit ``lines`` to it, the first
     alone and untimed (a worker starts its judging helpers with its first submission)."""
-    import asyncio
-
     import net_bench
-    from submit_bench import submit_each
+    from submit_bench import run, submit_each
 
     store = folder / "submit-store"
     shutil.rmtree(store, ignore_errors=True)
     server, url = net_bench.serve(store, key, "--submit", "--keyring", str(keyring),
                                   "--workers", str(workers))  # fmt: skip
     try:
-        asyncio.run(submit_each(url, lines[:1], 1, SUBMIT_SECONDS))
+        run(submit_each(url, lines[:1], 1, SUBMIT_SECONDS))
         cpu_before = net_bench.cpu_seconds(server.pid)
         before = table.verify_rate()
-        got = asyncio.run(submit_each(url, lines[1:], SUBMITTERS, SUBMIT_SECONDS))
+        got = run(submit_each(url, lines[1:], SUBMITTERS, SUBMIT_SECONDS))
         local = (before + table.verify_rate()) / 2
         cpu_after = net_bench.cpu_seconds(server.pid)
     finally:

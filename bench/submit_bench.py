@@ -23,8 +23,12 @@ import tempfile
 import time
 import urllib.parse
 from collections import Counter
+from collections.abc import Coroutine
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, TypeVar, cast
+
+import msgspec
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -39,6 +43,8 @@ CLIENTS = 32
 SECONDS = 60.0
 """The most a run submits for: the events not sent by then are left out of the rate."""
 
+T = TypeVar("T")
+
 
 @dataclass
 class Submitted:
@@ -51,52 +57,135 @@ async def submit_each(url: str, lines: list[bytes], clients: int, seconds: float
     """``clients`` submitters sharing ``lines``, one event per request, for at most
     ``seconds``: every answer must be ``200`` with one status line.
 
-    Each submitter is one kept-alive HTTP/1.1 connection written to and read from with
-    asyncio's streams (:func:`_post`), not an httpx client: httpx's async client spends
-    about 1.6 ms of CPU per request, several times what the server spends on a submitted
-    event, so on the server's own cores it measured the clients. Responses are read by
-    their ``Content-Length`` (every answer of ``POST /submit`` has one)."""
-    statuses: Counter[str] = Counter()
-    at = 0
+    Each submitter is one kept-alive HTTP/1.1 connection driven by an :class:`asyncio.Protocol`
+    (:class:`_Submitter`), which sends its next request from the callback that completes an
+    answer; :func:`run` runs them on uvloop where ``pithlog[net]`` installed it, as the server
+    runs. The clients share the server's cores, so what they spend is taken from what is
+    measured: httpx's async client spent about 1.6 ms of CPU per request, several times what
+    the server spends on a submitted event; asyncio's streams (a coroutine per request, a
+    ``readuntil`` and a ``readexactly`` per answer) 21-24 us, and this protocol on uvloop
+    15-16 us (``docs/network.md``, "How fast"). Answers are read by their
+    ``Content-Length`` (every answer of ``POST /submit`` has one)."""
     split = urllib.parse.urlsplit(url)
     host, port = split.hostname or "127.0.0.1", split.port or 80
-    streams = [await asyncio.open_connection(host, port) for _ in range(clients)]
+    loop = asyncio.get_running_loop()
+    feed = _Feed(lines)
+    submitters: list[_Submitter] = []
     try:
-        deadline = time.perf_counter() + seconds
-
-        async def submitter(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-            nonlocal at
-            while at < len(lines) and time.perf_counter() < deadline:
-                line, at = lines[at], at + 1
-                status, body = await _post(reader, writer, host.encode(), line + b"\n")
-                if status != 200:
-                    raise SystemExit(f"/submit: {status} {body[:200]!r}")
-                (answer,) = body.splitlines()
-                statuses[json.loads(answer)["status"]] += 1
-
+        for _ in range(clients):
+            _, submitter = await loop.create_connection(
+                lambda: _Submitter(feed, host.encode(), loop.create_future()), host, port)
+            submitters.append(submitter)
         started = time.perf_counter()
-        await asyncio.gather(*(submitter(r, w) for r, w in streams))
+        feed.deadline = started + seconds
+        for submitter in submitters:
+            submitter.send_next()
+        await asyncio.gather(*(submitter.done for submitter in submitters))
         elapsed = time.perf_counter() - started
     finally:
-        for _, writer in streams:
-            writer.close()
+        for submitter in submitters:
+            submitter.close()
+    statuses: Counter[str] = Counter()
+    for submitter in submitters:
+        statuses.update(submitter.statuses)
     return Submitted(sum(statuses.values()), elapsed, statuses)
 
 
-async def _post(
-    reader: asyncio.StreamReader, writer: asyncio.StreamWriter, host: bytes, body: bytes
-) -> tuple[int, bytes]:
-    """One ``POST /submit`` on a kept-alive connection: its status and body."""
-    writer.write(b"POST /submit HTTP/1.1\r\nHost: %s\r\nContent-Type: application/x-ndjson"
-                 b"\r\nContent-Length: %d\r\n\r\n%s" % (host, len(body), body))  # fmt: skip
-    head = await reader.readuntil(b"\r\n\r\n")
-    status = int(head[9:12])
-    length = 0
-    for field in head.split(b"\r\n")[1:]:
-        name, _, value = field.partition(b":")
-        if name.strip().lower() == b"content-length":
-            length = int(value)
-    return status, await reader.readexactly(length)
+def run(submitting: Coroutine[Any, Any, T]) -> T:
+    """Run the clients' coroutine on uvloop where it is installed (``pithlog[net]`` installs
+    it on Linux and macOS), else on asyncio's own loop."""
+    try:
+        import uvloop
+    except ImportError:
+        return asyncio.run(submitting)
+    return uvloop.run(submitting)
+
+
+class _Feed:
+    """The events that the submitters share, each sent once, until :attr:`deadline`."""
+
+    def __init__(self, lines: list[bytes]) -> None:
+        self.lines = lines
+        self.at = 0
+        self.deadline = float("inf")
+
+    def next(self) -> bytes | None:
+        if self.at >= len(self.lines) or time.perf_counter() >= self.deadline:
+            return None
+        self.at += 1
+        return self.lines[self.at - 1]
+
+
+class _Submitter(asyncio.Protocol):
+    """One submitter: ``POST /submit`` of the feed's next event each time its answer is in,
+    until the feed is empty (then :attr:`done` holds)."""
+
+    def __init__(self, feed: _Feed, host: bytes, done: asyncio.Future[None]) -> None:
+        self.feed = feed
+        self.host = host
+        self.done = done
+        self.statuses: Counter[str] = Counter()
+        self.transport: asyncio.Transport | None = None
+        self.buffer = b""
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        # uvloop's transports do not subclass asyncio's; both are what a stream is written on
+        self.transport = cast(asyncio.Transport, transport)
+
+    def send_next(self) -> None:
+        line = self.feed.next()
+        if line is None:
+            self._end(None)
+            return
+        assert self.transport is not None
+        self.transport.write(b"POST /submit HTTP/1.1\r\nHost: %s\r\nContent-Type: "
+                             b"application/x-ndjson\r\nContent-Length: %d\r\n\r\n%s\n"
+                             % (self.host, len(line) + 1, line))  # fmt: skip
+
+    def data_received(self, data: bytes) -> None:
+        self.buffer += data
+        while not self.done.done():
+            end = self.buffer.find(b"\r\n\r\n")
+            if end < 0:
+                return
+            head = self.buffer[:end]
+            at = head.lower().find(b"\r\ncontent-length:")
+            if at < 0:
+                self._end(SystemExit(f"/submit: an answer without Content-Length: {head!r}"))
+                return
+            length = int(head[at + 17 :].split(b"\r\n", 1)[0])
+            if len(self.buffer) < end + 4 + length:
+                return
+            body = self.buffer[end + 4 : end + 4 + length]
+            self.buffer = self.buffer[end + 4 + length :]
+            if head[9:12] != b"200":
+                self._end(SystemExit(f"/submit: {head[9:12]!r} {body[:200]!r}"))
+                return
+            (answer,) = body.splitlines()
+            self.statuses[_STATUS.decode(answer).status] += 1
+            self.send_next()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._end(SystemExit(f"/submit: the server closed the connection ({exc})"))
+
+    def _end(self, error: BaseException | None) -> None:
+        if not self.done.done():
+            if error is None:
+                self.done.set_result(None)
+            else:
+                self.done.set_exception(error)
+
+    def close(self) -> None:
+        if self.transport is not None:
+            self.transport.close()
+
+
+class _Status(msgspec.Struct):
+    status: str
+
+
+_STATUS = msgspec.json.Decoder(_Status)
+"""An answer line's status (its other members are not read)."""
 
 
 def submitted(folder: Path, lines: list[bytes], key: Path, keyring: Path, clients: int = CLIENTS,
@@ -108,7 +197,7 @@ def submitted(folder: Path, lines: list[bytes], key: Path, keyring: Path, client
     server, url = serve(store, key, "--submit", "--keyring", str(keyring),
                         "--workers", str(workers))  # fmt: skip
     try:
-        return asyncio.run(submit_each(url, lines, clients, seconds))
+        return run(submit_each(url, lines, clients, seconds))
     finally:
         stop(server)
 

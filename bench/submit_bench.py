@@ -181,6 +181,9 @@ class _Submitter(asyncio.Protocol):
                 self.done.set_exception(error)
 
     def close(self) -> None:
+        # ended first: after another submitter's failure, a future still open would take
+        # the closed connection's error with nobody awaiting it (asyncio logs it as lost)
+        self._end(None)
         if self.transport is not None:
             self.transport.close()
 

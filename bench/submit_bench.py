@@ -64,7 +64,7 @@ async def submit_each(url: str, lines: list[bytes], clients: int, seconds: float
     measured: httpx's async client spent about 1.6 ms of CPU per request, several times what
     the server spends on a submitted event; asyncio's streams (a coroutine per request, a
     ``readuntil`` and a ``readexactly`` per answer) 20-22 us, and this protocol on uvloop
-    13.6-14.3 us (``docs/network.md``, "How fast"). Answers are read by their
+    13.6-14.3 us (``docs/submit-speed.md``). Answers are read by their
     ``Content-Length`` (every answer of ``POST /submit`` has one)."""
     split = urllib.parse.urlsplit(url)
     host, port = split.hostname or "127.0.0.1", split.port or 80

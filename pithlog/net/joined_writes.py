@@ -10,7 +10,7 @@ which sends it alone (so a streamed answer's head waits one turn at most, never 
 body). Measured on 2 cores with 32 single-event submitters against ``serve --workers 2``,
 eight pairs of runs of 40,000 events (with and without it, the order alternating): the
 clients spent 23-24 us of CPU per event against 25-27, the server's processes 228-248
-against 232-246, and the rate moved 0.95-1.09x (median 1.02x) (``docs/network.md``).
+against 232-246, and the rate moved 0.95-1.09x (median 1.02x) (``docs/submit-speed.md``).
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ brings each answer back through its manager thread, and in a server each of thos
 threads waits for the interpreter lock that the event loop holds. Measured on 2 cores
 with 32 single-event submitters, per submitted event: the server's process spent 231-240
 us of CPU and its helpers 172-178 us with such a pool, 178-183 us and 126-131 us fed
-this way; 1.25x the submissions/s in paired rounds (``docs/network.md``, "How fast").
+this way; 1.25x the submissions/s in paired rounds (``docs/submit-speed.md``).
 
 A request's judgement is known to the event loop the moment it arrives, so the group
 commit (:mod:`pithlog.net.submit`) writes only what is judged and never waits on a helper

@@ -5,7 +5,7 @@ router, a ``Request`` and a ``Response`` per call). :class:`pithlog.net.app.LogA
 another method included, goes through Starlette as before.
 
 Measured with 32 single-event submitters against ``serve --workers 2`` (6 paired runs of
-40,000 events, ``docs/network.md``, "How fast"): 200-215 us of the server's CPU per event
+40,000 events, ``docs/submit-speed.md``): 200-215 us of the server's CPU per event
 through this route, 221-248 through Starlette's, and 1.01-1.20x the events/s (median
 1.14x). Its answers are the same bytes and headers either way, its errors the same JSON
 (:mod:`pithlog.net.answers`).

@@ -5,7 +5,7 @@ sequence number (8), which ``by_copy`` gives for each hash).
 Why: the verdicts an append writes then fall in the log's order, a few pages per commit,
 where keys ending in a hash put each on a page of its own. A commit of 16 events writes 79
 pages instead of 97, and 32 single-event submitters made 1.04x the events/s (median of 14
-paired runs, ``docs/network.md``, "How fast").
+paired runs, ``docs/submit-speed.md``).
 
 The step runs in write transactions of at most :data:`MIGRATE_CHUNK` entries each, from a
 cursor in ``meta`` (:data:`META_MIGRATING`), so a store of any size migrates within LMDB's

@@ -1,5 +1,6 @@
-"""A second, different, valid signature of one message (spec 7 step 0: two copies of one event
-that both pass checks 1-12), and the malleated form S + L that RFC 8032 verifiers reject.
+"""Ed25519 signing with a chosen nonce: a second, different, valid signature of one message
+(spec 7 step 0: two copies of one event that both pass checks 1-12), and the malleated form
+S + L that RFC 8032 verifiers reject.
 """
 
 from __future__ import annotations

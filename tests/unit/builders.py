@@ -223,3 +223,28 @@ def seed_observations() -> list[dict[str, Any]]:
     doc = parse(CITATION_SEED.read_bytes())
     observations: list[dict[str, Any]] = doc["inbound"] + doc["outbound"]
     return observations
+
+
+# --- the record the checks' tests speak about (tests/unit/test_checks*.py) ---------------
+
+R = record_event()
+"""The valid record every other event speaks about (created at RECORD_AT)."""
+
+
+def about_r(ev: dict[str, Any], keyring: Any = KEYRING) -> str:
+    return verdict(ev, R, keyring=keyring)
+
+
+def record_parts(record: dict[str, Any] | None = None, **extra: Any) -> tuple[str, dict[str, Any]]:
+    payload = {"canonical_record": record or canonical_record(), **extra}
+    return prepare_record_created(key("registry"), payload)
+
+
+def sign_record(pith: str, payload: dict[str, Any], *, signer: str = "registry",
+                target: str = "record", created_at: str = RECORD_AT) -> dict[str, Any]:
+    return sign_event(key(signer), "record_created", pith, target, created_at, payload)
+
+
+def envelope_body(ev: dict[str, Any]) -> dict[str, Any]:
+    """A deep copy of an envelope's members other than ``event_id`` and ``signature_b64``."""
+    return {k: copy.deepcopy(v) for k, v in ev.items() if k not in ("event_id", "signature_b64")}

@@ -26,10 +26,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 # The generator's parts live in casegen/ beside this script; the vectors folder is not
-# installed, so it is put on the path here, both when this runs as a script and when a
-# test loads it by its file's path.
+# installed, so it is put on the path for these imports (when this runs as a script it is
+# there already; a test loads this file by its path), and taken off again after them.
 HERE = Path(__file__).resolve().parent
-if str(HERE) not in sys.path:
+_ON_PATH = str(HERE) in sys.path
+if not _ON_PATH:
     sys.path.insert(0, str(HERE))
 
 from casegen.building import Case  # noqa: E402
@@ -39,6 +40,9 @@ from casegen.cases_seed import case_citations, case_seed  # noqa: E402
 from casegen.cases_slots import case_equivocations, case_step0  # noqa: E402
 from casegen.cases_types import case_all_types  # noqa: E402
 from casegen.writing import write_vectors  # noqa: E402
+
+if not _ON_PATH:
+    sys.path.remove(str(HERE))
 
 CASES: tuple[Callable[[], Case], ...] = (
     case_seed,

@@ -7,7 +7,9 @@ bench/workload.py), each with the stage table of bench/stages.py, then the door'
 line in each form (bench/door.py), append and replay on a store that packs its copies
 against one that keeps them unpacked (issue 17), and the network rows (bench/net_rows.py: mirror and
 submitters against append, requests/s of ``pithlog serve``; ``--only-net`` for them alone;
-``--only-registry`` for the registry workload's reduce, append and replay alone).
+``--only-registry`` for the registry workload's reduce, append and replay alone), and the
+peak memory of reduce and replay (bench/memory_rows.py). The figures are kept as
+bench/table.py says.
 Sizes: `--scale` multiplies the event counts (1.0 = the documented sizes; CI never runs
 this). `--repeat N` (default 3) times each throughput N times and keeps the median ratio:
 the machine's speed moves by up to 30 % between timings. Workloads are cached in
@@ -35,7 +37,6 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Callable
 from importlib import metadata
 from pathlib import Path
 
@@ -49,10 +50,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import door
 import stages
 import workload
+from memory_rows import reduce_memory, replay_memory
 from net_rows import net_rows
-from verify_rate import raw_verify_rate, sodium_verify_rate, timed
+from table import VERIFY_SAMPLE, Table, ceiling
+from verify_rate import sodium_verify_rate, timed
 
-from pithlog.parallel import usable_cores
 from pithlog.protocol.canonical import jcs
 from pithlog.protocol.events import sign_event
 from pithlog.protocol.keys import Keyring, SigningKey, make_keyring
@@ -62,92 +64,6 @@ from pithlog.testing import test_keyring_entries
 HERE = Path(__file__).resolve().parent
 CACHE = HERE / ".cache"
 
-
-class Table:
-    """The figures of one run. Each throughput is timed between two short measurements of
-    the raw verify rate and divided by their mean: the machines are shared and their speed
-    drifts within a run (seen: the verify rate moving by 2x between two minutes), so a
-    ratio to a rate measured minutes earlier would mostly measure the drift."""
-
-    def __init__(self, repeat: int = 1) -> None:
-        self.rows: list[tuple[str, str, str]] = []
-        self.verify_samples: list[float] = []
-        self.repeat = repeat
-
-    def verify_rate(self) -> float:
-        rate = raw_verify_rate(VERIFY_SAMPLE)
-        self.verify_samples.append(rate)
-        return rate
-
-    def rate(
-        self,
-        name: str,
-        events: int,
-        func: Callable[[], object],
-        setup: Callable[[], object] | None = None,
-    ) -> float:
-        """Time ``func`` (``events`` events) ``repeat`` times, ``setup`` before each; record
-        the timing whose ratio to its local verify rate is the median (the upper one of the
-        two middle ones for an even count), with all the ratios when there are several;
-        return that ratio."""
-        timings: list[tuple[float, float, float, float]] = []  # (ratio, rate, verifies, cores)
-        for _ in range(self.repeat):
-            if setup is not None:
-                setup()
-            before = self.verify_rate()
-            cpu_before = cpu_seconds()
-            seconds = timed(func)
-            cpu = cpu_seconds() - cpu_before
-            local = (before + self.verify_rate()) / 2
-            timings.append((events / seconds / local, events / seconds,
-                            cpu / events * local, cpu / seconds))  # fmt: skip
-            print(f"  {name}: {events / seconds:,.0f} events/s ({timings[-1][0]:.2f}x verify, "
-                  f"verify {local:,.0f}/s; CPU {timings[-1][2]:.2f} verifies per event, "
-                  f"{timings[-1][3]:.2f} cores busy)", flush=True)  # fmt: skip
-        ratio, rate, verifies, cores = sorted(timings)[len(timings) // 2]
-        shown = f"{rate:,.0f} events/s"
-        if len(timings) > 1:
-            shown += f" (median of {len(timings)}: {', '.join(f'{t[0]:.2f}' for t in timings)})"
-        self.rows.append((name, shown, f"{ratio:.2f}"))
-        self.rows.append(("  its CPU per event, in raw verifies (cores busy)",
-                          f"{verifies:.2f} ({cores:.2f} of {CORES})", ""))  # fmt: skip
-        return ratio
-
-    def figure(self, name: str, value: str, ratio: str = "") -> None:
-        self.rows.append((name, value, ratio))
-        print(f"  {name}: {value} {ratio}", flush=True)
-
-    def markdown(self) -> str:
-        samples = sorted(self.verify_samples)
-        median = samples[len(samples) // 2]
-        head = ("raw Ed25519 verify (cryptography, 1 core), median of the run",
-                f"{median:,.0f} /s (from {samples[0]:,.0f} to {samples[-1]:,.0f} in "
-                f"{len(samples)} samples)", "1.00")  # fmt: skip
-        lines = ["| figure | value | ratio to raw verify |", "|---|---|---|"]
-        lines += [f"| {a} | {b} | {c} |" for a, b, c in [head, *self.rows]]
-        return "\n".join(lines)
-
-
-VERIFY_SAMPLE = 2000
-"""Verifications per sample of the raw rate (about a quarter of a second)."""
-
-
-CORES = usable_cores()  # the cores the commands size their pools by (docs/cli.md)
-
-
-def cpu_seconds() -> float:
-    """CPU time of this process and of its children that have ended (every helper of a
-    command has ended when the command returns): what a command costs on all cores."""
-    t = os.times()
-    return t.user + t.system + t.children_user + t.children_system
-
-
-def ceiling(table: Table, target: str, ratio: float) -> None:
-    """The CPU per event that a throughput of ``ratio`` x verify allows on this machine's
-    cores, kept busy all the time: a target is out of reach while the CPU per event
-    measured for it is above this."""
-    table.figure(f"  {target} needs at most, on {CORES} cores",
-                 f"{CORES / ratio:.2f} raw verifies of CPU per event")  # fmt: skip
 
 
 def straightforward(path: Path, public_keys: dict[str, object]) -> int:
@@ -441,84 +357,6 @@ def grow(table: Table, ring: Keyring, sizes: list[int]) -> None:
 GROW_ROUNDS = 7
 """Timed batches per size in :func:`grow`."""
 
-
-REPLAY_CHILD = """
-import io, sys, threading, time
-from pithlog.cli import main
-
-peak = 0
-def sample():
-    # RssAnon: the process's own memory. VmHWM also counts the store's file pages that
-    # LMDB's read-only memory map made resident, which the kernel may drop at any time.
-    global peak
-    while True:
-        with open("/proc/self/status") as status:
-            for line in status:
-                if line.startswith("RssAnon:"):
-                    peak = max(peak, int(line.split()[1]))
-        time.sleep(0.05)
-threading.Thread(target=sample, daemon=True).start()
-# --jobs 1: the memory of one process replaying every pith (workers would each hold less)
-status = main(["replay", "--store", sys.argv[1], "--verify", "--keyring", sys.argv[2],
-               "--jobs", "1"], stdout=io.BytesIO(), stderr=io.StringIO())
-assert status == 0
-time.sleep(0.1)
-# VmHWM, not ru_maxrss: ru_maxrss would also count the parent's resident memory at the
-# fork that started this process (Linux carries it over the exec).
-with open("/proc/self/status") as status_file:
-    hwm = next(int(line.split()[1]) for line in status_file if line.startswith("VmHWM:"))
-print(peak, hwm)
-"""
-
-
-def reduce_memory(table: Table, events: Path, keyring: Path) -> None:
-    """Peak RSS of ``pithlog reduce`` (``--jobs 1``) in a fresh process: it holds its whole
-    input, so this grows with the input (docs/cli.md)."""
-    child = [sys.executable, "-c", REDUCE_CHILD, str(events), str(keyring)]
-    out = subprocess.run(child, check=True, capture_output=True, text=True)
-    count = sum(1 for _ in events.open("rb"))
-    table.figure(f"reduce of a {count:,}-event file: peak RSS",
-                 f"{int(out.stdout) / 1024:,.0f} MiB")  # fmt: skip
-
-
-REDUCE_CHILD = """
-import io, os, sys
-from pithlog.cli import main
-
-with open(os.devnull, "wb") as sink:  # the states are printed, not held
-    status = main(["reduce", "--keyring", sys.argv[2], sys.argv[1]],
-                  stdout=sink, stderr=io.StringIO())
-assert status == 0
-# VmHWM: this process's own peak. ru_maxrss would also count the parent's resident memory
-# at the fork that started this process (Linux carries it over the exec).
-with open("/proc/self/status") as status_file:
-    print(next(int(line.split()[1]) for line in status_file if line.startswith("VmHWM:")))
-"""
-
-
-def replay_memory(table: Table, ring: Keyring, count: int) -> None:
-    """Peak RSS of replay --verify in a fresh process over a store of ``count`` events."""
-    keyring = CACHE / "keyring.json"
-    folder = Path(tempfile.mkdtemp(prefix="pithlog-bench-"))
-    try:
-        with Store.open(folder / "store") as store:
-            batch: list[bytes] = []
-            for line in workload.mixed(count):
-                batch.append(line)
-                if len(batch) == 10000:
-                    store.append(batch, ring)
-                    batch = []
-            if batch:
-                store.append(batch, ring)
-        child = [sys.executable, "-c", REPLAY_CHILD, str(folder / "store"), str(keyring)]
-        out = subprocess.run(child, check=True, capture_output=True, text=True)
-        anon_kib, rss_kib = (int(x) for x in out.stdout.split())
-        table.figure(f"replay --verify over {count:,} events: peak anonymous memory",
-                     f"{anon_kib / 1024:,.0f} MiB")  # fmt: skip
-        table.figure("  peak RSS, with the store's mapped file pages",
-                     f"{rss_kib / 1024:,.0f} MiB")  # fmt: skip
-    finally:
-        shutil.rmtree(folder, ignore_errors=True)
 
 
 def environment() -> str:

@@ -188,5 +188,6 @@ def keyring_doc(**overrides: dict[str, Any]) -> dict[str, Any]:
 
 
 def as_reduction(result: Reduction | Pending) -> Reduction:
+    """A pith's reduction, for a case's checks of a pith that has a record (not pending)."""
     assert isinstance(result, Reduction), result
     return result

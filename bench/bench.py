@@ -169,7 +169,7 @@ def run(scale: float, big: int, repeat: int = 1, only_reduce: bool = False,
     keyring_change(table, events, n)
     top = max(1000, 100_000 * scale)
     grow(table, ring, [size for size in (1000, 10000, 100_000) if size <= top])
-    replay_memory(table, ring, max(10_000, int(big * scale)))
+    replay_memory(table, ring, keyring, max(10_000, int(big * scale)))
     return table
 
 

@@ -15,9 +15,6 @@ from table import Table
 from pithlog.protocol.keys import Keyring
 from pithlog.store import Store
 
-CACHE = Path(__file__).resolve().parent / ".cache"
-
-
 REPLAY_CHILD = """
 import io, sys, threading, time
 from pithlog.cli import main
@@ -72,9 +69,8 @@ with open("/proc/self/status") as status_file:
 """
 
 
-def replay_memory(table: Table, ring: Keyring, count: int) -> None:
+def replay_memory(table: Table, ring: Keyring, keyring: Path, count: int) -> None:
     """Peak RSS of replay --verify in a fresh process over a store of ``count`` events."""
-    keyring = CACHE / "keyring.json"
     folder = Path(tempfile.mkdtemp(prefix="pithlog-bench-"))
     try:
         with Store.open(folder / "store") as store:

@@ -5,7 +5,8 @@ loopback, with its target:
   append`` of the same file in batches of 1,000 (target >= 0.8);
 - 32 concurrent single-event submitters (``POST /submit``, group commit) ÷ ``append`` of
   the same events in batches of 1,000 (target >= 0.5), against ``serve`` with one worker
-  and with one worker per core;
+  and with one worker per core; and the same with both stores on a memory file system
+  (``/dev/shm``, where a flush costs nothing), which says how much of the gap is the disk;
 - requests/s at 16 connections for a full tile, ``/checkpoint`` and a state ÷ a trivial
   route of the same framework under the same server (target >= 0.7 for tiles), with p50
   and p99 latency.
@@ -26,6 +27,7 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 import shutil
 import tempfile
 from collections.abc import Callable
@@ -221,6 +223,47 @@ def submit_row(table: Any, folder: Path, lines: list[bytes], key: Path, keyring:
     table.figure(f"  the same clients against a trivial POST route ({ceilings[0]:,.0f} "
                  "requests/s in the first round, nothing stored), ÷ append: the most this "
                  "machine allows", f"{_median(bounds):.2f}x{_rounds(bounds)}")  # fmt: skip
+    memory_disk_row(table, lines, key, keyring, max(choices), cli)
+
+
+MEMORY_DISK = Path("/dev/shm")
+"""A memory file system (tmpfs) on Linux: there a flush returns at once."""
+
+
+def _is_tmpfs(path: Path) -> bool:
+    try:
+        mounts = Path("/proc/mounts").read_text().splitlines()
+    except OSError:
+        return False
+    return any(line.split()[1:3] == [str(path), "tmpfs"] for line in mounts if
+               len(line.split()) > 2)  # fmt: skip
+
+
+def memory_disk_row(table: Any, lines: list[bytes], key: Path, keyring: Path, workers: int,
+                    cli: Cli) -> None:  # fmt: skip
+    """The submitters ÷ append again, with both stores on a memory file system, where a
+    flush costs nothing: how much of the gap between the two is this machine's disk
+    (``docs/submit-speed.md``, "The disk's share"). A figure to read beside the target's,
+    not one for it: a store on tmpfs is not durable."""
+    name = (f"  the same, --workers {workers}, both stores on a memory file system "
+            f"({MEMORY_DISK}: flushes cost nothing, not durable), ÷ append there")
+    if not _is_tmpfs(MEMORY_DISK) or not os.access(MEMORY_DISK, os.W_OK):
+        table.figure(name, f"not measured: {MEMORY_DISK} is not a writable tmpfs")
+        return
+    folder = Path(tempfile.mkdtemp(prefix="pithlog-bench-memory-", dir=MEMORY_DISK))
+    try:
+        subset = folder / "submitted.jsonl"
+        subset.write_bytes(b"".join(line + b"\n" for line in lines))
+        append = _append(folder, subset, keyring, cli)
+        ratios = []
+        for _ in range(table.repeat):
+            appended, a = _timed_rate(table, f"append {len(lines):,} events, batches of "
+                                      f"1,000, on {MEMORY_DISK}", len(lines), append)  # fmt: skip
+            ratios.append(_submit_round(table, folder, lines, key, keyring, workers,
+                                        appended, a).ratio)  # fmt: skip
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    table.figure(name, f"{_median(ratios):.2f}x{_rounds(ratios)}")
 
 
 @dataclass

@@ -22,6 +22,7 @@ import os
 import random
 from typing import Any
 
+from cryptography.hazmat.primitives.serialization import Encoding, NoEncryption, PrivateFormat
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 
@@ -106,6 +107,12 @@ def _others() -> list[dict[str, Any]]:
 VALID: list[dict[str, Any]] = [RECORD, *_others()]
 """One valid event of each of the nine types, about one record."""
 ORIGINALS: list[bytes] = [jcs(v) for v in VALID]
+MIRROR_HINT = next(v for v in VALID if v["event_type"] == "mirror_hint")
+
+
+def seed_of(name: str) -> bytes:
+    """The raw 32-byte seed of the test key ``name`` (for signing by hand, ``edwards.sign``)."""
+    return test_key(name).private_key.private_bytes(Encoding.Raw, PrivateFormat.Raw, NoEncryption())
 
 
 # --- writing JSON, hostile or not ----------------------------------------------------------

@@ -250,6 +250,14 @@ def memory_disk_row(table: Any, lines: list[bytes], key: Path, keyring: Path, wo
     if not _is_tmpfs(MEMORY_DISK) or not os.access(MEMORY_DISK, os.W_OK):
         table.figure(name, f"not measured: {MEMORY_DISK} is not a writable tmpfs")
         return
+    # the events' file and two stores of them (each about as large as the file), with room
+    # to spare: a container's /dev/shm is often 64 MiB
+    size = sum(len(line) + 1 for line in lines)
+    vfs = os.statvfs(MEMORY_DISK)
+    if vfs.f_bavail * vfs.f_frsize < 4 * size:
+        table.figure(name, f"not measured: {MEMORY_DISK} has {vfs.f_bavail * vfs.f_frsize:,} "
+                     f"bytes free, under {4 * size:,}")  # fmt: skip
+        return
     folder = Path(tempfile.mkdtemp(prefix="pithlog-bench-memory-", dir=MEMORY_DISK))
     try:
         subset = folder / "submitted.jsonl"

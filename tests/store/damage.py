@@ -20,18 +20,18 @@ def lines(store: Store) -> list[str]:
     return [d.line() for d in store.replay(g.KEYRING).discrepancies]
 
 
-def _overwrite_copy(store: Store, eid: bytes, data: bytes) -> None:
+def overwrite_copy(store: Store, eid: bytes, data: bytes) -> None:
     """Replace the bytes of the preferred copy of ``eid`` where they are stored (format 6:
     in ``copies``, under the sequence number ``events`` points at)."""
     store._write(lambda txn, dbs: txn.put(txn.get(eid, db=dbs["events"]), data,
                                           db=dbs["copies"]))  # fmt: skip
 
 
-def _attestation(events: list[dict[str, Any]]) -> dict[str, Any]:
+def attestation(events: list[dict[str, Any]]) -> dict[str, Any]:
     return next(e for e in events if e["event_type"] == "mirror_hint")
 
 
-def _unindex(store: Store, event: dict[str, Any]) -> None:
+def unindex(store: Store, event: dict[str, Any]) -> None:
     """Damage: ``event`` no longer listed under its pith in ``by_pith``."""
     key = event["pith_number"].encode() + bytes.fromhex(event["event_id"][7:])
     store._write(lambda txn, dbs: txn.delete(key, db=dbs["by_pith"]))

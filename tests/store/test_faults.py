@@ -16,7 +16,7 @@ from typing import Any
 
 import eventgen as g
 import pytest
-from damage import _attestation, _overwrite_copy, lines, valid
+from damage import attestation, lines, overwrite_copy, valid
 
 from pithlog.errors import StoreError
 from pithlog.protocol.canonical import jcs
@@ -101,13 +101,13 @@ def test_sigkill_during_appends_loses_nothing_reported(tmp_path: Path) -> None:
 
 def test_flipped_byte_in_an_envelope_is_named(damaged: tuple[Store, list[Any]]) -> None:
     store, events = damaged
-    victim = _attestation(events)
+    victim = attestation(events)
     eid = bytes.fromhex(victim["event_id"][7:])
     data = bytearray(g.encoded(victim))
     at = data.index(b"https://") + 9
     data[at] ^= 0x01
 
-    _overwrite_copy(store, eid, bytes(data))
+    overwrite_copy(store, eid, bytes(data))
     found = lines(store)
     assert found
     assert any(victim["event_id"] in line for line in found)
@@ -116,7 +116,7 @@ def test_flipped_byte_in_an_envelope_is_named(damaged: tuple[Store, list[Any]]) 
 
 def test_removed_index_entries_are_named(damaged: tuple[Store, list[Any]]) -> None:
     store, events = damaged
-    victim = _attestation(events)
+    victim = attestation(events)
     eid = bytes.fromhex(victim["event_id"][7:])
     key = victim["pith_number"].encode() + eid
     store._write(lambda txn, dbs: txn.delete(key, db=dbs["by_pith"]))
@@ -138,7 +138,7 @@ def test_removed_index_entries_are_named(damaged: tuple[Store, list[Any]]) -> No
 
 def test_altered_cached_state_and_verdict_are_named(damaged: tuple[Store, list[Any]]) -> None:
     store, events = damaged
-    victim = _attestation(events)
+    victim = attestation(events)
     pith = victim["pith_number"]
     summary = store._read(lambda txn, dbs: txn.get(pith.encode(), db=dbs["piths"]))
     assert summary is not None
@@ -218,7 +218,7 @@ def test_a_pith_whose_summary_went_missing_is_re_reduced_whole_on_append(
     the batch's) only when by_pith agrees; a store that lost the entry is re-reduced whole,
     which repairs it, instead of being indexed from the new events alone."""
     store, events = damaged
-    victim = _attestation(events)
+    victim = attestation(events)
     pith = victim["pith_number"]
     store._write(lambda txn, dbs: txn.delete(pith.encode(), db=dbs["piths"]))
     assert any(line.startswith(f"state: {pith}:") for line in lines(store))

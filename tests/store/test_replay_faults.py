@@ -12,7 +12,7 @@ from typing import Any
 
 import eventgen as g
 import pytest
-from damage import _attestation, _overwrite_copy, _unindex, valid
+from damage import attestation, overwrite_copy, unindex, valid
 
 from pithlog.protocol.checks import check_alone
 from pithlog.protocol.events import admit
@@ -51,7 +51,7 @@ def assert_same_report(a: Any, b: Any) -> None:
 
 def test_parallel_replay_reports_the_same(damaged: tuple[Store, list[Any]]) -> None:
     store, events = damaged
-    _unindex(store, _attestation(events))
+    unindex(store, attestation(events))
     one = store.replay(g.KEYRING, jobs=1)
     two = store.replay(g.KEYRING, jobs=3)
     assert not one.ok
@@ -66,7 +66,7 @@ def test_replay_work_names_every_pith_and_the_evidence_claiming_it(
     from pithlog.store.replay_structure import replay_work
 
     store, events = damaged
-    victim = _attestation(events)
+    victim = attestation(events)
     other = next(e for e in events if e["pith_number"] != victim["pith_number"])
     # A copy of the victim's event_id claiming another pith (it fails check 3): evidence.
     moved = {**victim, "pith_number": other["pith_number"]}
@@ -98,13 +98,13 @@ def test_replay_with_verifying_processes_reports_the_same(
     import pithlog.store.replay_processes
 
     store, events = damaged
-    victim = _attestation(events)
+    victim = attestation(events)
     eid = bytes.fromhex(victim["event_id"][7:])
     data = bytearray(g.encoded(victim))
     at = data.index(b'"signature_b64":"') + 20
     data[at] = ord("A") if data[at] != ord("A") else ord("B")  # still base64: fails check 6
     assert check_alone(admit(json.loads(data)), g.KEYRING) == "bad_signature"
-    _overwrite_copy(store, eid, bytes(data))
+    overwrite_copy(store, eid, bytes(data))
     threads = store.replay(g.KEYRING, jobs=1)
     monkeypatch.setattr(pithlog.store.replay_processes, "VERIFY_PROCESS_MIN_PITHS", 0)
     monkeypatch.setattr(pithlog.store.replay, "_CHUNK", 1)
@@ -121,7 +121,7 @@ def test_replay_with_the_structure_pass_in_its_own_process_reports_the_same(
     import pithlog.store.replay_processes
 
     store, events = damaged
-    _unindex(store, _attestation(events))
+    unindex(store, attestation(events))
     store._write(lambda txn, dbs: txn.put(b"\x00" * 8, b"short", db=dbs["seq"]))
     here = store.replay(g.KEYRING, jobs=1)
     started = []
@@ -150,7 +150,7 @@ def test_replay_by_default_uses_a_worker_per_core_above_the_threshold(
     import pithlog.store.replay_processes as rp
 
     store, events = damaged
-    _unindex(store, _attestation(events))
+    unindex(store, attestation(events))
     one = store.replay(g.KEYRING, jobs=1)
     pools: list[int] = []
     replay_pool = rp._replay_pool

@@ -30,7 +30,7 @@ from pithlog.cli.edge import (
 )
 from pithlog.errors import EXIT_BAD_INPUT, EXIT_OK, DoorError, UsageError
 from pithlog.lines import iter_lines
-from pithlog.protocol.canonical import MAX_LINE_BYTES
+from pithlog.protocol.canonical import MAX_LINE_BYTES, shape
 from pithlog.protocol.events import parse_envelope
 from pithlog.store import REFUSED, REJECTED, AppendResult
 from pithlog.store.place import check_place, is_store_folder
@@ -77,9 +77,12 @@ def _iter_events(stream: BinaryIO) -> Iterator[tuple[int, bytes | DoorError]]:
                             "bytes; write larger inputs as JSON Lines, one event per line",
                             "the input")  # fmt: skip
         try:
-            elements = msgspec.json.decode(data, type=list[msgspec.Raw])
-        except (msgspec.MsgspecError, ValueError) as exc:
-            raise DoorError("syntax", f"input starts with '[' but is not a JSON array: {exc}",
+            elements = shape(data, list[msgspec.Raw])
+        except DoorError as exc:
+            if exc.detail != "syntax":
+                raise DoorError(exc.detail, exc.message, "the input") from exc
+            why = exc.message.removeprefix("not JSON: ")
+            raise DoorError("syntax", f"input starts with '[' but is not a JSON array: {why}",
                             "the input") from exc  # fmt: skip
         for number, element in enumerate(elements, 1):
             yield number, bytes(element)

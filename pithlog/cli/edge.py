@@ -18,9 +18,8 @@ from pathlib import Path
 from types import FrameType, ModuleType
 from typing import IO, Any, BinaryIO, NoReturn, cast
 
-import msgspec
-
-from pithlog.errors import UsageError
+from pithlog.errors import DoorError, UsageError
+from pithlog.protocol.canonical import shape
 from pithlog.protocol.keys import Keyring, load_keyring
 from pithlog.store import Store
 from pithlog.store.environment_walk import Walkers
@@ -279,8 +278,8 @@ def is_json(data: bytes) -> bool:
     """Whether ``data`` is one complete JSON value (syntax only: the door judges the rest).
     Used to tell one document written over several lines from JSON Lines."""
     try:
-        msgspec.json.decode(data, type=msgspec.Raw)
-    except (msgspec.MsgspecError, ValueError):
+        shape(data)
+    except DoorError:
         return False
     return True
 

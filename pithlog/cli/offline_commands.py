@@ -10,8 +10,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import msgspec
-
 from pithlog.cli.edge import (
     Out,
     StoreParser,
@@ -35,7 +33,7 @@ from pithlog.errors import (
 )
 from pithlog.lines import iter_lines, too_long
 from pithlog.parallel import admitted, reduce_lines, reduce_rendered
-from pithlog.protocol.canonical import jcs, parse
+from pithlog.protocol.canonical import jcs, parse, shape
 from pithlog.protocol.checks import check_alone
 from pithlog.protocol.event_types import EVENT_TYPES, prepare_record_created
 from pithlog.protocol.events import admit, sign_event
@@ -115,9 +113,9 @@ def _json_lines(data: bytes) -> int:
         return 1
     for line in lines:
         try:
-            if not isinstance(msgspec.json.decode(line), dict):
+            if not isinstance(shape(line, Any), dict):
                 return 1
-        except (msgspec.MsgspecError, ValueError):
+        except DoorError:
             return 1
     return len(lines)
 

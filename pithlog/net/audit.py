@@ -18,7 +18,7 @@ from typing import Any
 
 from pithlog.errors import DoorError, MirrorError
 from pithlog.net.mirror import Origin
-from pithlog.protocol.canonical import digest, parse
+from pithlog.protocol.canonical import digest, parse, shape
 from pithlog.protocol.keys import Keyring
 from pithlog.store import Store
 from pithlog.transparency.checkpoint import parse_checkpoint_text, parse_note
@@ -43,8 +43,8 @@ def _claimed(state: bytes | None) -> str | None:
     if state is None:
         return None
     try:
-        value = json.loads(state)
-    except ValueError:
+        value = shape(state, Any)
+    except DoorError:
         return None
     found = value.get("state_sha256") if isinstance(value, dict) else None
     return found if isinstance(found, str) else None

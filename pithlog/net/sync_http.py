@@ -21,13 +21,12 @@ from collections.abc import Callable
 from typing import Any
 
 import httpx
-import msgspec
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
-from pithlog.errors import SyncError, register
+from pithlog.errors import DoorError, SyncError, register
 from pithlog.net.answers import NO_STORE, answer_headers
 from pithlog.net.app import error_response
 from pithlog.net.encoding import ACCEPT_ENCODING, read_answer
@@ -35,6 +34,7 @@ from pithlog.net.sources import store_responder
 from pithlog.net.submit import Limits as BodyLimits
 from pithlog.net.submit import read_body
 from pithlog.net.sync import Limits, Responder
+from pithlog.protocol.canonical import shape
 from pithlog.store import Store
 
 register(
@@ -170,8 +170,8 @@ def _remote_error(response: httpx.Response) -> SyncError:
         return SyncError("remote", f"{response.url} answered {response.status_code} and "
                          f"{exc.message}")  # fmt: skip
     try:
-        doc: Any = msgspec.json.decode(bytes(body))
+        doc: Any = shape(bytes(body), Any)
         shown = f"[{doc['error']}] {doc['message']}"
-    except (msgspec.DecodeError, TypeError, KeyError):
+    except (DoorError, TypeError, KeyError):
         shown = bytes(body[:200]).decode("utf-8", "replace")
     return SyncError("remote", f"{response.url} answered {response.status_code}: {shown}")

@@ -297,6 +297,22 @@ def jcs_size_floor(raw: bytes) -> int:
     return sum(raw.count(b) for b in _STRUCTURAL)
 
 
+def shape(data: bytes, type: Any = msgspec.Raw) -> Any:
+    """``data`` read by JSON syntax alone, as ``type`` (by default one raw value), to tell
+    an input's shape (one document, an array of them, JSON Lines) before each of its values
+    goes through :func:`parse`: no rule of spec section 1 is checked here. Refused with
+    ``too_deep`` when it nests deeper than a recursive reader follows (a few thousand
+    brackets, where msgspec raises ``RecursionError``: an untrusted input must not end a
+    command with a traceback), and ``syntax`` when it is not such JSON."""
+    try:
+        return msgspec.json.decode(data, type=type)
+    except RecursionError:
+        _refuse("too_deep", "the input nests deeper than can be read; v1 JSON nests at "
+                f"most {MAX_DEPTH} levels")  # fmt: skip
+    except (msgspec.MsgspecError, ValueError) as exc:
+        _refuse("syntax", f"not JSON: {exc}")
+
+
 def decode_fast(data: bytes) -> tuple[JSON, bytes] | None:
     """The fast door alone: the value and its JCS when it proves ``data`` v1 JSON, ``None``
     when it would hand ``data`` to the exact door. For tests and the bench."""

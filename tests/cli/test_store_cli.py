@@ -365,3 +365,25 @@ def test_a_json_array_over_the_limit_is_refused_unread(
     path.write_bytes(array)
     status, out, err = append(files, path=str(path))
     assert status == 2 and out == b"" and "[door.too_large]" in err
+
+
+def test_input_nested_past_any_reader_is_refused_at_the_door(files: dict[str, Any]) -> None:
+    """A few KB of brackets nest deeper than msgspec follows (RecursionError): the shape of
+    the input is still told, and the refusal is the door's one line, never a traceback."""
+    tmp: Path = files["tmp"]
+    deep_array = tmp / "array.json"
+    deep_array.write_bytes(b"[" * 5000 + b"]" * 5000 + b"\n")
+    status, out, err = append(files, path=str(deep_array))
+    assert (status, out) == (2, b"") and "Traceback" not in err
+    assert err.startswith("pithlog: [door.too_deep]") and "(at the input)" in err
+    deep_object = tmp / "object.json"
+    deep_object.write_bytes(b'{"a":' * 5000 + b"1" + b"}" * 5000 + b"\n")
+    status, out, err = run(["--store", files["store"], "import", "--keyring",
+                            files["keyring"], str(deep_object)])  # fmt: skip
+    assert status == 2 and "Traceback" not in err
+    assert [r["reason"][:16] for r in lines(out)] == ["[door.too_deep] "]
+    assert not Path(files["store"]).exists()  # every line refused: no store
+    two = tmp / "states.jsonl"
+    two.write_bytes(deep_array.read_bytes() * 2)
+    status, out, err = run(["verify-state", str(two)])
+    assert status == 1 and "Traceback" not in err and b"door.too_deep" in out

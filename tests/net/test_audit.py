@@ -61,6 +61,8 @@ def altering_proxy() -> Iterator[dict[str, Any]]:
             state = json.loads(body)
             state["event_count"] += 1  # one number changed: another document
             body = json.dumps(state, separators=(",", ":")).encode() + b"\n"
+        if path == f"/state/{where.get('deep')}":  # nested past any recursive reader
+            body = b"[" * 5000 + b"]" * 5000
         return Response(body, answer.status_code,
                         media_type=answer.headers.get("content-type"))  # fmt: skip
 
@@ -96,6 +98,21 @@ def test_an_honest_registry_passes_and_one_altered_state_is_named(
     assert [(f["finding"], f["pith_number"]) for f in findings] == [("state_mismatch", piths[1])]
     assert findings[0]["log_state_sha256"] != findings[0]["served_state_sha256"]
     assert lines[-1]["state_mismatch"] == 1 and lines[-1]["equivocation"] == 0
+
+
+def test_a_served_state_nested_past_any_reader_is_a_mismatch_not_a_crash(
+    tmp_path: Path, altering_proxy: dict[str, Any]
+) -> None:
+    files = case_files(tmp_path, "mixed-piths")
+    with Store.open(files.store, readonly=True) as registry:
+        pith = next(p["pith_number"] for p in registry.piths() if p["status"] == "state")
+    with serving(files) as server:
+        altering_proxy["upstream"], altering_proxy["deep"] = server.url, pith
+        status, lines, err = audit(altering_proxy["url"], files, tmp_path / "auditor",
+                                   tmp_path / "ev")  # fmt: skip
+    assert status == 1 and "Traceback" not in err, err
+    assert [(f["finding"], f["pith_number"]) for f in lines[:-1]] == [("state_mismatch", pith)]
+    assert lines[-1]["state_mismatch"] == 1
 
 
 def test_every_equivocation_comes_out_as_a_proof_that_verifies(tmp_path: Path) -> None:

@@ -132,3 +132,18 @@ def test_the_client_holds_a_server_to_the_limits(tmp_path: Path, keys: Keys) -> 
                 pull(b, nobody, g.KEYRING)
             assert caught.value.code == "sync.unreachable"
         assert b.copy_keys() == []
+
+
+def test_an_error_answer_nested_past_any_reader_is_shown_as_text(tmp_path: Path) -> None:
+    """A hostile responder's error body is shown, not parsed into a crash: JSON nested
+    deeper than msgspec follows raised RecursionError through ``sync`` before."""
+    deep = b"[" * 5000 + b"]" * 5000
+    coded = b'{"error":"serve.busy","message":"later"}'
+    for body, shown in ((deep, "[[[["), (coded, "[serve.busy] later")):
+        client = httpx.Client(transport=httpx.MockTransport(
+            lambda request, body=body: httpx.Response(500, content=body)))  # fmt: skip
+        with (Store.open(tmp_path / "b") as b, HttpTransport("http://x", client=client) as t,
+              pytest.raises(SyncError) as caught):  # fmt: skip
+            pull(b, t, g.KEYRING)
+        assert caught.value.code == "sync.remote" and "answered 500" in caught.value.message
+        assert shown in caught.value.message

@@ -21,6 +21,7 @@ from pithlog.protocol.canonical import (
     jcs_reference,
     lower_ascii,
     parse,
+    shape,
 )
 
 
@@ -194,6 +195,22 @@ def test_nesting_64_is_accepted_and_65_refused() -> None:
 
 def test_very_deep_nesting_is_refused_not_crashed() -> None:
     assert refused(nested_arrays(200_000)) == "door.too_deep"
+
+
+def test_shape_reads_syntax_alone_and_refuses_what_no_reader_follows() -> None:
+    """:func:`shape` tells an input's shape before the door judges each value: it keeps
+    what the door would refuse (repeated names, floats), but an input nested past msgspec's
+    recursion is a typed ``too_deep``, and text that is not JSON a typed ``syntax``."""
+    import msgspec
+
+    assert shape(b'[{"a":1,"a":2}, 1.5]', list[msgspec.Raw]) == [
+        msgspec.Raw(b'{"a":1,"a":2}'), msgspec.Raw(b"1.5")]  # fmt: skip
+    assert bytes(shape(nested_arrays(200))) == nested_arrays(200)  # past the door's 64: fine
+    for data, code in ((nested_arrays(5000), "door.too_deep"), (b"[1,", "door.syntax"),
+                       (b'{"a":1}', "door.syntax")):  # fmt: skip
+        with pytest.raises(DoorError) as caught:
+            shape(data, list[msgspec.Raw])
+        assert caught.value.code == code
 
 
 def test_input_over_8_mib_is_refused_first() -> None:

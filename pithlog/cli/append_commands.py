@@ -247,7 +247,17 @@ def _append_input(args: argparse.Namespace, out: Out, command: str) -> int:
                         else:
                             result = next(results)
                         counts[result.status] = counts.get(result.status, 0) + 1
-                        out.write(_result_line(number, result))
+                        try:
+                            out.write(_result_line(number, result))
+                        except BrokenPipeError:
+                            # not a success: the rest of the input is left unappended (the
+                            # pipeline's batch in hand is finished or abandoned on the way out)
+                            raise UsageError("output_closed", "standard output closed at "
+                                             f"line {number}: {command} stopped; the input "
+                                             "is stored through that line's batch (perhaps "
+                                             f"one batch more): give {command} the same input "
+                                             "again to finish (what is stored is reported as "
+                                             "duplicate)") from None  # fmt: skip
                 interrupted = interrupted or came()
     total = sum(counts.values())
     shown = ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))

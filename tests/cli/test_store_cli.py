@@ -387,3 +387,37 @@ def test_input_nested_past_any_reader_is_refused_at_the_door(files: dict[str, An
     two.write_bytes(deep_array.read_bytes() * 2)
     status, out, err = run(["verify-state", str(two)])
     assert status == 1 and "Traceback" not in err and b"door.too_deep" in out
+
+
+class _ClosingAfter(io.BytesIO):
+    """A standard output whose reader stops after ``lines`` lines (``| head``)."""
+
+    def __init__(self, lines: int) -> None:
+        super().__init__()
+        self.left = lines
+
+    def write(self, data: Any) -> int:
+        if self.left == 0:
+            raise BrokenPipeError(32, "Broken pipe")
+        self.left -= 1
+        return super().write(data)
+
+
+def test_append_into_a_closed_output_stops_and_says_so(files: dict[str, Any]) -> None:
+    """``append | head -3`` is not a success: the append stops and says where (status 2,
+    ``usage.output_closed``), and the same input appended again finishes it."""
+    err = io.StringIO()
+    argv = ["--store", files["store"], "append", "--keyring", files["keyring"],
+            "--keep-invalid", "--batch-size", "5", files["log"]]  # fmt: skip
+    status = main(argv, stdout=_ClosingAfter(7), stderr=err)
+    assert status == 2 and "Traceback" not in err.getvalue()
+    assert err.getvalue().startswith("pithlog: [usage.output_closed] standard output closed "
+                                     "at line 8: append stopped")  # fmt: skip
+    status, out, _ = run(argv)
+    assert status == 0
+    statuses = [r["status"] for r in lines(out)]
+    assert len(statuses) == len(files["events"]) > 15
+    # lines 1-10 (the batches of the first 7 lines printed and of line 8) are stored; at
+    # most one batch more; everything after is stored only now
+    assert statuses[:10] == ["duplicate"] * 10 and statuses[15:] == ["stored"] * (
+        len(statuses) - 15)  # fmt: skip

@@ -74,6 +74,7 @@ PINNED_CODES = [
     "usage.cores",
     "usage.event_type",
     "usage.exists",
+    "usage.output_closed",
     "usage.pith_number",
     "usage.several_states",
     "usage.target",
@@ -300,6 +301,11 @@ def _sign(files: dict[str, Path], *extra: str, key: str = "key") -> list[str]:
     return ["sign", "--key", str(files[key]), "--created-at", "2026-01-01T00:00:00Z", *extra]
 
 
+class _ClosingOutput(io.BytesIO):
+    def write(self, data: Any) -> int:
+        raise BrokenPipeError(32, "Broken pipe")
+
+
 def test_sign_and_usage_refusals_are_one_line(
     files: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -365,6 +371,14 @@ def test_sign_and_usage_refusals_are_one_line(
                                         str(events)])  # fmt: skip
         assert (number, got) == (0, "usage.cores") and ADVICE.search(message), message
         seen.add(got)
+    closing = _ClosingOutput()  # append | head -0: the reader gone before the first line
+    err = io.StringIO()
+    assert main(["--store", str(tmp_path / "store"), "append", "--keyring",
+                 str(files["keyring"]), str(events)], stdout=closing, stderr=err) == 2
+    match = ONE_LINE.fullmatch(err.getvalue().rstrip("\n"))
+    assert match and match.group(2) == "usage.output_closed", err.getvalue()
+    assert ADVICE.search(match.group(3)), match.group(3)
+    seen.add(match.group(2))
     pinned_cli = {c for c in PINNED_CODES if c.startswith(("sign.", "usage."))}
     assert pinned_cli <= seen
 

@@ -12,6 +12,7 @@ they are data of the spec (section 6) and live in :mod:`pithlog.protocol.checks`
 from __future__ import annotations
 
 import warnings
+from pathlib import Path
 
 EXIT_OK = 0
 EXIT_VERIFY_FAILED = 1
@@ -250,6 +251,8 @@ class MirrorError(_Verifying):
 
     family = "mirror"
     failed = frozenset({"split_view", "diverged", "copy", "duplicate", "unproven"})
+    evidence: Path | None = None
+    """``split_view``: the evidence file written (``None``: it could not be written)."""
 
 
 class HelperLost(RuntimeWarning):

@@ -4,13 +4,13 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 from typing import Any
 
 from pithlog.cli.edge import (
     Bar,
     Out,
     StoreParser,
+    evidence_folder,
     json_line,
     keyring_option,
     net_module,
@@ -29,7 +29,7 @@ def cmd_audit(args: argparse.Namespace, out: Out) -> int:
     mirror = net_module("mirror", "pithlog audit")
     served_url(args.url)
     keyring = read_keyring(args.keyring)
-    evidence = Path(args.evidence_dir)
+    evidence = evidence_folder(args.evidence_dir)
     counts = {"state_mismatch": 0, "equivocation": 0, "split_view": 0}
 
     def report(finding: Any) -> None:

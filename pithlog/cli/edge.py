@@ -300,3 +300,21 @@ def served_url(url: str) -> str:
     if not url.startswith(("http://", "https://")):
         raise UsageError("arguments", f"{url!r} is not an http:// or https:// URL")
     return url
+
+
+def evidence_folder(name: str) -> Path:
+    """``--evidence-dir``, checked before any work: a folder that exists, or can be made,
+    and that this process may write into, so that a finding at the end of a long mirror is
+    not left without its file (a full disk later still is: the file then goes to the
+    temporary folder, :func:`pithlog.net.evidence_files.write_evidence`)."""
+    path = Path(name)
+    nearest = path
+    while not nearest.exists() and nearest != nearest.parent:
+        nearest = nearest.parent
+    if nearest.exists() and not nearest.is_dir():
+        raise UsageError("arguments", f"--evidence-dir {name}: {nearest} is not a folder; "
+                         "give a folder for the evidence files")  # fmt: skip
+    if not os.access(nearest, os.W_OK | os.X_OK):
+        raise UsageError("arguments", f"--evidence-dir {name}: {nearest} cannot be written "
+                         "by this user; give a folder it can write")  # fmt: skip
+    return path

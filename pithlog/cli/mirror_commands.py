@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import argparse
 import time
-from pathlib import Path
 from typing import Any
 
 from pithlog.cli.edge import (
     Bar,
     Out,
     StoreParser,
+    evidence_folder,
     json_line,
     keyring_option,
     net_module,
@@ -34,7 +34,7 @@ def cmd_mirror(args: argparse.Namespace, out: Out) -> int:
     if args.batch_bundles < 1:
         raise UsageError("arguments", "--batch-bundles must be at least 1")
     keyring = read_keyring(args.keyring)
-    evidence = Path(args.evidence_dir)
+    evidence = evidence_folder(args.evidence_dir)
     witnesses = []
     for key_id in args.witness_key:
         entry = keyring.get(key_id)

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from pithlog.errors import DoorError, MirrorError
+from pithlog.net.evidence_files import write_evidence
 from pithlog.net.mirror import Origin
 from pithlog.protocol.canonical import digest, parse, shape
 from pithlog.protocol.keys import Keyring
@@ -106,17 +107,16 @@ def prove_equivocations(
             proof = equivocation_proof(pith, envelopes, [keyring[k].entry() for k in signers],
                                        note, places)  # fmt: skip
             name = re.sub(r"[^A-Za-z0-9]+", "-", pith).strip("-")
-            path = evidence_dir / f"equivocation-{name}-{number}.json"
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_bytes(proof)
-            yield Finding("equivocation", {"pith_number": pith, "slot": slot["slot"],
-                                           "event_ids": slot["event_ids"],
-                                           "proof": str(path)})  # fmt: skip
+            path, problem = write_evidence(evidence_dir,
+                                           f"equivocation-{name}-{number}.json", proof)
+            doc = {"pith_number": pith, "slot": slot["slot"], "event_ids": slot["event_ids"],
+                   "proof": None if path is None else str(path)}  # fmt: skip
+            if problem is not None:  # the proof elsewhere, or nowhere: the finding stands
+                doc["proof_problem"] = problem
+            yield Finding("equivocation", doc)
 
 
 def split_view(exc: MirrorError) -> Finding:
-    """The finding of a mirror that refused a split view; the evidence file is named in
-    its message."""
-    found = re.search(r"evidence written to (\S+)$", exc.message)
-    return Finding("split_view", {"message": exc.message,
-                                  "evidence": found.group(1) if found else None})  # fmt: skip
+    """The finding of a mirror that refused a split view, with its evidence file."""
+    evidence = None if exc.evidence is None else str(exc.evidence)
+    return Finding("split_view", {"message": exc.message, "evidence": evidence})

@@ -43,6 +43,7 @@ import httpx
 
 from pithlog.errors import DoorError, MirrorError, ProofError, register
 from pithlog.net.encoding import ACCEPT_ENCODING, read_answer
+from pithlog.net.evidence_files import write_evidence
 from pithlog.protocol.canonical import MAX_ENVELOPE_BYTES
 from pithlog.protocol.events import Envelope
 from pithlog.protocol.keys import KeyEntry, Keyring
@@ -306,12 +307,16 @@ def _split_view(old_note: bytes, new_note: bytes, proof: bytes | None, evidence_
     old = parse_checkpoint_text(parse_note(old_note).text)
     name = re.sub(r"[^A-Za-z0-9._-]+", "_", cp.origin)
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-    path = Path(evidence_dir) / f"split-view-{name}-{old.size}-{cp.size}-{stamp}.json"
-    path.parent.mkdir(parents=True, exist_ok=True)
     # a pith-split-view-proof (docs/evidence.md): `pithlog verify-proof` checks it offline
-    path.write_bytes(split_view_proof(old_note, new_note, proof))
-    raise MirrorError("split_view", f"{cp.origin}: {why} (accepted size {old.size}, served "
-                      f"size {cp.size}); evidence written to {path}")  # fmt: skip
+    path, problem = write_evidence(Path(evidence_dir),
+                                   f"split-view-{name}-{old.size}-{cp.size}-{stamp}.json",
+                                   split_view_proof(old_note, new_note, proof))  # fmt: skip
+    written = "evidence written to" if path is not None else "evidence not written"
+    aside = f" ({problem})" if problem else ""
+    refused = MirrorError("split_view", f"{cp.origin}: {why} (accepted size {old.size}, "
+                          f"served size {cp.size}); {written} {path or ''}{aside}")  # fmt: skip
+    refused.evidence = path  # for audit's finding (pithlog.net.audit.split_view)
+    raise refused
 
 
 def _prefix(store: Store, origin: Origin, held: int, cp: Checkpoint) -> None:

@@ -86,6 +86,13 @@ def test_an_honest_registry_passes_and_one_altered_state_is_named(
         piths = [p["pith_number"] for p in registry.piths() if p["status"] == "state"]
     assert len(piths) >= 2
     with serving(files) as server:
+        blocked = tmp_path / "blocked"
+        blocked.write_bytes(b"")  # no folder for the evidence: refused before the audit
+        status, out, err = run(["--store", str(tmp_path / "auditor"), "audit", server.url,
+                                "--keyring", str(files.keyring), "--evidence-dir",
+                                str(blocked)])  # fmt: skip
+        assert (status, out) == (2, b"") and "[usage.arguments] --evidence-dir" in err
+        assert not (tmp_path / "auditor").exists()
         status, lines, err = audit(server.url, files, tmp_path / "auditor", tmp_path / "ev")
         assert status == 0, err
         assert lines == [{"summary": True, "origin": ORIGIN, "size": lines[-1]["size"],

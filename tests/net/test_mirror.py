@@ -162,6 +162,38 @@ def test_same_size_other_root_is_a_split_view(tmp_path: Path, keys: Keys) -> Non
     assert status == 0 and json.loads(out)["how"] == "two roots for one size", err
 
 
+def test_evidence_has_a_folder_before_the_mirror_starts_and_a_spare_after(
+    tmp_path: Path, keys: Keys, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """--evidence-dir that names a file is refused before anything is fetched or stored;
+    a folder that fails once the split view is found (here a file put in its place) does
+    not lose the evidence: it goes to the temporary folder, and the error says so."""
+    events = _events(3, piths=20)
+    origin = _store(tmp_path / "origin", events)
+    copy = tmp_path / "mirror"
+    blocked = tmp_path / "blocked"
+    blocked.write_bytes(b"")
+    with serving(origin, keys) as server:
+        for where in (blocked, blocked / "under"):
+            status, out, err = mirror(copy, server.url, keys, "--evidence-dir", str(where))
+            assert (status, out) == (2, b"") and "[usage.arguments] --evidence-dir" in err
+            assert "is not a folder" in err and not copy.exists()
+        assert mirror(copy, server.url, keys)[0] == 0
+    spare = tmp_path / "spare"
+    spare.mkdir()
+    monkeypatch.setattr("tempfile.tempdir", str(spare))
+    other = _store(tmp_path / "other", list(reversed(events)))
+    keyring = load_keyring(keys.keyring.read_bytes())
+    with (serving(other, keys) as server, Store.open(copy) as store,
+          mm.Origin(server.url) as served, pytest.raises(MirrorError) as caught):  # fmt: skip
+        mm.mirror_once(store, served, keyring, ORIGIN, blocked)
+    (path,) = spare.iterdir()
+    assert caught.value.code == "mirror.split_view" and caught.value.evidence == path
+    assert f"evidence written to {path} ({blocked} could not take it: " in caught.value.message
+    status, out, err = run(["verify-proof", "--keyring", str(keys.keyring), str(path)])
+    assert status == 0 and json.loads(out)["how"] == "two roots for one size", err
+
+
 def test_a_server_killed_mid_mirror_then_resumed(tmp_path: Path, keys: Keys,
                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     # no bundle fetched ahead: the kill then always comes before the last bundles are read

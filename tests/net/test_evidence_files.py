@@ -1,0 +1,29 @@
+"""pithlog.net.evidence_files: an evidence file is written whole where asked, else in the
+temporary folder with the reason, else the reason alone."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from pithlog.net.evidence_files import write_evidence
+
+
+def test_evidence_is_written_where_asked_else_in_the_spare_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    spare = tmp_path / "spare"
+    spare.mkdir()
+    monkeypatch.setattr("tempfile.tempdir", str(spare))
+    path, problem = write_evidence(tmp_path / "new" / "folder", "a.json", b"{}")
+    assert (path, problem) == (tmp_path / "new" / "folder" / "a.json", None)
+    assert path.read_bytes() == b"{}" and sorted(path.parent.iterdir()) == [path]  # no temp
+    blocked = tmp_path / "blocked"
+    blocked.write_bytes(b"")
+    path, problem = write_evidence(blocked, "b.json", b"[]")
+    assert path == spare / "b.json" and path.read_bytes() == b"[]"
+    assert problem is not None and problem.startswith(f"{blocked} could not take it: ")
+    monkeypatch.setattr("tempfile.tempdir", str(blocked))  # the spare is no folder either
+    path, problem = write_evidence(blocked, "c.json", b"[]")
+    assert path is None and problem is not None and f"nor could {blocked}" in problem

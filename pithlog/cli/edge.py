@@ -264,6 +264,39 @@ def json_line(doc: dict[str, Any]) -> bytes:
     return json.dumps(doc, ensure_ascii=False, separators=(",", ":")).encode("utf-8") + b"\n"
 
 
+MOST_SECONDS = 86_400.0
+"""The longest any time option of the CLI takes (a day)."""
+
+
+def seconds(text: str) -> float:
+    """An argparse type: seconds above 0 and at most :data:`MOST_SECONDS`. ``nan`` and
+    ``inf`` parse as floats, and would reach the event loop's timers, which cannot take
+    them (``serve --body-timeout nan`` made every submission fail)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not 0 < value <= MOST_SECONDS:  # False for nan as well
+        raise argparse.ArgumentTypeError(f"{text!r}: give seconds above 0 and at most "
+                                         f"{MOST_SECONDS:,.0f}")  # fmt: skip
+    return value
+
+
+def at_least(least: int) -> Callable[[str], int]:
+    """An argparse type: a decimal integer of at least ``least``."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+        if value < least:
+            raise argparse.ArgumentTypeError(f"{text!r}: give {least} or more")
+        return value
+
+    return parse
+
+
 def size_arg(value: int | None, name: str) -> int | None:
     if value is not None and value < 0:
         raise UsageError("arguments", f"{name} must be 0 or more")

@@ -17,6 +17,7 @@ from pithlog.cli.edge import (
     open_store,
     progress_option,
     read_keyring,
+    seconds,
     served_url,
     show_progress,
 )
@@ -29,8 +30,6 @@ def cmd_mirror(args: argparse.Namespace, out: Out) -> int:
     """Mirror the log served at URL into the store; with --follow, poll it."""
     mirror = net_module("mirror", "pithlog mirror")
     served_url(args.url)
-    if args.follow is not None and args.follow <= 0:
-        raise UsageError("arguments", "--follow SECONDS must be positive")
     if args.batch_bundles < 1:
         raise UsageError("arguments", "--batch-bundles must be at least 1")
     keyring = read_keyring(args.keyring)
@@ -100,8 +99,9 @@ def add_commands(sub: Any, store_parser: StoreParser) -> None:
     p.add_argument("url", metavar="URL", help="the served log, e.g. https://registry.example")
     keyring_option(p)
     p.add_argument("--origin", metavar="NAME", help="require this origin of the checkpoint")
-    p.add_argument("--follow", type=float, metavar="SECONDS",
-                   help="poll the origin every SECONDS until interrupted")  # fmt: skip
+    p.add_argument("--follow", type=seconds, metavar="SECONDS",
+                   help="poll the origin every SECONDS (at most 86,400) until "
+                   "interrupted")  # fmt: skip
     p.add_argument("--evidence-dir", default=".", metavar="DIR",
                    help="where a split view's evidence file is written (default: .)")
     p.add_argument("--batch-bundles", type=int, default=4, metavar="N",

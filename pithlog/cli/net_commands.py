@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from pithlog.cli.edge import Out, StoreParser, net_module, store_path
+from pithlog.cli.edge import Out, StoreParser, net_module, seconds, store_path
 from pithlog.errors import EXIT_OK, UsageError
 
 
@@ -26,9 +26,14 @@ def cmd_serve(args: argparse.Namespace, out: Out) -> int:
     elif args.submit != (args.keyring is not None):
         raise UsageError("arguments", "--submit and --keyring go together: the keyring "
                          "judges what is submitted")  # fmt: skip
-    if min(args.max_body, args.max_lines, args.max_pending) < 1 or args.body_timeout <= 0:
-        raise UsageError("arguments", "--max-body, --max-lines, --max-pending and "
-                         "--body-timeout are positive")  # fmt: skip
+    if min(args.max_body, args.max_lines, args.max_pending) < 1:
+        raise UsageError("arguments", "--max-body, --max-lines and --max-pending are "
+                         "positive")  # fmt: skip
+    if args.witness_quorum is not None and not 1 <= args.witness_quorum <= len(
+        args.witness_url
+    ):  # a quorum of 0 or less would publish checkpoints no witness cosigned
+        raise UsageError("arguments", "--witness-quorum is between 1 and the number of "
+                         "--witness-url given")  # fmt: skip
     settings = server.Settings(
         store=store_path(args), key=args.key, origin=args.origin or "", keyring=args.keyring,
         max_body=args.max_body, max_lines=args.max_lines, body_seconds=args.body_timeout,
@@ -87,8 +92,9 @@ def add_commands(sub: Any, store_parser: StoreParser) -> None:
                    help="largest POST /submit body (default 8 MiB; larger: 413)")
     p.add_argument("--max-lines", type=int, default=10_000, metavar="N",
                    help="most lines per POST /submit (default 10,000; more: 413)")
-    p.add_argument("--body-timeout", type=float, default=30.0, metavar="SECONDS",
-                   help="time to receive a POST /submit body (default 30; slower: 408)")
+    p.add_argument("--body-timeout", type=seconds, default=30.0, metavar="SECONDS",
+                   help="time to receive a POST /submit body (default 30, at most 86,400; "
+                   "slower: 408)")  # fmt: skip
     p.add_argument("--max-pending", type=int, default=32, metavar="N",
                    help="POST /submit requests held at once per worker (default 32; more "
                    "wait, then 503)")  # fmt: skip

@@ -13,6 +13,7 @@ from typing import Any
 from pithlog.cli.edge import (
     Out,
     StoreParser,
+    at_least,
     keyring_option,
     open_input,
     progress_option,
@@ -60,8 +61,9 @@ def cmd_reduce(args: argparse.Namespace, out: Out) -> int:
             raise UsageError("arguments", "--jobs and --dask both spread the work: give one "
                              "(--dask local:N for N processes on this machine)")  # fmt: skip
         return reduce_on_dask(args, out)
-    if args.compare is not None:
-        raise UsageError("arguments", "--compare needs --dask (on one machine: --dask local)")
+    if args.compare is not None or args.blocksize is not None:
+        raise UsageError("arguments", "--compare and --blocksize need --dask (on one "
+                         "machine: --dask local)")  # fmt: skip
     keyring = read_keyring(args.keyring)
     read = refused = states = pending = 0
     invalid = InvalidTally()
@@ -261,7 +263,7 @@ def add_commands(sub: Any, store_parser: StoreParser) -> None:
                    "per line; a path, glob or URL) on the workers and print only the "
                    "differences, one JSON line each; exit 1 when any state differs or is "
                    "missing")
-    p.add_argument("--blocksize", type=int, default=None, metavar="BYTES",
+    p.add_argument("--blocksize", type=at_least(1), default=None, metavar="BYTES",
                    help="with --dask: bytes of a file per task (default: the input spread over "
                    "2 tasks per worker thread, between 1 MiB and 128 MiB)")
     progress_option(p)

@@ -18,6 +18,7 @@ from pithlog.cli.edge import (
     Out,
     Parser,
     StoreParser,
+    at_least,
     json_line,
     keyring_option,
     net_module,
@@ -281,9 +282,12 @@ def _http_transport(url: str, limits: Limits) -> Any:
 
 def cmd_sync(args: argparse.Namespace, out: Out) -> int:
     """Bring into the store the copies a store folder or an export file holds."""
-    keyring = read_keyring(args.keyring)
     if args.batch_size < 1:
         raise UsageError("arguments", "--batch-size must be at least 1")
+    if args.origin is not None and args.checkpoint is None:
+        raise UsageError("arguments", "--origin is the origin --checkpoint must have: give "
+                         "it with --checkpoint (and --keep-invalid) only")  # fmt: skip
+    keyring = read_keyring(args.keyring)
     trusted = _trusted_checkpoint(args, keyring)
     limits = Limits(max_needed=args.max_copies)
     source = args.source
@@ -470,7 +474,7 @@ def add_commands(sub: Any, store_parser: StoreParser) -> None:
     p.add_argument("--origin", metavar="NAME", help="require this origin of --checkpoint")
     p.add_argument("--batch-size", type=int, default=1000, metavar="N",
                    help="copies per fetch and per transaction (default 1000)")  # fmt: skip
-    p.add_argument("--max-copies", type=int, default=MAX_NEEDED, metavar="N",
+    p.add_argument("--max-copies", type=at_least(0), default=MAX_NEEDED, metavar="N",
                    help=f"stop when the source lists more than N copies the store lacks "
                    f"(default {MAX_NEEDED})")  # fmt: skip
     p.set_defaults(func=cmd_sync)

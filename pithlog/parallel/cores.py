@@ -23,10 +23,13 @@ from pithlog.errors import UsageError, register
 
 ENV = "PITHLOG_CORES"
 """An environment variable: when set, the number of cores pithlog sizes its pools by,
-whatever the system says (a positive integer)."""
+whatever the system says (an integer from 1 to :data:`MOST_CORES`)."""
 
-register({"usage.cores": f"set {ENV} to a positive integer (the cores pithlog may use), "
-          "or unset it"})  # fmt: skip
+MOST_CORES = 4096
+"""The most :data:`ENV` may say."""
+
+register({"usage.cores": f"set {ENV} to an integer from 1 to {MOST_CORES} (the cores "
+          "pithlog may use), or unset it"})  # fmt: skip
 
 PROC_SELF_CGROUP = "/proc/self/cgroup"
 """Which cgroup the process is in: ``0::<path>`` for cgroup v2, ``<n>:cpu,...:<path>`` for
@@ -46,9 +49,12 @@ def usable_cores() -> int:
     each part of the time); at least 1."""
     chosen = os.environ.get(ENV)
     if chosen is not None:
-        if not (chosen.isascii() and chosen.isdigit()) or int(chosen) < 1:
-            raise UsageError("cores", f"{ENV}={chosen!r} is not a positive integer: set it "
-                             "to the cores pithlog may use, or unset it")  # fmt: skip
+        # a bound above: the count sizes pools and reaches C ints (a 20-digit value
+        # overflowed one), and no machine pithlog runs on has more
+        if not (chosen.isascii() and chosen.isdigit() and 1 <= int(chosen) <= MOST_CORES):
+            raise UsageError("cores", f"{ENV}={chosen[:40]!r} is not an integer from 1 to "
+                             f"{MOST_CORES}: set it to the cores pithlog may use, or unset "
+                             "it")  # fmt: skip
         return int(chosen)
     return system_cores()
 

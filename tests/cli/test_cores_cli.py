@@ -26,12 +26,14 @@ def _reduce(tmp_path: Path, cores: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_a_bad_value_is_one_line_with_its_code(tmp_path: Path) -> None:
-    out = _reduce(tmp_path, "many")
-    assert out.returncode == 2, out.stderr
-    assert out.stdout == ""
-    assert out.stderr.strip() == ("pithlog: [usage.cores] PITHLOG_CORES='many' is not a "
-                                  "positive integer: set it to the cores pithlog may use, "
-                                  "or unset it")  # fmt: skip
+    # 0, a word, and a count past any machine (20 digits overflowed a C int before)
+    for value in ("many", "0", "4097", "99999999999999999999"):
+        out = _reduce(tmp_path, value)
+        assert out.returncode == 2, out.stderr
+        assert out.stdout == ""
+        assert out.stderr.strip() == (f"pithlog: [usage.cores] PITHLOG_CORES={value!r} is not "
+                                      "an integer from 1 to 4096: set it to the cores pithlog "
+                                      "may use, or unset it")  # fmt: skip
 
 
 def test_a_good_value_changes_nothing_in_the_output(tmp_path: Path) -> None:

@@ -163,3 +163,35 @@ def test_help_texts(capsys: pytest.CaptureFixture[str]) -> None:
                          (["sync", "--help"], "export file")):  # fmt: skip
         status, out, _ = run(argv)
         assert status == 0 and wanted in " ".join(out.decode().split()), argv
+
+
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        # times: nan and inf parse as floats and reached the event loop's timers
+        (["serve", "--key", "k", "--origin", "o", "--body-timeout", "nan"], "'nan': give seconds"),
+        (["serve", "--key", "k", "--origin", "o", "--body-timeout", "inf"], "'inf': give seconds"),
+        (["serve", "--key", "k", "--origin", "o", "--body-timeout", "0"], "'0': give seconds"),
+        (["mirror", "http://x", "--keyring", "k", "--follow", "nan"], "'nan': give seconds"),
+        (["mirror", "http://x", "--keyring", "k", "--follow", "90000"], "at most 86,400"),
+        # a quorum of none, or below one, would publish checkpoints no witness cosigned
+        (["serve", "--key", "k", "--origin", "o", "--witness-quorum", "1"],
+         "--witness-quorum is between 1 and the number of --witness-url"),
+        (["serve", "--key", "k", "--origin", "o", "--witness-url", "http://w",
+          "--witness-keyring", "w", "--witness-quorum", "-3"],
+         "--witness-quorum is between 1 and the number of --witness-url"),
+        (["sync", "--from", "x", "--keyring", "k", "--max-copies", "-1"], "'-1': give 0 or more"),
+        (["sync", "--from", "x", "--keyring", "k", "--origin", "o"],
+         "--origin is the origin --checkpoint must have"),
+        (["reduce", "--keyring", "k", "--blocksize", "-5", "e"], "'-5': give 1 or more"),
+        (["reduce", "--keyring", "k", "--blocksize", "4096", "e"],
+         "--compare and --blocksize need --dask"),
+    ],
+)  # fmt: skip
+def test_option_values_and_pairs_are_refused_before_any_work(
+    tmp_path: Path, argv: list[str], says: str
+) -> None:
+    status, out, err = run(["--store", str(tmp_path / "store"), *argv])
+    assert (status, out) == (2, b"") and err.startswith("pithlog: [usage.arguments] "), err
+    assert says in err and err.count("\n") == 1
+    assert not (tmp_path / "store").exists()

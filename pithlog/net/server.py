@@ -214,8 +214,17 @@ def bind(host: str, port: int, *, hold: bool = False) -> socket.socket:
     ``hold``, a :class:`PortHold` there instead, which listens in each worker."""
     try:
         info = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+        address = info[4]
+        if hold:
+            # SO_REUSEPORT would join the listeners any process of this user has there with
+            # the same option (another `serve --workers N`): one URL serving two logs. A
+            # socket without it cannot bind beside a listener, so it tells a port in use,
+            # and picks the port for `:0`.
+            with _tcp_socket(info[0]) as probe:
+                probe.bind(address)
+                address = probe.getsockname()
         sock = _tcp_socket(info[0], PortHold if hold else socket.socket, reuse_port=hold)
-        sock.bind(info[4])
+        sock.bind(address)
         if not hold:
             sock.listen(BACKLOG)
     except OSError as exc:

@@ -194,6 +194,34 @@ def test_each_worker_listens_on_a_socket_of_its_own(files: Files) -> None:
     assert sum(held) == 32 and min(held) > 0, held
 
 
+@pytest.mark.skipif(not REUSE_PORT, reason="needs SO_REUSEPORT")
+def test_workers_do_not_join_a_port_another_server_listens_on(files: Files,
+                                                              tmp_path: Path) -> None:  # fmt: skip
+    """SO_REUSEPORT joins any listener of this user that set it too: a second `serve
+    --workers 2` on the port of a running one shared its connections, one URL serving two
+    logs. It is refused as a port in use, as one worker's server is."""
+    import subprocess
+    import sys
+
+    (tmp_path / "other").mkdir()
+    other = make_files(tmp_path / "other", piths=5)  # another log, of another size
+    with serving(files, "--workers", "2") as server:
+        listen = server.url.removeprefix("http://")
+        for workers in ("2", "1"):
+            argv = [sys.executable, "-m", "pithlog", "--store", str(other.store), "serve",
+                    "--listen", listen, "--key", str(other.key), "--origin", ORIGIN,
+                    "--workers", workers]  # fmt: skip
+            second = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+            assert second.returncode == 2, second.stderr
+            assert second.stderr.strip().startswith(f"pithlog: [usage.arguments] cannot listen "
+                                                    f"on {listen}: ")  # fmt: skip
+        import httpx
+
+        with httpx.Client(base_url=server.url, timeout=30) as client:
+            sizes = {client.get("/healthz").json()["tree_size"] for _ in range(12)}
+        assert len(sizes) == 1  # one log behind the URL
+
+
 @pytest.mark.skipif(not REUSE_PORT or not Path("/proc/net/tcp").exists(),
                     reason="needs SO_REUSEPORT and /proc")  # fmt: skip
 def test_a_worker_that_dies_is_replaced_with_a_socket_of_its_own(files: Files) -> None:

@@ -19,6 +19,7 @@ more than the limit allows, and a zstd frame may not ask for a window over
 
 from __future__ import annotations
 
+import time
 import zlib
 from collections.abc import Callable, Iterator
 from typing import IO, cast
@@ -141,10 +142,25 @@ def _gzip(raw: Iterator[bytes]) -> Iterator[bytes]:
         raise ValueError("the gzip stream ends early")
 
 
+ANSWER_GRACE = 60.0
+"""Seconds any answer may take, beyond :data:`SLOWEST_RATE` for its cap."""
+SLOWEST_RATE = 512 << 10
+"""Bytes per second of its cap an answer must come at, on average, after the grace: the
+client's time-out holds each read (60 s), and this the whole, so that an origin that
+sends a byte a minute cannot hold a mirror, a sync or a poll for ever."""
+
+
+def answer_seconds(limit: int) -> float:
+    """The longest an answer capped at ``limit`` bytes may take (a 256 MiB bundle of
+    copies: about 9.5 minutes; a checkpoint of 1 MiB: 62 s)."""
+    return ANSWER_GRACE + limit / SLOWEST_RATE
+
+
 def read_answer(response: httpx.Response, limit: int, refuse: Callable[[str], Exception]) -> bytes:
     """The body of a streamed ``response``, decoded by its ``Content-Encoding`` (none,
     ``gzip`` or ``zstd``): at most ``limit`` bytes before and after decoding, or
-    ``refuse(why)`` is raised as soon as more arrive, or when the body cannot be decoded.
+    ``refuse(why)`` is raised as soon as more arrive, or when the body cannot be decoded,
+    or once it has taken longer than :func:`answer_seconds` of ``limit``.
     Read raw (httpx decodes nothing); the request asks for :data:`ACCEPT_ENCODING`, and
     an answer in another encoding is refused."""
     if response.is_stream_consumed:  # made in memory (a transport of the caller's), read
@@ -152,7 +168,7 @@ def read_answer(response: httpx.Response, limit: int, refuse: Callable[[str], Ex
             raise refuse(f"an answer of over {limit} bytes")
         return response.content
     coding = response.headers.get("content-encoding", "identity").strip().lower()
-    raw = _bounded(response.iter_raw(), limit, refuse)
+    raw = _in_time(_bounded(response.iter_raw(), limit, refuse), answer_seconds(limit), refuse)
     decoded: Iterator[bytes]
     if coding in ("", "identity"):
         decoded = raw
@@ -171,6 +187,16 @@ def read_answer(response: httpx.Response, limit: int, refuse: Callable[[str], Ex
     except (zlib.error, zstandard.ZstdError, ValueError) as exc:
         raise refuse(f"an answer whose {coding} encoding does not decode: {exc}") from None
     return bytes(body)
+
+
+def _in_time(
+    chunks: Iterator[bytes], seconds: float, refuse: Callable[[str], Exception]
+) -> Iterator[bytes]:
+    deadline = time.monotonic() + seconds
+    for chunk in chunks:
+        if time.monotonic() > deadline:
+            raise refuse(f"an answer that took over {seconds:.0f} s")
+        yield chunk
 
 
 def _bounded(

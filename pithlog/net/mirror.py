@@ -32,12 +32,14 @@ from __future__ import annotations
 import functools
 import hashlib
 import re
+import threading
 import time
 from collections import Counter, deque
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
 
 import httpx
 
@@ -181,10 +183,16 @@ class Origin:
     def copies(self, index: int, width: int) -> list[bytes]:
         data = self._partial_or_full(lambda w: "copies/" + tiles.tile_path_suffix(index, w),
                                      width, self.limits.copies)  # fmt: skip
-        lines = data.split(b"\n")
-        if lines and lines[-1] == b"":
-            lines.pop()
-        return lines[:width]
+        # the first `width` lines, found one by one: split() would make a list item of
+        # every line of the answer, and 8 KB of zstd hold 255 MiB of newlines (2.4 GB)
+        lines: list[bytes] = []
+        at = 0
+        while len(lines) < width and at < len(data):
+            end = data.find(b"\n", at)
+            end = len(data) if end < 0 else end
+            lines.append(data[at:end])
+            at = end + 1
+        return lines
 
     def consistency(self, old: int, new: int) -> ConsistencyProof | None:
         data = self.get(f"proof/consistency/{old}/{new}", self.limits.proof)
@@ -375,13 +383,12 @@ def _batches(store: Store, origin: Origin, verified: tiles.VerifiedTiles, fetche
         level0 = origin.tile(tiles.Tile(0, index, width))
         return level0, origin.bundle(index, width), origin.copies(index, width)
 
-    pool = ThreadPoolExecutor(max(1, LOOKAHEAD), thread_name_prefix="pithlog-mirror")
     ahead: deque[Future[tuple[bytes, bytes, list[bytes]]]] = deque()
     queued = iter(indexes)
     try:
         for index in indexes:
             while len(ahead) < LOOKAHEAD + 1 and (following := next(queued, None)) is not None:
-                ahead.append(pool.submit(fetch, following))
+                ahead.append(_in_background(fetch, following))
             level0, bundle, copies = ahead.popleft().result()
             width = tiles.tile_width(0, index, size)
             fetched.ahead = {tiles.Tile(0, index, width): level0}  # only this bundle's
@@ -403,8 +410,32 @@ def _batches(store: Store, origin: Origin, verified: tiles.VerifiedTiles, fetche
             if index % FORGET_EVERY == FORGET_EVERY - 1:
                 verified.forget()
     finally:
-        # stopped early (an error, the consumer gone): fetches not started are dropped
-        pool.shutdown(wait=True, cancel_futures=True)
+        # stopped early (an error, an interrupt, the consumer gone): the fetches in flight
+        # are left to end by themselves, unwaited for (answer_seconds bounds each)
+        for future in ahead:
+            future.cancel()
+
+
+T = TypeVar("T")
+
+
+def _in_background(fetch: Callable[[int], T], index: int) -> Future[T]:
+    """``fetch(index)`` in a daemon thread of its own: a pool's threads are joined when the
+    interpreter exits, so one Ctrl-C or SIGTERM would wait for a slow origin's answers in
+    flight (a byte a minute: until their deadline). Threads are started per bundle of 256
+    leaves, at most :data:`LOOKAHEAD` + 1 at once."""
+    future: Future[T] = Future()
+
+    def run() -> None:
+        if not future.set_running_or_notify_cancel():
+            return
+        try:
+            future.set_result(fetch(index))
+        except BaseException as exc:  # handed to the consumer, which raises it
+            future.set_exception(exc)
+
+    threading.Thread(target=run, name="pithlog-mirror", daemon=True).start()
+    return future
 
 
 def _committed(copy: bytes, leaf_data: bytes, leaf: int) -> bytes:

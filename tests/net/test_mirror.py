@@ -5,6 +5,8 @@ bytes that do not match what was signed are never stored."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import io
 import json
 import random
@@ -13,6 +15,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -403,3 +406,85 @@ def test_a_leaf_whose_committed_copy_fails_the_door_or_names_another_event_stops
         with pytest.raises(MirrorError) as caught:
             mm._committed_copies(deque([(10, good)]), items, its_hashes)
         assert caught.value.code == "mirror.copy" and said in caught.value.message
+
+
+def test_a_bundle_of_copies_is_read_line_by_line_up_to_its_width() -> None:
+    """An answer of copies is cut into at most ``width`` lines: 8 KB of zstd hold 255 MiB
+    of newlines, which a split into every line made a list of 2.4 GB."""
+    import tracemalloc
+
+    junk = b"\n" * (16 << 20)
+    answers = {"/copies/000.p/3": b'{"a":1}\n{"b":2}\n{"c":3}\n', "/copies/001.p/5": junk}
+    client = httpx.Client(transport=httpx.MockTransport(
+        lambda request: httpx.Response(200, content=answers[request.url.path])))  # fmt: skip
+    with mm.Origin("http://origin", client=client) as origin:
+        assert origin.copies(0, 3) == [b'{"a":1}', b'{"b":2}', b'{"c":3}']
+        tracemalloc.start()
+        try:
+            assert origin.copies(1, 5) == [b""] * 5
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+    assert peak < 4 * len(junk)  # the answer and its copies; a split was 8 bytes a newline
+
+
+@contextlib.contextmanager
+def _dripping(upstream: str) -> Iterator[tuple[str, threading.Event]]:
+    """A proxy in front of ``upstream`` whose bundles of copies come a byte every 0.2 s
+    (at most 300 bytes: it stops by itself), and an event set once one is being sent."""
+    from served import in_thread
+    from starlette.applications import Starlette
+    from starlette.requests import Request
+    from starlette.responses import Response, StreamingResponse
+    from starlette.routing import Route
+
+    dripping = threading.Event()
+
+    async def drip() -> AsyncIterator[bytes]:
+        dripping.set()
+        for _ in range(300):
+            yield b"{"
+            await asyncio.sleep(0.2)
+
+    async def forward(request: Request) -> Response:
+        if request.url.path.startswith("/copies/"):
+            return StreamingResponse(drip())
+        async with httpx.AsyncClient() as client:
+            answer = await client.get(upstream + request.url.path,
+                                      headers={"accept-encoding": "identity"})  # fmt: skip
+        return Response(answer.content, answer.status_code)
+
+    with in_thread(Starlette(routes=[Route("/{rest:path}", forward)])) as url:
+        yield url, dripping
+
+
+def test_an_origin_that_drips_is_cut_off_and_one_sigterm_stops_the_mirror(
+    tmp_path: Path, keys: Keys, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each read waits 60 s at most, and a whole answer :func:`answer_seconds` of its cap:
+    a byte every 0.2 s is cut off there (here made 1 s). And the fetches ahead are not
+    waited for when the mirror stops: one SIGTERM ends it at once, status 143."""
+    from pithlog.net import encoding
+
+    origin = _store(tmp_path / "origin", _events(6, piths=10))
+    keyring = load_keyring(keys.keyring.read_bytes())
+    with serving(origin, keys) as server, _dripping(server.url) as (url, dripping):
+        monkeypatch.setattr(encoding, "ANSWER_GRACE", 1.0)
+        monkeypatch.setattr(encoding, "SLOWEST_RATE", 1 << 40)  # the cap adds no time
+        started = time.monotonic()
+        with (Store.open(tmp_path / "cut") as store, mm.Origin(url) as slow,
+              pytest.raises(MirrorError) as caught):  # fmt: skip
+            mm.mirror_once(store, slow, keyring, ORIGIN)
+        assert caught.value.code == "mirror.fetch" and "an answer that took over" in str(
+            caught.value) and time.monotonic() - started < 30  # fmt: skip
+        monkeypatch.undo()
+        dripping.clear()
+        argv = [sys.executable, "-m", "pithlog", "--store", str(tmp_path / "stopped"),
+                "mirror", url, "--keyring", str(keys.keyring), "--origin", ORIGIN]  # fmt: skip
+        with subprocess.Popen(argv, stderr=subprocess.PIPE, text=True) as process:
+            assert dripping.wait(60)
+            time.sleep(0.5)
+            process.send_signal(signal.SIGTERM)
+            status = process.wait(timeout=15)
+            assert status == 143 and process.stderr is not None
+            assert process.stderr.read().strip().endswith("pithlog: terminated")

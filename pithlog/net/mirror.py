@@ -309,11 +309,22 @@ def _consistent(origin: Origin, old: Checkpoint, old_note: bytes, new: Checkpoin
                     f"the consistency proof {small.size} -> {large.size} does not hold")
 
 
+def file_safe(origin: str, most: int = 64) -> str:
+    """``origin`` as part of a file name: what is not a letter, a digit or ``._-`` made
+    ``_``, and a long one cut to ``most`` characters and a hash of the whole (the origin is
+    the served log's to choose, and a name over 255 bytes cannot be written: the evidence
+    of a split view would be lost with it)."""
+    name = re.sub(r"[^A-Za-z0-9._-]+", "_", origin)
+    if len(name) <= most:
+        return name
+    return f"{name[:most]}-{hashlib.sha256(origin.encode()).hexdigest()[:16]}"
+
+
 def _split_view(old_note: bytes, new_note: bytes, proof: bytes | None, evidence_dir: Path,
                 why: str) -> None:  # fmt: skip
     cp = parse_checkpoint_text(parse_note(new_note).text)
     old = parse_checkpoint_text(parse_note(old_note).text)
-    name = re.sub(r"[^A-Za-z0-9._-]+", "_", cp.origin)
+    name = file_safe(cp.origin)
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
     # a pith-split-view-proof (docs/evidence.md): `pithlog verify-proof` checks it offline
     path, problem = write_evidence(Path(evidence_dir),

@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from pithlog.errors import CheckpointError, register
 from pithlog.protocol.canonical import decode_b64, encode_b64
 from pithlog.protocol.keys import KeyEntry, Keyring, SigningKey, verify_signature
+from pithlog.transparency.merkle import EMPTY_ROOT
 
 register(
     {
@@ -196,6 +197,11 @@ def parse_checkpoint_text(text: bytes) -> Checkpoint:
     raw = decode_b64(root)
     if raw is None or len(raw) != 32:
         raise _malformed("the root hash line is not base64 of 32 bytes")
+    if size == 0 and raw != EMPTY_ROOT:
+        # no proof can hold against such a tree: a mirror that accepted one would call
+        # the log's next honest checkpoint a split view
+        raise _malformed("a tree of size 0 has the empty tree's root, the SHA-256 of no "
+                         "bytes (RFC 9162, 2.1.1)")  # fmt: skip
     return Checkpoint(origin, size, raw, tuple(lines[3:]))
 
 

@@ -27,3 +27,13 @@ def test_evidence_is_written_where_asked_else_in_the_spare_folder(
     monkeypatch.setattr("tempfile.tempdir", str(blocked))  # the spare is no folder either
     path, problem = write_evidence(blocked, "c.json", b"[]")
     assert path is None and problem is not None and f"nor could {blocked}" in problem
+
+
+def test_an_origin_makes_a_file_name_of_bounded_length() -> None:
+    from pithlog.net.mirror import file_safe
+
+    assert file_safe("registry.example/pith") == "registry.example_pith"
+    long = "registry.test.invalid/" + "a" * 300
+    cut = file_safe(long)
+    assert len(cut) == 64 + 1 + 16 and cut.startswith("registry.test.invalid_aaa")
+    assert cut != file_safe(long + "b") and file_safe(long) == cut  # the hash keeps them apart

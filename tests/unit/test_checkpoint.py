@@ -163,3 +163,13 @@ def test_a_tree_size_or_index_is_ascii_decimal_without_a_leading_zero() -> None:
     assert decimal_of("9" * 19) == 10**19 - 1  # fits in 64 bits
     for text in ("", "01", "00", "-1", "+1", " 1", "1 ", "1_000", "9" * 20, "\u0661", "0x1"):
         assert decimal_of(text) is None, text  # int() alone would take some of these
+
+
+def test_an_empty_tree_has_the_empty_root_only() -> None:
+    """A size-0 checkpoint with another root was accepted by a mirror, which then called
+    the log's next honest checkpoint a split view: no proof holds from such a tree."""
+    empty = hashlib.sha256(b"").digest()
+    assert parse_checkpoint_text(Checkpoint("o", 0, empty).text()).root == empty
+    with pytest.raises(CheckpointError) as caught:
+        parse_checkpoint_text(Checkpoint("o", 0, ROOT).text())
+    assert caught.value.code == "checkpoint.malformed" and "RFC 9162" in caught.value.message

@@ -78,8 +78,8 @@ register(
         "(or served an older checkpoint than the one accepted, without proof)",
         "mirror.fetch": "the origin could not be reached, or answered with an error or an "
         "oversize answer; run the mirror again (it continues where it stopped)",
-        "mirror.concurrent": "another mirror of this store accepted a checkpoint meanwhile: "
-        "run again",
+        "mirror.concurrent": "another mirror of this store accepted a checkpoint or appended "
+        "meanwhile: run again",
     }
 )
 
@@ -414,7 +414,7 @@ def _batches(store: Store, origin: Origin, verified: tiles.VerifiedTiles, fetche
                 batch.append(_committed(copies[at], entries[at], index * WIDTH + at))
                 items.append(entries[at])
             if (index + 1) % bundles == 0 or index * WIDTH + width >= size:
-                _new_to(store, items, seen)
+                _new_to(store, items, seen, held)
                 leaves.append((first, items))
                 yield batch
                 batch, items = [], []
@@ -483,12 +483,18 @@ def _committed_copies(leaves: deque[tuple[int, list[bytes]]],
                               "the leaf commits to")  # fmt: skip
 
 
-def _new_to(store: Store, items: list[bytes], seen: set[bytes]) -> None:
+def _new_to(store: Store, items: list[bytes], seen: set[bytes], held: int) -> None:
     """No copy of ``items`` is stored, or earlier in this pass (whose batches ahead may
     not be committed yet), or twice in ``items``: an append would skip it as a duplicate
-    and the tree would lose a leaf."""
+    and the tree would lose a leaf. A copy stored since this pass began (at ``held``
+    leaves) is another mirror's of the same store, not the origin's fault."""
     before = len(seen)
     seen.update(items)
-    if len(seen) - before != len(items) or any(s is not None for s in store.copy_seqs(items)):
+    twice = len(seen) - before != len(items)
+    if twice or any(s is not None for s in store.copy_seqs(items)):
+        if not twice and (now := store.tree_size()) > held:
+            raise MirrorError("concurrent", f"another writer appended to this store during "
+                              f"this run (from {held} to {now} leaves): run the mirror "
+                              "again")  # fmt: skip
         raise MirrorError("duplicate", "the served tree holds a copy twice (or one this store "
                           "already holds): its tree cannot be reproduced")  # fmt: skip

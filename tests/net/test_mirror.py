@@ -488,3 +488,25 @@ def test_an_origin_that_drips_is_cut_off_and_one_sigterm_stops_the_mirror(
             status = process.wait(timeout=15)
             assert status == 143 and process.stderr is not None
             assert process.stderr.read().strip().endswith("pithlog: terminated")
+
+
+def test_a_copy_stored_during_the_pass_is_another_mirrors_not_the_origins_fault(
+    tmp_path: Path,
+) -> None:
+    """Two mirrors into one store: the one that finds the other's copies stored since its
+    pass began says so (``mirror.concurrent``: run again), where it accused the origin of
+    serving a copy twice (``mirror.duplicate``, a failed verification). A copy stored
+    before the pass began is still the origin's doing."""
+    events = _events(7, piths=10)
+    store_path = _store(tmp_path / "store", events)
+    with Store.open(store_path) as store:
+        size = store.tree_size()
+        items = store.leaf_data(0, 4)
+        with pytest.raises(MirrorError) as caught:
+            mm._new_to(store, items, set(), held=size - 4)  # stored since the pass began
+        assert caught.value.code == "mirror.concurrent" and "run the mirror again" in str(
+            caught.value)  # fmt: skip
+        for held, given in ((size, items), (0, [items[0], items[0]])):
+            with pytest.raises(MirrorError) as caught:
+                mm._new_to(store, given, set(), held=held)
+            assert caught.value.code == "mirror.duplicate"

@@ -145,6 +145,9 @@ STORE_HELP = "store folder (default: $PITHLOG_STORE, else ./pithlog-store)"
 
 def store_path(args: argparse.Namespace) -> str:
     path: str | None = getattr(args, "store", None)
+    if path == "":  # `--store "$DIR"` with DIR unset: not the default store, silently
+        raise UsageError("arguments", "--store is empty: give the store's folder (or leave "
+                         "the option out for $PITHLOG_STORE, else ./pithlog-store)")  # fmt: skip
     return path or os.environ.get("PITHLOG_STORE") or DEFAULT_STORE
 
 

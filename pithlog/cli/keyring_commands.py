@@ -110,8 +110,8 @@ def cmd_keyring_revoke(args: argparse.Namespace, out: Out) -> int:
     write_atomically(Path(args.keyring), render_keyring(after), replace=True)
     keyring = keyring_from_value(after)
     out.say(f"keyring revoke: {args.key_id} is valid only before {args.at}; digest now "
-            f"{keyring.digest} (a store reduced under the old keyring needs "
-            "`pithlog replay --rebuild --keyring` before the next append)")  # fmt: skip
+            f"{keyring.digest} (a store reduced under the old keyring applies the change "
+            "at its next append, or with `pithlog rekey --keyring` when it is large)")  # fmt: skip
     return EXIT_OK
 
 

@@ -27,7 +27,7 @@ from pithlog.errors import EXIT_OK, EXIT_VERIFY_FAILED, StoreError, UsageError, 
 from pithlog.protocol.canonical import jcs
 from pithlog.protocol.keys import Keyring
 from pithlog.protocol.records import is_pith_number
-from pithlog.store import PendingPith
+from pithlog.store import PendingPith, Store
 from pithlog.store.replay_processes import POOL_MIN_COPIES, EarlyWorkers, early_workers
 from pithlog.store.replay_report import ReplayReport
 
@@ -161,11 +161,7 @@ def cmd_export(args: argparse.Namespace, out: Out) -> int:
     count = 0
     last = args.after
     with open_store(args, readonly=True) as store:
-        end = store.tree_size()  # the last seq: sequence numbers run 1..size
-        if args.after > end:
-            raise StoreError("past_end", f"--after {args.after} is past the end of the log, "
-                             f"which ends at seq {end}: check the cursor (a cursor of another "
-                             "store, or a log rewound since)")  # fmt: skip
+        _within(store, args.after)
         for seq, data in store.export(after=args.after):
             if args.with_seq:
                 out.write(b'{"seq":%d,"event":%s}\n' % (seq, data))
@@ -175,6 +171,15 @@ def cmd_export(args: argparse.Namespace, out: Out) -> int:
             last = seq
     out.say(f"export: {count} envelopes, through seq {last} (resume with --after {last})")
     return EXIT_OK
+
+
+def _within(store: Store, after: int) -> None:
+    """``--after N`` names a seq of the log, or its start (0)."""
+    end = store.tree_size()  # the last seq: sequence numbers run 1..size
+    if after > end:
+        raise StoreError("past_end", f"--after {after} is past the end of the log, which "
+                         f"ends at seq {end}: check the cursor (a cursor of another store, "
+                         "or a log rewound since)")  # fmt: skip
 
 
 DEFAULT_SHARD = 1_000_000
@@ -230,15 +235,17 @@ def _export_shards(args: argparse.Namespace, out: Out) -> int:
         raise UsageError("arguments", "--with-seq cannot be sharded: shards are what "
                          "import and reduce read")  # fmt: skip
     folder = Path(args.out)
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise UsageError("unreadable", f"cannot create {folder}: {exc.strerror or exc}") from exc
     count = shards = 0
     last = args.after
     shard: _Shard | None = None
     try:
         with open_store(args, readonly=True) as store:
+            _within(store, args.after)  # before the folder is made
+            try:
+                folder.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise UsageError("unreadable", f"cannot create {folder}: "
+                                 f"{exc.strerror or exc}") from exc  # fmt: skip
             for seq, data in store.export(after=args.after):
                 if shard is None:
                     shard = _Shard(folder, seq)

@@ -435,10 +435,10 @@ def add_commands(sub: Any, store_parser: StoreParser) -> None:
         "verify-proof",
         help="verify an inclusion or consistency proof, or an evidence file, offline",
         description="Verify a proof without the store. An evidence file (an equivocation "
-        "proof, docs/evidence.md) carries its events and checkpoint; so does an inclusion "
-        "proof (tlog-proof@v1): "
-        "carries its checkpoint: the checkpoint is verified against KEYRING, then the event's "
-        "leaf against its root. A consistency proof needs the two checkpoints it joins, "
+        "or split-view proof, docs/evidence.md) carries all it needs: its events or its "
+        "checkpoints. An inclusion proof (tlog-proof@v1) carries its checkpoint: the "
+        "checkpoint is verified against KEYRING, then the event's leaf against its root. "
+        "A consistency proof needs the two checkpoints it joins, "
         "OLD_CHECKPOINT and NEW_CHECKPOINT, both verified against KEYRING. Exit 0 when the "
         "proof holds, 1 when it does not, 2 for unreadable input.",
     )

@@ -54,6 +54,9 @@ def test_export_after_the_end_of_the_log_is_an_error(
     status, out, err = run(["--store", store, "export", "--after", "99"])
     assert status == 2 and out == b""
     assert "[store.past_end]" in err and "ends at seq 2" in err
+    shards = tmp_path / "shards"  # into shards alike, and no folder made
+    status, out, err = run(["--store", store, "export", "--after", "5", "--out", str(shards)])
+    assert (status, out) == (2, b"") and "[store.past_end]" in err and not shards.exists()
 
 
 def test_reduce_counts_invalid_events_by_reason(signer: dict[str, Path], tmp_path: Path) -> None:
@@ -186,6 +189,7 @@ def test_help_texts(capsys: pytest.CaptureFixture[str]) -> None:
         (["reduce", "--keyring", "k", "--blocksize", "-5", "e"], "'-5': give 1 or more"),
         (["reduce", "--keyring", "k", "--blocksize", "4096", "e"],
          "--compare and --blocksize need --dask"),
+        (["--store", "", "stats"], "--store is empty"),  # not ./pithlog-store, silently
     ],
 )  # fmt: skip
 def test_option_values_and_pairs_are_refused_before_any_work(

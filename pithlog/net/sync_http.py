@@ -11,11 +11,13 @@ runs unchanged with ``--from http://...``.
 
 Both sides hold the other to the limits of sync: a request body over
 :data:`pithlog.net.sync.MAX_MESSAGE` is ``413`` before it is read whole, and so is an
-answer over it on the client; a body that takes more than :data:`BODY_SECONDS` is ``408``.
+answer over it on the client; a body that takes more than :data:`BODY_SECONDS` is ``408``;
+at most :data:`MAX_SYNCS` requests are held at once per worker (``503`` after waiting).
 """
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -62,6 +64,14 @@ def _app_store(request: Request) -> Store:
     return store
 
 
+MAX_SYNCS = 4
+"""``POST /sync`` requests held at once per worker, each with its body of up to
+:data:`pithlog.net.sync.MAX_MESSAGE`: more wait for a place, and after
+:data:`BODY_SECONDS` without one get ``503 serve.busy``. Without it, a dozen clients each
+sending 32 MiB held 438 MB of the server's memory, and a thousand connections could hold
+32 GiB (``POST /submit`` has its own bound, ``--max-pending``)."""
+
+
 class SyncEndpoint:
     """``POST /sync`` over a store: :meth:`handle` is the Starlette endpoint."""
 
@@ -76,6 +86,7 @@ class SyncEndpoint:
         self._body = BodyLimits(max_body=self.limits.max_message, body_seconds=body_seconds)
         self._lock = threading.Lock()
         self._cached: tuple[Store, int, Responder] | None = None
+        self._slots: asyncio.Semaphore | None = None
 
     def responder(self, store: Store) -> Responder:
         """The responder over the store's copies now (cached while the tree keeps its size:
@@ -92,14 +103,24 @@ class SyncEndpoint:
 
     async def handle(self, request: Request) -> Response:
         store = self._store_of(request)
-        body = await read_body(request.stream(), request.headers.get("content-length"),
-                               self._body)  # fmt: skip
+        if self._slots is None:  # made on the event loop that serves it
+            self._slots = asyncio.Semaphore(MAX_SYNCS)
         try:
+            async with asyncio.timeout(self._body.body_seconds):
+                await self._slots.acquire()
+        except TimeoutError:
+            return error_response(503, "serve.busy", f"{MAX_SYNCS} syncs are in progress; "
+                                  "retry later")  # fmt: skip
+        try:
+            body = await read_body(request.stream(), request.headers.get("content-length"),
+                                   self._body)  # fmt: skip
             responder = await run_in_threadpool(self.responder, store)
             reply = await run_in_threadpool(responder.handle, body)
         except SyncError as exc:
             status = 413 if exc.code == "sync.limit" else 400
             return error_response(status, exc.code, exc.message)
+        finally:
+            self._slots.release()
         return Response(reply, media_type=MEDIA,
                         headers={**answer_headers(NO_STORE),
                                  COPIES_HEADER: str(len(responder.items))})  # fmt: skip

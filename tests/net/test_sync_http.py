@@ -147,3 +147,54 @@ def test_an_error_answer_nested_past_any_reader_is_shown_as_text(tmp_path: Path)
             pull(b, t, g.KEYRING)
         assert caught.value.code == "sync.remote" and "answered 500" in caught.value.message
         assert shown in caught.value.message
+
+
+def test_the_server_holds_at_most_max_syncs_requests_at_once(tmp_path: Path) -> None:
+    """Each ``POST /sync`` holds its body (up to 32 MiB): a dozen such clients held 438 MB
+    of a read-only server. At most MAX_SYNCS are held at once; one more waits for a place,
+    and gets ``503 serve.busy`` when none frees in time."""
+    import threading
+
+    from served import in_thread
+    from starlette.applications import Starlette
+    from starlette.routing import Route
+
+    from pithlog.net import sync_http
+
+    held = threading.Event()
+    release = threading.Event()
+    inside: list[int] = []
+
+    class Blocked(sync_http.SyncEndpoint):
+        def responder(self, store: Store) -> Any:  # a request that has a place, stopped
+            inside.append(1)
+            if len(inside) == sync_http.MAX_SYNCS:
+                held.set()
+            release.wait(30)
+            return super().responder(store)
+
+    store = Store.open(_store(tmp_path / "a", _events()), readonly=True)
+    endpoint = Blocked(store_of=lambda request: store, body_seconds=1.0)
+    app = Starlette(routes=[Route("/sync", endpoint.handle, methods=["POST"])])
+    message = m.encode_reconcile([m.Entry(None, m.LIST_ALL)])
+    answers: list[int] = []
+    try:
+        with in_thread(app) as url:
+            def post() -> None:
+                answers.append(httpx.post(url + "/sync", content=message, timeout=30).status_code)
+
+            first = [threading.Thread(target=post) for _ in range(sync_http.MAX_SYNCS)]
+            for thread in first:
+                thread.start()
+            assert held.wait(30)
+            one_more = httpx.post(url + "/sync", content=message, timeout=30)
+            assert one_more.status_code == 503 and one_more.json()["error"] == "serve.busy"
+            assert len(inside) == sync_http.MAX_SYNCS  # it never got a place
+            release.set()
+            for thread in first:
+                thread.join(30)
+            assert answers == [200] * sync_http.MAX_SYNCS
+            assert httpx.post(url + "/sync", content=message).status_code == 200  # places freed
+    finally:
+        release.set()
+        store.close()

@@ -195,16 +195,21 @@ async def get_checkpoint(request: Request) -> Response:
     return respond(published.note, TEXT, CHECKPOINT_CACHE)
 
 
-def _tile_ref(path: str) -> tiles.Tile:
-    return tiles.parse_tile_path(path)
+def _tile_ref(request: Request, prefix: str = "") -> tiles.Tile:
+    """The tile the path names, in its one spelling: a path with a percent-encoded byte
+    (``/tile/0%2F000``) names the tile of its decoded form under another URL, a second
+    copy in every cache, and is refused."""
+    if b"%" in request.scope.get("raw_path", b""):
+        raise ServeError("bad_path", "a tile's path is written without percent-encoding")
+    return tiles.parse_tile_path(prefix + request.path_params["rest"])
 
 
 async def get_tile(request: Request) -> Response:
     """``/tile/<L>/<N>[.p/<W>]``: hashes, exactly ``W * 32`` bytes."""
     log = _log(request)
-    tile = _tile_ref(request.path_params["rest"])
+    tile = _tile_ref(request)
     if tile.level == tiles.ENTRIES:  # only reached without the entries route
-        return await get_entries(request)
+        return await _entries(log, tile)
     hashes = await log.tile(tile)
     if hashes is None:
         raise _not_found(f"{tile.path()}: the tree has not that many hashes at that level")
@@ -213,9 +218,10 @@ async def get_tile(request: Request) -> Response:
 
 async def get_entries(request: Request) -> Response:
     """``/tile/entries/<N>[.p/<W>]``: the 64-byte leaf data, uint16-length prefixed."""
-    log = _log(request)
-    rest = request.path_params["rest"]
-    tile = _tile_ref(rest if rest.startswith("entries/") else "entries/" + rest)
+    return await _entries(_log(request), _tile_ref(request, "entries/"))
+
+
+async def _entries(log: Log, tile: tiles.Tile) -> Response:
     data = await log.read(log.store.leaf_data, tile.index * tiles.WIDTH, tile.width)
     if data is None:
         raise _not_found(f"{tile.path()}: the tree has not that many leaves")
@@ -227,7 +233,7 @@ async def get_copies(request: Request) -> Response:
     about :data:`COPIES_READ_BYTES` at a time (a copy may be 1 MiB: 256 of them are not
     held at once)."""
     log = _log(request)
-    tile = _tile_ref("entries/" + request.path_params["rest"])
+    tile = _tile_ref(request, "entries/")
     first, end = tile.index * tiles.WIDTH, tile.index * tiles.WIDTH + tile.width
     if end > await log.read(log.store.tree_size):
         raise _not_found(f"copies {tile.index} of width {tile.width}: the tree has not that "
@@ -275,10 +281,23 @@ def _copy_etag(copy: bytes) -> str:
 
 
 def _conditional(request: Request, body: bytes, etag: str, media: str) -> Response:
-    """A revalidated answer: ``304`` when the client holds this ETag already."""
-    if etag in (request.headers.get("if-none-match") or "").replace(" ", "").split(","):
-        return Response(status_code=304, headers={"ETag": etag, "Cache-Control": REVALIDATE})
+    """A revalidated answer: ``304`` when the client holds this ETag already, with the
+    headers the ``200`` would have carried (RFC 9110 15.4.5; ``Vary``: the ``200`` may be
+    compressed)."""
+    if _none_match(request.headers.get("if-none-match"), etag):
+        return Response(status_code=304, headers={**answer_headers(REVALIDATE), "ETag": etag,
+                                                  "Vary": "Accept-Encoding"})  # fmt: skip
     return respond(body, media, REVALIDATE, ETag=etag)
+
+
+def _none_match(header: str | None, etag: str) -> bool:
+    """Whether ``If-None-Match`` holds ``*`` or ``etag`` by the weak comparison of RFC 9110
+    13.1.2 and 8.8.3.2: a ``W/`` prefix is ignored, since a proxy or a CDN that compresses
+    an answer passes its tag on as a weak one."""
+    if header is None:
+        return False
+    return any(tag == "*" or tag.removeprefix("W/") == etag
+               for tag in (part.strip() for part in header.split(",")))  # fmt: skip
 
 
 class _Digest(msgspec.Struct):
@@ -370,7 +389,10 @@ async def _pithlog_error(request: Request, exc: Exception) -> Response:
 async def _http_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, HTTPException)
     if exc.status_code == 405:
-        return error_response(405, "serve.method", f"{request.method} is not allowed here")
+        answer = error_response(405, "serve.method", f"{request.method} is not allowed here")
+        if exc.headers and "Allow" in exc.headers:  # RFC 9110 15.5.6: a 405 says what is
+            answer.headers["Allow"] = exc.headers["Allow"]
+        return answer
     if exc.status_code == 404:
         return error_response(404, "serve.not_found", "no such endpoint")
     return error_response(exc.status_code, "serve.bad_request", str(exc.detail))

@@ -41,8 +41,10 @@ register(
 
 def _refusal() -> bytes:
     body = msgspec.json.encode({"error": "serve.head_too_large", "message": "the request's "
-                                f"head is over {MAX_HEAD_BYTES} bytes"})  # fmt: skip
+                                f"head is over {MAX_HEAD_BYTES} bytes"}) + b"\n"  # fmt: skip
+    # the headers every answer carries (pithlog.net.answers.answer_headers), as an error's
     head = (b"HTTP/1.1 431 Request Header Fields Too Large\r\ncontent-type: application/json"
+            b"\r\ncache-control: no-store\r\nx-content-type-options: nosniff"
             b"\r\ncontent-length: %d\r\nconnection: close\r\n\r\n")  # fmt: skip
     return head % len(body) + body
 

@@ -26,6 +26,7 @@ from pithlog import __version__
 from pithlog.errors import PithlogError
 from pithlog.net.answers import answer_headers
 from pithlog.net.app import Log, get_event
+from pithlog.net.encoding import compressed
 from pithlog.protocol.event_types import EVENT_TYPES, STATE_LISTS
 from pithlog.protocol.events import is_event_id
 from pithlog.protocol.records import is_pith_number
@@ -252,7 +253,14 @@ class Pages:
     # --- an event ---------------------------------------------------------------------------
 
     async def event(self, request: Request) -> Response:
-        """HTML when the client prefers it (a browser), else the JSON route's answer."""
+        """HTML when the client prefers it (a browser), else the JSON route's answer: either
+        way with ``Vary: Accept``, so that a shared cache does not hand one to a client that
+        asked for the other."""
+        response = await self._event(request)
+        response.headers.add_vary_header("Accept")
+        return response
+
+    async def _event(self, request: Request) -> Response:
         if request.query_params.get("format") == "json" or not _wants_html(request):
             return await get_event(request)
         log: Log = request.app.state.log
@@ -274,7 +282,7 @@ class Pages:
             Route("/", self.home),
             Route("/search", self.search),
             Route("/pith/{pith}", self.pith),
-            Route("/event/{event_id}", self.event),
+            Route("/event/{event_id}", self.event, middleware=compressed()),
             Route("/static/style.css", _stylesheet),
         ]
 

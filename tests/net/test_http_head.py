@@ -59,6 +59,9 @@ def _refused(answer: bytes) -> None:
     head, _, body = answer.partition(b"\r\n\r\n")
     assert head.startswith(b"HTTP/1.1 431 "), answer[:200]
     assert json.loads(body)["error"] == "serve.head_too_large"
+    # the headers every answer carries, as every error's (docs/network.md)
+    assert b"\r\ncache-control: no-store\r\n" in head + b"\r\n"
+    assert b"\r\nx-content-type-options: nosniff\r\n" in head + b"\r\n"
 
 
 def test_serve_runs_the_bounded_httptools_protocol() -> None:

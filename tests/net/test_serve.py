@@ -182,6 +182,15 @@ def test_states_events_proofs_and_stats(server: Server, files: Files) -> None:
         assert got.headers["etag"] == f'"{digest}"'
         again = get(server, f"/state/{pith}", headers={"If-None-Match": f'"{digest}"'})
         assert again.status_code == 304 and again.content == b""
+        # RFC 9110 13.1.2: weak comparison (a CDN that compresses passes W/ tags on), and *;
+        # the 304 with the 200's Cache-Control, Vary and nosniff
+        for held in (f'W/"{digest}"', f'"other", W/"{digest}"', "*"):
+            again = get(server, f"/state/{pith}", headers={"If-None-Match": held})
+            assert again.status_code == 304, held
+            assert again.headers["vary"] == "Accept-Encoding" and again.headers[
+                "x-content-type-options"] == "nosniff"  # fmt: skip
+            assert again.headers["cache-control"] == got.headers["cache-control"]
+        assert get(server, f"/state/{pith}", headers={"If-None-Match": '"other"'}).content
     answer = get(server, f"/state/{pending[0]}")
     assert answer.status_code == 404 and answer.json()["error"] == "serve.pending"
     assert answer.json()["pith"]["status"] == "pending"
@@ -191,6 +200,15 @@ def test_states_events_proofs_and_stats(server: Server, files: Files) -> None:
     event = files.events[3]
     got = get(server, f"/event/{event['event_id']}")
     assert got.status_code == 200 and json.loads(got.content)["event_id"] == event["event_id"]
+    # a page or JSON by Accept, so Vary says so; compressed as /copy/ is (from 1 KiB)
+    large = max(files.events, key=lambda e: len(g.encoded(e)))
+    assert len(g.encoded(large)) > 1024
+    for accept in ("text/html", "application/json"):
+        zipped = get(server, f"/event/{large['event_id']}",
+                     headers={"Accept": accept, "Accept-Encoding": "gzip"})  # fmt: skip
+        assert zipped.headers["content-encoding"] == "gzip", accept
+        assert {"accept", "accept-encoding"} <= {
+            v.strip().lower() for v in zipped.headers["vary"].split(",")}, accept  # fmt: skip
 
     # inclusion of one copy, against the checkpoint the server publishes
     proof = get(server, f"/proof/inclusion/{event['event_id']}")
@@ -276,9 +294,17 @@ def test_malformed_paths_and_methods_get_json_errors(server: Server) -> None:
         got = get(server, path)
         assert (got.status_code, got.json()["error"]) == (status, code), path
         assert got.json()["error"] in CODES and got.headers["cache-control"] == "no-store"
-    for method, path in (("POST", "/checkpoint"), ("DELETE", "/tile/0/000"), ("PUT", "/submit")):
+    for method, path, allow in (("POST", "/checkpoint", "GET, HEAD"),
+                                ("DELETE", "/tile/0/000", "GET, HEAD"),
+                                ("PUT", "/submit", "POST")):  # fmt: skip
         got = httpx.request(method, server.url + path, timeout=TIMEOUT)
         assert got.status_code == 405 and got.json()["error"] == "serve.method"
+        assert {m.strip() for m in got.headers["allow"].split(",")} == set(allow.split(", "))
+    # one URL per tile: a second spelling would be a second copy in every cache
+    for path in (b"/tile/entries/entries/000.p/1", b"/tile/0%2F000", b"/tile/entries%2F000",
+                 b"/copies/000%2Ep/1", b"/tile/%30/000"):  # fmt: skip
+        answer = _raw(server, b"GET " + path + b" HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        assert answer.split(b" ")[1] == b"400", (path, answer[:200])
     # read-only: no --submit
     got = httpx.post(server.url + "/submit", content=b"{}\n", timeout=TIMEOUT)
     assert got.status_code == 403 and got.json()["error"] == "serve.read_only"

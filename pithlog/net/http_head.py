@@ -39,14 +39,24 @@ register(
 )
 
 
-def _refusal() -> bytes:
-    body = msgspec.json.encode({"error": "serve.head_too_large", "message": "the request's "
-                                f"head is over {MAX_HEAD_BYTES} bytes"}) + b"\n"  # fmt: skip
+def _refusal(too_large: bool = True) -> bytes:
+    """The answer to a head refused before any app saw it, then the connection closed: a
+    JSON error as every other (``docs/errors.md``), not uvicorn's plain text."""
+    if too_large:
+        status = b"431 Request Header Fields Too Large"
+        error = {"error": "serve.head_too_large",
+                 "message": f"the request's head is over {MAX_HEAD_BYTES} bytes"}  # fmt: skip
+    else:  # what the HTTP parser refuses: a bad Content-Length, two of them, a bad line
+        status = b"400 Bad Request"
+        error = {"error": "serve.bad_request", "message": "the request is not HTTP/1.1 as "
+                 "RFC 9112 writes it (its request line, a header, Content-Length or the "
+                 "chunked framing)"}  # fmt: skip
+    body = msgspec.json.encode(error) + b"\n"
     # the headers every answer carries (pithlog.net.answers.answer_headers), as an error's
-    head = (b"HTTP/1.1 431 Request Header Fields Too Large\r\ncontent-type: application/json"
+    head = (b"HTTP/1.1 %s\r\ncontent-type: application/json"
             b"\r\ncache-control: no-store\r\nx-content-type-options: nosniff"
             b"\r\ncontent-length: %d\r\nconnection: close\r\n\r\n")  # fmt: skip
-    return head % len(body) + body
+    return head % (status, len(body)) + body
 
 
 try:
@@ -107,8 +117,5 @@ if HAVE_HTTPTOOLS:
                 self.send_400_response("request head too large")
 
         def send_400_response(self, msg: str) -> None:
-            if not self._too_large:
-                super().send_400_response(msg)
-                return
-            self.transport.write(_refusal())
+            self.transport.write(_refusal(self._too_large))
             self.transport.close()

@@ -335,8 +335,9 @@ def test_serve_leaves_the_environment_as_it_found_it(monkeypatch: pytest.MonkeyP
     assert os.environ["PITHLOG_CORES"] == "8"
 
 
-def test_pages_are_rendered_off_the_event_loop(files: Files,
-                                               monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+def test_pages_are_rendered_off_the_event_loop(
+    files: Files, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A record of thousands of events is a page of megabytes (1.8 s of Jinja for 4,000
     events): rendered on the event loop it held every other request of the worker (a
     /healthz probe waited 1,745 ms). Each template renders where no event loop runs."""

@@ -300,6 +300,16 @@ def test_malformed_paths_and_methods_get_json_errors(server: Server) -> None:
         got = httpx.request(method, server.url + path, timeout=TIMEOUT)
         assert got.status_code == 405 and got.json()["error"] == "serve.method"
         assert {m.strip() for m in got.headers["allow"].split(",")} == set(allow.split(", "))
+    # what the HTTP parser refuses before any route: JSON as every error, then closed
+    for head in (b"Content-Length: -5", b"Content-Length: abc", b"Content-Length: 3, 3",
+                 b"Content-Length: 3\r\nContent-Length: 4",
+                 b"Transfer-Encoding: chunked\r\nContent-Length: 3"):  # fmt: skip
+        answer = _raw(server, b"POST /submit HTTP/1.1\r\nHost: x\r\n" + head +
+                      b"\r\n\r\nabc")  # fmt: skip
+        status, _, body = answer.partition(b"\r\n\r\n")
+        assert status.startswith(b"HTTP/1.1 400 ") and b"application/json" in status, answer
+        assert b"x-content-type-options: nosniff" in status
+        assert json.loads(body)["error"] == "serve.bad_request"
     # one URL per tile: a second spelling would be a second copy in every cache
     for path in (b"/tile/entries/entries/000.p/1", b"/tile/0%2F000", b"/tile/entries%2F000",
                  b"/copies/000%2Ep/1", b"/tile/%30/000"):  # fmt: skip

@@ -85,9 +85,11 @@ CODES: dict[str, str] = {
     "usage.pith_number": "pass --pith pith:YYYY:<26 base32 characters>",
     "usage.several_states": "verify-state checks one state document per file: split the "
     "lines of reduce's output into files",
-    "usage.output_closed": "standard output closed (a reader such as head stopped) before "
-    "append or import printed every line: run the same input again to finish; what is "
-    "stored is reported as duplicate",
+    "usage.output": "standard output cannot be written (a full disk, a closed descriptor): "
+    "check where it goes",
+    "usage.output_closed": "standard output closed (a reader such as head stopped) or failed "
+    "(a full disk) before append or import printed every line: run the same input again to "
+    "finish; what is stored is reported as duplicate",
     # dask: reduce --dask (docs/distributed.md)
     "dask.extra": "--dask needs the dask extra: pip install 'pithlog[dask]'",
     "dask.scheduler": "start the Dask scheduler and its workers, or check ADDRESS "

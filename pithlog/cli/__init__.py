@@ -20,10 +20,11 @@ import argparse
 import contextlib
 import gc
 import io
+import os
 import sys
 import warnings
 from collections.abc import Callable, Iterator, Sequence
-from typing import IO, Any
+from typing import IO, Any, cast
 
 from pithlog import __version__
 from pithlog.cli import (
@@ -37,7 +38,14 @@ from pithlog.cli import (
     transparency_commands,
     view_commands,
 )
-from pithlog.cli.edge import STORE_HELP, Out, Parser, Terminated, terminate_as_interrupt
+from pithlog.cli.edge import (
+    STORE_HELP,
+    ClosedOutput,
+    Out,
+    Parser,
+    Terminated,
+    terminate_as_interrupt,
+)
 from pithlog.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_TERMINATED, HelperLost, PithlogError
 
 EPILOG = """exit status: 0 success; 1 verification failed; 2 bad input or usage;
@@ -147,13 +155,18 @@ def main(
     stderr: IO[str] | None = None,
 ) -> int:
     """Run one pithlog command; return its exit status. Never raises a PithlogError."""
-    out = Out(stdout if stdout is not None else sys.stdout.buffer,
-               stderr if stderr is not None else sys.stderr)  # fmt: skip
+    if stdout is None:  # started with standard output closed (`>&-`): sys.stdout is None
+        stdout = sys.stdout.buffer if sys.stdout is not None else cast(IO[bytes], ClosedOutput())
+    if stderr is None:
+        stderr = sys.stderr if sys.stderr is not None else io.StringIO()
+    out = Out(stdout, stderr)
     try:
         args = _parse(argv, out)
         func: Command = args.func
         with _collector_paused(), _helper_losses_said(out):
-            return func(args, out)
+            status = func(args, out)
+        out.flush()  # here, where a full disk is this command's one-line error
+        return status
     except PithlogError as exc:
         out.say(f"pithlog: {exc.describe()}")
         return exc.exit_status
@@ -172,4 +185,13 @@ def main(
 def entry() -> Any:
     """Console-script entry point: SIGTERM stops a command as Ctrl-C does."""
     terminate_as_interrupt()
-    sys.exit(main())
+    status = main()
+    if sys.stdout is not None:
+        try:
+            sys.stdout.flush()
+        except OSError:
+            # what could not be written stays buffered, and the interpreter's own flush at
+            # exit would print a traceback of it: the rest goes nowhere instead
+            nowhere = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(nowhere, sys.stdout.fileno())
+    sys.exit(status)

@@ -249,10 +249,12 @@ def _append_input(args: argparse.Namespace, out: Out, command: str) -> int:
                         counts[result.status] = counts.get(result.status, 0) + 1
                         try:
                             out.write(_result_line(number, result))
-                        except BrokenPipeError:
+                        except (BrokenPipeError, UsageError) as exc:  # closed, or a full disk
                             # not a success: the rest of the input is left unappended (the
                             # pipeline's batch in hand is finished or abandoned on the way out)
-                            raise UsageError("output_closed", "standard output closed at "
+                            how = ("closed" if isinstance(exc, BrokenPipeError)
+                                   else f"failed ({exc.message.split(';')[0]})")  # fmt: skip
+                            raise UsageError("output_closed", f"standard output {how} at "
                                              f"line {number}: {command} stopped; the input "
                                              "is stored through that line's batch (perhaps "
                                              f"one batch more): give {command} the same input "

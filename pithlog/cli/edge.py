@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import errno
 import importlib
 import json
 import os
@@ -48,6 +49,8 @@ def progress_option(
 def read_bytes(path: str) -> bytes:
     try:
         if path == "-":
+            if sys.stdin is None:  # started with standard input closed (`<&-`)
+                raise OSError(errno.EBADF, "standard input is closed")
             return sys.stdin.buffer.read()
         return Path(path).read_bytes()
     except OSError as exc:
@@ -58,6 +61,9 @@ def read_bytes(path: str) -> bytes:
 @contextlib.contextmanager
 def open_input(path: str) -> Iterator[BinaryIO]:
     if path == "-":
+        if sys.stdin is None:  # started with standard input closed (`<&-`)
+            raise UsageError("unreadable", "standard input is closed: give a file, or "
+                             "open standard input")  # fmt: skip
         yield sys.stdin.buffer
         return
     try:
@@ -83,12 +89,43 @@ class Out:
         """A progress bar on stderr while one is shown: lines are printed above it."""
 
     def write(self, data: bytes) -> None:
-        self.stdout.write(data)
+        try:
+            self.stdout.write(data)
+        except BrokenPipeError:  # the reader stopped: the command decides (main, append)
+            raise
+        except OSError as exc:
+            raise _unwritable(exc) from exc
+
+    def flush(self) -> None:
+        """What is written so far, out to standard output: a full disk is then this
+        command's error, not a traceback when the interpreter flushes at its exit."""
+        try:
+            self.stdout.flush()
+        except BrokenPipeError:
+            raise
+        except OSError as exc:
+            raise _unwritable(exc) from exc
 
     def say(self, line: str) -> None:
         """One line of diagnostics on stderr."""
         if self.bar is None or not self.bar.write(line):
             print(line, file=self.stderr)
+
+
+def _unwritable(exc: OSError) -> UsageError:
+    return UsageError("output", f"standard output cannot be written: {exc.strerror or exc}; "
+                      "check where it goes (a full disk, a closed descriptor)")  # fmt: skip
+
+
+class ClosedOutput:
+    """Standard output when the command was started with it closed (``>&-``): every
+    write is ``usage.output``."""
+
+    def write(self, data: bytes) -> int:
+        raise OSError(errno.EBADF, "standard output is closed")
+
+    def flush(self) -> None:
+        pass
 
 
 class Terminated(KeyboardInterrupt):

@@ -128,7 +128,7 @@ def test_reduce_reads_several_files_as_one_input_each_framed_alone(
 def test_reduce_options_that_need_dask_or_exclude_it(signer: dict[str, Path]) -> None:
     base = ["reduce", "--keyring", str(signer["keyring"]), "events.jsonl"]
     status, _, err = run([*base, "--compare", "published.jsonl"])
-    assert status == 2 and "[usage.arguments] --compare needs --dask" in err
+    assert status == 2 and "[usage.arguments] --compare and --blocksize need --dask" in err
     status, _, err = run([*base, "--jobs", "2", "--dask", "local:2"])
     assert status == 2 and "[usage.arguments] --jobs and --dask" in err
 

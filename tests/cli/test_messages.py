@@ -199,3 +199,33 @@ def test_option_values_and_pairs_are_refused_before_any_work(
     assert (status, out) == (2, b"") and err.startswith("pithlog: [usage.arguments] "), err
     assert says in err and err.count("\n") == 1
     assert not (tmp_path / "store").exists()
+
+
+def test_closed_or_full_standard_streams_are_one_line_each(
+    signer: dict[str, Path], tmp_path: Path
+) -> None:
+    """A command started with standard output closed (``>&-``) or on a full disk
+    (``/dev/full``), or reading a closed standard input, says so in one line with status
+    2: before, each ended in a traceback (``sys.stdout`` is None, or ENOSPC at a write or
+    at the interpreter's flush on exit)."""
+    import subprocess
+    import sys
+
+    store, _ = stored(signer, tmp_path)
+    pithlog = f"{sys.executable} -m pithlog --store {store}"
+    keyring = signer["keyring"]
+    cases = [
+        (f"{pithlog} export >&-", "[usage.output] standard output cannot be written"),
+        (f"{pithlog} export --with-seq >/dev/full", "No space left on device"),
+        (f"{pithlog} stats >/dev/full", "No space left on device"),
+        (f"{pithlog} append --keyring {keyring} - <&-", "[usage.unreadable] standard input"),
+        (f"{pithlog} verify-state - <&-", "standard input is closed"),
+        (f"{pithlog} append --keyring {keyring} {tmp_path / 'events.jsonl'} >/dev/full",
+         "[usage.output_closed] standard output failed"),
+    ]  # fmt: skip
+    for command, says in cases:
+        if "/dev/full" in command and not Path("/dev/full").is_char_device():
+            continue  # not Linux: no such device
+        done = subprocess.run(command, shell=True, capture_output=True, text=True, timeout=60)
+        assert done.returncode == 2, (command, done.stderr)
+        assert says in done.stderr and done.stderr.count("\n") == 1, (command, done.stderr)

@@ -74,6 +74,7 @@ PINNED_CODES = [
     "usage.cores",
     "usage.event_type",
     "usage.exists",
+    "usage.output",
     "usage.output_closed",
     "usage.pith_number",
     "usage.several_states",
@@ -301,6 +302,11 @@ def _sign(files: dict[str, Path], *extra: str, key: str = "key") -> list[str]:
     return ["sign", "--key", str(files[key]), "--created-at", "2026-01-01T00:00:00Z", *extra]
 
 
+class _FullOutput(io.BytesIO):
+    def write(self, data: Any) -> int:
+        raise OSError(28, "No space left on device")
+
+
 class _ClosingOutput(io.BytesIO):
     def write(self, data: Any) -> int:
         raise BrokenPipeError(32, "Broken pipe")
@@ -377,6 +383,13 @@ def test_sign_and_usage_refusals_are_one_line(
                  str(files["keyring"]), str(events)], stdout=closing, stderr=err) == 2
     match = ONE_LINE.fullmatch(err.getvalue().rstrip("\n"))
     assert match and match.group(2) == "usage.output_closed", err.getvalue()
+    assert ADVICE.search(match.group(3)), match.group(3)
+    seen.add(match.group(2))
+    err = io.StringIO()  # a read command on a full disk
+    assert main(["--store", str(tmp_path / "store"), "stats"], stdout=_FullOutput(),
+                stderr=err) == 2  # fmt: skip
+    match = ONE_LINE.fullmatch(err.getvalue().rstrip("\n"))
+    assert match and match.group(2) == "usage.output", err.getvalue()
     assert ADVICE.search(match.group(3)), match.group(3)
     seen.add(match.group(2))
     pinned_cli = {c for c in PINNED_CODES if c.startswith(("sign.", "usage."))}

@@ -46,7 +46,14 @@ from pithlog.cli.edge import (
     Terminated,
     terminate_as_interrupt,
 )
-from pithlog.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_TERMINATED, HelperLost, PithlogError
+from pithlog.errors import (
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_TERMINATED,
+    HelperLost,
+    PithlogError,
+    UsageError,
+)
 
 EPILOG = """exit status: 0 success; 1 verification failed; 2 bad input or usage;
 130 interrupted (Ctrl-C); 143 terminated (SIGTERM).
@@ -140,6 +147,14 @@ def _helper_losses_said(out: Out) -> Iterator[None]:
 def _parse(argv: Sequence[str] | None, out: Out) -> argparse.Namespace:
     """Parse ``argv``. argparse prints ``--help`` and ``--version`` on ``sys.stdout``: they
     go to the command's stdout instead, as everything else it prints."""
+    for number, arg in enumerate(sys.argv[1:] if argv is None else argv, 1):
+        try:
+            arg.encode("utf-8")
+        except UnicodeEncodeError:  # bytes the system could not decode (surrogateescape)
+            shown = repr(os.fsencode(arg))[2:-1]  # the bytes as given: s\xff
+            raise UsageError("arguments", f"argument {number} ({shown}) is not "
+                             "UTF-8: give pithlog its arguments, file names included, in "
+                             "UTF-8") from None  # fmt: skip
     text = io.StringIO()
     try:
         with contextlib.redirect_stdout(text):

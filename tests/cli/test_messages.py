@@ -190,6 +190,11 @@ def test_help_texts(capsys: pytest.CaptureFixture[str]) -> None:
         (["reduce", "--keyring", "k", "--blocksize", "4096", "e"],
          "--compare and --blocksize need --dask"),
         (["--store", "", "stats"], "--store is empty"),  # not ./pithlog-store, silently
+        # bytes the system could not decode: refused before they reach a JSON key file, a
+        # keyring, a store's path (each raised UnicodeEncodeError before)
+        (["keygen", "--key-id", "k\udcff", "--signer-id", "s", "--signer-type", "mirror",
+          "--out", "k.key"], "argument 6 (k\\xff) is not UTF-8"),
+        (["state", "--alias", "arxiv:\udcff"], "is not UTF-8"),
     ],
 )  # fmt: skip
 def test_option_values_and_pairs_are_refused_before_any_work(

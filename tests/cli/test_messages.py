@@ -193,7 +193,7 @@ def test_help_texts(capsys: pytest.CaptureFixture[str]) -> None:
         # bytes the system could not decode: refused before they reach a JSON key file, a
         # keyring, a store's path (each raised UnicodeEncodeError before)
         (["keygen", "--key-id", "k\udcff", "--signer-id", "s", "--signer-type", "mirror",
-          "--out", "k.key"], "argument 6 (k\\xff) is not UTF-8"),
+          "--out", "k.key"], "argument 5 (k\\xff) is not UTF-8"),
         (["state", "--alias", "arxiv:\udcff"], "is not UTF-8"),
     ],
 )  # fmt: skip

@@ -296,7 +296,15 @@ def _open_env(
     real: str, create: bool, map_size: int, readonly: bool, check: bool | Walkers = False
 ) -> SharedEnvironment:
     data = os.path.join(real, "data.mdb")
-    if not os.path.exists(data):
+    try:
+        os.stat(data)
+        there = True
+    except FileNotFoundError:
+        there = False
+    except OSError as exc:  # a folder this user may not enter: not "no store"
+        raise StoreError("io", f"cannot read {real}: {exc.strerror or exc}; check its "
+                         "permissions") from exc  # fmt: skip
+    if not there:
         if not create:
             raise StoreError("missing", f"no store at {real} (no data.mdb)")
         check_place(real)  # a file, or a folder of other files: refused before creating

@@ -246,6 +246,13 @@ def test_open_missing_and_readonly(tmp_path: Path) -> None:
     with pytest.raises(StoreError) as missing:
         Store.open(tmp_path / "nothing", create=False)
     assert missing.value.code == "store.missing"
+    # a store this user may not enter is not "no store" (as root no folder is closed: a
+    # file in the path's way stands in for one, failing the same stat)
+    (tmp_path / "a file").write_bytes(b"")
+    for create in (False, True):
+        with pytest.raises(StoreError) as hidden:
+            Store.open(tmp_path / "a file" / "store", create=create)
+        assert hidden.value.code == "store.io" and "cannot read" in hidden.value.message
     with Store.open(tmp_path / "s"):
         pass
     with Store.open(tmp_path / "s", readonly=True) as ro, pytest.raises(StoreError) as refused:

@@ -302,6 +302,8 @@ def _open_env(
     except FileNotFoundError:
         there = False
     except OSError as exc:  # a folder this user may not enter: not "no store"
+        if os.path.isfile(real):
+            raise StoreError("not_a_store", f"{real} is a file, not a store's folder") from exc
         raise StoreError("io", f"cannot read {real}: {exc.strerror or exc}; check its "
                          "permissions") from exc  # fmt: skip
     if not there:

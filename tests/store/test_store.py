@@ -253,6 +253,9 @@ def test_open_missing_and_readonly(tmp_path: Path) -> None:
         with pytest.raises(StoreError) as hidden:
             Store.open(tmp_path / "a file" / "store", create=create)
         assert hidden.value.code == "store.io" and "cannot read" in hidden.value.message
+    with pytest.raises(StoreError) as a_file:
+        Store.open(tmp_path / "a file", create=False)
+    assert a_file.value.code == "store.not_a_store"
     with Store.open(tmp_path / "s"):
         pass
     with Store.open(tmp_path / "s", readonly=True) as ro, pytest.raises(StoreError) as refused:

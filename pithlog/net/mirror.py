@@ -256,7 +256,7 @@ def mirror_once(
     held = store.tree_size()
     old = parse_checkpoint_text(parse_note(previous).text) if previous is not None else None
     if old is not None and previous is not None:
-        _consistent(origin, old, previous, cp, note, evidence_dir)
+        _consistent(store, origin, old, previous, cp, note, evidence_dir)
         if held > old.size:
             raise MirrorError("diverged", f"the store holds {held} leaves, more than the "
                               f"{old.size} of the checkpoint it accepted from {cp.origin}: "
@@ -289,8 +289,8 @@ def mirror_once(
     return report
 
 
-def _consistent(origin: Origin, old: Checkpoint, old_note: bytes, new: Checkpoint,
-                new_note: bytes, evidence_dir: Path) -> None:  # fmt: skip
+def _consistent(store: Store, origin: Origin, old: Checkpoint, old_note: bytes,
+                new: Checkpoint, new_note: bytes, evidence_dir: Path) -> None:  # fmt: skip
     """``new`` and the accepted ``old`` are of one log (whichever is larger), or the
     evidence is written and ``mirror.split_view`` raised."""
     if old.size == new.size:
@@ -298,6 +298,17 @@ def _consistent(origin: Origin, old: Checkpoint, old_note: bytes, new: Checkpoin
             _split_view(old_note, new_note, None, evidence_dir, "two roots for one size")
         return
     small, large = (old, new) if old.size < new.size else (new, old)
+    if large is old and store.tree_size() >= old.size:
+        # An older tree served: this store holds the accepted one, verified, so it proves
+        # the served tree a prefix of it or not by itself. Asking the log would let a log
+        # that rewrote its history escape as mirror.unproven by not answering.
+        if store.tree_root(small.size)[1] == small.root:
+            return  # a stale checkpoint of this very tree (a cache): nothing to bring
+        own = ConsistencyProof(small.size, large.size,
+                               tuple(store.consistency_path(small.size, large.size)[1]))
+        _split_view(old_note, new_note, own.encoded(), evidence_dir,
+                    f"the served tree of {small.size} leaves is not the first {small.size} "
+                    f"of the accepted one (the proof is this mirror's, from its copy)")
     proof = origin.consistency(small.size, large.size)
     if proof is None:
         raise MirrorError("unproven", f"{origin.url} gives no consistency proof from size "

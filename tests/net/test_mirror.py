@@ -150,6 +150,33 @@ def test_a_rewritten_history_is_refused_with_evidence(tmp_path: Path, keys: Keys
         assert run(["verify-proof", "--keyring", str(keys.keyring), str(path)])[0] in (1, 2)
 
 
+def test_an_older_rewritten_tree_is_proven_a_split_view_by_the_mirror_itself(
+    tmp_path: Path, keys: Keys
+) -> None:
+    """The log serves a smaller tree, of another history, than the one accepted, and has
+    no proof to give (it holds no larger tree): the mirror holds the accepted tree, so it
+    proves the split view from its own copy, where it stopped with mirror.unproven and no
+    evidence before."""
+    events = _events(8)
+    origin = _store(tmp_path / "origin", events[:300])
+    copy = tmp_path / "mirror"
+    with serving(origin, keys) as server:
+        assert mirror(copy, server.url, keys)[0] == 0
+    rewritten = _store(tmp_path / "rewritten", events[100:200] + events[:100])
+    evidence = tmp_path / "evidence"
+    with Store.open(copy, readonly=True) as m:
+        before = (m.tree_root(), m.accepted_checkpoint(ORIGIN))
+    with serving(rewritten, keys) as server:
+        status, out, err = mirror(copy, server.url, keys, "--evidence-dir", str(evidence))
+    assert status == 1 and "[mirror.split_view]" in err and "this mirror's" in err, err
+    with Store.open(copy, readonly=True) as m:
+        assert (m.tree_root(), m.accepted_checkpoint(ORIGIN)) == before
+    (path,) = evidence.iterdir()
+    status, out, err = run(["verify-proof", "--keyring", str(keys.keyring), str(path)])
+    assert status == 0 and "split view proven" in err, err
+    assert json.loads(out)["sizes"] == [200, 300]
+
+
 def test_same_size_other_root_is_a_split_view(tmp_path: Path, keys: Keys) -> None:
     events = _events(3, piths=20)
     origin = _store(tmp_path / "origin", events)

@@ -18,7 +18,7 @@ from typing import Any
 
 from pithlog.errors import DoorError, MirrorError
 from pithlog.net.evidence_files import write_evidence
-from pithlog.net.mirror import Origin
+from pithlog.net.origin import Origin
 from pithlog.protocol.canonical import digest, parse, shape
 from pithlog.protocol.keys import Keyring
 from pithlog.store import Store

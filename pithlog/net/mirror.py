@@ -23,8 +23,9 @@ One pass, :func:`mirror_once`, after Go's ``sumdb/tlog`` tile reader and Tessera
 
 Resumable: each batch is one transaction; the accepted checkpoint covers the leaves
 stored, so a run killed anywhere continues from the store's last leaf. Everything fetched
-is bounded (:data:`LIMITS`), and a partial tile that a server has dropped is read from the
-full tile (C2SP tlog-tiles: a client then keeps the first ``W`` hashes).
+is bounded (:data:`pithlog.net.origin.LIMITS`), and a partial tile that a server has
+dropped is read from the full tile (C2SP tlog-tiles: a client then keeps the first ``W``
+hashes).
 """
 
 from __future__ import annotations
@@ -41,26 +42,22 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
 
-import httpx
-
-from pithlog.errors import DoorError, MirrorError, ProofError, register
-from pithlog.net.encoding import ACCEPT_ENCODING, read_answer
+from pithlog.errors import DoorError, MirrorError, register
 from pithlog.net.evidence_files import write_evidence
-from pithlog.protocol.canonical import MAX_ENVELOPE_BYTES
+from pithlog.net.origin import LEAF_DATA, WIDTH, Origin
 from pithlog.protocol.events import Envelope
 from pithlog.protocol.keys import KeyEntry, Keyring
 from pithlog.store import Store
 from pithlog.store.layout import eid_bytes
 from pithlog.transparency import merkle, tiles
 from pithlog.transparency.checkpoint import (
-    MAX_NOTE_BYTES,
     Checkpoint,
     parse_checkpoint_text,
     parse_note,
     verify_checkpoint,
 )
 from pithlog.transparency.evidence import split_view_proof
-from pithlog.transparency.proofs import MAX_PROOF_BYTES, ConsistencyProof, parse_consistency_proof
+from pithlog.transparency.proofs import ConsistencyProof
 from pithlog.transparency.witness import require_quorum
 
 register(
@@ -83,25 +80,6 @@ register(
     }
 )
 
-WIDTH = tiles.WIDTH
-LEAF_DATA = 64
-"""pithlog's entries: event_id (32) || SHA-256 of the copy's JCS bytes (32)."""
-
-
-@dataclass(frozen=True)
-class Limits:
-    """The most the mirror reads of each answer (an origin is not trusted with memory)."""
-
-    checkpoint: int = MAX_NOTE_BYTES
-    tile: int = WIDTH * merkle.HASH_SIZE
-    bundle: int = WIDTH * (2 + LEAF_DATA)
-    copies: int = WIDTH * (MAX_ENVELOPE_BYTES + 1)
-    proof: int = MAX_PROOF_BYTES
-
-
-LIMITS = Limits()
-TIMEOUT = 60.0
-"""Seconds to connect, or between two reads of an answer."""
 BATCH_BUNDLES = 4
 """Bundles (of 256 leaves) per append transaction."""
 LOOKAHEAD = 4
@@ -110,109 +88,6 @@ the door's work (each holds at most a bundle of copies: see :class:`Limits`)."""
 FORGET_EVERY = 256
 """Bundles after which the verified tiles are dropped (the right edge and the few tiles
 above are read again): memory stays about 2 MiB of tiles however long the log."""
-
-
-class Origin:
-    """The HTTP client of a served log at ``url``: bounded GETs, and the tlog-tiles
-    fallback from a dropped partial tile to its full tile."""
-
-    def __init__(self, url: str, client: httpx.Client | None = None,
-                 limits: Limits = LIMITS) -> None:  # fmt: skip
-        self.url = url.rstrip("/")
-        self._client = client or httpx.Client(timeout=TIMEOUT, follow_redirects=False)
-        self._own = client is None
-        self.limits = limits
-        self.fetched = 0
-        """Bytes received (bodies, decompressed)."""
-
-    def close(self) -> None:
-        if self._own:
-            self._client.close()
-
-    def __enter__(self) -> Origin:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def get(self, path: str, limit: int) -> bytes | None:
-        """The body at ``path`` (``None``: 404), read up to ``limit`` bytes."""
-        url = f"{self.url}/{path}"
-        try:
-            headers = {"Accept-Encoding": ACCEPT_ENCODING}
-            with self._client.stream("GET", url, headers=headers) as response:
-                if response.status_code == 404:
-                    return None
-                if response.status_code != 200:
-                    raise MirrorError("fetch", f"{url} answered {response.status_code}")
-                body = read_answer(response, limit,
-                                   lambda why: MirrorError("fetch", f"{url}: {why}"))
-        except httpx.HTTPError as exc:
-            raise MirrorError("fetch", f"{url}: {exc}") from exc
-        self.fetched += len(body)
-        return bytes(body)
-
-    def _required(self, path: str, limit: int) -> bytes:
-        data = self.get(path, limit)
-        if data is None:
-            raise MirrorError("fetch", f"{self.url}/{path} is not there (404)")
-        return data
-
-    def checkpoint(self) -> bytes:
-        return self._required("checkpoint", self.limits.checkpoint)
-
-    def _partial_or_full(self, path: Callable[[int], str], width: int, limit: int) -> bytes:
-        """A partial resource of ``width``, or (dropped once its full one exists) the full
-        one, whose first ``width`` hashes or entries the caller keeps."""
-        if width == WIDTH:
-            return self._required(path(WIDTH), limit)
-        data = self.get(path(width), limit)
-        return data if data is not None else self._required(path(WIDTH), limit)
-
-    def tile(self, tile: tiles.Tile) -> bytes:
-        data = self._partial_or_full(lambda w: tiles.Tile(tile.level, tile.index, w).path(),
-                                     tile.width, self.limits.tile)  # fmt: skip
-        return data[: tile.width * merkle.HASH_SIZE]
-
-    def bundle(self, index: int, width: int) -> bytes:
-        data = self._partial_or_full(lambda w: tiles.Tile(0, index, w).entries_path(), width,
-                                     self.limits.bundle)  # fmt: skip
-        return data if width == WIDTH or len(data) == width * (2 + LEAF_DATA) else \
-            _first_entries(data, width)  # fmt: skip
-
-    def copies(self, index: int, width: int) -> list[bytes]:
-        data = self._partial_or_full(lambda w: "copies/" + tiles.tile_path_suffix(index, w),
-                                     width, self.limits.copies)  # fmt: skip
-        # the first `width` lines, found one by one: split() would make a list item of
-        # every line of the answer, and 8 KB of zstd hold 255 MiB of newlines (2.4 GB)
-        lines: list[bytes] = []
-        at = 0
-        while len(lines) < width and at < len(data):
-            end = data.find(b"\n", at)
-            end = len(data) if end < 0 else end
-            lines.append(data[at:end])
-            at = end + 1
-        return lines
-
-    def consistency(self, old: int, new: int) -> ConsistencyProof | None:
-        data = self.get(f"proof/consistency/{old}/{new}", self.limits.proof)
-        if data is None:
-            return None
-        try:
-            return parse_consistency_proof(data)
-        except ProofError as exc:
-            raise MirrorError("unproven", f"the consistency proof {old} -> {new} is "
-                              f"malformed: {exc.message}") from exc  # fmt: skip
-
-
-def _first_entries(data: bytes, width: int) -> bytes:
-    """The first ``width`` entries of a full bundle served in place of a dropped partial."""
-    at = 0
-    for _ in range(width):
-        if at + 2 > len(data):
-            break
-        at += 2 + int.from_bytes(data[at : at + 2], "big")
-    return data[:at]
 
 
 # --- one pass -----------------------------------------------------------------------------

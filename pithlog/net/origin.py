@@ -1,0 +1,140 @@
+"""The HTTP client of a served log, as ``pithlog mirror`` reads it (``docs/network.md``,
+"Running a mirror"): bounded GETs of its checkpoint, tiles, entry bundles, bundles of
+copies and consistency proofs, and the C2SP tlog-tiles fallback from a partial tile a
+server has dropped to its full tile. Nothing here is verified: :mod:`pithlog.net.mirror`
+verifies everything before it stores anything."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import httpx
+
+from pithlog.errors import MirrorError, ProofError
+from pithlog.net.encoding import ACCEPT_ENCODING, read_answer
+from pithlog.protocol.canonical import MAX_ENVELOPE_BYTES
+from pithlog.transparency import merkle, tiles
+from pithlog.transparency.checkpoint import MAX_NOTE_BYTES
+from pithlog.transparency.proofs import MAX_PROOF_BYTES, ConsistencyProof, parse_consistency_proof
+
+WIDTH = tiles.WIDTH
+LEAF_DATA = 64
+"""pithlog's entries: event_id (32) || SHA-256 of the copy's JCS bytes (32)."""
+
+
+@dataclass(frozen=True)
+class Limits:
+    """The most the mirror reads of each answer (an origin is not trusted with memory)."""
+
+    checkpoint: int = MAX_NOTE_BYTES
+    tile: int = WIDTH * merkle.HASH_SIZE
+    bundle: int = WIDTH * (2 + LEAF_DATA)
+    copies: int = WIDTH * (MAX_ENVELOPE_BYTES + 1)
+    proof: int = MAX_PROOF_BYTES
+
+
+LIMITS = Limits()
+TIMEOUT = 60.0
+"""Seconds to connect, or between two reads of an answer."""
+class Origin:
+    """The HTTP client of a served log at ``url``: bounded GETs, and the tlog-tiles
+    fallback from a dropped partial tile to its full tile."""
+
+    def __init__(self, url: str, client: httpx.Client | None = None,
+                 limits: Limits = LIMITS) -> None:  # fmt: skip
+        self.url = url.rstrip("/")
+        self._client = client or httpx.Client(timeout=TIMEOUT, follow_redirects=False)
+        self._own = client is None
+        self.limits = limits
+        self.fetched = 0
+        """Bytes received (bodies, decompressed)."""
+
+    def close(self) -> None:
+        if self._own:
+            self._client.close()
+
+    def __enter__(self) -> Origin:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def get(self, path: str, limit: int) -> bytes | None:
+        """The body at ``path`` (``None``: 404), read up to ``limit`` bytes."""
+        url = f"{self.url}/{path}"
+        try:
+            headers = {"Accept-Encoding": ACCEPT_ENCODING}
+            with self._client.stream("GET", url, headers=headers) as response:
+                if response.status_code == 404:
+                    return None
+                if response.status_code != 200:
+                    raise MirrorError("fetch", f"{url} answered {response.status_code}")
+                body = read_answer(response, limit,
+                                   lambda why: MirrorError("fetch", f"{url}: {why}"))
+        except httpx.HTTPError as exc:
+            raise MirrorError("fetch", f"{url}: {exc}") from exc
+        self.fetched += len(body)
+        return bytes(body)
+
+    def _required(self, path: str, limit: int) -> bytes:
+        data = self.get(path, limit)
+        if data is None:
+            raise MirrorError("fetch", f"{self.url}/{path} is not there (404)")
+        return data
+
+    def checkpoint(self) -> bytes:
+        return self._required("checkpoint", self.limits.checkpoint)
+
+    def _partial_or_full(self, path: Callable[[int], str], width: int, limit: int) -> bytes:
+        """A partial resource of ``width``, or (dropped once its full one exists) the full
+        one, whose first ``width`` hashes or entries the caller keeps."""
+        if width == WIDTH:
+            return self._required(path(WIDTH), limit)
+        data = self.get(path(width), limit)
+        return data if data is not None else self._required(path(WIDTH), limit)
+
+    def tile(self, tile: tiles.Tile) -> bytes:
+        data = self._partial_or_full(lambda w: tiles.Tile(tile.level, tile.index, w).path(),
+                                     tile.width, self.limits.tile)  # fmt: skip
+        return data[: tile.width * merkle.HASH_SIZE]
+
+    def bundle(self, index: int, width: int) -> bytes:
+        data = self._partial_or_full(lambda w: tiles.Tile(0, index, w).entries_path(), width,
+                                     self.limits.bundle)  # fmt: skip
+        return data if width == WIDTH or len(data) == width * (2 + LEAF_DATA) else \
+            _first_entries(data, width)  # fmt: skip
+
+    def copies(self, index: int, width: int) -> list[bytes]:
+        data = self._partial_or_full(lambda w: "copies/" + tiles.tile_path_suffix(index, w),
+                                     width, self.limits.copies)  # fmt: skip
+        # the first `width` lines, found one by one: split() would make a list item of
+        # every line of the answer, and 8 KB of zstd hold 255 MiB of newlines (2.4 GB)
+        lines: list[bytes] = []
+        at = 0
+        while len(lines) < width and at < len(data):
+            end = data.find(b"\n", at)
+            end = len(data) if end < 0 else end
+            lines.append(data[at:end])
+            at = end + 1
+        return lines
+
+    def consistency(self, old: int, new: int) -> ConsistencyProof | None:
+        data = self.get(f"proof/consistency/{old}/{new}", self.limits.proof)
+        if data is None:
+            return None
+        try:
+            return parse_consistency_proof(data)
+        except ProofError as exc:
+            raise MirrorError("unproven", f"the consistency proof {old} -> {new} is "
+                              f"malformed: {exc.message}") from exc  # fmt: skip
+
+
+def _first_entries(data: bytes, width: int) -> bytes:
+    """The first ``width`` entries of a full bundle served in place of a dropped partial."""
+    at = 0
+    for _ in range(width):
+        if at + 2 > len(data):
+            break
+        at += 2 + int.from_bytes(data[at : at + 2], "big")
+    return data[:at]

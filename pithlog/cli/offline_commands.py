@@ -170,7 +170,13 @@ def cmd_keygen(args: argparse.Namespace, out: Out) -> int:
     entry = key.keyring_entry(not_before=args.not_before, not_after=args.not_after)
     make_keyring([entry])  # the entry must be one a keyring accepts
     _write_private(Path(args.out), dump_key_file(key), args.force)
-    out.write(jcs(entry) + b"\n")
+    try:
+        out.write(jcs(entry) + b"\n")
+        out.flush()
+    except UsageError as exc:  # the key exists: say so, since the entry was not printed
+        raise UsageError(exc.detail, f"{exc.message}; the key file {args.out} was "
+                         f"written: `pithlog keyring add KEYRING {args.out}` trusts "
+                         "it") from exc  # fmt: skip
     out.say(f"keygen: wrote {args.out} (mode 0600); trust it with: pithlog keyring add "
             f"KEYRING {args.out}")  # fmt: skip
     return EXIT_OK

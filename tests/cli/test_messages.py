@@ -227,6 +227,8 @@ def test_closed_or_full_standard_streams_are_one_line_each(
         (f"{pithlog} verify-state - <&-", "standard input is closed"),
         (f"{pithlog} append --keyring {keyring} {tmp_path / 'events.jsonl'} >/dev/full",
          "[usage.output_closed] standard output failed"),
+        (f"{sys.executable} -m pithlog keygen --key-id k --signer-id s --signer-type mirror "
+         f"--out {tmp_path / 'new.key'} >/dev/full", "the key file"),
     ]  # fmt: skip
     for command, says in cases:
         if "/dev/full" in command and not Path("/dev/full").is_char_device():
@@ -234,3 +236,4 @@ def test_closed_or_full_standard_streams_are_one_line_each(
         done = subprocess.run(command, shell=True, capture_output=True, text=True, timeout=60)
         assert done.returncode == 2, (command, done.stderr)
         assert says in done.stderr and done.stderr.count("\n") == 1, (command, done.stderr)
+    assert (tmp_path / "new.key").exists()  # written, and the error says so

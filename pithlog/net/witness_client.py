@@ -16,12 +16,7 @@ import httpx
 from pithlog.errors import WitnessError
 from pithlog.net.encoding import ACCEPT_ENCODING, read_answer
 from pithlog.protocol.keys import KeyEntry
-from pithlog.transparency.witness import (
-    AddCheckpoint,
-    Cosigned,
-    verify_cosignatures,
-    with_cosignatures,
-)
+from pithlog.transparency.witness import AddCheckpoint, Cosigned, witness_lines
 
 TIMEOUT = 10.0
 """Seconds for one request to a witness."""
@@ -36,6 +31,7 @@ class Asked:
 
     url: str
     lines: bytes
+    """Its verified cosignature lines only (what the published checkpoint gets)."""
     cosigned: tuple[Cosigned, ...]
     problem: str | None = None
 
@@ -89,10 +85,10 @@ def ask_witness(
             return Asked(url, b"", (), f"status {answer.status_code}: "
                          f"{content.decode('utf-8', 'replace').strip()[:200]}")  # fmt: skip
         try:
-            found = verify_cosignatures(with_cosignatures(note, content), witnesses)
-        except WitnessError as exc:
+            lines, found = witness_lines(note, content, witnesses)
+        except WitnessError as exc:  # this witness's problem only: the others still count
             return Asked(url, b"", (), exc.message)
-        return Asked(url, content, tuple(found), None if found else "no cosignature by a "
+        return Asked(url, lines, tuple(found), None if found else "no cosignature by a "
                      "keyring witness key")  # fmt: skip
     return Asked(url, b"", (), "the witness moved while it was asked")
 

@@ -47,6 +47,10 @@ def witness_routes(
             )
 
         verdict = await run_in_threadpool(judge)
-        return Response(verdict.body, verdict.status, media_type=verdict.content_type)
+        # the type as set, charset and all: Starlette adds "; charset=utf-8" to a text/
+        # media_type, and tlog-witness's 409 MUST be exactly text/x.tlog.size (clients
+        # that check it, sigsum-go's among them, could not recover otherwise)
+        return Response(verdict.body, verdict.status,
+                        headers={"Content-Type": verdict.content_type})  # fmt: skip
 
     return [Route("/add-checkpoint", add_checkpoint, methods=["POST"])]

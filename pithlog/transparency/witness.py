@@ -40,6 +40,7 @@ from pithlog.transparency.checkpoint import (
     VerifiedCheckpoint,
     checkpoint_keys,
     is_key_name,
+    may_sign,
     parse_checkpoint_text,
     parse_note,
     verify_checkpoint,
@@ -105,10 +106,15 @@ class Cosigned:
 def verify_cosignatures(note: bytes, witnesses: Sequence[KeyEntry]) -> list[Cosigned]:
     """The cosignatures on a signed checkpoint ``note`` by ``witnesses`` (lines by other keys
     are ignored, as signed notes ignore unknown keys); one that names a witness's key but
-    does not verify raises ``witness.cosignature``."""
+    does not verify raises ``witness.cosignature``. A key that may sign the checkpoint's
+    origin itself is no witness of it, whatever the list says: a log that cosigned its own
+    checkpoint would meet its own quorum."""
     parsed = parse_note(note)
+    origin = parse_checkpoint_text(parsed.text).origin
     found: list[Cosigned] = []
     for entry in witnesses:
+        if may_sign(entry.signer_type, entry.signer_id, origin):
+            continue
         wanted = cosignature_key_id(entry.signer_id, entry.public_key)
         for sig in parsed.signatures:
             if sig.name != entry.signer_id or sig.key_id != wanted:
@@ -231,8 +237,33 @@ def judge_add_checkpoint(
 
 def with_cosignatures(note: bytes, lines: bytes) -> bytes:
     """The signed checkpoint with cosignature lines appended (each ends in a newline)."""
-    for line in lines.decode("utf-8").splitlines(keepends=True):
+    try:
+        text = lines.decode("utf-8")
+    except UnicodeDecodeError:
+        raise WitnessError("malformed", "a witness answered bytes that are not UTF-8") from None
+    for line in text.splitlines(keepends=True):
         if not line.startswith(EM_DASH + " ") or not line.endswith("\n"):
             raise WitnessError("malformed", "a witness answered something other than "
                                "signature lines")  # fmt: skip
     return note + lines
+
+
+def witness_lines(note: bytes, answer: bytes,
+                  witnesses: Sequence[KeyEntry]) -> tuple[bytes, list[Cosigned]]:  # fmt: skip
+    """Of a witness's ``answer`` to ``note``, the lines that are verified cosignatures by
+    ``witnesses``, and those cosignatures: every other line is dropped, so that nothing a
+    witness sends but its own verified cosignature reaches the published checkpoint (a
+    line in the log's name, or a hundred by unknown keys, would break it for every
+    verifier). An answer that is not signature lines is ``witness.malformed``."""
+    kept: list[bytes] = []
+    found: list[Cosigned] = []
+    for line in with_cosignatures(b"", answer).splitlines(keepends=True):
+        try:
+            cosigned = verify_cosignatures(note + line, witnesses)
+        except CheckpointError as exc:  # a line the signed-note grammar refuses
+            raise WitnessError("malformed", f"a witness answered a line that is not a "
+                               f"signature: {exc.message}") from exc  # fmt: skip
+        if cosigned and cosigned[0] not in found:
+            kept.append(line)
+            found.extend(cosigned)
+    return b"".join(kept), found

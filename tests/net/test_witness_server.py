@@ -94,6 +94,12 @@ def test_checkpoint_collects_a_cosignature_and_the_witness_follows_the_log(
     assert status == 0, err
     assert verify_cosignatures(note2, [KEYRING["test-mirror"]])
     assert witnessed(witness)[0] == int(note2.split(b"\n")[1]) > size
+    # a stale old size: 409 with the witness's size, typed exactly as tlog-witness says
+    # (MUST be text/x.tlog.size: no charset, which clients that check it refuse)
+    answer = httpx.post(witness["url"] + "/add-checkpoint",
+                        content=b"old 0\n\n" + note2)  # fmt: skip
+    assert answer.status_code == 409 and answer.headers["content-type"] == "text/x.tlog.size"
+    assert answer.content == f"{witnessed(witness)[0]}\n".encode()
     # an older checkpoint is never cosigned again: the witness does not roll back
     status, out, err = checkpoint(log, "--witness", witness["url"], "--size", str(size))
     assert status == 1 and out == b"" and "[witness.quorum]" in err

@@ -23,6 +23,7 @@ from pithlog.transparency.witness import (
     require_quorum,
     verify_cosignatures,
     with_cosignatures,
+    witness_lines,
 )
 
 ORIGIN = "registry.test.invalid/pith"
@@ -115,3 +116,37 @@ def test_the_statuses_of_tlog_witness() -> None:
     assert w.add(AddCheckpoint(20, (), forged).encoded())[0] == 403
     assert w.add(b"garbage")[0] == 400
     assert w.known[ORIGIN][0] == 20  # nothing but a 200 moved it
+
+
+def test_of_a_witness_answer_only_its_verified_cosignatures_are_kept() -> None:
+    """A witness's answer reaches the published checkpoint only as the lines that verify
+    under a keyring witness key: a line in the log's own name (a bad signature by its
+    key) or by an unknown key would break, or swell, the note for every verifier."""
+    note = signed(10)
+    text = note[: note.index(b"\n\n") + 1]
+    good = cosign(text, WITNESS, 5).line().encode()
+    log_line = note[note.index(b"\n\n") + 2 :].splitlines(keepends=True)[0]
+    name, blob = log_line.decode().rstrip("\n").split(" ")[1:]
+    forged = f"\u2014 {name} {base64.b64encode(base64.b64decode(blob)[:4] + bytes(64)).decode()}\n"
+    unknown = cosign(text, test_key("stranger"), 5).line().encode()
+    witnesses = [KEYRING["test-mirror"]]
+    kept, found = witness_lines(note, forged.encode() + good + unknown + good, witnesses)
+    assert kept == good and [c.key_id for c in found] == ["test-mirror"]
+    for answer in (good + "\u2014 x not-base64\n".encode(),
+                   good + b"\xff\n", b"HTTP/1.1 200\n"):  # fmt: skip
+        with pytest.raises(WitnessError) as refused:
+            witness_lines(note, answer, witnesses)
+        assert refused.value.code == "witness.malformed", answer
+
+
+def test_a_key_that_may_sign_the_origin_is_no_witness_of_it() -> None:
+    """The log's own key (pith_registry, allowed to sign the origin's checkpoints) may be
+    listed among witness keys, as a keyring shared by a log and its auditors lists it: its
+    cosignature of its own checkpoint does not count toward a quorum."""
+    note = signed(10)
+    text = note[: note.index(b"\n\n") + 1]
+    own = with_cosignatures(note, cosign(text, test_key("registry"), 5).line().encode())
+    assert verify_cosignatures(own, [KEYRING["test-registry"]]) == []
+    with pytest.raises(WitnessError) as short:
+        require_quorum(own, [KEYRING["test-registry"], KEYRING["test-mirror"]], 1)
+    assert short.value.code == "witness.quorum"

@@ -14,6 +14,7 @@ from pithlog.protocol.canonical import MAX_DEPTH, digest, jcs, parse
 from pithlog.protocol.checks import REASONS
 from pithlog.protocol.event_types import STATE_LISTS
 from pithlog.protocol.events import is_event_id
+from pithlog.protocol.keys import SIGNER_TYPES
 from pithlog.protocol.records import is_pith_number, pith_number_for
 from pithlog.protocol.reduce import MERGE_VERSION
 from pithlog.protocol.state import (
@@ -69,6 +70,11 @@ def _check_projection(p: Any, where: str) -> None:
     signer = p["signer"]
     _members(signer, ("key_id", "public_key_fingerprint", "signer_id", "signer_type"),
              f"{where}.signer")  # fmt: skip
+    # spec 3: a signer object's members are all non-empty strings, its type one of six
+    if not all(isinstance(v, str) and v for v in signer.values()):
+        raise _Shape(f"{where}.signer's members must be non-empty strings (spec 3)")
+    if signer["signer_type"] not in SIGNER_TYPES:
+        raise _Shape(f"{where}.signer.signer_type is not one of the six of spec 3")
     if not isinstance(p["payload"], dict):
         raise _Shape(f"{where}.payload must be an object")
 

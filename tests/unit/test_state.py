@@ -179,6 +179,20 @@ def test_unknown_reason_is_refused() -> None:
     assert rules(tampered(change)) == {"shape"}
 
 
+@pytest.mark.parametrize(("member", "value"), [
+    ("public_key_fingerprint", 5), ("public_key_fingerprint", ""), ("key_id", None),
+    ("signer_type", "notary"),
+])  # fmt: skip
+def test_a_signer_of_other_than_non_empty_strings_is_refused(member: str, value: Any) -> None:
+    """Spec 3: a signer object is exactly its four members, all non-empty strings (its
+    type one of the six): no reduction writes another, so verify-state refuses one."""
+
+    def change(doc: dict[str, Any]) -> None:
+        doc["current"]["graph_snapshots"][0]["signer"][member] = value
+
+    assert rules(tampered(change)) == {"shape"}
+
+
 def test_missing_member_is_refused() -> None:
     doc = parse(SEED)
     del doc["equivocations"]

@@ -297,6 +297,22 @@ def jcs_size_floor(raw: bytes) -> int:
     return sum(raw.count(b) for b in _STRUCTURAL)
 
 
+def value_text(value: object) -> bytes:
+    """A Python value written as the JSON text the door then reads (:func:`parse`), for a
+    value that did not come as bytes (a caller's dict): in ASCII, so that a lone surrogate
+    is written as its escape, which the door names; NaN, an infinity, nesting deeper than
+    Python writes, or what JSON cannot write at all are refused here."""
+    try:
+        text = json.dumps(value, ensure_ascii=True, allow_nan=False, separators=(",", ":"))
+    except RecursionError:
+        _refuse("too_deep", f"nesting deeper than the {MAX_DEPTH} levels allowed")
+    except ValueError as exc:  # NaN or an infinity
+        _refuse("number_form", f"not a v1 JSON number: {exc}")
+    except TypeError as exc:  # bytes, a set, an object: no JSON value at all
+        _refuse("syntax", f"a value JSON cannot write: {exc}")
+    return text.encode("ascii")
+
+
 def shape(data: bytes, type: Any = msgspec.Raw) -> Any:
     """``data`` read by JSON syntax alone, as ``type`` (by default one raw value), to tell
     an input's shape (one document, an array of them, JSON Lines) before each of its values

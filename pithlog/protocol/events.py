@@ -28,6 +28,8 @@ from pithlog.protocol.canonical import (
     digest,
     encode_b64,
     jcs,
+    parse,
+    value_text,
 )
 from pithlog.protocol.keys import SigningKey
 from pithlog.protocol.records import is_pith_number
@@ -114,6 +116,15 @@ def admit(value: JSON, encoded: bytes | None = None) -> Envelope:
             f"JCS encoding of the envelope is {len(encoded)} bytes; at most {MAX_ENVELOPE_BYTES}",
         )
     return Envelope(value, value["event_id"], value["pith_number"], encoded)
+
+
+def admit_value(value: object) -> Envelope:
+    """The door for an event given as a Python value (what :func:`sign_event` returns, or
+    a caller's dict): written as JSON text and read back by :func:`parse_envelope`, so that
+    it meets every rule bytes meet. Given to :func:`admit` alone, a float, an integer past
+    2^53 - 1, a lone surrogate or nesting past 64 would be stored, and every later replay
+    and import of the log would refuse it."""
+    return parse_envelope(value_text(value))
 
 
 def parse_envelope(data: bytes) -> Envelope:
@@ -302,11 +313,12 @@ def sign_event(
         "signer": key.signer,
         "target": target,
     }
+    body = parse(value_text(body))  # the door first: nothing but v1 JSON is signed
     body_digest = digest(body)
     envelope = dict(body)
     envelope["event_id"] = "sha256:" + body_digest
     envelope["signature_b64"] = encode_b64(key.sign(bytes.fromhex(body_digest)))
     envelope = {k: envelope[k] for k in sorted(envelope)}
-    admit(envelope)
+    admit_value(envelope)  # a payload of floats or deep nesting is refused here already
     return envelope
 

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from pithlog.errors import DoorError
 from pithlog.parallel import Pool, in_threads, usable_cores, verifying_pool
 from pithlog.protocol.checks import CheckBatch, start_checks
-from pithlog.protocol.events import Envelope, admit, parse_envelope
+from pithlog.protocol.events import Envelope, admit_value, parse_envelope
 from pithlog.protocol.keys import Keyring
 from pithlog.store.append import (
     AppendResult,
@@ -242,7 +242,7 @@ def start_append(
             else:
                 try:
                     # a dict (what sign_event returns) enters through the same door
-                    env = admit(item) if isinstance(item, dict) else parse_envelope(
+                    env = admit_value(item) if isinstance(item, dict) else parse_envelope(
                         bytes(item))  # fmt: skip
                 except DoorError as exc:
                     items.append(exc)

@@ -358,3 +358,35 @@ def test_the_prefix_scan_stops_at_the_first_key_without_the_prefix(tmp_path: Pat
         assert scan(b"abe") == [] and scan(b"c") == []
         assert scan(b"abc", delete=True) == [(k, k * 2) for k in keys[1:4]]
         assert scan(b"") == [(k, k * 2) for k in (b"ab", b"abd", b"b")]
+
+
+@pytest.mark.parametrize(("value", "code"), [
+    (2**60, "door.number_range"), (0.5, "door.number_form"), (float("nan"), "door.number_form"),
+    ("\ud800", "door.lone_surrogate"), ({"a": [[[[[[[[[[]]]]]]]]]]} , None),
+    (b"bytes", "door.syntax"),
+])  # fmt: skip
+def test_an_event_given_as_a_dict_meets_the_door_as_bytes_do(
+    tmp_path: Path, value: Any, code: str | None
+) -> None:
+    """A dict item went through the door's attribution alone: a payload of 2^60 was stored
+    as valid, and then every replay refused it and no import could copy the log. It is now
+    written as JSON and read back by the door, as bytes are."""
+    from pithlog.errors import DoorError
+    from pithlog.protocol.events import sign_event
+    from pithlog.testing import test_key
+
+    rec = g.record("2512.00001")
+    event = sign_event(test_key("author"), "author_attestation", rec["pith_number"], "record",
+                       g.ts(5), {"statement": "s"})  # fmt: skip
+    nested: Any = value
+    for _ in range(70 if code is None else 0):  # past the door's 64 levels
+        nested = [nested]
+    event["payload"]["n"] = nested
+    with Store.open(tmp_path / "s") as store:
+        results = store.append([rec, event], g.KEYRING)
+        assert [r.status for r in results] == ["stored", "refused"]
+        assert (results[1].reason or "").startswith(f"[{code or 'door.too_deep'}]")
+        assert store.event(event["event_id"]) is None and store.replay(g.KEYRING).ok
+    with pytest.raises(DoorError):  # and sign_event makes no such event in the first place
+        sign_event(test_key("author"), "author_attestation", rec["pith_number"], "record",
+                   g.ts(5), {"statement": "s", "n": nested})  # fmt: skip

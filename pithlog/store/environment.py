@@ -225,12 +225,17 @@ _REGISTRY: dict[tuple[Any, ...], SharedEnvironment] = {}
 _REGISTRY_LOCK = threading.Lock()
 
 
+_FORKED = False
+"""Whether this process was made by fork() (:func:`_forget_inherited`)."""
+
+
 def _forget_inherited() -> None:
     # LMDB: an environment must not be used after fork() in the child. A child process
-    # starts with an empty registry and opens the store afresh.
-    global _REGISTRY_LOCK
+    # starts with an empty registry and opens a store its parent did not hold afresh.
+    global _REGISTRY_LOCK, _FORKED
     _REGISTRY.clear()
     _REGISTRY_LOCK = threading.Lock()
+    _FORKED = True
 
 
 if hasattr(os, "register_at_fork"):
@@ -408,4 +413,11 @@ def _lmdb_open(real: str, create: bool, map_size: int, readonly: bool) -> lmdb.E
         except lmdb.Error as exc:
             if not create and isinstance(exc, (lmdb.InvalidError, lmdb.VersionMismatchError)):
                 raise StoreError("not_a_store", f"{real} is not a pithlog store: {exc}") from exc
+            if _FORKED and "already open in this process" in str(exc):
+                # py-lmdb's own record of open environments crosses fork(), and pithlog
+                # cannot clear it: the store was open in the process this one forked from
+                raise StoreError("lmdb", f"{real} was open in the process this one was forked "
+                                 "from, and LMDB (py-lmdb) refuses it in the child: start "
+                                 "child processes with the spawn method, or open the store "
+                                 "in the parent only after they are forked") from exc  # fmt: skip
             raise _store_error(exc) from exc

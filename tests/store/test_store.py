@@ -390,3 +390,28 @@ def test_an_event_given_as_a_dict_meets_the_door_as_bytes_do(
     with pytest.raises(DoorError):  # and sign_event makes no such event in the first place
         sign_event(test_key("author"), "author_attestation", rec["pith_number"], "record",
                    g.ts(5), {"statement": "s", "n": nested})  # fmt: skip
+
+
+@pytest.mark.skipif(not hasattr(__import__("os"), "fork"), reason="needs fork()")
+def test_a_forked_child_opens_other_stores_and_says_why_not_its_parents(tmp_path: Path) -> None:
+    """py-lmdb's record of open environments crosses fork(), and pithlog cannot clear it:
+    a child cannot open a store its parent holds open. It says so (store.lmdb, naming
+    fork and spawn), and opens any other store."""
+    import os
+
+    with Store.open(tmp_path / "held"):
+        pid = os.fork()
+        if pid == 0:  # the child: its verdict is its exit status
+            status = 1
+            try:
+                try:
+                    Store.open(tmp_path / "held", readonly=True)
+                except StoreError as exc:
+                    if exc.code == "store.lmdb" and "forked" in exc.message \
+                            and "spawn" in exc.message:  # fmt: skip
+                        with Store.open(tmp_path / "other") as other:
+                            status = 0 if other.tree_size() == 0 else 1
+            finally:
+                os._exit(status)
+        _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0

@@ -88,8 +88,9 @@ CODES: dict[str, str] = {
     "usage.output": "standard output cannot be written (a full disk, a closed descriptor): "
     "check where it goes",
     "usage.output_closed": "standard output closed (a reader such as head stopped) or failed "
-    "(a full disk) before append or import printed every line: run the same input again to "
-    "finish; what is stored is reported as duplicate",
+    "(a full disk) before append, import or export --out finished: run the same input again "
+    "to finish (what is stored is reported as duplicate), or export with the --after the "
+    "message names",
     # dask: reduce --dask (docs/distributed.md)
     "dask.extra": "--dask needs the dask extra: pip install 'pithlog[dask]'",
     "dask.scheduler": "start the Dask scheduler and its workers, or check ADDRESS "

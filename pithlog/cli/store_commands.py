@@ -238,6 +238,19 @@ def _export_shards(args: argparse.Namespace, out: Out) -> int:
     count = shards = 0
     last = args.after
     shard: _Shard | None = None
+
+    def said(line: bytes, through: int) -> None:
+        """The shard's line, printed once it is on disk: a standard output that closed or
+        failed stops the export there (later shards unwritten), saying how to resume."""
+        try:
+            out.write(line)
+        except (BrokenPipeError, UsageError) as exc:
+            how = "closed" if isinstance(exc, BrokenPipeError) else "failed"
+            raise UsageError("output_closed", f"standard output {how}: export stopped after "
+                             f"the shard through seq {through}, which is written; give "
+                             f"export --after {through} --out {folder} to write the rest"
+                             ) from None  # fmt: skip
+
     try:
         with open_store(args, readonly=True) as store:
             _within(store, args.after)  # before the folder is made
@@ -253,13 +266,13 @@ def _export_shards(args: argparse.Namespace, out: Out) -> int:
                 count += 1
                 last = seq
                 if shard.count == size:
-                    out.write(shard.close())
+                    line, shard = shard.close(), None
                     shards += 1
-                    shard = None
+                    said(line, seq)
         if shard is not None:
-            out.write(shard.close())
+            line, shard = shard.close(), None
             shards += 1
-            shard = None
+            said(line, last)
     except OSError as exc:
         raise UsageError("unreadable", f"cannot write a shard in {folder}: "
                          f"{exc.strerror or exc}") from exc  # fmt: skip

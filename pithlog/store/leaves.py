@@ -22,6 +22,8 @@ if TYPE_CHECKING:
 
 def tile(txn: Txn, dbs: dict[str, Any], level: int, index: int, width: int) -> bytes | None:
     """:meth:`Store.tile` in its read transaction."""
+    if min(level, index) < 0 or not 1 <= width <= tiles.WIDTH:  # no such tile, as leaf_data
+        return None
     if width > tiles.tile_width(level, index, tree.merkle_size(txn, dbs)):
         return None
     first = index * tiles.WIDTH

@@ -421,3 +421,24 @@ def test_append_into_a_closed_output_stops_and_says_so(files: dict[str, Any]) ->
     # most one batch more; everything after is stored only now
     assert statuses[:10] == ["duplicate"] * 10 and statuses[15:] == ["stored"] * (
         len(statuses) - 15)  # fmt: skip
+
+
+def test_export_into_shards_stops_where_its_output_closes(files: dict[str, Any]) -> None:
+    """``export --out DIR | head -1``: each shard is on disk before its line is printed;
+    the export stops at the line that cannot be, says through which seq the shards are
+    written, and --after that seq writes the rest (the same shards as one whole run)."""
+    assert append(files, "--keep-invalid")[0] == 0
+    shards = files["tmp"] / "shards"
+    err = io.StringIO()
+    argv = ["--store", files["store"], "export", "--out", str(shards), "--shard-size", "7"]
+    assert main(argv, stdout=_ClosingAfter(1), stderr=err) == 2
+    said = re.search(r"\[usage.output_closed\] .* give export --after (\d+) --out", err.getvalue())
+    assert said, err.getvalue()
+    through = int(said.group(1))
+    assert through == 14 and len(list(shards.iterdir())) == 2  # the second's line failed
+    status, _, rest = run([*argv[:-2], "--after", str(through), "--shard-size", "7"])
+    assert status == 0, rest
+    whole = files["tmp"] / "whole"
+    assert run([*argv[:2], "export", "--out", str(whole), "--shard-size", "7"])[0] == 0
+    assert {p.name: p.read_bytes() for p in shards.iterdir()} == {
+        p.name: p.read_bytes() for p in whole.iterdir()}  # fmt: skip

@@ -288,6 +288,9 @@ def test_tiles_bundles_and_copies_by_leaf_range(tmp_path: Path) -> None:
         assert store.tile(0, 0, n) == b"".join(hashes)
         assert store.tile(0, 0, 3) == b"".join(hashes[:3])  # a partial of an earlier size
         assert store.tile(0, 0, n + 1) is None and store.tile(1, 0, 1) is None
+        # no such tile, not a struct.error out of the index's packing
+        for level, index, width in ((0, -1, 1), (-1, 0, 1), (0, 0, 0), (0, 0, 257)):
+            assert store.tile(level, index, width) is None
         assert store.leaf_data(0, n) == data and store.leaf_data(1, n) is None
         exported = [copy for _, copy in store.export()]
         assert store.leaf_copies(2, 5) == exported[2:7]

@@ -38,7 +38,7 @@ from pithlog.net.answers import (
     error_body,
     status_of,
 )
-from pithlog.net.encoding import compressed
+from pithlog.net.encoding import compressed, packed_apart
 from pithlog.net.submit import GroupCommit, Limits
 from pithlog.net.submit_route import PATH as SUBMIT_PATH
 from pithlog.net.submit_route import SubmitRoute
@@ -261,7 +261,8 @@ async def get_copy(request: Request) -> Response:
     copy = await log.read(log.store.copy, bytes.fromhex(h))
     if copy is None:
         raise _not_found(f"no copy {h}")
-    return respond(copy, JSON, IMMUTABLE)
+    body, coded = await packed_apart(request.headers, copy)
+    return respond(body, JSON, IMMUTABLE, **coded)
 
 
 async def get_event(request: Request) -> Response:
@@ -273,21 +274,22 @@ async def get_event(request: Request) -> Response:
     copy = await log.read(log.store.event, event_id)
     if copy is None:
         raise _not_found(f"no event {event_id}")
-    return _conditional(request, copy, _copy_etag(copy), JSON)
+    return await _conditional(request, copy, _copy_etag(copy), JSON)
 
 
 def _copy_etag(copy: bytes) -> str:
     return '"' + hashlib.sha256(copy).hexdigest() + '"'
 
 
-def _conditional(request: Request, body: bytes, etag: str, media: str) -> Response:
+async def _conditional(request: Request, body: bytes, etag: str, media: str) -> Response:
     """A revalidated answer: ``304`` when the client holds this ETag already, with the
     headers the ``200`` would have carried (RFC 9110 15.4.5; ``Vary``: the ``200`` may be
     compressed)."""
     if _none_match(request.headers.get("if-none-match"), etag):
         return Response(status_code=304, headers={**answer_headers(REVALIDATE), "ETag": etag,
                                                   "Vary": "Accept-Encoding"})  # fmt: skip
-    return respond(body, media, REVALIDATE, ETag=etag)
+    body, coded = await packed_apart(request.headers, body)
+    return respond(body, media, REVALIDATE, ETag=etag, **coded)
 
 
 def _none_match(header: str | None, etag: str) -> bool:
@@ -319,7 +321,7 @@ async def get_state(request: Request) -> Response:
                               f"{status['event_count']} events, no valid record_created yet",
                               pith=status)  # fmt: skip
     digest = msgspec.json.decode(state, type=_Digest).state_sha256
-    return _conditional(request, state + b"\n", f'"{digest}"', JSON)
+    return await _conditional(request, state + b"\n", f'"{digest}"', JSON)
 
 
 # --- proofs against the published checkpoint ----------------------------------------------

@@ -304,8 +304,9 @@ def add_commands(sub: Any, store_parser: StoreParser) -> None:
         "re-reduce every pith against its cached state, byte for byte. One line per "
         "discrepancy on stdout; exit 0 only when everything agrees, else 1. Under a keyring "
         "other than the store's, the state lines name exactly the piths whose state would "
-        "change. --rebuild re-reduces the store under KEYRING (needed before appending "
-        "with a changed keyring).",
+        "change. --rebuild re-judges and re-reduces the whole store under KEYRING in one "
+        "go (an append applies a small keyring change itself, and `pithlog rekey` a large "
+        "one by what it touches, resumably).",
     )
     keyring_option(p)
     p.add_argument("--verify", action="store_true",

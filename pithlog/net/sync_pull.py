@@ -138,8 +138,9 @@ def reconcile(
                 need.update(item for item in e.items if item not in mine)
                 if len(need) > limits.max_needed:
                     raise SyncError("limit", f"the source lists more than {limits.max_needed} "
-                                    "copies this store lacks; sync again after this one, or "
-                                    "import an export / mirror the log")  # fmt: skip
+                                    "copies this store lacks, and none was fetched: raise "
+                                    "--max-copies, or import an export / mirror the "
+                                    "log")  # fmt: skip
                 request.append(Entry(e.bound, SKIP))
             elif e.mode == FINGERPRINT_MODE:
                 if e.fingerprint == fingerprint(local, lo, hi):

@@ -17,7 +17,10 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
+import multiprocessing
+import multiprocessing.connection
 import os
+import signal
 import socket
 import tempfile
 import threading
@@ -49,6 +52,12 @@ from pithlog.transparency.checkpoint import Checkpoint, sign_checkpoint
 from pithlog.transparency.witness import WITNESS_SIGNER_TYPES, may_witness
 
 SETTINGS_VARIABLE = "PITHLOG_SERVE_SETTINGS"
+SUPERVISED_VARIABLE = "PITHLOG_SERVE_SUPERVISED"
+"""Set for the workers of ``--workers N``: each ends when its supervisor has ended
+(:func:`_end_with_supervisor`)."""
+SUPERVISOR_GONE_GRACE = 15.0
+"""Seconds a worker whose supervisor ended has, after its SIGTERM, to answer what it is
+answering (uvicorn's graceful shutdown is 5 s) before it ends at once."""
 READY_VARIABLE = "PITHLOG_SERVE_READY"
 """With ``--workers N``: a folder where each worker, once its app is built, leaves a file
 named by its process id (:func:`app_from_environment`); the supervisor says the server is
@@ -180,6 +189,8 @@ def app_from_environment() -> Starlette:
     """The app of one worker (uvicorn's factory), from :data:`SETTINGS_VARIABLE`; with
     :data:`READY_VARIABLE`, the worker says it is ready there once the app is built."""
     settings = Settings.decode(os.environ[SETTINGS_VARIABLE])
+    if os.environ.get(SUPERVISED_VARIABLE):
+        _end_with_supervisor()
     app = witness_app(settings) if settings.witness else create_app(open_config(settings))
     folder = os.environ.get(READY_VARIABLE)
     if folder is not None:
@@ -187,6 +198,25 @@ def app_from_environment() -> Starlette:
         with contextlib.suppress(OSError), open(os.path.join(folder, str(os.getpid())), "x"):
             pass
     return app
+
+
+def _end_with_supervisor() -> None:
+    """A worker of ``serve --workers N`` ends when its supervisor has ended, however it
+    ended (``kill -9`` included), as a pool's workers do: otherwise it went on serving and
+    committing on a port no command held, and a restarted ``serve`` could not listen
+    there. It stops as a service manager stops it (SIGTERM: the requests in flight are
+    answered, each after its commit), and at once :data:`SUPERVISOR_GONE_GRACE` later."""
+    supervisor = multiprocessing.parent_process()
+    if supervisor is None:
+        return
+
+    def watch() -> None:
+        multiprocessing.connection.wait([supervisor.sentinel])
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(SUPERVISOR_GONE_GRACE)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="pithlog-supervisor", daemon=True).start()
 
 
 def parse_listen(listen: str) -> tuple[str, int]:
@@ -295,6 +325,7 @@ def serve(settings: Settings, listen: str, workers: int, ready: Callable[[str], 
         # Each worker keeps its own judging helpers (Store.judging, sized by the cores):
         # N workers share the cores rather than each taking all of them.
         variables[cores.ENV] = str(max(1, usable_cores() // workers))
+        variables[SUPERVISED_VARIABLE] = "1"
     config = uvicorn.Config(
         "pithlog.net.server:app_from_environment",
         factory=True,

@@ -408,3 +408,41 @@ def test_large_answers_are_compressed_apart_from_the_event_loop(
             plain = client.get(f"/state/{pith}", headers={"accept-encoding": "identity"})
             assert "content-encoding" not in plain.headers and plain.content == state + b"\n"
     assert on_loop == [False, False]
+
+
+@pytest.mark.skipif(not Path("/proc").exists(), reason="needs /proc")
+def test_workers_end_with_their_supervisor_killed(files: Files) -> None:
+    """``kill -9`` of ``serve --workers 2``: its workers end too (SIGTERM, the requests in
+    flight answered), where they went on serving and committing on a port no command held,
+    and a restarted serve could not listen there."""
+    import subprocess
+    import sys
+
+    import httpx
+
+    with serving(files, "--workers", "2") as server:
+        workers = spawned_children(server.process.pid)
+        assert len(workers) == 2
+        server.kill()
+        def alive(pid: int) -> bool:
+            try:
+                return "zombie" not in Path(f"/proc/{pid}/status").read_text().lower()
+            except OSError:  # gone
+                return False
+
+        deadline = time.monotonic() + 30
+        while any(alive(pid) for pid in workers):
+            assert time.monotonic() < deadline, "the workers outlived their supervisor"
+            time.sleep(0.1)
+        with pytest.raises(httpx.TransportError):  # nobody serves the URL any more
+            httpx.get(server.url + "/healthz", timeout=5)
+        again = subprocess.Popen(
+            [sys.executable, "-m", "pithlog", "--store", str(files.store), "serve", "--listen",
+             server.url.removeprefix("http://"), "--key", str(files.key), "--origin", ORIGIN],
+            stderr=subprocess.PIPE)  # fmt: skip
+        try:
+            assert again.stderr is not None
+            assert again.stderr.readline().startswith(b"serve: listening on ")  # the port is free
+        finally:
+            again.terminate()
+            again.wait(30)

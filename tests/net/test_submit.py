@@ -6,6 +6,7 @@ lost, grouped into few commits."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import socket
 import time
@@ -205,29 +206,65 @@ def test_concurrent_submitters_and_readers_lose_nothing(server: Server, files: F
 
 
 def test_submissions_held_at_once_are_bounded(files: Files) -> None:
-    """--max-pending 1: a second submission waits for the first's slot; a third, finding
-    none within --body-timeout, is refused with 503 serve.busy (its body never read)."""
-    with serving(files, "--max-pending", "1", "--body-timeout", "2", submit=True) as server:
-        head = (b"POST /submit HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
-                b"Content-Length: 1000\r\n\r\n{")  # fmt: skip
-        socks = []
+    """--max-pending 1: one place for a body. A request over --max-body is refused at once,
+    not after waiting for the place; one that waits for it has --body-timeout from its
+    start, its wait included (its body, whole 2.8 s after its start, is too late); and one
+    that finds no place within it (the place held by a submission waiting for its commit)
+    is 503 serve.busy, its body never read."""
+    import threading
+
+    import lmdb
+
+    with serving(files, "--max-pending", "1", "--body-timeout", "2", "--max-body", "100000",
+                 submit=True) as server:  # fmt: skip
+        url = server.url + "/submit"
+        held = socket.create_connection(server.address, timeout=20)  # A: a body never ending
+        waiting = socket.create_connection(server.address, timeout=20)
         try:
-            for _ in range(3):  # A holds the slot 2 s; B waits, gets it at 2 s; C waits
-                sock = socket.create_connection(server.address, timeout=20)
-                sock.sendall(head)
-                socks.append(sock)
-                time.sleep(0.5)
-            answers = []
-            for sock in socks:
+            held.sendall(b"POST /submit HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
+                         b"Content-Length: 1000\r\n\r\n{")  # fmt: skip
+            time.sleep(0.3)
+            too_large = httpx.post(url, content=b"x" * 100_001, timeout=TIMEOUT)
+            assert too_large.status_code == 413 and too_large.json()["error"] == "serve.too_large"
+            held.setblocking(False)
+            with pytest.raises(BlockingIOError):  # answered while A still held the place
+                held.recv(1)
+            held.setblocking(True)
+            body = lines([g.record("2599.00900")])
+            waiting.sendall(b"POST /submit HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
+                            b"Content-Length: %d\r\n\r\n" % len(body))  # fmt: skip
+            time.sleep(2.8)
+            with contextlib.suppress(OSError):  # answered (408) and closed already
+                waiting.sendall(body)
+            codes = []
+            for sock in (held, waiting):
                 answer = b""
                 while chunk := sock.recv(65536):
                     answer += chunk
-                answers.append(_status(answer))
+                status, doc = _status(answer)
+                codes.append((status, doc["error"]))
+            assert codes == [(408, "serve.timeout"), (408, "serve.timeout")]
         finally:
-            for sock in socks:
-                sock.close()
-        codes = [(status, doc["error"]) for status, doc in answers]
-        assert codes == [(408, "serve.timeout"), (408, "serve.timeout"), (503, "serve.busy")]
+            held.close()
+            waiting.close()
+        # a place held by a submission whose commit waits (the store's writer lock, taken
+        # here): the next one finds no place within its 2 s
+        env = lmdb.open(str(files.store), max_dbs=64, subdir=True)
+        answers: list[httpx.Response] = []
+        try:
+            txn = env.begin(write=True)
+            first = threading.Thread(target=lambda: answers.append(httpx.post(
+                url, content=lines([g.record("2599.00901")]), timeout=TIMEOUT)))  # fmt: skip
+            first.start()
+            time.sleep(0.5)
+            busy = httpx.post(url, content=lines([g.record("2599.00902")]), timeout=TIMEOUT)
+            assert busy.status_code == 503 and busy.json()["error"] == "serve.busy"
+            txn.abort()
+            first.join(30)
+        finally:
+            env.close()
+        assert [a.status_code for a in answers] == [200]
+        assert [json.loads(x)["status"] for x in answers[0].content.splitlines()] == ["stored"]
         assert b"Traceback" not in server.stderr
 
 
@@ -253,3 +290,44 @@ def test_workers_share_the_cores_for_their_judging_helpers(
     assert len(workers) == 2
     # a worker starts its helpers with its first submission: 2 where a worker judged
     assert max(len(h) for h in helpers.values()) == 2, helpers
+
+
+def test_a_large_body_is_split_off_the_event_loop_and_no_further_than_its_limit(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """8 MiB of newlines took 2.2 s to split, on the event loop, every other request of the
+    worker waiting: a body of SPLIT_APART_BYTES or more is split in a worker thread, and a
+    split stops at the first line past --max-lines."""
+    from pithlog.errors import ServeError
+    from pithlog.net import submit
+
+    on_loop: list[bool] = []
+    split = submit.split_lines
+
+    def watched(body: bytes, limits: submit.Limits) -> list[tuple[int, bytes | None]]:
+        try:
+            asyncio.get_running_loop()
+            on_loop.append(True)
+        except RuntimeError:
+            on_loop.append(False)
+        return split(body, limits)
+
+    monkeypatch.setattr(submit, "split_lines", watched)
+    limits = submit.Limits(max_lines=3)
+    small, large = b"{}\n" * 3, b"\n" * submit.SPLIT_APART_BYTES + b"{}\n" * 3
+    assert [n for n, _ in asyncio.run(submit.lines_of(small, limits))] == [1, 2, 3]
+    assert [n for n, _ in asyncio.run(submit.lines_of(large, limits))] == [
+        submit.SPLIT_APART_BYTES + i for i in (1, 2, 3)]  # fmt: skip
+    assert on_loop == [True, False]
+    seen: list[int] = []
+    counted = submit.iter_lines
+
+    def counting(stream: Any) -> Iterator[tuple[int, bytes | None]]:
+        for item in counted(stream):
+            seen.append(item[0])
+            yield item
+
+    monkeypatch.setattr(submit, "iter_lines", counting)
+    with pytest.raises(ServeError) as refused:
+        split(b"{}\n" * 1000, limits)
+    assert refused.value.code == "serve.too_many_lines" and len(seen) == 4

@@ -377,10 +377,13 @@ def _new_to(store: Store, items: list[bytes], seen: set[bytes], held: int) -> No
     before = len(seen)
     seen.update(items)
     twice = len(seen) - before != len(items)
-    if twice or any(s is not None for s in store.copy_seqs(items)):
-        if not twice and (now := store.tree_size()) > held:
+    seqs = store.copy_seqs(items)
+    if twice or any(s is not None for s in seqs):
+        # Sequence numbers run 1..size: a copy past `held` was stored during this pass,
+        # and not by it (its own earlier copies are in `seen`, so they count as twice).
+        if not twice and all(s is None or s > held for s in seqs):
             raise MirrorError("concurrent", f"another writer appended to this store during "
-                              f"this run (from {held} to {now} leaves): run the mirror "
+                              f"this run (after its {held} leaves): run the mirror "
                               "again")  # fmt: skip
         raise MirrorError("duplicate", "the served tree holds a copy twice (or one this store "
                           "already holds): its tree cannot be reproduced")  # fmt: skip

@@ -201,6 +201,7 @@ class GroupCommit(Generic[S]):
     """Started requests, in order, waiting for a commit."""
     _arriving: list[_Waiting[S]] = field(default_factory=list)
     """Requests of this turn of the event loop, not started yet (:meth:`_start`)."""
+    _loop: asyncio.AbstractEventLoop | None = None
     _warming: asyncio.Lock | None = None
     _writer: asyncio.Task[None] | None = None
     _slots: asyncio.Semaphore | None = None
@@ -241,6 +242,7 @@ class GroupCommit(Generic[S]):
         the submission is answered. (Not a context manager: this runs once per request,
         and ``asynccontextmanager``'s generator cost the event loop more than the rest of
         the slot's work.)"""
+        self._on_this_loop()
         if self._slots is None:
             self._slots = asyncio.Semaphore(self.max_pending)
         slots = self._slots
@@ -255,10 +257,20 @@ class GroupCommit(Generic[S]):
                              "retry later") from None  # fmt: skip
         return slots
 
+    def _on_this_loop(self) -> None:
+        """The asyncio objects of the event loop that runs now: each binds to the loop it
+        first waits on, so an app served again on another loop (a program embedding it, a
+        test) starts them afresh, where the old ones would raise on every wait."""
+        loop = asyncio.get_running_loop()
+        if self._loop is not loop:
+            self._loop = loop
+            self._slots, self._arrived, self._warming, self._writer = None, None, None, None
+
     async def submit(self, lines: list[bytes]) -> list[AppendResult]:
         """Append ``lines`` in the next group commit; their results once it is durable."""
         if not lines:
             return []
+        self._on_this_loop()
         if self.warm_up is not None and not self.warm():
             self._warming = self._warming or asyncio.Lock()
             async with self._warming:

@@ -28,13 +28,13 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
-from pithlog.errors import DoorError, SyncError, register
-from pithlog.net.answers import NO_STORE, answer_headers
+from pithlog.errors import DoorError, ServeError, SyncError, register
+from pithlog.net.answers import NO_STORE, answer_headers, status_of
 from pithlog.net.app import error_response
 from pithlog.net.encoding import ACCEPT_ENCODING, read_answer
 from pithlog.net.sources import store_responder
 from pithlog.net.submit import Limits as BodyLimits
-from pithlog.net.submit import read_body
+from pithlog.net.submit import check_declared, read_body
 from pithlog.net.sync import Limits, Responder
 from pithlog.protocol.canonical import shape
 from pithlog.store import Store
@@ -86,7 +86,9 @@ class SyncEndpoint:
         self._body = BodyLimits(max_body=self.limits.max_message, body_seconds=body_seconds)
         self._lock = threading.Lock()
         self._cached: tuple[Store, int, Responder] | None = None
-        self._slots: asyncio.Semaphore | None = None
+        self._slots: tuple[asyncio.AbstractEventLoop, asyncio.Semaphore] | None = None
+        """The places and the event loop they belong to: an asyncio semaphore binds to the
+        loop it first waits on, and an app served again on another loop needs its own."""
 
     def responder(self, store: Store) -> Responder:
         """The responder over the store's copies now (cached while the tree keeps its size:
@@ -103,24 +105,34 @@ class SyncEndpoint:
 
     async def handle(self, request: Request) -> Response:
         store = self._store_of(request)
-        if self._slots is None:  # made on the event loop that serves it
-            self._slots = asyncio.Semaphore(MAX_SYNCS)
+        length = request.headers.get("content-length")
+        try:
+            check_declared(length, self._body)  # 413 at once, not after waiting for a place
+        except ServeError as exc:
+            return error_response(status_of(exc), exc.code, exc.message)
+        loop = asyncio.get_running_loop()
+        if self._slots is None or self._slots[0] is not loop:
+            self._slots = (loop, asyncio.Semaphore(MAX_SYNCS))
+        slots = self._slots[1]
+        started = loop.time()
         try:
             async with asyncio.timeout(self._body.body_seconds):
-                await self._slots.acquire()
+                await slots.acquire()
         except TimeoutError:
             return error_response(503, "serve.busy", f"{MAX_SYNCS} syncs are in progress; "
                                   "retry later")  # fmt: skip
         try:
-            body = await read_body(request.stream(), request.headers.get("content-length"),
-                                   self._body)  # fmt: skip
+            body = await read_body(request.stream(), length, self._body,
+                                   self._body.body_seconds - (loop.time() - started))  # fmt: skip
             responder = await run_in_threadpool(self.responder, store)
             reply = await run_in_threadpool(responder.handle, body)
         except SyncError as exc:
             status = 413 if exc.code == "sync.limit" else 400
             return error_response(status, exc.code, exc.message)
+        except ServeError as exc:  # the body's own limits (read_body)
+            return error_response(status_of(exc), exc.code, exc.message)
         finally:
-            self._slots.release()
+            slots.release()
         return Response(reply, media_type=MEDIA,
                         headers={**answer_headers(NO_STORE),
                                  COPIES_HEADER: str(len(responder.items))})  # fmt: skip

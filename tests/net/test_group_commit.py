@@ -338,3 +338,27 @@ def test_a_commit_takes_only_judged_requests() -> None:
     answers = asyncio.run(run())
     assert committed == [[b"0", b"1"], [b"2", b"3"]]
     assert [[r.event_id for r in a] for a in answers] == [["0"], ["1"], ["2"], ["3"]]
+
+
+def test_a_group_served_again_on_another_event_loop_works_there() -> None:
+    """Its places and events are asyncio objects, each bound to the loop it first waited on:
+    the same group run again on a new loop (an app served twice, as a program embedding it
+    or a test may) starts them afresh, where the old ones raised on every wait."""
+    appender = Appender()
+    appender.release.set()
+    group = GroupCommit(appender, max_pending=1)
+    limits = submit.Limits(body_seconds=5)
+
+    async def two_at_once() -> list[int]:
+        async def one(line: bytes) -> int:
+            slot = await group.take_slot(limits)  # the second waits for the first's place
+            try:
+                return len(await group.submit([line]))
+            finally:
+                slot.release()
+
+        return list(await asyncio.gather(one(b"a"), one(b"b")))
+
+    for _ in range(2):
+        assert asyncio.run(two_at_once()) == [1, 1]
+    assert [line for batch in appender.batches for line in batch] == [b"a", b"b"] * 2

@@ -118,12 +118,15 @@ def test_heads_under_the_bound_one_after_the_other_on_one_connection(server: Ser
             assert got.status_code == 200
 
 
-def test_other_malformed_requests_keep_uvicorns_answer(server: Server) -> None:
-    # only a head over the bound is 431: a request that is not HTTP stays uvicorn's 400
+def test_a_request_that_is_not_http_is_a_json_400(server: Server) -> None:
+    # only a head over the bound is 431: a request that is not HTTP is 400
+    # serve.bad_request, in JSON as every error (uvicorn's own answer was plain text)
     with socket.create_connection(server.address) as sock:
         sock.sendall(b"NOT HTTP AT ALL\r\n\r\n")
         answer = _answer(sock)
-    assert answer.startswith(b"HTTP/1.1 400 "), answer[:200]
+    head, _, body = answer.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 400 ") and b"application/json" in head, answer[:200]
+    assert json.loads(body)["error"] == "serve.bad_request"
 
 
 def test_without_httptools_serve_runs_h11_and_its_bound(

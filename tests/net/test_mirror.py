@@ -528,12 +528,20 @@ def test_a_copy_stored_during_the_pass_is_another_mirrors_not_the_origins_fault(
     store_path = _store(tmp_path / "store", events)
     with Store.open(store_path) as store:
         size = store.tree_size()
-        items = store.leaf_data(0, 4)
+        held = size - 4  # the pass began at this size; the last 4 leaves came after
+        since = store.leaf_data(held, 4)
+        before = store.leaf_data(0, 4)
+        assert since is not None and before is not None
         with pytest.raises(MirrorError) as caught:
-            mm._new_to(store, items, set(), held=size - 4)  # stored since the pass began
+            mm._new_to(store, since, set(), held=held)
         assert caught.value.code == "mirror.concurrent" and "run the mirror again" in str(
             caught.value)  # fmt: skip
-        for held, given in ((size, items), (0, [items[0], items[0]])):
+        # a copy stored before the pass began is the origin's duplicate, however much the
+        # store grew since (this pass's own batches grow it too); so is a copy given twice
+        for given in (before, since[:1] + before[:1], [since[0], since[0]]):
             with pytest.raises(MirrorError) as caught:
                 mm._new_to(store, given, set(), held=held)
             assert caught.value.code == "mirror.duplicate"
+        with pytest.raises(MirrorError) as caught:  # this pass's own earlier copy, again
+            mm._new_to(store, since[:1], set(since[:1]), held=held)
+        assert caught.value.code == "mirror.duplicate"

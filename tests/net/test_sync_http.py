@@ -154,6 +154,7 @@ def test_the_server_holds_at_most_max_syncs_requests_at_once(tmp_path: Path) -> 
     of a read-only server. At most MAX_SYNCS are held at once; one more waits for a place,
     and gets ``503 serve.busy`` when none frees in time."""
     import threading
+    import time
 
     from served import in_thread
     from starlette.applications import Starlette
@@ -189,12 +190,31 @@ def test_the_server_holds_at_most_max_syncs_requests_at_once(tmp_path: Path) -> 
             assert held.wait(30)
             one_more = httpx.post(url + "/sync", content=message, timeout=30)
             assert one_more.status_code == 503 and one_more.json()["error"] == "serve.busy"
+            # a body declared over the limit is 413 at once, not 503 after the wait
+            too_large = httpx.post(url + "/sync", content=b"x" * (32 << 20) + b"x", timeout=30)
+            assert too_large.status_code == 413 and too_large.json()["error"] == "serve.too_large"
             assert len(inside) == sync_http.MAX_SYNCS  # it never got a place
             release.set()
             for thread in first:
                 thread.join(30)
             assert answers == [200] * sync_http.MAX_SYNCS
             assert httpx.post(url + "/sync", content=message).status_code == 200  # places freed
+        # the same endpoint served again, on another event loop: its places are that loop's
+        # (an asyncio semaphore binds to the loop it first waited on: 500s before)
+        held.clear()
+        release.clear()
+        inside.clear()
+        answers.clear()
+        with in_thread(app) as url:
+            again = [threading.Thread(target=post) for _ in range(sync_http.MAX_SYNCS + 1)]
+            for thread in again:
+                thread.start()
+            assert held.wait(30)
+            time.sleep(0.3)  # the one more waits for a place now
+            release.set()
+            for thread in again:
+                thread.join(30)
+            assert sorted(answers) == [200] * (sync_http.MAX_SYNCS + 1)
     finally:
         release.set()
         store.close()

@@ -306,7 +306,9 @@ def value_text(value: object) -> bytes:
         text = json.dumps(value, ensure_ascii=True, allow_nan=False, separators=(",", ":"))
     except RecursionError:
         _refuse("too_deep", f"nesting deeper than the {MAX_DEPTH} levels allowed")
-    except ValueError as exc:  # NaN or an infinity
+    except ValueError as exc:  # NaN or an infinity, or a value that holds itself
+        if "ircular" in str(exc):
+            _refuse("syntax", f"a value JSON cannot write: {exc}")
         _refuse("number_form", f"not a v1 JSON number: {exc}")
     except TypeError as exc:  # bytes, a set, an object: no JSON value at all
         _refuse("syntax", f"a value JSON cannot write: {exc}")

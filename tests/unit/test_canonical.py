@@ -332,3 +332,22 @@ def test_decode_b64_refuses_non_strings() -> None:
 
 def test_decode_b64_accepts_the_standard_alphabet() -> None:
     assert decode_b64("+/8=") == b"\xfb\xff"
+
+
+def test_value_text_writes_what_the_door_then_judges() -> None:
+    """A Python value (a caller's dict) is written as ASCII JSON for the door to read: what
+    JSON cannot write is refused here, each with the door's code."""
+    from pithlog.protocol.canonical import value_text
+
+    assert parse(value_text({"a": ["\u00e9", 1, None]})) == {"a": ["\u00e9", 1, None]}
+    held: list[object] = []
+    held.append(held)
+    deep: object = []
+    for _ in range(100_000):
+        deep = [deep]
+    for value, code in ((float("nan"), "door.number_form"), (held, "door.syntax"),
+                        ({b"k": 1}, "door.syntax"), (deep, "door.too_deep")):  # fmt: skip
+        with pytest.raises(DoorError) as caught:
+            value_text(value)
+        assert caught.value.code == code
+    assert refused(value_text("\ud800")) == "door.lone_surrogate"  # written, then refused

@@ -27,12 +27,14 @@ from pithlog.net.answers import (
     status_of,
 )
 from pithlog.net.submit import (
+    SPLIT_APART_BYTES,
     GroupCommit,
     Limits,
     answer,
     check_declared,
     lines_of,
     read_body,
+    split_lines,
 )
 
 Scope = MutableMapping[str, Any]
@@ -80,8 +82,10 @@ class SubmitRoute:
         try:
             # the body's time counts from the request's start, its wait for a place in it
             left = self.limits.body_seconds - (loop.time() - started)
-            body = await read_body(_chunks(receive), length, self.limits, left)
-            lines = await lines_of(body, self.limits)
+            body = await read_body(_chunks(receive), None, self.limits, left)  # length: checked
+            # a single event split here, on the loop; a large body in a worker thread
+            lines = (split_lines(body, self.limits) if len(body) < SPLIT_APART_BYTES
+                     else await lines_of(body, self.limits))  # fmt: skip
             results = await self.submissions.submit([raw for _, raw in lines if raw is not None])
         finally:
             slots.release()

@@ -22,7 +22,7 @@ from pithlog.cli.edge import (
     show_progress,
 )
 from pithlog.errors import EXIT_OK, MirrorError, UsageError
-from pithlog.protocol.canonical import encode_b64
+from pithlog.protocol.text_forms import encode_b64
 from pithlog.transparency.witness import may_witness
 
 

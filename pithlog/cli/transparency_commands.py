@@ -41,12 +41,12 @@ from pithlog.errors import (
 from pithlog.net.sources import ExportSource, store_responder
 from pithlog.net.sync import MAX_NEEDED, Limits
 from pithlog.net.sync_pull import pull
-from pithlog.protocol.canonical import encode_b64
 from pithlog.protocol.events import is_event_id, parse_envelope
 from pithlog.protocol.keys import (
     Keyring,
     load_key_file,
 )
+from pithlog.protocol.text_forms import encode_b64
 from pithlog.store import REFUSED, REJECTED, AppendResult, Store
 from pithlog.store.place import is_store_folder
 from pithlog.transparency.checkpoint import (

@@ -14,7 +14,7 @@ from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
-from pithlog.protocol.canonical import decode_b64, digest
+from pithlog.protocol.canonical import digest
 from pithlog.protocol.event_types import EVENT_TYPES, ChosenRecord
 from pithlog.protocol.events import (
     ENVELOPE_MEMBERS,
@@ -27,6 +27,7 @@ from pithlog.protocol.events import (
 )
 from pithlog.protocol.keys import Keyring, verify_signature
 from pithlog.protocol.records import pith_number_for
+from pithlog.protocol.text_forms import decode_b64
 from pithlog.protocol.timestamps import is_ts
 
 REASONS: tuple[str, ...] = (

@@ -16,10 +16,11 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from pithlog.errors import SigningError
-from pithlog.protocol.canonical import decode_b64, digest, encode_b64, is_hex64, jcs
+from pithlog.protocol.canonical import digest, jcs
 from pithlog.protocol.events import RecordFacts, observation_digest
 from pithlog.protocol.keys import SigningKey
 from pithlog.protocol.records import pith_number_for
+from pithlog.protocol.text_forms import decode_b64, encode_b64, is_hex64
 from pithlog.protocol.timestamps import is_ts
 
 # --- the chosen record, as the record-comparing rules (check 14) see it --------------------

@@ -26,13 +26,13 @@ from pithlog.protocol.canonical import (
     MAX_ENVELOPE_BYTES,
     decode,
     digest,
-    encode_b64,
     jcs,
     parse,
     value_text,
 )
 from pithlog.protocol.keys import SigningKey
 from pithlog.protocol.records import is_pith_number
+from pithlog.protocol.text_forms import encode_b64
 
 ENVELOPE_MEMBERS = frozenset(
     {

@@ -8,13 +8,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from pithlog.protocol.canonical import decode_b64, digest, is_hex64
+from pithlog.protocol.canonical import digest
 from pithlog.protocol.event_types import (
     CORRECTION_TYPES,
     EVENT_TYPES,
     RECORD_CREATED_MEMBERS,
     REPLICATION_OUTCOMES,
 )
+from pithlog.protocol.text_forms import decode_b64, is_hex64
 from pithlog.protocol.timestamps import is_ts
 
 TARGET_FORMS: dict[str, tuple[str, ...]] = {

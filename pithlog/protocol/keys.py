@@ -31,7 +31,8 @@ from nacl.bindings import crypto_sign_open
 from nacl.exceptions import BadSignatureError
 
 from pithlog.errors import DoorError, KeyFileError, KeyringError
-from pithlog.protocol.canonical import decode_b64, digest, encode_b64, parse
+from pithlog.protocol.canonical import digest, parse
+from pithlog.protocol.text_forms import decode_b64, encode_b64
 from pithlog.protocol.timestamps import is_ts
 
 SIGNER_TYPES = frozenset(

@@ -21,11 +21,12 @@ from typing import Any
 
 import msgspec
 
-from pithlog.protocol.canonical import digest, jcs, lower_ascii
+from pithlog.protocol.canonical import digest, jcs
 from pithlog.protocol.event_types import EVENT_TYPES, STATE_LISTS
 from pithlog.protocol.events import Envelope, projection_spans
 from pithlog.protocol.records import base32_of
 from pithlog.protocol.reduce import MERGE_VERSION, Equivocation, Reduction, SlotKey
+from pithlog.protocol.text_forms import lower_ascii
 
 STATE_TYPE = "pith_open_graph_state"
 STATE_VERSION = "1.0"

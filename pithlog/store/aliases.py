@@ -29,10 +29,10 @@ from typing import Any
 import msgspec
 
 from pithlog.errors import StoreError, register
-from pithlog.protocol.canonical import lower_ascii
 from pithlog.protocol.events import readmit
 from pithlog.protocol.records import is_pith_number
 from pithlog.protocol.state import source_aliases
+from pithlog.protocol.text_forms import lower_ascii
 from pithlog.store.layout import Txn, eid_bytes, event_copy
 from pithlog.store.replay_report import Discrepancy
 

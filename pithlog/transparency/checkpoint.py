@@ -37,8 +37,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from pithlog.errors import CheckpointError, register
-from pithlog.protocol.canonical import decode_b64, encode_b64
 from pithlog.protocol.keys import KeyEntry, Keyring, SigningKey, verify_signature
+from pithlog.protocol.text_forms import decode_b64, encode_b64
 from pithlog.transparency.merkle import EMPTY_ROOT
 
 register(

@@ -35,11 +35,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from pithlog.errors import DoorError, EvidenceError, PithlogError, register
-from pithlog.protocol.canonical import MAX_DEPTH, decode_b64, encode_b64, jcs, parse
+from pithlog.protocol.canonical import MAX_DEPTH, jcs, parse
 from pithlog.protocol.checks import check_alone
 from pithlog.protocol.events import Envelope, admit
 from pithlog.protocol.keys import Keyring
 from pithlog.protocol.reduce import slot_of
+from pithlog.protocol.text_forms import decode_b64, encode_b64
 from pithlog.transparency import merkle
 from pithlog.transparency.checkpoint import VerifiedCheckpoint, verify_checkpoint
 from pithlog.transparency.proofs import parse_consistency_proof

@@ -33,9 +33,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from pithlog.errors import ProofError, register
-from pithlog.protocol.canonical import decode_b64, encode_b64
 from pithlog.protocol.events import is_event_id
 from pithlog.protocol.keys import Keyring
+from pithlog.protocol.text_forms import decode_b64, encode_b64
 from pithlog.transparency import merkle
 from pithlog.transparency.checkpoint import VerifiedCheckpoint, decimal_of, verify_checkpoint
 

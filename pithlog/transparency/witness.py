@@ -31,8 +31,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from pithlog.errors import CheckpointError, WitnessError, register
-from pithlog.protocol.canonical import decode_b64, encode_b64
 from pithlog.protocol.keys import KeyEntry, Keyring, SigningKey, verify_signature
+from pithlog.protocol.text_forms import decode_b64, encode_b64
 from pithlog.transparency import merkle
 from pithlog.transparency.checkpoint import (
     EM_DASH,

@@ -26,9 +26,10 @@ from cryptography.hazmat.primitives.serialization import Encoding, NoEncryption,
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 
-from pithlog.protocol.canonical import MAX_SAFE_INTEGER, digest, encode_b64, jcs
+from pithlog.protocol.canonical import MAX_SAFE_INTEGER, digest, jcs
 from pithlog.protocol.event_types import prepare_record_created
 from pithlog.protocol.events import sign_event
+from pithlog.protocol.text_forms import encode_b64
 from pithlog.testing import test_key, test_keyring
 
 FUZZ = os.environ.get("HYPOTHESIS_PROFILE") == "fuzz"

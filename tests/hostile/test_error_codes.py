@@ -20,8 +20,9 @@ import pytest
 
 from pithlog.cli import main
 from pithlog.errors import CODES
-from pithlog.protocol.canonical import MAX_LINE_BYTES, encode_b64, jcs
+from pithlog.protocol.canonical import MAX_LINE_BYTES, jcs
 from pithlog.protocol.keys import dump_key_file
+from pithlog.protocol.text_forms import encode_b64
 from pithlog.testing import test_key, test_keyring_entries
 
 from .corpus import CANONICAL_RECORD, ORIGINALS, PITH

@@ -17,11 +17,12 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from pithlog.errors import KeyringError
-from pithlog.protocol.canonical import digest, encode_b64
+from pithlog.protocol.canonical import digest
 from pithlog.protocol.checks import check_alone
 from pithlog.protocol.event_types import prepare_record_created
 from pithlog.protocol.events import admit, body_of, sign_event
 from pithlog.protocol.keys import Keyring, SigningKey, make_keyring
+from pithlog.protocol.text_forms import encode_b64
 from pithlog.testing import test_key, test_keyring_entries
 
 from . import edwards as ed

@@ -13,11 +13,12 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from pithlog.protocol.canonical import digest, encode_b64
+from pithlog.protocol.canonical import digest
 from pithlog.protocol.event_types import prepare_record_created
 from pithlog.protocol.events import Envelope, admit, sign_event
 from pithlog.protocol.reduce import Pending, reduce_events
 from pithlog.protocol.state import render, state_document
+from pithlog.protocol.text_forms import encode_b64
 from pithlog.testing import test_key as fixed_key
 from pithlog.testing import test_keyring as fixed_keyring
 

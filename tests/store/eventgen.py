@@ -12,12 +12,13 @@ import hashlib
 import random
 from typing import Any
 
-from pithlog.protocol.canonical import digest, encode_b64, jcs
+from pithlog.protocol.canonical import digest, jcs
 from pithlog.protocol.event_types import prepare_record_created
 from pithlog.protocol.events import body_of, sign_event
 from pithlog.protocol.keys import Keyring
 from pithlog.protocol.reduce import Pending, reduce_events
 from pithlog.protocol.state import render, state_document
+from pithlog.protocol.text_forms import encode_b64
 from pithlog.testing import test_key, test_keyring
 
 KEYRING = test_keyring()

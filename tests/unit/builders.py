@@ -10,7 +10,7 @@ import copy
 from pathlib import Path
 from typing import Any
 
-from pithlog.protocol.canonical import digest, encode_b64, parse
+from pithlog.protocol.canonical import digest, parse
 from pithlog.protocol.checks import reduction_hints
 from pithlog.protocol.event_types import prepare_record_created
 from pithlog.protocol.events import admit, body_of, readmit_light, sign_event
@@ -24,6 +24,7 @@ from pithlog.protocol.reduce import (
     reduce_pith,
 )
 from pithlog.protocol.state import render_reduction
+from pithlog.protocol.text_forms import encode_b64
 from pithlog.testing import test_key, test_keyring
 
 REPO = Path(__file__).resolve().parents[2]

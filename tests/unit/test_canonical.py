@@ -13,16 +13,14 @@ from pithlog.errors import DoorError
 from pithlog.protocol.canonical import (
     MAX_DEPTH,
     MAX_LINE_BYTES,
-    decode_b64,
     digest,
-    is_hex64,
     jcs,
     jcs_ordered,
     jcs_reference,
-    lower_ascii,
     parse,
     shape,
 )
+from pithlog.protocol.text_forms import decode_b64, is_hex64, lower_ascii
 
 
 def refused(data: bytes) -> str:

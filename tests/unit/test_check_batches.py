@@ -19,7 +19,7 @@ from pithlog.parallel import (
     leave_interrupts_to_parent,
     worker_pool,
 )
-from pithlog.protocol.canonical import decode_b64, digest
+from pithlog.protocol.canonical import digest
 from pithlog.protocol.checks import (
     PART,
     SignatureCheck,
@@ -31,6 +31,7 @@ from pithlog.protocol.checks import (
 )
 from pithlog.protocol.events import Envelope, body_of, parse_envelope
 from pithlog.protocol.keys import load_keyring
+from pithlog.protocol.text_forms import decode_b64
 
 CASE = Path(__file__).resolve().parents[2] / "vectors" / "cases" / "reasons"
 KEYRING = load_keyring((CASE / "keyring.json").read_bytes())

@@ -14,11 +14,12 @@ from typing import Any
 
 import pytest
 
-from pithlog.protocol.canonical import digest, encode_b64
+from pithlog.protocol.canonical import digest
 from pithlog.protocol.checks import CHECK_NUMBER, REASONS, check_alone
 from pithlog.protocol.event_types import EVENT_TYPES
 from pithlog.protocol.events import admit
 from pithlog.protocol.keys import make_keyring
+from pithlog.protocol.text_forms import encode_b64
 from pithlog.testing import test_keyring as fixed_keyring
 from pithlog.testing import test_keyring_entries as fixed_entries
 

@@ -9,9 +9,10 @@ from typing import Any
 
 import pytest
 
-from pithlog.protocol.canonical import digest, encode_b64
+from pithlog.protocol.canonical import digest
 from pithlog.protocol.event_types import prepare_record_created
 from pithlog.protocol.records import base32_of
+from pithlog.protocol.text_forms import encode_b64
 
 from .builders import (
     NON_RECORD_TYPES,

@@ -10,11 +10,12 @@ from typing import Any
 
 import pytest
 
-from pithlog.protocol.canonical import digest, encode_b64
+from pithlog.protocol.canonical import digest
 from pithlog.protocol.checks import check_against_record, check_alone
 from pithlog.protocol.events import admit
 from pithlog.protocol.records import pith_number_for
 from pithlog.protocol.reduce import chosen_record
+from pithlog.protocol.text_forms import encode_b64
 from pithlog.testing import test_keyring as fixed_keyring
 
 from .builders import (

@@ -12,7 +12,6 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 
 from pithlog.errors import KeyFileError, KeyringError
-from pithlog.protocol.canonical import encode_b64
 from pithlog.protocol.keys import (
     SigningKey,
     _decode_point,
@@ -23,6 +22,7 @@ from pithlog.protocol.keys import (
     load_key_file,
     load_keyring,
 )
+from pithlog.protocol.text_forms import encode_b64
 from pithlog.testing import test_key as fixed_key
 from pithlog.testing import test_keyring_entries as fixed_entries
 

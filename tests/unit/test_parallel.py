@@ -20,9 +20,9 @@ from pithlog.parallel import (
     split_by_pith,
     verifying_pool,
 )
-from pithlog.protocol.canonical import encode_b64
 from pithlog.protocol.events import Envelope, admit
 from pithlog.protocol.reduce import Pending
+from pithlog.protocol.text_forms import encode_b64
 from pithlog.store import Store
 
 from .builders import KEYRING, canonical_record, event, record_event

@@ -5,7 +5,7 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
-from pithlog.protocol.canonical import encode_b64, jcs
+from pithlog.protocol.canonical import jcs
 from pithlog.protocol.events import admit
 from pithlog.protocol.reduce import (
     Pending,
@@ -18,6 +18,7 @@ from pithlog.protocol.reduce import (
     reduce_pith,
 )
 from pithlog.protocol.state import render, state_document
+from pithlog.protocol.text_forms import encode_b64
 
 from .builders import (
     KEYRING,

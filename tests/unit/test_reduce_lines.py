@@ -15,10 +15,11 @@ import pithlog.parallel
 from pithlog.errors import DoorError, HelperLost
 from pithlog.lines import too_long
 from pithlog.parallel import reduce_lines, reduce_rendered
-from pithlog.protocol.canonical import encode_b64, jcs
+from pithlog.protocol.canonical import jcs
 from pithlog.protocol.checks import check_alone
 from pithlog.protocol.events import parse_envelope
 from pithlog.protocol.reduce import StepZero, judge_lines
+from pithlog.protocol.text_forms import encode_b64
 
 from .builders import KEYRING, event
 from .test_parallel import A, B, C, crossing

@@ -4,6 +4,7 @@ Also the events and keys of the tests (the store tests' generator, loaded by pat
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import importlib.util
 import json
@@ -16,7 +17,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -196,3 +197,19 @@ def spawned_children(pid: int, marker: bytes = b"spawn_main") -> list[int]:
         if int(stat.rsplit(")", 1)[1].split()[1]) == pid and marker in cmdline:
             found.append(int(entry.name))
     return found
+
+
+def loop_watched(calls: list[bool], function: Callable[..., Any]) -> Callable[..., Any]:
+    """``function``, noting in ``calls`` for each call whether it ran on an event loop
+    (``True``) or where none runs (``False``: a worker thread): how the tests show that a
+    long piece of work stays off the loop that serves every other request."""
+
+    def watched(*args: Any, **kwargs: Any) -> Any:
+        try:
+            asyncio.get_running_loop()
+            calls.append(True)
+        except RuntimeError:
+            calls.append(False)
+        return function(*args, **kwargs)
+
+    return watched

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from served import ORIGIN, Files, make_files, serving, spawned_children
+from served import ORIGIN, Files, loop_watched, make_files, serving, spawned_children
 
 with warnings.catch_warnings():  # Starlette would have httpx2; httpx is what pithlog uses
     warnings.simplefilter("ignore")
@@ -341,24 +341,14 @@ def test_pages_are_rendered_off_the_event_loop(
     """A record of thousands of events is a page of megabytes (1.8 s of Jinja for 4,000
     events): rendered on the event loop it held every other request of the worker (a
     /healthz probe waited 1,745 ms). Each template renders where no event loop runs."""
-    import asyncio
 
     import jinja2
 
     from pithlog.net.pages import page_routes
 
     on_loop: list[bool] = []
-    render = jinja2.Template.render
-
-    def watched(self: jinja2.Template, *args: Any, **kwargs: Any) -> str:
-        try:
-            asyncio.get_running_loop()
-            on_loop.append(True)
-        except RuntimeError:
-            on_loop.append(False)
-        return render(self, *args, **kwargs)
-
-    monkeypatch.setattr(jinja2.Template, "render", watched)
+    monkeypatch.setattr(jinja2.Template, "render",
+                        loop_watched(on_loop, jinja2.Template.render))  # fmt: skip
     with Store.open(files.store, readonly=True) as store:
         pith = next(p["pith_number"] for p in store.piths() if p["status"] == "state")
         app = create_app(ServeConfig(store, load_key_file(files.key.read_bytes()), ORIGIN,
@@ -378,22 +368,11 @@ def test_large_answers_are_compressed_apart_from_the_event_loop(
     request of the worker waiting: an answer of APART_BYTES or more is compressed by its
     route in a worker thread (zstd first, else gzip), the same bytes once decoded, and
     starlette-compress passes it through. (APART_BYTES is 1 here, so every one is.)"""
-    import asyncio
 
     from pithlog.net import encoding
 
     on_loop: list[bool] = []
-    pack = encoding.pack
-
-    def watched(body: bytes, coding: str) -> bytes:
-        try:
-            asyncio.get_running_loop()
-            on_loop.append(True)
-        except RuntimeError:
-            on_loop.append(False)
-        return pack(body, coding)
-
-    monkeypatch.setattr(encoding, "pack", watched)
+    monkeypatch.setattr(encoding, "pack", loop_watched(on_loop, encoding.pack))
     monkeypatch.setattr(encoding, "APART_BYTES", 1)
     with Store.open(files.store, readonly=True) as store:
         pith = next(p["pith_number"] for p in store.piths() if p["status"] == "state")

@@ -16,7 +16,7 @@ from typing import Any
 
 import httpx
 import pytest
-from served import Files, Server, g, make_files, serving, spawned_children
+from served import Files, Server, g, loop_watched, make_files, serving, spawned_children
 
 from pithlog.store import Store
 
@@ -303,16 +303,7 @@ def test_a_large_body_is_split_off_the_event_loop_and_no_further_than_its_limit(
 
     on_loop: list[bool] = []
     split = submit.split_lines
-
-    def watched(body: bytes, limits: submit.Limits) -> list[tuple[int, bytes | None]]:
-        try:
-            asyncio.get_running_loop()
-            on_loop.append(True)
-        except RuntimeError:
-            on_loop.append(False)
-        return split(body, limits)
-
-    monkeypatch.setattr(submit, "split_lines", watched)
+    monkeypatch.setattr(submit, "split_lines", loop_watched(on_loop, split))
     limits = submit.Limits(max_lines=3)
     small, large = b"{}\n" * 3, b"\n" * submit.SPLIT_APART_BYTES + b"{}\n" * 3
     assert [n for n, _ in asyncio.run(submit.lines_of(small, limits))] == [1, 2, 3]

@@ -122,7 +122,7 @@ class SyncEndpoint:
             return error_response(503, "serve.busy", f"{MAX_SYNCS} syncs are in progress; "
                                   "retry later")  # fmt: skip
         try:
-            body = await read_body(request.stream(), length, self._body,
+            body = await read_body(request.stream(), None, self._body,  # length: checked
                                    self._body.body_seconds - (loop.time() - started))  # fmt: skip
             responder = await run_in_threadpool(self.responder, store)
             reply = await run_in_threadpool(responder.handle, body)

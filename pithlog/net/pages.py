@@ -157,9 +157,13 @@ class Pages:
 
     @staticmethod
     def recent(log: Log, tree_size: int) -> list[dict[str, Any]]:
-        """The last :data:`RECENT` copies of the log, newest first."""
+        """The last :data:`RECENT` copies of the published tree of ``tree_size`` leaves,
+        newest first. The store may hold more (appended since, or not yet cosigned by the
+        witnesses): those are neither shown nor read."""
         out = []
-        for seq, copy in log.store.export(after=max(0, tree_size - RECENT)):
+        for seq, copy in log.store.export(after=max(0, tree_size - RECENT), chunk=RECENT):
+            if seq > tree_size:
+                break
             event = msgspec.json.decode(copy)
             signer = event.get("signer")
             out.append({
@@ -169,6 +173,8 @@ class Pages:
                 "signer_id": signer.get("signer_id") if isinstance(signer, dict) else None,
                 "created_at": event.get("created_at"),
             })  # fmt: skip
+            if seq == tree_size:  # the last leaf: no read of the chunk after it
+                break
         return out[::-1]
 
     async def home(self, request: Request) -> Response:

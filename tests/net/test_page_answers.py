@@ -4,6 +4,7 @@ of the conformance cases and of kept invalid events whose members are of any JSO
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -12,8 +13,9 @@ import pytest
 from starlette.testclient import TestClient
 
 from pithlog import Store, load_keyring, sign_event
+from pithlog.errors import ServeError
 from pithlog.net.app import ServeConfig, create_app
-from pithlog.net.pages import page_routes
+from pithlog.net.pages import RECENT, page_routes
 from pithlog.testing import test_key
 
 CASES = Path(__file__).resolve().parents[2] / "vectors" / "cases"
@@ -64,3 +66,39 @@ def test_a_kept_event_whose_time_is_not_a_timestamp_is_shown_as_text(
             assert got.status_code == 200, (path, got.text)
             assert got.headers["content-type"].startswith("text/html")
         assert f'<time datetime="{created_at}"' not in got.text
+
+
+def test_the_recent_events_are_those_of_the_published_checkpoint(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """While the witnesses do not cosign a larger tree, the published checkpoint stays
+    behind the store: the front page listed every copy stored since (decoded and held for
+    one request, however many: the export went on to the store's end, a thousand copies of
+    up to 1 MiB a read), with leaves the published tree does not hold."""
+    published = store.tree_size()
+
+    def cosign(note: bytes, size: int) -> bytes:
+        if size > published:
+            raise ServeError("internal", "too few witnesses cosigned")
+        return note
+
+    read: list[int] = []
+    export = Store.export
+
+    def counted(self: Store, after: int = 0, chunk: int = 1000) -> Iterator[tuple[int, bytes]]:
+        for row in export(self, after, chunk):
+            read.append(row[0])
+            yield row
+
+    monkeypatch.setattr(Store, "export", counted)
+    with _client(store, cosign=cosign) as client:
+        assert client.get("/", headers=HTML).status_code == 200
+        store.append([json.dumps(_odd(n)).encode() for n in range(1, 41)], KEYRING,
+                     keep_invalid=True)  # fmt: skip
+        assert store.tree_size() == published + 40
+        read.clear()
+        page = client.get("/", headers=HTML).text
+    assert f"<strong>{published}</strong> copies logged" in page
+    leaves = [int(leaf) for leaf in re.findall(r"<tr>\s*<td>(\d+)</td>", page)]
+    assert leaves == list(range(published - 1, published - 1 - RECENT, -1))
+    assert max(read) <= published and len(read) <= RECENT

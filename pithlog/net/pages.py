@@ -168,7 +168,7 @@ class Pages:
             signer = event.get("signer")
             out.append({
                 "leaf": seq - 1, "event_id": event.get("event_id"),
-                "event_type": str(event.get("event_type")),
+                "event_type": _event_type(event),
                 "pith_number": event.get("pith_number"),
                 "signer_id": signer.get("signer_id") if isinstance(signer, dict) else None,
                 "created_at": event.get("created_at"),
@@ -279,8 +279,7 @@ class Pages:
             return await self.message(request, 404, "Unknown event",
                                       f"This log holds no event {event_id}.")
         event = msgspec.json.decode(copy)
-        if not isinstance(event.get("event_type"), str) or event["event_type"] not in EVENT_TYPES:
-            event["event_type"] = "unknown type"
+        event["event_type"] = _event_type(event)
         return await self.render(request, "event.html", event=event)
 
     def routes(self) -> list[BaseRoute]:
@@ -291,6 +290,14 @@ class Pages:
             Route("/event/{event_id}", self.event, middleware=compressed()),
             Route("/static/style.css", _stylesheet),
         ]
+
+
+def _event_type(event: dict[str, Any]) -> str:
+    """The event's type as a page names it: a kept invalid event's may be any JSON value
+    (an empty string made a link without text, a long one a line of megabytes), and one
+    outside the nine types is "unknown type"."""
+    kind = event.get("event_type")
+    return kind if isinstance(kind, str) and kind in EVENT_TYPES else "unknown type"
 
 
 def _wants_html(request: Request) -> bool:

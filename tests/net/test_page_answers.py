@@ -102,3 +102,17 @@ def test_the_recent_events_are_those_of_the_published_checkpoint(
     leaves = [int(leaf) for leaf in re.findall(r"<tr>\s*<td>(\d+)</td>", page)]
     assert leaves == list(range(published - 1, published - 1 - RECENT, -1))
     assert max(read) <= published and len(read) <= RECENT
+
+
+@pytest.mark.parametrize("event_type", ["", " ", ["author_attestation"], None, "x" * 5000])
+def test_recent_events_of_an_unknown_type_are_links_with_text(
+    store: Store, event_type: Any
+) -> None:
+    """Each recent event is a link named by its type (docs/pages.md: every link has text): a
+    kept invalid event's type outside the nine was printed as it came, an empty one an
+    empty link, a list its Python repr; it reads "unknown type", as on the event's page."""
+    odd = _odd(1, event_type=event_type)
+    store.append([json.dumps(odd).encode()], KEYRING, keep_invalid=True)
+    with _client(store) as client:
+        page = client.get("/", headers=HTML).text
+    assert f'<a href="/event/{odd["event_id"]}">unknown type</a>' in page

@@ -202,7 +202,11 @@ class Pages:
         if alias is not None:
             try:
                 piths = await log.read(log.store.piths_for_alias, alias)
-            except PithlogError:
+            except PithlogError as exc:
+                # not a form of alias: nothing found; a store that failed to answer (too
+                # many readers, retry) is an error, not "no record has the alias"
+                if exc.code != "store.alias":
+                    raise
                 piths = []
         if len(piths) == 1:
             return RedirectResponse(f"/pith/{piths[0]}", 303)

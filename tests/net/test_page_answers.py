@@ -13,7 +13,7 @@ import pytest
 from starlette.testclient import TestClient
 
 from pithlog import Store, load_keyring, sign_event
-from pithlog.errors import ServeError
+from pithlog.errors import ServeError, StoreError
 from pithlog.net.app import ServeConfig, create_app
 from pithlog.net.pages import RECENT, page_routes
 from pithlog.testing import test_key
@@ -116,3 +116,20 @@ def test_recent_events_of_an_unknown_type_are_links_with_text(
     with _client(store) as client:
         page = client.get("/", headers=HTML).text
     assert f'<a href="/event/{odd["event_id"]}">unknown type</a>' in page
+
+
+def test_a_search_the_store_fails_to_answer_is_not_nothing_found(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A store read that failed (too many readers: retry) was a 404 page saying no record
+    has the alias; it is the error of its code. A query that is no form of alias is still
+    a 404 page."""
+
+    def full(alias: str) -> list[str]:
+        raise StoreError("readers_full", "too many readers")
+
+    with _client(store) as client:
+        assert client.get("/search?q=doi:", headers=HTML).status_code == 404
+        monkeypatch.setattr(store, "piths_for_alias", full)
+        got = client.get("/search?q=2411.00284", headers=HTML)
+    assert got.status_code == 503 and got.json()["error"] == "store.readers_full"

@@ -10,7 +10,6 @@ on a page comes from signed but untrusted events. No JavaScript. The JSON endpoi
 from __future__ import annotations
 
 import datetime
-import functools
 import re
 from importlib import resources
 from typing import Any
@@ -26,7 +25,7 @@ from pithlog import __version__
 from pithlog.errors import PithlogError
 from pithlog.net.answers import answer_headers
 from pithlog.net.app import Log, get_event
-from pithlog.net.encoding import compressed
+from pithlog.net.encoding import compressed, packed_apart
 from pithlog.protocol.event_types import EVENT_TYPES, STATE_LISTS
 from pithlog.protocol.events import is_event_id
 from pithlog.protocol.records import is_pith_number
@@ -120,18 +119,22 @@ class Pages:
                      **context: Any) -> HTMLResponse:  # fmt: skip
         """The page, rendered in a worker thread: a record of thousands of events is a
         page of megabytes (1.8 s of Jinja for 4,000 events), which on the event loop would
-        hold every other request of the worker that long."""
+        hold every other request of the worker that long. A page of
+        :data:`~pithlog.net.encoding.APART_BYTES` or more is compressed in a worker thread
+        too, as the JSON routes' large answers are."""
         log: Log = request.app.state.log
         template_of = self.env.get_template(template)
-        page = await anyio.to_thread.run_sync(functools.partial(
-            template_of.render, origin=log.config.origin, version=__version__,
+        page = await anyio.to_thread.run_sync(lambda: template_of.render(
+            origin=log.config.origin, version=__version__,
             query=request.query_params.get("q", "")[:MAX_QUERY], **context,
-        ))  # fmt: skip
-        return HTMLResponse(page, status, headers={
+        ).encode())  # fmt: skip
+        body, coded = await packed_apart(request.headers, page)
+        return HTMLResponse(body, status, headers={
             **answer_headers("no-cache"),
             # nothing on these pages runs or loads from elsewhere
             "Content-Security-Policy": "default-src 'none'; style-src 'self'; img-src 'self'; "
             "form-action 'self'; base-uri 'none'; frame-ancestors 'none'",
+            **coded,
         })  # fmt: skip
 
     async def message(self, request: Request, status: int, heading: str, text: str,

@@ -10,10 +10,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from served import loop_watched
 from starlette.testclient import TestClient
 
 from pithlog import Store, load_keyring, sign_event
 from pithlog.errors import ServeError, StoreError
+from pithlog.net import encoding
 from pithlog.net.app import ServeConfig, create_app
 from pithlog.net.pages import RECENT, page_routes
 from pithlog.testing import test_key
@@ -133,3 +135,26 @@ def test_a_search_the_store_fails_to_answer_is_not_nothing_found(
         monkeypatch.setattr(store, "piths_for_alias", full)
         got = client.get("/search?q=2411.00284", headers=HTML)
     assert got.status_code == 503 and got.json()["error"] == "store.readers_full"
+
+
+def test_a_large_page_is_compressed_apart_from_the_event_loop(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An event's page of megabytes (a kept event of 1 MiB of small values lays out as
+    several) went through starlette-compress on the event loop, and a record's page,
+    on routes without it, was sent as it is: a page of APART_BYTES or more is compressed
+    in a worker thread, as the JSON routes' answers are. (APART_BYTES is 1 here.)"""
+    on_loop: list[bool] = []
+    monkeypatch.setattr(encoding, "pack", loop_watched(on_loop, encoding.pack))
+    monkeypatch.setattr(encoding, "APART_BYTES", 1)
+    odd = _odd(1, payload={"a": [[] for _ in range(1000)]})
+    store.append([json.dumps(odd).encode()], KEYRING, keep_invalid=True)
+    with _client(store) as client:
+        for path in ("/event/" + odd["event_id"], f"/pith/{PITH}"):
+            got = client.get(path, headers={**HTML, "accept-encoding": "gzip"})
+            assert got.status_code == 200 and got.headers["content-encoding"] == "gzip"
+            assert got.headers["content-security-policy"].startswith("default-src 'none'")
+            assert "Accept-Encoding" in got.headers["vary"]
+            assert got.text.startswith("<!doctype html>")  # httpx decodes it
+        assert got.headers["vary"] == "Accept-Encoding"
+    assert on_loop == [False, False]

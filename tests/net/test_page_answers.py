@@ -5,13 +5,17 @@ from __future__ import annotations
 
 import json
 import re
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from served import loop_watched
-from starlette.testclient import TestClient
+
+with warnings.catch_warnings():  # Starlette would have httpx2; httpx is what pithlog uses
+    warnings.simplefilter("ignore")
+    from starlette.testclient import TestClient
 
 from pithlog import Store, load_keyring, sign_event
 from pithlog.errors import ServeError, StoreError

@@ -77,6 +77,11 @@ def _readable_time(ts: str) -> str:
     return f"{moment.day} {moment:%b %Y, %H:%M:%S} UTC"
 
 
+# The most JSON values of one payload a page lays out; a larger payload is a link to its
+# JSON (fits_layout).
+MOST_LAID_OUT = 2_000
+
+
 def _environment() -> jinja2.Environment:
     templates = resources.files("pithlog.net") / "templates"
     env = jinja2.Environment(
@@ -88,7 +93,29 @@ def _environment() -> jinja2.Environment:
     env.filters["readable_time"] = _readable_time
     env.tests["hashlike"] = lambda v: isinstance(v, str) and bool(_HEX64.fullmatch(v))
     env.tests["timestamp"] = lambda v: isinstance(v, str) and is_ts(v)
+    env.tests["laid_out"] = fits_layout
+    env.globals["most_laid_out"] = MOST_LAID_OUT
     return env
+
+
+def fits_layout(value: Any) -> bool:
+    """At most :data:`MOST_LAID_OUT` JSON values in ``value``, itself included.
+
+    A payload is laid out as nested lists, a few hundred bytes of HTML per value: a 1 MiB
+    copy of 150,000 empty lists made a page of 8.6 MB and 1.3-4 s of Jinja on every
+    request, holding the interpreter lock that the event loop needs. The count stops at the
+    bound, so asking costs at most that many steps."""
+    count, pending = 0, [value]
+    while pending:
+        item = pending.pop()
+        count += 1
+        if count > MOST_LAID_OUT:
+            return False
+        if isinstance(item, dict):
+            pending.extend(item.values())
+        elif isinstance(item, list):
+            pending.extend(item)
+    return True
 
 
 def alias_of(query: str) -> str | None:

@@ -21,7 +21,7 @@ from pithlog import Store, load_keyring, sign_event
 from pithlog.errors import ServeError, StoreError
 from pithlog.net import encoding
 from pithlog.net.app import ServeConfig, create_app
-from pithlog.net.pages import RECENT, page_routes
+from pithlog.net.pages import MOST_LAID_OUT, RECENT, fits_layout, page_routes
 from pithlog.testing import test_key
 
 CASES = Path(__file__).resolve().parents[2] / "vectors" / "cases"
@@ -162,3 +162,51 @@ def test_a_large_page_is_compressed_apart_from_the_event_loop(
             assert got.text.startswith("<!doctype html>")  # httpx decodes it
         assert got.headers["vary"] == "Accept-Encoding"
     assert on_loop == [False, False]
+
+
+def test_a_payload_of_too_many_values_is_a_link_to_its_json(store: Store) -> None:
+    """A payload is laid out a few hundred bytes of HTML per value: a 1 MiB copy of 150,000
+    empty lists made a page of 8.6 MB and seconds of Jinja on each request. Past
+    :data:`MOST_LAID_OUT` values the page links to the JSON instead; up to it, it lays the
+    payload out as before."""
+    wide = _odd(1, payload={"items": [[] for _ in range(150_000)]})
+    # the payload itself, its list and MOST_LAID_OUT - 2 strings: exactly the bound
+    fits = _odd(2, payload={"items": [f"v{n}" for n in range(MOST_LAID_OUT - 2)]})
+    over = _odd(3, payload={"items": [f"v{n}" for n in range(MOST_LAID_OUT - 1)]})
+    store.append([json.dumps(e).encode() for e in (wide, fits, over)], KEYRING,
+                 keep_invalid=True)  # fmt: skip
+    assert fits_layout(fits["payload"]) and not fits_layout(over["payload"])
+    link = 'too many to lay out here: read <a href="/event/{}?format=json">its JSON</a>'
+    with _client(store) as client:
+        for event, laid_out in ((wide, False), (fits, True), (over, False)):
+            page = client.get("/event/" + event["event_id"], headers=HTML)
+            assert page.status_code == 200
+            assert (link.format(event["event_id"]) in page.text) is not laid_out
+            assert ("<li>v1</li>" in page.text) is laid_out
+        assert len(client.get("/event/" + wide["event_id"], headers=HTML).content) < 20_000
+        as_json = client.get(f"/event/{wide['event_id']}?format=json")
+        assert json.loads(as_json.content)["payload"] == wide["payload"]
+
+
+def test_an_applied_payload_of_too_many_values_is_a_link_on_the_record_page(
+    tmp_path: Path,
+) -> None:
+    """The record's page lays out each applied event's payload: the same bound holds."""
+    registry = test_key("registry")
+    keyring = load_keyring(json.dumps({"keyring_version": "1", "keys": [
+        registry.keyring_entry()]}).encode())  # fmt: skip
+    created = json.loads((CASES / "seed-2411.00284" / "events.jsonl").read_text().split("\n")[0])
+    big = sign_event(registry, "mirror_hint", PITH, "record", "2026-09-01T00:00:00Z",
+                     {"locator": "https://m.example/",
+                      "mirrors": [{"url": f"https://m{n}.example/"} for n in range(1500)]})
+    with Store.open(tmp_path / "store") as store:
+        results = store.append([json.dumps(created).encode(), json.dumps(big).encode()],
+                               keyring)  # fmt: skip
+        assert [r.status for r in results] == ["stored", "stored"]
+        assert json.loads(store.state(PITH))["current"]["mirror_hints"][0]["event_id"] == (
+            big["event_id"])
+        with _client(store) as client:
+            page = client.get("/pith/" + PITH, headers=HTML)
+    assert page.status_code == 200
+    assert "holds more than 2000 values, too many to lay out here" in page.text
+    assert "https://m1.example/" not in page.text

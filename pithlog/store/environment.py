@@ -141,6 +141,9 @@ class SharedEnvironment:
     refs: int = 0
     gate: _Gate = field(default_factory=_Gate)
     pid: int = field(default_factory=os.getpid)
+    piths_counted: tuple[int, int, int] | None = None
+    """The last count of the ``piths`` table by :func:`pithlog.store.reads.stats`: the id
+    of the snapshot it read, the piths with a state, the pending ones."""
 
     def reopen_writable(self, map_size: int) -> None:
         """Reopen this read-only environment for writing, in place, once no transaction of

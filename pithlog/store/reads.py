@@ -28,6 +28,7 @@ from pithlog.store.layout import (
 from pithlog.store.stateindex import INDEX_DAMAGE, assemble_state
 
 if TYPE_CHECKING:
+    from pithlog.store.environment import SharedEnvironment
     from pithlog.store.log import Store
 
 
@@ -91,6 +92,25 @@ def export(store: Store, after: int, chunk: int) -> Iterator[tuple[int, bytes]]:
         position = rows[-1][0] + 1
 
 
+def _piths_counted(shared: SharedEnvironment, txn: Txn, piths: Any) -> tuple[int, int]:
+    """The piths with a state and the pending ones, in the snapshot of ``txn``: a scan of
+    every pith (about 0.15 s for 100,000), so the count is kept with the snapshot's id and
+    read again only once a commit made a new one (``/stats`` on a server is anyone's to
+    ask, as often as they like)."""
+    snapshot = txn.id()
+    counted = shared.piths_counted
+    if counted is not None and counted[0] == snapshot:
+        return counted[1], counted[2]
+    states = pending = 0
+    for _, raw in txn.cursor(db=piths):
+        if msgspec.json.decode(raw)["status"] == "state":
+            states += 1
+        else:
+            pending += 1
+    shared.piths_counted = (snapshot, states, pending)
+    return states, pending
+
+
 def stats(store: Store) -> dict[str, Any]:
     """:meth:`Store.stats`: the counts of one read transaction, then the map's use and the
     data file's size."""
@@ -102,12 +122,7 @@ def stats(store: Store) -> dict[str, Any]:
         for name in DB_NAMES:
             st = txn.stat(dbs[name])
             pages[name] = {k: st[f"{k}_pages"] for k in ("branch", "leaf", "overflow")}
-        states = pending = 0
-        for _, raw in txn.cursor(db=dbs["piths"]):
-            if msgspec.json.decode(raw)["status"] == "state":
-                states += 1
-            else:
-                pending += 1
+        states, pending = _piths_counted(shared, txn, dbs["piths"])
         kd = txn.get(META_KEYRING, db=dbs["meta"])
         target = txn.get(META_REKEY_TARGET, db=dbs["meta"])
         next_seq = txn.get(META_NEXT_SEQ, db=dbs["meta"])

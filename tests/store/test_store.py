@@ -415,3 +415,38 @@ def test_a_forked_child_opens_other_stores_and_says_why_not_its_parents(tmp_path
                 os._exit(status)
         _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0
+
+
+def test_stats_counts_the_piths_once_per_commit_and_again_after_any(tmp_path: Path) -> None:
+    """``stats`` keeps its count of the piths with the snapshot it read (``/stats`` is
+    anyone's to ask, and the count is a scan of every pith): the same snapshot reuses it,
+    and a commit, of this process or of another, is counted afresh."""
+    rec, other = g.record("2501.00011"), g.record("2501.00012")
+    path = tmp_path / "s"
+    with Store.open(path) as store:
+        store.append([g.encoded(rec)], g.KEYRING)
+        first = store.stats()
+        assert (first["piths_with_state"], first["piths_pending"]) == (1, 0)
+        shared = store._env
+        counted = shared.piths_counted
+        assert counted is not None
+        # the same snapshot: the count kept is the one given (no second scan)
+        shared.piths_counted = (counted[0], 7, 9)
+        again = store.stats()
+        assert (again["piths_with_state"], again["piths_pending"]) == (7, 9)
+        # a commit of this process: counted afresh
+        store.append([g.encoded(g.attestation(other["pith_number"], 200))], g.KEYRING)
+        after = store.stats()
+        assert (after["piths_with_state"], after["piths_pending"]) == (1, 1)
+        # a commit of another process, while this one holds the store open
+        script = (
+            "import sys\n"
+            "from pithlog.store import Store\n"
+            "from pithlog.testing import test_keyring\n"
+            "with Store.open(sys.argv[1]) as store:\n"
+            "    store.append([sys.stdin.buffer.read()], test_keyring())\n"
+        )
+        subprocess.run([sys.executable, "-c", script, str(path)], input=g.encoded(other),
+                       capture_output=True, check=True)  # fmt: skip
+        last = store.stats()
+        assert (last["piths_with_state"], last["piths_pending"]) == (2, 0)

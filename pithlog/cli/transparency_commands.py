@@ -175,9 +175,12 @@ def cmd_prove_inclusion(args: argparse.Namespace, out: Out) -> int:
             size, root = store.tree_root(size_arg(args.size, "--size"))
         else:
             cp = published[1]
-            if cp.size > store.tree_size():
-                raise CheckpointError("diverged", f"the checkpoint is of size {cp.size}; the "
-                                      f"store holds {store.tree_size()} leaves")  # fmt: skip
+            held = store.tree_size()
+            if cp.size > held:
+                # fewer leaves is not another log: as verify-checkpoint --check-store says
+                raise CheckpointError("behind", f"the checkpoint is of size {cp.size}; the "
+                                      f"store holds {held} leaves: sync it from the log, "
+                                      "then prove again")  # fmt: skip
             size, root = store.tree_root(cp.size)
             if root != cp.root:
                 raise CheckpointError("diverged", f"the store's root at size {size} is "

@@ -203,8 +203,8 @@ def judge_add_checkpoint(
     """tlog-witness ``add-checkpoint``: ``known(origin)`` is the ``(size, root)`` the witness
     last cosigned for ``origin``, or ``None``. Statuses: 400 (malformed, or old > new); 404
     (no keyring key may sign for the origin); 403 (no trusted signature); 409 (old is not
-    the known size, answered as ``text/x.tlog.size``; or the same size with another root);
-    422 (the consistency proof fails); 200 (the cosignature line)."""
+    the known size, answered as ``text/x.tlog.size``); 422 (the consistency proof fails, or
+    the same size with another root); 200 (the cosignature line)."""
     try:
         request = parse_add_checkpoint(body)
         note = parse_note(request.checkpoint)
@@ -225,7 +225,9 @@ def judge_add_checkpoint(
     if request.old != size:
         return Verdict(409, f"{size}\n".encode("ascii"), "text/x.tlog.size")
     if request.old == cp.size and size and root != cp.root:
-        return Verdict(409, f"{size}\n".encode("ascii"), "text/x.tlog.size")
+        # tlog-witness: 422, not 409: a 409 names the size to prove from, and a client
+        # proving from this very size would be sent back here without end
+        return Verdict(422, f"another root was cosigned at size {size}\n".encode("ascii"))
     if request.old == 0:
         if request.proof:
             return Verdict(422, b"the proof must be empty from size 0\n")

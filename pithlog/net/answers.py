@@ -22,6 +22,9 @@ STATUS = {
     "serve.too_large": 413, "serve.too_many_lines": 413, "serve.timeout": 408,
     "serve.busy": 503,
     "tile.path": 400, "store.tree_size": 404, "store.readers_full": 503,
+    # no checkpoint published yet, too few witnesses cosigned the first one: not a
+    # failure of the server, and it passes once they answer
+    "witness.quorum": 503,
 }  # fmt: skip
 """The status of an error code; other codes: ``400`` for a tile path, else ``500``."""
 

@@ -23,6 +23,7 @@ with warnings.catch_warnings():  # Starlette would have httpx2; httpx is what pi
     from starlette.testclient import TestClient
 
 from pithlog.cli import main
+from pithlog.errors import WitnessError
 from pithlog.net.app import LogApp, ServeConfig, create_app
 from pithlog.net.server import REUSE_PORT, _ready_folder, _say_when_ready
 from pithlog.protocol.keys import dump_key_file, load_key_file, load_keyring
@@ -425,3 +426,18 @@ def test_workers_end_with_their_supervisor_killed(files: Files) -> None:
         finally:
             again.terminate()
             again.wait(30)
+
+
+def test_no_checkpoint_cosigned_yet_is_503_not_a_server_failure(files: Files) -> None:
+    """Until the witnesses cosign a first checkpoint nothing is published: the answer is
+    503 witness.quorum (try again), not a 500 that says the server failed."""
+    def too_few(note: bytes, size: int) -> bytes:
+        raise WitnessError("quorum", "0 of the 1 witness key(s) cosigned; 1 required")
+
+    with Store.open(files.store, readonly=True) as store:
+        key = load_key_file(files.key.read_bytes())
+        app = create_app(ServeConfig(store, key, ORIGIN, cosign=too_few))
+        with TestClient(app, raise_server_exceptions=False) as client:
+            got = client.get("/checkpoint")
+            assert got.status_code == 503 and got.json()["error"] == "witness.quorum"
+            assert got.headers["cache-control"] == "no-store"

@@ -14,8 +14,10 @@ from the file system: every answer comes from the :class:`~pithlog.store.Store`.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import re
+import time
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
@@ -87,6 +89,11 @@ it): a bundle of 256 copies of a few KB in one read, and at most 2 MiB held for 
 request, a copy being 1 MiB at most. Read 16 copies at a time instead, a mirror's pull of
 50,000 events cost the server 25-29 us of CPU per event (worker-thread hand-offs, and the
 compressor fed 16 times a bundle); one read a bundle, 14."""
+COSIGN_RETRY_SECONDS = 10.0
+"""After the witnesses failed to cosign a new tree, how long a worker answers with what it
+published (or ``503 witness.quorum``) before it asks them again: asked on every request,
+an unanswering witness held each ``/checkpoint`` for its time-out and, 40 requests at
+once, every worker thread, so that tiles waited as long."""
 _HEX64 = re.compile(r"[0-9a-f]{64}")
 _DECIMAL = re.compile(r"0|[1-9][0-9]{0,18}")
 
@@ -128,6 +135,8 @@ class Log:
         self.submissions = (GroupCommit.over(config.store, config.keyring, config.limits)
                             if config.keyring is not None else None)  # fmt: skip
         self._full_tiles: OrderedDict[tuple[int, int], bytes] = OrderedDict()
+        self._cosigning = asyncio.Lock()
+        self._cosign_failed: tuple[float, PithlogError] | None = None
 
     async def tile(self, tile: tiles.Tile) -> bytes | None:
         """The hashes of ``tile`` (``None``: the tree has not that many); a full tile from
@@ -149,22 +158,41 @@ class Log:
 
     async def checkpoint(self) -> Published:
         """The signed checkpoint of the current tree, signed again only when the tree has
-        grown (Ed25519 is deterministic: one tree, one note, whichever worker signs)."""
+        grown (Ed25519 is deterministic: one tree, one note, whichever worker signs).
+        With witnesses, one request at a time asks them to cosign, at most once per
+        :data:`COSIGN_RETRY_SECONDS` after they failed; meanwhile the others answer with
+        the checkpoint published (a log is only as far along as its witnesses agree)."""
         size, root = await self.read(self.store.tree_root)
         published = self._published
-        if published is None or published.size != size:
-            note = sign_checkpoint(Checkpoint(self.config.origin, size, root), self.config.key)
-            if self.config.cosign is not None:
-                try:
-                    note = await run_in_threadpool(self.config.cosign, note, size)
-                except PithlogError:
-                    # Too few witnesses cosigned the new tree: the last cosigned checkpoint
-                    # stays published (a log is only as far along as its witnesses agree).
-                    if published is not None:
-                        return published
-                    raise
+        if published is not None and published.size == size:
+            return published
+        note = sign_checkpoint(Checkpoint(self.config.origin, size, root), self.config.key)
+        if self.config.cosign is None:
             published = self._published = Published(size, root, note)
-        return published
+            return published
+        if published is not None and self._cosigning.locked():
+            return published
+        async with self._cosigning:
+            published = self._published
+            if published is not None and published.size >= size:
+                return published  # cosigned meanwhile, by the request that held the lock
+            failed = self._cosign_failed
+            if failed is not None and time.monotonic() < failed[0] + COSIGN_RETRY_SECONDS:
+                if published is not None:
+                    return published
+                raise failed[1]
+            try:
+                note = await run_in_threadpool(self.config.cosign, note, size)
+            except PithlogError as exc:
+                # Too few witnesses cosigned the new tree: the last cosigned checkpoint
+                # stays published
+                self._cosign_failed = (time.monotonic(), exc)
+                if published is not None:
+                    return published
+                raise
+            self._cosign_failed = None
+            published = self._published = Published(size, root, note)
+            return published
 
 
 def _log(request: Request) -> Log:

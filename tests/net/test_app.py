@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import io
 import os
+import random
 import signal
 import tempfile
 import threading
@@ -16,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from served import ORIGIN, Files, loop_watched, make_files, serving, spawned_children
+from served import ORIGIN, Files, g, loop_watched, make_files, serving, spawned_children
 
 with warnings.catch_warnings():  # Starlette would have httpx2; httpx is what pithlog uses
     warnings.simplefilter("ignore")
@@ -24,6 +25,7 @@ with warnings.catch_warnings():  # Starlette would have httpx2; httpx is what pi
 
 from pithlog.cli import main
 from pithlog.errors import WitnessError
+from pithlog.net import app as app_module
 from pithlog.net.app import LogApp, ServeConfig, create_app
 from pithlog.net.server import REUSE_PORT, _ready_folder, _say_when_ready
 from pithlog.protocol.keys import dump_key_file, load_key_file, load_keyring
@@ -441,3 +443,41 @@ def test_no_checkpoint_cosigned_yet_is_503_not_a_server_failure(files: Files) ->
             got = client.get("/checkpoint")
             assert got.status_code == 503 and got.json()["error"] == "witness.quorum"
             assert got.headers["cache-control"] == "no-store"
+
+
+def test_the_witnesses_are_asked_once_at_a_time_not_on_every_request(
+    files: Files, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Asked on every request, a witness that does not answer held each /checkpoint for
+    its time-out, and enough of them every worker thread (tiles waited too). After a
+    failure the witnesses are asked again only after COSIGN_RETRY_SECONDS; meanwhile the
+    last cosigned checkpoint stays published, or the answer is 503."""
+    asked: list[int] = []
+    failing = [True]
+
+    def cosign(note: bytes, size: int) -> bytes:
+        asked.append(size)
+        if failing[0]:
+            raise WitnessError("quorum", "0 witness(es) cosigned, 1 required")
+        return note + "\u2014 witness.invalid AAAAAAAA\n".encode()
+
+    with Store.open(files.store) as store:
+        key = load_key_file(files.key.read_bytes())
+        app = create_app(ServeConfig(store, key, ORIGIN, cosign=cosign))
+        with TestClient(app, raise_server_exceptions=False) as client:
+            for _ in range(3):
+                assert client.get("/checkpoint").status_code == 503
+            assert len(asked) == 1
+            monkeypatch.setattr(app_module, "COSIGN_RETRY_SECONDS", 0.0, raising=False)
+            failing[0] = False
+            first = client.get("/checkpoint")
+            assert first.status_code == 200 and b"witness.invalid" in first.content
+            assert len(asked) == 2
+            size = asked[-1]
+            more = g.mixed_events(random.Random(99), piths=1, per_pith=2)
+            store.append([g.encoded(e) for e in more], g.KEYRING, keep_invalid=True)
+            monkeypatch.setattr(app_module, "COSIGN_RETRY_SECONDS", 60.0, raising=False)
+            failing[0] = True
+            for _ in range(3):  # the tree grew, the witnesses fail: the last one stays
+                assert client.get("/checkpoint").content == first.content
+            assert len(asked) == 3 and asked[-1] > size

@@ -135,7 +135,7 @@ class Log:
         self.submissions = (GroupCommit.over(config.store, config.keyring, config.limits)
                             if config.keyring is not None else None)  # fmt: skip
         self._full_tiles: OrderedDict[tuple[int, int], bytes] = OrderedDict()
-        self._cosigning = asyncio.Lock()
+        self._cosigning: tuple[asyncio.AbstractEventLoop, asyncio.Lock] | None = None
         self._cosign_failed: tuple[float, PithlogError] | None = None
 
     async def tile(self, tile: tiles.Tile) -> bytes | None:
@@ -170,9 +170,10 @@ class Log:
         if self.config.cosign is None:
             published = self._published = Published(size, root, note)
             return published
-        if published is not None and self._cosigning.locked():
+        cosigning = self._cosigning_lock()
+        if published is not None and cosigning.locked():
             return published
-        async with self._cosigning:
+        async with cosigning:
             published = self._published
             if published is not None and published.size >= size:
                 return published  # cosigned meanwhile, by the request that held the lock
@@ -193,6 +194,15 @@ class Log:
             self._cosign_failed = None
             published = self._published = Published(size, root, note)
             return published
+
+    def _cosigning_lock(self) -> asyncio.Lock:
+        """The lock of the event loop that runs now: a lock binds to the loop it first
+        waits on, so an app served again on another loop (a program embedding it, a test)
+        takes a new one, where the old one would raise on every wait."""
+        loop = asyncio.get_running_loop()
+        if self._cosigning is None or self._cosigning[0] is not loop:
+            self._cosigning = (loop, asyncio.Lock())
+        return self._cosigning[1]
 
 
 def _log(request: Request) -> Log:

@@ -4,6 +4,7 @@ command's refusals before it listens."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import io
 import os
@@ -26,7 +27,7 @@ with warnings.catch_warnings():  # Starlette would have httpx2; httpx is what pi
 from pithlog.cli import main
 from pithlog.errors import WitnessError
 from pithlog.net import app as app_module
-from pithlog.net.app import LogApp, ServeConfig, create_app
+from pithlog.net.app import Log, LogApp, ServeConfig, create_app
 from pithlog.net.server import REUSE_PORT, _ready_folder, _say_when_ready
 from pithlog.protocol.keys import dump_key_file, load_key_file, load_keyring
 from pithlog.store import Store
@@ -481,3 +482,28 @@ def test_the_witnesses_are_asked_once_at_a_time_not_on_every_request(
             for _ in range(3):  # the tree grew, the witnesses fail: the last one stays
                 assert client.get("/checkpoint").content == first.content
             assert len(asked) == 3 and asked[-1] > size
+
+
+def test_the_cosigning_lock_serves_an_app_run_again_on_another_loop(
+    files: Files, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Requests that wait for the witnesses wait on a lock, which binds to the event loop
+    it first waits on: the same app served again on another loop (a program embedding it,
+    a test) takes a lock of that loop instead of raising on every wait."""
+    def slow(note: bytes, size: int) -> bytes:
+        time.sleep(0.05)  # in a worker thread: the other requests wait on the lock
+        raise WitnessError("quorum", "0 witness(es) cosigned, 1 required")
+
+    with Store.open(files.store, readonly=True) as store:
+        key = load_key_file(files.key.read_bytes())
+        log = Log(ServeConfig(store, key, ORIGIN, cosign=slow))
+        # asked again at once after a failure: each loop's first request holds the lock
+        monkeypatch.setattr(app_module, "COSIGN_RETRY_SECONDS", 0.0)
+
+        async def together() -> list[BaseException | Any]:
+            return await asyncio.gather(*(log.checkpoint() for _ in range(3)),
+                                        return_exceptions=True)  # fmt: skip
+
+        for _ in range(2):  # two event loops, one after the other
+            got = asyncio.run(together())
+            assert [getattr(e, "code", e) for e in got] == ["witness.quorum"] * 3

@@ -231,7 +231,9 @@ def copy_pointer(txn: Txn, dbs: dict[str, Any], target: bytes) -> bytes | None:
     if len(target) != 64:
         return None
     pointer = txn.get(target[:32], db=dbs["events"])
-    if pointer is not None and txn.get(pointer, db=dbs["seq"]) == target:
+    # a damaged pointer of another length names no copy (and LMDB refuses an empty key)
+    if pointer is not None and len(pointer) == SEQ.size and txn.get(
+            pointer, db=dbs["seq"]) == target:  # fmt: skip
         return pointer
     return txn.get(target, db=dbs["evidence"])
 

@@ -178,3 +178,19 @@ def test_every_kind_of_damage_is_handed_to_the_tables_one_by_one(store: Store) -
         assert not proven
         assert at_once == one_by_one
         assert any(d.kind == expected for d in at_once), (expected, at_once)
+
+
+def test_an_empty_pointer_is_said_not_looked_up(store: Store) -> None:
+    """A pointer emptied in ``events`` (an event with evidence copies) cannot be looked up
+    in LMDB, which refuses an empty key: both passes say it instead of failing with
+    ``store.lmdb``."""
+
+    def empty_pointer(txn: Any, dbs: dict[str, Any]) -> None:
+        key = _keys(txn, dbs["evidence"])[0]
+        txn.put(key[:32], b"", db=dbs["events"])
+
+    at_once, one_by_one, proven = _damaged(store, empty_pointer)
+    assert not proven
+    assert at_once == one_by_one
+    assert any(d.kind == "events" and "is not an 8-byte sequence number" in d.detail
+               for d in at_once), at_once  # fmt: skip

@@ -45,9 +45,9 @@ from pithlog.store.replay_report import Discrepancy
 
 
 def replay_work(txn: Txn, dbs: dict[str, Any]) -> tuple[list[str], dict[str, list[bytes]]]:
-    """The piths to replay (every pith in ``by_pith``, and every pith that an evidence copy
-    claims) and, per pith, the event_ids that have an evidence copy claiming that pith
-    while their preferred copy claims another."""
+    """The piths to replay (every pith number in ``by_pith``, and every pith that an
+    evidence copy claims) and, per pith, the event_ids that have an evidence copy claiming
+    that pith while their preferred copy claims another."""
     foreign: dict[str, set[bytes]] = {}
     for key, pointer in txn.cursor(db=dbs["evidence"]):
         data = stored_copy(txn, dbs, pointer, readable)
@@ -61,7 +61,9 @@ def replay_work(txn: Txn, dbs: dict[str, Any]) -> tuple[list[str], dict[str, lis
             and pref_ids.pith_number != ids.pith_number
         ):
             foreign.setdefault(ids.pith_number, set()).add(key[:32])
-    known = set(distinct_piths(txn, dbs))
+    # a by_pith key whose pith is not a pith number (not even ASCII, when damaged) is said
+    # by the structure pass; it is no pith to replay
+    known = {pith for pith in distinct_piths(txn, dbs) if is_pith_number(pith)}
     return sorted(known | set(foreign)), {p: sorted(eids) for p, eids in foreign.items()}
 
 

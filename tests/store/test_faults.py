@@ -136,6 +136,17 @@ def test_removed_index_entries_are_named(damaged: tuple[Store, list[Any]]) -> No
                for line in lines(store))  # fmt: skip
 
 
+def test_a_by_pith_key_of_no_pith_number_is_named(damaged: tuple[Store, list[Any]]) -> None:
+    """A by_pith key whose pith part is not a pith number (a byte flipped out of ASCII) is
+    said by the structure pass, not replayed as a pith (it cannot name one)."""
+    store, events = damaged
+    victim = attestation(events)
+    key = bytearray(victim["pith_number"].encode() + bytes.fromhex(victim["event_id"][7:]))
+    key[10] = 0xC3
+    store._write(lambda txn, dbs: txn.put(bytes(key), b"", db=dbs["by_pith"]))
+    assert lines(store) == [f"by_pith: key {bytes(key).hex()}: is not pith_number + event id"]
+
+
 def test_altered_cached_state_and_verdict_are_named(damaged: tuple[Store, list[Any]]) -> None:
     store, events = damaged
     victim = attestation(events)

@@ -324,7 +324,7 @@ def _replay_pith(
                 if cached_raw is None:
                     say("verdicts", subject, f"{label} has no cached verdict")
                 elif cached_raw != verdict_bytes(reason):
-                    say("verdicts", subject, f"{label}: cached verdict {cached_raw.decode()!r}, "
+                    say("verdicts", subject, f"{label}: cached verdict {_show(cached_raw)!r}, "
                         f"checks 1-12 give {verdict_bytes(reason).decode()!r}")  # fmt: skip
             candidates.append((Judged(env, reason), h_key))
         if not candidates:

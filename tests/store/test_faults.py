@@ -189,6 +189,14 @@ def test_altered_cached_state_and_verdict_are_named(damaged: tuple[Store, list[A
         f"verdicts: {victim['event_id']}: the preferred copy: cached verdict 'bad_signature', "
         "checks 1-12 give 'valid'"
     ]
+    # a verdict of bytes that are not UTF-8 is shown, not decoded strictly
+    store._write(lambda txn, dbs: txn.put(digest + pointer, b"\xc4\x01", db=dbs["verdicts"]))
+    assert lines(store) == [
+        f"verdicts: copy {int.from_bytes(pointer, 'big')}: verdict b'\\xc4\\x01' is not one of "
+        "checks 1-12",
+        f"verdicts: {victim['event_id']}: the preferred copy: cached verdict '\ufffd\\x01', "
+        "checks 1-12 give 'valid'",
+    ]
     # a verdict keyed as format 6 keyed them (judge + copy hash), or naming no copy
     store._write(lambda txn, dbs: txn.put(digest + pointer, b"valid", db=dbs["verdicts"]))
     copy_hash = __import__("hashlib").sha256(g.encoded(victim)).digest()

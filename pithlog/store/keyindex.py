@@ -102,6 +102,14 @@ def meaning(keyring: Keyring) -> bytes:
     return jcs({"keyring_version": "1", "keys": [keyring[k].entry() for k in sorted(keyring)]})
 
 
+def entries_agree(entries: bytes | None, kd: bytes | None) -> bool:
+    """Whether ``meta[keyring]`` (``entries``, :func:`meaning`'s bytes) is what
+    ``keyring_digest`` (``kd``) is the digest of, as every write of the two together makes
+    it: damaged entries must not be diffed against a new keyring (``docs/store.md``, "A
+    keyring change")."""
+    return entries is not None and kd is not None and hashlib.sha256(entries).digest() == kd
+
+
 def entries_of(raw: bytes) -> dict[str, dict[str, Any]]:
     """key_id -> entry of a keyring's :func:`meaning` as stored in ``meta``."""
     doc: dict[str, Any] = msgspec.json.decode(raw)

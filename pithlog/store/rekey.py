@@ -40,6 +40,7 @@ from pithlog.store import aliases
 from pithlog.store.keyindex import (
     Judges,
     cached_verdict,
+    entries_agree,
     entries_of,
     key_hash,
     meaning,
@@ -133,9 +134,11 @@ def _distinct_keys(txn: Txn, dbs: dict[str, Any]) -> set[bytes]:
 def changed_keys(txn: Txn, dbs: dict[str, Any], keyring: Keyring) -> set[bytes]:
     """Hashes of the key_ids whose entry differs between the store's keyring and
     ``keyring`` (added, removed or changed in any of the seven members). Without the
-    store's entries (a store migrated from format 3), every key_id the store holds."""
+    store's entries (a store migrated from format 3), or with entries that do not hash to
+    ``keyring_digest`` (damaged: a difference taken from them could miss a changed key),
+    every key_id the store holds."""
     raw = txn.get(META_KEYRING_ENTRIES, db=dbs["meta"])
-    if raw is None:
+    if raw is None or not entries_agree(raw, txn.get(META_KEYRING, db=dbs["meta"])):
         return _distinct_keys(txn, dbs)
     old = entries_of(raw)
     ids = old.keys() | set(keyring)

@@ -21,11 +21,13 @@ from pithlog.protocol.checks import REASONS
 from pithlog.protocol.records import is_pith_number
 from pithlog.protocol.reduce import MERGE_VERSION
 from pithlog.store.codec import CorruptCopy, readable, unpack
+from pithlog.store.keyindex import entries_agree
 from pithlog.store.layout import (
     FORMAT_VERSION,
     INDEX_DBS,
     META_FORMAT,
     META_KEYRING,
+    META_KEYRING_ENTRIES,
     META_MERGE,
     META_NEXT_SEQ,
     PITH_BYTES,
@@ -144,6 +146,13 @@ def check_structure(
     kd = txn.get(META_KEYRING, db=meta)
     if kd is None and txn.stat(dbs["events"])["entries"]:
         say("meta", "keyring_digest", "missing although the store holds events")
+    elif kd is not None and len(kd) != 32:
+        say("meta", "keyring_digest", f"is {len(kd)} bytes, not a 32-byte digest")
+    entries = txn.get(META_KEYRING_ENTRIES, db=meta)
+    if kd is not None and entries is not None and not entries_agree(entries, kd):
+        # a keyring change diffs against these entries (docs/store.md, "A keyring change")
+        say("meta", "keyring", "the stored keyring entries do not hash to keyring_digest "
+            "(one of the two is damaged)")
 
     if not (at_once and _copies_at_once(txn, dbs, next_seq)):
         _copies_one_by_one(txn, dbs, say, next_seq, scratch)

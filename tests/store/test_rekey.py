@@ -25,7 +25,7 @@ from pithlog.protocol.keys import Keyring, make_keyring
 from pithlog.protocol.reduce import Pending, reduce_events
 from pithlog.protocol.state import render, state_document
 from pithlog.store import Store
-from pithlog.store.keyindex import key_hash
+from pithlog.store.keyindex import key_hash, meaning
 from pithlog.store.layout import FORMAT_VERSION
 from pithlog.testing import TRUSTED, test_keyring_entries
 
@@ -127,6 +127,42 @@ def test_a_change_to_a_key_no_copy_names_is_one_small_transaction(tmp_path: Path
         assert planned is not None and planned.copies == 0
         assert store.rekey(keyring((*TRUSTED, "stranger")))["pieces"] == 1
         assert store.keyring_digest() == keyring((*TRUSTED, "stranger")).digest
+
+
+def test_damaged_keyring_entries_are_named_and_not_diffed_against(tmp_path: Path) -> None:
+    """``meta[keyring]`` that does not hash to ``keyring_digest`` (damaged: here it already
+    holds the revocation a change is about to make) is named by replay, and a change to a
+    new keyring judges every key_id rather than a difference taken from it, so it still
+    ends equal to a full reduction; garbage there is no traceback either."""
+    lines = sparse_log(piths=30, per_pith=10)
+    before = keyring(TRUSTED)
+    revoked = keyring(TRUSTED, mirror={"revoked_at": g.ts(300)})
+    with Store.open(tmp_path / "s") as store:
+        store.append(lines, before, keep_invalid=True)
+        lied = meaning(revoked)
+        store._write(lambda txn, dbs: txn.put(b"keyring", lied, db=dbs["meta"]))
+        assert [d.line() for d in store.replay(before).discrepancies] == [
+            "meta: keyring: the stored keyring entries do not hash to keyring_digest (one of "
+            "the two is damaged)"
+        ]
+        planned = store.rekey_plan(revoked)
+        # every key_id a stored copy names, not the empty difference the entries give
+        signers = {parse_envelope(b).value["signer"]["key_id"] for b in lines}
+        assert planned is not None and planned.keys == len(signers) > 1
+        store.rekey(revoked)
+        assert_reduced(store, reference(lines, revoked))
+        assert store.replay(revoked, verify=False).ok
+
+        store._write(lambda txn, dbs: txn.put(b"keyring", b"\x00garbage", db=dbs["meta"]))
+        store._write(lambda txn, dbs: txn.put(b"keyring_digest", b"\x01", db=dbs["meta"]))
+        assert {d.line() for d in store.replay(revoked).discrepancies} >= {
+            "meta: keyring_digest: is 1 bytes, not a 32-byte digest",
+            "meta: keyring: the stored keyring entries do not hash to keyring_digest (one of "
+            "the two is damaged)",
+        }
+        store.rekey(before)
+        assert_reduced(store, reference(lines, before))
+        assert store.replay(before, verify=False).ok
 
 
 _KILLED_REKEY = textwrap.dedent("""

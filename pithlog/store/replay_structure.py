@@ -222,7 +222,7 @@ def _copies_at_once(txn: Txn, dbs: dict[str, Any], next_seq: int | None) -> bool
         else:
             others += 1
         last = SEQ.unpack(key)[0]
-    if more or (next_seq is not None and last >= next_seq):
+    if more or (next_seq is not None and last + 1 != next_seq):
         return False
     return (
         _count(txn, events_db) == preferred
@@ -271,6 +271,10 @@ def _copies_one_by_one(
                     f"as seq {other}")  # fmt: skip
         if next_seq is not None and last >= next_seq:
             say("meta", "next_seq", f"is {next_seq} but seq already holds {last}")
+        elif next_seq is not None and last + 1 != next_seq:
+            # sequence numbers run 1..n with no gap: the Merkle tree's leaves are seq's
+            say("meta", "next_seq", f"is {next_seq} but seq ends at {last}: the next append "
+                "would leave a gap in the log")  # fmt: skip
 
         # copies: each under a sequence number that seq holds (named by exactly one
         # pointer: checked above from seq, and below from the pointers)

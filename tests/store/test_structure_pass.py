@@ -172,8 +172,14 @@ def test_every_kind_of_damage_is_handed_to_the_tables_one_by_one(store: Store) -
         key = _keys(txn, dbs["copies"])[3]
         txn.put(key, b"\x02" + bytes(40), db=dbs["copies"])
 
+    def next_seq_ahead(txn: Any, dbs: dict[str, Any]) -> None:
+        # the next append would leave a gap in seq, where the Merkle tree stops
+        last = _keys(txn, dbs["seq"])[-1]
+        txn.put(META_NEXT_SEQ, SEQ.pack(SEQ.unpack(last)[0] + 3), db=dbs["meta"])
+
     for damage, expected in ((unindex, "by_pith"), (second_pointer, "evidence"),
-                             (stray_copy, "copies"), (damaged_copy, "events")):  # fmt: skip
+                             (stray_copy, "copies"), (damaged_copy, "events"),
+                             (next_seq_ahead, "meta")):  # fmt: skip
         at_once, one_by_one, proven = _damaged(store, damage)
         assert not proven
         assert at_once == one_by_one

@@ -19,8 +19,8 @@ from pathlib import Path
 from types import FrameType, ModuleType
 from typing import IO, Any, BinaryIO, NoReturn, cast
 
-from pithlog.errors import DoorError, UsageError
-from pithlog.protocol.canonical import shape
+from pithlog.errors import DoorError, KeyringError, UsageError
+from pithlog.protocol.canonical import MAX_LINE_BYTES, shape
 from pithlog.protocol.keys import Keyring, load_keyring
 from pithlog.store import Store
 from pithlog.store.environment_walk import Walkers
@@ -46,13 +46,17 @@ def progress_option(
                         help=f"show {what} on stderr even when it is not a terminal")  # fmt: skip
 
 
-def read_bytes(path: str) -> bytes:
+def read_bytes(path: str, limit: int | None = None) -> bytes:
+    """The bytes of ``path`` (``-``: standard input); with ``limit``, at most ``limit + 1``
+    of them, so that a caller refusing more than ``limit`` never holds a huge file."""
+    size = -1 if limit is None else limit + 1
     try:
         if path == "-":
             if sys.stdin is None:  # started with standard input closed (`<&-`)
                 raise OSError(errno.EBADF, "standard input is closed")
-            return sys.stdin.buffer.read()
-        return Path(path).read_bytes()
+            return sys.stdin.buffer.read(size)
+        with open(path, "rb") as stream:
+            return stream.read(size)
     except OSError as exc:
         raise UsageError("unreadable", f"cannot read {path}: {exc.strerror or exc}; "
                          "check the path and its permissions") from exc
@@ -75,8 +79,19 @@ def open_input(path: str) -> Iterator[BinaryIO]:
         yield stream
 
 
+def keyring_bytes(path: str) -> bytes:
+    """A keyring file's bytes, read no further than the door allows (spec section 1: 8 MiB),
+    so that a huge file given as ``--keyring`` (an export, ``/dev/zero``) is refused
+    without being read whole."""
+    data = read_bytes(path, MAX_LINE_BYTES)
+    if len(data) > MAX_LINE_BYTES:
+        raise KeyringError("not_json", f"keyring file: {path} is longer than the "
+                           f"{MAX_LINE_BYTES} bytes allowed")  # fmt: skip
+    return data
+
+
 def read_keyring(path: str) -> Keyring:
-    return load_keyring(read_bytes(path))
+    return load_keyring(keyring_bytes(path))
 
 
 class Out:

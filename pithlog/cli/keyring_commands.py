@@ -16,7 +16,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from pithlog.cli.edge import Out, Parser, StoreParser, read_bytes
+from pithlog.cli.edge import Out, Parser, StoreParser, keyring_bytes, read_bytes
 from pithlog.errors import EXIT_OK, KeyringError, UsageError
 from pithlog.protocol.keyrings import (
     add_key,
@@ -62,7 +62,7 @@ def write_atomically(path: Path, data: bytes, replace: bool) -> None:
 
 
 def _read_doc(path: str) -> dict[str, Any]:
-    doc, _ = parse_keyring_doc(read_bytes(path))
+    doc, _ = parse_keyring_doc(keyring_bytes(path))
     return doc
 
 
@@ -120,7 +120,7 @@ COLUMNS = ("KEY_ID", "SIGNER_ID", "SIGNER_TYPE", "VALIDITY", "FINGERPRINT")
 
 def cmd_keyring_show(args: argparse.Namespace, out: Out) -> int:
     """The keys of a keyring as a table."""
-    _, keyring = parse_keyring_doc(read_bytes(args.keyring))
+    _, keyring = parse_keyring_doc(keyring_bytes(args.keyring))
     rows = [COLUMNS]
     for key in keyring.values():
         entry = key.entry()
@@ -136,7 +136,7 @@ def cmd_keyring_show(args: argparse.Namespace, out: Out) -> int:
 
 def cmd_keyring_digest(args: argparse.Namespace, out: Out) -> int:
     """The keyring's digest, as ``stats`` shows a store's."""
-    _, keyring = parse_keyring_doc(read_bytes(args.keyring))
+    _, keyring = parse_keyring_doc(keyring_bytes(args.keyring))
     out.write(keyring.digest.encode("ascii") + b"\n")
     return EXIT_OK
 

@@ -10,10 +10,11 @@ import importlib.util
 from types import ModuleType
 from typing import TYPE_CHECKING
 
-from pithlog.cli.edge import Out, json_line, read_bytes, read_keyring
+from pithlog.cli.edge import Out, json_line, keyring_bytes
 from pithlog.cli.tally import InvalidTally
 from pithlog.distributed.local import local_workers, start_fork_server
 from pithlog.errors import EXIT_BAD_INPUT, EXIT_OK, EXIT_VERIFY_FAILED, DaskError
+from pithlog.protocol.keys import load_keyring
 from pithlog.protocol.reduce import Pending
 
 if TYPE_CHECKING:
@@ -42,8 +43,8 @@ def reduce_on_dask(args: argparse.Namespace, out: Out) -> int:
         # Its imports overlap this process's import of Dask (pithlog.distributed.local).
         start_fork_server()
     distributed = load_distributed()
-    read_keyring(args.keyring)  # refused here, once, if bad: the workers get its bytes
-    keyring_data = read_bytes(args.keyring)
+    keyring_data = keyring_bytes(args.keyring)
+    load_keyring(keyring_data)  # refused here, once, if bad: the workers get its bytes
     published = [args.compare] if args.compare is not None else None
     with distributed.connect(args.dask) as client:
         run = distributed.start(client, args.events, keyring_data, args.blocksize, published)

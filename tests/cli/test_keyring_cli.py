@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from pithlog.cli import keyring_commands
+from pithlog.protocol.canonical import MAX_LINE_BYTES
 from pithlog.protocol.keys import load_keyring
 from tests.cli.test_cli import run
 
@@ -130,3 +131,31 @@ def test_a_failed_write_leaves_the_old_keyring(
     assert status == 2 and "[keyring.unwritable]" in err
     assert ring.read_bytes() == before
     assert sorted(os.listdir(tmp_path)) == sorted(["keyring.json", "reg-1.key", "reg-1.entry"])
+
+
+class _Endless:
+    """Standard input that never ends (as ``--keyring /dev/zero`` would be): it gives what
+    is asked, and refuses to be read whole."""
+
+    def __init__(self) -> None:
+        self.given = 0
+
+    def read(self, size: int = -1) -> bytes:
+        assert size >= 0, "read whole"
+        self.given += size
+        return b" " * size
+
+
+def test_a_huge_keyring_is_refused_without_being_read_whole(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    endless = _Endless()
+    monkeypatch.setattr("sys.stdin", type("Stdin", (), {"buffer": endless})())
+    for argv in (["keyring", "show", "-"],
+                 ["--store", str(tmp_path / "s"), "replay", "--keyring", "-"]):  # fmt: skip
+        endless.given = 0
+        status, _, err = run(argv)
+        assert status == 2
+        assert err.strip() == (f"pithlog: [keyring.not_json] keyring file: - is longer than "
+                               f"the {MAX_LINE_BYTES} bytes allowed")  # fmt: skip
+        assert endless.given == MAX_LINE_BYTES + 1

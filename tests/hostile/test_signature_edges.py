@@ -17,11 +17,12 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from pithlog.errors import KeyringError
+from pithlog.protocol import keys
 from pithlog.protocol.canonical import digest
 from pithlog.protocol.checks import check_alone
 from pithlog.protocol.event_types import prepare_record_created
 from pithlog.protocol.events import admit, body_of, sign_event
-from pithlog.protocol.keys import Keyring, SigningKey, make_keyring
+from pithlog.protocol.keys import Keyring, SigningKey, is_valid_public_key, make_keyring
 from pithlog.protocol.text_forms import encode_b64
 from pithlog.testing import test_key, test_keyring_entries
 
@@ -115,6 +116,34 @@ def test_small_order_public_keys_are_refused(index: int) -> None:
     assert ed.mul(8, point) == ed.IDENTITY
     Ed25519PublicKey.from_public_bytes(raw)  # the library alone would take it
     assert _refused_code([_entry(raw)]) == "keyring.public_key"
+
+
+@pytest.mark.parametrize("index", range(1, 8))
+def test_a_large_order_key_with_a_torsion_part_is_accepted(index: int) -> None:
+    """A point of large order plus one of small order is not of small order: the spec
+    accepts it (libsodium's stricter check would not)."""
+    point = ed.add(ed.decode(test_key("registry").public_key) or ed.IDENTITY,
+                   ed.torsion()[index])  # fmt: skip
+    assert ed.mul(8, point) != ed.IDENTITY
+    assert is_valid_public_key(ed.encode(point))
+
+
+def test_checking_a_key_takes_no_inversion_past_its_decoding(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """[8]P is computed without a modular inversion (each a 255-bit power), so that a
+    keyring of tens of thousands of keys loads in seconds, not a minute: the powers are
+    those of decoding the point alone."""
+    powers = 0
+
+    def counted(*args: int) -> int:
+        nonlocal powers
+        powers += 1
+        return pow(*args)
+
+    monkeypatch.setattr(keys, "pow", counted, raising=False)
+    assert is_valid_public_key(test_key("registry").public_key)
+    assert 0 < powers <= 3
 
 
 def _non_canonical_encodings() -> list[tuple[str, bytes]]:

@@ -41,6 +41,12 @@ def cmd_prove_equivocation(args: argparse.Namespace, out: Out) -> int:
             # the keys in the proof must be those the states were judged under
             raise StoreError("keyring_changed", "the store's states were reduced under "
                              "another keyring than --keyring")  # fmt: skip
+        if store.rekey_plan(keyring, cap=0) is not None:
+            # a change under way: some piths are already reduced under its target keyring
+            # (docs/store.md, "What reads see meanwhile"), whose keys --keyring may lack
+            raise StoreError("keyring_changed", "a keyring change is under way in the store "
+                             "(pithlog stats: rekey_target): finish it with `pithlog rekey "
+                             "--keyring` and prove under its keyring")  # fmt: skip
         state = store.state(args.pith)
         if state is None:
             raise EvidenceError("no_equivocation", f"pith {args.pith} has no state in the "

@@ -15,8 +15,11 @@ import rfc8785
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from pithlog.cli import main
-from pithlog.protocol.keys import dump_key_file
-from pithlog.testing import test_key
+from pithlog.protocol.canonical import jcs
+from pithlog.protocol.keys import dump_key_file, make_keyring
+from pithlog.store import Store
+from pithlog.testing import TRUSTED, test_key, test_keyring_entries
+from tests.store.eventgen import record
 
 ORIGIN = "registry.test.invalid/pith"
 CASE = Path(__file__).resolve().parents[2] / "vectors" / "cases" / "equivocations"
@@ -182,3 +185,39 @@ def test_a_pith_without_equivocation_and_slot_choice(case: dict[str, Any]) -> No
     assert status == 2 and "--slot" in err
     status, _, err = prove(case, busy["pith_number"], "--slot", "99")
     assert status == 2 and "[evidence.no_equivocation]" in err
+
+
+def test_no_proof_while_a_keyring_change_is_under_way(tmp_path: Path) -> None:
+    """Midway through a change that trusts a second registry key, a pith already
+    re-reduced holds an equivocation signed by that key while the store's digest still
+    names the old keyring: proving under the old one is refused with a line, not a
+    KeyError for the key it lacks."""
+    key = tmp_path / "registry.key"
+    key.write_bytes(dump_key_file(test_key("registry")))
+    old = {"keyring_version": "1", "keys": test_keyring_entries(TRUSTED)}
+    (tmp_path / "old.json").write_text(json.dumps(old))
+    new = make_keyring(test_keyring_entries((*TRUSTED, "stranger")))
+    records = [record(f"2501.{i:05d}") for i in range(3)]
+    # a second registry's record of each: two valid records of one pith under `new`
+    rivals = [record(f"2501.{i:05d}", at=5, signer="stranger") for i in range(3)]
+
+    class Stop(Exception):
+        pass
+
+    def stop_after_a_pith(stage: str, done: int, total: int) -> None:
+        if stage == "reduce" and done:
+            raise Stop
+
+    with Store.open(tmp_path / "s") as store:
+        store.append([jcs(e) for e in records + rivals], make_keyring(old["keys"]),
+                     keep_invalid=True)  # fmt: skip
+        with pytest.raises(Stop):
+            store.rekey(new, progress=stop_after_a_pith, piece_events=1)
+        proven = [r["pith_number"] for r in records
+                  if json.loads(store.state(r["pith_number"]) or b"{}")["equivocations"]]
+    assert proven, "a pith was re-reduced under the new keyring"
+    status, out, err = run(["--store", str(tmp_path / "s"), "prove", "equivocation", proven[0],
+                            "--key", str(key), "--origin", ORIGIN, "--keyring",
+                            str(tmp_path / "old.json")])  # fmt: skip
+    assert (status, out) == (2, b"")
+    assert err.startswith("pithlog: [store.keyring_changed] a keyring change is under way")

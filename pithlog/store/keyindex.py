@@ -38,6 +38,7 @@ from pithlog.store.layout import (
     META_KEYRING,
     META_LEGACY_KEYRING,
     Txn,
+    is_verdict,
 )
 
 NO_KEY_ID = hashlib.sha256(b"pithlog verdict: no key_id").digest()
@@ -147,13 +148,15 @@ class Judges:
 
 
 def cached_verdict(txn: Txn, dbs: dict[str, Any], judges: Judges, env: Envelope,
-                   pointer: bytes) -> bytes | None:  # fmt: skip
+                   pointer: bytes, *, raw: bool = False) -> bytes | None:  # fmt: skip
     """The cached verdict of the copy ``env`` stored under ``pointer`` under ``judges``'
-    keyring, or ``None``."""
+    keyring, or ``None``. A stored value that is not a verdict (damaged) is ``None`` too:
+    the copy is then checked again and its verdict written over it (an append, a rekey, a
+    rebuild, the repair replay asks for), unless ``raw`` (replay, which reports it)."""
     found = txn.get(judges.key(env, pointer), db=dbs["verdicts"])
     if found is None and judges.legacy is not None:
         found = txn.get(judges.legacy + pointer, db=dbs["verdicts"])
-    return found
+    return found if raw or found is None or is_verdict(found) else None
 
 
 def index_copy(txn: Txn, dbs: dict[str, Any], env: Envelope, pointer: bytes) -> None:

@@ -166,6 +166,11 @@ def verdict_of(raw: bytes) -> str | None:
     return reason
 
 
+def is_verdict(raw: bytes) -> bool:
+    """Whether a ``verdicts`` value is one :func:`verdict_of` reads (not damaged)."""
+    return raw == VALID or raw.decode("ascii", "replace") in CHECK_NUMBER
+
+
 class Ids(msgspec.Struct):
     event_id: str
     pith_number: str

@@ -313,7 +313,8 @@ def _replay_pith(
                     key_hash(key_id) + pointer, db=dbs["by_key"]) is None):  # fmt: skip
                 say("by_key", subject, f"{label} is not listed under its key_id {key_id!r}")
             cached_raw = (None if stored_kd is None or judges is None or pointer is None
-                          else cached_verdict(txn, dbs, judges, env, pointer))  # fmt: skip
+                          else cached_verdict(txn, dbs, judges, env, pointer,
+                                              raw=True))  # fmt: skip
             if data in checked:
                 reason = checked[data]
             elif ctx.verify or not ctx.same_keyring or cached_raw not in _VERDICT_VALUES:

@@ -165,6 +165,41 @@ def test_damaged_keyring_entries_are_named_and_not_diffed_against(tmp_path: Path
         assert store.replay(before, verify=False).ok
 
 
+def test_a_damaged_cached_verdict_is_checked_again_not_read(tmp_path: Path) -> None:
+    """A ``verdicts`` value that is no verdict (damaged) stopped a rekey, a rebuild (the
+    repair replay asks for) and an append with a ValueError; each now checks the copy
+    again and writes its verdict over the damaged one."""
+    lines = sparse_log(piths=20, per_pith=10)
+    before = keyring(TRUSTED)
+    revoked = keyring(TRUSTED, mirror={"revoked_at": g.ts(300)})
+
+    def damage(txn: Any, dbs: dict[str, Any]) -> None:
+        for key in list(txn.cursor(db=dbs["verdicts"]).iternext(values=False)):
+            txn.put(key, b"valif", db=dbs["verdicts"])
+
+    with Store.open(tmp_path / "s") as store:
+        store.append(lines, before, keep_invalid=True)
+        store._write(damage)
+        assert any("is not one of checks 1-12" in d.detail
+                   for d in store.replay(before).discrepancies)  # fmt: skip
+        store.rekey(revoked)
+        assert_reduced(store, reference(lines, revoked))
+        store._write(damage)
+        store.rebuild(before)
+        assert_reduced(store, reference(lines, before))
+        # what is left is the damage under the revoked entry's judge, which this keyring
+        # does not use (and replay still names)
+        left = store.replay(before).discrepancies
+        assert left and all(d.detail == "verdict b'valif' is not one of checks 1-12"
+                            for d in left)  # fmt: skip
+        store._write(damage)
+        extra = g.attestation(parse_envelope(lines[0]).pith_number, 450, "later",
+                              signer="author")  # fmt: skip
+        store.append([jcs(extra), *lines[:50]], before, keep_invalid=True)
+        lines.append(jcs(extra))
+        assert_reduced(store, reference(lines, before))
+
+
 _KILLED_REKEY = textwrap.dedent("""
     import os, signal, sys
     from pithlog.protocol.keys import load_keyring

@@ -86,7 +86,13 @@ def chosen(txn: Txn, dbs: dict[str, Any], pith: str) -> str | None:
     raw = txn.get(pith.encode("ascii"), db=dbs["piths"])
     if raw is None:
         return None
-    record: str | None = msgspec.json.decode(raw).get("record")
+    try:
+        record = msgspec.json.decode(raw).get("record")
+    except (msgspec.MsgspecError, AttributeError):
+        record = False  # not a JSON object: damaged, said below
+    if record is not None and not isinstance(record, str):
+        raise StoreError("corrupted", f"the cached summary of {pith} is damaged; run "
+                         "`pithlog replay --verify`")  # fmt: skip
     return record
 
 
@@ -97,7 +103,12 @@ def _keys(txn: Txn, dbs: dict[str, Any], pith: str, record: str | None) -> set[b
     if data is None:
         raise StoreError("corrupted", f"the chosen record of {pith} is not in events; run "
                          "`pithlog replay --verify`")  # fmt: skip
-    return {alias + SEP + pith.encode("ascii") for alias in record_aliases(data)}
+    try:
+        found = record_aliases(data)
+    except (KeyError, TypeError) as exc:  # events names another copy than a record's
+        raise StoreError("corrupted", f"the chosen record of {pith}, {record}, is not a "
+                         "stored record_created; run `pithlog replay --verify`") from exc
+    return {alias + SEP + pith.encode("ascii") for alias in found}
 
 
 def follow(txn: Txn, dbs: dict[str, Any], pith: str, before: str | None) -> None:

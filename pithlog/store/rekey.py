@@ -287,9 +287,14 @@ def piece_work(
 
 
 def _event_count(txn: Txn, dbs: dict[str, Any], pith: str) -> int:
+    """The events of ``pith`` as its cached summary counts them: the size of its piece of
+    work, at least 1 (a damaged summary counts 1; the re-reduction rewrites it)."""
     raw = txn.get(pith.encode("ascii"), db=dbs["piths"])
-    count: int = msgspec.json.decode(raw).get("event_count", 1) if raw else 1
-    return max(count, 1)
+    try:
+        count = msgspec.json.decode(raw).get("event_count", 1) if raw else 1
+    except (msgspec.MsgspecError, AttributeError):
+        count = 1
+    return max(count, 1) if type(count) is int else 1
 
 
 def _judge_events(

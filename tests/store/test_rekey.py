@@ -200,6 +200,31 @@ def test_a_damaged_cached_verdict_is_checked_again_not_read(tmp_path: Path) -> N
         assert_reduced(store, reference(lines, before))
 
 
+def test_a_damaged_summary_stops_a_change_with_a_line_and_a_rebuild_repairs_it(
+    tmp_path: Path,
+) -> None:
+    """A pith whose cached summary is damaged, met by a keyring change (an append's, or
+    ``pithlog rekey``'s), is ``store.corrupted``, not a msgspec traceback; a rebuild, which
+    re-reduces it whole, repairs it."""
+    lines = sparse_log(piths=20, per_pith=10)
+    before = keyring(TRUSTED)
+    revoked = keyring(TRUSTED, mirror={"revoked_at": g.ts(300)})
+    _, piths = signed_by(lines, "test-mirror")
+    victim = sorted(piths)[0].encode()
+    with Store.open(tmp_path / "s") as store:
+        store.append(lines, before, keep_invalid=True)
+        store._write(lambda txn, dbs: txn.put(victim, b'{"status": "st', db=dbs["piths"]))
+        with pytest.raises(StoreError) as caught:
+            store.append([lines[0]], revoked)  # the change applied first, inline
+        assert caught.value.code == "store.corrupted"
+        with pytest.raises(StoreError) as caught:
+            store.rekey(revoked)
+        assert caught.value.code == "store.corrupted"
+        store.rebuild(revoked)
+        assert_reduced(store, reference(lines, revoked))
+        assert store.replay(revoked).ok
+
+
 _KILLED_REKEY = textwrap.dedent("""
     import os, signal, sys
     from pithlog.protocol.keys import load_keyring

@@ -35,6 +35,7 @@ from pithlog.errors import StoreError
 from pithlog.protocol.checks import check_many
 from pithlog.protocol.events import Envelope, readmit
 from pithlog.protocol.keys import Keyring
+from pithlog.protocol.records import is_pith_number
 from pithlog.protocol.reduce import Judged, keep_preferred
 from pithlog.store import aliases
 from pithlog.store.keyindex import (
@@ -212,8 +213,9 @@ def plan(
     if count_events and (cap is None or len(entries) <= cap):
         piths: set[str] = set()
         if resumed:
-            piths.update(k.decode("ascii") for k in
-                         txn.cursor(db=dbs["rekey"]).iternext(values=False))  # fmt: skip
+            marked = (k.decode("ascii", "replace")
+                      for k in txn.cursor(db=dbs["rekey"]).iternext(values=False))
+            piths.update(p for p in marked if is_pith_number(p))  # fmt: skip
         for eid in {_event_of(txn, dbs, key) for key in entries} - {b""}:
             ids = decode_ids(event_copy(txn, dbs, eid) or b"")
             if ids is not None:
@@ -268,8 +270,10 @@ def piece_work(
         reduced = events = 0
         walk = txn.cursor(db=dbs["rekey"])
         while events < piece_events and walk.first():
-            pith = walk.key().decode("ascii")
+            pith = walk.key().decode("ascii", "replace")
             walk.delete()
+            if not is_pith_number(pith):
+                continue  # a damaged mark names no pith (replay names it)
             before = aliases.chosen(txn, dbs, pith)
             rereduce(txn, dbs, pith, judges, verdicts)
             aliases.follow(txn, dbs, pith, before)

@@ -30,6 +30,7 @@ from pithlog.store.layout import (
     META_KEYRING_ENTRIES,
     META_MERGE,
     META_NEXT_SEQ,
+    META_REKEY_TARGET,
     PITH_BYTES,
     SEQ,
     VALID,
@@ -400,3 +401,11 @@ def _later_and_keys(
     for key in txn.cursor(db=dbs["by_key"]).iternext(values=False):
         if len(key) != 40 or txn.get(key[32:], db=dbs["copies"]) is None:
             say("by_key", f"key {key.hex()[:24]}", "names no stored copy")
+    # rekey: the piths a keyring change under way still has to re-reduce, none without one
+    under_way = txn.get(META_REKEY_TARGET, db=dbs["meta"]) is not None
+    for key in txn.cursor(db=dbs["rekey"]).iternext(values=False):
+        if not is_pith_number(key.decode("ascii", "replace")):
+            say("rekey", f"key {key.hex()[:24]}", "is not a pith number")
+        elif not under_way:
+            say("rekey", key.decode("ascii"), "marked for a keyring change, but none is "
+                "under way")  # fmt: skip

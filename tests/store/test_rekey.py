@@ -225,6 +225,28 @@ def test_a_damaged_summary_stops_a_change_with_a_line_and_a_rebuild_repairs_it(
         assert store.replay(revoked).ok
 
 
+def test_stray_marks_in_rekey_are_named_and_passed_over(tmp_path: Path) -> None:
+    """``rekey`` holds the piths a change under way still has to re-reduce: a mark with
+    no change under way, or one that is no pith number (not even ASCII, when damaged), is
+    named by replay, and a change passes over the latter instead of failing to decode it."""
+    lines = sparse_log(piths=10, per_pith=5)
+    before = keyring(TRUSTED)
+    pith = parse_envelope(lines[0]).pith_number
+    with Store.open(tmp_path / "s") as store:
+        store.append(lines, before, keep_invalid=True)
+        store._write(lambda txn, dbs: txn.put(pith.encode(), b"", db=dbs["rekey"]))
+        stray = b"pith:\xff"
+        store._write(lambda txn, dbs: txn.put(stray, b"", db=dbs["rekey"]))
+        assert sorted(d.line() for d in store.replay(before).discrepancies) == [
+            f"rekey: key {stray.hex()}: is not a pith number",
+            f"rekey: {pith}: marked for a keyring change, but none is under way",
+        ]
+        revoked = keyring(TRUSTED, mirror={"revoked_at": g.ts(300)})
+        store.rekey(revoked)
+        assert_reduced(store, reference(lines, revoked))
+        assert store.replay(revoked).ok
+
+
 _KILLED_REKEY = textwrap.dedent("""
     import os, signal, sys
     from pithlog.protocol.keys import load_keyring

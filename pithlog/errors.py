@@ -96,6 +96,9 @@ CODES: dict[str, str] = {
     "dask.scheduler": "start the Dask scheduler and its workers, or check ADDRESS "
     "(tcp://host:port, or local[:N] for a cluster on this machine)",
     "dask.version": "install on every Dask worker the pithlog version the client runs",
+    "dask.worker_lost": "a task killed every Dask worker that ran it (out of memory, say): "
+    "see the workers' logs; give them more memory (--memory-limit) or pass a smaller "
+    "--blocksize",
 }
 """Every stable error code, with what to do about it; ``docs/errors.md`` lists the same."""
 

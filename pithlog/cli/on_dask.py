@@ -46,7 +46,7 @@ def reduce_on_dask(args: argparse.Namespace, out: Out) -> int:
     keyring_data = keyring_bytes(args.keyring)
     load_keyring(keyring_data)  # refused here, once, if bad: the workers get its bytes
     published = [args.compare] if args.compare is not None else None
-    with distributed.connect(args.dask) as client:
+    with distributed.connect(args.dask) as client, distributed.job_errors():
         run = distributed.start(client, args.events, keyring_data, args.blocksize, published)
         run.wait_reports()
         for refusal in run.refused:

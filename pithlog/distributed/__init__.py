@@ -19,9 +19,9 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from pithlog.distributed.graph import Refusal, Run, check_workers, connect, start
+    from pithlog.distributed.graph import Refusal, Run, check_workers, connect, job_errors, start
 
-__all__ = ["Refusal", "Run", "check_workers", "connect", "start"]
+__all__ = ["Refusal", "Run", "check_workers", "connect", "job_errors", "start"]
 
 
 def __getattr__(name: str) -> Any:

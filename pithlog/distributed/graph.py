@@ -28,6 +28,7 @@ import contextlib
 import logging
 import math
 from collections.abc import Iterator
+from concurrent.futures import CancelledError
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,7 +36,10 @@ import dask
 import dask.bag as db
 from dask.bag.core import groupby_tasks
 from dask.delayed import delayed
-from distributed import Client, LocalCluster
+from dask.utils import key_split
+from distributed import Client, KilledWorker, LocalCluster
+from distributed.comm.core import CommClosedError
+from distributed.utils import silence_logging_cmgr
 
 from pithlog.distributed.local import has_fork_server, local_workers, start_fork_server
 from pithlog.distributed.sources import SourceFile, blocks, expand
@@ -142,18 +146,46 @@ def connect(address: str, timeout: float = CONNECT_TIMEOUT) -> Iterator[Client]:
     if "://" not in address:
         raise UsageError("arguments", f"--dask {address}: give a scheduler address "
                          "(tcp://host:port) or local[:N]")  # fmt: skip
-    try:
-        client = Client(address, timeout=timeout)
-    except (OSError, TimeoutError, ValueError) as exc:
-        raise DaskError("scheduler", f"cannot reach the Dask scheduler at {address}: "
-                        f"{exc}") from exc  # fmt: skip
-    with client:
+    # As a local cluster's (silence_logs): the client's own log of a lost scheduler is
+    # tracebacks on stderr, where the command says it in one line (job_errors).
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(silence_logging_cmgr(logging.CRITICAL))
+        try:
+            client = Client(address, timeout=timeout)
+        except (OSError, TimeoutError, ValueError) as exc:
+            raise DaskError("scheduler", f"cannot reach the Dask scheduler at {address}: "
+                            f"{exc}") from exc  # fmt: skip
+        stack.enter_context(client)
         try:
             client.wait_for_workers(1, timeout=timeout)
         except (TimeoutError, OSError) as exc:
             raise DaskError("scheduler", f"no worker joined the scheduler at {address} "
                             f"within {timeout:.0f} s") from exc  # fmt: skip
         yield client
+
+
+@contextlib.contextmanager
+def job_errors() -> Iterator[None]:
+    """Dask's own failures of a running job as one-line errors: a task whose every try
+    killed its worker (Dask gives up after ``distributed.scheduler.allowed-failures``
+    deaths: a task that runs out of memory kills each worker it is sent to), and the
+    connection to the scheduler lost, which cancels every future of the job. A worker
+    lost once costs time only (docs/distributed.md)."""
+    try:
+        yield
+    except KilledWorker as exc:
+        worker = getattr(exc.last_worker, "address", exc.last_worker)
+        task = key_split(exc.task)
+        raise DaskError("worker_lost", f"every Dask worker that ran a {task} task died "
+                        f"running it ({exc.allowed_failures + 1} tries, the last on {worker}); "
+                        "see the workers' logs: out of memory, say") from exc  # fmt: skip
+    except CancelledError as exc:
+        reason = " ".join(str(exc).split())
+        raise DaskError("scheduler", f"the job was cancelled on the Dask cluster ({reason}); "
+                        "run it again once the scheduler is back") from exc  # fmt: skip
+    except CommClosedError as exc:
+        raise DaskError("scheduler", f"lost the connection to the Dask scheduler ({exc}); "
+                        "run the job again once it is back") from exc  # fmt: skip
 
 
 def check_workers(client: Client) -> int:

@@ -116,8 +116,10 @@ def keyring_of(data: bytes) -> Keyring:
 
 @contextlib.contextmanager
 def opened(block: Block) -> Iterator[Any]:
-    """The file of ``block``, opened on this worker; a file the worker cannot read (a local
-    path it does not see, a URL it has no credentials for) is one error naming it."""
+    """The file of ``block``, opened on this worker; a file the worker cannot open (a local
+    path it does not see, a URL it has no credentials for) or read to the end of its range
+    (object storage that fails mid-read, a file cut short since it was listed) is one error
+    naming it."""
     try:
         handle = block.fs.open(block.path, "rb")
     except OSError as exc:
@@ -125,7 +127,11 @@ def opened(block: Block) -> Iterator[Any]:
                          f"{exc.strerror or exc}; every worker must reach the SOURCE files "
                          "(a shared file system, or object storage)") from exc  # fmt: skip
     with handle:
-        yield handle
+        try:
+            yield handle
+        except OSError as exc:
+            raise UsageError("unreadable", f"a Dask worker failed reading {block.path}: "
+                             f"{exc.strerror or exc}; run the job again") from exc  # fmt: skip
 
 
 @dataclass

@@ -23,11 +23,13 @@ import cloudpickle
 import dask
 import pytest
 from distributed import Client, LocalCluster
+from distributed.client import FutureCancelledError
+from distributed.comm.core import CommClosedError
 from distributed.diagnostics.plugin import WorkerPlugin
 
 from pithlog.cli import main
 from pithlog.distributed import connect
-from pithlog.distributed.graph import LOCAL_CONFIG, local_config
+from pithlog.distributed.graph import LOCAL_CONFIG, job_errors, local_config
 from pithlog.errors import DaskError
 from pithlog.protocol.canonical import jcs
 from pithlog.testing import test_keyring_entries
@@ -228,6 +230,51 @@ def test_a_worker_killed_mid_job_changes_nothing(cluster: Client, tmp_path: Path
     assert marker.exists()  # a worker was killed while it reduced a range
     assert got[:2] == expected[:2]
     assert summary(got[2]) == summary(expected[2])
+
+
+class KillAlways(KillOnce):
+    """Kills its worker process each time it starts a task of ``prefix``: a task that runs
+    out of memory wherever it goes."""
+
+    name = "pithlog-kill-always"
+
+    def transition(self, key: Any, start: str, finish: str, **kwargs: Any) -> None:
+        name = key[0] if isinstance(key, tuple) else key
+        if finish == "executing" and str(name).startswith(self.prefix):
+            os.kill(os.getpid(), signal.SIGKILL)
+
+
+def set_allowed_failures(dask_scheduler: Any, count: int) -> int:
+    """On the scheduler: the deaths of workers a task may cause before it is given up."""
+    before: int = dask_scheduler.allowed_failures
+    dask_scheduler.allowed_failures = count
+    return before
+
+
+def test_a_task_that_kills_every_worker_it_runs_on_is_one_error(cluster: Client) -> None:
+    case = CASES[0]
+    before = cluster.run_on_scheduler(set_allowed_failures, count=0)
+    cluster.register_plugin(KillAlways("", "reduce_range"))
+    try:
+        status, out, err = run(on_dask(cluster, case / "keyring.json",
+                                       [str(case / "events.jsonl")]))  # fmt: skip
+    finally:
+        cluster.unregister_worker_plugin(KillAlways.name)
+        cluster.run_on_scheduler(set_allowed_failures, count=before)
+        cluster.wait_for_workers(2, timeout=60)  # the nannies start new ones
+    assert (status, out) == (2, b"")
+    assert err.count("\n") == 1 and "[dask.worker_lost]" in err and "reduce_range" in err
+
+
+@pytest.mark.parametrize("lost", [
+    FutureCancelledError("reduce_range-1", "scheduler-connection-lost",
+                         "Client lost the connection to the scheduler."),
+    CommClosedError("in <TCP (closed) ConnectionPool.gather local=tcp://127.0.0.1:1>"),
+])  # fmt: skip
+def test_a_scheduler_lost_mid_job_is_one_error(lost: Exception) -> None:
+    with pytest.raises(DaskError) as caught, job_errors():
+        raise lost
+    assert caught.value.code == "dask.scheduler" and "\n" not in caught.value.describe()
 
 
 def set_version(version: str) -> None:

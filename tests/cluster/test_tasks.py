@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import pickle
 import random
 import sys
@@ -45,6 +46,44 @@ def test_a_file_a_worker_cannot_read_is_one_error(tmp_path: Path) -> None:
     with pytest.raises(UsageError) as caught:
         check_block(block, KEYRING, versions(), 2)
     assert caught.value.code == "usage.unreadable" and "e.jsonl" in caught.value.message
+
+
+class FailingRead:
+    """A file of object storage whose read fails once its first chunk is read."""
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+        self.reads = 0
+
+    def open(self, path: str, mode: str) -> FailingRead:
+        return self
+
+    def __enter__(self) -> FailingRead:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        pass
+
+    def seek(self, offset: int) -> None:
+        pass
+
+    def read(self, size: int = -1) -> bytes:
+        self.reads += 1
+        if self.reads > 1:
+            raise ConnectionResetError(104, "Connection reset by peer")
+        return self.data
+
+
+def test_a_file_that_fails_mid_read_is_one_error(tmp_path: Path) -> None:
+    (tmp_path / "e.jsonl").write_bytes(b"{}\n" * 4)
+    block = blocks(expand([str(tmp_path / "e.jsonl")]), 1 << 20)[0]
+    for task in (lambda b: check_block(b, KEYRING, versions(), 2),
+                 lambda b: read_published(b, versions())):  # fmt: skip
+        failing = dataclasses.replace(block, fs=FailingRead(b"{}\n"))
+        with pytest.raises(UsageError) as caught:
+            task(failing)
+        assert caught.value.code == "usage.unreadable" and "e.jsonl" in caught.value.message
+        assert "reset by peer" in caught.value.message
 
 
 def test_copies_leave_a_range_packed_by_bucket_and_step0_joins_the_ranges(

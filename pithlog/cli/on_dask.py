@@ -43,8 +43,10 @@ def reduce_on_dask(args: argparse.Namespace, out: Out) -> int:
         # Its imports overlap this process's import of Dask (pithlog.distributed.local).
         start_fork_server()
     distributed = load_distributed()
+    # Read once (a keyring on stdin cannot be read twice), refused here if bad; the workers
+    # get the same bytes.
     keyring_data = keyring_bytes(args.keyring)
-    load_keyring(keyring_data)  # refused here, once, if bad: the workers get its bytes
+    load_keyring(keyring_data)
     published = [args.compare] if args.compare is not None else None
     with distributed.connect(args.dask) as client, distributed.job_errors():
         run = distributed.start(client, args.events, keyring_data, args.blocksize, published)

@@ -193,6 +193,20 @@ def test_copies_across_shards_and_piths_give_the_same_bytes(
     assert got[:2] == (status, out)
 
 
+def test_a_keyring_on_stdin_reaches_the_workers(
+    cluster: Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    case = ROOT / "vectors" / "cases" / "equivocations"
+    argv = ["reduce", "--keyring", "-", str(case / "events.jsonl")]
+    results = []
+    for more in ([], ["--dask", cluster.scheduler.address]):
+        keyring = io.BytesIO((case / "keyring.json").read_bytes())
+        monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(keyring))
+        results.append(run([*argv[:3], *more, *argv[3:]]))
+    assert results[0][:2] == (0, (case / "expected.jsonl").read_bytes())
+    assert results[1][:2] == results[0][:2]
+
+
 class KillOnce(WorkerPlugin):
     """Kills the worker process (SIGKILL) the first time it starts a task of ``prefix``:
     a worker lost mid-job, with the shuffled data it held."""

@@ -60,6 +60,7 @@ from pithlog.distributed.tasks import (
 )
 from pithlog.errors import DaskError, UsageError
 from pithlog.parallel import Result, usable_cores
+from pithlog.parallel.cores import MOST_CORES
 
 MAX_BLOCK = 128 << 20
 """The largest range a task reads, by default: what bounds a task's memory (docs). The
@@ -127,9 +128,14 @@ def connect(address: str, timeout: float = CONNECT_TIMEOUT) -> Iterator[Client]:
     a cluster of N worker processes on this machine (N: its cores), one thread each."""
     local = local_workers(address)
     if local is not None:
-        workers = int(local or usable_cores())
-        if workers < 1:
-            raise UsageError("arguments", "--dask local:N needs N of at least 1")
+        # Bounded as PITHLOG_CORES is: each worker is a process, and Dask lists N workers
+        # before it starts one (local:99999999999999999999 filled the memory).
+        digits = local.lstrip("0") or "0"
+        workers = int(digits) if len(digits) <= len(str(MOST_CORES)) else MOST_CORES + 1
+        if not local:
+            workers = usable_cores()
+        if not 1 <= workers <= MOST_CORES:
+            raise UsageError("arguments", f"--dask local:N needs N from 1 to {MOST_CORES}")
         settings = local_config()
         # Started now unless the command started it before importing Dask; Dask's own
         # preload list (get_mp_context) then finds it running and changes nothing.

@@ -30,7 +30,7 @@ from distributed.diagnostics.plugin import WorkerPlugin
 from pithlog.cli import main
 from pithlog.distributed import connect
 from pithlog.distributed.graph import LOCAL_CONFIG, job_errors, local_config
-from pithlog.errors import DaskError
+from pithlog.errors import DaskError, UsageError
 from pithlog.protocol.canonical import jcs
 from pithlog.testing import test_keyring_entries
 
@@ -341,6 +341,15 @@ def test_local_starts_and_stops_its_own_cluster(tmp_path: Path) -> None:
     argv = ["reduce", "--keyring", str(case / "keyring.json"), str(case / "events.jsonl")]
     got = run([*argv[:3], "--dask", "local:1", *argv[3:]])
     assert got[:2] == run(argv)[:2]
+
+
+@pytest.mark.parametrize("workers", ["0", "4097", "99999999999999999999", "9" * 5000])
+def test_local_takes_from_1_to_4096_workers(workers: str) -> None:
+    """Each is a process, and Dask lists them all before it starts one: a count beyond any
+    machine is refused before anything is started."""
+    with pytest.raises(UsageError) as caught, connect(f"local:{workers}"):
+        pass
+    assert caught.value.code == "usage.arguments" and "1 to 4096" in caught.value.message
 
 
 def job_settings() -> dict[str, Any]:

@@ -52,7 +52,10 @@ def reduce_on_dask(args: argparse.Namespace, out: Out) -> int:
         run = distributed.start(client, args.events, keyring_data, args.blocksize, published)
         run.wait_reports()
         for refusal in run.refused:
-            out.say(f"pithlog: {refusal.source}: line {refusal.line}: {refusal.message}")
+            lines = f"line {refusal.line}"
+            if refusal.count > 1:
+                lines = f"lines {refusal.line} to {refusal.last}"
+            out.say(f"pithlog: {refusal.source}: {lines}: {refusal.message}")
         if published is not None:
             return _report(run, out)
         states = pending = 0
@@ -66,7 +69,7 @@ def reduce_on_dask(args: argparse.Namespace, out: Out) -> int:
                 continue
             out.write(result + b"\n")
             states += 1
-    out.say(f"reduce: {run.read} events read, {len(run.refused)} lines refused, {states} "
+    out.say(f"reduce: {run.read} events read, {run.refused_lines} lines refused, {states} "
             f"states, {pending} pending; {invalid.summary()}")  # fmt: skip
     return EXIT_BAD_INPUT if run.refused else EXIT_OK
 
@@ -76,14 +79,16 @@ def _report(run: Run, out: Out) -> int:
     order, one JSON line each (docs/distributed.md)."""
     differences = 0
     for bad in run.unreadable:
+        # lines after the first a range lists are one line of the report, with their count
+        more = {"last_line": bad.last, "count": bad.count} if bad.count > 1 else {}
         out.write(json_line({"status": "unreadable", "source": bad.source, "line": bad.line,
-                             "reason": bad.message}))  # fmt: skip
-        differences += 1
+                             "reason": bad.message, **more}))  # fmt: skip
+        differences += bad.count
     for difference in run.differences():
         out.write(json_line(difference))
         differences += 1
     counts = run.counts
-    out.say(f"compare: {run.read} events read, {len(run.refused)} lines refused, "
+    out.say(f"compare: {run.read} events read, {run.refused_lines} lines refused, "
             f"{counts.get('states', 0)} states, {counts.get('pending', 0)} pending, "
             f"{run.published_read} published states read, "
             f"{counts.get('equal', 0)} equal, {differences} differences")

@@ -44,6 +44,7 @@ from distributed.utils import silence_logging_cmgr
 from pithlog.distributed.local import has_fork_server, local_workers, start_fork_server
 from pithlog.distributed.sources import SourceFile, blocks, expand
 from pithlog.distributed.tasks import (
+    LISTED_REFUSALS,
     BlockReport,
     Difference,
     boundaries,
@@ -254,6 +255,11 @@ class Refusal:
     source: str
     line: int
     message: str
+    count: int = 1
+    """Lines it stands for: more than one for the lines a range refused after those it
+    lists (:data:`~pithlog.distributed.tasks.LISTED_REFUSALS`), from ``line`` to
+    ``last``."""
+    last: int = 0
 
 
 @dataclass
@@ -273,6 +279,11 @@ class Run:
     published_read: int = 0
     counts: dict[str, int] = field(default_factory=dict)
     _offsets: dict[tuple[int, int], int] = field(default_factory=dict)
+
+    @property
+    def refused_lines(self) -> int:
+        """The event lines refused at the door, listed or not."""
+        return sum(refusal.count for refusal in self.refused)
 
     def wait_reports(self) -> None:
         """Wait for every range to be read, then number the refused lines in their files."""
@@ -330,7 +341,13 @@ def _numbered(
     for report in sorted(reports, key=lambda r: (r.source, r.index)):
         base = at.get(report.source, 0)
         offsets[(report.source, report.index)] = base
-        out.extend(Refusal(files[report.source].name, base + n, why) for n, why in report.refused)
+        name = files[report.source].name
+        out.extend(Refusal(name, base + n, why) for n, why in report.refused)
+        if report.unlisted:
+            first, last = report.unlisted_lines
+            out.append(Refusal(name, base + first, f"{report.unlisted} lines refused, not "
+                               f"listed: a range lists the first {LISTED_REFUSALS} it "
+                               "refuses", report.unlisted, base + last))  # fmt: skip
         at[report.source] = base + report.lfs
     return out
 

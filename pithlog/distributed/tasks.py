@@ -134,6 +134,13 @@ def opened(block: Block) -> Iterator[Any]:
                              f"{exc.strerror or exc}; run the job again") from exc  # fmt: skip
 
 
+LISTED_REFUSALS = 1000
+"""Refused lines a range names one by one; those after them are counted only. A refusal's
+reason is about 60 bytes where its line may be 2 ("x" and an LF): a range of such lines
+held all their reasons at about 100 times its size (14 GB for 128 MiB) on the worker, and
+on the client until every range was read."""
+
+
 @dataclass
 class BlockReport:
     """What a range tells the client besides its copies: small, whatever the range's size."""
@@ -146,7 +153,18 @@ class BlockReport:
     """Lines that passed the door."""
     refused: list[tuple[int, str]] = field(default_factory=list)
     """``(line in the range, one-line reason)`` of each line refused at the door, or of a
-    published state line that could not be read."""
+    published state line that could not be read: the first :data:`LISTED_REFUSALS`."""
+    unlisted: int = 0
+    """Refused lines after those of :attr:`refused`, counted only."""
+    unlisted_lines: tuple[int, int] = (0, 0)
+    """The first and the last of them (lines in the range)."""
+
+    def refuse(self, number: int, why: str) -> None:
+        if len(self.refused) < LISTED_REFUSALS:
+            self.refused.append((number, why))
+            return
+        self.unlisted += 1
+        self.unlisted_lines = (self.unlisted_lines[0] or number, number)
 
 
 def pack(items: list[Any], kind: str, bucket_of: Callable[[Any], int]) -> list[Packed]:
@@ -179,7 +197,7 @@ def check_block(
     require(expected)
     keyring = keyring_of(keyring_data)
     kept: dict[str, Copy] = {}
-    refused: list[tuple[int, str]] = []
+    report = BlockReport(block.source, block.index, 0)
     batch: list[Envelope] = []
     read = 0
 
@@ -196,7 +214,7 @@ def check_block(
         stream = RangeStream(handle, block.start, block.end)
         for number, item in iter_envelopes(cast(BinaryIO, stream)):
             if isinstance(item, DoorError):
-                refused.append((number, item.describe()))
+                report.refuse(number, item.describe())
                 continue
             read += 1
             held = kept.get(item.event_id)
@@ -206,7 +224,7 @@ def check_block(
             if len(batch) >= STREAM_BATCH:
                 settle()
         settle()
-    report = BlockReport(block.source, block.index, stream.lfs, read, refused)
+    report.lfs, report.read = stream.lfs, read
     return pack(list(kept.values()), "c", functools.partial(event_bucket, buckets)), report
 
 
@@ -305,16 +323,16 @@ def read_published(block: Block, expected: Versions) -> tuple[list[Published], B
         stream = RangeStream(handle, block.start, block.end)
         for number, line in iter_lines(cast(BinaryIO, stream)):
             if line is None:
-                report.refused.append((number, "the line is longer than 8 MiB"))
+                report.refuse(number, "the line is longer than 8 MiB")
                 continue
             try:
                 value = parse(line)
             except DoorError as exc:
-                report.refused.append((number, exc.describe()))
+                report.refuse(number, exc.describe())
                 continue
             pith = value.get("pith_number") if isinstance(value, dict) else None
             if not isinstance(pith, str) or not is_pith_number(pith):
-                report.refused.append((number, "not a state document: no pith_number"))
+                report.refuse(number, "not a state document: no pith_number")
                 continue
             report.read += 1
             states.append((pith, (block.source, block.index, number), line))

@@ -207,6 +207,32 @@ def test_a_keyring_on_stdin_reaches_the_workers(
     assert results[1][:2] == results[0][:2]
 
 
+def test_refused_lines_past_a_ranges_list_are_counted(cluster: Client, tmp_path: Path) -> None:
+    """A range names its first refused lines one by one and the rest as one line of stderr
+    (or of --compare's report); the summary counts them all, as reduce's does."""
+    case = ROOT / "vectors" / "cases" / "equivocations"
+    junk = 1500
+    events = tmp_path / "events.jsonl"
+    events.write_bytes(b"x\n" * junk + (case / "events.jsonl").read_bytes())
+    keyring = case / "keyring.json"
+    status, out, err = run(["reduce", "--keyring", str(keyring), str(events)])
+    got = run(on_dask(cluster, keyring, [str(events)]))
+    assert got[:2] == (status, out) == (2, (case / "expected.jsonl").read_bytes())
+    assert summary(got[2]) == summary(err) and f" {junk} lines refused" in summary(err)
+    said = [line for line in got[2].splitlines() if line.startswith("pithlog: ")]
+    assert len(said) == 1001
+    assert said[999].endswith(": line 1000: " + err.splitlines()[999].split(": ", 2)[2])
+    assert said[1000].startswith(f"pithlog: {events}: lines 1001 to {junk}: 500 lines refused")
+    published = tmp_path / "published.jsonl"
+    published.write_bytes(b"x\n" * junk + out)
+    status, report, err = run(on_dask(cluster, keyring, [str(events)], "--compare",
+                                      str(published)))  # fmt: skip
+    listed = [json.loads(line) for line in lines(report)]
+    assert status == 1 and len(listed) == 1001 and f"{junk} differences" in err
+    assert listed[1000]["line"] == 1001 and listed[1000]["last_line"] == junk
+    assert listed[1000]["count"] == 500
+
+
 class KillOnce(WorkerPlugin):
     """Kills the worker process (SIGKILL) the first time it starts a task of ``prefix``:
     a worker lost mid-job, with the shuffled data it held."""

@@ -11,7 +11,14 @@ from pathlib import Path
 import pytest
 
 from pithlog.distributed.sources import blocks, expand
-from pithlog.distributed.tasks import check_block, event_bucket, read_published, step0, versions
+from pithlog.distributed.tasks import (
+    LISTED_REFUSALS,
+    check_block,
+    event_bucket,
+    read_published,
+    step0,
+    versions,
+)
 from pithlog.errors import DaskError, UsageError
 from pithlog.protocol.canonical import jcs
 from pithlog.protocol.reduce import MERGE_VERSION
@@ -84,6 +91,20 @@ def test_a_file_that_fails_mid_read_is_one_error(tmp_path: Path) -> None:
             task(failing)
         assert caught.value.code == "usage.unreadable" and "e.jsonl" in caught.value.message
         assert "reset by peer" in caught.value.message
+
+
+def test_a_range_of_refused_lines_lists_the_first_and_counts_the_rest(tmp_path: Path) -> None:
+    """The reasons of a range's refused lines are bounded, not about 100 times the range
+    (a reason is some 60 bytes, a refused line may be 2)."""
+    (tmp_path / "junk.jsonl").write_bytes(b"x\n" * (1 << 18))
+    block = blocks(expand([str(tmp_path / "junk.jsonl")]), 1 << 20)[0]
+    for task in (lambda b: check_block(b, KEYRING, versions(), 2)[1],
+                 lambda b: read_published(b, versions())[1]):  # fmt: skip
+        report = task(block)
+        assert len(report.refused) == LISTED_REFUSALS and report.refused[-1][0] == 1000
+        assert report.unlisted == (1 << 18) - LISTED_REFUSALS
+        assert report.unlisted_lines == (1001, 1 << 18)
+        assert len(pickle.dumps(report)) < 200_000
 
 
 def test_copies_leave_a_range_packed_by_bucket_and_step0_joins_the_ranges(

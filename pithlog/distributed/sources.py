@@ -17,6 +17,7 @@ at its end, as ``pithlog reduce`` ends the last line of its input (docs/distribu
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -77,8 +78,19 @@ def expand(sources: list[str]) -> list[SourceFile]:
         protocol = fs.protocol if isinstance(fs.protocol, str) else fs.protocol[0]
         for p, info in found:
             name = p if protocol in ("file", "local") else fs.unstrip_protocol(p)
-            files.append(SourceFile(name, fs, p, int(info.get("size") or 0)))
+            files.append(SourceFile(shown(name), fs, p, int(info.get("size") or 0)))
     return files
+
+
+def shown(name: str) -> str:
+    """``name`` as messages and ``--compare``'s report (UTF-8 JSON) show it: a local name
+    that is not UTF-8 (bytes the system could not decode, which a glob may match) as its
+    bytes, ``p\\xff.jsonl``, as the CLI shows such an argument; it could not be written."""
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return repr(os.fsencode(name))[2:-1]
+    return name
 
 
 def blocks(files: list[SourceFile], blocksize: int) -> list[Block]:

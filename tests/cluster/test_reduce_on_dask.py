@@ -233,6 +233,22 @@ def test_refused_lines_past_a_ranges_list_are_counted(cluster: Client, tmp_path:
     assert listed[1000]["count"] == 500
 
 
+def test_a_published_file_whose_name_is_not_utf8_is_reported(
+    cluster: Client, tmp_path: Path
+) -> None:
+    """A glob may match a name the system could not decode: the report names its bytes, as
+    the CLI names such an argument, instead of failing to write it."""
+    case = ROOT / "vectors" / "cases" / "equivocations"
+    (tmp_path / os.fsdecode(b"p\xff.jsonl")).write_bytes(b"x\n")
+    status, report, err = run(on_dask(cluster, case / "keyring.json",
+                                      [str(case / "events.jsonl")], "--compare",
+                                      str(tmp_path / "p*.jsonl")))  # fmt: skip
+    listed = [json.loads(line) for line in lines(report)]
+    assert status == 1 and "Traceback" not in err
+    assert listed[0]["status"] == "unreadable" and listed[0]["line"] == 1
+    assert listed[0]["source"] == f"{tmp_path}/p\\xff.jsonl"
+
+
 class KillOnce(WorkerPlugin):
     """Kills the worker process (SIGKILL) the first time it starts a task of ``prefix``:
     a worker lost mid-job, with the shuffled data it held."""

@@ -34,6 +34,7 @@ from pithlog.errors import (
 )
 from pithlog.lines import iter_lines, too_long
 from pithlog.parallel import admitted, reduce_lines, reduce_rendered
+from pithlog.parallel.cores import MOST_CORES
 from pithlog.protocol.canonical import jcs, parse, shape
 from pithlog.protocol.checks import check_alone
 from pithlog.protocol.event_types import EVENT_TYPES, prepare_record_created
@@ -54,8 +55,9 @@ from pithlog.protocol.timestamps import is_ts
 
 def cmd_reduce(args: argparse.Namespace, out: Out) -> int:
     """Reduce JSON Lines files of events to one state document per pith."""
-    if args.jobs < 1:
-        raise UsageError("arguments", "--jobs must be at least 1")
+    if not 1 <= args.jobs <= MOST_CORES:
+        # each job is a process: a mistyped count must not start thousands
+        raise UsageError("arguments", f"--jobs must be from 1 to {MOST_CORES}")
     if args.dask is not None:
         if args.jobs != 1:
             raise UsageError("arguments", "--jobs and --dask both spread the work: give one "

@@ -24,6 +24,7 @@ from pithlog.cli.edge import (
     store_path,
 )
 from pithlog.errors import EXIT_OK, EXIT_VERIFY_FAILED, StoreError, UsageError, register
+from pithlog.parallel.cores import MOST_CORES
 from pithlog.protocol.canonical import jcs
 from pithlog.protocol.keys import Keyring
 from pithlog.protocol.records import is_pith_number
@@ -39,8 +40,9 @@ register({"store.past_end": "export --after N: N must be at most the log's last 
 def cmd_replay(args: argparse.Namespace, out: Out) -> int:
     """Replay the whole store and report every disagreement."""
     keyring = read_keyring(args.keyring)
-    if args.jobs is not None and args.jobs < 1:
-        raise UsageError("arguments", "--jobs must be at least 1")
+    if args.jobs is not None and not 1 <= args.jobs <= MOST_CORES:
+        # each job is a process: a mistyped count must not start thousands
+        raise UsageError("arguments", f"--jobs must be from 1 to {MOST_CORES}")
     with contextlib.ExitStack() as stack:
         # --verify walks the data file at open: the workers start meanwhile, and take
         # parts of the walk

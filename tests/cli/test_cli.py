@@ -254,7 +254,9 @@ def test_reduce_jobs_gives_the_output_of_one_process(tmp_path: Path) -> None:
     assert run(["reduce", "--jobs", "3", "--keyring", str(keyring), str(events)]) == one
 
 
-def test_reduce_jobs_must_be_positive(signer: dict[str, Path]) -> None:
-    status, out, err = run(["reduce", "--jobs", "0", "--keyring", str(signer["keyring"]), "-"])
+@pytest.mark.parametrize("jobs", ["0", "-3", "4097", "100000"])
+def test_reduce_jobs_must_be_from_1_to_most_cores(signer: dict[str, Path], jobs: str) -> None:
+    """Each job is a process: a count out of bounds is refused before any is started."""
+    status, out, err = run(["reduce", "--jobs", jobs, "--keyring", str(signer["keyring"]), "-"])
     assert status == 2 and out == b""
-    assert "--jobs must be at least 1" in err
+    assert "--jobs must be from 1 to 4096" in err

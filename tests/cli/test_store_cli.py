@@ -112,6 +112,17 @@ def test_json_array_single_object_and_batches(files: dict[str, Any]) -> None:
         {"line": 1, "event_id": rec["event_id"], "status": "stored", "reason": None}]
 
 
+@pytest.mark.parametrize("jobs", ["0", "4097"])
+def test_replay_jobs_must_be_from_1_to_most_cores(files: dict[str, Any], jobs: str) -> None:
+    """Each job is a process (started before the store is opened, with --verify): a count
+    out of bounds is refused before any is started."""
+    assert append(files)[0] == 2
+    status, out, err = run(["--store", files["store"], "replay", "--verify", "--jobs", jobs,
+                            "--keyring", files["keyring"]])  # fmt: skip
+    assert status == 2 and out == b""
+    assert "--jobs must be from 1 to 4096" in err
+
+
 def test_replay_verify_passes_then_names_damage(files: dict[str, Any]) -> None:
     assert append(files)[0] == 2  # the stranger's events are rejected
     status, out, err = run(["--store", files["store"], "replay", "--verify",

@@ -83,32 +83,72 @@ def modules() -> dict[str, ast.Module]:
     return found
 
 
+def packages() -> set[str]:
+    """The modules that are packages (an ``__init__.py``): ``from . import x`` inside one
+    names its own children, inside any other module its siblings."""
+    return {
+        ".".join(path.parent.relative_to(PACKAGE.parent).parts)
+        for path in PACKAGE.rglob("__init__.py")
+    }
+
+
 def layer(name: str) -> str:
     """``pithlog.store.replay`` -> ``store``; the package itself is ``__init__``."""
     parts = name.split(".")
     return parts[1] if len(parts) > 1 else "__init__"
 
 
-def imported(tree: ast.Module) -> set[str]:
-    """The full dotted names of every module ``tree`` imports, at any depth of the code
-    (``from pithlog import x`` counts as ``pithlog.x``)."""
+def imported(tree: ast.Module, name: str = "", package: bool = False) -> set[str]:
+    """The full dotted names of every module ``tree`` (the module ``name``, a package when
+    ``package``) imports, at any depth of the code: ``from pithlog import x`` counts as
+    ``pithlog.x``, a relative import as the absolute name it resolves to (``from ..store
+    import Store`` in ``pithlog.protocol.keys`` is ``pithlog.store``), and
+    ``importlib.import_module("pithlog.x")`` with a literal name (or an f-string's literal
+    head) as ``pithlog.x``, so neither form slips past the rules."""
     names: set[str] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             names |= {alias.name for alias in node.names}
-        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            names.add(node.module)
-            if node.module == "pithlog":
-                names |= {f"pithlog.{alias.name}" for alias in node.names}
-    return names
+        elif isinstance(node, ast.ImportFrom):
+            module = node.module or ""
+            if node.level and not name:
+                continue  # unresolved without the module's name; never a third party
+            if node.level:
+                parts = name.split(".") if package else name.split(".")[:-1]
+                base = parts[: len(parts) - (node.level - 1)]
+                module = ".".join([*base, module] if module else base)
+            if not module:
+                continue
+            names.add(module)
+            if module == "pithlog" or (node.level and not node.module):
+                names |= {f"{module}.{alias.name}" for alias in node.names}
+        elif isinstance(node, ast.Call) and node.args and (
+            called(node) in ("import_module", "__import__")
+            or attribute(node.func, "importlib") == "import_module"
+        ):
+            names.add(_literal_head(node.args[0]))
+    return names - {""}
+
+
+def _literal_head(node: ast.expr) -> str:
+    """The module name a literal (or an f-string's literal start, cut at its last dot)
+    spells; empty when it spells none."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return node.value
+    if isinstance(node, ast.JoinedStr) and node.values:
+        head = node.values[0]
+        if isinstance(head, ast.Constant) and isinstance(head.value, str):
+            return head.value.rpartition(".")[0]
+    return ""
 
 
 def tops(tree: ast.Module) -> set[str]:
     return {name.split(".")[0] for name in imported(tree)}
 
 
-def layers_imported(tree: ast.Module) -> set[str]:
-    return {layer(n) for n in imported(tree) if n.startswith("pithlog.")} - {"__version__"}
+def layers_imported(tree: ast.Module, name: str = "", package: bool = False) -> set[str]:
+    found = imported(tree, name, package)
+    return {layer(n) for n in found if n.startswith("pithlog.")} - {"__version__"}
 
 
 def called(node: ast.AST) -> str | None:
@@ -126,14 +166,20 @@ def attribute(node: ast.AST, module: str) -> str | None:
 
 
 def writes_to_terminal(tree: ast.Module) -> bool:
-    """Calls ``print`` or uses ``sys.stdout``, ``sys.stderr``, ``sys.stdin`` or ``sys.argv``."""
+    """Calls ``print`` or uses ``sys.stdout``, ``sys.stderr``, ``sys.stdin`` or ``sys.argv``
+    (as ``sys.X`` or imported by ``from sys import X``)."""
     terminal = {"stdout", "stderr", "stdin", "argv"}
     return any(
-        called(node) == "print" or attribute(node, "sys") in terminal for node in ast.walk(tree)
-    )
+        called(node) == "print"
+        or attribute(node, "sys") in terminal
+        or (isinstance(node, ast.ImportFrom) and node.module == "sys"
+            and any(alias.name in terminal for alias in node.names))
+        for node in ast.walk(tree)
+    )  # fmt: skip
 
 
 ALL = modules()
+PACKAGES = packages()
 
 
 def test_the_tree_shows_the_layers() -> None:
@@ -166,7 +212,7 @@ def test_the_rules_have_no_cycle() -> None:
 @pytest.mark.parametrize("name", sorted(ALL))
 def test_each_module_imports_only_the_layers_below(name: str) -> None:
     own = layer(name)
-    wrong = layers_imported(ALL[name]) - MAY_IMPORT[own] - {own}
+    wrong = layers_imported(ALL[name], name, name in PACKAGES) - MAY_IMPORT[own] - {own}
     assert not wrong, f"{name} ({own}) imports {sorted(wrong)}"
 
 
@@ -203,6 +249,16 @@ def test_the_rules_fail_on_a_module_that_breaks_them() -> None:
     assert writes_to_terminal(bad)
     sneaky = ast.parse("from pithlog import net\n")
     assert layers_imported(sneaky) == {"net"}
+    # relative imports resolve from the module's package (a package's own, for __init__)
+    relative = ast.parse("from ..store import Store\nfrom .. import net\nfrom . import keys\n")
+    assert layers_imported(relative, "pithlog.protocol.checks") == {"store", "net", "protocol"}
+    assert layers_imported(relative, "pithlog.protocol", True) == {"store", "net", "protocol"}
+    dynamic = ast.parse(
+        "import importlib\nimportlib.import_module('pithlog.store.replay')\n"
+        "importlib.import_module(f'pithlog.net.{name}')\n__import__('pithlog.cli')\n"
+    )
+    assert layers_imported(dynamic) == {"store", "net", "cli"}
+    assert writes_to_terminal(ast.parse("from sys import stderr\n"))
 
 
 def test_the_benchmarks_do_not_import_each_other() -> None:

@@ -104,6 +104,10 @@ def test_inclusion_paths_and_verification() -> None:
             assert not m.verify_inclusion(HASHES[i], i, n - 1, proof, mth(0, n - 1))
         assert not m.verify_inclusion(HASHES[(i + 1) % 301], i, n, proof, root)
         assert not m.verify_inclusion(HASHES[i], i, n, proof, mth(0, n + 1))
+        # This tree's root under twice the size: when n is a power of two this tree is the
+        # left child of that one, so the path leads to the root given but is too short
+        # for the size (RFC 9162 2.1.3.2 step 5: ``sn`` is not 0 when the path runs out).
+        assert not m.verify_inclusion(HASHES[i], i, 2 * n, proof, root)
 
 
 def _consistency_cases() -> list[tuple[int, int]]:

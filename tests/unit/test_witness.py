@@ -12,13 +12,24 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from pithlog.errors import WitnessError
 from pithlog.protocol.keys import make_keyring
-from pithlog.testing import test_key, test_keyring_entries
+from pithlog.testing import test_key, test_keyring, test_keyring_entries
 from pithlog.transparency import merkle
-from pithlog.transparency.checkpoint import Checkpoint, Note, sign_checkpoint, sign_note
+from pithlog.transparency.checkpoint import (
+    Checkpoint,
+    Note,
+    NoteSignature,
+    sign_checkpoint,
+    sign_note,
+)
 from pithlog.transparency.witness import (
+    MAX_BODY_BYTES,
+    MAX_PROOF_LINES,
     AddCheckpoint,
     cosign,
+    cosignature_key_id,
+    cosigned_message,
     judge_add_checkpoint,
+    may_witness,
     parse_add_checkpoint,
     require_quorum,
     verify_cosignatures,
@@ -69,15 +80,52 @@ def test_cosignatures_verify_and_count_toward_a_quorum() -> None:
     with pytest.raises(WitnessError) as wrong:  # a cosignature of another tree
         verify_cosignatures(other, witnesses)
     assert wrong.value.code == "witness.cosignature"
+    # the same witness's line twice is one witness: it does not meet a quorum of two
+    line = cosign(text, WITNESS, 6).line().encode()
+    twice = with_cosignatures(cosigned, line)
+    assert [c.key_id for c in verify_cosignatures(twice, witnesses)] == ["test-mirror"]
+    with pytest.raises(WitnessError, match="2 required"):
+        require_quorum(twice, witnesses, 2)
+    # the witness's line under another key name (key ID and signature kept) is not its line
+    renamed = line.replace(WITNESS.signer_id.encode(), b"other.test.invalid", 1)
+    assert verify_cosignatures(with_cosignatures(note, renamed), witnesses) == []
+    # a timestamp of 2^63 or more is out of range (tlog-cosignature), signed or not
+    with pytest.raises(WitnessError):
+        cosign(text, WITNESS, 1 << 63)
+    late = NoteSignature(WITNESS.signer_id, cosignature_key_id(WITNESS.signer_id,
+                         WITNESS.public_key), struct.pack(">Q", 1 << 63)
+                         + WITNESS.sign(cosigned_message(text, 1 << 63)))  # fmt: skip
+    with pytest.raises(WitnessError) as out_of_range:
+        verify_cosignatures(with_cosignatures(note, late.line().encode()), witnesses)
+    assert out_of_range.value.code == "witness.cosignature"
+
+
+def test_a_witness_key_is_a_mirror_or_registry_key_not_revoked() -> None:
+    assert may_witness(KEYRING["test-mirror"]) and may_witness(KEYRING["test-registry"])
+    assert not may_witness(KEYRING["test-author"])
+    revoked = test_keyring(mirror={"revoked_at": "2026-01-01T00:00:00Z"})
+    assert not may_witness(revoked["test-mirror"])
 
 
 def test_add_checkpoint_round_trip_and_limits() -> None:
     request = parse_add_checkpoint(body(8, 20))
     assert request.old == 8 and request.proof and request.checkpoint == signed(20)
-    for bad in (b"old 01\n\n" + signed(3), b"old 3\n" + b"AAAA\n" + b"\n" + signed(3),
-                b"no empty line", b"old 1\n" + b"A" * 44 + b"\n" * 64):  # fmt: skip
-        with pytest.raises(WitnessError):
+    proof_line = base64.b64encode(bytes(32)) + b"\n"
+    most = parse_add_checkpoint(b"old 1\n" + proof_line * MAX_PROOF_LINES + b"\n" + signed(3))
+    assert len(most.proof) == MAX_PROOF_LINES
+    for bad, says in (
+        (b"old 01\n\n" + signed(3), "'old N'"),
+        (b"old 3\n" + b"AAAA\n" + b"\n" + signed(3), "32-byte hash"),
+        (b"no empty line", "no empty line"),
+        (b"old 1\n" + b"A" * 44 + b"\n\n" + signed(3), "32-byte hash"),  # 33 bytes
+        (b"old 1\n" + proof_line * (MAX_PROOF_LINES + 1) + b"\n" + signed(3),
+         f"more than {MAX_PROOF_LINES} proof lines"),
+        (b"old 1\n\n" + signed(3).ljust(MAX_BODY_BYTES, b"x"), f"over {MAX_BODY_BYTES} bytes"),
+    ):
+        with pytest.raises(WitnessError) as refused:
             parse_add_checkpoint(bad)
+        assert refused.value.code == "witness.malformed", bad[:40]
+        assert says in refused.value.message, (says, refused.value.message)
 
 
 class Witness:
@@ -117,6 +165,9 @@ def test_the_statuses_of_tlog_witness() -> None:
     assert w.add(AddCheckpoint(20, (), forged).encoded())[0] == 403
     assert w.add(b"garbage")[0] == 400
     assert w.known[ORIGIN][0] == 20  # nothing but a 200 moved it
+    # from size 0 there is nothing to prove consistent: a proof there is refused
+    with_proof = AddCheckpoint(0, (merkle.root(10, SUB),), signed(10)).encoded()
+    assert Witness().add(with_proof) == (422, b"the proof must be empty from size 0\n")
 
 
 def test_of_a_witness_answer_only_its_verified_cosignatures_are_kept() -> None:

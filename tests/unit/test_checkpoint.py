@@ -12,6 +12,8 @@ from pithlog.errors import EXIT_BAD_INPUT, EXIT_VERIFY_FAILED, CheckpointError
 from pithlog.protocol.keys import SigningKey, make_keyring, verify_signature
 from pithlog.testing import test_key, test_keyring, test_keyring_entries
 from pithlog.transparency.checkpoint import (
+    MAX_NOTE_BYTES,
+    MAX_SIGNATURES,
     Checkpoint,
     decimal_of,
     key_id,
@@ -173,3 +175,16 @@ def test_an_empty_tree_has_the_empty_root_only() -> None:
     with pytest.raises(CheckpointError) as caught:
         parse_checkpoint_text(Checkpoint("o", 0, ROOT).text())
     assert caught.value.code == "checkpoint.malformed" and "RFC 9162" in caught.value.message
+
+
+def test_the_number_of_signature_lines_and_the_size_of_a_note_are_bounded() -> None:
+    note = sign_checkpoint(Checkpoint(ORIGIN, 5, ROOT), test_key("registry"))
+    unknown = f"\u2014 witness.example {base64.b64encode(b'abcd' + bytes(64)).decode()}\n"
+    most = note + unknown.encode() * (MAX_SIGNATURES - 1)
+    assert verify_checkpoint(most, test_keyring()).signers == ("test-registry",)
+    err = _refused(most + unknown.encode(), "malformed")
+    assert f"more than {MAX_SIGNATURES} signature lines" in err.message
+    extension = b"x" * (MAX_NOTE_BYTES - len(note) + 1)
+    large = sign_checkpoint(Checkpoint(ORIGIN, 5, ROOT, (extension.decode(),)),
+                            test_key("registry"))  # fmt: skip
+    assert f"limited to {MAX_NOTE_BYTES} bytes" in _refused(large, "malformed").message

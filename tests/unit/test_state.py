@@ -323,3 +323,148 @@ def test_tampered_built_document_is_refused() -> None:
     doc["state_sha256"] = digest_document(doc)
     # applied_event_ids still names the hint, which current no longer shows.
     assert rules(render(doc)) == {"applied_event_ids"}
+
+
+# --- each rule of section 9, one at a time, on a document with every part filled -------------
+
+
+def _full() -> dict[str, Any]:
+    """A reduced document holding an equivocation, an invalid event, and a list of two."""
+    said = [event("author_attestation", R, payload={"statement": s}) for s in ("a", "b")]
+    hints = [event("mirror_hint", R, t, payload={"locator": f"https://m/{t}"})
+             for t in ("2026-02-01T00:00:00Z", "2026-03-01T00:00:00Z")]  # fmt: skip
+    doc = document(R, *said, *hints, event("correction", R, signer="mirror"))
+    assert doc["equivocation_count"] == 1 and doc["invalid_event_count"] == 1
+    assert len(doc["current"]["mirror_hints"]) == 2
+    return doc
+
+
+FULL = render(_full())
+OTHER_ID = "sha256:" + "0" * 64
+
+
+def _applied_again(doc: dict[str, Any]) -> None:
+    """applied_event_ids as section 8 derives them from ``current``, so that a change to
+    the projections is caught by its own rule and not by this one."""
+    current = doc["current"]
+    others = sorted((p for v in current.values() if isinstance(v, list) for p in v
+                     if "signer" in p), key=lambda p: (p["created_at"], p["event_id"]))  # fmt: skip
+    doc["applied_event_ids"] = [current["record_created"]["event_id"],
+                                *(p["event_id"] for p in others)]  # fmt: skip
+
+
+def _predating(doc: dict[str, Any]) -> None:
+    doc["current"]["mirror_hints"][0]["created_at"] = "2025-01-01T00:00:00Z"
+    _applied_again(doc)
+
+
+def _equivocation_twice(doc: dict[str, Any]) -> None:
+    losers = len(doc["equivocations"][0]["event_ids"]) - 1
+    doc["equivocations"] *= 2
+    doc["equivocation_count"] = 2
+    doc["valid_event_count"] += losers
+    doc["event_count"] += losers
+
+
+def _invalid_twice(doc: dict[str, Any]) -> None:
+    doc["invalid_events"] *= 2
+    doc["invalid_event_count"] = 2
+    doc["event_count"] += 1
+
+
+def _hint_twice(doc: dict[str, Any]) -> None:
+    hints = doc["current"]["mirror_hints"]
+    hints.insert(0, hints[0])
+    _applied_again(doc)
+    doc["valid_event_count"] += 1
+    doc["event_count"] += 1
+
+
+def _applied_not_first(doc: dict[str, Any]) -> None:
+    doc["equivocations"][0]["event_ids"].reverse()
+
+
+def _applied_not_applied(doc: dict[str, Any]) -> None:
+    e = doc["equivocations"][0]
+    e["applied_event_id"] = e["event_ids"][0] = OTHER_ID
+
+
+def _invalid_and_applied(doc: dict[str, Any]) -> None:
+    doc["invalid_events"][0]["event_id"] = doc["applied_event_ids"][1]
+
+
+RULE_BREAKS: dict[str, tuple[Any, set[str]]] = {
+    "state_version": (lambda d: d.update(state_version="1.1"), {"header"}),
+    "merge_version": (lambda d: d.update(merge_version="pith-open-graph-merge-v2"), {"header"}),
+    "record_created target": (
+        lambda d: d["current"]["record_created"].update(target="claim:x"), {"record_created"}),
+    "equivocation_count": (lambda d: d.update(equivocation_count=2), {"counts"}),
+    "a list out of time order": (lambda d: d["current"]["mirror_hints"].reverse(), {"order"}),
+    "an applied event named twice": (_hint_twice, {"applied_event_ids", "event_ids"}),
+    "an event older than the record": (_predating, {"predates_record"}),
+    "a slot twice": (_equivocation_twice, {"order", "event_ids"}),
+    "an invalid event twice": (_invalid_twice, {"order", "event_ids"}),
+    # its applied event then sits among the losers too
+    "the applied event not first": (_applied_not_first, {"equivocations", "event_ids"}),
+    "an applied event that is not applied": (_applied_not_applied, {"equivocations"}),
+    "an event both applied and invalid": (_invalid_and_applied, {"event_ids"}),
+    # the shape: each of these is refused before any rule is read
+    "a list that is an object": (lambda d: d.update(equivocations={}), {"shape"}),
+    "an object that is null": (lambda d: d.update(current=None), {"shape"}),
+    "a count that is a boolean": (lambda d: d.update(equivocation_count=True), {"shape"}),
+    "a negative count": (lambda d: d.update(invalid_event_count=-1), {"shape"}),
+    "a pith_number of another form": (lambda d: d.update(pith_number="pith:x"), {"shape"}),
+    "a projection's event_id": (
+        lambda d: d["current"]["mirror_hints"][0].update(event_id="sha256:x"), {"shape"}),
+    "a projection's target": (
+        lambda d: d["current"]["mirror_hints"][0].update(target=5), {"shape"}),
+    "a projection's created_at": (
+        lambda d: d["current"]["mirror_hints"][0].update(created_at="2026-02-30T00:00:00Z"),
+        {"shape"}),
+    "a projection's payload": (
+        lambda d: d["current"]["mirror_hints"][0].update(payload=[]), {"shape"}),
+    "a record without submitted_at": (
+        lambda d: d["current"]["canonical_record"]["metadata"].pop("submitted_at"), {"shape"}),
+    "canonical_sha256 not a string": (
+        lambda d: d["current"]["record_created"]["payload"].update(canonical_sha256=5),
+        {"shape"}),
+    "a slot member": (lambda d: d["equivocations"][0]["slot"].update(target=5), {"shape"}),
+    "an equivocation of one event": (
+        lambda d: d["equivocations"][0].update(event_ids=d["equivocations"][0]["event_ids"][:1]),
+        {"shape"}),
+    "an applied_event_id": (
+        lambda d: d["equivocations"][0].update(applied_event_id="x"), {"shape"}),
+    "an invalid event's event_id": (
+        lambda d: d["invalid_events"][0].update(event_id="x"), {"shape"}),
+    "applied_event_ids holding another value": (
+        lambda d: d["applied_event_ids"].append("x"), {"shape"}),
+}
+
+
+def test_the_full_document_verifies() -> None:
+    assert verify_state_document(FULL) == []
+
+
+@pytest.mark.parametrize("broken", sorted(RULE_BREAKS))
+def test_each_rule_of_section_9_is_checked(broken: str) -> None:
+    """Each change breaks one rule (its state_sha256 recomputed), and only that rule is
+    reported, so that a check left out is noticed."""
+    change, expected = RULE_BREAKS[broken]
+    doc = parse(FULL)
+    change(doc)
+    doc["state_sha256"] = digest_document(doc)
+    if "shape" not in expected:
+        assert _written(doc) == render(doc)
+    assert rules(_written(doc)) == expected
+
+
+def test_a_state_sha256_that_is_not_a_string_is_refused() -> None:
+    doc = parse(FULL)
+    doc["state_sha256"] = 5
+    assert rules(_written(doc)) == {"shape"}
+
+
+def _written(doc: dict[str, Any]) -> bytes:
+    """``doc`` as compact JSON in its own member order (what render writes for a document
+    of the right shape; render itself would rewrite one of the wrong shape)."""
+    return json.dumps(doc, separators=(",", ":"), ensure_ascii=False).encode()

@@ -12,6 +12,7 @@ from pithlog.testing import test_key, test_keyring
 from pithlog.transparency import merkle
 from pithlog.transparency.checkpoint import Checkpoint, sign_checkpoint
 from pithlog.transparency.proofs import (
+    MAX_PROOF_BYTES,
     ConsistencyProof,
     InclusionProof,
     parse_consistency_proof,
@@ -78,6 +79,11 @@ def test_verify_inclusion_proofs() -> None:
         verify_inclusion_proof(eid_only, test_keyring())
     with pytest.raises(CheckpointError, match="origin"):
         verify_inclusion_proof(inclusion(7, 9), test_keyring(), origin="elsewhere")
+    # the event_id asked about is one (lower-case hex): the proven one in capitals is not
+    for asked in (eid.upper(), "sha256:" + EIDS[7].hex().upper(), "sha256:" + "zz" * 32):
+        with pytest.raises(ProofError) as refused:
+            verify_inclusion_proof(inclusion(7, 9), test_keyring(), asked)
+        assert refused.value.code == "proof.malformed" and "not an event_id" in str(refused.value)
 
 
 def _mutations(data: bytes) -> list[bytes]:
@@ -153,6 +159,17 @@ def test_consistency_proofs() -> None:
 def test_malformed_inclusion_proofs(data: bytes) -> None:
     with pytest.raises(ProofError, match="malformed"):
         parse_inclusion_proof(data)
+
+
+def test_a_proof_file_is_limited_to_1_mib() -> None:
+    consistency = ConsistencyProof(0, 5, ()).encoded()
+    for parse, data in ((parse_inclusion_proof, inclusion(3, 7)),
+                        (parse_consistency_proof, consistency)):  # fmt: skip
+        large = data + b"x" * (MAX_PROOF_BYTES - len(data) + 1)
+        with pytest.raises(ProofError) as refused:
+            parse(large)
+        assert refused.value.code == "proof.malformed"
+        assert f"limited to {MAX_PROOF_BYTES} bytes" in refused.value.message
 
 
 @pytest.mark.parametrize("data", [

@@ -108,13 +108,20 @@ def verify_cosignatures(note: bytes, witnesses: Sequence[KeyEntry]) -> list[Cosi
     are ignored, as signed notes ignore unknown keys); one that names a witness's key but
     does not verify raises ``witness.cosignature``. A key that may sign the checkpoint's
     origin itself is no witness of it, whatever the list says: a log that cosigned its own
-    checkpoint would meet its own quorum."""
+    checkpoint would meet its own quorum. A public key listed more than once is one
+    witness."""
     parsed = parse_note(note)
     origin = parse_checkpoint_text(parsed.text).origin
     found: list[Cosigned] = []
+    seen: set[bytes] = set()
     for entry in witnesses:
         if may_sign(entry.signer_type, entry.signer_id, origin):
             continue
+        # one key is one witness: a key listed twice (or under two key_ids) would otherwise
+        # count its one cosignature twice toward a quorum
+        if entry.public_key in seen:
+            continue
+        seen.add(entry.public_key)
         wanted = cosignature_key_id(entry.signer_id, entry.public_key)
         for sig in parsed.signatures:
             if sig.name != entry.signer_id or sig.key_id != wanted:

@@ -202,3 +202,18 @@ def test_a_key_that_may_sign_the_origin_is_no_witness_of_it() -> None:
     with pytest.raises(WitnessError) as short:
         require_quorum(own, [KEYRING["test-registry"], KEYRING["test-mirror"]], 1)
     assert short.value.code == "witness.quorum"
+
+
+def test_a_witness_key_listed_twice_is_one_witness() -> None:
+    """``--witness-key test-mirror`` given twice asks for a quorum of two: one witness's
+    cosignature does not meet it, nor does the same key under a second key_id."""
+    note = signed(10)
+    text = note[: note.index(b"\n\n") + 1]
+    cosigned = with_cosignatures(note, cosign(text, WITNESS, 5).line().encode())
+    mirror = KEYRING["test-mirror"]
+    alias = make_keyring([{**test_keyring_entries(("mirror",))[0], "key_id": "alias"}])["alias"]
+    for witnesses in ([mirror, mirror], [mirror, alias]):
+        assert [c.key_id for c in verify_cosignatures(cosigned, witnesses)] == ["test-mirror"]
+        with pytest.raises(WitnessError) as short:
+            require_quorum(cosigned, witnesses, 2)
+        assert short.value.code == "witness.quorum"

@@ -22,6 +22,7 @@ from pithlog.cli.edge import (
     show_progress,
 )
 from pithlog.errors import EXIT_OK, MirrorError, UsageError
+from pithlog.protocol.keys import KeyEntry
 from pithlog.protocol.text_forms import encode_b64
 from pithlog.transparency.witness import may_witness
 
@@ -34,17 +35,19 @@ def cmd_mirror(args: argparse.Namespace, out: Out) -> int:
         raise UsageError("arguments", "--batch-bundles must be at least 1")
     keyring = read_keyring(args.keyring)
     evidence = evidence_folder(args.evidence_dir)
-    witnesses = []
+    witnesses: list[KeyEntry] = []
     for key_id in args.witness_key:
         entry = keyring.get(key_id)
         if entry is None or not may_witness(entry):
             raise UsageError("arguments", f"--witness-key {key_id}: not a witness key of the "
                              "keyring (a mirror or pith_registry key, not revoked)")  # fmt: skip
-        witnesses.append(entry)
+        # a key named twice, or under two key_ids, is one witness (one cosignature)
+        if all(w.public_key != entry.public_key for w in witnesses):
+            witnesses.append(entry)
     quorum = len(witnesses) if args.witness_quorum is None else args.witness_quorum
     if not 0 <= quorum <= len(witnesses):
         raise UsageError("arguments", "--witness-quorum is between 0 and the number of "
-                         "--witness-key given")  # fmt: skip
+                         "distinct witness keys given with --witness-key")  # fmt: skip
     with open_store(args, create=True) as store, mirror.Origin(args.url) as origin:
         while True:
             bar = Bar(out, show_progress(args, out), "mirror", unit="leaf")

@@ -29,6 +29,8 @@ def cmd_serve(args: argparse.Namespace, out: Out) -> int:
     if min(args.max_body, args.max_lines, args.max_pending) < 1:
         raise UsageError("arguments", "--max-body, --max-lines and --max-pending are "
                          "positive")  # fmt: skip
+    # a URL given twice is one witness, asked once
+    args.witness_url = list(dict.fromkeys(args.witness_url))
     if args.witness_quorum is not None and not 1 <= args.witness_quorum <= len(
         args.witness_url
     ):  # a quorum of 0 or less would publish checkpoints no witness cosigned

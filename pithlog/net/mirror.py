@@ -123,6 +123,9 @@ def mirror_once(
 ) -> MirrorReport:
     """One pass of the mirror (the module's steps 1-3). Raises :class:`MirrorError` (and
     ``checkpoint.*``, ``tile.*`` for what does not verify); nothing unverified is stored."""
+    # ``--follow`` reuses one Origin for every pass: its count runs on, the report is this
+    # pass's bytes
+    fetched_before = origin.fetched
     note = origin.checkpoint()
     cp = verify_checkpoint(note, keyring, origin_name).checkpoint
     if quorum:  # before anything else is believed: the log's word alone is not enough
@@ -160,7 +163,7 @@ def mirror_once(
         if root != cp.root:
             raise MirrorError("diverged", f"after appending, the store's root at size "
                               f"{cp.size} is not the checkpoint's")  # fmt: skip
-    report.fetched_bytes = origin.fetched
+    report.fetched_bytes = origin.fetched - fetched_before
     return report
 
 

@@ -328,6 +328,20 @@ def test_follow_polls_until_stopped(tmp_path: Path, keys: Keys) -> None:
     _same_log(origin, copy)
 
 
+def test_each_pass_reports_the_bytes_it_fetched(tmp_path: Path, keys: Keys) -> None:
+    """``--follow`` makes its passes with one client: a pass that finds nothing new
+    reports the checkpoint's bytes, not the total since the mirror started."""
+    origin = _store(tmp_path / "origin", _events(7, piths=10)[:40])
+    keyring = load_keyring(keys.keyring.read_bytes())
+    with serving(origin, keys) as server, mm.Origin(server.url) as client, \
+            Store.open(tmp_path / "mirror") as store:  # fmt: skip
+        first = mm.mirror_once(store, client, keyring, evidence_dir=tmp_path)
+        second = mm.mirror_once(store, client, keyring, evidence_dir=tmp_path)
+        checkpoint = httpx.get(f"{server.url}/checkpoint").content
+    assert first.appended == 40 and first.fetched_bytes > 40 * 64
+    assert second.appended == 0 and second.fetched_bytes == len(checkpoint)
+
+
 def test_verified_tiles_are_dropped_as_the_mirror_goes(tmp_path: Path, keys: Keys,
                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     """The tiles verified so far are forgotten every FORGET_EVERY bundles (memory stays

@@ -236,6 +236,11 @@ def cmd_verify_proof(args: argparse.Namespace, out: Out) -> int:
         out.say(f"verify-proof: {proven.event_id} is leaf {proven.index} of {cp.origin} at "
                 f"size {cp.size}")  # fmt: skip
         return EXIT_OK
+    if args.event_id:
+        # a consistency proof names no event: ignoring the option would let exit 0 pass
+        # for "this event is logged" when the wrong file was given
+        raise UsageError("arguments", "a consistency proof names no event: --event-id goes "
+                         "with an inclusion proof (tlog-proof)")  # fmt: skip
     if len(args.checkpoints) != 2:
         raise UsageError("arguments", "a consistency proof is checked against two checkpoint "
                          "files: OLD_CHECKPOINT NEW_CHECKPOINT")  # fmt: skip

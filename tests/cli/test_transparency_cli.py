@@ -174,6 +174,11 @@ def test_consistency_and_a_rewritten_history(f: dict[str, Any]) -> None:
     assert status == 1 and "[proof.mismatch]" in err
     status, _, err = run(args)
     assert status == 2 and "[usage.arguments]" in err
+    # a consistency proof says nothing about an event: --event-id is not silently dropped
+    eid = f["events"][0]["event_id"]
+    status, out, err = run(["verify-proof", "--keyring", f["keyring"], "--event-id", eid,
+                            str(proof), str(old), str(new)])  # fmt: skip
+    assert status == 2 and "[usage.arguments]" in err and out == b""
     # history rewritten: one early event left out, everything appended again elsewhere
     lines = Path(f["first"]).read_bytes().splitlines(keepends=True)
     rewritten = f["tmp"] / "rewritten.jsonl"

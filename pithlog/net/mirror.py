@@ -138,7 +138,9 @@ def mirror_once(
         if held > old.size:
             raise MirrorError("diverged", f"the store holds {held} leaves, more than the "
                               f"{old.size} of the checkpoint it accepted from {cp.origin}: "
-                              "it is not a mirror of that log alone")  # fmt: skip
+                              "it is not a mirror of that log alone (leaves were added "
+                              "by append, import or sync): mirror into a fresh "
+                              "store")  # fmt: skip
     elif held:
         _prefix(store, origin, held, cp)
     newer = old is None or cp.size > old.size

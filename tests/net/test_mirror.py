@@ -192,6 +192,17 @@ def test_same_size_other_root_is_a_split_view(tmp_path: Path, keys: Keys) -> Non
     assert status == 0 and json.loads(out)["how"] == "two roots for one size", err
 
 
+def test_a_mirror_with_leaves_of_its_own_says_what_to_do(tmp_path: Path, keys: Keys) -> None:
+    events = _events(9, piths=10)
+    origin = _store(tmp_path / "origin", events[:30])
+    copy = tmp_path / "mirror"
+    with serving(origin, keys) as server:
+        assert mirror(copy, server.url, keys)[0] == 0
+        _store(copy, events[30:])  # appended to the mirror, not to the log
+        status, _, err = mirror(copy, server.url, keys)
+    assert status == 1 and "[mirror.diverged]" in err and "into a fresh store" in err, err
+
+
 def test_evidence_has_a_folder_before_the_mirror_starts_and_a_spare_after(
     tmp_path: Path, keys: Keys, monkeypatch: pytest.MonkeyPatch
 ) -> None:

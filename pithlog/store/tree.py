@@ -197,7 +197,8 @@ def consistency_path(
     """What :meth:`pithlog.store.Store.consistency_path` returns."""
     n = tree_size_arg(txn, dbs, new)
     if not 0 <= old <= n:
-        raise StoreError("tree_size", f"size {old} is not between 0 and {n}")
+        # n may be the NEW asked for, not the store's size: say which it is
+        raise StoreError("tree_size", f"old size {old} is not between 0 and the new size {n}")
     return n, merkle.consistency_path(old, n, subtree(txn, dbs))
 
 

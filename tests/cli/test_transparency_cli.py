@@ -194,6 +194,9 @@ def test_consistency_and_a_rewritten_history(f: dict[str, Any]) -> None:
     assert status == 1 and "[proof.consistency]" in err
     status, _, err = run(["--store", f["store"], "prove", "consistency", "99"])
     assert status == 2 and "[store.tree_size]" in err
+    # OLD past NEW: the bound named is NEW, not the store's size
+    status, _, err = run(["--store", f["store"], "prove", "consistency", "20", "10"])
+    assert status == 2 and "old size 20 is not between 0 and the new size 10" in err, err
 
 
 def test_sync_command(f: dict[str, Any]) -> None:

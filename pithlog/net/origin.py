@@ -8,12 +8,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import httpx
 
-from pithlog.errors import MirrorError, ProofError
+from pithlog.errors import MirrorError, PithlogError, ProofError
 from pithlog.net.encoding import ACCEPT_ENCODING, read_answer
-from pithlog.protocol.canonical import MAX_ENVELOPE_BYTES
+from pithlog.protocol.canonical import MAX_ENVELOPE_BYTES, shape
 from pithlog.transparency import merkle, tiles
 from pithlog.transparency.checkpoint import MAX_NOTE_BYTES
 from pithlog.transparency.proofs import MAX_PROOF_BYTES, ConsistencyProof, parse_consistency_proof
@@ -37,6 +38,24 @@ class Limits:
 LIMITS = Limits()
 TIMEOUT = 60.0
 """Seconds to connect, or between two reads of an answer."""
+ERROR_BYTES = 4 << 10
+"""The most read of an error answer, to show what the origin said."""
+
+
+def _said(response: httpx.Response) -> str:
+    """What an error answer says, as ``: [code] message`` when it is pithlog's JSON error
+    (a ``503 witness.quorum`` from ``/checkpoint`` tells the operator to wait for the
+    witnesses, where the bare status told nothing), else nothing."""
+    try:
+        body = read_answer(response, ERROR_BYTES, lambda why: MirrorError("fetch", why))
+        doc: Any = shape(body, Any)
+        said = f"[{str(doc['error'])[:80]}] {str(doc['message'])[:400]}"
+    except (PithlogError, TypeError, KeyError, httpx.HTTPError):
+        return ""
+    # the origin's words go into a one-line error: no line breaks or control characters
+    return ": " + "".join(c if c.isprintable() else " " for c in said)
+
+
 class Origin:
     """The HTTP client of a served log at ``url``: bounded GETs, and the tlog-tiles
     fallback from a dropped partial tile to its full tile."""
@@ -69,7 +88,8 @@ class Origin:
                 if response.status_code == 404:
                     return None
                 if response.status_code != 200:
-                    raise MirrorError("fetch", f"{url} answered {response.status_code}")
+                    raise MirrorError("fetch", f"{url} answered {response.status_code}"
+                                      f"{_said(response)}")  # fmt: skip
                 body = read_answer(response, limit,
                                    lambda why: MirrorError("fetch", f"{url}: {why}"))
         except httpx.HTTPError as exc:

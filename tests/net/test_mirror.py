@@ -570,3 +570,24 @@ def test_a_copy_stored_during_the_pass_is_another_mirrors_not_the_origins_fault(
         with pytest.raises(MirrorError) as caught:  # this pass's own earlier copy, again
             mm._new_to(store, since[:1], set(since[:1]), held=held)
         assert caught.value.code == "mirror.duplicate"
+
+
+def test_an_error_answer_says_what_the_origin_said_on_one_line() -> None:
+    """A log whose witnesses have not cosigned yet answers /checkpoint with 503
+    witness.quorum: the mirror's error carries that code and message (not only the
+    status), flattened to one line, and an answer that is not pithlog's JSON error adds
+    nothing."""
+    answers = {
+        "/a/checkpoint": httpx.Response(503, json={
+            "error": "witness.quorum", "message": "0 witness(es) cosigned,\n1 required"}),
+        "/b/checkpoint": httpx.Response(500, content=b"<html>oops</html>"),
+    }  # fmt: skip
+    client = httpx.Client(transport=httpx.MockTransport(lambda r: answers[r.url.path]))
+    with pytest.raises(MirrorError) as caught:
+        mm.Origin("http://origin.invalid/a", client).checkpoint()
+    message = caught.value.describe()
+    assert caught.value.code == "mirror.fetch" and "answered 503: [witness.quorum]" in message
+    assert "0 witness(es) cosigned, 1 required" in message and "\n" not in message
+    with pytest.raises(MirrorError) as caught:
+        mm.Origin("http://origin.invalid/b", client).checkpoint()
+    assert caught.value.message.endswith("/b/checkpoint answered 500")

@@ -16,10 +16,14 @@ def cmd_serve(args: argparse.Namespace, out: Out) -> int:
         raise UsageError("arguments", "--witness-url (witnesses cosigning this log's "
                          "checkpoints) needs --witness-keyring, and is not for a "
                          "witness")  # fmt: skip
+    if args.witness_keyring is not None and not args.witness_url:
+        raise UsageError("arguments", "--witness-keyring names the keys of the witnesses "
+                         "given with --witness-url: give both")  # fmt: skip
     if args.witness:
-        if args.submit or args.keyring is None:
-            raise UsageError("arguments", "--witness takes --keyring (the logs it witnesses) "
-                             "and no --submit")  # fmt: skip
+        if args.submit or args.keyring is None or args.origin is not None:
+            raise UsageError("arguments", "--witness takes --keyring (the logs it witnesses), "
+                             "no --submit and no --origin (it cosigns the origins its "
+                             "keyring names)")  # fmt: skip
     elif args.origin is None:
         raise UsageError("arguments", "--origin is required (the log's origin), unless "
                          "--witness")  # fmt: skip

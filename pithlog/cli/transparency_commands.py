@@ -30,7 +30,7 @@ from pithlog.cli.edge import (
     store_path,
 )
 from pithlog.cli.evidence_commands import add_prove_equivocation, verify_evidence
-from pithlog.cli.witness_commands import add_witness_options, cosigned
+from pithlog.cli.witness_commands import add_witness_options, check_cosigning, cosigned
 from pithlog.errors import (
     EXIT_BAD_INPUT,
     EXIT_OK,
@@ -69,6 +69,7 @@ from pithlog.transparency.proofs import (
 
 def cmd_checkpoint(args: argparse.Namespace, out: Out) -> int:
     """Sign a checkpoint of the store's Merkle tree (C2SP tlog-checkpoint)."""
+    check_cosigning(args)  # before any work
     key = load_key_file(read_bytes(args.key))
     with open_store(args, readonly=True) as store:
         size, root = store.tree_root(size_arg(args.size, "--size"))

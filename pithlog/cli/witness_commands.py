@@ -24,19 +24,30 @@ def add_witness_options(p: argparse.ArgumentParser) -> None:
                    "signer_id)")  # fmt: skip
 
 
-def cosigned(args: argparse.Namespace, store: Store, note: bytes, size: int, out: Out) -> bytes:
-    """``note`` with the cosignatures of the ``--witness`` URLs, once at least ``--quorum``
-    distinct keyring witness keys cosigned; ``note`` itself without ``--witness``."""
+def check_cosigning(args: argparse.Namespace) -> int:
+    """The quorum of ``--witness``/``--quorum``/``--keyring`` (0 without ``--witness``),
+    checked before any work; a URL given twice is one witness, asked once."""
     if not args.witness:
-        if args.quorum:
-            raise UsageError("arguments", "--quorum needs --witness URL")
-        return note
+        if args.quorum is not None or args.keyring is not None:
+            # without --witness they would be ignored: say so rather than sign as if
+            raise UsageError("arguments", "--quorum and --keyring need --witness URL")
+        return 0
+    args.witness = list(dict.fromkeys(args.witness))
     if not args.keyring:
         raise UsageError("arguments", "--witness needs --keyring, which names the witness keys")
     quorum = len(args.witness) if args.quorum is None else args.quorum
     if not 1 <= quorum <= len(args.witness):
         raise UsageError("arguments", f"--quorum is between 1 and the {len(args.witness)} "
                          "--witness given")  # fmt: skip
+    return int(quorum)
+
+
+def cosigned(args: argparse.Namespace, store: Store, note: bytes, size: int, out: Out) -> bytes:
+    """``note`` with the cosignatures of the ``--witness`` URLs, once at least ``--quorum``
+    distinct keyring witness keys cosigned; ``note`` itself without ``--witness``."""
+    quorum = check_cosigning(args)
+    if not quorum:
+        return note
     witnesses = [e for e in read_keyring(args.keyring).values() if may_witness(e)]
     # httpx only for a checkpoint that asks witnesses (the CLI starts without it)
     from pithlog.net.witness_client import collect

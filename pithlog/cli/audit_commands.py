@@ -14,7 +14,7 @@ from pithlog.cli.edge import (
     json_line,
     keyring_option,
     net_module,
-    open_store,
+    open_store_reached,
     progress_option,
     read_keyring,
     served_url,
@@ -36,7 +36,8 @@ def cmd_audit(args: argparse.Namespace, out: Out) -> int:
         counts[finding.kind] += 1
         out.write(json_line({"finding": finding.kind, **finding.doc}))
 
-    with open_store(args, create=True) as store, mirror.Origin(args.url) as origin:
+    with mirror.Origin(args.url) as origin, \
+            open_store_reached(args, origin.checkpoint) as store:  # fmt: skip
         bar = Bar(out, show_progress(args, out), "audit: mirror", unit="leaf")
         out.bar = bar
         try:

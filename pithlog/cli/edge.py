@@ -218,6 +218,16 @@ def open_store(
                       walkers=walkers)  # fmt: skip
 
 
+def open_store_reached(args: argparse.Namespace, reach: Callable[[], object]) -> Store:
+    """The store of ``--store`` for a command that pulls a log from elsewhere (``mirror``,
+    ``audit``), made if need be; a store that does not exist yet is made only once
+    ``reach()`` (a fetch of the origin's checkpoint) answered, so that a URL that does not
+    answer leaves no empty store behind (``./pithlog-store`` without ``--store``)."""
+    if not (Path(store_path(args)) / "data.mdb").exists():
+        reach()
+    return open_store(args, create=True)
+
+
 class Bar:
     """Progress on stderr (tqdm), or nothing: ``bar(done, total)`` as work completes, in
     piths, or with ``unit="B"`` in bytes of input."""

@@ -14,7 +14,7 @@ from pithlog.cli.edge import (
     json_line,
     keyring_option,
     net_module,
-    open_store,
+    open_store_reached,
     progress_option,
     read_keyring,
     seconds,
@@ -48,7 +48,8 @@ def cmd_mirror(args: argparse.Namespace, out: Out) -> int:
     if not 0 <= quorum <= len(witnesses):
         raise UsageError("arguments", "--witness-quorum is between 0 and the number of "
                          "distinct witness keys given with --witness-key")  # fmt: skip
-    with open_store(args, create=True) as store, mirror.Origin(args.url) as origin:
+    with mirror.Origin(args.url) as origin, \
+            open_store_reached(args, origin.checkpoint) as store:  # fmt: skip
         while True:
             bar = Bar(out, show_progress(args, out), "mirror", unit="leaf")
             out.bar = bar

@@ -11,6 +11,7 @@ import io
 import json
 import random
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -201,6 +202,30 @@ def test_a_mirror_with_leaves_of_its_own_says_what_to_do(tmp_path: Path, keys: K
         _store(copy, events[30:])  # appended to the mirror, not to the log
         status, _, err = mirror(copy, server.url, keys)
     assert status == 1 and "[mirror.diverged]" in err and "into a fresh store" in err, err
+
+
+def test_an_origin_that_does_not_answer_leaves_no_store_behind(
+    tmp_path: Path, keys: Keys
+) -> None:
+    """mirror and audit make their store only once the origin answered: a URL that does
+    not answer (a mistyped port) left an empty store, ./pithlog-store without --store."""
+    with contextlib.closing(socket.socket()) as probe:
+        probe.bind(("127.0.0.1", 0))  # a port nothing listens on (bound, not listening)
+        url = f"http://127.0.0.1:{probe.getsockname()[1]}"
+        for command in ("mirror", "audit"):
+            store = tmp_path / command
+            status, out, err = run(["--store", str(store), command, url, "--keyring",
+                                    str(keys.keyring)])  # fmt: skip
+            assert status != 0 and out == b"" and "[mirror.fetch]" in err, err
+            assert not store.exists(), command
+    # a store that exists is opened as before, and the same failure leaves it as it was
+    events = _events(10, piths=4)
+    origin = _store(tmp_path / "origin", events)
+    with serving(origin, keys) as server:
+        assert mirror(tmp_path / "held", server.url, keys)[0] == 0
+    status, _, err = mirror(tmp_path / "held", url, keys)
+    assert status != 0 and "[mirror.fetch]" in err
+    _same_log(origin, tmp_path / "held")
 
 
 def test_evidence_has_a_folder_before_the_mirror_starts_and_a_spare_after(

@@ -25,14 +25,14 @@ from hypothesis import strategies as st
 import pithlog
 from pithlog.testing import TEST_SIGNERS, test_key, test_keyring_entries
 
-from . import model
+from . import model, model_values
 from .universe import KEYRING, build, event_sets, states
 
 VECTORS = Path(__file__).resolve().parents[2] / "vectors"
 CASES = sorted(p.name for p in (VECTORS / "cases").iterdir() if p.is_dir())
 SEED = VECTORS / "seeds" / "state-2411.00284.json"
 FUZZ = os.environ.get("HYPOTHESIS_PROFILE") == "fuzz"
-MODEL_KEYRING = model.make_keyring(test_keyring_entries())
+MODEL_KEYRING = model_values.make_keyring(test_keyring_entries())
 
 
 def pithlog_states(data: bytes, keyring: pithlog.Keyring) -> dict[str, Any]:
@@ -55,7 +55,8 @@ def test_vector_case(name: str) -> None:
     folder = VECTORS / "cases" / name
     keyring_bytes = (folder / "keyring.json").read_bytes()
     events = (folder / "events.jsonl").read_bytes()
-    expected = model.reduce(model.read_lines(events), model.load_keyring(keyring_bytes))
+    ring = model_values.load_keyring(keyring_bytes)
+    expected = model.reduce(model_values.read_lines(events), ring)
     assert pithlog_states(events, pithlog.load_keyring(keyring_bytes)) == expected
     # and both agree with the committed files
     assert b"".join(s + b"\n" for s in expected.values() if isinstance(s, bytes)) == (
@@ -66,7 +67,7 @@ def test_vector_case(name: str) -> None:
 
 def test_seed_rerenders_byte_for_byte() -> None:
     data = SEED.read_bytes()
-    doc = model.parse(data)
+    doc = model_values.parse(data)
     assert pithlog.render(doc) == data
     # The model rebuilds the state from the seed's own projections (§8).
     current = doc["current"]
@@ -167,14 +168,14 @@ def b64e(raw: bytes) -> str:
 
 def seal(name: str, body: dict[str, Any]) -> dict[str, Any]:
     """An envelope of ``body`` with its event_id and a signature by test key ``name``."""
-    d = model.digest(body)
+    d = model_values.digest(body)
     return {**body, "event_id": "sha256:" + d,
             "signature_b64": b64e(KEYS[name].sign(bytes.fromhex(d)))}
 
 
 def record_body(canonical: dict[str, Any], created_at: str) -> dict[str, Any]:
     key = KEYS["registry"]
-    sha = model.digest(canonical)
+    sha = model_values.digest(canonical)
     source = canonical.get("source")
     source = source if isinstance(source, dict) else {}
     receipt = {"algorithm": "ed25519", "canonical_sha256": sha, "key_id": key.key_id,
@@ -184,9 +185,9 @@ def record_body(canonical: dict[str, Any], created_at: str) -> dict[str, Any]:
                "canonical_sha256": sha, "receipt": receipt, "source_id": source.get("id"),
                "source_kind": source.get("kind"), "source_version": source.get("version")}
     try:
-        pith = model.pith_number_of(canonical, sha)
+        pith = model_values.pith_number_of(canonical, sha)
     except (KeyError, TypeError):
-        pith = "pith:2024:" + model.b32_of(sha)
+        pith = "pith:2024:" + model_values.b32_of(sha)
     return {"created_at": created_at, "event_type": "record_created", "payload": payload,
             "pith_number": pith, "signer": key.signer, "target": "record"}
 
@@ -214,7 +215,8 @@ def other_body(event_type: str, record: dict[str, Any], created_at: str, n: int,
         target = f"citation:o{n}"
         obs = {"citation": {side: {"arxiv_id": canonical["source"]["id"]}},
                "observation_id": f"o{n}"}
-        payload = {"observation": {**obs, "observation_digest": "sha256:" + model.digest(obs)}}
+        seal = "sha256:" + model_values.digest(obs)
+        payload = {"observation": {**obs, "observation_digest": seal}}
     elif event_type == "replication_record":
         target = "claim:x" if n % 2 else "record"
         payload = {"outcome": "inconclusive", "report": "r"}
@@ -256,7 +258,7 @@ def mutate(draw: st.DrawFn, body: dict[str, Any], depth: int = 1) -> dict[str, A
         body.get("payload"), dict) else None
     if isinstance(obs, dict) and draw(st.booleans()):
         obs.pop("observation_digest", None)  # re-seal the observation so check 10 passes
-        obs["observation_digest"] = "sha256:" + model.digest(obs)
+        obs["observation_digest"] = "sha256:" + model_values.digest(obs)
     return body
 
 
@@ -292,7 +294,7 @@ def hostile(draw: st.DrawFn) -> tuple[int, list[dict[str, Any]]]:
         if draw(st.integers(0, 2)) == 0:
             body = mutate(draw, body)
         if "pith_number" not in body or not isinstance(body["pith_number"], str) or \
-                not model.PITH_NUMBER.fullmatch(body["pith_number"]):
+                not model_values.PITH_NUMBER.fullmatch(body["pith_number"]):
             body["pith_number"] = records[0]["pith_number"]  # the door wants one
         event = seal(name, body)
         if draw(st.integers(0, 19)) == 0:  # changed after signing: event_id_mismatch
@@ -308,7 +310,7 @@ def hostile(draw: st.DrawFn) -> tuple[int, list[dict[str, Any]]]:
 @given(universe=hostile())
 def test_hostile_universes(universe: tuple[int, list[dict[str, Any]]]) -> None:
     ring, values = universe
-    expected = model.reduce(values, model.make_keyring(KEYRINGS[ring]))
+    expected = model.reduce(values, model_values.make_keyring(KEYRINGS[ring]))
     got = _outcomes(pithlog.reduce_events(envelopes_of(values),
                                           pithlog.make_keyring(KEYRINGS[ring])))
     assert got == expected
@@ -360,7 +362,7 @@ def single_changes() -> list[tuple[str, list[dict[str, Any]]]]:
                 if len(path) > 2 and path[:2] == ("payload", "canonical_record") \
                         and isinstance(canonical, dict):
                     remade = record_body(canonical, changed["created_at"])
-                    if model.PITH_NUMBER.fullmatch(remade["pith_number"]):
+                    if model_values.PITH_NUMBER.fullmatch(remade["pith_number"]):
                         values.append(seal(name, remade))
                 cases += [(f"{base['event_type']} {'/'.join(path)}", [record, v]) for v in values]
     return cases
@@ -368,7 +370,7 @@ def single_changes() -> list[tuple[str, list[dict[str, Any]]]]:
 
 def test_single_changes() -> None:
     for ring in range(len(KEYRINGS) if FUZZ else 1):
-        model_ring = model.make_keyring(KEYRINGS[ring])
+        model_ring = model_values.make_keyring(KEYRINGS[ring])
         pithlog_ring = pithlog.make_keyring(KEYRINGS[ring])
         for label, values in single_changes():
             expected = model.reduce(values, model_ring)

@@ -25,6 +25,9 @@ STATUS = {
     # no checkpoint published yet, too few witnesses cosigned the first one: not a
     # failure of the server, and it passes once they answer
     "witness.quorum": 503,
+    # the store was brought under another keyring beside a server with --submit: its
+    # submissions wait for the operator to restart it with the store's keyring
+    "store.keyring_changed": 503,
 }  # fmt: skip
 """The status of an error code; other codes: ``400`` for a tile path, else ``500``."""
 

@@ -10,16 +10,17 @@ Everything a stranger can send is bounded before it reaches the store: the body'
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import io
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
 import anyio
 import msgspec
 
-from pithlog.errors import DoorError, ServeError, register
+from pithlog.errors import DoorError, ServeError, StoreError, register
 from pithlog.lines import iter_lines
 from pithlog.net.judges import LoopJudging, judged, until_judged
 from pithlog.parallel import usable_cores, verifying_processes
@@ -144,6 +145,22 @@ def answer(lines: list[tuple[int, bytes | None]], results: list[AppendResult]) -
     return bytes(out)
 
 
+@contextlib.contextmanager
+def _fixed_keyring() -> Iterator[None]:
+    """A commit refused because the store is no longer under the server's keyring
+    (``store.keyring_changed``, from the write transaction: a ``pithlog rekey`` ran or
+    runs beside the server), told as the submitter and the operator need it."""
+    try:
+        yield
+    except StoreError as exc:
+        if exc.code != "store.keyring_changed":
+            raise
+        raise StoreError("keyring_changed", "the store was brought under another keyring "
+                         "since this server started (pithlog rekey), or is being: it takes "
+                         "no submissions until it is restarted with the store's keyring; "
+                         "retry later") from exc  # fmt: skip
+
+
 @dataclass
 class _Waiting(Generic[S]):
     lines: list[bytes]
@@ -216,11 +233,16 @@ class GroupCommit(Generic[S]):
 
     @classmethod
     def over(cls, store: Store, keyring: Keyring, limits: Limits) -> GroupCommit[Any]:
+        # The server's keyring is fixed at its start: a store brought under another one
+        # meanwhile (`pithlog rekey` beside the server) is refused, never changed back, or
+        # the first submission after a revocation would undo it (_fixed_keyring)
         if usable_cores() == 1:  # no helpers: each commit judges its lines itself
 
             def append_lines(requests: list[list[bytes]]) -> list[AppendResult]:
                 lines = [line for request in requests for line in request]
-                return store.append(lines, keyring, keep_invalid=False)
+                with _fixed_keyring():
+                    return store.append(lines, keyring, keep_invalid=False,
+                                        change_keyring=False)  # fmt: skip
 
             return GroupCommit(append_lines, batch_lines=limits.batch_lines,
                                max_pending=limits.max_pending)  # fmt: skip
@@ -230,7 +252,9 @@ class GroupCommit(Generic[S]):
         judging = LoopJudging(str(store.path), keyring, verifying_processes(every_core=True))
 
         def append_sent(requests: list[SentBatch]) -> list[AppendResult]:
-            return store.append_judged(requests, keyring, judging, keep_invalid=False)
+            with _fixed_keyring():
+                return store.append_judged(requests, keyring, judging, keep_invalid=False,
+                                           change_keyring=False)  # fmt: skip
 
         return GroupCommit(append_sent, judging.send_each, limits.batch_lines,
                            limits.max_pending, judging.start, lambda: judging.ready,

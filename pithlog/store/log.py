@@ -217,6 +217,7 @@ class Store:
         keyring: Keyring,
         keep_invalid: KeepInvalid = False,
         judging: Judging | None = None,
+        change_keyring: bool = True,
     ) -> list[AppendResult]:
         """Append a batch as ONE durable transaction; one :class:`AppendResult` per item.
 
@@ -229,8 +230,15 @@ class Store:
         re-reduced in the same transaction. Results are returned only after the commit is
         durable. With ``judging`` (:meth:`judging`, made with the same keyring), a batch
         of raw lines is put through the door and checks 1-12 by its helper processes.
+
+        A keyring other than the store's is first applied as :meth:`apply_keyring` does;
+        with ``change_keyring=False`` it is refused instead (``store.keyring_changed``,
+        from the write transaction, as is a keyring change under way): for a program whose
+        keyring was fixed at its start, such as a server, which must not undo a change
+        made beside it (``pithlog rekey``).
         """
-        self.apply_keyring(keyring)
+        if change_keyring:
+            self.apply_keyring(keyring)
         return append_pipeline.append(self, batch, keyring, keep_invalid, judging)
 
     def judging(self, keyring: Keyring) -> Judging:
@@ -247,14 +255,17 @@ class Store:
         keyring: Keyring,
         judging: Helpers,
         keep_invalid: KeepInvalid = False,
+        change_keyring: bool = True,
     ) -> list[AppendResult]:
         """:meth:`append` of lines already sent to ``judging``
         (:meth:`Judging.send_each`, one batch each), as ONE durable transaction of them
         all in the order given: results in that order, after the commit. The judging
         began when each batch was sent, so that a program receiving batches one at a time
         (a server's group commit) has them judged while the batches before them are
-        written; what the store came to hold meanwhile is a duplicate, as in any append."""
-        self.apply_keyring(keyring)
+        written; what the store came to hold meanwhile is a duplicate, as in any append.
+        ``change_keyring``: as for :meth:`append`."""
+        if change_keyring:
+            self.apply_keyring(keyring)
         return append_pipeline.append_judged(self, sent, keyring, judging, keep_invalid)
 
     def append_batches(

@@ -322,3 +322,42 @@ def test_a_large_body_is_split_off_the_event_loop_and_no_further_than_its_limit(
     with pytest.raises(ServeError) as refused:
         split(b"{}\n" * 1000, limits)
     assert refused.value.code == "serve.too_many_lines" and len(seen) == 4
+
+
+@pytest.mark.parametrize("cores", ["1", "2"])
+def test_a_rekey_beside_the_server_is_not_undone_by_a_submission(
+    files: Files, cores: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The server's keyring is fixed at its start. A store brought under another keyring
+    beside it (``pithlog rekey``: here a key added), or with a change under way, must not
+    be changed back by the next submission, as an append under the old keyring would do
+    (a revoked key restored by any stranger's POST): the submission is refused, ``503
+    store.keyring_changed``, and nothing is stored. With one core (each commit judges
+    its lines itself) and with helpers."""
+    from pithlog.protocol.keys import make_keyring
+    from pithlog.store import rekey
+    from pithlog.testing import TRUSTED, test_keyring_entries
+
+    monkeypatch.setenv("PITHLOG_CORES", cores)
+    new = make_keyring(test_keyring_entries((*TRUSTED, "stranger")))
+    with serving(files, submit=True) as server:
+        first = httpx.post(server.url + "/submit", content=lines([g.record("2599.00950")]),
+                           timeout=TIMEOUT)  # fmt: skip
+        assert [json.loads(x)["status"] for x in first.content.splitlines()] == ["stored"]
+        with Store.open(files.store) as store:  # one piece of the change: under way
+            store._write(rekey.piece_work(new, piece_copies=1))
+            assert store.stats()["rekey_target"] is not None
+        refused = []
+        for number, finish in ((951, True), (952, False)):
+            event = g.record(f"2599.00{number}")
+            answer = httpx.post(server.url + "/submit", content=lines([event]),
+                                timeout=TIMEOUT)  # fmt: skip
+            refused.append((answer.status_code, answer.json()["error"]))
+            with Store.open(files.store) as store:
+                assert store.event(event["event_id"]) is None
+                if finish:
+                    store.rekey(new)
+                assert store.keyring_digest() == new.digest
+                assert store.stats()["rekey_target"] is None
+        assert refused == [(503, "store.keyring_changed")] * 2
+        assert b"Traceback" not in server.stderr

@@ -47,7 +47,7 @@ from pithlog.net.evidence_files import write_evidence
 from pithlog.net.origin import LEAF_DATA, WIDTH, Origin
 from pithlog.protocol.events import Envelope
 from pithlog.protocol.keys import KeyEntry, Keyring
-from pithlog.store import Store
+from pithlog.store import DUPLICATE, Store
 from pithlog.store.layout import eid_bytes
 from pithlog.transparency import merkle, tiles
 from pithlog.transparency.checkpoint import (
@@ -155,12 +155,16 @@ def mirror_once(
         batches = _batches(store, origin, verified, fetched, held, cp.size,
                            max(1, batch_bundles), leaves)  # fmt: skip
         vet = functools.partial(_committed_copies, leaves)
+        done = held
         for results in store.append_batches(batches, keyring, keep_invalid=True, vet=vet):
-            report.appended += len(results)
+            done += len(results)
             for result in results:
                 report.statuses[result.status] += 1
+            # a leaf another mirror of this store committed after this pass checked it
+            # (_new_to) is a duplicate here, already in its place: not appended by this one
+            report.appended += sum(r.status != DUPLICATE for r in results)
             if progress is not None:
-                progress(held + report.appended, cp.size)
+                progress(done, cp.size)
         _, root = store.tree_root(cp.size) if store.tree_size() >= cp.size else (0, b"")
         if root != cp.root:
             raise MirrorError("diverged", f"after appending, the store's root at size "

@@ -616,3 +616,32 @@ def test_an_error_answer_says_what_the_origin_said_on_one_line() -> None:
     with pytest.raises(MirrorError) as caught:
         mm.Origin("http://origin.invalid/b", client).checkpoint()
     assert caught.value.message.endswith("/b/checkpoint answered 500")
+
+
+def test_leaves_another_mirror_stored_meanwhile_are_not_counted_as_appended(
+    tmp_path: Path, keys: Keys, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two mirrors of one store at once: a batch that the other mirror (a real process
+    here) committed after this pass checked it is a duplicate of this pass's append,
+    already in its place. The pass ends with the origin's root, and its report says it
+    appended none of those leaves (it said it appended them all)."""
+    origin = _store(tmp_path / "origin", _events(13, piths=10))
+    mirror = tmp_path / "mirror"
+    keyring = load_keyring(keys.keyring.read_bytes())
+    with serving(origin, keys) as server:
+        checked = mm._new_to
+
+        def other_mirror_commits_after_the_check(*args: Any, **kwargs: Any) -> None:
+            checked(*args, **kwargs)
+            subprocess.run([sys.executable, "-m", "pithlog", "--store", str(mirror), "mirror",
+                            server.url, "--keyring", str(keys.keyring), "--evidence-dir",
+                            str(tmp_path)], check=True, capture_output=True, timeout=60)
+
+        monkeypatch.setattr(mm, "_new_to", other_mirror_commits_after_the_check)
+        with Store.open(mirror) as store, mm.Origin(server.url) as client:
+            report = mm.mirror_once(store, client, keyring, ORIGIN)
+            size = store.tree_size()
+    assert report.held_before == 0 and report.size == size
+    assert dict(report.statuses) == {"duplicate": size}
+    assert report.appended == 0
+    _same_log(origin, mirror)

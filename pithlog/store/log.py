@@ -11,7 +11,8 @@ them): the reads to :mod:`~pithlog.store.reads`, :mod:`~pithlog.store.tree` and
 says; :meth:`Store.replay` to :mod:`~pithlog.store.replay_processes`, which runs the checks
 of :mod:`~pithlog.store.replay_structure` and :mod:`~pithlog.store.replay`; a keyring
 change to :mod:`~pithlog.store.rekey`; the checkpoints a mirror accepted and a witness
-cosigned to :mod:`~pithlog.store.accepted` and :mod:`~pithlog.store.witnessed`.
+cosigned to :mod:`~pithlog.store.accepted` and :mod:`~pithlog.store.witnessed`, by way of
+the methods :class:`Store` takes from :class:`~pithlog.store.log_network.NetworkReads`.
 
 Several :class:`Store` objects (and threads) may use one store, and several processes may
 use it at once (LMDB's writer lock).
@@ -22,7 +23,7 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
-from collections.abc import Callable, Generator, Iterable, Iterator
+from collections.abc import Generator, Iterable, Iterator
 from concurrent.futures import Future
 from typing import Any, TypeVar
 
@@ -31,7 +32,7 @@ from pithlog.parallel import Pool
 from pithlog.protocol.events import Envelope, is_event_id
 from pithlog.protocol.keys import Keyring
 from pithlog.protocol.records import is_pith_number
-from pithlog.store import accepted, aliases, append_pipeline, leaves, reads, rekey, tree, witnessed
+from pithlog.store import aliases, append_pipeline, leaves, reads, rekey, tree
 from pithlog.store.append import AppendResult, KeepInvalid, rebuild_work
 from pithlog.store.append_judging import Helpers, Judging, SentBatch
 from pithlog.store.append_pipeline import (
@@ -45,6 +46,7 @@ from pithlog.store.append_pipeline import (
 from pithlog.store.environment import DEFAULT_MAP_SIZE, SharedEnvironment, Work, acquire, release
 from pithlog.store.environment_walk import Walkers
 from pithlog.store.layout import META_KEYRING, eid_bytes, event_copy, evidence_of
+from pithlog.store.log_network import NetworkReads
 from pithlog.store.lookup import PendingPith, require_pith_number
 from pithlog.store.replay_processes import EarlyWorkers, replay, structure
 from pithlog.store.replay_report import Discrepancy as Discrepancy
@@ -55,7 +57,7 @@ V = TypeVar("V")
 T = TypeVar("T")
 
 
-class Store:
+class Store(NetworkReads):
     """A pithlog store: one LMDB environment directory. Use as a context manager."""
 
     def __init__(self, shared: SharedEnvironment, readonly: bool) -> None:
@@ -451,31 +453,7 @@ class Store:
         wanted = list(keys)
         return self._read(lambda txn, dbs: tree.copies(txn, dbs, wanted))
 
-    # --- reads for the network: tiles, bundles, copies (docs/network.md) ------------------
-
-    def tile(self, level: int, index: int, width: int) -> bytes | None:
-        """The bytes of tlog-tiles tile ``index`` of ``level`` with ``width`` hashes
-        (:mod:`pithlog.transparency.tiles`), or ``None`` when the tree does not have that
-        many yet. A partial tile is the first ``width`` hashes of its full tile, whatever
-        the current size."""
-        return self._read(lambda txn, dbs: leaves.tile(txn, dbs, level, index, width))
-
-    def leaf_data(self, first: int, count: int) -> list[bytes] | None:
-        """The 64-byte leaf data of leaves ``first`` to ``first + count`` (``None``: beyond
-        the tree)."""
-        return self._read(lambda txn, dbs: leaves.leaf_data(txn, dbs, first, count))
-
-    def leaf_copies(self, first: int, count: int,
-                    max_bytes: int | None = None) -> list[bytes] | None:  # fmt: skip
-        """The JCS bytes of the copies of leaves ``first`` to ``first + count``, in leaf
-        order (``None``: beyond the tree); with ``max_bytes``, the first of them, up to the
-        copy that brings their bytes to ``max_bytes`` (one at least)."""
-        return self._read(lambda txn, dbs: leaves.leaf_copies(txn, dbs, first, count,
-                                                              max_bytes))  # fmt: skip
-
-    def copy(self, copy_sha256: bytes) -> bytes | None:
-        """The stored copy whose JCS bytes hash to ``copy_sha256`` (preferred or evidence)."""
-        return self._read(lambda txn, dbs: tree.copy_by_hash(txn, dbs, copy_sha256))
+    # --- what an equivocation proof carries (pithlog.transparency.evidence) -------------
 
     def applied_copies_in_tree(
         self, event_ids: Iterable[str], size: int
@@ -485,32 +463,3 @@ class Store:
         equivocation proof carries (:mod:`pithlog.transparency.evidence`). Raises
         ``proof.not_found`` for a copy that is not a leaf of that tree."""
         return leaves.applied_copies_in_tree(self, event_ids, size)
-
-    # --- checkpoints accepted from an origin (pithlog mirror, docs/network.md) ------------
-
-    def accepted_checkpoint(self, origin: str) -> bytes | None:
-        """The signed checkpoint of ``origin`` this store last accepted (its note, as
-        served), or ``None``."""
-        return self._read(lambda txn, dbs: accepted.accepted_checkpoint(txn, dbs, origin))
-
-    def accept_checkpoint(self, origin: str, note: bytes, previous: bytes | None) -> bool:
-        """Record ``note`` as the accepted checkpoint of ``origin``, in one write transaction,
-        if the one accepted is still ``previous`` (compare and set: two mirrors of one
-        store cannot both accept over the same checkpoint). Says whether it was recorded."""
-        return self._write(
-            lambda txn, dbs: accepted.accept_checkpoint(txn, dbs, origin, note, previous)
-        )
-
-    # --- a witness's state (C2SP tlog-witness, docs/witness.md) ---------------------------
-
-    def witness_add(self, judge: Callable[[Callable[[str], tuple[int, bytes] | None]], V]) -> V:
-        """Run ``judge`` (:func:`pithlog.transparency.witness.judge_add_checkpoint`, bound
-        to a request) in one write transaction, handing it what the witness last cosigned
-        per origin, and record the ``(size, root)`` its verdict names before the commit: the
-        check and the update are atomic, so no two requests can roll the size back."""
-        return self._write(lambda txn, dbs: witnessed.witness_add(txn, dbs, judge))
-
-    def witness_state(self, origin: str) -> tuple[int, bytes] | None:
-        """``(size, root)`` this store's witness last cosigned for ``origin``, or ``None``."""
-        return self._read(lambda txn, dbs: witnessed.known(txn, dbs, origin))
-

@@ -353,6 +353,10 @@ async def get_state(request: Request) -> Response:
     state = await log.read(log.store.state, pith)
     if state is None:
         status = await log.read(log.store.status, pith)
+        if status is not None and status.get("status") == "state":
+            # its record was stored between the two reads: the state is there now
+            state = await log.read(log.store.state, pith)
+    if state is None:
         if status is None:
             raise _not_found(f"the log holds no event of {pith}")
         return error_response(404, "serve.pending", f"{pith} is pending: "

@@ -290,6 +290,11 @@ class Pages:
         if context is not None:
             return await self.render(request, "pith.html", **context)
         status = await log.read(log.store.status, pith)
+        if status is not None and status.get("status") == "state":
+            # its record was stored between the two reads: the state is there now
+            context = await log.read(self._pith_context, log, pith)
+            if context is not None:
+                return await self.render(request, "pith.html", **context)
         if status is None:
             return await self.message(request, 404, "Unknown record",
                                       f"This log holds no event of {pith}.")

@@ -137,17 +137,20 @@ class Store(NetworkReads):
         :meth:`lookup` to tell them apart). A string that is not a pith number raises
         :class:`StoreError` ``store.pith_number``."""
         require_pith_number(pith_number)
+        require_pith_number(pith_number)
+        # one snapshot: a record committed between a state read and a status read would
+        # make a pith with a state look pending
         return self._read(lambda txn, dbs: reads.state(txn, dbs, pith_number))
 
     def lookup(self, pith_number: str) -> bytes | PendingPith | None:
         """What the store knows of a pith: its state document (bytes, as :meth:`state`), a
         :class:`PendingPith` (events, but no valid record_created yet), or ``None`` (no
         event of it). Raises ``store.pith_number`` for a string that is not a pith number."""
-        state = self.state(pith_number)
-        if state is not None:
-            return state
-        status = self.status(pith_number)
-        return None if status is None else PendingPith.of(status)
+        require_pith_number(pith_number)
+        # one snapshot: a record committed between a state read and a status read would
+        # make a pith with a state look pending
+        return self._read(lambda txn, dbs: reads.state(txn, dbs, pith_number)
+                          or _pending(reads.status(txn, dbs, pith_number)))  # fmt: skip
 
     def piths_for_alias(self, alias: str) -> list[str]:
         """The piths whose chosen record has ``alias`` (``arxiv:2411.00284``,
@@ -463,3 +466,7 @@ class Store(NetworkReads):
         equivocation proof carries (:mod:`pithlog.transparency.evidence`). Raises
         ``proof.not_found`` for a copy that is not a leaf of that tree."""
         return leaves.applied_copies_in_tree(self, event_ids, size)
+
+
+def _pending(status: dict[str, Any] | None) -> PendingPith | None:
+    return None if status is None else PendingPith.of(status)

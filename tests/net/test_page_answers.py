@@ -250,3 +250,28 @@ def test_a_section_of_a_record_page_shows_at_most_most_listed_items(tmp_path: Pa
     invalid = page[page.index('id="invalid"'):]
     assert invalid.count("<tr><td>") == MOST_LISTED
     assert f"The first {MOST_LISTED} of {MOST_LISTED + 1};" in invalid
+
+
+def test_a_record_stored_between_two_reads_is_served_not_called_pending(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``/state/`` and the record's page read the state, then, when there is none, the
+    pith's status: a record stored between the two reads made an answer that called the
+    pith pending. The first read is made to miss here, as it would have just before the
+    record's commit; the status then says the pith has a state, which is read again."""
+    missed: list[str] = []
+    state = Store.state
+
+    def late(self: Store, pith_number: str) -> bytes | None:
+        if pith_number not in missed:
+            missed.append(pith_number)
+            return None
+        return state(self, pith_number)
+
+    monkeypatch.setattr(Store, "state", late)
+    with _client(store) as client:
+        got = client.get("/state/" + PITH)
+        assert got.status_code == 200 and json.loads(got.content)["pith_number"] == PITH
+        missed.clear()
+        page = client.get("/pith/" + PITH, headers=HTML)
+        assert page.status_code == 200 and "pending" not in page.text.lower()

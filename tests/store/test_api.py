@@ -56,3 +56,16 @@ def test_lookup_tells_not_a_pith_from_unknown_from_pending(tmp_path: Path) -> No
         store.append([record], test_keyring())
         state = store.lookup(pith)
         assert isinstance(state, bytes) and state == store.state(pith)
+
+
+def test_lookup_reads_the_state_and_the_status_in_one_snapshot(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A state read that missed (the record not yet committed) followed by a status read
+    that sees the record made a pith with a state ``PendingPith``: ``lookup`` reads both
+    in one transaction, and ``Store.state`` made to miss does not change its answer."""
+    record = record_event()
+    with Store.open(tmp_path / "s") as store:
+        store.append([record], test_keyring())
+        monkeypatch.setattr(Store, "state", lambda self, pith_number: None)
+        assert isinstance(store.lookup(record["pith_number"]), bytes)

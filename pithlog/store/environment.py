@@ -42,6 +42,7 @@ from pithlog.store.environment_files import (
     _catch_up_merkle,
     _check_data_file,
     _check_format,
+    _is_lmdb_file,
     _open_dbs,
     _open_existing,
     _walk,
@@ -414,6 +415,9 @@ def _lmdb_open(real: str, create: bool, map_size: int, readonly: bool) -> lmdb.E
             raise StoreError("readonly" if not readonly else "io",
                              f"cannot {what} the store at {real}: {exc}") from exc  # fmt: skip
         except lmdb.Error as exc:
+            if isinstance(exc, lmdb.InvalidError) and _is_lmdb_file(real):
+                raise StoreError("corrupted", f"{real}: the data file's meta page is damaged "
+                                 f"({exc}); restore it from a backup") from exc  # fmt: skip
             if not create and isinstance(exc, (lmdb.InvalidError, lmdb.VersionMismatchError)):
                 raise StoreError("not_a_store", f"{real} is not a pithlog store: {exc}") from exc
             if _FORKED and "already open in this process" in str(exc):

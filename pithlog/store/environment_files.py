@@ -86,7 +86,10 @@ def _check_data_file(real: str, data: str, create: bool = False) -> None:
     """Refuse a data file shorter than its newest meta page says, before LMDB maps it:
     LMDB reads every page below the last through its memory map, and a page past the end
     of the file kills the process with SIGBUS (a truncated copy, a damaged disk). A file
-    with no valid meta page is left to LMDB (``store.not_a_store``); an empty one is a store
+    with no valid meta page is left to LMDB (``store.not_a_store``); one with a single
+    valid meta page, or two that disagree on the page size, is damaged
+    (``store.corrupted``: LMDB writes both when it makes the file, and would call it no
+    LMDB file at all, :func:`_check_meta_pages`); an empty one is a store
     whose creation never reached its first commit (``store.missing``), unless this open
     may create the store: then another process may be making it right now, and LMDB's
     lock file orders the two (the first to hold it writes the meta pages)."""
@@ -102,7 +105,8 @@ def _check_data_file(real: str, data: str, create: bool = False) -> None:
                 raise StoreError("corrupted", f"{data} is {size} bytes, shorter than one "
                                  "LMDB meta page")  # fmt: skip
             (page_size,) = struct.unpack_from("<I", head, _PAGE_SIZE_AT)
-            metas = []
+            metas: list[tuple[int, ...]] = []
+            page_sizes: list[int] = []
             for page in (0, 1):
                 if page_size < 512 or page_size & (page_size - 1):
                     break
@@ -112,9 +116,11 @@ def _check_data_file(real: str, data: str, create: bool = False) -> None:
                     raise StoreError("corrupted", f"{data} is {size} bytes, shorter than its "
                                      f"two meta pages of {page_size} bytes")  # fmt: skip
                 metas.append(_META.unpack(raw))
+                page_sizes.append(struct.unpack_from("<I", raw, _PAGE_SIZE_AT - _META_OFFSET)[0])
     except OSError as exc:
         raise StoreError("io", f"cannot read {data}: {exc.strerror or exc}") from exc
-    valid = [m for m in metas if m[0] == _MDB_MAGIC and m[1] == _MDB_DATA_VERSION]
+    valid = _check_meta_pages(data, struct.unpack_from("<II", head, _META_OFFSET), metas,
+                              page_sizes)  # fmt: skip
     if not valid:
         return  # not LMDB's (or another build's): LMDB says so
     last_page = max(valid, key=lambda m: m[4])[3]  # LMDB uses the meta of the newest txn
@@ -123,6 +129,49 @@ def _check_data_file(real: str, data: str, create: bool = False) -> None:
         raise StoreError("corrupted", f"{data} is {size} bytes but its meta page names page "
                          f"{last_page} ({needed} bytes): the file is truncated; restore it "
                          "from a backup")  # fmt: skip
+
+
+def _check_meta_pages(
+    data: str, first: tuple[int, ...], metas: list[tuple[int, ...]], page_sizes: list[int]
+) -> list[tuple[int, ...]]:
+    """The meta pages of ``data`` that are LMDB's (magic and data version), or none when
+    the file is not LMDB's; ``first``: the magic and version of meta page 0, ``metas``
+    both meta pages read at the page size page 0 names (none when that size is not one).
+    LMDB reads both meta pages at open and refuses the file when either is not LMDB's
+    (``MDB_INVALID``, "not an LMDB file"), so one sound meta page beside a damaged one is
+    a damaged file (``store.corrupted``), not another kind of file (``store.not_a_store``,
+    whose advice is to check ``--store``)."""
+    def lmdb_meta(meta: tuple[int, ...]) -> bool:
+        return meta[0] == _MDB_MAGIC and meta[1] == _MDB_DATA_VERSION
+
+    if not metas:
+        if lmdb_meta(first):
+            raise StoreError("corrupted", f"{data}: its meta page 0 names no valid page "
+                             "size: the file is damaged; restore it from a backup")  # fmt: skip
+        return []
+    valid = [m for m in metas if lmdb_meta(m)]
+    if valid and len(valid) < len(metas):
+        damaged = next(i for i, m in enumerate(metas) if not lmdb_meta(m))
+        raise StoreError("corrupted", f"{data}: its meta page {damaged} is not LMDB's while "
+                         "the other is: the file is damaged; restore it from a backup")  # fmt: skip
+    if valid and page_sizes[0] != page_sizes[1]:
+        raise StoreError("corrupted", f"{data}: its meta pages name two page sizes "
+                         f"({page_sizes[0]}, {page_sizes[1]}): the file is damaged; restore "
+                         "it from a backup")  # fmt: skip
+    return valid
+
+
+def _is_lmdb_file(real: str) -> bool:
+    """Whether the data file of ``real`` begins with a meta page of LMDB's: LMDB refusing
+    such a file as invalid (after :func:`_check_data_file` passed it) found a field of its
+    newest meta page damaged, not a file of another kind."""
+    try:
+        with open(os.path.join(real, "data.mdb"), "rb") as f:
+            head = f.read(_META_OFFSET + 8)
+    except OSError:
+        return False
+    return len(head) == _META_OFFSET + 8 and struct.unpack_from("<II", head, _META_OFFSET) \
+        == (_MDB_MAGIC, _MDB_DATA_VERSION)  # fmt: skip
 
 
 def _walk(env: lmdb.Environment, real: str, walkers: Walkers | None = None) -> None:

@@ -256,3 +256,35 @@ def test_damaged_store_files_never_kill_the_reader(tmp_path: Path) -> None:
             assert status >= 0, (attempt, argv[2], f"killed by signal {-status}")
             refused += status == 2
     assert refused > 0  # the damage was seen
+
+
+
+@pytest.mark.parametrize(("meta", "offset", "bit"), [
+    ("newest", 16, 0), ("older", 16, 0),  # magic
+    ("newest", 21, 5), ("older", 21, 5),  # version
+    ("newest", 40, 5), ("older", 41, 0),  # page size
+    ("newest", 44, 5),  # the free database's flags
+    ("newest", 90, 0),  # the main database's
+])  # fmt: skip
+def test_a_damaged_meta_page_is_store_corrupted(
+    tmp_path: Path, meta: str, offset: int, bit: int
+) -> None:
+    """A bit flipped in one of the two meta pages: LMDB refuses the file as "not an LMDB
+    file" (or py-lmdb as a data format it does not know), which was `store.not_a_store`
+    (check --store) or `store.lmdb`, while the other meta page is sound: the file is
+    damaged. (LMDB reads the databases' fields of the newest meta page only.)"""
+    source = tmp_path / "source"
+    with Store.open(source) as s:
+        s.append([g.encoded(e) for e in events(5)], g.KEYRING)
+    data = source / "data.mdb"
+    raw = bytearray(data.read_bytes())
+    txnids = [int.from_bytes(raw[page * 4096 + 128 : page * 4096 + 136], "little")
+              for page in (0, 1)]  # fmt: skip
+    newest = txnids.index(max(txnids))
+    page = newest if meta == "newest" else 1 - newest
+    raw[page * 4096 + offset] ^= 1 << bit
+    data.write_bytes(bytes(raw))
+    keyring = keyring_file(tmp_path)
+    for argv in (["replay", "--verify", "--keyring", keyring], ["stats"],
+                 ["append", "--keyring", keyring, os.devnull]):  # fmt: skip
+        assert_error(pithlog("--store", str(source), *argv), "store.corrupted")

@@ -275,8 +275,14 @@ def _check_format(txn: Txn, dbs: dict[str, Any], real: str, readonly: bool) -> N
             f"store merge_version {merge!r}; this pithlog implements {MERGE_VERSION}",
         )
     if readonly and _needs_catch_up(txn, dbs):
-        what = (f"is of format {fmt.decode()}, to be migrated" if fmt in MIGRATES_FROM
-                else "has a Merkle tree behind its log, to be caught up")  # fmt: skip
+        if fmt in MIGRATES_FROM:
+            what = f"is of format {fmt.decode()}, to be migrated"
+        elif format6.migrating(txn, dbs) or format7.migrating(txn, dbs):
+            # a migration a writable open began and did not finish (killed, a full disk):
+            # the format recorded is already this one, the layout not yet
+            what = f"is being migrated to format {FORMAT_VERSION.decode()}, not yet finished"
+        else:
+            what = "has a Merkle tree behind its log, to be caught up"
         raise StoreError("upgrade", f"the store at {real} {what}; a read-only open does not "
                          "write it")  # fmt: skip
 

@@ -61,6 +61,8 @@ def test_a_format_6_store_migrates_to_7_in_steps_with_every_verdict_kept(
     with pytest.raises(StoreError) as caught:  # half-way: still not for readers
         Store.open(path, create=False, readonly=True)
     assert caught.value.code == "store.upgrade"
+    # the format recorded is already 7: said as a migration under way, not a tree behind
+    assert "is being migrated to format 7, not yet finished" in str(caught.value)
     monkeypatch.setattr(format7, "step", real_step)
 
     assert _snapshot(path) == original  # resumed and finished

@@ -4,7 +4,8 @@ besides: every copy held in ``events`` (the preferred one) or ``evidence`` itsel
 as it is stored, no ``copies``, a ``copy_seq``, ``by_key`` by event_id + copy hash,
 ``merkle`` keyed level + index; ``slots`` as the packed JCS ``{"members": [[created_at,
 event_id], ...], "slot": [...]}`` (``docs/store.md``, "Format 5 to 6" and "Format 6 to
-7"). The tests of older formats start from these."""
+7"). Formats 4, 3 and 2 (:func:`as_format_4`, ...) go further back from format 5. The tests
+of older formats start from these."""
 
 from __future__ import annotations
 
@@ -17,7 +18,16 @@ from pithlog.protocol.canonical import jcs
 from pithlog.protocol.events import readmit
 from pithlog.protocol.reduce import slot_of
 from pithlog.store import codec
-from pithlog.store.layout import DB_NAMES, FORMAT_5, FORMAT_6, eid_str
+from pithlog.store.layout import (
+    DB_NAMES,
+    FORMAT_2,
+    FORMAT_3,
+    FORMAT_4,
+    FORMAT_5,
+    FORMAT_6,
+    eid_str,
+)
+from pithlog.transparency import merkle
 
 
 def rewrite_as_format_6(txn: Any, dbs: dict[str, Any]) -> None:
@@ -88,6 +98,81 @@ def as_format_6(path: Path) -> None:
             rewrite_as_format_6(txn, dbs)
     finally:
         env.close()
+
+
+def _rewrite(path: Path, work: Any) -> None:
+    """``work(env, txn, dbs)`` in one write transaction of plain LMDB on ``path`` (a map
+    large enough for the copies unpacked)."""
+    env = lmdb.open(str(path), max_dbs=32, subdir=True, map_size=1 << 30)
+    dbs: dict[str, Any] = {}
+    try:
+        with env.begin(write=True) as txn:
+            dbs.update({name: env.open_db(name.encode("ascii"), txn=txn) for name in DB_NAMES})
+            work(env, txn, dbs)
+    finally:
+        codec.forget(dbs)
+        env.close()
+
+
+def as_format_4(path: Path) -> None:
+    """The store at ``path`` as format 4 wrote it (after :func:`as_format_5`): verdicts
+    keyed by the whole keyring's digest (``meta[keyring_digest]``) + copy hash, no
+    ``by_key``, no ``rekey``, no ``meta[keyring]``."""
+    as_format_5(path)
+
+    def work(env: Any, txn: Any, dbs: dict[str, Any]) -> None:
+        kd = txn.get(b"keyring_digest", db=dbs["meta"])
+        old = list(txn.cursor(db=dbs["verdicts"]))
+        txn.drop(dbs["verdicts"], delete=False)
+        for key, value in old:
+            txn.put(kd + key[32:], value, db=dbs["verdicts"])
+        for name in ("by_key", "rekey"):
+            txn.drop(dbs[name], delete=True)
+        txn.delete(b"keyring", db=dbs["meta"])
+        txn.put(b"format", FORMAT_4, db=dbs["meta"])
+
+    _rewrite(path, work)
+
+
+def as_format_3(path: Path) -> None:
+    """:func:`as_format_4`, and then every copy and slot as its JCS bytes, no dictionary."""
+    as_format_4(path)
+
+    def work(env: Any, txn: Any, dbs: dict[str, Any]) -> None:
+        for name in ("events", "evidence", "slots"):
+            for key, stored in list(txn.cursor(db=dbs[name])):
+                txn.put(key, codec.unpack(txn, dbs, stored), db=dbs[name])
+        txn.drop(dbs["dicts"], delete=False)
+        txn.delete(codec.META_DICT, db=dbs["meta"])
+        txn.put(b"format", FORMAT_3, db=dbs["meta"])
+
+    _rewrite(path, work)
+
+
+def as_format_2(path: Path) -> None:
+    """:func:`as_format_3`, and then a Merkle tree over leaves of the event_id alone
+    (keyed level + index), no ``by_copy``, no ``aliases``."""
+    as_format_3(path)
+
+    def work(env: Any, txn: Any, dbs: dict[str, Any]) -> None:
+        txn.drop(dbs["merkle"], delete=False)
+        nodes: dict[tuple[int, int], bytes] = {}
+        leaves: list[bytes] = []
+        for _key, value in txn.cursor(db=dbs["seq"]):
+            leaves.append(merkle.leaf_hash(value[:32]))
+
+            def perfect(level: int, index: int) -> bytes:
+                return leaves[index] if level == 0 else nodes[(level, index)]
+
+            for level, index, node in merkle.completed_subtrees(len(leaves) - 1, leaves[-1],
+                                                                perfect):  # fmt: skip
+                nodes[(level, index)] = node
+                txn.put(bytes([level]) + index.to_bytes(8, "big"), node, db=dbs["merkle"])
+        for name in ("by_copy", "aliases"):
+            txn.drop(dbs[name], delete=True)
+        txn.put(b"format", FORMAT_2, db=dbs["meta"])
+
+    _rewrite(path, work)
 
 
 def kill_migration_at(monkeypatch: Any, at: int, module: Any = None) -> list[int]:

@@ -288,3 +288,36 @@ def test_a_damaged_meta_page_is_store_corrupted(
     for argv in (["replay", "--verify", "--keyring", keyring], ["stats"],
                  ["append", "--keyring", keyring, os.devnull]):  # fmt: skip
         assert_error(pithlog("--store", str(source), *argv), "store.corrupted")
+
+
+def test_after_a_full_disk_the_store_goes_on_once_space_is_freed(tmp_path: Path) -> None:
+    """One `pithlog append` of many batches on a disk that fills up part way: the batch
+    that did not fit leaves nothing (the store holds exactly the batches reported), and
+    once space is freed the same append, run again, finishes the log as a run on an
+    ample disk writes it, and replay with signatures is clean."""
+    keyring = keyring_file(tmp_path)
+    log = tmp_path / "events.jsonl"
+    log.write_bytes(b"".join(g.encoded(e) + b"\n" for e in events(9, piths=120)))
+    argv = ["append", "--keyring", keyring, "--batch-size", "40", str(log)]
+    reference = tmp_path / "reference"
+    assert pithlog("--store", str(reference), *argv).returncode == 0
+    with Store.open(reference, create=False, readonly=True) as s:
+        expected = list(s.export())
+    with tmpfs(tmp_path / "disk", "4m") as disk:
+        store = disk / "s"
+        with contextlib.suppress(OSError), open(disk / "filler", "wb") as filler:
+            # room for a few batches only
+            filler.write(b"\0" * (shutil.disk_usage(disk).free - (512 << 10)))
+        done = pithlog("--store", str(store), *argv)
+        assert_error(done, "store.disk")
+        reported = [json.loads(line)["event_id"] for line in done.stdout.splitlines()]
+        assert 0 < len(reported) < len(expected), done.stderr
+        with Store.open(store, create=False, readonly=True) as s:
+            held = [json.loads(data)["event_id"] for _, data in s.export()]
+        assert held == reported  # every batch reported, and nothing of the one that failed
+        os.unlink(disk / "filler")
+        assert pithlog("--store", str(store), *argv).returncode == 0
+        with Store.open(store, create=False) as s:
+            assert list(s.export()) == expected
+            report = s.replay(g.KEYRING, verify=True, jobs=1)
+            assert report.ok, [d.line() for d in report.discrepancies]

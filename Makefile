@@ -41,11 +41,12 @@ test-large: bytecode
 bench: bytecode
 	$(PY) bench/bench.py
 
-# The hostile-input tests with 50 times their budget, then the atheris harness when
-# atheris is installed (it is optional: .venv/bin/pip install atheris).
+# The hostile-input tests with 50 times their budget, and the reducer against the spec's
+# model with 1,000 examples a test, then the atheris harness when atheris is installed (it
+# is optional: .venv/bin/pip install atheris).
 FUZZ_RUNS ?= 200000
 fuzz: $(STAMP)
-	HYPOTHESIS_PROFILE=fuzz $(PY) -m pytest -q tests/hostile
+	HYPOTHESIS_PROFILE=fuzz $(PY) -m pytest -q tests/hostile tests/properties/test_model.py
 	@if $(PY) -c "import atheris" 2>/dev/null; then \
 		$(PY) tests/hostile/atheris_door.py -atheris_runs=$(FUZZ_RUNS); \
 	else \

@@ -15,6 +15,7 @@ from the file system: every answer comes from the :class:`~pithlog.store.Store`.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import hashlib
 import re
 import time
@@ -47,7 +48,7 @@ from pithlog.net.submit_route import SubmitRoute
 from pithlog.protocol.events import is_event_id
 from pithlog.protocol.keys import Keyring, SigningKey
 from pithlog.protocol.records import is_pith_number
-from pithlog.store import Store
+from pithlog.store import PendingPith, Store
 from pithlog.transparency import tiles
 from pithlog.transparency.checkpoint import Checkpoint, sign_checkpoint
 from pithlog.transparency.proofs import ConsistencyProof, InclusionProof
@@ -350,18 +351,14 @@ async def get_state(request: Request) -> Response:
     pith = request.path_params["pith"]
     if not is_pith_number(pith):
         raise ServeError("bad_path", f"{pith[:80]!r} is not a pith number")
-    state = await log.read(log.store.state, pith)
+    # the state, or else the pith's status, in one snapshot (Store.lookup)
+    state = await log.read(log.store.lookup, pith)
     if state is None:
-        status = await log.read(log.store.status, pith)
-        if status is not None and status.get("status") == "state":
-            # its record was stored between the two reads: the state is there now
-            state = await log.read(log.store.state, pith)
-    if state is None:
-        if status is None:
-            raise _not_found(f"the log holds no event of {pith}")
+        raise _not_found(f"the log holds no event of {pith}")
+    if isinstance(state, PendingPith):
         return error_response(404, "serve.pending", f"{pith} is pending: "
-                              f"{status['event_count']} events, no valid record_created yet",
-                              pith=status)  # fmt: skip
+                              f"{state.event_count} events, no valid record_created yet",
+                              pith={**dataclasses.asdict(state), "status": "pending"})  # fmt: skip
     digest = msgspec.json.decode(state, type=_Digest).state_sha256
     return await _conditional(request, state + b"\n", f'"{digest}"', JSON)
 

@@ -257,10 +257,7 @@ class Pages:
 
     # --- a record ---------------------------------------------------------------------------
 
-    def _pith_context(self, log: Log, pith: str) -> dict[str, Any] | None:
-        state_bytes = log.store.state(pith)
-        if state_bytes is None:
-            return None
+    def _pith_context(self, log: Log, pith: str, state_bytes: bytes) -> dict[str, Any]:
         state = msgspec.json.decode(state_bytes)
         equivocations = []
         for q in state["equivocations"][:MOST_LISTED]:
@@ -286,20 +283,16 @@ class Pages:
         if not is_pith_number(pith):
             return await self.message(request, 400, "Not a pith number", "A pith number reads "
                                       "pith:YYYY: and 26 base32 characters.")
-        context = await log.read(self._pith_context, log, pith)
-        if context is not None:
+        # the state, or else the pith's status, in one snapshot (Store.lookup)
+        found = await log.read(log.store.lookup, pith)
+        if isinstance(found, bytes):
+            context = await log.read(self._pith_context, log, pith, found)
             return await self.render(request, "pith.html", **context)
-        status = await log.read(log.store.status, pith)
-        if status is not None and status.get("status") == "state":
-            # its record was stored between the two reads: the state is there now
-            context = await log.read(self._pith_context, log, pith)
-            if context is not None:
-                return await self.render(request, "pith.html", **context)
-        if status is None:
+        if found is None:
             return await self.message(request, 404, "Unknown record",
                                       f"This log holds no event of {pith}.")
         return await self.message(request, 404, "Pending record",
-                                  f"{pith} has {status['event_count']} event(s) but no valid "
+                                  f"{pith} has {found.event_count} event(s) but no valid "
                                   "record_created yet, so no state: it is pending.")
 
     # --- an event ---------------------------------------------------------------------------

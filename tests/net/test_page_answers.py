@@ -255,10 +255,10 @@ def test_a_section_of_a_record_page_shows_at_most_most_listed_items(tmp_path: Pa
 def test_a_record_stored_between_two_reads_is_served_not_called_pending(
     store: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """``/state/`` and the record's page read the state, then, when there is none, the
+    """``/state/`` and the record's page read the state, then, when there was none, the
     pith's status: a record stored between the two reads made an answer that called the
-    pith pending. The first read is made to miss here, as it would have just before the
-    record's commit; the status then says the pith has a state, which is read again."""
+    pith pending. They now read both in one snapshot (``Store.lookup``): a state read
+    made to miss, as it would have just before the record's commit, changes nothing."""
     missed: list[str] = []
     state = Store.state
 

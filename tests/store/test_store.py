@@ -450,3 +450,32 @@ def test_stats_counts_the_piths_once_per_commit_and_again_after_any(tmp_path: Pa
                        capture_output=True, check=True)  # fmt: skip
         last = store.stats()
         assert (last["piths_with_state"], last["piths_pending"]) == (2, 0)
+
+
+@pytest.mark.skipif(not hasattr(__import__("os"), "fork"), reason="needs fork()")
+def test_a_forked_child_cannot_use_its_parents_store_object(tmp_path: Path) -> None:
+    """A Store object the child inherits through fork() shared the parent's LMDB
+    environment, which LMDB forbids in a child: reads and even appends ran on it. Every
+    use in the child is now refused (store.lmdb, naming fork), and nothing is written."""
+    import os
+
+    rec, other = g.record("2501.00021"), g.record("2501.00022")
+    with Store.open(tmp_path / "s") as store:
+        store.append([g.encoded(rec)], g.KEYRING)
+        pid = os.fork()
+        if pid == 0:  # the child: its verdict is its exit status
+            status = 1
+            try:
+                refused = 0
+                for use in (lambda: store.state(rec["pith_number"]),
+                            lambda: store.append([g.encoded(other)], g.KEYRING)):
+                    try:
+                        use()
+                    except StoreError as exc:
+                        refused += exc.code == "store.lmdb" and "forked" in exc.message
+                status = 0 if refused == 2 else 1
+            finally:
+                os._exit(status)
+        _, status = os.waitpid(pid, 0)
+        assert os.waitstatus_to_exitcode(status) == 0
+        assert store.event(other["event_id"]) is None and store.tree_size() == 1

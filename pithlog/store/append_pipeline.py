@@ -16,7 +16,7 @@ from collections.abc import Callable, Generator, Iterable, Iterator, Sized
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from pithlog.errors import DoorError
+from pithlog.errors import DoorError, StoreError, register
 from pithlog.parallel import Pool, in_threads, usable_cores, verifying_pool
 from pithlog.protocol.checks import CheckBatch, start_checks
 from pithlog.protocol.events import Envelope, admit_value, parse_envelope
@@ -42,6 +42,9 @@ from pithlog.store.layout import Txn, copy_hash
 
 if TYPE_CHECKING:
     from pithlog.store.log import Store
+
+register({"store.judging_keyring": "the judging helpers judge under another keyring than "
+          "the append's: make them with store.judging(keyring) of the append's keyring"})
 
 T = TypeVar("T")
 
@@ -115,8 +118,10 @@ def append(
 
 
 def _same_keyring(judging: Helpers, keyring: Keyring) -> None:
+    # the helpers' verdicts would be written as the append's: refused before any is used
     if judging.keyring.digest != keyring.digest:
-        raise ValueError("judging helpers hold another keyring than this append's")
+        raise StoreError("judging_keyring", f"the judging helpers judge under keyring "
+                         f"{judging.keyring.digest}, this append is under {keyring.digest}")
 
 
 def append_judged(

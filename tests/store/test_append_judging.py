@@ -16,7 +16,7 @@ import pytest
 
 import pithlog.store.append_judging
 import pithlog.store.append_pipeline
-from pithlog.errors import DoorError, HelperLost
+from pithlog.errors import DoorError, HelperLost, StoreError
 from pithlog.protocol.checks import check_alone, reduction_hints
 from pithlog.protocol.events import parse_envelope
 from pithlog.protocol.keys import make_keyring
@@ -226,8 +226,9 @@ def test_append_judged_refuses_helpers_of_another_keyring(tmp_path: Path) -> Non
         judging = store.judging(other)
         try:
             sent = judging.send_each([_lines(6)[:2]])
-            with pytest.raises(ValueError, match="another keyring"):
+            with pytest.raises(StoreError) as raised:  # it was a bare ValueError
                 store.append_judged(sent, g.KEYRING, judging)
+            assert raised.value.code == "store.judging_keyring"
         finally:
             judging.close()
         assert store.stats()["counts"]["events"] == 0
@@ -257,3 +258,22 @@ def test_values_packed_by_the_helpers_are_the_bytes_the_writer_would_store(
     assert got == expected
     tags = {value[:1] for _, value in got}
     assert codec.DICT in tags and codec.PLAIN in tags  # both sides of the training
+
+
+
+def test_append_refuses_helpers_of_another_keyring_before_starting_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``append(judging=)`` raised a bare ValueError for helpers of another keyring; it is
+    now ``store.judging_keyring``, before any helper starts or anything is written."""
+    monkeypatch.setenv("PITHLOG_CORES", "2")  # the helpers are used only with two cores
+    other = make_keyring(test_keyring_entries(("registry",)))
+    with Store.open(tmp_path / "s") as store:
+        judging = store.judging(other)
+        try:
+            with pytest.raises(StoreError) as raised:
+                store.append(_lines(12), g.KEYRING, judging=judging)
+            assert raised.value.code == "store.judging_keyring"
+            assert judging._pool is None and store.tree_size() == 0
+        finally:
+            judging.close()

@@ -142,6 +142,9 @@ class SharedEnvironment:
     refs: int = 0
     gate: _Gate = field(default_factory=_Gate)
     pid: int = field(default_factory=os.getpid)
+    closed: bool = False
+    """Closed by the last :func:`release`: a :class:`pithlog.store.Store` that another
+    thread closed while this one was using it finds out here (:meth:`_require_open`)."""
     piths_counted: tuple[int, int, int] | None = None
     """The last count of the ``piths`` table by :func:`pithlog.store.reads.stats`: the id
     of the snapshot it read, the piths with a state, the pending ones."""
@@ -170,7 +173,15 @@ class SharedEnvironment:
     def _adopt_size(self) -> None:
         """Another process grew the map: adopt its size (LMDB: set_mapsize(0))."""
         with self.gate.exclusive():
+            self._require_open()
             self.env.set_mapsize(0)
+
+    def _require_open(self) -> None:
+        # with the gate held, so that the last release cannot close the environment
+        # between this check and the use of it (LMDB's own error would say only "closed
+        # object", as an lmdb.Error from outside a transaction)
+        if self.closed:
+            raise StoreError("closed", f"the store at {self.path} was closed")
 
     def write(self, work: Work[T]) -> T:
         """Run ``work`` in one write transaction and commit it durably. On a full map the
@@ -191,6 +202,7 @@ class SharedEnvironment:
         with _lmdb_errors(), self.gate.write if write else contextlib.nullcontext():
             while True:
                 with self.gate.shared():
+                    self._require_open()
                     try:
                         txn = self.env.begin(write=write)
                     except lmdb.MapResizedError:
@@ -213,8 +225,10 @@ class SharedEnvironment:
 
     def usage(self) -> dict[str, int]:
         """The map's page size, size and bytes in use (``pithlog stats``)."""
-        info = self.env.info()
-        page_size = self.env.stat()["psize"]
+        with _lmdb_errors(), self.gate.shared():
+            self._require_open()
+            info = self.env.info()
+            page_size = self.env.stat()["psize"]
         return {
             "page_size": page_size,
             "map_size": info["map_size"],
@@ -299,6 +313,7 @@ def release(shared: SharedEnvironment) -> None:
     codec.forget(shared.dbs)
     with shared.gate.write, shared.gate.exclusive():
         shared.env.close()
+        shared.closed = True
 
 
 def _open_env(

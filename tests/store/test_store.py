@@ -479,3 +479,19 @@ def test_a_forked_child_cannot_use_its_parents_store_object(tmp_path: Path) -> N
         _, status = os.waitpid(pid, 0)
         assert os.waitstatus_to_exitcode(status) == 0
         assert store.event(other["event_id"]) is None and store.tree_size() == 1
+
+
+def test_a_store_closed_by_another_thread_meanwhile_is_store_closed(tmp_path: Path) -> None:
+    """A thread that took a Store's environment just before another thread closed the
+    Store (stats between its read and its look at the map; any read between the check
+    for a closed Store and its transaction) got a bare ``lmdb.Error`` ("Attempt to operate
+    on closed/deleted/dropped object"), or ``store.lmdb``: it is ``store.closed``."""
+    store = Store.open(tmp_path / "s")
+    store.append([g.encoded(g.record("2501.00031"))], g.KEYRING)
+    shared = store._env  # what a thread holds while the other one closes the Store
+    store.close()
+    for use in (shared.usage, lambda: shared.read(lambda txn, dbs: txn.id()),
+                lambda: shared.write(lambda txn, dbs: txn.id())):  # fmt: skip
+        with pytest.raises(StoreError) as raised:
+            use()
+        assert raised.value.code == "store.closed"

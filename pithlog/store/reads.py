@@ -63,6 +63,8 @@ def export(store: Store, after: int, chunk: int) -> Iterator[tuple[int, bytes]]:
     """:meth:`Store.export`: each chunk of ``chunk`` copies read in a transaction of its
     own."""
     position = max(after, 0) + 1
+    if position >= 1 << (8 * SEQ.size):
+        return  # past any sequence number a store can hold (and past what SEQ can pack)
     while True:
 
         def work(

@@ -495,3 +495,13 @@ def test_a_store_closed_by_another_thread_meanwhile_is_store_closed(tmp_path: Pa
         with pytest.raises(StoreError) as raised:
             use()
         assert raised.value.code == "store.closed"
+
+
+def test_export_after_a_cursor_past_any_sequence_number_yields_nothing(tmp_path: Path) -> None:
+    """``export(after=N)`` with N of 2^64 - 1 or more (a cursor a registry passes on from its
+    users) raised a bare ``struct.error``: it yields nothing, as any cursor past the end."""
+    with Store.open(tmp_path / "s") as store:
+        store.append([g.encoded(g.record("2501.00041"))], g.KEYRING)
+        assert [seq for seq, _ in store.export(after=0)] == [1]
+        for after in (2**64 - 2, 2**64 - 1, 2**64, 2**70):
+            assert list(store.export(after=after)) == []

@@ -77,7 +77,7 @@ class CorruptCopy(StoreError):
 _DICTS: dict[tuple[Any, int], zstandard.ZstdCompressionDict] = {}
 """(the store's ``dicts`` handle, id) -> dictionary: a dictionary never changes once
 written, and its id is its hash, so an entry never goes stale."""
-_DICTS_LOCK = threading.Lock()
+_DICTS_LOCK = threading.RLock()  # reentrant: see environment._REGISTRY_LOCK (forget)
 _local = threading.local()
 """zstd contexts are not safe for concurrent use: one per thread and dictionary."""
 

@@ -240,7 +240,10 @@ class SharedEnvironment:
 
 
 _REGISTRY: dict[tuple[Any, ...], SharedEnvironment] = {}
-_REGISTRY_LOCK = threading.Lock()
+_REGISTRY_LOCK = threading.RLock()
+"""Reentrant: a garbage collection may run in :func:`acquire`, which holds it while a store
+is opened, and finalize a :class:`pithlog.store.Store` left in a reference cycle, whose
+``__del__`` releases its environment in the same thread (a plain lock waited for itself)."""
 
 
 _FORKED = False
@@ -252,7 +255,7 @@ def _forget_inherited() -> None:
     # starts with an empty registry and opens a store its parent did not hold afresh.
     global _REGISTRY_LOCK, _FORKED
     _REGISTRY.clear()
-    _REGISTRY_LOCK = threading.Lock()
+    _REGISTRY_LOCK = threading.RLock()
     _FORKED = True
 
 
@@ -294,9 +297,17 @@ def acquire(
             walk = walkers if check and walkers is not None else check
             shared = _open_env(real, create and not readonly, map_size, readonly, walk)
             _REGISTRY[shared.key] = shared
-        elif shared.readonly and not readonly:
-            shared.reopen_writable(map_size)
-        shared.refs += 1
+            shared.refs += 1
+        else:
+            # counted before the reopen: a Store of it finalized meanwhile by a garbage
+            # collection in this thread must not close it (nor wait for the reopen's gate)
+            shared.refs += 1
+            if shared.readonly and not readonly:
+                try:
+                    shared.reopen_writable(map_size)
+                except BaseException:
+                    shared.refs -= 1
+                    raise
         return shared
 
 

@@ -505,3 +505,35 @@ def test_export_after_a_cursor_past_any_sequence_number_yields_nothing(tmp_path:
         assert [seq for seq, _ in store.export(after=0)] == [1]
         for after in (2**64 - 2, 2**64 - 1, 2**64, 2**70):
             assert list(store.export(after=after)) == []
+
+
+def test_a_store_finalized_by_a_collection_during_an_open_does_not_hang_it(
+    tmp_path: Path,
+) -> None:
+    """A Store left in a reference cycle is closed by its ``__del__`` when a garbage
+    collection finds it, which may be during any allocation, such as those of opening
+    another store: the open held the registry's lock, and the finalizer waited for it in
+    the same thread, forever; a reopen for writing waited for its own gate the same way.
+    In a process of its own, since a hang would keep the lock."""
+    script = (
+        "import gc, sys\n"
+        "from pithlog.store import Store, environment\n"
+        "real = environment._open_lmdb\n"
+        "def opening(*a, **k):\n"
+        "    gc.collect()  # what a collection started by any allocation here does\n"
+        "    return real(*a, **k)\n"
+        "environment._open_lmdb = opening\n"
+        "base = sys.argv[1]\n"
+        "Store.open(base + '/a').close()\n"
+        "class Cycle: pass\n"
+        "for readonly in (False, True):\n"
+        "    c = Cycle(); c.c = c; c.store = Store.open(base + '/a', readonly=readonly)\n"
+        "    del c\n"
+        "    # another store opened, then this one reopened for writing, while the cycle\n"
+        "    # holds a Store of it\n"
+        "    Store.open(base + ('/a' if readonly else '/b')).close()\n"
+        "print('done')\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script, str(tmp_path)], capture_output=True,
+                          text=True, timeout=30, check=False)  # fmt: skip
+    assert done.stdout == "done\n", done.stderr

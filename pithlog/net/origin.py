@@ -13,6 +13,7 @@ from typing import Any
 import httpx
 
 from pithlog.errors import MirrorError, PithlogError, ProofError
+from pithlog.net.deadline import AnswerDeadline, deadline_transport
 from pithlog.net.encoding import ACCEPT_ENCODING, read_answer
 from pithlog.protocol.canonical import MAX_ENVELOPE_BYTES, shape
 from pithlog.transparency import merkle, tiles
@@ -63,7 +64,8 @@ class Origin:
     def __init__(self, url: str, client: httpx.Client | None = None,
                  limits: Limits = LIMITS) -> None:  # fmt: skip
         self.url = url.rstrip("/")
-        self._client = client or httpx.Client(timeout=TIMEOUT, follow_redirects=False)
+        self._client = client or httpx.Client(timeout=TIMEOUT, follow_redirects=False,
+                                              transport=deadline_transport())
         self._own = client is None
         self.limits = limits
         self.fetched = 0
@@ -82,9 +84,11 @@ class Origin:
     def get(self, path: str, limit: int) -> bytes | None:
         """The body at ``path`` (``None``: 404), read up to ``limit`` bytes."""
         url = f"{self.url}/{path}"
+        # the whole answer, its head too, within answer_seconds of its cap
+        deadline = AnswerDeadline(limit)
         try:
             headers = {"Accept-Encoding": ACCEPT_ENCODING}
-            with self._client.stream("GET", url, headers=headers) as response:
+            with deadline, self._client.stream("GET", url, headers=headers) as response:
                 if response.status_code == 404:
                     return None
                 if response.status_code != 200:
@@ -93,7 +97,7 @@ class Origin:
                 body = read_answer(response, limit,
                                    lambda why: MirrorError("fetch", f"{url}: {why}"))
         except httpx.HTTPError as exc:
-            raise MirrorError("fetch", f"{url}: {exc}") from exc
+            raise MirrorError("fetch", f"{url}: {deadline.why(exc)}") from exc
         self.fetched += len(body)
         return bytes(body)
 

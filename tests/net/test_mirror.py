@@ -12,6 +12,7 @@ import json
 import random
 import signal
 import socket
+import socketserver
 import subprocess
 import sys
 import threading
@@ -645,3 +646,50 @@ def test_leaves_another_mirror_stored_meanwhile_are_not_counted_as_appended(
     assert dict(report.statuses) == {"duplicate": size}
     assert report.appended == 0
     _same_log(origin, mirror)
+
+
+class _SlowHead(socketserver.StreamRequestHandler):
+    """Answers with a header line every 0.1 s, for 30 s (it stops by itself)."""
+
+    def handle(self) -> None:
+        with contextlib.suppress(OSError):
+            while self.rfile.readline() not in (b"\r\n", b""):
+                pass
+            self.wfile.write(b"HTTP/1.1 200 OK\r\n")
+            for _ in range(300):
+                self.wfile.write(b"X-Slow: y\r\n")
+                time.sleep(0.1)
+            self.wfile.write(b"Content-Length: 0\r\n\r\n")
+
+
+@contextlib.contextmanager
+def _slow_head() -> Iterator[str]:
+    """A server on 127.0.0.1 whose answers' heads come a line at a time: its URL."""
+    server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), _SlowHead)
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_an_answer_whose_head_drips_is_cut_off_at_its_deadline(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The deadline of an answer holds from the request on, not from its body: a head that
+    comes a line at a time (h11 waits for 100 KiB of it, httpx 60 s for each read) is cut
+    off there (here 1 s) as a body that drips is, with mirror.fetch."""
+    from pithlog.net import encoding
+
+    monkeypatch.setattr(encoding, "ANSWER_GRACE", 1.0)
+    monkeypatch.setattr(encoding, "SLOWEST_RATE", 1 << 40)  # the cap adds no time
+    with _slow_head() as url, mm.Origin(url) as slow:
+        started = time.monotonic()
+        with pytest.raises(MirrorError) as caught:
+            slow.checkpoint()
+        took = time.monotonic() - started
+    assert caught.value.code == "mirror.fetch" and "an answer that took over 1 s" in str(
+        caught.value) and took < 10  # fmt: skip

@@ -1,0 +1,124 @@
+"""A deadline on a whole answer, its status line and headers included (``docs/network.md``,
+"Running a mirror").
+
+httpx times each read of a socket (60 s) and nothing else, and
+:func:`pithlog.net.encoding.read_answer` holds the body to :func:`answer_seconds` of its
+cap; but the head comes before the body, and h11 waits for up to 100 KiB of it: a server
+that sent a header line every 59 s held a mirror for weeks. Here every connect, read and
+write of the requests a thread makes under :class:`AnswerDeadline` is given what is left
+of the deadline at most, and none is begun once it has passed (``httpx.TimeoutException``,
+which the callers report as an answer that took too long).
+"""
+
+from __future__ import annotations
+
+import ssl
+import threading
+import time
+from collections.abc import Iterable
+from typing import Any
+
+import httpcore
+import httpx
+
+from pithlog.net.encoding import answer_seconds
+
+
+class _Deadline(threading.local):
+    """This thread's deadline (``time.monotonic()``), and the seconds it was set for."""
+
+    at: float | None = None
+    seconds: float = 0.0
+
+
+_DEADLINE = _Deadline()
+
+
+class AnswerDeadline:
+    """Inside (``with``), the requests this thread makes are given :func:`answer_seconds`
+    of ``limit`` in all, from then on: head, body and any connection they open."""
+
+    def __init__(self, limit: int) -> None:
+        self.seconds = answer_seconds(limit)
+        self.at = 0.0
+        self._saved: tuple[float | None, float] = (None, 0.0)
+
+    def __enter__(self) -> AnswerDeadline:
+        self._saved = (_DEADLINE.at, _DEADLINE.seconds)
+        self.at = time.monotonic() + self.seconds
+        _DEADLINE.at, _DEADLINE.seconds = self.at, self.seconds
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        _DEADLINE.at, _DEADLINE.seconds = self._saved
+
+    def why(self, exc: httpx.HTTPError) -> str:
+        """What ``exc`` means: a time-out at the deadline is the answer's time up."""
+        if isinstance(exc, httpx.TimeoutException) and time.monotonic() >= self.at:
+            return f"an answer that took over {self.seconds:.0f} s"
+        return str(exc)
+
+
+def _left(timeout: float | None, late: type[httpcore.TimeoutException]) -> float | None:
+    """``timeout``, cut to what is left of this thread's deadline; ``late`` once none is."""
+    at = _DEADLINE.at
+    if at is None:
+        return timeout
+    left = at - time.monotonic()
+    if left <= 0:
+        raise late(f"an answer that took over {_DEADLINE.seconds:.0f} s")
+    return left if timeout is None else min(timeout, left)
+
+
+class _Stream(httpcore.NetworkStream):
+    def __init__(self, stream: httpcore.NetworkStream) -> None:
+        self._stream = stream
+
+    def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+        return self._stream.read(max_bytes, _left(timeout, httpcore.ReadTimeout))
+
+    def write(self, buffer: bytes, timeout: float | None = None) -> None:
+        self._stream.write(buffer, _left(timeout, httpcore.WriteTimeout))
+
+    def close(self) -> None:
+        self._stream.close()
+
+    def start_tls(self, ssl_context: ssl.SSLContext, server_hostname: str | None = None,
+                  timeout: float | None = None) -> httpcore.NetworkStream:  # fmt: skip
+        return _Stream(self._stream.start_tls(ssl_context, server_hostname,
+                                              _left(timeout, httpcore.ConnectTimeout)))
+
+    def get_extra_info(self, info: str) -> Any:
+        return self._stream.get_extra_info(info)
+
+
+class _Backend(httpcore.NetworkBackend):
+    def __init__(self) -> None:
+        self._backend = httpcore.SyncBackend()
+
+    def connect_tcp(self, host: str, port: int, timeout: float | None = None,
+                    local_address: str | None = None,
+                    socket_options: Iterable[httpcore.SOCKET_OPTION] | None = None,
+                    ) -> httpcore.NetworkStream:  # fmt: skip
+        return _Stream(self._backend.connect_tcp(
+            host, port, _left(timeout, httpcore.ConnectTimeout), local_address, socket_options))
+
+    def connect_unix_socket(self, path: str, timeout: float | None = None,
+                            socket_options: Iterable[httpcore.SOCKET_OPTION] | None = None,
+                            ) -> httpcore.NetworkStream:  # fmt: skip
+        return _Stream(self._backend.connect_unix_socket(
+            path, _left(timeout, httpcore.ConnectTimeout), socket_options))
+
+    def sleep(self, seconds: float) -> None:
+        self._backend.sleep(seconds)
+
+
+def deadline_transport() -> httpx.HTTPTransport:
+    """httpx's transport (no proxy), its connections under :class:`AnswerDeadline`. httpx
+    takes no network backend of its own choosing: its pool is made again with one."""
+    transport = httpx.HTTPTransport()
+    transport._pool = httpcore.ConnectionPool(
+        ssl_context=httpx.create_ssl_context(), max_connections=100,
+        max_keepalive_connections=20, keepalive_expiry=5.0,  # httpx's default limits
+        network_backend=_Backend())  # fmt: skip
+    return transport

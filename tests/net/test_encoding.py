@@ -28,6 +28,8 @@ from pithlog.net.witness_client import MAX_ANSWER_BYTES, ask_witness
 
 ZEROS = 256 << 20
 """What each bomb decodes to."""
+FULL = 32 << 20
+"""What an answer read up to its cap decodes to."""
 
 
 def _zstd_bomb() -> bytes:
@@ -60,6 +62,7 @@ def hostile() -> Iterator[str]:
         "zstd-wide": (_wide_window(), "zstd"),
         "zstd-ok": (zstandard.ZstdCompressor().compress(plain), "zstd"),
         "gzip-ok": (zlib.compress(plain, wbits=31), "gzip"),
+        "zstd-full": (zstandard.ZstdCompressor().compress(bytes(FULL)), "zstd"),
     }
     assert all(len(body) < 1 << 20 for body, _ in bodies.values())
 
@@ -110,6 +113,13 @@ def test_encoded_answers_are_read_whole(hostile: str, path: str) -> None:
         assert origin.get(path, 13_000) == b"a checkpoint\n" * 1000
         with pytest.raises(MirrorError):
             origin.get(path, 12_999)
+
+
+def test_an_answer_at_its_cap_is_held_once(hostile: str) -> None:
+    """The body is handed over as it was gathered: an answer of its cap in full is held
+    once at the peak (it was twice, a bytearray and its copy as bytes)."""
+    with Origin(hostile) as origin, peak(FULL * 3 // 2):
+        assert len(origin.get("zstd-full", FULL)) == FULL
 
 
 def test_the_sync_and_witness_clients_are_bounded_too(hostile: str) -> None:

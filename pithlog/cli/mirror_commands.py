@@ -109,7 +109,8 @@ def add_commands(sub: Any, store_parser: StoreParser) -> None:
     p.add_argument("--evidence-dir", default=".", metavar="DIR",
                    help="where a split view's evidence file is written (default: .)")
     p.add_argument("--batch-bundles", type=int, default=4, metavar="N",
-                   help="bundles of 256 leaves per append transaction (default 4)")
+                   help="bundles of 256 leaves per append transaction (default 4; fewer "
+                   "once their copies reach 64 MiB)")  # fmt: skip
     p.add_argument("--witness-key", action="append", default=[], metavar="KEY_ID",
                    help="require cosignatures (C2SP tlog-cosignature) by this keyring key on "
                    "the served checkpoint before anything is believed; repeatable "

@@ -82,6 +82,10 @@ register(
 
 BATCH_BUNDLES = 4
 """Bundles (of 256 leaves) per append transaction."""
+BATCH_BYTES = 64 << 20
+"""A batch ends after the bundle that brings its copies to this many bytes, however few
+its bundles: the append pipeline holds three batches at once (one gathered, one through
+the door, one being written), and four bundles of the largest copies are 1 GiB each."""
 LOOKAHEAD = 4
 """Bundles fetched ahead of the one being verified, so that the network's wait overlaps
 the door's work (each holds at most a bundle of copies: see :class:`Limits`)."""
@@ -272,15 +276,16 @@ def _batches(store: Store, origin: Origin, verified: tiles.VerifiedTiles, fetche
              held: int, size: int, bundles: int,
              leaves: deque[tuple[int, list[bytes]]]) -> Iterator[list[bytes]]:  # fmt: skip
     """The copies of leaves ``held`` to ``size``, each the bytes its leaf commits to (its
-    SHA-256 is the leaf data's copy hash), in batches of ``bundles`` bundles; each batch
-    checked to be new to the store (else its tree would differ), its first leaf and leaf
-    data put in ``leaves`` for :func:`_committed_copies`, which sees the batch through the
-    door before it is written.
+    SHA-256 is the leaf data's copy hash), in batches of ``bundles`` bundles (fewer once
+    their copies reach :data:`BATCH_BYTES`); each batch checked to be new to the store
+    (else its tree would differ), its first leaf and leaf data put in ``leaves`` for
+    :func:`_committed_copies`, which sees the batch through the door before it is written.
     The level-0 tiles, bundles and copies of the next :data:`LOOKAHEAD` bundles are
     fetched meanwhile (unverified, held only until their turn), so that the append never
     waits for a round trip to the origin."""
     batch: list[bytes] = []
     items: list[bytes] = []
+    held_bytes = 0  # of the copies in `batch`
     seen: set[bytes] = set()  # this pass's leaves: batches are checked before those ahead
     indexes = range(held // WIDTH, (size + WIDTH - 1) // WIDTH)
 
@@ -308,11 +313,13 @@ def _batches(store: Store, origin: Origin, verified: tiles.VerifiedTiles, fetche
             for at in range(skip, width):
                 batch.append(_committed(copies[at], entries[at], index * WIDTH + at))
                 items.append(entries[at])
-            if (index + 1) % bundles == 0 or index * WIDTH + width >= size:
+                held_bytes += len(copies[at])
+            if ((index + 1) % bundles == 0 or index * WIDTH + width >= size
+                    or held_bytes >= BATCH_BYTES):  # fmt: skip
                 _new_to(store, items, seen, held)
                 leaves.append((first, items))
                 yield batch
-                batch, items = [], []
+                batch, items, held_bytes = [], [], 0
             if index % FORGET_EVERY == FORGET_EVERY - 1:
                 verified.forget()
     finally:

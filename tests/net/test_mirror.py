@@ -693,3 +693,24 @@ def test_an_answer_whose_head_drips_is_cut_off_at_its_deadline(
         took = time.monotonic() - started
     assert caught.value.code == "mirror.fetch" and "an answer that took over 1 s" in str(
         caught.value) and took < 10  # fmt: skip
+
+
+def test_a_batch_ends_once_its_copies_reach_batch_bytes(
+    tmp_path: Path, keys: Keys, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A batch is cut after the bundle that brings its copies to BATCH_BYTES, whatever
+    --batch-bundles says: the pipeline holds three batches, and four bundles of the
+    largest copies would be 1 GiB each. Here every bundle reaches it: one batch each."""
+    monkeypatch.setattr(mm, "BATCH_BYTES", 1)
+    events = _events(14, piths=100)
+    origin = _store(tmp_path / "origin", events)
+    keyring = load_keyring(keys.keyring.read_bytes())
+    committed: list[int] = []
+    with serving(origin, keys) as server, Store.open(tmp_path / "mirror") as store, \
+            mm.Origin(server.url) as client:  # fmt: skip
+        mm.mirror_once(store, client, keyring, ORIGIN, batch_bundles=4,
+                       progress=lambda held, _: committed.append(held))  # fmt: skip
+    bundles = (len(events) + 255) // 256
+    assert bundles >= 3 and committed == [min(256 * n, len(events)) for n in
+                                          range(1, bundles + 1)]  # fmt: skip
+    _same_log(origin, tmp_path / "mirror")

@@ -17,14 +17,18 @@ commit (:mod:`pithlog.net.submit`) writes only what is judged and never waits on
 inside a write transaction. A helper that ends (killed, out of memory) fails its parts
 with :class:`~concurrent.futures.process.BrokenProcessPool`, and the write transaction
 judges them itself (:func:`pithlog.store.append_judging.receive`); the next request
-starts new helpers. The helpers end when the server closes their input or ends, however
-it ends: they read nothing else.
+starts new helpers. A helper that holds parts and answers nothing for
+:data:`SILENT_SECONDS` (stopped, swapped out, stuck) is killed and counts as ended: the
+group commit waits for the judgement at the head of its queue, so one such helper held
+every submission of the worker, unanswered, for as long as it stayed silent. The helpers
+end when the server closes their input or ends, however it ends: they read nothing else.
 """
 
 from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
 import functools
 import os
 import pickle
@@ -44,6 +48,13 @@ SHARES = 1
 to the helper with the fewest lines waiting (a pool's idle workers pull tasks instead, and
 two parts each let the pool even out)."""
 
+SILENT_SECONDS = 10.0
+"""How long a helper holding parts may answer none of them before it is taken for hung,
+killed and its parts judged by the write transaction (:meth:`LoopJudging.until_judged`). A
+part is at most :data:`~pithlog.store.append_judging.JUDGE_PART` lines of one request's
+body (8 MiB by default), which a helper judges in well under a second: a helper silent
+for this long is not working on it."""
+
 
 class _Helper:
     """One helper process and the parts it was sent, oldest first."""
@@ -54,7 +65,11 @@ class _Helper:
         self.lines = 0
         """Lines sent and not yet judged: the next part goes to the helper with fewest."""
         self.alive = True
-        self.reading = asyncio.get_running_loop().create_task(self._read())
+        self.loop = asyncio.get_running_loop()
+        self.heard = self.loop.time()
+        """When this helper last answered a part, or was given one with none waiting: a
+        helper with parts waiting that has been silent since long ago is hung."""
+        self.reading = self.loop.create_task(self._read())
 
     def send(self, lines: list[bytes]) -> Future[JudgedPart]:
         stdin = self.process.stdin
@@ -63,6 +78,8 @@ class _Helper:
         # The transport buffers what the pipe does not take at once: bounded by the
         # submissions the server holds (Limits.max_pending bodies).
         stdin.write(frame(lines))
+        if not self.waiting:
+            self.heard = self.loop.time()
         future: Future[JudgedPart] = Future()
         self.waiting.append((future, len(lines)))
         self.lines += len(lines)
@@ -77,11 +94,25 @@ class _Helper:
                 judged: JudgedPart = pickle.loads(await stdout.readexactly(length))
                 future, count = self.waiting.popleft()
                 self.lines -= count
+                self.heard = self.loop.time()
                 future.set_result(judged)
         except (asyncio.IncompleteReadError, ConnectionError, IndexError):
             pass  # the helper ended (or answered what it was not asked: ended all the same)
         finally:
             self.end()
+
+    def silent(self, seconds: float) -> bool:
+        """Whether this helper holds parts and has answered none for ``seconds``."""
+        return self.alive and bool(self.waiting) and self.loop.time() - self.heard >= seconds
+
+    def kill(self) -> None:
+        """End a hung helper: its parts fail now (judged by whoever receives them), and
+        the process is killed, so that the next request starts a new one."""
+        with contextlib.suppress(ProcessLookupError):
+            self.process.kill()
+        if self.process.stdin is not None:
+            self.process.stdin.close()
+        self.end()
 
     def end(self) -> None:
         """Fail every part still waiting: whoever receives them judges them."""
@@ -128,6 +159,21 @@ class LoopJudging:
         :meth:`pithlog.store.Judging.send_each` does, in parts shared out among the
         helpers; a part no helper can take is judged by whoever receives it."""
         return send_each(self._submit, max(1, self.processes), batches, SHARES)
+
+    async def until_judged(self, sent: SentBatch) -> None:
+        """:func:`until_judged`, killing on the way every helper that holds parts and has
+        answered none for :data:`SILENT_SECONDS` (:meth:`_Helper.kill`): ``sent`` is then
+        judged (its parts of such a helper failed, for the write transaction to judge)."""
+        loop = asyncio.get_running_loop()
+        while not judged(sent):
+            # until the first helper holding parts has been silent for SILENT_SECONDS
+            busy = [h.heard for h in self._helpers if h.alive and h.waiting]
+            wait = min(busy, default=loop.time()) + SILENT_SECONDS - loop.time()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(until_judged(sent), max(wait, 0.0))
+            for helper in self._helpers:
+                if helper.silent(SILENT_SECONDS):
+                    helper.kill()
 
     def _submit(self, lines: list[bytes]) -> Future[JudgedPart]:
         alive = [h for h in self._helpers if h.alive]

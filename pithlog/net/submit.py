@@ -22,7 +22,7 @@ import msgspec
 
 from pithlog.errors import DoorError, ServeError, StoreError, register
 from pithlog.lines import iter_lines
-from pithlog.net.judges import LoopJudging, judged, until_judged
+from pithlog.net.judges import LoopJudging, judged
 from pithlog.parallel import usable_cores, verifying_processes
 from pithlog.protocol.keys import Keyring
 from pithlog.store import REFUSED, AppendResult, SentBatch, Store
@@ -258,7 +258,7 @@ class GroupCommit(Generic[S]):
 
         return GroupCommit(append_sent, judging.send_each, limits.batch_lines,
                            limits.max_pending, judging.start, lambda: judging.ready,
-                           judged, until_judged)  # fmt: skip
+                           judged, judging.until_judged)  # fmt: skip
 
     async def take_slot(self, limits: Limits) -> asyncio.Semaphore:
         """One of :attr:`Limits.max_pending` places for a submission, or ``serve.busy``

@@ -6,9 +6,11 @@ brings new helpers; closing them ends them."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import random
 import signal
+from collections.abc import Iterator
 from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 
@@ -16,8 +18,10 @@ import pytest
 from served import g
 
 from pithlog.errors import HelperLost
+from pithlog.net import judges
 from pithlog.net.judges import LoopJudging, import_path, judged, until_judged
-from pithlog.store import SentBatch, Store
+from pithlog.net.submit import GroupCommit, Limits
+from pithlog.store import AppendResult, SentBatch, Store
 from pithlog.store.append_judging import judge_lines
 
 
@@ -134,6 +138,91 @@ def test_a_helper_that_ends_mid_part_fails_what_it_held(tmp_path: Path) -> None:
             got = store.append_judged([sent], g.KEYRING, judging)
     with Store.open(tmp_path / "plain") as plain:
         assert got == plain.append(lines, g.KEYRING)
+
+
+@contextlib.contextmanager
+def _stopped(pids: list[int]) -> Iterator[None]:
+    """The processes ``pids`` stopped (SIGSTOP) inside, killed on leaving: a test that
+    fails leaves no stopped helper behind (stopped, it never reads its input's end)."""
+    for pid in pids:
+        os.kill(pid, signal.SIGSTOP)
+    try:
+        yield
+    finally:
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+
+
+def test_a_silent_helper_is_killed_and_its_parts_judged_by_the_writer(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A helper that holds parts and answers nothing (stopped, here) would hold the group
+    commit, which waits for the judgement at the head of its queue, and with it every
+    submission of the worker, for ever: after SILENT_SECONDS it is killed, its parts judged
+    by the write transaction with the same results, and the next start replaces it."""
+    monkeypatch.setattr(judges, "SILENT_SECONDS", 0.5)
+    lines = _lines(5)
+    with Store.open(tmp_path / "s") as store:
+        judging = LoopJudging(str(store.path), g.KEYRING, 2)
+
+        async def run() -> tuple[SentBatch, int | None, bool]:
+            await judging.start()
+            await _judged(judging, [lines[:2]])  # both helpers have started and answered
+            hung, working = judging._helpers
+            with _stopped([hung.process.pid]):
+                (sent,) = judging.send_each([lines])  # parts for both helpers
+                assert hung.waiting and not judged(sent)
+                await asyncio.wait_for(judging.until_judged(sent), 30)
+                code = await asyncio.wait_for(hung.process.wait(), 30)
+            ready = judging.ready
+            await judging.start()
+            assert judging.ready and hung not in judging._helpers
+            assert working in judging._helpers  # the one that answered is kept
+            await judging.close()
+            return sent, code, ready
+
+        sent, code, ready = asyncio.run(run())
+        assert code == -signal.SIGKILL and not ready
+        assert any(part.future is not None and part.future.exception() is not None
+                   for part in sent.parts)  # fmt: skip
+        with pytest.warns(HelperLost):
+            got = store.append_judged([sent], g.KEYRING, judging)
+    with Store.open(tmp_path / "plain") as plain:
+        assert got == plain.append(lines, g.KEYRING)
+
+
+def test_silent_helpers_do_not_hold_a_servers_submissions(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The group commit of ``serve --submit`` (helpers: more than one core) answers while
+    every helper is stopped: they are killed once silent, the commit judges the lines
+    itself, and the next submission starts new helpers."""
+    monkeypatch.setenv("PITHLOG_CORES", "2")
+    lines = _lines(6)
+    with Store.open(tmp_path / "s") as store:
+        group = GroupCommit.over(store, g.KEYRING, Limits())
+
+        async def run() -> list[list[AppendResult]]:
+            got = [await asyncio.wait_for(group.submit(lines[:2]), 30)]
+            judging = group.start.__self__  # type: ignore[attr-defined]
+            stopped = [h.process for h in judging._helpers]
+            assert judging.ready
+            monkeypatch.setattr(judges, "SILENT_SECONDS", 0.5)
+            with _stopped([p.pid for p in stopped]), pytest.warns(HelperLost):
+                got.append(await asyncio.wait_for(group.submit(lines[2:]), 30))
+                assert [await asyncio.wait_for(p.wait(), 30) for p in stopped] == [-9, -9]
+            monkeypatch.undo()  # new helpers, with the time to start that they need
+            monkeypatch.setenv("PITHLOG_CORES", "2")
+            got.append(await asyncio.wait_for(group.submit(lines[:1]), 30))
+            assert judging.ready and not {h.process for h in judging._helpers} & set(stopped)
+            await judging.close()
+            return got
+
+        got = asyncio.run(run())
+    with Store.open(tmp_path / "plain") as plain:
+        assert got[:2] == [plain.append(lines[:2], g.KEYRING), plain.append(lines[2:], g.KEYRING)]
+    assert [r.status for r in got[2]] == ["duplicate"]
 
 
 def test_closing_ends_the_helpers(tmp_path: Path) -> None:

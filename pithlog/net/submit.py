@@ -204,7 +204,8 @@ class GroupCommit(Generic[S]):
     max_pending: int = 32
     warm_up: Callable[[], Awaitable[None]] | None = None
     """Awaited before a request is started whenever ``warm`` says so: the helpers' start
-    (the first time, and again after one ended)."""
+    (the first time, and again after one ended). An :class:`OSError` from it (no process
+    could be started) leaves the request to be judged by its commit."""
     warm: Callable[[], bool] = lambda: True
     """Whether ``warm_up`` has nothing to do (the helpers run)."""
     judged: Callable[[S], bool] = lambda started: True
@@ -299,7 +300,12 @@ class GroupCommit(Generic[S]):
             self._warming = self._warming or asyncio.Lock()
             async with self._warming:
                 if not self.warm():
-                    await self.warm_up()
+                    # no helper could be started (the system refused a process: memory,
+                    # a process limit): the lines are judged by the write transaction, as
+                    # a dead helper's are, and the next request tries again; without
+                    # helpers is slower, never a failed submission
+                    with contextlib.suppress(OSError):
+                        await self.warm_up()
         self.requests += 1
         loop = asyncio.get_running_loop()
         waiting: _Waiting[S] = _Waiting(lines, loop.create_future())

@@ -225,6 +225,31 @@ def test_silent_helpers_do_not_hold_a_servers_submissions(
     assert [r.status for r in got[2]] == ["duplicate"]
 
 
+def test_helpers_that_cannot_be_started_cost_no_submission(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """When the system refuses the helpers' processes (out of memory, a process limit),
+    ``serve --submit`` judges each commit's lines itself, with the results it would have
+    had, instead of failing every submission (a 500) until a process can be started."""
+    monkeypatch.setenv("PITHLOG_CORES", "2")
+    lines = _lines(7)
+
+    async def refused(*args: object, **kwargs: object) -> asyncio.subprocess.Process:
+        raise BlockingIOError(11, "Resource temporarily unavailable")
+
+    monkeypatch.setattr(asyncio, "create_subprocess_exec", refused)
+    with Store.open(tmp_path / "s") as store:
+        group = GroupCommit.over(store, g.KEYRING, Limits())
+
+        async def run() -> list[AppendResult]:
+            return await asyncio.wait_for(group.submit(lines), 60)
+
+        got = asyncio.run(run())
+        assert not group.start.__self__.ready  # type: ignore[attr-defined]
+    with Store.open(tmp_path / "plain") as plain:
+        assert got == plain.append(lines, g.KEYRING)
+
+
 def test_closing_ends_the_helpers(tmp_path: Path) -> None:
     with Store.open(tmp_path / "s") as store:
         judging = LoopJudging(str(store.path), g.KEYRING, 2)

@@ -26,7 +26,9 @@ log is a prefix of the remote's ends with the same log, hence the same Merkle tr
 **Messages** are in :mod:`pithlog.net.syncmsg`.
 
 **The other side is hostile** (``docs/transparency.md``, "Sync's limits"). Every message
-either way is at most :data:`MAX_MESSAGE` bytes; the pulling side stops after
+either way is at most :data:`MAX_MESSAGE` bytes, and a reconcile message asks about at
+most :data:`MAX_RANGES` ranges (the pulling side asks in several messages when a round
+has more); the pulling side stops after
 :data:`MAX_ROUNDS` rounds or :data:`MAX_RECONCILE_BYTES` bytes of reconciliation, refuses
 a reply with more ranges than :data:`BRANCHES` per range asked, and a listing of more than
 ``max_needed`` missing copies; every fetched copy must go through the door and hash to the
@@ -101,6 +103,11 @@ range is answered with its parts' fingerprints, as for ``expand``."""
 MAX_PROOFS = 4096
 """Copies one ``P`` message may ask proofs of (a responder reads an inclusion path, a few
 stored hashes, for each)."""
+MAX_RANGES = 4096
+"""Ranges one reconcile message may ask about (its answer holds at most :data:`BRANCHES`
+per range asked). Each range costs a Python object or more on both sides: a request of 6
+million ranges of a few bytes each fits in :data:`MAX_MESSAGE` and held a responder for 52
+s and 2 GB. The pulling side asks about more ranges than this in several messages."""
 
 
 @dataclass(frozen=True)
@@ -113,6 +120,7 @@ class Limits:
     max_needed: int = MAX_NEEDED
     max_listed: int = MAX_LISTED
     max_proofs: int = MAX_PROOFS
+    max_ranges: int = MAX_RANGES
 
 
 # --- the remote side ----------------------------------------------------------------------
@@ -136,7 +144,8 @@ class Responder:
     the holder; ``prove`` is ``None`` for a holder without a Merkle tree (an export file),
     whose copies are then proven nowhere. Every message is answered from the items alone
     (nothing is kept between messages), within ``limits``: a request over
-    ``max_message`` bytes is refused, a data answer is cut to fit, and a ``list all`` of
+    ``max_message`` bytes or asking about more than ``max_ranges`` ranges is refused, a
+    data answer is cut to fit, and a ``list all`` of
     more than ``max_listed`` items is answered with fingerprints of its parts."""
 
     def __init__(
@@ -160,7 +169,8 @@ class Responder:
                             f"{self.limits.max_message}")  # fmt: skip
         kind = message[:1]
         if kind == b"R":
-            reply = encode_reconcile(self._reconcile(decode_reconcile(message)))
+            asked = decode_reconcile(message, self.limits.max_ranges)
+            reply = encode_reconcile(self._reconcile(asked))
             if len(reply) > self.limits.max_message:
                 raise SyncError("limit", f"the answer would take {len(reply)} bytes, over "
                                 f"the {self.limits.max_message} allowed: ask about fewer "

@@ -30,6 +30,7 @@ from pithlog.net.syncmsg import (
     ITEMS,
     LIST_ALL,
     SKIP,
+    Bound,
     Entry,
     Reader,
     decode_reconcile,
@@ -116,17 +117,25 @@ def reconcile(
         if rounds > limits.max_rounds:
             raise SyncError("limit", f"reconciliation did not end in {limits.max_rounds} "
                             "rounds: the source keeps answering with new ranges")  # fmt: skip
-        message = encode_reconcile(request)
-        answer = _ask(channel, message, limits)
-        spent += len(message) + len(answer)
-        if spent > limits.max_reconcile_bytes:
-            raise SyncError("limit", f"reconciliation took over {limits.max_reconcile_bytes} "
-                            "bytes")  # fmt: skip
-        reply = decode_reconcile(answer)
-        # each range asked about is answered whole, or cut in at most BRANCHES parts
-        if len(reply) > BRANCHES * len(request):
-            raise SyncError("limit", f"an answer of {len(reply)} ranges to {len(request)} "
-                            f"asked (at most {BRANCHES} each)")  # fmt: skip
+        reply: list[Entry] = []
+        for asked, after, upto in _messages(request, limits.max_ranges):
+            message = encode_reconcile(asked)
+            answer = _ask(channel, message, limits)
+            spent += len(message) + len(answer)
+            if spent > limits.max_reconcile_bytes:
+                raise SyncError("limit", f"reconciliation took over "
+                                f"{limits.max_reconcile_bytes} bytes")  # fmt: skip
+            # each range asked about is answered whole, or cut in at most BRANCHES parts:
+            # decoding stops past that, not after the whole answer is held as entries
+            most = BRANCHES * len(asked)
+            try:
+                answered = decode_reconcile(answer, most)
+            except SyncError as exc:
+                if exc.code != "sync.limit":
+                    raise
+                raise SyncError("limit", f"an answer of more than {most} ranges to "
+                                f"{len(asked)} asked (at most {BRANCHES} each)") from None
+            reply += _within(answered, after, upto)
         request = []
         lower = 0
         for e in reply:
@@ -153,6 +162,48 @@ def reconcile(
                 raise SyncError("protocol", f"a reply may not use range mode {e.mode}")
         request = merged(request)
     return sorted(need), rounds
+
+
+def _messages(
+    request: list[Entry], most: int
+) -> Iterator[tuple[list[Entry], bytes, Bound]]:
+    """A round's request as reconcile messages of at most ``most`` ranges (``most`` >= 3),
+    each with ``(after, upto)``: the ranges it asks about are those between these bounds,
+    and the item space before and after them is skipped."""
+    if len(request) <= most:
+        yield request, b"", INFINITY
+        return
+    step = max(1, most - 2)
+    for at in range(0, len(request), step):
+        own = request[at : at + step]
+        after = request[at - 1].bound if at else b""
+        assert after is not None  # only the last range of a request has no upper bound
+        upto = own[-1].bound
+        head = [Entry(after, SKIP)] if at else []
+        tail = [Entry(INFINITY, SKIP)] if upto is not INFINITY else []
+        yield head + own + tail, after, upto
+
+
+def _within(reply: list[Entry], after: bytes, upto: Bound) -> list[Entry]:
+    """The part of a reply about the ranges between ``after`` and ``upto`` that its
+    message asked about: the skips before and after them dropped or cut at those bounds.
+    Only a skip may reach past them (the ranges there were skipped, and an answer cuts a
+    range asked about, never joins it to another but by skips)."""
+    if not after and upto is INFINITY:
+        return reply
+    out: list[Entry] = []
+    lower = b""
+    for e in reply:
+        below, lower = lower, e.bound if e.bound is not None else lower
+        past = upto is not None and (e.bound is None or e.bound > upto)
+        if (e.bound is not None and e.bound <= after) or (upto is not None and below >= upto):
+            if e.mode != SKIP:
+                raise SyncError("protocol", "a reply answers ranges that were not asked about")
+            continue
+        if (below < after or past) and e.mode != SKIP:
+            raise SyncError("protocol", "a reply joins ranges asked about to others")
+        out.append(Entry(upto, SKIP) if past else e)
+    return out
 
 
 def append_order(

@@ -103,6 +103,11 @@ def test_the_server_holds_a_client_to_the_limits(tmp_path: Path, keys: Keys) -> 
         for body in (b"", b"X", b"R\x05ab", b"G\x02" + b"\0" * 16):
             r = httpx.post(url, content=body, headers={"Content-Type": MEDIA})
             assert r.status_code == 400 and r.json()["error"] == "sync.protocol", body
+        # millions of ranges of a few bytes fit in a body: refused past MAX_RANGES
+        ranges = [m.Entry(i.to_bytes(3, "big"), m.EXPAND) for i in range(1, 1 << 20)]
+        r = httpx.post(url, content=m.encode_reconcile([*ranges, m.Entry(None, m.SKIP)]),
+                       timeout=30)
+        assert r.status_code == 413 and r.json()["error"] == "sync.limit"
         r = httpx.post(url, content=b"F" + b"\0" * (32 << 20))
         assert r.status_code == 413 and r.json()["error"] == "serve.too_large"
         assert httpx.get(url).status_code == 405

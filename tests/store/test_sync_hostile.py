@@ -91,7 +91,7 @@ def test_more_ranges_than_asked_for_are_refused() -> None:
         asked = m.decode_reconcile(message)
         return m.encode_reconcile(_random_ranges(rng, s.BRANCHES * len(asked) + 1))
 
-    with pytest.raises(SyncError, match=r"an answer of 17 ranges to 1 asked"):
+    with pytest.raises(SyncError, match=r"an answer of more than 16 ranges to 1 asked"):
         sp.reconcile(_items(50), Hostile(answer))
 
 
@@ -234,3 +234,60 @@ def test_a_source_lying_about_proofs_keeps_nothing_invalid(tmp_path: Path) -> No
         signed = Checkpoint("test.invalid/log", a.tree_size(), root)
         report = sp.pull(b, liar, g.KEYRING, signed)
         assert report.proven == 0 and report.statuses["rejected"] == 2
+
+
+def test_a_request_of_too_many_ranges_is_refused_before_it_is_read_whole() -> None:
+    """A 32 MiB reconcile message holds millions of ranges of a few bytes: six million held
+    a responder for 52 s and 2 GB. Past MAX_RANGES ranges it is refused as it is read."""
+    responder = s.Responder(_items(100), list, lambda keys: [])
+    bounds = [i.to_bytes(3, "big") for i in range(1, s.MAX_RANGES + 1)]
+    asked = [m.Entry(b, m.EXPAND) for b in bounds] + [m.Entry(None, m.SKIP)]
+    with pytest.raises(SyncError, match=f"more than {s.MAX_RANGES} ranges") as caught:
+        responder.handle(m.encode_reconcile(asked))
+    assert caught.value.code == "sync.limit"
+    assert len(m.decode_reconcile(responder.handle(m.encode_reconcile(asked[1:])))) > 1
+    many = m.encode_reconcile([m.Entry(i.to_bytes(4, "big"), m.SKIP) for i in range(1, 1 << 20)]
+                              + [m.Entry(None, m.SKIP)])  # fmt: skip
+    started = time.monotonic()
+    with pytest.raises(SyncError, match="more than 4 ranges"):
+        m.decode_reconcile(many, 4)
+    assert time.monotonic() - started < 0.1
+
+
+@pytest.mark.parametrize("most", [3, 5, 64])
+def test_a_round_of_more_ranges_than_a_message_holds_is_asked_in_parts(most: int) -> None:
+    """The pulling side asks about at most ``max_ranges`` ranges per message, and still
+    finds exactly what it lacks (rounds of thousands of differing ranges, cut in parts)."""
+    rng = random.Random(most)
+    both = _items(6000, seed=11)
+    local = sorted(i for i in both if rng.random() < 0.7)
+    remote = sorted(i for i in both if rng.random() < 0.7)
+    limits = s.Limits(max_ranges=most)
+    responder = s.Responder(remote, list, lambda keys: [], limits=limits)
+    widest: list[int] = []
+
+    def answer(message: bytes) -> bytes:
+        widest.append(len(m.decode_reconcile(message)))
+        return responder.handle(message)
+
+    need, rounds = sp.reconcile(local, Hostile(answer), limits)
+    assert need == sorted(m.short_id(i) for i in set(remote) - set(local))
+    assert max(widest) <= most and len(widest) > rounds
+
+
+def test_a_reply_about_ranges_not_asked_is_refused() -> None:
+    """A round asked in parts: each answer may only skip the ranges its message did not ask
+    about."""
+    local = _items(3000, seed=12)
+    limits = s.Limits(max_ranges=8)
+    honest = s.Responder(_items(3000, seed=13), list, lambda keys: [], limits=limits)
+
+    def answer(message: bytes) -> bytes:
+        asked = m.decode_reconcile(message)
+        if asked[0].mode == m.SKIP:  # a message of a later part: answer its skips too
+            return m.encode_reconcile([m.Entry(None, m.ITEMS, items=(b"\0" * m.SHORT,))])
+        return honest.handle(message)
+
+    with pytest.raises(SyncError, match=r"not asked about|joins ranges") as caught:
+        sp.reconcile(local, Hostile(answer), limits)
+    assert caught.value.code == "sync.protocol"

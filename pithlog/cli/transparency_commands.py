@@ -35,6 +35,7 @@ from pithlog.errors import (
     EXIT_BAD_INPUT,
     EXIT_OK,
     CheckpointError,
+    DoorError,
     ProofError,
     UsageError,
 )
@@ -315,10 +316,12 @@ def cmd_sync(args: argparse.Namespace, out: Out) -> int:
                     Store.open(source, create=False, readonly=True, check=True))
                 remote = store_responder(other, limits)
             else:
-                export = ExportSource.read(stack.enter_context(_seekable(source)))
-                refused = export.refused
-                for number, problem in export.problems:
+                def say_refused(number: int, problem: DoorError) -> None:
                     out.say(f"pithlog: {source}: line {number}: {problem.describe()}")
+
+                export = ExportSource.read(stack.enter_context(_seekable(source)),
+                                           on_refused=say_refused)  # fmt: skip
+                refused = export.refused
                 if not len(export) and not is_store_folder(store_path(args)):
                     out.say(f"sync: {source} holds no copy that passes the door "
                             f"({refused} lines refused): no store created")  # fmt: skip

@@ -9,7 +9,7 @@ the copies); a copy asked for is read again from the file and put through the do
 from __future__ import annotations
 
 from array import array
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import BinaryIO
 
 from pithlog.errors import DoorError, SyncError
@@ -82,7 +82,9 @@ class ExportSource:
     """The copies of a JSON Lines export file (a seekable binary stream), through the door.
 
     :meth:`read` goes through the file once; the stream must stay open while the source
-    is used. ``refused`` counts lines the door refused (or too long)."""
+    is used. ``refused`` counts lines the door refused (or too long); each is handed to
+    ``on_refused`` as it is read, never held: a file of junk lines is as long as it likes
+    (three million lines of ``x`` held 9 GB of refusals, each with its traceback)."""
 
     def __init__(self, stream: BinaryIO) -> None:
         self._stream = stream
@@ -90,24 +92,28 @@ class ExportSource:
         self._offsets = array("q")
         self._lengths = array("q")
         self.refused = 0
-        self.problems: list[tuple[int, DoorError]] = []
-        """``(line number from 1, why)`` of every line refused at the door."""
 
     @classmethod
-    def read(cls, stream: BinaryIO, limit: int = MAX_LINE_BYTES) -> ExportSource:
+    def read(
+        cls, stream: BinaryIO, limit: int = MAX_LINE_BYTES,
+        on_refused: Callable[[int, DoorError], None] | None = None,
+    ) -> ExportSource:  # fmt: skip
+        """The source over ``stream``; ``on_refused(line number from 1, why)`` is called
+        for every line the door refuses."""
         source = cls(stream)
         for offset, number, line in spans(stream, limit):
             if line is None:
                 source.refused += 1
-                too_long = DoorError("line_too_long", f"line is longer than the {limit} bytes "
-                                     "allowed")  # fmt: skip
-                source.problems.append((number, too_long))
+                if on_refused is not None:
+                    on_refused(number, DoorError("line_too_long", f"line is longer than the "
+                                                 f"{limit} bytes allowed"))  # fmt: skip
                 continue
             try:
                 env = parse_envelope(line)
             except DoorError as exc:
                 source.refused += 1
-                source.problems.append((number, exc))
+                if on_refused is not None:
+                    on_refused(number, exc)
                 continue
             item = item_of(env.event_id, env.encoded)
             if item not in source._where:

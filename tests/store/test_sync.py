@@ -167,6 +167,21 @@ def test_an_export_source_holds_no_copy_in_memory(tmp_path: Path) -> None:
             assert report.statuses["stored"] == len(events)
 
 
+def test_an_export_source_holds_no_refused_line(tmp_path: Path) -> None:
+    """Refused lines are handed on as they are read, not held: three million lines of junk
+    held 9 GB of refusals, each with its traceback."""
+    lines = 20_000
+    seen: list[int] = []
+    stream = io.BytesIO(b"x\n" * lines)
+    tracemalloc.start()
+    source = sources.ExportSource.read(stream, on_refused=lambda number, why: seen.append(number))
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    assert source.refused == lines and len(source) == 0
+    assert seen == list(range(1, lines + 1))
+    assert peak < (1 << 20) + 40 * lines, peak  # the line numbers kept here, nothing more
+
+
 def test_a_prefix_store_ends_with_the_same_log(tmp_path: Path) -> None:
     """A store holding a prefix of another's log gets the rest in the other's append order:
     the two logs, hence their Merkle trees, are then the same."""

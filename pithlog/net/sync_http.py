@@ -179,7 +179,9 @@ class HttpTransport:
                 if response.status_code != 200:
                     raise _remote_error(response)
                 reply = self._read(response)
-        except httpx.HTTPError as exc:
+        except (httpx.HTTPError, httpx.InvalidURL, UnicodeError) as exc:
+            # a URL httpx cannot parse (InvalidURL), or a host name IDNA cannot encode
+            # (UnicodeError, from the resolver): --from is wrong, as for a host not found
             raise SyncError("unreachable", f"{self.url}: {exc}") from exc
         self.received += len(reply)
         self.messages += 2

@@ -223,3 +223,14 @@ def test_the_server_holds_at_most_max_syncs_requests_at_once(tmp_path: Path) -> 
     finally:
         release.set()
         store.close()
+
+
+@pytest.mark.parametrize("url", ["http://a:b:c", "http://[::1", "http://a\x01b", "http://a..b",
+                                 "http://xn--zz"])
+def test_a_url_that_cannot_be_used_is_a_one_line_error(tmp_path: Path, url: str) -> None:
+    """httpx refuses such a URL with InvalidURL, and the resolver with UnicodeError (IDNA),
+    neither an httpx.HTTPError: sync ended in a traceback."""
+    keys = make_keys(tmp_path)
+    status, _, err = run(["--store", str(tmp_path / "b"), "sync", "--from", url, "--keyring",
+                          str(keys.keyring)])  # fmt: skip
+    assert status == 2 and "[sync.unreachable]" in err and "Traceback" not in err, err

@@ -24,6 +24,7 @@ from pithlog.cli.edge import (
     net_module,
     open_input,
     open_store,
+    open_store_reached,
     read_bytes,
     read_keyring,
     size_arg,
@@ -327,7 +328,11 @@ def cmd_sync(args: argparse.Namespace, out: Out) -> int:
                             f"({refused} lines refused): no store created")  # fmt: skip
                     return EXIT_BAD_INPUT if refused else EXIT_OK
                 remote = export.responder(limits)
-            store = stack.enter_context(open_store(args, create=True))
+            if source.startswith(("http://", "https://")):
+                # a URL that does not answer leaves no empty store behind
+                store = stack.enter_context(open_store_reached(args, remote.reach))
+            else:
+                store = stack.enter_context(open_store(args, create=True))
             report = pull(store, remote, keyring, trusted, batch=args.batch_size,
                           limits=limits, on_results=tally)  # fmt: skip
     except KeyboardInterrupt:

@@ -36,6 +36,7 @@ from pithlog.net.sources import store_responder
 from pithlog.net.submit import Limits as BodyLimits
 from pithlog.net.submit import check_declared, read_body
 from pithlog.net.sync import Limits, Responder
+from pithlog.net.syncmsg import INFINITY, SKIP, Entry, encode_reconcile
 from pithlog.protocol.canonical import shape
 from pithlog.store import Store
 
@@ -169,6 +170,11 @@ class HttpTransport:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+    def reach(self) -> None:
+        """One message that asks about nothing (a single range, skipped): whether the
+        source answers at all, before a store is made to sync into."""
+        self.request(encode_reconcile([Entry(INFINITY, SKIP)]))
 
     def request(self, message: bytes) -> bytes:
         self.sent += len(message)

@@ -234,3 +234,11 @@ def test_a_url_that_cannot_be_used_is_a_one_line_error(tmp_path: Path, url: str)
     status, _, err = run(["--store", str(tmp_path / "b"), "sync", "--from", url, "--keyring",
                           str(keys.keyring)])  # fmt: skip
     assert status == 2 and "[sync.unreachable]" in err and "Traceback" not in err, err
+    assert not (tmp_path / "b").exists()
+
+
+def test_a_url_that_does_not_answer_leaves_no_store(tmp_path: Path, keys: Keys) -> None:
+    status, _, err = run(["--store", str(tmp_path / "b"), "sync", "--from",
+                          "http://127.0.0.1:9", "--keyring", str(keys.keyring)])  # fmt: skip
+    assert status == 2 and "[sync.unreachable]" in err
+    assert not (tmp_path / "b").exists()

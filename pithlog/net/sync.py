@@ -190,10 +190,13 @@ class Responder:
         raise SyncError("protocol", f"unknown message kind {kind!r}")
 
     def _held(self, shorts: list[bytes]) -> list[bytes]:
+        """The items of ``shorts`` held here, each once, in the order first asked: an
+        order or fetch message repeating one short id two million times made the holder
+        look it up two million times (19 s per message over a store of 40 copies)."""
         if self._by_short is None:
             self._by_short = {short_id(item): item for item in self.items}
         by_short = self._by_short
-        return [by_short[w] for w in shorts if w in by_short]
+        return [by_short[w] for w in dict.fromkeys(shorts) if w in by_short]
 
     def _data(self, wanted: list[bytes]) -> bytes:
         """A ``D`` message: the copies of ``wanted`` in that order, or as many of the first

@@ -291,3 +291,25 @@ def test_a_reply_about_ranges_not_asked_is_refused() -> None:
     with pytest.raises(SyncError, match=r"not asked about|joins ranges") as caught:
         sp.reconcile(local, Hostile(answer), limits)
     assert caught.value.code == "sync.protocol"
+
+
+def test_a_short_id_asked_again_and_again_is_looked_up_once() -> None:
+    """An order or fetch message may repeat one short id two million times: the holder
+    looked each one up (19 s per message over a store of 40 copies)."""
+    items = _items(10)
+    looked_up: list[int] = []
+
+    def order(keys: list[bytes]) -> list[bytes]:
+        looked_up.append(len(keys))
+        return keys
+
+    def copies(keys: list[bytes]) -> list[bytes]:
+        looked_up.append(len(keys))
+        return [b"{}" for _ in keys]
+
+    responder = s.Responder(items, order, copies)
+    shorts = [m.short_id(items[3])] * 100_000 + [m.short_id(items[1])] * 3
+    assert m.decode_shorts(responder.handle(m.encode_shorts(b"F", shorts))) == \
+        [m.short_id(items[3]), m.short_id(items[1])]  # fmt: skip
+    assert responder.handle(m.encode_shorts(b"G", shorts)) == b"D\x02\x02{}\x02{}"
+    assert looked_up == [2, 2]

@@ -41,7 +41,7 @@ from pithlog.errors import (
     UsageError,
 )
 from pithlog.net.sources import ExportSource, store_responder
-from pithlog.net.sync import MAX_NEEDED, Limits
+from pithlog.net.sync import MAX_NEEDED, MAX_ORDERED, Limits
 from pithlog.net.sync_pull import pull
 from pithlog.protocol.events import is_event_id, parse_envelope
 from pithlog.protocol.keys import (
@@ -295,6 +295,12 @@ def cmd_sync(args: argparse.Namespace, out: Out) -> int:
     """Bring into the store the copies a store folder or an export file holds."""
     if args.batch_size < 1:
         raise UsageError("arguments", "--batch-size must be at least 1")
+    if args.max_copies > MAX_ORDERED:
+        # the copies to fetch are ordered by one message of at most 32 MiB: a larger
+        # listing was refused by the source after the whole reconciliation
+        raise UsageError("arguments", f"--max-copies can be at most {MAX_ORDERED}: the "
+                         "copies one sync fetches are ordered in one message; a store "
+                         "further behind imports an export or mirrors the log")  # fmt: skip
     if args.origin is not None and args.checkpoint is None:
         raise UsageError("arguments", "--origin is the origin --checkpoint must have: give "
                          "it with --checkpoint (and --keep-invalid) only")  # fmt: skip
@@ -493,5 +499,5 @@ def add_commands(sub: Any, store_parser: StoreParser) -> None:
                    help="copies per fetch and per transaction (default 1000)")  # fmt: skip
     p.add_argument("--max-copies", type=at_least(0), default=MAX_NEEDED, metavar="N",
                    help=f"stop when the source lists more than N copies the store lacks "
-                   f"(default {MAX_NEEDED})")  # fmt: skip
+                   f"(default {MAX_NEEDED}, at most {MAX_ORDERED})")  # fmt: skip
     p.set_defaults(func=cmd_sync)

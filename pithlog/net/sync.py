@@ -54,6 +54,7 @@ from pithlog.net.syncmsg import (
     ITEMS,
     LIST_ALL,
     LIST_LIMIT,
+    SHORT,
     SKIP,
     Bound,
     Entry,
@@ -95,8 +96,13 @@ MAX_RECONCILE_BYTES = 256 << 20
 """Bytes of reconciliation (both ways, all rounds) of one sync."""
 MAX_NEEDED = 1_000_000
 """Missing copies one sync may list (16 bytes each in memory, and every one fetched). A
-store further behind than that catches up by several syncs, or from an export by
-``import``, or from a served log by ``mirror``."""
+sync whose source lists more fetches nothing: a store further behind than that raises the
+limit (up to :data:`MAX_ORDERED`), or catches up from an export by ``import``, or from a
+served log by ``mirror``."""
+MAX_ORDERED = (MAX_MESSAGE - 1 - 10) // SHORT
+"""The most ``max_needed`` can be (2,097,151): the copies a sync fetches are put in the
+source's order by one ``F`` message, a kind byte, a varint count and their short ids, which
+must fit in :data:`MAX_MESSAGE`."""
 MAX_LISTED = 1 << 20
 """A responder lists a range whole (on ``list all``) only up to this many items; a larger
 range is answered with its parts' fingerprints, as for ``expand``."""

@@ -193,6 +193,9 @@ def test_help_texts(capsys: pytest.CaptureFixture[str]) -> None:
         (["checkpoint", "--key", "k", "--origin", "o", "--quorum", "1"],
          "--quorum and --keyring need --witness URL"),
         (["sync", "--from", "x", "--keyring", "k", "--max-copies", "-1"], "'-1': give 0 or more"),
+        # more could be listed, but their order is asked in one message of at most 32 MiB
+        (["sync", "--from", "x", "--keyring", "k", "--max-copies", "2097152"],
+         "--max-copies can be at most 2097151"),
         (["sync", "--from", "x", "--keyring", "k", "--origin", "o"],
          "--origin is the origin --checkpoint must have"),
         (["reduce", "--keyring", "k", "--blocksize", "-5", "e"], "'-5': give 1 or more"),

@@ -313,3 +313,13 @@ def test_a_short_id_asked_again_and_again_is_looked_up_once() -> None:
         [m.short_id(items[3]), m.short_id(items[1])]  # fmt: skip
     assert responder.handle(m.encode_shorts(b"G", shorts)) == b"D\x02\x02{}\x02{}"
     assert looked_up == [2, 2]
+
+
+def test_the_most_copies_listed_can_be_ordered_in_one_message() -> None:
+    """MAX_ORDERED short ids make an order message the responder takes; one more does not
+    (``--max-copies`` stops there)."""
+    responder = s.Responder([], list, lambda keys: [])
+    assert responder.handle(m.encode_shorts(b"F", [b"\0" * m.SHORT] * s.MAX_ORDERED)) == b"O\0"
+    with pytest.raises(SyncError, match="a message of") as caught:
+        responder.handle(m.encode_shorts(b"F", [b"\0" * m.SHORT] * (s.MAX_ORDERED + 1)))
+    assert caught.value.code == "sync.limit"

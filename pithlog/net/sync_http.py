@@ -36,7 +36,7 @@ from pithlog.net.sources import store_responder
 from pithlog.net.submit import Limits as BodyLimits
 from pithlog.net.submit import check_declared, read_body
 from pithlog.net.sync import Limits, Responder
-from pithlog.net.syncmsg import INFINITY, SKIP, Entry, encode_reconcile
+from pithlog.net.syncmsg import BRANCHES, INFINITY, SKIP, Entry, decode_reconcile, encode_reconcile
 from pithlog.protocol.canonical import shape
 from pithlog.store import Store
 
@@ -173,8 +173,9 @@ class HttpTransport:
 
     def reach(self) -> None:
         """One message that asks about nothing (a single range, skipped): whether the
-        source answers at all, before a store is made to sync into."""
-        self.request(encode_reconcile([Entry(INFINITY, SKIP)]))
+        source answers at all, and as a sync source (a reconcile message), before a store
+        is made to sync into."""
+        decode_reconcile(self.request(encode_reconcile([Entry(INFINITY, SKIP)])), BRANCHES)
 
     def request(self, message: bytes) -> bytes:
         self.sent += len(message)

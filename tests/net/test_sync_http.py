@@ -242,3 +242,13 @@ def test_a_url_that_does_not_answer_leaves_no_store(tmp_path: Path, keys: Keys) 
                           "http://127.0.0.1:9", "--keyring", str(keys.keyring)])  # fmt: skip
     assert status == 2 and "[sync.unreachable]" in err
     assert not (tmp_path / "b").exists()
+
+
+def test_a_url_that_answers_but_not_as_a_sync_source_leaves_no_store(tmp_path: Path) -> None:
+    """A web server that answers any POST with 200 and a page: the store is made only once
+    the source answered as one."""
+    client = httpx.Client(transport=httpx.MockTransport(
+        lambda request: httpx.Response(200, content=b"<html>hello</html>")))  # fmt: skip
+    with HttpTransport("http://x", client=client) as t, pytest.raises(SyncError) as caught:
+        t.reach()
+    assert caught.value.code == "sync.protocol"

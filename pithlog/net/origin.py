@@ -96,8 +96,11 @@ class Origin:
                                       f"{_said(response)}")  # fmt: skip
                 body = read_answer(response, limit,
                                    lambda why: MirrorError("fetch", f"{url}: {why}"))
-        except httpx.HTTPError as exc:
-            raise MirrorError("fetch", f"{url}: {deadline.why(exc)}") from exc
+        except (httpx.HTTPError, httpx.InvalidURL, UnicodeError) as exc:
+            # a URL httpx cannot parse (InvalidURL), or a host name IDNA cannot encode
+            # (UnicodeError, from the resolver): the URL is wrong, as for a host not found
+            why = deadline.why(exc) if isinstance(exc, httpx.HTTPError) else str(exc)
+            raise MirrorError("fetch", f"{url}: {why}") from exc
         self.fetched += len(body)
         return bytes(body)
 

@@ -714,3 +714,16 @@ def test_a_batch_ends_once_its_copies_reach_batch_bytes(
     assert bundles >= 3 and committed == [min(256 * n, len(events)) for n in
                                           range(1, bundles + 1)]  # fmt: skip
     _same_log(origin, tmp_path / "mirror")
+
+
+@pytest.mark.parametrize("command", ["mirror", "audit"])
+@pytest.mark.parametrize("url", ["http://a:b:c", "http://[::1", "http://a..b"])
+def test_a_url_that_cannot_be_used_is_a_one_line_error(tmp_path: Path, command: str,
+                                                         url: str) -> None:  # fmt: skip
+    """httpx refuses such a URL with InvalidURL and the resolver with UnicodeError (IDNA),
+    neither an httpx.HTTPError: mirror and audit ended in a traceback."""
+    keys = make_keys(tmp_path)
+    status, _, err = run(["--store", str(tmp_path / "m"), command, url, "--keyring",
+                          str(keys.keyring)])  # fmt: skip
+    assert status == 2 and "[mirror.fetch]" in err and "Traceback" not in err, err
+    assert not (tmp_path / "m").exists()

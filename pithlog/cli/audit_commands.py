@@ -30,7 +30,7 @@ def cmd_audit(args: argparse.Namespace, out: Out) -> int:
     served_url(args.url)
     keyring = read_keyring(args.keyring)
     evidence = evidence_folder(args.evidence_dir)
-    counts = {"state_mismatch": 0, "equivocation": 0, "split_view": 0}
+    counts = {"state_mismatch": 0, "state_unanswered": 0, "equivocation": 0, "split_view": 0}
 
     def report(finding: Any) -> None:
         counts[finding.kind] += 1
@@ -67,8 +67,11 @@ def cmd_audit(args: argparse.Namespace, out: Out) -> int:
     summary = {"summary": True, "origin": None if mirrored is None else mirrored.origin,
                "size": None if mirrored is None else mirrored.size, **counts}  # fmt: skip
     out.write(json_line(summary))
-    found = counts["state_mismatch"] + counts["split_view"] + counts["equivocation"]
+    # a state left unanswered is no evidence against the registry, but the audit did not
+    # see it serve what its log implies: not a pass (the counts tell the two apart)
+    found = sum(counts.values())
     out.say(f"audit: {args.url}: {counts['state_mismatch']} state mismatch(es), "
+            f"{counts['state_unanswered']} state(s) unanswered, "
             f"{counts['equivocation']} equivocation(s) proven, {counts['split_view']} split "
             f"view(s)")  # fmt: skip
     return EXIT_VERIFY_FAILED if found else EXIT_OK
@@ -84,9 +87,11 @@ def add_commands(sub: Any, store_parser: StoreParser) -> None:
         "verified), then fetch every state document the registry serves (/state/<pith>) and "
         "compare it, byte for byte, with the one the mirrored log implies under KEYRING, "
         "and write an equivocation proof for every equivocated slot into --evidence-dir. "
-        "Prints one JSON line per finding (state_mismatch, equivocation, split_view), then a "
-        "summary line; exit 0 when the registry serves exactly what its log implies and "
-        "nobody equivocated, 1 otherwise.",
+        "Prints one JSON line per finding (state_mismatch, state_unanswered, equivocation, "
+        "split_view), then a summary line; exit 0 when the registry serves exactly what its "
+        "log implies and nobody equivocated, 1 otherwise (a state it left unanswered "
+        "too). A log that cannot be mirrored ends the audit with the mirror's error, as in "
+        "pithlog mirror (no summary; 2 when it could not be read).",
     )
     p.add_argument("url", metavar="URL", help="the registry's served log")
     keyring_option(p)

@@ -25,9 +25,24 @@ from pithlog.store import Store
 from pithlog.transparency.checkpoint import parse_checkpoint_text, parse_note
 from pithlog.transparency.evidence import Included, equivocation_proof
 
-MAX_STATE_BYTES = 64 << 20
-"""The largest state document read from the registry (a state holds its applied events'
-payloads; the door's limit for one envelope is 1 MiB)."""
+ENCODING_ROOM = 1024
+"""Bytes a served state may take beyond its length and :data:`ENCODING_SHARE`, raw, for
+the encoding it comes in (zstd and gzip frame it in a header and a few bytes a block)."""
+ENCODING_SHARE = 64
+"""... and one byte in this many of it: what zstd (1 in 256) and gzip (5 in 16,384) add
+at most to bytes that do not compress."""
+
+
+def state_cap(ours: bytes) -> int:
+    """The most read of a served state when the log's is ``ours``: its length and the one
+    trailing newline (a longer document is certainly another), and room for an encoding
+    of it that is longer than it. The log's own length, and no fixed cap: a fixed cap let
+    a registry end the audit with an answer just over it."""
+    return len(ours) + 1 + len(ours) // ENCODING_SHARE + ENCODING_ROOM
+
+
+class _TooLong(Exception):
+    """A served state longer than :func:`state_cap` (once decoded, or sent as is)."""
 
 
 @dataclass(frozen=True)
@@ -35,7 +50,7 @@ class Finding:
     """One line of the report."""
 
     kind: str
-    """``state_mismatch``, ``equivocation`` or ``split_view``."""
+    """``state_mismatch``, ``state_unanswered``, ``equivocation`` or ``split_view``."""
     doc: dict[str, Any]
 
 
@@ -69,22 +84,42 @@ def compare_states(
     store: Store, origin: Origin, progress: Callable[[int, int], None] | None = None
 ) -> Iterator[Finding]:
     """``state_mismatch`` for every pith with a state in ``store`` whose served document is
-    not the same bytes (one trailing newline aside), or is not served at all."""
+    not the same bytes (one trailing newline aside), is longer than :func:`state_cap`, or
+    is not served at all (404); ``state_unanswered`` for every pith whose state could not
+    be read (an error status, a time-out, a body that does not decode). Either way the
+    next pith is compared: a registry that fails one answer is not spared the others."""
     piths = [p["pith_number"] for p in store.piths() if p["status"] == "state"]
     for done, pith in enumerate(piths, 1):
         ours = store.state(pith)
-        served = origin.get(f"state/{pith}", MAX_STATE_BYTES)
-        theirs = served.removesuffix(b"\n") if served is not None else None
-        if theirs != ours:
-            yield Finding("state_mismatch", {
-                "pith_number": pith,
-                "log_state_sha256": _claimed(ours),
-                "served_state_sha256": _computed(theirs),
-                "served_claims_state_sha256": _claimed(theirs),
-                "served": theirs is not None,
-            })  # fmt: skip
+        assert ours is not None  # the log only grows: a pith with a state keeps one
+        cap = state_cap(ours)
+        try:
+            served = origin.get(f"state/{pith}", cap, _TooLong)
+        except _TooLong:
+            yield _mismatch(pith, ours, None, True, {"served_problem": f"an answer of over "
+                            f"{cap} bytes; the log's state is {len(ours)}"})  # fmt: skip
+        except MirrorError as exc:  # no answer to compare: not evidence, but not a pass
+            yield Finding("state_unanswered", {"pith_number": pith,
+                                               "log_state_sha256": _claimed(ours),
+                                               "problem": exc.message})  # fmt: skip
+        else:
+            theirs = served.removesuffix(b"\n") if served is not None else None
+            if theirs != ours:
+                yield _mismatch(pith, ours, theirs, theirs is not None)
         if progress is not None:
             progress(done, len(piths))
+
+
+def _mismatch(pith: str, ours: bytes, theirs: bytes | None, served: bool,
+              extra: dict[str, Any] | None = None) -> Finding:  # fmt: skip
+    return Finding("state_mismatch", {
+        "pith_number": pith,
+        "log_state_sha256": _claimed(ours),
+        "served_state_sha256": _computed(theirs),
+        "served_claims_state_sha256": _claimed(theirs),
+        "served": served,
+        **(extra or {}),
+    })  # fmt: skip
 
 
 def prove_equivocations(

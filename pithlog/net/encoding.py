@@ -192,19 +192,31 @@ def answer_seconds(limit: int) -> float:
     return ANSWER_GRACE + limit / SLOWEST_RATE
 
 
-def read_answer(response: httpx.Response, limit: int, refuse: Callable[[str], Exception]) -> bytes:
+def read_answer(
+    response: httpx.Response,
+    limit: int,
+    refuse: Callable[[str], Exception],
+    too_long: Callable[[str], Exception] | None = None,
+) -> bytes:
     """The body of a streamed ``response``, decoded by its ``Content-Encoding`` (none,
     ``gzip`` or ``zstd``): at most ``limit`` bytes before and after decoding, or
     ``refuse(why)`` is raised as soon as more arrive, or when the body cannot be decoded,
     or once it has taken longer than :func:`answer_seconds` of ``limit``.
     Read raw (httpx decodes nothing); the request asks for :data:`ACCEPT_ENCODING`, and
-    an answer in another encoding is refused."""
+    an answer in another encoding is refused.
+
+    ``too_long(why)``, when given, is raised in place of ``refuse`` when the body itself
+    (decoded, or sent unencoded) passes ``limit``: for a caller that knows how long the
+    answer can be (``pithlog audit``), that is a wrong answer, where too many encoded
+    bytes, like the other refusals, are only an answer it could not read."""
+    longer = too_long or refuse
     if response.is_stream_consumed:  # made in memory (a transport of the caller's), read
         if len(response.content) > limit:
-            raise refuse(f"an answer of over {limit} bytes")
+            raise longer(f"an answer of over {limit} bytes")
         return response.content
     coding = response.headers.get("content-encoding", "identity").strip().lower()
-    raw = _in_time(_bounded(response.iter_raw(), limit, refuse), answer_seconds(limit), refuse)
+    sent = longer if coding in ("", "identity") else refuse  # raw bytes: the body, or not
+    raw = _in_time(_bounded(response.iter_raw(), limit, sent), answer_seconds(limit), refuse)
     decoded: Iterator[bytes]
     if coding in ("", "identity"):
         decoded = raw
@@ -221,7 +233,7 @@ def read_answer(response: httpx.Response, limit: int, refuse: Callable[[str], Ex
     try:
         for chunk in decoded:
             if body.tell() + len(chunk) > limit:
-                raise refuse(f"an answer of over {limit} bytes")
+                raise longer(f"an answer of over {limit} bytes")
             body.write(chunk)
     except (zlib.error, zstandard.ZstdError, ValueError) as exc:
         raise refuse(f"an answer whose {coding} encoding does not decode: {exc}") from None

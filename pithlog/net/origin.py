@@ -81,8 +81,10 @@ class Origin:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def get(self, path: str, limit: int) -> bytes | None:
-        """The body at ``path`` (``None``: 404), read up to ``limit`` bytes."""
+    def get(self, path: str, limit: int,
+            too_long: Callable[[str], Exception] | None = None) -> bytes | None:  # fmt: skip
+        """The body at ``path`` (``None``: 404), read up to ``limit`` bytes; a body over
+        ``limit`` is ``too_long(why)`` when given (:func:`read_answer`), else mirror.fetch."""
         url = f"{self.url}/{path}"
         # the whole answer, its head too, within answer_seconds of its cap
         deadline = AnswerDeadline(limit)
@@ -95,7 +97,8 @@ class Origin:
                     raise MirrorError("fetch", f"{url} answered {response.status_code}"
                                       f"{_said(response)}")  # fmt: skip
                 body = read_answer(response, limit,
-                                   lambda why: MirrorError("fetch", f"{url}: {why}"))
+                                   lambda why: MirrorError("fetch", f"{url}: {why}"),
+                                   too_long)  # fmt: skip
         except (httpx.HTTPError, httpx.InvalidURL, UnicodeError) as exc:
             # a URL httpx cannot parse (InvalidURL), or a host name IDNA cannot encode
             # (UnicodeError, from the resolver): the URL is wrong, as for a host not found

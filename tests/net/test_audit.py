@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import io
 import json
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +16,7 @@ import pytest
 from served import ORIGIN, Files, in_thread, serving
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import Response
+from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
 from pithlog.cli import main
@@ -48,11 +48,21 @@ def case_files(root: Path, case: str) -> Files:
 @pytest.fixture
 def altering_proxy() -> Iterator[dict[str, Any]]:
     """A proxy on 127.0.0.1 in front of ``upstream`` (set by the test) that changes the one
-    served state of ``pith`` and passes everything else through, in a thread."""
+    served state of ``pith``, answers that of ``long`` with 64 MiB and one byte and that of
+    ``failing`` with 503, and passes everything else through, in a thread."""
     where: dict[str, Any] = {"upstream": None, "pith": None}
+
+    async def long() -> AsyncIterator[bytes]:
+        for _ in range(64):
+            yield b" " * (1 << 20)
+        yield b" "
 
     async def forward(request: Request) -> Response:
         path = request.url.path
+        if path == f"/state/{where.get('long')}":
+            return StreamingResponse(long(), media_type="application/json")
+        if path == f"/state/{where.get('failing')}":
+            return Response(b"upstream gone", 503)
         async with httpx.AsyncClient() as client:
             answer = await client.get(where["upstream"] + path,
                                       headers={"accept-encoding": "identity"})
@@ -96,7 +106,8 @@ def test_an_honest_registry_passes_and_one_altered_state_is_named(
         status, lines, err = audit(server.url, files, tmp_path / "auditor", tmp_path / "ev")
         assert status == 0, err
         assert lines == [{"summary": True, "origin": ORIGIN, "size": lines[-1]["size"],
-                          "state_mismatch": 0, "equivocation": 0, "split_view": 0}]  # fmt: skip
+                          "state_mismatch": 0, "state_unanswered": 0, "equivocation": 0,
+                          "split_view": 0}]  # fmt: skip
         altering_proxy["upstream"], altering_proxy["pith"] = server.url, piths[1]
         status, lines, err = audit(altering_proxy["url"], files, tmp_path / "auditor2",
                                    tmp_path / "ev2")  # fmt: skip
@@ -120,6 +131,40 @@ def test_a_served_state_nested_past_any_reader_is_a_mismatch_not_a_crash(
     assert status == 1 and "Traceback" not in err, err
     assert [(f["finding"], f["pith_number"]) for f in lines[:-1]] == [("state_mismatch", pith)]
     assert lines[-1]["state_mismatch"] == 1
+
+
+def test_a_state_too_long_or_unanswered_is_a_finding_and_the_audit_goes_on(
+    tmp_path: Path, altering_proxy: dict[str, Any]
+) -> None:
+    """An answer longer than the log's state (64 MiB and a byte: over the fixed cap there
+    was) is a state_mismatch, read no further than the state's own length allows; a 503
+    is a state_unanswered, no evidence of a lie. Neither ends the audit: the altered state
+    after them is found, and the summary counts each (exit 1), where audit stopped at the
+    first with mirror.fetch, exit 2."""
+    files = case_files(tmp_path, "mixed-piths")
+    with Store.open(files.store, readonly=True) as registry:
+        piths = [p["pith_number"] for p in registry.piths() if p["status"] == "state"]
+        length = len(registry.state(piths[0]) or b"")
+    assert len(piths) == 3
+    with serving(files) as server:
+        altering_proxy.update(upstream=server.url, long=piths[0], failing=piths[1],
+                              pith=piths[2])  # fmt: skip
+        status, lines, err = audit(altering_proxy["url"], files, tmp_path / "auditor",
+                                   tmp_path / "ev")  # fmt: skip
+    assert status == 1, err
+    long, failing, altered = lines[:-1]
+    assert (long["finding"], long["pith_number"], long["served"]) == (
+        "state_mismatch", piths[0], True)  # fmt: skip
+    assert long["served_state_sha256"] is None and long["log_state_sha256"] is not None
+    cap = int(long["served_problem"].split()[4])
+    assert length < cap < 2 * length and long["served_problem"].endswith(f"is {length}")
+    assert (failing["finding"], failing["pith_number"]) == ("state_unanswered", piths[1])
+    assert "answered 503" in failing["problem"] and failing["log_state_sha256"]
+    assert (altered["finding"], altered["pith_number"]) == ("state_mismatch", piths[2])
+    assert {k: v for k, v in lines[-1].items() if k not in ("origin", "size")} == {
+        "summary": True, "state_mismatch": 2, "state_unanswered": 1, "equivocation": 0,
+        "split_view": 0}  # fmt: skip
+    assert "2 state mismatch(es), 1 state(s) unanswered" in err
 
 
 def test_every_equivocation_comes_out_as_a_proof_that_verifies(tmp_path: Path) -> None:

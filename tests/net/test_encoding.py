@@ -6,6 +6,7 @@ refused with the client's own error code."""
 from __future__ import annotations
 
 import contextlib
+import gzip
 import tracemalloc
 import zlib
 from collections.abc import AsyncIterator, Iterator
@@ -139,6 +140,34 @@ def test_an_answer_made_in_memory_is_taken_as_read() -> None:
     assert read_answer(answer, 10, ValueError) == b"x" * 10
     with pytest.raises(ValueError, match="over 9 bytes"):
         read_answer(httpx.Response(200, content=b"x" * 10), 9, ValueError)
+
+
+class _Longer(Exception):
+    pass
+
+
+def test_a_body_over_its_limit_is_too_long_and_too_many_encoded_bytes_are_refused() -> None:
+    """``too_long`` is for the body itself past the limit (sent as is, or decoded); encoded
+    bytes past it, which an encoding of the right body may take, are ``refuse``d. The cap
+    of a served state leaves room for zstd or gzip of a state that does not compress."""
+    import os
+
+    from pithlog.net.audit import state_cap
+
+    def sent(body: bytes, coding: str | None) -> httpx.Response:
+        raw = body if coding is None else zstandard.ZstdCompressor().compress(body) \
+            if coding == "zstd" else gzip.compress(body)  # fmt: skip
+        headers = {} if coding is None else {"Content-Encoding": coding}
+        return httpx.Response(200, headers=headers, stream=httpx.ByteStream(raw))
+
+    for coding in (None, "zstd", "gzip"):
+        with pytest.raises(_Longer, match="over 500 bytes"):
+            read_answer(sent(b"x" * 1000, coding), 500, ValueError, _Longer)
+        noise = os.urandom(100_000)
+        if coding is not None:  # the encoded noise is longer than the noise
+            with pytest.raises(ValueError, match="over 100000 bytes"):
+                read_answer(sent(noise, coding), len(noise), ValueError, _Longer)
+        assert read_answer(sent(noise, coding), state_cap(noise), ValueError, _Longer) == noise
 
 
 def test_the_server_compresses_whole_and_streamed_answers_alike() -> None:

@@ -3,7 +3,10 @@
 
 A witness answers 409 with the size it last cosigned when the request's ``old`` is not it;
 the client then proves consistency from that size and asks once more. Every answer is
-checked: only cosignature lines that verify under a keyring witness key count.
+checked: only cosignature lines that verify under a keyring witness key count. Each
+request is held to one deadline, its answer's head included (:mod:`pithlog.net.deadline`):
+a witness cannot hold a ``checkpoint --witness`` or a server's publication by sending a
+header line now and then.
 """
 
 from __future__ import annotations
@@ -14,12 +17,15 @@ from dataclasses import dataclass
 import httpx
 
 from pithlog.errors import WitnessError
+from pithlog.net.deadline import AnswerDeadline, deadline_transport
 from pithlog.net.encoding import ACCEPT_ENCODING, read_answer
 from pithlog.protocol.keys import KeyEntry
 from pithlog.transparency.witness import AddCheckpoint, Cosigned, witness_lines
 
 TIMEOUT = 10.0
-"""Seconds for one request to a witness."""
+"""Seconds to connect to a witness, or between two reads of its answer; the whole answer,
+head and body, has :func:`pithlog.net.encoding.answer_seconds` of
+:data:`MAX_ANSWER_BYTES` (about 60 s)."""
 MAX_ANSWER_BYTES = 16 << 10
 """Bytes of a witness's answer, decoded: more is ``witness.answer`` (a cosignature line is
 under 200)."""
@@ -63,14 +69,20 @@ def ask_witness(
 ) -> Asked:
     """Send the signed checkpoint ``note`` (of tree ``size``) to the witness at ``url``,
     starting from old size 0 and, on a 409, from the size the witness names, with the
-    consistency proof ``proof_from(old)``."""
+    consistency proof ``proof_from(old)``. The deadline of each answer holds its head
+    only on a ``client`` made with :func:`pithlog.net.deadline.deadline_transport`."""
     old = 0
     for _ in range(2):
         proof = tuple(proof_from(old)) if 0 < old < size else ()
+        # the whole answer, its head too, within answer_seconds of its cap (the client's
+        # transport is deadline_transport: httpx alone times each read, and h11 waits for
+        # 100 KiB of head)
+        deadline = AnswerDeadline(MAX_ANSWER_BYTES)
         try:
-            answer = _post(client, url, AddCheckpoint(old, proof, note).encoded())
+            with deadline:
+                answer = _post(client, url, AddCheckpoint(old, proof, note).encoded())
         except httpx.HTTPError as exc:
-            return Asked(url, b"", (), f"no answer: {exc}")
+            return Asked(url, b"", (), f"no answer: {deadline.why(exc)}")
         except WitnessError as exc:
             return Asked(url, b"", (), exc.message)
         content = answer.content
@@ -103,9 +115,11 @@ def collect(
     transport: httpx.BaseTransport | None = None,
 ) -> tuple[bytes, list[Asked]]:
     """Ask every witness in turn; the checkpoint with the cosignatures of all that cosigned,
-    or ``witness.quorum`` when fewer than ``quorum`` distinct witness keys did."""
+    or ``witness.quorum`` when fewer than ``quorum`` distinct witness keys did. The
+    client's ``transport`` is :func:`pithlog.net.deadline.deadline_transport` unless one
+    is given."""
     asked: list[Asked] = []
-    with httpx.Client(timeout=TIMEOUT, transport=transport) as client:
+    with httpx.Client(timeout=TIMEOUT, transport=transport or deadline_transport()) as client:
         for url in urls:
             asked.append(ask_witness(client, url, note, size, proof_from, witnesses))
     keys = {c.key_id for a in asked for c in a.cosigned}

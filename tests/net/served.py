@@ -13,6 +13,7 @@ import random
 import selectors
 import signal
 import socket
+import socketserver
 import subprocess
 import sys
 import threading
@@ -179,6 +180,35 @@ def in_thread(app: Any) -> Iterator[str]:
         server.should_exit = True
         thread.join(STOP_SECONDS)
         sock.close()
+
+
+class _SlowHead(socketserver.StreamRequestHandler):
+    """Answers with a header line every 0.1 s, for 30 s (it stops by itself)."""
+
+    def handle(self) -> None:
+        with contextlib.suppress(OSError):
+            while self.rfile.readline() not in (b"\r\n", b""):
+                pass
+            self.wfile.write(b"HTTP/1.1 200 OK\r\n")
+            for _ in range(300):
+                self.wfile.write(b"X-Slow: y\r\n")
+                time.sleep(0.1)
+            self.wfile.write(b"Content-Length: 0\r\n\r\n")
+
+
+@contextlib.contextmanager
+def slow_head() -> Iterator[str]:
+    """A server on 127.0.0.1 whose answers' heads come a line at a time (h11 waits for
+    100 KiB of head, httpx for 60 s between two reads): its URL."""
+    server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), _SlowHead)
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
 
 
 def spawned_children(pid: int, marker: bytes = b"spawn_main") -> list[int]:

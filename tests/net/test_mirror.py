@@ -12,7 +12,6 @@ import json
 import random
 import signal
 import socket
-import socketserver
 import subprocess
 import sys
 import threading
@@ -23,6 +22,7 @@ from typing import Any
 
 import httpx
 import pytest
+from served import slow_head
 from serving import ORIGIN, Keys, g, make_keys, serving
 
 from pithlog.cli import main
@@ -648,34 +648,6 @@ def test_leaves_another_mirror_stored_meanwhile_are_not_counted_as_appended(
     _same_log(origin, mirror)
 
 
-class _SlowHead(socketserver.StreamRequestHandler):
-    """Answers with a header line every 0.1 s, for 30 s (it stops by itself)."""
-
-    def handle(self) -> None:
-        with contextlib.suppress(OSError):
-            while self.rfile.readline() not in (b"\r\n", b""):
-                pass
-            self.wfile.write(b"HTTP/1.1 200 OK\r\n")
-            for _ in range(300):
-                self.wfile.write(b"X-Slow: y\r\n")
-                time.sleep(0.1)
-            self.wfile.write(b"Content-Length: 0\r\n\r\n")
-
-
-@contextlib.contextmanager
-def _slow_head() -> Iterator[str]:
-    """A server on 127.0.0.1 whose answers' heads come a line at a time: its URL."""
-    server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), _SlowHead)
-    server.daemon_threads = True
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
-
-
 def test_an_answer_whose_head_drips_is_cut_off_at_its_deadline(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -686,7 +658,7 @@ def test_an_answer_whose_head_drips_is_cut_off_at_its_deadline(
 
     monkeypatch.setattr(encoding, "ANSWER_GRACE", 1.0)
     monkeypatch.setattr(encoding, "SLOWEST_RATE", 1 << 40)  # the cap adds no time
-    with _slow_head() as url, mm.Origin(url) as slow:
+    with slow_head() as url, mm.Origin(url) as slow:
         started = time.monotonic()
         with pytest.raises(MirrorError) as caught:
             slow.checkpoint()

@@ -8,15 +8,17 @@ import io
 import json
 import random
 import socket
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-from served import g, serve_process
+from served import g, serve_process, slow_head
 
 from pithlog.cli import main
+from pithlog.errors import WitnessError
 from pithlog.protocol.keys import dump_key_file, make_keyring
 from pithlog.store import Store
 from pithlog.testing import test_key, test_keyring_entries
@@ -149,3 +151,23 @@ def test_a_served_log_publishes_cosigned_checkpoints_and_a_mirror_requires_them(
         assert status == 1 and "[witness.quorum]" in err
         with Store.open(tmp_path / "m2", create=False, readonly=True) as refused:
             assert refused.tree_size() == 0  # nothing stored from a log without its witness
+
+
+def test_a_witness_whose_answer_head_drips_is_cut_off_at_its_deadline(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A witness's answer has one deadline from the request on, its head included: a head
+    that comes a line at a time (httpx waits 10 s for each read, h11 for 100 KiB of head)
+    is cut off there (here 1 s), and the witness counts as not having answered."""
+    from pithlog.net import encoding
+    from pithlog.net.witness_client import collect
+
+    monkeypatch.setattr(encoding, "ANSWER_GRACE", 1.0)
+    monkeypatch.setattr(encoding, "SLOWEST_RATE", 1 << 40)  # the cap adds no time
+    with slow_head() as url:
+        started = time.monotonic()
+        with pytest.raises(WitnessError) as caught:
+            collect([url], b"note", 1, lambda old: [], [], 1)
+        took = time.monotonic() - started
+    assert caught.value.code == "witness.quorum" and took < 10
+    assert f"{url}: no answer: an answer that took over 1 s" in caught.value.message

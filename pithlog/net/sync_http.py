@@ -31,6 +31,7 @@ from starlette.routing import BaseRoute, Route
 from pithlog.errors import DoorError, ServeError, SyncError, register
 from pithlog.net.answers import NO_STORE, answer_headers, status_of
 from pithlog.net.app import error_response
+from pithlog.net.deadline import AnswerDeadline, deadline_transport
 from pithlog.net.encoding import ACCEPT_ENCODING, read_answer
 from pithlog.net.sources import store_responder
 from pithlog.net.submit import Limits as BodyLimits
@@ -156,7 +157,8 @@ class HttpTransport:
     ) -> None:
         self.url = base_url.rstrip("/") + SYNC_PATH
         self.limits = limits or Limits()
-        self._client = client or httpx.Client(timeout=TIMEOUT, follow_redirects=False)
+        self._client = client or httpx.Client(timeout=TIMEOUT, follow_redirects=False,
+                                              transport=deadline_transport())
         self._own = client is None
         self.sent = self.received = self.messages = 0
         self.remote_items: int | None = None
@@ -179,17 +181,21 @@ class HttpTransport:
 
     def request(self, message: bytes) -> bytes:
         self.sent += len(message)
+        # the whole answer, its head too, within answer_seconds of its cap: httpx times
+        # each read only, and h11 waits for 100 KiB of head (pithlog.net.deadline)
+        deadline = AnswerDeadline(self.limits.max_message)
         try:
             headers = {"Content-Type": MEDIA, "Accept-Encoding": ACCEPT_ENCODING}
-            with self._client.stream("POST", self.url, content=message,
-                                     headers=headers) as response:  # fmt: skip
+            with deadline, self._client.stream("POST", self.url, content=message,
+                                               headers=headers) as response:  # fmt: skip
                 if response.status_code != 200:
                     raise _remote_error(response)
                 reply = self._read(response)
         except (httpx.HTTPError, httpx.InvalidURL, UnicodeError) as exc:
             # a URL httpx cannot parse (InvalidURL), or a host name IDNA cannot encode
             # (UnicodeError, from the resolver): --from is wrong, as for a host not found
-            raise SyncError("unreachable", f"{self.url}: {exc}") from exc
+            why = deadline.why(exc) if isinstance(exc, httpx.HTTPError) else str(exc)
+            raise SyncError("unreachable", f"{self.url}: {why}") from exc
         self.received += len(reply)
         self.messages += 2
         copies = response.headers.get(COPIES_HEADER, "")

@@ -252,3 +252,26 @@ def test_a_url_that_answers_but_not_as_a_sync_source_leaves_no_store(tmp_path: P
     with HttpTransport("http://x", client=client) as t, pytest.raises(SyncError) as caught:
         t.reach()
     assert caught.value.code == "sync.protocol"
+
+
+def test_an_answer_whose_head_drips_is_cut_off_at_its_deadline(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A sync source's answer has one deadline from the request on, its head included: a
+    head that comes a line at a time (httpx waits 120 s for each read, h11 for 100 KiB of
+    head) is cut off there (here 1 s) with sync.unreachable."""
+    import time
+
+    from served import slow_head
+
+    from pithlog.net import encoding
+
+    monkeypatch.setattr(encoding, "ANSWER_GRACE", 1.0)
+    monkeypatch.setattr(encoding, "SLOWEST_RATE", 1 << 40)  # the cap adds no time
+    with slow_head() as url, HttpTransport(url) as slow:
+        started = time.monotonic()
+        with pytest.raises(SyncError) as caught:
+            slow.request(b"{}")
+        took = time.monotonic() - started
+    assert caught.value.code == "sync.unreachable" and took < 10
+    assert "an answer that took over 1 s" in caught.value.message

@@ -83,6 +83,10 @@ def ask_witness(
                 answer = _post(client, url, AddCheckpoint(old, proof, note).encoded())
         except httpx.HTTPError as exc:
             return Asked(url, b"", (), f"no answer: {deadline.why(exc)}")
+        except (httpx.InvalidURL, UnicodeError) as exc:
+            # a URL httpx cannot parse, or a host name IDNA cannot encode (the resolver):
+            # no witness there, as for a host not found
+            return Asked(url, b"", (), f"no answer: {exc}")
         except WitnessError as exc:
             return Asked(url, b"", (), exc.message)
         content = answer.content

@@ -171,3 +171,13 @@ def test_a_witness_whose_answer_head_drips_is_cut_off_at_its_deadline(
         took = time.monotonic() - started
     assert caught.value.code == "witness.quorum" and took < 10
     assert f"{url}: no answer: an answer that took over 1 s" in caught.value.message
+
+
+@pytest.mark.parametrize("url", ["http://a:b:c", "http://[::1", "http://a..b"])
+def test_a_witness_url_that_cannot_be_used_is_no_answer(log: dict[str, Any], url: str) -> None:
+    """httpx refuses such a URL with InvalidURL and the resolver with UnicodeError (IDNA),
+    neither an httpx.HTTPError: checkpoint --witness ended in a traceback."""
+    append(log, log["halves"][0])
+    status, _, err = checkpoint(log, "--witness", url)
+    assert status != 0 and "Traceback" not in err and "[witness.quorum]" in err, err
+    assert "no answer" in err, err

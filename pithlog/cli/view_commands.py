@@ -118,13 +118,25 @@ def cmd_event(args: argparse.Namespace, out: Out) -> int:
         leaves = [index for index, _ in store.leaves_of(args.event_id)]
     out.write(data + b"\n")
     event = parse_envelope(data).value
-    signer = event["signer"]
-    out.say(f"event: {event['event_type']} of {event['pith_number']}, target "
-            f"{event['target']}, created {event['created_at']} by {signer['signer_id']} "
-            f"({signer['signer_type']}, key {signer['key_id']}); {len(evidence)} other "
-            f"copies kept as evidence; leaves {', '.join(map(str, leaves))} of the "
-            "log")  # fmt: skip
+    signer = event.get("signer")
+    signer = signer if isinstance(signer, dict) else {}
+    out.say(f"event: {_member(event, 'event_type')} of {event['pith_number']}, target "
+            f"{_member(event, 'target')}, created {_member(event, 'created_at')} by "
+            f"{_member(signer, 'signer_id')} ({_member(signer, 'signer_type')}, key "
+            f"{_member(signer, 'key_id')}); {len(evidence)} other copies kept as evidence; "
+            f"leaves {', '.join(map(str, leaves))} of the log")  # fmt: skip
     return EXIT_OK
+
+
+def _member(obj: dict[str, Any], name: str) -> str:
+    """A member of a stored event, for the line about it. The door admits an event with
+    only its event_id and pith_number sound, and an invalid one stored as evidence of
+    invalidity (``--keep-invalid``, a mirror) may lack any other member or hold another
+    type: it is shown as it is (``?`` when missing), not assumed."""
+    if name not in obj:
+        return "?"
+    value = obj[name]
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
 
 
 def add_commands(sub: Any, store_parser: StoreParser) -> None:

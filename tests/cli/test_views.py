@@ -99,3 +99,22 @@ def test_event_prints_the_stored_copy(signer: dict[str, Path], tmp_path: Path) -
     assert status == 2 and "[store.no_event]" in err
     status, _, err = run(["--store", store, "event", "nope"])
     assert status == 2 and "[usage.arguments]" in err
+
+
+def test_event_describes_a_stored_malformed_copy(
+    signer: dict[str, Path], tmp_path: Path
+) -> None:
+    # a copy kept as evidence of invalidity may lack any member but event_id and
+    # pith_number: `event` prints it and says what it holds, with no traceback
+    record = json.loads(sign_seed(signer)[0])
+    del record["signer"]
+    record["target"] = ["x"]
+    record["event_id"] = "sha256:" + "1" * 64
+    (tmp_path / "bad.jsonl").write_text(json.dumps(record) + "\n")
+    store = str(tmp_path / "store")
+    status, out, _ = run(["--store", store, "append", "--keep-invalid", "--keyring",
+                          str(signer["keyring"]), str(tmp_path / "bad.jsonl")])  # fmt: skip
+    assert status == 0 and b'"reason":"malformed"' in out
+    status, out, err = run(["--store", store, "event", record["event_id"]])
+    assert status == 0 and json.loads(out) == record
+    assert 'target ["x"]' in err and "by ? (?, key ?)" in err

@@ -40,10 +40,14 @@ def write_atomically(path: Path, data: bytes, replace: bool) -> None:
     existing file is replaced only with ``replace`` (and keeps its mode)."""
     if path.exists() and not replace:
         raise UsageError("exists", f"{path} exists; pass --force to replace it")
-    mode = path.stat().st_mode & 0o777 if path.exists() else 0o644
+    mode = path.stat().st_mode & 0o777 if path.exists() else None
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644 if mode is None else mode)
+        if mode is not None:
+            # open() applies the umask: a keyring shared by a group (0664) would lose the
+            # group's write under the usual umask 022
+            os.fchmod(fd, mode)
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
             handle.flush()

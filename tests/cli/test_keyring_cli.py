@@ -159,3 +159,16 @@ def test_a_huge_keyring_is_refused_without_being_read_whole(
         assert err.strip() == (f"pithlog: [keyring.not_json] keyring file: - is longer than "
                                f"the {MAX_LINE_BYTES} bytes allowed")  # fmt: skip
         assert endless.given == MAX_LINE_BYTES + 1
+
+
+def test_an_edit_keeps_the_keyring_mode_whatever_the_umask(tmp_path: Path) -> None:
+    _, entry = keygen(tmp_path, "reg-1")
+    ring = tmp_path / "keyring.json"
+    assert run(["keyring", "new", str(ring)])[0] == 0
+    ring.chmod(0o664)  # a keyring its group edits
+    umask = os.umask(0o022)
+    try:
+        assert run(["keyring", "add", str(ring), str(entry)])[0] == 0
+    finally:
+        os.umask(umask)
+    assert ring.stat().st_mode & 0o777 == 0o664

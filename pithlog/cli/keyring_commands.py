@@ -40,6 +40,10 @@ def write_atomically(path: Path, data: bytes, replace: bool) -> None:
     existing file is replaced only with ``replace`` (and keeps its mode)."""
     if path.exists() and not replace:
         raise UsageError("exists", f"{path} exists; pass --force to replace it")
+    # a keyring reached through a symbolic link (a deployed config pointing at the current
+    # keyring) is edited where it is: renamed over, the link would become a copy and the
+    # keyring it points at stay as it was
+    path = Path(os.path.realpath(path))
     mode = path.stat().st_mode & 0o777 if path.exists() else None
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     try:

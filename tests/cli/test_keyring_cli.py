@@ -172,3 +172,15 @@ def test_an_edit_keeps_the_keyring_mode_whatever_the_umask(tmp_path: Path) -> No
     finally:
         os.umask(umask)
     assert ring.stat().st_mode & 0o777 == 0o664
+
+
+def test_an_edit_through_a_symlink_edits_the_keyring_it_points_at(tmp_path: Path) -> None:
+    _, entry = keygen(tmp_path, "reg-1")
+    real = tmp_path / "keyrings" / "current.json"
+    real.parent.mkdir()
+    assert run(["keyring", "new", str(real)])[0] == 0
+    link = tmp_path / "keyring.json"
+    link.symlink_to(real)
+    assert run(["keyring", "add", str(link), str(entry)])[0] == 0
+    assert link.is_symlink()
+    assert list(load_keyring(real.read_bytes())) == ["reg-1"]

@@ -15,6 +15,7 @@ import pytest
 from storeevents import g
 
 from pithlog.cli import main
+from pithlog.errors import CODES
 from pithlog.protocol.keys import dump_key_file
 from pithlog.testing import test_key, test_keyring_entries
 
@@ -343,3 +344,16 @@ def test_sync_from_standard_input(f: dict[str, Any], monkeypatch: pytest.MonkeyP
     writer.join()
     assert status == 0, err
     assert json.loads(out)["statuses"] == {"stored": 20}
+
+
+def test_a_size_past_the_log_points_to_what_stats_shows(f: dict[str, Any]) -> None:
+    # store.tree_size says where to read the log's size: stats must show it there
+    append(f, f["first"])
+    status, _, err = run(["--store", f["store"], "prove", "consistency", "1", "999"])
+    assert status == 2 and "[store.tree_size]" in err
+    status, out, _ = run(["--store", f["store"], "stats"])
+    stats = json.loads(out)
+    assert "next_seq - 1" in CODES["store.tree_size"]
+    assert "merkle_size" not in stats  # the hint named it once
+    size = int(checkpoint(f, "cp").read_text().splitlines()[1])
+    assert stats["next_seq"] - 1 == size == 20

@@ -62,6 +62,11 @@ def cmd_reduce(args: argparse.Namespace, out: Out) -> int:
         if args.jobs != 1:
             raise UsageError("arguments", "--jobs and --dask both spread the work: give one "
                              "(--dask local:N for N processes on this machine)")  # fmt: skip
+        if args.progress:
+            # the bar counts the input this process reads; with --dask the workers read it
+            raise UsageError("arguments", "--progress shows the input read here, and with "
+                             "--dask the workers read it: follow them on the Dask "
+                             "dashboard")  # fmt: skip
         return reduce_on_dask(args, out)
     if args.compare is not None or args.blocksize is not None:
         raise UsageError("arguments", "--compare and --blocksize need --dask (on one "
@@ -274,7 +279,8 @@ def add_commands(sub: Any, store_parser: StoreParser) -> None:
     p.add_argument("--blocksize", type=at_least(1), default=None, metavar="BYTES",
                    help="with --dask: bytes of a file per task (default: the input spread over "
                    "2 tasks per worker thread, between 1 MiB and 128 MiB)")
-    progress_option(p)
+    progress_option(p, "how much of the input is read (not with --dask, whose workers "
+                    "read it)")
     p.set_defaults(func=cmd_reduce)
 
     p = sub.add_parser(

@@ -201,6 +201,8 @@ def test_help_texts(capsys: pytest.CaptureFixture[str]) -> None:
         (["reduce", "--keyring", "k", "--blocksize", "-5", "e"], "'-5': give 1 or more"),
         (["reduce", "--keyring", "k", "--blocksize", "4096", "e"],
          "--compare and --blocksize need --dask"),
+        (["reduce", "--keyring", "k", "--dask", "local:1", "--progress", "e"],
+         "--progress shows the input read here"),  # was ignored
         (["--store", "", "stats"], "--store is empty"),  # not ./pithlog-store, silently
         # bytes the system could not decode: refused before they reach a JSON key file, a
         # keyring, a store's path (each raised UnicodeEncodeError before)

@@ -27,7 +27,27 @@ from pithlog.store.environment_walk import Walkers
 
 
 class Parser(argparse.ArgumentParser):
-    """argparse, with usage errors raised as :class:`UsageError` instead of exiting."""
+    """argparse, with usage errors raised as :class:`UsageError` instead of exiting.
+
+    ``intermixed``: options may come between the positionals (``verify-proof PROOF
+    --keyring K OLD NEW``), which plain argparse refuses once a positional of ``nargs="*"``
+    has been matched empty before an option. Only for a parser without subcommands."""
+
+    intermixed = False
+    _parsing_intermixed = False
+
+    def parse_known_args(  # type: ignore[override]
+        self, args: Any = None, namespace: Any = None
+    ) -> tuple[argparse.Namespace, list[str]]:
+        if not self.intermixed or self._parsing_intermixed:
+            return super().parse_known_args(args, namespace)
+        # parse_known_intermixed_args calls parse_known_args twice (options, then
+        # positionals): those calls parse as plain argparse does
+        self._parsing_intermixed = True
+        try:
+            return self.parse_known_intermixed_args(args, namespace)
+        finally:
+            self._parsing_intermixed = False
 
     def error(self, message: str) -> NoReturn:
         raise UsageError("arguments", f"{message} (see '{self.prog} --help')")

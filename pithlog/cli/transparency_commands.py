@@ -470,8 +470,9 @@ def add_commands(sub: Any, store_parser: StoreParser) -> None:
     p.add_argument("--event-id", metavar="EVENT_ID",
                    help="require an inclusion proof to be about this event")  # fmt: skip
     p.add_argument("proof", metavar="PROOF")
-    p.add_argument("checkpoints", metavar="CHECKPOINT", nargs="*",
+    p.add_argument("checkpoints", metavar="CHECKPOINT", nargs="*", default=[],
                    help="for a consistency proof: OLD_CHECKPOINT NEW_CHECKPOINT")  # fmt: skip
+    p.intermixed = True  # `verify-proof PROOF --keyring K OLD NEW`
     p.set_defaults(func=cmd_verify_proof)
 
     p = store_parser(

@@ -357,3 +357,23 @@ def test_a_size_past_the_log_points_to_what_stats_shows(f: dict[str, Any]) -> No
     assert "merkle_size" not in stats  # the hint named it once
     size = int(checkpoint(f, "cp").read_text().splitlines()[1])
     assert stats["next_seq"] - 1 == size == 20
+
+
+def test_verify_proof_takes_its_options_between_the_files(f: dict[str, Any]) -> None:
+    append(f, f["first"])
+    old = checkpoint(f, "old")
+    append(f, f["rest"])
+    new = checkpoint(f, "new")
+    proof = f["tmp"] / "consistency"
+    proof.write_bytes(run(["--store", f["store"], "prove", "consistency", "20"])[1])
+    keyring = ["--keyring", f["keyring"]]
+    for argv in ([str(proof), *keyring, str(old), str(new)],
+                 [str(proof), str(old), *keyring, str(new)],
+                 [str(proof), str(old), str(new), *keyring, "--origin", ORIGIN]):  # fmt: skip
+        status, out, err = run(["verify-proof", *argv])
+        assert status == 0 and json.loads(out)["old"] == 20, (argv, err)
+    # CHECKPOINT is optional (an inclusion proof carries its own): PROOF alone is required
+    status, _, err = run(["verify-proof", *keyring])
+    assert status == 2 and "required: PROOF (" in err
+    status, _, err = run(["verify-proof", str(proof), *keyring, str(old), str(new), "--bogus"])
+    assert status == 2 and "unrecognized arguments: --bogus" in err

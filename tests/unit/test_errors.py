@@ -66,3 +66,13 @@ def test_every_error_class_survives_pickling_with_its_code_message_and_place() -
             error.code, error.message, error.where, str(error))  # fmt: skip
         seen.add(cls)
     assert len(seen) >= 8
+
+
+def test_docs_errors_md_gives_each_code_its_exit_status() -> None:
+    # not every error exits 2: a failed verification exits 1, a store behind 3
+    rows = {line.split("`")[1]: line.split("|")[2].strip()
+            for line in (ROOT / "docs" / "errors.md").read_text(encoding="utf-8").splitlines()
+            if line.startswith("| `")}  # fmt: skip
+    assert rows["checkpoint.untrusted"] == "1" and rows["proof.inclusion"] == "1"
+    assert rows["checkpoint.behind"] == "3"
+    assert rows["door.syntax"] == "2" and rows["checkpoint.malformed"] == "2"

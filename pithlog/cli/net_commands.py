@@ -7,6 +7,7 @@ from typing import Any
 
 from pithlog.cli.edge import Out, StoreParser, net_module, seconds, store_path
 from pithlog.errors import EXIT_OK, UsageError
+from pithlog.parallel.cores import MOST_CORES
 
 
 def cmd_serve(args: argparse.Namespace, out: Out) -> int:
@@ -30,6 +31,9 @@ def cmd_serve(args: argparse.Namespace, out: Out) -> int:
     elif args.submit != (args.keyring is not None):
         raise UsageError("arguments", "--submit and --keyring go together: the keyring "
                          "judges what is submitted")  # fmt: skip
+    if not 1 <= args.workers <= MOST_CORES:
+        # each worker is a process: a mistyped count must not start thousands (as --jobs)
+        raise UsageError("arguments", f"--workers must be from 1 to {MOST_CORES}")
     if min(args.max_body, args.max_lines, args.max_pending) < 1:
         raise UsageError("arguments", "--max-body, --max-lines and --max-pending are "
                          "positive")  # fmt: skip

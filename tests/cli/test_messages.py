@@ -175,6 +175,9 @@ def test_help_texts(capsys: pytest.CaptureFixture[str]) -> None:
         (["serve", "--key", "k", "--origin", "o", "--body-timeout", "nan"], "'nan': give seconds"),
         (["serve", "--key", "k", "--origin", "o", "--body-timeout", "inf"], "'inf': give seconds"),
         (["serve", "--key", "k", "--origin", "o", "--body-timeout", "0"], "'0': give seconds"),
+        # each worker a process: 99999 started hundreds before LMDB's readers ran out
+        (["serve", "--key", "k", "--origin", "o", "--workers", "99999"],
+         "--workers must be from 1 to 4096"),
         (["mirror", "http://x", "--keyring", "k", "--follow", "nan"], "'nan': give seconds"),
         (["mirror", "http://x", "--keyring", "k", "--follow", "90000"], "at most 86,400"),
         # a quorum of none, or below one, would publish checkpoints no witness cosigned

@@ -45,8 +45,10 @@ def cmd_mirror(args: argparse.Namespace, out: Out) -> int:
         if all(w.public_key != entry.public_key for w in witnesses):
             witnesses.append(entry)
     quorum = len(witnesses) if args.witness_quorum is None else args.witness_quorum
-    if not 0 <= quorum <= len(witnesses):
-        raise UsageError("arguments", "--witness-quorum is between 0 and the number of "
+    if args.witness_quorum is not None and not 1 <= quorum <= len(witnesses):
+        # a quorum of 0 would accept a checkpoint no --witness-key cosigned: the keys named
+        # would be silently required of nobody
+        raise UsageError("arguments", "--witness-quorum is between 1 and the number of "
                          "distinct witness keys given with --witness-key")  # fmt: skip
     with mirror.Origin(args.url) as origin, \
             open_store_reached(args, origin.checkpoint) as store:  # fmt: skip

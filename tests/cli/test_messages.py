@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from pithlog.store import Store
+from pithlog.testing import test_key
 from tests.cli.test_cli import run, sign_seed, signer
 
 __all__ = ["signer"]  # the fixture, imported for the tests below
@@ -254,3 +255,17 @@ def test_closed_or_full_standard_streams_are_one_line_each(
         assert done.returncode == 2, (command, done.stderr)
         assert says in done.stderr and done.stderr.count("\n") == 1, (command, done.stderr)
     assert (tmp_path / "new.key").exists()  # written, and the error says so
+
+
+def test_mirror_refuses_a_witness_quorum_of_nobody(tmp_path: Path) -> None:
+    # --witness-key K --witness-quorum 0 required no cosignature at all: K was ignored
+    keyring = tmp_path / "keyring.json"
+    keyring.write_text(json.dumps({"keyring_version": "1",
+                                   "keys": [test_key("mirror").keyring_entry()]}))  # fmt: skip
+    base = ["--store", str(tmp_path / "store"), "mirror", "http://127.0.0.1:9/",
+            "--keyring", str(keyring), "--witness-key", "test-mirror"]  # fmt: skip
+    for quorum in ("0", "2"):
+        status, out, err = run([*base, "--witness-quorum", quorum])
+        assert (status, out) == (2, b"")
+        assert "[usage.arguments] --witness-quorum is between 1" in err
+    assert not (tmp_path / "store").exists()

@@ -17,6 +17,7 @@ from pithlog.cli.edge import (
     read_keyring,
 )
 from pithlog.errors import EXIT_OK, EvidenceError, StoreError, UsageError
+from pithlog.protocol.canonical import MAX_LINE_BYTES
 from pithlog.protocol.keys import Keyring, load_key_file
 from pithlog.protocol.records import is_pith_number
 from pithlog.transparency.checkpoint import Checkpoint, sign_checkpoint
@@ -34,7 +35,7 @@ def cmd_prove_equivocation(args: argparse.Namespace, out: Out) -> int:
     """Write a pith-equivocation-proof of one equivocated slot of PITH."""
     if not is_pith_number(args.pith):
         raise UsageError("arguments", f"{args.pith!r} is not a pith number")
-    key = load_key_file(read_bytes(args.key))
+    key = load_key_file(read_bytes(args.key, MAX_LINE_BYTES))
     keyring = read_keyring(args.keyring)
     with open_store(args, readonly=True) as store:
         if store.keyring_digest() not in (None, keyring.digest):

@@ -18,6 +18,7 @@ from typing import Any
 
 from pithlog.cli.edge import Out, Parser, StoreParser, keyring_bytes, read_bytes
 from pithlog.errors import EXIT_OK, KeyringError, UsageError
+from pithlog.protocol.canonical import MAX_LINE_BYTES
 from pithlog.protocol.keyrings import (
     add_key,
     entry_from,
@@ -86,7 +87,7 @@ def _entry_arg(value: str) -> bytes:
     """ENTRY_OR_KEYFILE: a file (or - for stdin), or the entry's JSON itself."""
     if value.lstrip().startswith(("{", "[")):
         return value.encode("utf-8")
-    return read_bytes(value)
+    return read_bytes(value, MAX_LINE_BYTES)
 
 
 def cmd_keyring_add(args: argparse.Namespace, out: Out) -> int:

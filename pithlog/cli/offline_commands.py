@@ -35,7 +35,7 @@ from pithlog.errors import (
 from pithlog.lines import iter_lines, too_long
 from pithlog.parallel import admitted, reduce_lines, reduce_rendered
 from pithlog.parallel.cores import MOST_CORES
-from pithlog.protocol.canonical import jcs, parse, shape
+from pithlog.protocol.canonical import MAX_LINE_BYTES, jcs, parse, shape
 from pithlog.protocol.checks import check_alone
 from pithlog.protocol.event_types import EVENT_TYPES, prepare_record_created
 from pithlog.protocol.events import admit, sign_event
@@ -204,7 +204,7 @@ def _now() -> str:
 
 def cmd_sign(args: argparse.Namespace, out: Out) -> int:
     """Build and sign one event; print it as one JSON line."""
-    key = load_key_file(read_bytes(args.key))
+    key = load_key_file(read_bytes(args.key, MAX_LINE_BYTES))
     if args.type not in EVENT_TYPES:
         raise UsageError("event_type", f"unknown event type {args.type!r}; one of "
                          f"{', '.join(EVENT_TYPES)}")  # fmt: skip
@@ -219,7 +219,7 @@ def cmd_sign(args: argparse.Namespace, out: Out) -> int:
         raise UsageError("target", f"--target {target!r} is not allowed for {args.type}: "
                          f"pass {targets_of(args.type)}")  # fmt: skip
     try:
-        payload = parse(read_bytes(args.payload))
+        payload = parse(read_bytes(args.payload, MAX_LINE_BYTES))
     except DoorError as exc:
         raise SigningError("payload", f"payload is not v1 JSON: {exc.message}", exc.where) from exc
     if not isinstance(payload, dict):

@@ -43,6 +43,7 @@ from pithlog.errors import (
 from pithlog.net.sources import ExportSource, store_responder
 from pithlog.net.sync import MAX_NEEDED, MAX_ORDERED, Limits
 from pithlog.net.sync_pull import pull
+from pithlog.protocol.canonical import MAX_LINE_BYTES
 from pithlog.protocol.events import is_event_id, parse_envelope
 from pithlog.protocol.keys import (
     Keyring,
@@ -52,6 +53,7 @@ from pithlog.protocol.text_forms import encode_b64
 from pithlog.store import REFUSED, REJECTED, AppendResult, Store
 from pithlog.store.place import is_store_folder
 from pithlog.transparency.checkpoint import (
+    MAX_NOTE_BYTES,
     Checkpoint,
     parse_checkpoint_text,
     parse_note,
@@ -59,8 +61,9 @@ from pithlog.transparency.checkpoint import (
     verify_checkpoint,
 )
 from pithlog.transparency.diverge import first_difference
-from pithlog.transparency.evidence import evidence_type
+from pithlog.transparency.evidence import MAX_EVIDENCE_BYTES, evidence_type
 from pithlog.transparency.proofs import (
+    MAX_PROOF_BYTES,
     ConsistencyProof,
     InclusionProof,
     proof_kind,
@@ -72,7 +75,7 @@ from pithlog.transparency.proofs import (
 def cmd_checkpoint(args: argparse.Namespace, out: Out) -> int:
     """Sign a checkpoint of the store's Merkle tree (C2SP tlog-checkpoint)."""
     check_cosigning(args)  # before any work
-    key = load_key_file(read_bytes(args.key))
+    key = load_key_file(read_bytes(args.key, MAX_LINE_BYTES))
     with open_store(args, readonly=True) as store:
         size, root = store.tree_root(size_arg(args.size, "--size"))
         note = sign_checkpoint(Checkpoint(args.origin, size, root), key)
@@ -120,7 +123,7 @@ def _leaf(store: Store, index: int) -> str:
 def cmd_verify_checkpoint(args: argparse.Namespace, out: Out) -> int:
     """Verify a signed checkpoint against a keyring (and, with --check-store, the store)."""
     keyring = read_keyring(args.keyring)
-    verified = verify_checkpoint(read_bytes(args.checkpoint), keyring, args.origin)
+    verified = verify_checkpoint(read_bytes(args.checkpoint, MAX_NOTE_BYTES), keyring, args.origin)
     cp = verified.checkpoint
     if args.against and not args.check_store:
         raise UsageError("arguments", "--against goes with --check-store")
@@ -157,7 +160,7 @@ def _published(args: argparse.Namespace) -> tuple[bytes, Checkpoint] | None:
         return None
     if args.size is not None:
         raise UsageError("arguments", "--checkpoint gives the tree size: no --size")
-    data = read_bytes(args.checkpoint)
+    data = read_bytes(args.checkpoint, MAX_NOTE_BYTES)
     cp = parse_checkpoint_text(parse_note(data).text)
     if args.origin is not None and cp.origin != args.origin:
         raise CheckpointError("origin", f"the checkpoint is of {cp.origin!r}, not "
@@ -172,7 +175,7 @@ def cmd_prove_inclusion(args: argparse.Namespace, out: Out) -> int:
     if not is_event_id(args.event_id):
         raise ProofError("event_id", f"{args.event_id!r} is not an event_id")
     published = _published(args)
-    key = load_key_file(read_bytes(args.key)) if published is None else None
+    key = load_key_file(read_bytes(args.key, MAX_LINE_BYTES)) if published is None else None
     with open_store(args, readonly=True) as store:
         if published is None:
             size, root = store.tree_root(size_arg(args.size, "--size"))
@@ -219,7 +222,7 @@ def cmd_prove_consistency(args: argparse.Namespace, out: Out) -> int:
 def cmd_verify_proof(args: argparse.Namespace, out: Out) -> int:
     """Verify an inclusion or a consistency proof offline, against signed checkpoints."""
     keyring = read_keyring(args.keyring)
-    data = read_bytes(args.proof)
+    data = read_bytes(args.proof, max(MAX_PROOF_BYTES, MAX_EVIDENCE_BYTES))
     kind = evidence_type(data)
     if kind is not None:
         if args.checkpoints or args.event_id:
@@ -247,8 +250,9 @@ def cmd_verify_proof(args: argparse.Namespace, out: Out) -> int:
     if len(args.checkpoints) != 2:
         raise UsageError("arguments", "a consistency proof is checked against two checkpoint "
                          "files: OLD_CHECKPOINT NEW_CHECKPOINT")  # fmt: skip
-    old, new = verify_consistency_proof(data, read_bytes(args.checkpoints[0]),
-                                        read_bytes(args.checkpoints[1]), keyring,
+    old, new = verify_consistency_proof(data, read_bytes(args.checkpoints[0], MAX_NOTE_BYTES),
+                                        read_bytes(args.checkpoints[1], MAX_NOTE_BYTES),
+                                        keyring,
                                         args.origin)  # fmt: skip
     a, b = old.checkpoint, new.checkpoint
     out.write(json_line({"proof": "consistency", "origin": a.origin, "old": a.size,
@@ -270,7 +274,8 @@ def _trusted_checkpoint(args: argparse.Namespace, keyring: Keyring) -> Checkpoin
         return None
     if not args.keep_invalid:
         raise UsageError("arguments", "--checkpoint is used with --keep-invalid only")
-    return verify_checkpoint(read_bytes(args.checkpoint), keyring, args.origin).checkpoint
+    note = read_bytes(args.checkpoint, MAX_NOTE_BYTES)
+    return verify_checkpoint(note, keyring, args.origin).checkpoint
 
 
 @contextlib.contextmanager

@@ -269,3 +269,36 @@ def test_mirror_refuses_a_witness_quorum_of_nobody(tmp_path: Path) -> None:
         assert (status, out) == (2, b"")
         assert "[usage.arguments] --witness-quorum is between 1" in err
     assert not (tmp_path / "store").exists()
+
+
+def test_small_files_are_read_no_further_than_their_limit(
+    signer: dict[str, Path], tmp_path: Path
+) -> None:
+    """A key file, a checkpoint, a payload or a keyring entry given an endless file (a
+    mistyped path: an export, /dev/zero) is refused after its format's limit, as a keyring
+    is: each was read whole first, until memory ran out (a MemoryError traceback)."""
+    import resource
+    import subprocess
+    import sys
+
+    store, _ = stored(signer, tmp_path)
+    key, keyring = str(signer["key"]), str(signer["keyring"])
+    cases = [
+        (["sign", "--key", "/dev/zero", "--type", "correction", "--payload", "-"],
+         "[key_file.not_json]"),
+        (["sign", "--key", key, "--type", "correction", "--pith",
+          "pith:2024:4F47WZKMWXPUQ7DX6KAARP5YKA", "--payload", "/dev/zero"], "[sign.payload]"),
+        (["--store", store, "checkpoint", "--key", "/dev/zero", "--origin", "o"],
+         "[key_file.not_json]"),
+        (["verify-checkpoint", "--keyring", keyring, "/dev/zero"], "[checkpoint.malformed]"),
+        (["keyring", "add", keyring, "/dev/zero"], "[keyring.not_an_entry]"),
+    ]  # fmt: skip
+
+    def little_memory() -> None:  # far less than an endless read takes
+        resource.setrlimit(resource.RLIMIT_AS, (1536 << 20, 1536 << 20))
+
+    for argv, says in cases:
+        done = subprocess.run([sys.executable, "-m", "pithlog", *argv], capture_output=True,
+                              text=True, timeout=60, preexec_fn=little_memory)  # fmt: skip
+        assert done.returncode == 2, (argv, done.stderr[-500:])
+        assert says in done.stderr and done.stderr.count("\n") == 1, (argv, done.stderr)

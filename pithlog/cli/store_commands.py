@@ -39,6 +39,11 @@ register({"store.past_end": "export --after N: N must be at most the log's last 
 
 def cmd_replay(args: argparse.Namespace, out: Out) -> int:
     """Replay the whole store and report every disagreement."""
+    if args.jobs is not None and args.rebuild and not args.verify:
+        # --rebuild alone replays nothing afterwards, and the rebuild is one transaction
+        raise UsageError("arguments", "--jobs sizes the replay, and --rebuild without "
+                         "--verify does not replay: add --verify to check the rebuilt "
+                         "store in N processes, or leave --jobs out")  # fmt: skip
     keyring = read_keyring(args.keyring)
     if args.jobs is not None and not 1 <= args.jobs <= MOST_CORES:
         # each job is a process: a mistyped count must not start thousands

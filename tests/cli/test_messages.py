@@ -207,6 +207,8 @@ def test_help_texts(capsys: pytest.CaptureFixture[str]) -> None:
          "--compare and --blocksize need --dask"),
         (["reduce", "--keyring", "k", "--dask", "local:1", "--progress", "e"],
          "--progress shows the input read here"),  # was ignored
+        (["replay", "--keyring", "k", "--rebuild", "--jobs", "2"],
+         "--rebuild without --verify does not replay"),  # --jobs was ignored
         (["--store", "", "stats"], "--store is empty"),  # not ./pithlog-store, silently
         # bytes the system could not decode: refused before they reach a JSON key file, a
         # keyring, a store's path (each raised UnicodeEncodeError before)

@@ -35,6 +35,7 @@ from pithlog.cli import (
     net_commands,
     offline_commands,
     store_commands,
+    sync_commands,
     transparency_commands,
     view_commands,
 )
@@ -86,6 +87,7 @@ def build_parser() -> argparse.ArgumentParser:
     append_commands.add_commands(sub, store_parser)
     store_commands.add_commands(sub, store_parser)
     transparency_commands.add_commands(sub, store_parser)
+    sync_commands.add_commands(sub, store_parser)
     net_commands.add_commands(sub, store_parser)
     view_commands.add_commands(sub, store_parser)
     mirror_commands.add_commands(sub, store_parser)

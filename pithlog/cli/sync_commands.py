@@ -1,0 +1,184 @@
+"""The ``sync`` command: reconcile the store with another store folder, an export file or a
+served log's ``POST /sync`` (docs/transparency.md, "Sync"; docs/network.md)."""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import contextlib
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from typing import Any, BinaryIO
+
+from pithlog.cli.edge import (
+    Out,
+    StoreParser,
+    at_least,
+    json_line,
+    keyring_option,
+    net_module,
+    open_input,
+    open_store,
+    open_store_reached,
+    read_bytes,
+    read_keyring,
+    store_path,
+)
+from pithlog.errors import EXIT_BAD_INPUT, EXIT_OK, DoorError, UsageError
+from pithlog.net.sources import ExportSource, store_responder
+from pithlog.net.sync import MAX_NEEDED, MAX_ORDERED, Limits
+from pithlog.net.sync_pull import pull
+from pithlog.protocol.keys import Keyring
+from pithlog.store import REFUSED, REJECTED, AppendResult, Store
+from pithlog.store.place import is_store_folder
+from pithlog.transparency.checkpoint import MAX_NOTE_BYTES, Checkpoint, verify_checkpoint
+
+
+def _trusted_checkpoint(args: argparse.Namespace, keyring: Keyring) -> Checkpoint | None:
+    """``--keep-invalid`` needs the source's signed checkpoint (``--checkpoint``), verified
+    against the keyring: invalid copies are kept only when the source proves them leaves
+    of its tree (docs/transparency.md, "Sync's limits")."""
+    if args.checkpoint is None:
+        if args.keep_invalid:
+            raise UsageError("arguments", "--keep-invalid keeps invalid copies only from a "
+                             "source whose signed log proves them: give --checkpoint FILE, "
+                             "the source's checkpoint, which the keyring must trust")
+        return None
+    if not args.keep_invalid:
+        raise UsageError("arguments", "--checkpoint is used with --keep-invalid only")
+    note = read_bytes(args.checkpoint, MAX_NOTE_BYTES)
+    return verify_checkpoint(note, keyring, args.origin).checkpoint
+
+
+@contextlib.contextmanager
+def _seekable(path: str) -> Iterator[BinaryIO]:
+    """The export file, or standard input spooled to a temporary file (a sync reads its
+    source twice: once to list it, then the copies it needs)."""
+    with open_input(path) as stream:
+        if stream.seekable():
+            yield stream
+            return
+        with tempfile.TemporaryFile() as spool:
+            shutil.copyfileobj(stream, spool, 1 << 20)
+            spool.seek(0)
+            yield spool
+
+
+def _http_transport(url: str, limits: Limits) -> Any:
+    return net_module("sync_http", "sync --from a URL").HttpTransport(url, limits)
+
+
+def cmd_sync(args: argparse.Namespace, out: Out) -> int:
+    """Bring into the store the copies a store folder or an export file holds."""
+    if args.batch_size < 1:
+        raise UsageError("arguments", "--batch-size must be at least 1")
+    if args.max_copies > MAX_ORDERED:
+        # the copies to fetch are ordered by one message of at most 32 MiB: a larger
+        # listing was refused by the source after the whole reconciliation
+        raise UsageError("arguments", f"--max-copies can be at most {MAX_ORDERED}: the "
+                         "copies one sync fetches are ordered in one message; a store "
+                         "further behind imports an export or mirrors the log")  # fmt: skip
+    if args.origin is not None and args.checkpoint is None:
+        raise UsageError("arguments", "--origin is the origin --checkpoint must have: give "
+                         "it with --checkpoint (and --keep-invalid) only")  # fmt: skip
+    keyring = read_keyring(args.keyring)
+    trusted = _trusted_checkpoint(args, keyring)
+    limits = Limits(max_needed=args.max_copies)
+    source = args.source
+    refused = 0
+    stored: collections.Counter[str] = collections.Counter()
+
+    def tally(results: list[AppendResult]) -> None:
+        stored.update(result.status for result in results)
+
+    try:
+        with contextlib.ExitStack() as stack:
+            if source.startswith(("http://", "https://")):
+                remote: Any = stack.enter_context(_http_transport(source, limits))
+            elif os.path.isdir(source):
+                other = stack.enter_context(
+                    Store.open(source, create=False, readonly=True, check=True))
+                remote = store_responder(other, limits)
+            else:
+                def say_refused(number: int, problem: DoorError) -> None:
+                    out.say(f"pithlog: {source}: line {number}: {problem.describe()}")
+
+                export = ExportSource.read(stack.enter_context(_seekable(source)),
+                                           on_refused=say_refused)  # fmt: skip
+                refused = export.refused
+                if not len(export) and not is_store_folder(store_path(args)):
+                    out.say(f"sync: {source} holds no copy that passes the door "
+                            f"({refused} lines refused): no store created")  # fmt: skip
+                    return EXIT_BAD_INPUT if refused else EXIT_OK
+                remote = export.responder(limits)
+            if source.startswith(("http://", "https://")):
+                # a URL that does not answer leaves no empty store behind
+                store = stack.enter_context(open_store_reached(args, remote.reach))
+            else:
+                store = stack.enter_context(open_store(args, create=True))
+            report = pull(store, remote, keyring, trusted, batch=args.batch_size,
+                          limits=limits, on_results=tally)  # fmt: skip
+    except KeyboardInterrupt:
+        shown = ", ".join(f"{n} {status}" for status, n in sorted(stored.items()))
+        out.say(f"sync: interrupted after {sum(stored.values())} copies were committed "
+                f"({shown or 'none'}); they stay stored: run the same sync again for the "
+                "rest")  # fmt: skip
+        raise
+    doc = {
+        "local_copies": report.local_items,
+        "remote_copies": report.remote_items,
+        "needed": report.needed,
+        "rounds": report.rounds,
+        "messages": report.messages,
+        "bytes": {"reconcile_sent": report.reconcile_sent,
+                  "reconcile_received": report.reconcile_received,
+                  "fetch_sent": report.fetch_sent, "fetch_received": report.fetch_received,
+                  "total": report.bytes_exchanged},
+        "statuses": dict(sorted(report.statuses.items())),
+        "proven": report.proven,
+        "refused_lines": refused,
+    }  # fmt: skip
+    out.write(json_line(doc))
+    shown = ", ".join(f"{n} {status}" for status, n in sorted(report.statuses.items()))
+    out.say(f"sync: {report.needed} copies needed of {report.remote_items} "
+            f"({shown or 'nothing to do'}); {report.rounds} rounds, "
+            f"{report.bytes_exchanged} bytes exchanged")  # fmt: skip
+    bad = report.statuses.get(REJECTED, 0) + report.statuses.get(REFUSED, 0) + refused
+    if report.statuses.get(REJECTED, 0):
+        out.say("sync: rejected copies fail checks 1-12 here; they are kept only with "
+                "--keep-invalid --checkpoint, when the source proves them leaves of its "
+                "signed log")  # fmt: skip
+    return EXIT_BAD_INPUT if bad else EXIT_OK
+
+
+def add_commands(sub: Any, store_parser: StoreParser) -> None:
+    """The ``sync`` subcommand's parser."""
+    p = store_parser(
+        "sync",
+        help="bring in the copies another store, an export file or a served log holds",
+        description="Reconcile the store with SOURCE (a store folder, opened read-only, a "
+        "JSON Lines export file, or the URL of a served log, whose POST /sync answers) by "
+        "comparing fingerprints of ranges of copies, fetch the "
+        "copies the store lacks (preferred and evidence) and append them in transactions of "
+        "--batch-size, in the source's order. Every fetched copy must hash to what was asked; "
+        "the source is held to the limits of docs/transparency.md. Prints one JSON line: "
+        "copies on each side, needed, rounds, bytes exchanged, append statuses. Exit 2 when "
+        "a copy was rejected or a line refused.",
+    )
+    p.add_argument("--from", dest="source", required=True, metavar="SOURCE")
+    keyring_option(p)
+    p.add_argument("--keep-invalid", action="store_true",
+                   help="store copies that fail checks 1-12 when the source proves them "
+                   "leaves of the tree of --checkpoint")  # fmt: skip
+    p.add_argument("--checkpoint", metavar="FILE",
+                   help="the source's signed checkpoint (needed by --keep-invalid); the "
+                   "keyring must trust it")  # fmt: skip
+    p.add_argument("--origin", metavar="NAME", help="require this origin of --checkpoint")
+    p.add_argument("--batch-size", type=int, default=1000, metavar="N",
+                   help="copies per fetch and per transaction (default 1000)")  # fmt: skip
+    p.add_argument("--max-copies", type=at_least(0), default=MAX_NEEDED, metavar="N",
+                   help=f"stop when the source lists more than N copies the store lacks "
+                   f"(default {MAX_NEEDED}, at most {MAX_ORDERED})")  # fmt: skip
+    p.set_defaults(func=cmd_sync)

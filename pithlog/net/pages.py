@@ -24,8 +24,9 @@ from starlette.routing import BaseRoute, Route
 from pithlog import __version__
 from pithlog.errors import PithlogError
 from pithlog.net.answers import answer_headers
-from pithlog.net.app import Log, get_event
+from pithlog.net.app import get_event
 from pithlog.net.encoding import compressed, packed_apart
+from pithlog.net.served_log import Log
 from pithlog.protocol.event_types import EVENT_TYPES, STATE_LISTS
 from pithlog.protocol.events import is_event_id
 from pithlog.protocol.records import is_pith_number
@@ -143,7 +144,7 @@ def alias_of(query: str) -> str | None:
 
 
 class Pages:
-    """The page routes over a served log (:class:`pithlog.net.app.Log`)."""
+    """The page routes over a served log (:class:`pithlog.net.served_log.Log`)."""
 
     def __init__(self) -> None:
         self.env = _environment()

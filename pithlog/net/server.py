@@ -38,8 +38,9 @@ from uvicorn.supervisors import Multiprocess
 
 from pithlog.errors import StoreError, UsageError
 from pithlog.net import http_head
-from pithlog.net.app import ServeConfig, create_app
+from pithlog.net.app import create_app
 from pithlog.net.pages import page_routes
+from pithlog.net.served_log import ServeConfig
 from pithlog.net.submit import Limits
 from pithlog.net.sync_http import sync_routes
 from pithlog.net.witness_client import collect

@@ -26,8 +26,9 @@ with warnings.catch_warnings():  # Starlette would have httpx2; httpx is what pi
 
 from pithlog.cli import main
 from pithlog.errors import WitnessError
-from pithlog.net import app as app_module
-from pithlog.net.app import Log, LogApp, ServeConfig, create_app
+from pithlog.net import served_log
+from pithlog.net.app import LogApp, create_app
+from pithlog.net.served_log import Log, ServeConfig
 from pithlog.net.server import REUSE_PORT, _ready_folder, _say_when_ready
 from pithlog.protocol.keys import dump_key_file, load_key_file, load_keyring
 from pithlog.store import Store
@@ -469,7 +470,7 @@ def test_the_witnesses_are_asked_once_at_a_time_not_on_every_request(
             for _ in range(3):
                 assert client.get("/checkpoint").status_code == 503
             assert len(asked) == 1
-            monkeypatch.setattr(app_module, "COSIGN_RETRY_SECONDS", 0.0, raising=False)
+            monkeypatch.setattr(served_log, "COSIGN_RETRY_SECONDS", 0.0, raising=False)
             failing[0] = False
             first = client.get("/checkpoint")
             assert first.status_code == 200 and b"witness.invalid" in first.content
@@ -477,7 +478,7 @@ def test_the_witnesses_are_asked_once_at_a_time_not_on_every_request(
             size = asked[-1]
             more = g.mixed_events(random.Random(99), piths=1, per_pith=2)
             store.append([g.encoded(e) for e in more], g.KEYRING, keep_invalid=True)
-            monkeypatch.setattr(app_module, "COSIGN_RETRY_SECONDS", 60.0, raising=False)
+            monkeypatch.setattr(served_log, "COSIGN_RETRY_SECONDS", 60.0, raising=False)
             failing[0] = True
             for _ in range(3):  # the tree grew, the witnesses fail: the last one stays
                 assert client.get("/checkpoint").content == first.content
@@ -498,7 +499,7 @@ def test_the_cosigning_lock_serves_an_app_run_again_on_another_loop(
         key = load_key_file(files.key.read_bytes())
         log = Log(ServeConfig(store, key, ORIGIN, cosign=slow))
         # asked again at once after a failure: each loop's first request holds the lock
-        monkeypatch.setattr(app_module, "COSIGN_RETRY_SECONDS", 0.0)
+        monkeypatch.setattr(served_log, "COSIGN_RETRY_SECONDS", 0.0)
 
         async def together() -> list[BaseException | Any]:
             return await asyncio.gather(*(log.checkpoint() for _ in range(3)),

@@ -20,8 +20,9 @@ with warnings.catch_warnings():  # Starlette would have httpx2; httpx is what pi
 from pithlog import Store, load_keyring, sign_event
 from pithlog.errors import ServeError, StoreError
 from pithlog.net import encoding
-from pithlog.net.app import ServeConfig, create_app
+from pithlog.net.app import create_app
 from pithlog.net.pages import MOST_LAID_OUT, MOST_LISTED, RECENT, fits_layout, page_routes
+from pithlog.net.served_log import ServeConfig
 from pithlog.testing import test_key
 
 CASES = Path(__file__).resolve().parents[2] / "vectors" / "cases"

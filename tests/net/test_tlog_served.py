@@ -22,7 +22,8 @@ with warnings.catch_warnings():  # Starlette would have httpx2; httpx is what pi
     warnings.simplefilter("ignore")
     from starlette.testclient import TestClient
 
-from pithlog.net.app import ServeConfig, create_app
+from pithlog.net.app import create_app
+from pithlog.net.served_log import ServeConfig
 from pithlog.protocol.keys import load_key_file
 from pithlog.store import Store
 

@@ -1,7 +1,8 @@
 """A served log (the app in-process) checked by the verifiers of
 ``tests/unit/test_tlog_independent.py``, written apart from pithlog: the checkpoint's
 signature with ``cryptography`` alone, the root recomputed from the entry bundles by
-RFC 9162's ``MTH``, the tiles against the leaves, every proof the server gives; and the
+RFC 9162's ``MTH`` and, for earlier sizes too, from the tiles of that size (their partial
+tiles), the tiles against the leaves, every proof the server gives; and the
 paths C2SP tlog-tiles does not allow, each refused with its status and code."""
 
 from __future__ import annotations
@@ -61,6 +62,43 @@ def _mth(hashes: list[bytes]) -> bytes:
     return ind._node(_mth(hashes[:k]), _mth(hashes[k:]))
 
 
+def _n(index: int) -> str:
+    """tlog-tiles: N in zero-padded three-digit elements, all but the last x-prefixed."""
+    digits = str(index)
+    digits = "0" * (-len(digits) % 3) + digits
+    groups = [digits[i : i + 3] for i in range(0, len(digits), 3)]
+    return "/".join(["x" + g for g in groups[:-1]] + [groups[-1]])
+
+
+def _root_from_tiles(http: TestClient, size: int) -> bytes:
+    """RFC 9162 MTH(D[0:size]) by its recursion, each aligned run of 256**L leaves taken
+    from the tiles of level L as they are at ``size`` (tlog-tiles: the tile of index n
+    holds floor(size / 256**L) - n * 256 hashes, at most 256; the last one is ``.p/W``).
+    Every tile is ``application/octet-stream``, exactly W * 32 bytes."""
+
+    def hash_at(level: int, j: int) -> bytes:
+        index, width = j // 256, min(256, size // 256**level - j // 256 * 256)
+        path = f"/tile/{level}/{_n(index)}" + ("" if width == 256 else f".p/{width}")
+        got = http.get(path)
+        assert got.status_code == 200, path
+        assert got.headers["content-type"] == "application/octet-stream", path
+        assert len(got.content) == width * 32, path
+        return got.content[j % 256 * 32 : j % 256 * 32 + 32]
+
+    def mth(lo: int, hi: int) -> bytes:
+        level, span = 0, 1
+        while span * 256 <= hi - lo:
+            level, span = level + 1, span * 256
+        if hi - lo == span and lo % span == 0:
+            return hash_at(level, lo // span)
+        k = 1
+        while k * 2 < hi - lo:
+            k *= 2
+        return ind._node(mth(lo, lo + k), mth(lo + k, hi))
+
+    return mth(0, size)
+
+
 def _bundle(data: bytes) -> list[bytes]:
     out, at = [], 0
     while at < len(data):
@@ -88,6 +126,16 @@ def test_a_served_log_holds_under_independent_verifiers(
     level0 = http.get("/tile/0/000").content + http.get(f"/tile/0/001.p/{partial}").content
     assert level0 == b"".join(leaves)
     assert http.get("/tile/1/000.p/1").content == _mth(leaves[:256])
+    # the root of every earlier size re-derived from the tiles of that size (its partial
+    # tiles, level 1's included, served for every width up to the tree's), and nothing
+    # served past the right edge
+    for earlier in (1, 5, 255, 256, 257, size - 1, size):
+        assert _root_from_tiles(http, earlier) == _mth(leaves[:earlier]), earlier
+    for path in (f"/tile/0/001.p/{partial + 1}", "/tile/0/002.p/1", "/tile/1/000.p/2",
+                 "/tile/2/000.p/1", f"/tile/entries/001.p/{partial + 1}"):  # fmt: skip
+        assert http.get(path).status_code == 404, path
+    bundle = http.get(f"/tile/entries/001.p/{partial}")
+    assert bundle.headers["content-type"] == "application/octet-stream"
     for i in {0, 255, 256, size - 1, *random.Random(1).sample(range(size), 12)}:
         eid = "sha256:" + entries[i][:32].hex()
         text = http.get(f"/proof/inclusion/{eid}?copy={entries[i][32:].hex()}").text

@@ -10,6 +10,7 @@ from pithlog.cli.edge import (
     Bar,
     Out,
     StoreParser,
+    at_least,
     evidence_folder,
     json_line,
     keyring_option,
@@ -30,10 +31,12 @@ def cmd_audit(args: argparse.Namespace, out: Out) -> int:
     served_url(args.url)
     keyring = read_keyring(args.keyring)
     evidence = evidence_folder(args.evidence_dir)
-    counts = {"state_mismatch": 0, "state_unanswered": 0, "equivocation": 0, "split_view": 0}
+    counts = {"state_mismatch": 0, "state_unanswered": 0, "state_not_checked": 0,
+              "equivocation": 0, "split_view": 0}  # fmt: skip
 
     def report(finding: Any) -> None:
-        counts[finding.kind] += 1
+        # one state_not_checked line stands for every pith left: its count is theirs
+        counts[finding.kind] += finding.doc["count"] if finding.kind == "state_not_checked" else 1
         out.write(json_line({"finding": finding.kind, **finding.doc}))
 
     with mirror.Origin(args.url) as origin, \
@@ -55,7 +58,8 @@ def cmd_audit(args: argparse.Namespace, out: Out) -> int:
             bar = Bar(out, show_progress(args, out), "audit: states")
             out.bar = bar
             try:
-                for finding in audit.compare_states(store, origin, progress=bar):
+                for finding in audit.compare_states(store, origin, progress=bar,
+                                                    max_unanswered=args.max_unanswered):
                     report(finding)
             finally:
                 bar.close()
@@ -72,6 +76,7 @@ def cmd_audit(args: argparse.Namespace, out: Out) -> int:
     found = sum(counts.values())
     out.say(f"audit: {args.url}: {counts['state_mismatch']} state mismatch(es), "
             f"{counts['state_unanswered']} state(s) unanswered, "
+            f"{counts['state_not_checked']} not checked, "
             f"{counts['equivocation']} equivocation(s) proven, {counts['split_view']} split "
             f"view(s)")  # fmt: skip
     return EXIT_VERIFY_FAILED if found else EXIT_OK
@@ -88,15 +93,20 @@ def add_commands(sub: Any, store_parser: StoreParser) -> None:
         "compare it, byte for byte, with the one the mirrored log implies under KEYRING, "
         "and write an equivocation proof for every equivocated slot into --evidence-dir. "
         "Prints one JSON line per finding (state_mismatch, state_unanswered, equivocation, "
-        "split_view), then a summary line; exit 0 when the registry serves exactly what its "
-        "log implies and nobody equivocated, 1 otherwise (a state it left unanswered "
-        "too). A log that cannot be mirrored ends the audit with the mirror's error, as in "
-        "pithlog mirror (no summary; 2 when it could not be read).",
+        "split_view; state_not_checked once --max-unanswered states in a row went "
+        "unanswered), then a summary line; exit 0 when the registry serves exactly what its "
+        "log implies and nobody equivocated, 1 otherwise (a state it left unanswered or "
+        "not checked too). A log that cannot be mirrored ends the audit with the mirror's "
+        "error, as in pithlog mirror (no summary; 2 when it could not be read).",
     )
     p.add_argument("url", metavar="URL", help="the registry's served log")
     keyring_option(p)
     p.add_argument("--origin", metavar="NAME", help="require this origin of the checkpoint")
     p.add_argument("--evidence-dir", default=".", metavar="DIR",
                    help="where proofs and split-view evidence are written (default: .)")
+    p.add_argument("--max-unanswered", type=at_least(0), default=16, metavar="N",
+                   help="stop asking for states after N in a row went unanswered (a "
+                   "time-out each can take a minute); the rest are counted as "
+                   "state_not_checked (default 16; 0: ask for every state)")  # fmt: skip
     progress_option(p, "the leaves mirrored and the states compared")
     p.set_defaults(func=cmd_audit)

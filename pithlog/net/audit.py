@@ -41,6 +41,13 @@ def state_cap(ours: bytes) -> int:
     return len(ours) + 1 + len(ours) // ENCODING_SHARE + ENCODING_ROOM
 
 
+UNANSWERED_IN_A_ROW = 16
+"""States left unanswered one after the other after which the audit stops asking (``pithlog
+audit --max-unanswered``): a registry that lets every request time out holds the audit a
+minute a pith (:func:`pithlog.net.encoding.answer_seconds`), weeks over a large log, and
+sixteen in a row is no passing failure of one request."""
+
+
 class _TooLong(Exception):
     """A served state longer than :func:`state_cap` (once decoded, or sent as is)."""
 
@@ -50,7 +57,8 @@ class Finding:
     """One line of the report."""
 
     kind: str
-    """``state_mismatch``, ``state_unanswered``, ``equivocation`` or ``split_view``."""
+    """``state_mismatch``, ``state_unanswered``, ``state_not_checked``, ``equivocation`` or
+    ``split_view``."""
     doc: dict[str, Any]
 
 
@@ -81,28 +89,43 @@ def _computed(state: bytes | None) -> str | None:
 
 
 def compare_states(
-    store: Store, origin: Origin, progress: Callable[[int, int], None] | None = None
+    store: Store,
+    origin: Origin,
+    progress: Callable[[int, int], None] | None = None,
+    max_unanswered: int = UNANSWERED_IN_A_ROW,
 ) -> Iterator[Finding]:
     """``state_mismatch`` for every pith with a state in ``store`` whose served document is
     not the same bytes (one trailing newline aside), is longer than :func:`state_cap`, or
     is not served at all (404); ``state_unanswered`` for every pith whose state could not
     be read (an error status, a time-out, a body that does not decode). Either way the
-    next pith is compared: a registry that fails one answer is not spared the others."""
+    next pith is compared: a registry that fails one answer is not spared the others.
+    After ``max_unanswered`` states unanswered in a row (0: never) the rest are not asked
+    for: one ``state_not_checked`` finding counts them."""
     piths = [p["pith_number"] for p in store.piths() if p["status"] == "state"]
+    in_a_row = 0
     for done, pith in enumerate(piths, 1):
+        if max_unanswered and in_a_row >= max_unanswered:
+            yield Finding("state_not_checked", {
+                "count": len(piths) - done + 1, "first_pith_number": pith,
+                "problem": f"{in_a_row} states in a row went unanswered: the rest were not "
+                           "asked for"})  # fmt: skip
+            return
         ours = store.state(pith)
         assert ours is not None  # the log only grows: a pith with a state keeps one
         cap = state_cap(ours)
         try:
             served = origin.get(f"state/{pith}", cap, _TooLong)
         except _TooLong:
+            in_a_row = 0
             yield _mismatch(pith, ours, None, True, {"served_problem": f"an answer of over "
                             f"{cap} bytes; the log's state is {len(ours)}"})  # fmt: skip
         except MirrorError as exc:  # no answer to compare: not evidence, but not a pass
+            in_a_row += 1
             yield Finding("state_unanswered", {"pith_number": pith,
                                                "log_state_sha256": _claimed(ours),
                                                "problem": exc.message})  # fmt: skip
         else:
+            in_a_row = 0
             theirs = served.removesuffix(b"\n") if served is not None else None
             if theirs != ours:
                 yield _mismatch(pith, ours, theirs, theirs is not None)

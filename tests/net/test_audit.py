@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import io
 import json
+import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -106,8 +107,8 @@ def test_an_honest_registry_passes_and_one_altered_state_is_named(
         status, lines, err = audit(server.url, files, tmp_path / "auditor", tmp_path / "ev")
         assert status == 0, err
         assert lines == [{"summary": True, "origin": ORIGIN, "size": lines[-1]["size"],
-                          "state_mismatch": 0, "state_unanswered": 0, "equivocation": 0,
-                          "split_view": 0}]  # fmt: skip
+                          "state_mismatch": 0, "state_unanswered": 0, "state_not_checked": 0,
+                          "equivocation": 0, "split_view": 0}]  # fmt: skip
         altering_proxy["upstream"], altering_proxy["pith"] = server.url, piths[1]
         status, lines, err = audit(altering_proxy["url"], files, tmp_path / "auditor2",
                                    tmp_path / "ev2")  # fmt: skip
@@ -162,8 +163,8 @@ def test_a_state_too_long_or_unanswered_is_a_finding_and_the_audit_goes_on(
     assert "answered 503" in failing["problem"] and failing["log_state_sha256"]
     assert (altered["finding"], altered["pith_number"]) == ("state_mismatch", piths[2])
     assert {k: v for k, v in lines[-1].items() if k not in ("origin", "size")} == {
-        "summary": True, "state_mismatch": 2, "state_unanswered": 1, "equivocation": 0,
-        "split_view": 0}  # fmt: skip
+        "summary": True, "state_mismatch": 2, "state_unanswered": 1, "state_not_checked": 0,
+        "equivocation": 0, "split_view": 0}  # fmt: skip
     assert "2 state mismatch(es), 1 state(s) unanswered" in err
 
 
@@ -182,3 +183,54 @@ def test_every_equivocation_comes_out_as_a_proof_that_verifies(tmp_path: Path) -
                                 "--origin", ORIGIN, finding["proof"]])  # fmt: skip
         assert status == 0, err
         assert json.loads(out)["event_ids"] == finding["event_ids"]
+
+
+def test_states_that_time_out_in_a_row_stop_the_audit_asking(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A registry that lets every /state/<pith> request time out held the audit the whole
+    deadline of each (a minute), for every pith: after --max-unanswered in a row (here 1,
+    and a deadline of 1 s) the audit asks for no more, counts the piths left as
+    state_not_checked, proves the equivocations all the same and exits 1."""
+    import asyncio
+
+    from pithlog.net import encoding
+
+    files = case_files(tmp_path, "equivocations")
+    with Store.open(files.store, readonly=True) as registry:
+        piths = [p["pith_number"] for p in registry.piths() if p["status"] == "state"]
+    assert len(piths) >= 2
+    asked: list[str] = []
+
+    async def forward(request: Request) -> Response:
+        path = request.url.path
+        if path.startswith("/state/"):
+            asked.append(path)
+            await asyncio.sleep(3)  # past the deadline
+            return Response(b"late", 503)
+        async with httpx.AsyncClient() as client:
+            answer = await client.get(where + path, headers={"accept-encoding": "identity"})
+        return Response(answer.content, answer.status_code)
+
+    monkeypatch.setattr(encoding, "ANSWER_GRACE", 1.0)
+    monkeypatch.setattr(encoding, "SLOWEST_RATE", 1 << 40)  # the cap adds no time
+    with serving(files) as server, \
+            in_thread(Starlette(routes=[Route("/{rest:path}", forward)])) as url:  # fmt: skip
+        where = server.url
+        started = time.monotonic()
+        status, out, err = run(["--store", str(tmp_path / "auditor"), "audit", url,
+                                "--keyring", str(files.keyring), "--evidence-dir",
+                                str(tmp_path / "ev"), "--max-unanswered", "1"])  # fmt: skip
+        took = time.monotonic() - started
+    assert status == 1 and "Traceback" not in err, err
+    lines = [json.loads(line) for line in out.splitlines()]
+    kinds = [line.get("finding") for line in lines[:-1]]
+    assert kinds[:2] == ["state_unanswered", "state_not_checked"]
+    assert "an answer that took over 1 s" in lines[0]["problem"]
+    assert lines[1]["count"] == len(piths) - 1 and lines[1]["first_pith_number"] == piths[1]
+    assert set(kinds[2:]) == {"equivocation"}
+    assert lines[-1]["state_unanswered"] == 1
+    assert lines[-1]["state_not_checked"] == len(piths) - 1
+    assert lines[-1]["equivocation"] == len(kinds) - 2 > 0
+    assert len(asked) == 1 and took < 30
+    assert f"1 state(s) unanswered, {len(piths) - 1} not checked" in err

@@ -85,6 +85,8 @@ CODES: dict[str, str] = {
     "usage.pith_number": "pass --pith pith:YYYY:<26 base32 characters>",
     "usage.several_states": "verify-state checks one state document per file: split the "
     "lines of reduce's output into files",
+    "usage.state_too_large": "the file is longer than verify-state's --max-bytes (256 MiB "
+    "by default): pass a larger --max-bytes if it is one state document",
     "usage.output": "standard output cannot be written (a full disk, a closed descriptor): "
     "check where it goes",
     "usage.output_closed": "standard output closed (a reader such as head stopped) or failed "

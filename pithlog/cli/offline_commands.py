@@ -129,9 +129,22 @@ def _json_lines(data: bytes) -> int:
     return len(lines)
 
 
+STATE_FILE_BYTES = 256 << 20
+"""The longest state document ``verify-state`` reads by default (``--max-bytes``). The
+spec caps no state (a pith holds any number of events, docs/protocol.md 13), but reading
+one is holding it, about five times over once parsed and rendered again: a file that is
+no state (``/dev/zero``) must not take the machine's memory. 256 MiB is well over a
+hundred thousand events of one pith (a kilobyte or two each in a state)."""
+
+
 def cmd_verify_state(args: argparse.Namespace, out: Out) -> int:
     """Check a published state document without its log (spec section 9)."""
-    data = read_bytes(args.state)
+    # its one trailing LF is not counted: a document of --max-bytes is read with it
+    data = read_bytes(args.state, args.max_bytes + 1)
+    if len(data) - data.endswith(b"\n") > args.max_bytes:
+        raise UsageError("state_too_large", f"{args.state} is longer than {args.max_bytes:,} "
+                         "bytes, the most verify-state reads: if it is one state document, "
+                         "pass a larger --max-bytes")  # fmt: skip
     lines = _json_lines(data)
     if lines > 1:
         raise UsageError("several_states", f"one state document per file; {args.state} has "
@@ -291,6 +304,9 @@ def add_commands(sub: Any, store_parser: StoreParser) -> None:
         "its bytes. Prints one line per failed rule and exits 1; exits 0 when it conforms.",
     )
     p.add_argument("state", metavar="STATE", help="state document file, or - for stdin")
+    p.add_argument("--max-bytes", type=at_least(1), default=STATE_FILE_BYTES,
+                   metavar="BYTES", help="the longest document read, its trailing LF aside "
+                   "(default 256 MiB; longer: exit 2, usage.state_too_large)")  # fmt: skip
     p.set_defaults(func=cmd_verify_state)
 
     p = sub.add_parser(

@@ -71,6 +71,22 @@ def test_verify_state_rejects_a_changed_value(tmp_path: Path) -> None:
     assert {"state_sha256", "counts"} <= rules
 
 
+def test_verify_state_reads_no_further_than_max_bytes(tmp_path: Path) -> None:
+    """verify-state read its file whole, however long (/dev/zero until memory ran out):
+    it now reads no more than --max-bytes (256 MiB by default) and the trailing LF, and
+    refuses a longer file before checking it."""
+    seed = SEED.read_bytes()
+    body = seed.removesuffix(b"\n")
+    fits = str(len(body))
+    assert run(["verify-state", "--max-bytes", fits, str(SEED)])[0] == 0
+    (tmp_path / "s.json").write_bytes(body)
+    assert run(["verify-state", "--max-bytes", fits, str(tmp_path / "s.json")])[0] == 0
+    status, out, err = run(["verify-state", "--max-bytes", str(len(body) - 1), str(SEED)])
+    assert (status, out) == (2, b"") and "[usage.state_too_large]" in err, err
+    status, out, err = run(["verify-state", "/dev/zero"])  # read up to 256 MiB, no more
+    assert (status, out) == (2, b"") and "longer than 268,435,456 bytes" in err, err
+
+
 def test_verify_state_not_json_is_a_failed_rule(tmp_path: Path) -> None:
     (tmp_path / "s.json").write_bytes(SEED.read_bytes()[:-1])
     status, out, _ = run(["verify-state", str(tmp_path / "s.json")])

@@ -31,7 +31,7 @@ from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from pithlog.errors import DoorError, HelperLost
+from pithlog.errors import DoorError, HelperLost, StoreError, register
 from pithlog.parallel import Pool, leave_interrupts_to_parent, verifying_processes, worker_pool
 from pithlog.protocol.checks import check_many, reduction_hints
 from pithlog.protocol.events import Envelope, Hints, parse_envelopes, readmit, readmit_light
@@ -39,6 +39,9 @@ from pithlog.protocol.keys import Keyring, make_keyring
 from pithlog.store import codec
 from pithlog.store.environment import acquire
 from pithlog.store.layout import Txn, copy_hash, copy_pointer, eid_bytes
+
+register({"store.item": "append a line as bytes (a file read in binary mode, 'rb'), an "
+          "event as a dict (as sign_event returns it) or an Envelope"})
 
 JUDGE_PART = 128
 """Lines per task sent to a helper: a batch of 1,000 is eight tasks, spread over the
@@ -72,6 +75,18 @@ were packed with: the write transaction uses them when its own packer has the sa
 
 Read = Callable[[Callable[[Txn, dict[str, Any]], Any]], Any]
 """A store's read transactions (``read(work)`` runs ``work`` in one)."""
+
+RAW = (bytes, bytearray, memoryview)
+"""The types of a raw line."""
+
+
+def not_an_item(index: int, item: object) -> StoreError:
+    """``store.item``: what an append cannot take. A ``str`` is the likely one (a file
+    read in text mode): the door takes bytes, and ``bytes(5)`` of an int would be five
+    NUL bytes, refused at the door as if the input held them."""
+    return StoreError("item", f"item {index} of the batch is of type {type(item).__name__}, not "
+                      "a line as bytes, an event dict or an Envelope: read files in binary "
+                      "mode ('rb')")  # fmt: skip
 
 
 def judging_pool(stack: contextlib.ExitStack, path: str, keyring: Keyring) -> Pool:
@@ -148,6 +163,12 @@ class Judging:
         the requests that arrived together as they arrive, so that they are judged while
         the requests before them are written, and in parts large enough that handing a
         part to a helper costs little beside judging it."""
+        at = 0
+        for batch in batches:
+            for line in batch:
+                if not isinstance(line, RAW):
+                    raise not_an_item(at, line)
+                at += 1
         pool = self.pool()
         sent = send_each(submitter(pool), pool.processes, batches)
         self.watch(SentBatch([part for batch in sent for part in batch.parts]))

@@ -29,10 +29,12 @@ from pithlog.store.append import (
     append_work,
 )
 from pithlog.store.append_judging import (
+    RAW,
     Helpers,
     Judging,
     SentBatch,
     judging_pool,
+    not_an_item,
     receive,
     send,
     submitter,
@@ -54,8 +56,6 @@ Item = bytes | bytearray | memoryview | Envelope | dict[str, Any]
 Started = StartedBatch | SentBatch
 """A batch started: judged here (its signatures maybe still being verified), or sent whole
 to the helpers of :mod:`pithlog.store.append_judging`."""
-
-RAW = (bytes, bytearray, memoryview)
 
 Vet = Callable[[list[Envelope | DoorError], list[bytes | None]], None]
 """A look at each batch of :meth:`Store.append_batches` after the door and checks 1-12 and
@@ -245,6 +245,8 @@ def start_append(
             if isinstance(item, Envelope):
                 env = item
             else:
+                if not isinstance(item, (dict, *RAW)):
+                    raise not_an_item(len(items), item)
                 try:
                     # a dict (what sign_event returns) enters through the same door
                     env = admit_value(item) if isinstance(item, dict) else parse_envelope(

@@ -37,6 +37,36 @@ def test_append_takes_what_sign_event_returns(tmp_path: Path) -> None:
         assert store.append([{"event_id": 1}], test_keyring())[0].status == "refused"
 
 
+def test_an_item_of_another_type_is_refused_before_its_batch_is_written(
+    tmp_path: Path,
+) -> None:
+    """A str (a line read in text mode) raised TypeError "string argument without an
+    encoding", and an int was taken as that many NUL bytes (bytes(5)) and refused at the
+    door as if the input held them: both are StoreError store.item now, saying to pass
+    bytes, and nothing of the batch is written."""
+    record = record_event()
+    line = jcs(record)
+    with Store.open(tmp_path / "s") as store:
+        for item in (line.decode(), 5, None):
+            with pytest.raises(StoreError) as caught:
+                store.append([line, item], test_keyring())
+            assert caught.value.code == "store.item" and "item 1 " in caught.value.message
+            assert "binary mode" in caught.value.message
+            with pytest.raises(StoreError) as caught:
+                list(store.append_batches([[item]], test_keyring()))
+            assert caught.value.code == "store.item"
+        judging = store.judging(test_keyring())
+        try:
+            with pytest.raises(StoreError) as caught:
+                judging.send_each([[line], [line.decode()]])
+            assert caught.value.code == "store.item" and "item 1 " in caught.value.message
+            assert not judging.ready  # refused before any helper was started
+        finally:
+            judging.close()
+        assert store.event(record["event_id"]) is None
+        assert store.append([bytearray(line)], test_keyring())[0].status == STORED
+
+
 def test_lookup_tells_not_a_pith_from_unknown_from_pending(tmp_path: Path) -> None:
     key = test_key("registry")
     record = record_event()

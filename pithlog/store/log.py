@@ -260,7 +260,9 @@ class Store(NetworkReads):
         program that appends many small batches of lines over time, such as a server's
         group commits, so that its own process keeps only the write transactions. They
         start with the first append that uses them; ``close()`` ends them."""
-        return Judging(self.path, keyring)
+        # through _env: a closed store is store.closed here, as in every other method
+        # (the helpers open the store by its path, and would not notice)
+        return Judging(self._env.path, keyring)
 
     def append_judged(
         self,

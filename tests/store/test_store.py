@@ -238,6 +238,9 @@ def test_opening_twice_in_one_process_is_safe(tmp_path: Path) -> None:
     with pytest.raises(StoreError) as closed:
         two.state(rec["pith_number"])
     assert closed.value.code == "store.closed"
+    with pytest.raises(StoreError) as closed:  # was a Judging, for a store closed
+        two.judging(g.KEYRING)
+    assert closed.value.code == "store.closed"
     with Store.open(path, create=False) as three:
         assert three.stats()["counts"]["events"] == 2
 

@@ -71,6 +71,8 @@ register(
         "store.lock": "the store's lock file cannot be used: check permissions",
         "store.io": "the store's folder cannot be created or read: check the path",
         "store.lmdb": "LMDB refused the operation: the message names the cause",
+        "store.argument": "an argument of a Store method is out of its range: the message "
+        "names it and the range",
         "store.upgrade": "the store needs its Merkle tree caught up or its format migrated, "
         "which a read-only open never does: open it once for writing (`pithlog --store DIR "
         "append --keyring KEYRING < /dev/null`, as a user who can write it), then read",

@@ -216,6 +216,9 @@ class Store(NetworkReads):
         """Every distinct stored envelope (preferred copies and evidence) in append order,
         as ``(seq, JCS bytes)``, starting after sequence number ``after``. Each chunk is read
         in its own short transaction, so an export does not pin old pages for long."""
+        if not isinstance(chunk, int) or chunk < 1:  # 0 read nothing, and then indexed it
+            raise StoreError("argument", f"export(chunk={chunk!r}): chunk is the copies read "
+                             "in one transaction, 1 or more")  # fmt: skip
         return reads.export(self, after, chunk)
 
     def stats(self) -> dict[str, Any]:

@@ -510,6 +510,18 @@ def test_export_after_a_cursor_past_any_sequence_number_yields_nothing(tmp_path:
             assert list(store.export(after=after)) == []
 
 
+def test_an_export_chunk_below_one_is_refused(tmp_path: Path) -> None:
+    """``export(chunk=0)`` read no copy and then took the last of none (IndexError):
+    a chunk below 1 is StoreError store.argument, at the call."""
+    with Store.open(tmp_path / "s") as store:
+        store.append([g.encoded(g.record("2501.00042"))], g.KEYRING)
+        for chunk in (0, -1):
+            with pytest.raises(StoreError) as caught:
+                store.export(chunk=chunk)
+            assert caught.value.code == "store.argument" and "chunk" in caught.value.message
+        assert [seq for seq, _ in store.export(chunk=1)] == [1]
+
+
 def test_a_store_finalized_by_a_collection_during_an_open_does_not_hang_it(
     tmp_path: Path,
 ) -> None:

@@ -92,8 +92,15 @@ class Store(NetworkReads):
         take parts of that walk (:mod:`pithlog.store.environment_walk`: replay's workers
         before they start on the piths).
         """
-        shared = acquire(os.fspath(path), create and not readonly, map_size, readonly, check,
-                         walkers)  # fmt: skip
+        where = os.fspath(path)
+        if "\0" in where:  # no file name holds one: os.stat raised ValueError
+            raise StoreError("io", f"the store path {where!r} holds a NUL character, which "
+                             "no path can: check the path")  # fmt: skip
+        if not isinstance(map_size, int) or not 0 <= map_size < 1 << 64:
+            # LMDB's size_t: py-lmdb raised OverflowError past it
+            raise StoreError("argument", f"Store.open(map_size={map_size!r}): the map size "
+                             "is a number of bytes from 0 to 2^64 - 1")  # fmt: skip
+        shared = acquire(where, create and not readonly, map_size, readonly, check, walkers)
         return cls(shared, readonly)
 
     def close(self) -> None:

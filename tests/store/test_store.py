@@ -245,6 +245,21 @@ def test_opening_twice_in_one_process_is_safe(tmp_path: Path) -> None:
         assert three.stats()["counts"]["events"] == 2
 
 
+def test_open_refuses_a_path_with_nul_and_a_map_size_lmdb_cannot_take(tmp_path: Path) -> None:
+    """A NUL in the path raised ValueError (os.stat), a map size below 0 or of 2^64 or
+    more OverflowError (py-lmdb): store.io and store.argument, and nothing is made."""
+    with pytest.raises(StoreError) as caught:
+        Store.open(str(tmp_path / "s") + "\0x")
+    assert caught.value.code == "store.io" and "NUL" in caught.value.message
+    for size in (-1, 1 << 64):
+        with pytest.raises(StoreError) as caught:
+            Store.open(tmp_path / "s", map_size=size)
+        assert caught.value.code == "store.argument" and "map_size" in caught.value.message
+    assert not (tmp_path / "s").exists()
+    with Store.open(tmp_path / "s", map_size=1 << 20) as store:
+        assert store.stats()["counts"]["events"] == 0
+
+
 def test_open_missing_and_readonly(tmp_path: Path) -> None:
     with pytest.raises(StoreError) as missing:
         Store.open(tmp_path / "nothing", create=False)

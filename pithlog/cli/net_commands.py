@@ -31,10 +31,19 @@ def cmd_serve(args: argparse.Namespace, out: Out) -> int:
     elif args.submit != (args.keyring is not None):
         raise UsageError("arguments", "--submit and --keyring go together: the keyring "
                          "judges what is submitted")  # fmt: skip
+    # the bounds of POST /submit (POST /sync has its own, fixed): without --submit they
+    # would be ignored, so say so rather than serve as if they held
+    limits = {"max_body": args.max_body, "max_lines": args.max_lines,
+              "body_seconds": args.body_timeout, "max_pending": args.max_pending}  # fmt: skip
+    limits = {name: value for name, value in limits.items() if value is not None}
+    if limits and not args.submit:
+        raise UsageError("arguments", "--max-body, --max-lines, --body-timeout and "
+                         "--max-pending bound POST /submit: give them with --submit, or "
+                         "leave them out")  # fmt: skip
     if not 1 <= args.workers <= MOST_CORES:
         # each worker is a process: a mistyped count must not start thousands (as --jobs)
         raise UsageError("arguments", f"--workers must be from 1 to {MOST_CORES}")
-    if min(args.max_body, args.max_lines, args.max_pending) < 1:
+    if any(limits.get(name, 1) < 1 for name in ("max_body", "max_lines", "max_pending")):
         raise UsageError("arguments", "--max-body, --max-lines and --max-pending are "
                          "positive")  # fmt: skip
     # a URL given twice is one witness, asked once
@@ -46,8 +55,7 @@ def cmd_serve(args: argparse.Namespace, out: Out) -> int:
                          "--witness-url given")  # fmt: skip
     settings = server.Settings(
         store=store_path(args), key=args.key, origin=args.origin or "", keyring=args.keyring,
-        max_body=args.max_body, max_lines=args.max_lines, body_seconds=args.body_timeout,
-        max_pending=args.max_pending, witness=args.witness,
+        **limits, witness=args.witness,
         witness_urls=tuple(args.witness_url), witness_keyring=args.witness_keyring,
         witness_quorum=args.witness_quorum or 0,
     )  # fmt: skip
@@ -98,14 +106,16 @@ def add_commands(sub: Any, store_parser: StoreParser) -> None:
                         "with --submit, each judges "
                         "submissions in its share of the cores (one per core suits many "
                         "small submitters, one suits large batches: docs/network.md)")
-    p.add_argument("--max-body", type=int, default=8 << 20, metavar="BYTES",
-                   help="largest POST /submit body (default 8 MiB; larger: 413)")
-    p.add_argument("--max-lines", type=int, default=10_000, metavar="N",
-                   help="most lines per POST /submit (default 10,000; more: 413)")
-    p.add_argument("--body-timeout", type=seconds, default=30.0, metavar="SECONDS",
-                   help="time to receive a POST /submit body (default 30, at most 86,400; "
-                   "slower: 408)")  # fmt: skip
-    p.add_argument("--max-pending", type=int, default=32, metavar="N",
-                   help="POST /submit requests held at once per worker (default 32; more "
-                   "wait, then 503)")  # fmt: skip
+    p.add_argument("--max-body", type=int, metavar="BYTES",
+                   help="with --submit: largest POST /submit body (default 8 MiB; larger: "
+                   "413)")  # fmt: skip
+    p.add_argument("--max-lines", type=int, metavar="N",
+                   help="with --submit: most lines per POST /submit (default 10,000; more: "
+                   "413)")  # fmt: skip
+    p.add_argument("--body-timeout", type=seconds, metavar="SECONDS",
+                   help="with --submit: time to receive a POST /submit body (default 30, at "
+                   "most 86,400; slower: 408)")  # fmt: skip
+    p.add_argument("--max-pending", type=int, metavar="N",
+                   help="with --submit: POST /submit requests held at once per worker "
+                   "(default 32; more wait, then 503)")  # fmt: skip
     p.set_defaults(func=cmd_serve)

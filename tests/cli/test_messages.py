@@ -194,6 +194,13 @@ def test_help_texts(capsys: pytest.CaptureFixture[str]) -> None:
          "no --submit and no --origin"),
         (["checkpoint", "--key", "k", "--origin", "o", "--keyring", "k"],
          "--quorum and --keyring need --witness URL"),
+        # the bounds of POST /submit, served only with --submit (POST /sync has its own)
+        *[(["serve", "--key", "k", "--origin", "o", option, value],
+           "--max-pending bound POST /submit: give them with --submit")
+          for option, value in (("--max-body", "100"), ("--max-lines", "5"),
+                                ("--body-timeout", "2"), ("--max-pending", "1"))],
+        (["serve", "--key", "k", "--origin", "o", "--submit", "--keyring", "k",
+          "--max-pending", "0"], "--max-body, --max-lines and --max-pending are positive"),
         (["checkpoint", "--key", "k", "--origin", "o", "--quorum", "1"],
          "--quorum and --keyring need --witness URL"),
         (["sync", "--from", "x", "--keyring", "k", "--max-copies", "-1"], "'-1': give 0 or more"),

@@ -42,6 +42,7 @@ from pithlog.cli import (
 from pithlog.cli.edge import (
     STORE_HELP,
     ClosedOutput,
+    CommandParser,
     Out,
     Parser,
     Terminated,
@@ -74,7 +75,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--store", metavar="DIR", default=None,
                         help="store folder of the store commands (default: "
                         "$PITHLOG_STORE, else ./pithlog-store)")  # fmt: skip
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=CommandParser)
     sub.required = True
 
     def store_parser(name: str, **kwargs: Any) -> Parser:

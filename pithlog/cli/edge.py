@@ -53,6 +53,20 @@ class Parser(argparse.ArgumentParser):
         raise UsageError("arguments", f"{message} (see '{self.prog} --help')")
 
 
+class CommandParser(Parser):
+    """The parser of one subcommand: an argument it does not know is its error, pointing
+    at its own ``--help``. argparse hands such arguments back to the top parser, which
+    refused them pointing at ``pithlog --help``, where the command's options are not."""
+
+    def parse_known_args(  # type: ignore[override]
+        self, args: Any = None, namespace: Any = None
+    ) -> tuple[argparse.Namespace, list[str]]:
+        parsed, extras = super().parse_known_args(args, namespace)
+        if extras and not self._parsing_intermixed:  # the first of two intermixed passes
+            self.error(f"unrecognized arguments: {' '.join(extras)}")
+        return parsed, extras
+
+
 def keyring_option(parser: argparse.ArgumentParser) -> None:
     """``--keyring KEYRING``, which every command that checks signatures requires."""
     parser.add_argument("--keyring", required=True, metavar="KEYRING", help="keyring JSON file")

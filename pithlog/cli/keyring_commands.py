@@ -16,7 +16,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from pithlog.cli.edge import Out, Parser, StoreParser, keyring_bytes, read_bytes
+from pithlog.cli.edge import CommandParser, Out, StoreParser, keyring_bytes, read_bytes
 from pithlog.errors import EXIT_OK, KeyringError, UsageError
 from pithlog.protocol.canonical import MAX_LINE_BYTES
 from pithlog.protocol.keyrings import (
@@ -159,7 +159,7 @@ def add_commands(sub: Any, store_parser: StoreParser) -> None:
         "the rules `--keyring` applies when loading one, refuses a key_id or a public key "
         "already there, and writes the file atomically (temporary file, sync, rename).",
     )
-    actions = p.add_subparsers(dest="action", metavar="ACTION", parser_class=Parser)
+    actions = p.add_subparsers(dest="action", metavar="ACTION", parser_class=CommandParser)
     actions.required = True
 
     q = actions.add_parser("new", help="write an empty keyring",

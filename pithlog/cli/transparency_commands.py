@@ -9,8 +9,8 @@ from typing import Any
 
 from pithlog.cli.edge import (
     STORE_HELP,
+    CommandParser,
     Out,
-    Parser,
     StoreParser,
     json_line,
     keyring_option,
@@ -288,7 +288,7 @@ def add_commands(sub: Any, store_parser: StoreParser) -> None:
                      description="Proofs over the store's Merkle tree "
                      "(docs/transparency.md), and evidence of equivocation "
                      "(docs/evidence.md).")  # fmt: skip
-    kinds = p.add_subparsers(dest="kind", metavar="KIND", parser_class=Parser)
+    kinds = p.add_subparsers(dest="kind", metavar="KIND", parser_class=CommandParser)
     kinds.required = True
     q = kinds.add_parser(
         "inclusion",

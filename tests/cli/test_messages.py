@@ -170,6 +170,27 @@ def test_help_texts(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 @pytest.mark.parametrize(
+    ("argv", "helps"),
+    [
+        (["append", "--keyring", "k", "--bogus", "e"], "pithlog append"),
+        (["verify-state", "s", "extra"], "pithlog verify-state"),
+        (["verify-proof", "p", "--keyring", "k", "1", "2", "--bogus"], "pithlog verify-proof"),
+        (["keyring", "show", "k", "--bogus"], "pithlog keyring show"),
+        (["prove", "inclusion", "e", "--bogus"], "pithlog prove inclusion"),
+        (["--bogus", "stats"], "pithlog"),  # not an option of any command: pithlog's own
+    ],
+)  # fmt: skip
+def test_an_unknown_argument_points_at_the_help_that_lists_the_options(
+    argv: list[str], helps: str
+) -> None:
+    """An argument a subcommand does not know was refused by the top parser, pointing at
+    'pithlog --help', which does not list the subcommand's options."""
+    status, out, err = run(argv)
+    assert (status, out) == (2, b"") and "[usage.arguments] unrecognized arguments" in err
+    assert err.rstrip().endswith(f"(see '{helps} --help')"), err
+
+
+@pytest.mark.parametrize(
     ("argv", "says"),
     [
         # times: nan and inf parse as floats and reached the event loop's timers

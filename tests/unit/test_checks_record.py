@@ -172,6 +172,17 @@ def test_graph_snapshot_of_another_source_is_record_mismatch(source: dict[str, A
     assert about_r(event("graph_snapshot", R, payload=payload)) == "record_mismatch"
 
 
+def test_graph_snapshot_source_equality_is_json_equality_not_python_equality() -> None:
+    # docs/protocol.md, choice 4: JSON equality, so true is not 1. With R's
+    # version 1, Python's == would take {"version": true} for the same source.
+    r1 = record_event(canonical_record(version=1))
+    source = dict(record_of(r1)["source"])
+    for version, expected in ((1, "applied"), (True, "record_mismatch")):
+        payload = {"graph_snapshot": {"source": {**source, "version": version}},
+                   "verdict_id": None}
+        assert verdict(event("graph_snapshot", r1, payload=payload), r1) == expected
+
+
 def test_graph_snapshot_source_equality_ignores_member_order() -> None:
     source = {"version": 2, "kind": "arxiv", "id": "2411.00284"}
     payload = {"graph_snapshot": {"source": source}, "verdict_id": None}
@@ -213,6 +224,9 @@ def test_citation_of_another_paper_is_record_mismatch() -> None:
         ({"cited_paper": "2411.00284"}, "record_mismatch"),
         ({"cited_paper": {"arxiv_id": None}, "citing_paper": None}, "record_mismatch"),
         ({"cited_paper": {"arxiv_id": "2411.00284v2"}}, "record_mismatch"),
+        # choice 5: compared exactly, no trimming of spaces or invisible characters
+        ({"cited_paper": {"arxiv_id": " 2411.00284"}}, "record_mismatch"),
+        ({"cited_paper": {"arxiv_id": "2411.00284\u200b"}}, "record_mismatch"),
         ({"other_paper": {"arxiv_id": "2411.00284"}}, "record_mismatch"),
         ({}, "record_mismatch"),
     ],
@@ -221,6 +235,25 @@ def test_citation_paper_rule(citation: dict[str, Any], expected: str) -> None:
     obs = with_digest({"citation": citation, "observation_id": "o-9"})
     ev = event("citation_signature", R, target="citation:o-9", payload={"observation": obs})
     assert about_r(ev) == expected
+
+
+@pytest.mark.parametrize(
+    ("source_id", "arxiv_id", "expected"),
+    [
+        ("hep-th/9901001", "hep-th/9901001", "applied"),
+        ("hep-th/9901001", "HEP-TH/9901001", "record_mismatch"),  # no case folding
+        ("caf\u00e9/1", "cafe\u0301/1", "record_mismatch"),  # no Unicode normalization
+        ("cafe\u0301/1", "caf\u00e9/1", "record_mismatch"),
+    ],
+)
+def test_citation_arxiv_id_is_compared_exactly(
+    source_id: str, arxiv_id: str, expected: str
+) -> None:
+    record = record_event(canonical_record(source_id=source_id))
+    obs = with_digest({"citation": {"cited_paper": {"arxiv_id": arxiv_id}},
+                       "observation_id": "o-1"})
+    ev = event("citation_signature", record, target="citation:o-1", payload={"observation": obs})
+    assert verdict(ev, record) == expected
 
 
 SEED_RECORD = record_event(canonical_record(source_id="2304.11277", version=2,

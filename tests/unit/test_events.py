@@ -58,6 +58,7 @@ def test_attributable_but_otherwise_broken_envelopes_pass_the_door() -> None:
 
 
 def test_envelope_of_at_most_1_mib() -> None:
+    assert MAX_ENVELOPE_BYTES == 1_048_576  # spec 1, written out: the bound is the spec's
     base = {"event_id": R["event_id"], "pith_number": R["pith_number"], "payload": {"x": ""}}
     room = MAX_ENVELOPE_BYTES - len(jcs(base))
     exact = {**base, "payload": {"x": "a" * room}}

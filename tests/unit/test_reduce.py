@@ -209,6 +209,16 @@ def test_different_slots_are_not_equivocations() -> None:
     assert result.invalid == {other_key["event_id"]: "unauthorized_signer"}
 
 
+def test_targets_that_differ_only_in_unicode_normalization_are_different_slots() -> None:
+    # No Unicode normalization anywhere (docs/protocol.md): a precomposed and a decomposed
+    # "é" are different targets, so two different statements about them do not equivocate.
+    nfc = attestation("yes", target="claim:caf\u00e9")
+    nfd = attestation("no", target="claim:cafe\u0301")
+    result = reduction(R, nfc, nfd)
+    assert result.equivocations == ()
+    assert set(ids(result.applied)) == {R["event_id"], nfc["event_id"], nfd["event_id"]}
+
+
 def test_slot_key_includes_the_signing_key() -> None:
     a = event("mirror_hint", R, signer="mirror")
     b = event("mirror_hint", R, signer="registry")

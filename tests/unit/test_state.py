@@ -301,6 +301,16 @@ def test_source_aliases_of_an_arxiv_record() -> None:
     assert all(a["created_at"] == "2026-01-01T00:00:00Z" for a in aliases)
 
 
+def test_arxiv_doi_alias_keeps_the_id_as_written() -> None:
+    # docs/protocol.md, choice 17: only a source of kind doi is lowercased.
+    record = canonical_record(source_id="Math.AG/0101001", version=3)
+    aliases = {a["alias_kind"]: a["alias_value"]
+               for a in source_aliases(record, digest(record), "2026-01-01T00:00:00Z")}
+    assert aliases["doi"] == "10.48550/arxiv.Math.AG/0101001"
+    assert aliases["arxiv"] == "Math.AG/0101001"
+    assert aliases["arxiv_version"] == "Math.AG/0101001v3"
+
+
 def test_source_aliases_of_a_doi_record_lower_case_ascii_only() -> None:
     record = canonical_record(source_id="10.1000/ABC-\u00c9\u0130", kind="doi", version=1)
     aliases = source_aliases(record, digest(record), "2026-01-01T00:00:00Z")

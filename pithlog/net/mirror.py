@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
 
-from pithlog.errors import DoorError, MirrorError, register
+from pithlog.errors import DoorError, MirrorError, PithlogError, register
 from pithlog.net.evidence_files import write_evidence
 from pithlog.net.origin import LEAF_DATA, WIDTH, Origin
 from pithlog.protocol.events import Envelope
@@ -192,8 +192,10 @@ def _consistent(store: Store, origin: Origin, old: Checkpoint, old_note: bytes,
         # that rewrote its history escape as mirror.unproven by not answering.
         if store.tree_root(small.size)[1] == small.root:
             return  # a stale checkpoint of this very tree (a cache): nothing to bring
-        own = ConsistencyProof(small.size, large.size,
-                               tuple(store.consistency_path(small.size, large.size)[1]))
+        path = store.consistency_path(small.size, large.size)[1]
+        if _power_of_two(small.size):  # the root the accepted tree commits to, first
+            path.insert(0, store.tree_root(small.size)[1])
+        own = ConsistencyProof(small.size, large.size, tuple(path))
         _split_view(old_note, new_note, own.encoded(), evidence_dir,
                     f"the served tree of {small.size} leaves is not the first {small.size} "
                     f"of the accepted one (the proof is this mirror's, from its copy)")
@@ -204,8 +206,38 @@ def _consistent(store: Store, origin: Origin, old: Checkpoint, old_note: bytes,
     if (proof.old, proof.new) != (small.size, large.size) or not merkle.verify_consistency(
         small.size, large.size, small.root, large.root, proof.path
     ):
+        if (proof.old, proof.new) == (small.size, large.size) and _power_of_two(small.size):
+            proof = _with_first_root(origin, proof, large)
         _split_view(old_note, new_note, proof.encoded(), evidence_dir,
                     f"the consistency proof {small.size} -> {large.size} does not hold")
+
+
+def _power_of_two(size: int) -> bool:
+    return size & (size - 1) == 0
+
+
+def _with_first_root(origin: Origin, proof: ConsistencyProof,
+                     large: Checkpoint) -> ConsistencyProof:  # fmt: skip
+    """The served ``proof`` from a power-of-two size with the root of that many leaves
+    first, as RFC 9162 2.1.4.2 step 2 puts it: the path leaves it out, so without it the
+    evidence cannot show that the larger tree commits to another first tree than the one
+    signed (docs/evidence.md). The root is read from the served tiles, verified against
+    the larger checkpoint's root; the proof is kept as served when they cannot be read or
+    the path does not lead from that root to the larger one."""
+    level = proof.old.bit_length() - 1  # the subtree of the first proof.old leaves
+    try:
+        verified = tiles.VerifiedTiles(large.size, large.root, origin.tile)
+        row = verified.tile(level // tiles.HEIGHT, 0)
+    except PithlogError:
+        return proof
+    width = 1 << (level % tiles.HEIGHT)
+    hashes = [row[i : i + merkle.HASH_SIZE] for i in range(0, width * merkle.HASH_SIZE,
+                                                           merkle.HASH_SIZE)]  # fmt: skip
+    first = merkle.subtree_from_leaves(hashes)(0, width)
+    roots = merkle.consistency_roots(proof.old, proof.new, first, proof.path)
+    if roots is None or roots[1] != large.root:
+        return proof
+    return ConsistencyProof(proof.old, proof.new, (first, *proof.path))
 
 
 def file_safe(origin: str, most: int = 64) -> str:

@@ -309,8 +309,9 @@ def verify_split_view_proof(
     """Check a split-view file offline: both checkpoints verify under ``keyring`` for one
     origin, and either they are of one size with two roots, or the consistency proof the
     log itself served leads to the larger checkpoint's root while committing to another
-    root of the smaller tree than its checkpoint (RFC 9162 2.1.4.2; the smaller size not a
-    power of two, whose proof leaves that root out). Anything else is not proven."""
+    root of the smaller tree than its checkpoint (RFC 9162 2.1.4.2; for a power-of-two
+    smaller size, whose served proof leaves that root out, the proof with that root put
+    first, as step 2 does). Anything else is not proven."""
     doc = _document(data)
     if doc.get("evidence_type") != SPLIT_VIEW_PROOF:
         raise _malformed(f"evidence_type is not {SPLIT_VIEW_PROOF!r}")
@@ -338,9 +339,18 @@ def verify_split_view_proof(
     if (proof.old, proof.new) != (small.size, large.size):
         raise _fails("the consistency proof is not between the checkpoints' sizes")
     if small.size & (small.size - 1) == 0:
-        raise _fails(f"size {small.size} is a power of two: its consistency proof leaves the "
-                     "smaller tree's root out, so it cannot show another one")  # fmt: skip
-    roots = merkle.consistency_roots(small.size, large.size, small.root, proof.path)
+        # RFC 9162 2.1.4.2 step 2 puts the smaller tree's root first; a served path leaves
+        # it out, so the evidence carries it there itself (the root the larger tree commits
+        # to: the path must then lead from it to the larger root)
+        roots = merkle.consistency_roots(small.size, large.size, proof.path[0],
+                                         proof.path[1:]) if proof.path else None  # fmt: skip
+        if roots is None and merkle.consistency_roots(
+            small.size, large.size, small.root, proof.path
+        ) is not None:
+            raise _fails(f"size {small.size} is a power of two and the proof leaves the "
+                         "smaller tree's root out, so it cannot show another one")  # fmt: skip
+    else:
+        roots = merkle.consistency_roots(small.size, large.size, small.root, proof.path)
     if roots is None or roots[1] != large.root:
         raise _fails("the served consistency proof does not lead to the larger checkpoint's "
                      "root: it proves nothing either way")  # fmt: skip

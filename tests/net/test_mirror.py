@@ -179,6 +179,40 @@ def test_an_older_rewritten_tree_is_proven_a_split_view_by_the_mirror_itself(
     assert json.loads(out)["sizes"] == [200, 300]
 
 
+@pytest.mark.parametrize(("accepted", "served"), [(2, 5), (256, 300), (300, 256), (5, 1)])
+def test_a_split_view_whose_smaller_tree_has_a_power_of_two_size_is_proven(
+    tmp_path: Path, keys: Keys, accepted: int, served: int
+) -> None:
+    """RFC 9162's consistency proof from a power-of-two size leaves that tree's root out,
+    so the proof as served could not show that the larger tree commits to another one:
+    the mirror's evidence said split view and verify-proof said not proven. The evidence
+    now carries that root first, taken from what the larger checkpoint's root commits to
+    (the served tiles, or the mirror's own copy of the accepted tree)."""
+    events = _events(9, piths=45)
+    origin = _store(tmp_path / "origin", events[:accepted])
+    copy = tmp_path / "mirror"
+    with serving(origin, keys) as server:
+        assert mirror(copy, server.url, keys)[0] == 0
+    # the same key and origin, another history: the first two leaves swapped
+    other = [events[1], events[0], *events[2:served]][:served]
+    rewritten = _store(tmp_path / "rewritten", other)
+    with serving(rewritten, keys) as server:
+        status, _, err = mirror(copy, server.url, keys, "--evidence-dir", str(tmp_path / "ev"))
+    assert status == 1 and "[mirror.split_view]" in err, err
+    (path,) = (tmp_path / "ev").iterdir()
+    status, out, err = run(["verify-proof", "--keyring", str(keys.keyring), str(path)])
+    assert status == 0 and "split view proven" in err, err
+    assert json.loads(out)["sizes"] == sorted([accepted, served])
+    # the root put first is checked with the rest: another one proves nothing
+    doc = json.loads(path.read_text())
+    lines = doc["consistency_proof"].split("\n")
+    lines[3] = lines[4]
+    doc["consistency_proof"] = "\n".join(lines)
+    path.write_bytes(json.dumps(doc, sort_keys=True, separators=(",", ":"),
+                               ensure_ascii=False).encode() + b"\n")
+    assert run(["verify-proof", "--keyring", str(keys.keyring), str(path)])[0] == 1
+
+
 def test_same_size_other_root_is_a_split_view(tmp_path: Path, keys: Keys) -> None:
     events = _events(3, piths=20)
     origin = _store(tmp_path / "origin", events)

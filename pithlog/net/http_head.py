@@ -16,6 +16,16 @@ over as many bytes: from the read after the one that began it (which also carrie
 came before it on the connection, so it is not counted), so the parser never holds more
 than the bound and one read. Either way the connection gets ``431`` with the JSON error
 ``serve.head_too_large`` and is closed.
+
+uvicorn bounds neither how long a connection may take to send a head nor how long an answer
+may wait for its client to read it: a connection that sends nothing, or a few bytes of a
+head, or never reads its answer, stayed open for ever, and each counts towards uvicorn's
+concurrency limit (``LIMIT_CONCURRENCY``, :mod:`pithlog.net.server`), past which every
+other client gets ``503``: 1,000 idle sockets from one client shut a worker for as long as
+they stayed. So a head must be whole within :data:`HEAD_SECONDS` of the connection's start
+or of its first byte (``408 serve.timeout`` when some of it came, else the connection is
+closed without a word, as after an idle keep-alive), and an answer whose client has taken
+none of its bytes for :data:`SEND_STALL_SECONDS` is cut off: the connection is closed.
 """
 
 from __future__ import annotations
@@ -31,6 +41,13 @@ from pithlog.net.joined_writes import JoinedWrites
 MAX_HEAD_BYTES = 16 * 1024
 """The largest request head (request line and headers) a connection may send."""
 
+HEAD_SECONDS = 10.0
+"""Seconds a request head may take, from the connection's start (its first request) or from
+its first byte (the next ones; between two requests uvicorn's keep-alive time-out runs)."""
+SEND_STALL_SECONDS = 60.0
+"""Seconds an answer may wait, its connection's buffer full, without the client taking any
+of it (nginx's ``send_timeout`` is as long)."""
+
 register(
     {
         "serve.head_too_large": "the request's head (its request line and headers) is "
@@ -39,10 +56,14 @@ register(
 )
 
 
-def _refusal(too_large: bool = True) -> bytes:
+def _refusal(too_large: bool = True, late: bool = False) -> bytes:
     """The answer to a head refused before any app saw it, then the connection closed: a
     JSON error as every other (``docs/errors.md``), not uvicorn's plain text."""
-    if too_large:
+    if late:
+        status = b"408 Request Timeout"
+        error = {"error": "serve.timeout", "message": "the request's head did not arrive "
+                 f"within {HEAD_SECONDS:g} s"}  # fmt: skip
+    elif too_large:
         status = b"431 Request Header Fields Too Large"
         error = {"error": "serve.head_too_large",
                  "message": f"the request's head is over {MAX_HEAD_BYTES} bytes"}  # fmt: skip
@@ -77,8 +98,10 @@ if HAVE_HTTPTOOLS:
 
     class BoundedHttpToolsProtocol(HttpToolsProtocol):
         """uvicorn's httptools protocol, whose request heads may be at most
-        :data:`MAX_HEAD_BYTES` (the module's docstring says how they are counted), and
-        whose answers go out in one write each (:mod:`pithlog.net.joined_writes`). At the
+        :data:`MAX_HEAD_BYTES` (the module's docstring says how they are counted) and take
+        at most :data:`HEAD_SECONDS`, whose answers are cut off when their client reads
+        none of them for :data:`SEND_STALL_SECONDS`, and whose answers go out in one write
+        each (:mod:`pithlog.net.joined_writes`). At the
         module's top level, so that ``serve --workers N`` can send it to its workers."""
 
         def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -87,13 +110,75 @@ if HAVE_HTTPTOOLS:
             self._began = False
             self._head_bytes = 0
             self._too_large = False
+            self._head_started = False  # a byte of the head has come
+            self._head_timer: asyncio.TimerHandle | None = None
+            self._stall_timer: asyncio.TimerHandle | None = None
+            self._stall_buffered = 0
+
+        def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+            super().connection_made(transport)
+            self._head_timer = self.loop.call_later(HEAD_SECONDS, self._head_late)
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            for timer in (self._head_timer, self._stall_timer):
+                if timer is not None:
+                    timer.cancel()
+            self._head_timer = self._stall_timer = None
+            super().connection_lost(exc)
+
+        def _head_late(self) -> None:
+            """:data:`HEAD_SECONDS` passed and the head is not whole: ``408`` when some of
+            it came, else the connection closed. While an answer of the connection is under
+            way (pipelined requests), reading waits for it: the head's time starts again."""
+            self._head_timer = None
+            if self.transport.is_closing():
+                return
+            if self.pipeline or (self.cycle is not None and not self.cycle.response_complete):
+                self._head_timer = self.loop.call_later(HEAD_SECONDS, self._head_late)
+                return
+            if self._head_started:
+                self.transport.write(_refusal(late=True))
+            self.transport.close()
+
+        def pause_writing(self) -> None:
+            super().pause_writing()
+            if self._stall_timer is None:
+                self._stall_buffered = self.transport.get_write_buffer_size()
+                self._stall_timer = self.loop.call_later(SEND_STALL_SECONDS, self._stalled)
+
+        def resume_writing(self) -> None:
+            super().resume_writing()
+            if self._stall_timer is not None:
+                self._stall_timer.cancel()
+                self._stall_timer = None
+
+        def _stalled(self) -> None:
+            """The connection's buffer has been full for :data:`SEND_STALL_SECONDS`: cut
+            the answer off if the client took none of it meanwhile."""
+            self._stall_timer = None
+            if self.transport.is_closing():
+                return
+            buffered = self.transport.get_write_buffer_size()
+            if buffered < self._stall_buffered:  # read, slowly: it has as long again
+                self._stall_buffered = buffered
+                self._stall_timer = self.loop.call_later(SEND_STALL_SECONDS, self._stalled)
+                return
+            # close() would wait for the buffer to drain, which is what does not happen
+            self.transport.abort()
 
         def on_message_begin(self) -> None:
             super().on_message_begin()
             self._in_head, self._began, self._head_bytes = True, True, 0
+            self._head_started = True
+            if self._head_timer is None:
+                self._head_timer = self.loop.call_later(HEAD_SECONDS, self._head_late)
 
         def on_headers_complete(self) -> None:
             self._in_head = False
+            self._head_started = False
+            if self._head_timer is not None:
+                self._head_timer.cancel()
+                self._head_timer = None
             # the head as sent, give or take its spaces: method, target, version, fields
             size = len(self.url) + 16 + sum(len(n) + len(v) + 4 for n, v in self.headers)
             if size > MAX_HEAD_BYTES:

@@ -36,7 +36,8 @@ register(
         "(docs/network.md, limits): send fewer events per request",
         "serve.too_many_lines": "the request holds more lines than the server accepts per "
         "request (docs/network.md, limits): split it",
-        "serve.timeout": "the request body did not arrive in time (docs/network.md, limits)",
+        "serve.timeout": "the request (its head, or a POST body) did not arrive in time "
+        "(docs/network.md, limits)",
         "serve.busy": "the server holds as many submissions as it takes at once "
         "(docs/network.md, limits): retry later",
         "serve.bad_request": "the request is malformed (its Content-Length, or its body is "

@@ -10,12 +10,15 @@ its body as two."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import socket
 import struct
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -190,3 +193,122 @@ def test_each_answer_reaches_the_client_as_one_segment(server: Server) -> None:
             answer = _one_answer(sock)
             assert answer.startswith(b"HTTP/1.1 ") and _data_segments_in(sock) - before == 1, (
                 path, answer[:80])
+
+
+# --- connections that hold a place: heads that never end, answers never read -------------
+
+
+@contextlib.contextmanager
+def _bounded_uvicorn(app: Any, concurrency: int) -> Iterator[tuple[Any, tuple[str, int]]]:
+    """``app`` served in a thread by uvicorn with :class:`BoundedHttpToolsProtocol`, as
+    ``serve`` runs it, at most ``concurrency`` connections at once: the server and its
+    address."""
+    import uvicorn
+
+    pytest.importorskip("httptools")
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    config = uvicorn.Config(app, log_level="error", lifespan="off",
+                            http=http_head.BoundedHttpToolsProtocol,
+                            limit_concurrency=concurrency)  # fmt: skip
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not server.started:
+        assert time.monotonic() < deadline, "the server did not start"
+        time.sleep(0.01)
+    try:
+        yield server, sock.getsockname()
+    finally:
+        server.should_exit = True
+        thread.join(10)
+        sock.close()
+
+
+def _until_closed(sock: socket.socket) -> bytes:
+    """What the server sends before it closes the connection; an error if it has not
+    within 5 s."""
+    sock.settimeout(5)
+    got = b""
+    with contextlib.suppress(ConnectionResetError):
+        while chunk := sock.recv(65536):
+            got += chunk
+    return got
+
+
+async def _small(scope: Any, receive: Any, send: Any) -> None:
+    await send({"type": "http.response.start", "status": 200,
+                "headers": [(b"content-length", b"3")]})  # fmt: skip
+    await send({"type": "http.response.body", "body": b"ok\n"})
+
+
+def test_connections_that_never_finish_a_head_are_closed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # uvicorn closed neither: eight of them held all eight places, and every other client
+    # got 503 for as long as they stayed
+    monkeypatch.setattr(http_head, "HEAD_SECONDS", 0.5)
+    with _bounded_uvicorn(_small, concurrency=8) as (_, address):
+        idle = [socket.create_connection(address) for _ in range(6)]
+        partial = [socket.create_connection(address) for _ in range(2)]
+        for sock in partial:
+            sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n")
+        time.sleep(0.2)
+        url = f"http://{address[0]}:{address[1]}/"
+        assert httpx.get(url, timeout=5).status_code == 503
+        for sock in idle:
+            assert _until_closed(sock) == b""  # closed without a word
+        for sock in partial:
+            head, _, body = _until_closed(sock).partition(b"\r\n\r\n")
+            assert head.startswith(b"HTTP/1.1 408 "), head
+            assert json.loads(body)["error"] == "serve.timeout"
+        for sock in idle + partial:
+            sock.close()
+        assert httpx.get(url, timeout=5).status_code == 200
+        # a kept-alive connection's next request has its own time, from its first byte
+        with socket.create_connection(address) as sock:
+            for i in range(3):
+                time.sleep(0.3 if i else 0)  # idle between requests: the keep-alive's time
+                sock.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n")
+                time.sleep(0.3)
+                sock.sendall(b"\r\n")
+                assert _one_answer(sock).startswith(b"HTTP/1.1 200 ")
+
+
+BIG = 64 << 20
+
+
+async def _big(scope: Any, receive: Any, send: Any) -> None:
+    await send({"type": "http.response.start", "status": 200,
+                "headers": [(b"content-length", str(BIG).encode())]})  # fmt: skip
+    chunk = b"b" * (1 << 20)
+    for i in range(BIG // len(chunk)):
+        await send({"type": "http.response.body", "body": chunk,
+                    "more_body": i < BIG // len(chunk) - 1})  # fmt: skip
+
+
+def test_an_answer_its_client_never_reads_is_cut_off(monkeypatch: pytest.MonkeyPatch) -> None:
+    # uvicorn waited for the client for ever, the connection holding its place
+    monkeypatch.setattr(http_head, "SEND_STALL_SECONDS", 0.5)
+    with _bounded_uvicorn(_big, concurrency=4) as (server, address):
+        sock = socket.socket()
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        sock.connect(address)
+        sock.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+        time.sleep(0.2)
+        assert len(server.server_state.connections) == 1
+        time.sleep(2)  # the buffers full within the first moments, then 0.5 s of nothing
+        assert not server.server_state.connections
+        got = len(_until_closed(sock))
+        sock.close()
+        assert got < BIG
+        # a client that reads, however slowly, is not cut off
+        with socket.create_connection(address) as reader:
+            reader.sendall(b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            total = 0
+            while chunk := reader.recv(1 << 20):
+                total += len(chunk)
+                if total < 4 << 20:
+                    time.sleep(0.01)
+        assert total > BIG

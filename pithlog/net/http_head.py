@@ -67,10 +67,11 @@ def _refusal(too_large: bool = True, late: bool = False) -> bytes:
         status = b"431 Request Header Fields Too Large"
         error = {"error": "serve.head_too_large",
                  "message": f"the request's head is over {MAX_HEAD_BYTES} bytes"}  # fmt: skip
-    else:  # what the HTTP parser refuses: a bad Content-Length, two of them, a bad line
+    else:  # what the HTTP parser refuses: a bad Content-Length, two of them, a bad line;
+        # a request without Host or with two
         status = b"400 Bad Request"
         error = {"error": "serve.bad_request", "message": "the request is not HTTP/1.1 as "
-                 "RFC 9112 writes it (its request line, a header, Content-Length or the "
+                 "RFC 9112 writes it (its request line, a header, Host, Content-Length or the "
                  "chunked framing)"}  # fmt: skip
     body = msgspec.json.encode(error) + b"\n"
     # the headers every answer carries (pithlog.net.answers.answer_headers), as an error's
@@ -185,6 +186,11 @@ if HAVE_HTTPTOOLS:
                 self._too_large = True
                 # the parser stops and uvicorn answers the error (send_400_response)
                 raise ValueError("request head too large")
+            # RFC 9112 3.2: a server MUST answer 400 to an HTTP/1.1 request without Host,
+            # and to any request with more than one (llhttp passes both)
+            hosts = sum(1 for name, _ in self.headers if name == b"host")
+            if hosts > 1 or (hosts == 0 and self.parser.get_http_version() == "1.1"):
+                raise ValueError("no Host, or more than one")
             before = self.cycle
             super().on_headers_complete()
             if self.cycle is not before:  # a new request: one write per answer

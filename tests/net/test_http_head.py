@@ -312,3 +312,24 @@ def test_an_answer_its_client_never_reads_is_cut_off(monkeypatch: pytest.MonkeyP
                 if total < 4 << 20:
                     time.sleep(0.01)
         assert total > BIG
+
+
+@pytest.mark.parametrize("head", [
+    b"GET /healthz HTTP/1.1\r\n",  # RFC 9112 3.2: an HTTP/1.1 request needs its Host
+    b"GET /healthz HTTP/1.1\r\nHost: a\r\nHost: b\r\n",  # and any request at most one
+    b"GET /healthz HTTP/1.0\r\nHost: a\r\nHost: b\r\n",
+])  # fmt: skip
+def test_a_request_without_host_or_with_two_is_a_json_400(server: Server, head: bytes) -> None:
+    with socket.create_connection(server.address) as sock:
+        sock.sendall(head + b"\r\n")
+        answer = _answer(sock)
+    head, _, body = answer.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 400 "), answer[:200]
+    assert json.loads(body)["error"] == "serve.bad_request"
+
+
+def test_a_request_with_one_host_or_an_http_1_0_one_without_is_answered(server: Server) -> None:
+    for head in (b"GET /healthz HTTP/1.1\r\nHost: x\r\n", b"GET /healthz HTTP/1.0\r\n"):
+        with socket.create_connection(server.address) as sock:
+            sock.sendall(head + b"Connection: close\r\n\r\n")
+            assert _answer(sock).startswith(b"HTTP/1.1 200 ")

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import anyio
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import Response
@@ -15,6 +16,10 @@ from starlette.routing import Route
 from pithlog.protocol.keys import Keyring, SigningKey
 from pithlog.store import Store
 from pithlog.transparency.witness import MAX_BODY_BYTES, Verdict, judge_add_checkpoint
+
+BODY_SECONDS = 30.0
+"""Seconds a body may take to arrive, as ``POST /sync``'s: a client that sends it a byte at a
+time, or stops, holds a connection no longer (``408``)."""
 
 
 async def _body(request: Request) -> bytes | None:
@@ -37,9 +42,14 @@ def witness_routes(
     cosignatures' time (POSIX seconds)."""
 
     async def add_checkpoint(request: Request) -> Response:
-        body = await _body(request)
+        with anyio.move_on_after(BODY_SECONDS) as reading:
+            body = await _body(request)
+        if reading.cancelled_caught:
+            return Response(f"the body did not arrive within {BODY_SECONDS:g} s\n", 408,
+                            media_type="text/plain")  # fmt: skip
         if body is None:
-            return Response(f"the body is over {MAX_BODY_BYTES} bytes\n", 413)
+            return Response(f"the body is over {MAX_BODY_BYTES} bytes\n", 413,
+                            media_type="text/plain")  # fmt: skip
 
         def judge() -> Verdict:
             return store.witness_add(

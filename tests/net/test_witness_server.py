@@ -15,11 +15,13 @@ from typing import Any
 
 import httpx
 import pytest
-from served import g, serve_process, slow_head
+from served import g, in_thread, serve_process, slow_head
+from starlette.applications import Starlette
 
 from pithlog.cli import main
 from pithlog.errors import WitnessError
-from pithlog.protocol.keys import dump_key_file, make_keyring
+from pithlog.net import witness_route
+from pithlog.protocol.keys import dump_key_file, load_keyring, make_keyring
 from pithlog.store import Store
 from pithlog.testing import test_key, test_keyring_entries
 from pithlog.transparency.witness import verify_cosignatures
@@ -181,3 +183,23 @@ def test_a_witness_url_that_cannot_be_used_is_no_answer(log: dict[str, Any], url
     status, _, err = checkpoint(log, "--witness", url)
     assert status != 0 and "Traceback" not in err and "[witness.quorum]" in err, err
     assert "no answer" in err, err
+
+
+def test_a_body_that_does_not_arrive_in_time_is_408(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the body was read without a deadline: a client that sent part of it held its
+    # connection for ever
+    monkeypatch.setattr(witness_route, "BODY_SECONDS", 0.5)
+    keyring = load_keyring(json.dumps({"keyring_version": "1",
+                                       "keys": test_keyring_entries()}).encode())  # fmt: skip
+    with Store.open(tmp_path / "state") as store:
+        app = Starlette(routes=witness_route.witness_routes(store, keyring, test_key("mirror"),
+                                                            lambda: 0.0))  # fmt: skip
+        with in_thread(app) as url:
+            host, port = url.removeprefix("http://").rsplit(":", 1)
+            with socket.create_connection((host, int(port)), timeout=10) as sock:
+                sock.sendall(b"POST /add-checkpoint HTTP/1.1\r\nHost: x\r\n"
+                             b"Content-Length: 100\r\n\r\nold 0\n")  # fmt: skip
+                answer = sock.recv(65536)
+    assert answer.startswith(b"HTTP/1.1 408 "), answer[:200]

@@ -24,8 +24,9 @@ concurrency limit (``LIMIT_CONCURRENCY``, :mod:`pithlog.net.server`), past which
 other client gets ``503``: 1,000 idle sockets from one client shut a worker for as long as
 they stayed. So a head must be whole within :data:`HEAD_SECONDS` of the connection's start
 or of its first byte (``408 serve.timeout`` when some of it came, else the connection is
-closed without a word, as after an idle keep-alive), and an answer whose client has taken
-none of its bytes for :data:`SEND_STALL_SECONDS` is cut off: the connection is closed.
+closed without a word, as after an idle keep-alive), the rest of a body that an answer went
+out before (a ``408``, a ``413``) has as long, and an answer whose client has taken none of
+its bytes for :data:`SEND_STALL_SECONDS` is cut off: the connection is closed.
 """
 
 from __future__ import annotations
@@ -166,6 +167,24 @@ if HAVE_HTTPTOOLS:
                 return
             # close() would wait for the buffer to drain, which is what does not happen
             self.transport.abort()
+
+        def on_response_complete(self) -> None:
+            super().on_response_complete()
+            if (self.cycle is not None and self.cycle.more_body and self._head_timer is None
+                    and not self.transport.is_closing()):  # fmt: skip
+                # answered before its body came whole (a 408, a 413): each byte of the rest
+                # put off uvicorn's keep-alive time-out, and nothing else ran, so the rest
+                # has as long as a head would
+                self._head_timer = self.loop.call_later(HEAD_SECONDS, self._head_late)
+
+        def on_message_complete(self) -> None:
+            super().on_message_complete()
+            if self.cycle is not None and self.cycle.response_complete and \
+                    self._head_timer is not None:  # fmt: skip
+                # the rest of an answered request's body came: the next head's time starts
+                # with its first byte
+                self._head_timer.cancel()
+                self._head_timer = None
 
         def on_message_begin(self) -> None:
             super().on_message_begin()

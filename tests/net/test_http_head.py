@@ -333,3 +333,35 @@ def test_a_request_with_one_host_or_an_http_1_0_one_without_is_answered(server: 
         with socket.create_connection(server.address) as sock:
             sock.sendall(head + b"Connection: close\r\n\r\n")
             assert _answer(sock).startswith(b"HTTP/1.1 200 ")
+
+
+async def _unread(scope: Any, receive: Any, send: Any) -> None:
+    # answers without reading the body, as a 408 or a 413 does
+    await send({"type": "http.response.start", "status": 413,
+                "headers": [(b"content-length", b"3")]})  # fmt: skip
+    await send({"type": "http.response.body", "body": b"no\n"})
+
+
+def test_a_body_that_goes_on_arriving_after_its_answer_is_closed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # each byte of it put off uvicorn's keep-alive time-out, and nothing else closed it
+    monkeypatch.setattr(http_head, "HEAD_SECONDS", 0.5)
+    with _bounded_uvicorn(_unread, concurrency=4) as (server, address):
+        with socket.create_connection(address) as sock:
+            sock.sendall(b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\nab")
+            assert _one_answer(sock).startswith(b"HTTP/1.1 413 ")
+            with pytest.raises(OSError):
+                for _ in range(40):  # 4 s of a byte each 0.1 s
+                    sock.sendall(b"x")
+                    time.sleep(0.1)
+        assert not server.server_state.connections
+        # a body that comes whole in time leaves the connection for the next request
+        with socket.create_connection(address) as sock:
+            sock.sendall(b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nab")
+            assert _one_answer(sock).startswith(b"HTTP/1.1 413 ")
+            time.sleep(0.3)
+            sock.sendall(b"cde")
+            time.sleep(0.4)  # past the body's time: the next head's own starts later
+            sock.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+            assert _one_answer(sock).startswith(b"HTTP/1.1 413 ")

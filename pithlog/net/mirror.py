@@ -213,7 +213,8 @@ def _consistent(store: Store, origin: Origin, old: Checkpoint, old_note: bytes,
 
 
 def _power_of_two(size: int) -> bool:
-    return size & (size - 1) == 0
+    # 0 is not one: the empty tree has no first root to put before a path (no tile level)
+    return size > 0 and size & (size - 1) == 0
 
 
 def _with_first_root(origin: Origin, proof: ConsistencyProof,

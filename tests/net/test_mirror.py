@@ -493,6 +493,33 @@ def test_an_origin_without_proofs_is_not_followed(tmp_path: Path, keys: Keys) ->
             assert (m.tree_size(), m.accepted_checkpoint(ORIGIN)) == before == (50, before[1])
 
 
+def test_a_proof_from_the_empty_tree_that_does_not_hold_is_no_traceback(
+    tmp_path: Path, keys: Keys
+) -> None:
+    """A mirror that accepted the log's empty tree, shown a consistency proof from size 0
+    that is not empty (which no honest log serves), stopped with a ValueError traceback
+    (a negative shift): 0 was taken for a power of two, and the first tree's root looked
+    for in tiles of level -1. It is mirror.split_view, as before, and nothing is stored."""
+    events = _events(10, piths=20)
+    origin = _store(tmp_path / "origin", [])
+    copy = tmp_path / "mirror"
+    with serving(origin, keys) as server:
+        assert mirror(copy, server.url, keys)[0] == 0
+        _store(origin, events[:5])
+
+        def change(body: bytes) -> bytes:  # one hash more than the empty path
+            return body + b"A" * 43 + b"=\n"
+
+        client = mm.Origin(server.url, _tampering(server.url, "/proof/consistency/0/", change))
+        keyring = load_keyring(keys.keyring.read_bytes())
+        with Store.open(copy) as m:
+            before = m.accepted_checkpoint(ORIGIN)
+            with pytest.raises(MirrorError) as caught:
+                mm.mirror_once(m, client, keyring, ORIGIN, evidence_dir=tmp_path / "ev")
+            assert caught.value.code == "mirror.split_view"
+            assert (m.tree_size(), m.accepted_checkpoint(ORIGIN)) == (0, before)
+
+
 def test_a_leaf_whose_committed_copy_fails_the_door_or_names_another_event_stops_the_batch(
     tmp_path: Path,
 ) -> None:

@@ -113,12 +113,14 @@ class _Backend(httpcore.NetworkBackend):
         self._backend.sleep(seconds)
 
 
-def deadline_transport() -> httpx.HTTPTransport:
-    """httpx's transport (no proxy), its connections under :class:`AnswerDeadline`. httpx
-    takes no network backend of its own choosing: its pool is made again with one."""
-    transport = httpx.HTTPTransport()
-    transport._pool = httpcore.ConnectionPool(
-        ssl_context=httpx.create_ssl_context(), max_connections=100,
-        max_keepalive_connections=20, keepalive_expiry=5.0,  # httpx's default limits
-        network_backend=_Backend())  # fmt: skip
-    return transport
+def deadline_client(**options: Any) -> httpx.Client:
+    """``httpx.Client(**options)`` as httpx makes it, the proxies that ``HTTP_PROXY``,
+    ``HTTPS_PROXY``, ``ALL_PROXY`` and ``NO_PROXY`` name included, with every connection
+    it opens, straight or through a proxy, under :class:`AnswerDeadline`. httpx takes no
+    network backend of its own choosing, so each transport's connection pool is given
+    one (a pool made again instead would drop the proxies)."""
+    client = httpx.Client(**options)
+    for transport in (client._transport, *client._mounts.values()):
+        if isinstance(transport, httpx.HTTPTransport):
+            transport._pool._network_backend = _Backend()
+    return client

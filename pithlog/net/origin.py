@@ -13,7 +13,7 @@ from typing import Any
 import httpx
 
 from pithlog.errors import MirrorError, PithlogError, ProofError
-from pithlog.net.deadline import AnswerDeadline, deadline_transport
+from pithlog.net.deadline import AnswerDeadline, deadline_client
 from pithlog.net.encoding import ACCEPT_ENCODING, read_answer
 from pithlog.protocol.canonical import MAX_ENVELOPE_BYTES, shape
 from pithlog.transparency import merkle, tiles
@@ -64,8 +64,7 @@ class Origin:
     def __init__(self, url: str, client: httpx.Client | None = None,
                  limits: Limits = LIMITS) -> None:  # fmt: skip
         self.url = url.rstrip("/")
-        self._client = client or httpx.Client(timeout=TIMEOUT, follow_redirects=False,
-                                              transport=deadline_transport())
+        self._client = client or deadline_client(timeout=TIMEOUT, follow_redirects=False)
         self._own = client is None
         self.limits = limits
         self.fetched = 0

@@ -31,7 +31,7 @@ from starlette.routing import BaseRoute, Route
 from pithlog.errors import DoorError, ServeError, SyncError, register
 from pithlog.net.answers import NO_STORE, answer_headers, status_of
 from pithlog.net.app import error_response
-from pithlog.net.deadline import AnswerDeadline, deadline_transport
+from pithlog.net.deadline import AnswerDeadline, deadline_client
 from pithlog.net.encoding import ACCEPT_ENCODING, read_answer
 from pithlog.net.sources import store_responder
 from pithlog.net.submit import Limits as BodyLimits
@@ -157,8 +157,7 @@ class HttpTransport:
     ) -> None:
         self.url = base_url.rstrip("/") + SYNC_PATH
         self.limits = limits or Limits()
-        self._client = client or httpx.Client(timeout=TIMEOUT, follow_redirects=False,
-                                              transport=deadline_transport())
+        self._client = client or deadline_client(timeout=TIMEOUT, follow_redirects=False)
         self._own = client is None
         self.sent = self.received = self.messages = 0
         self.remote_items: int | None = None

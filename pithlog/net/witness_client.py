@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import httpx
 
 from pithlog.errors import WitnessError
-from pithlog.net.deadline import AnswerDeadline, deadline_transport
+from pithlog.net.deadline import AnswerDeadline, deadline_client
 from pithlog.net.encoding import ACCEPT_ENCODING, read_answer
 from pithlog.protocol.keys import KeyEntry
 from pithlog.transparency.witness import AddCheckpoint, Cosigned, witness_lines
@@ -70,12 +70,12 @@ def ask_witness(
     """Send the signed checkpoint ``note`` (of tree ``size``) to the witness at ``url``,
     starting from old size 0 and, on a 409, from the size the witness names, with the
     consistency proof ``proof_from(old)``. The deadline of each answer holds its head
-    only on a ``client`` made with :func:`pithlog.net.deadline.deadline_transport`."""
+    only on a ``client`` made by :func:`pithlog.net.deadline.deadline_client`."""
     old = 0
     for _ in range(2):
         proof = tuple(proof_from(old)) if 0 < old < size else ()
         # the whole answer, its head too, within answer_seconds of its cap (the client's
-        # transport is deadline_transport: httpx alone times each read, and h11 waits for
+        # client is deadline_client's: httpx alone times each read, and h11 waits for
         # 100 KiB of head)
         deadline = AnswerDeadline(MAX_ANSWER_BYTES)
         try:
@@ -120,10 +120,12 @@ def collect(
 ) -> tuple[bytes, list[Asked]]:
     """Ask every witness in turn; the checkpoint with the cosignatures of all that cosigned,
     or ``witness.quorum`` when fewer than ``quorum`` distinct witness keys did. The
-    client's ``transport`` is :func:`pithlog.net.deadline.deadline_transport` unless one
-    is given."""
+    client is :func:`pithlog.net.deadline.deadline_client`'s unless a ``transport`` is
+    given."""
     asked: list[Asked] = []
-    with httpx.Client(timeout=TIMEOUT, transport=transport or deadline_transport()) as client:
+    client = (httpx.Client(timeout=TIMEOUT, transport=transport) if transport is not None
+              else deadline_client(timeout=TIMEOUT))  # fmt: skip
+    with client:
         for url in urls:
             asked.append(ask_witness(client, url, note, size, proof_from, witnesses))
     keys = {c.key_id for a in asked for c in a.cosigned}

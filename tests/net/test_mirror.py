@@ -728,6 +728,29 @@ def test_an_answer_whose_head_drips_is_cut_off_at_its_deadline(
         caught.value) and took < 10  # fmt: skip
 
 
+def test_a_proxy_from_the_environment_is_used_and_held_to_the_deadline(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """HTTP_PROXY is honoured, as httpx honours it: the request for a host that does not
+    resolve goes to the proxy (here a server whose heads come a line at a time), and the
+    answer's deadline holds through it. Without the proxy the host would not resolve."""
+    from pithlog.net import encoding
+
+    monkeypatch.setattr(encoding, "ANSWER_GRACE", 1.0)
+    monkeypatch.setattr(encoding, "SLOWEST_RATE", 1 << 40)
+    for name in ("NO_PROXY", "no_proxy", "ALL_PROXY", "all_proxy", "HTTPS_PROXY",
+                 "https_proxy", "http_proxy"):  # fmt: skip
+        monkeypatch.delenv(name, raising=False)
+    with slow_head() as proxy:
+        monkeypatch.setenv("HTTP_PROXY", proxy)
+        with mm.Origin("http://origin.invalid") as origin:
+            started = time.monotonic()
+            with pytest.raises(MirrorError) as caught:
+                origin.checkpoint()
+            took = time.monotonic() - started
+    assert "an answer that took over 1 s" in caught.value.message and took < 10, caught.value
+
+
 def test_a_batch_ends_once_its_copies_reach_batch_bytes(
     tmp_path: Path, keys: Keys, monkeypatch: pytest.MonkeyPatch
 ) -> None:

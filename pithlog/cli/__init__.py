@@ -2,8 +2,9 @@
 
 Exit status (``docs/cli.md``): 0 success; 1 verification failed (a state document or a
 store that does not hold what it claims); 2 bad input or usage (a refused line, a bad
-keyring, a file that cannot be read, wrong arguments); 130 interrupted; 143 terminated
-(SIGTERM, under the console script). Every deliberate failure is a
+keyring, a file that cannot be read, wrong arguments); 3 the store is behind a checkpoint
+(``checkpoint.behind``); 130 interrupted; 143 terminated (SIGTERM, under the console
+script). Every deliberate failure is a
 :class:`~pithlog.errors.PithlogError`, caught once in :func:`main` and printed as one line.
 
 The commands live in one module per group, each with its parsers beside them
@@ -58,7 +59,8 @@ from pithlog.errors import (
 )
 
 EPILOG = """exit status: 0 success; 1 verification failed; 2 bad input or usage;
-130 interrupted (Ctrl-C); 143 terminated (SIGTERM).
+3 the store is behind the checkpoint (verify-checkpoint --check-store, prove inclusion
+--checkpoint: sync it, not a fork); 130 interrupted (Ctrl-C); 143 terminated (SIGTERM).
 Every error is one line: pithlog: [family.detail] message (docs/errors.md lists them).
 Helper and worker processes: one per core this process may use (its CPU affinity and
 cgroup quota), or $PITHLOG_CORES when set."""

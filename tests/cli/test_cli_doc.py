@@ -7,7 +7,7 @@ import argparse
 import re
 from pathlib import Path
 
-from pithlog.cli import build_parser
+from pithlog.cli import EPILOG, build_parser
 
 ROOT = Path(__file__).resolve().parents[2]
 CLI_DOC = ROOT / "docs" / "cli.md"
@@ -70,3 +70,9 @@ def test_every_command_has_a_section_naming_each_of_its_options() -> None:
             missing.append(f"{name}: {option} in its heading, not an option")
     assert not missing, missing
 
+
+def test_the_main_help_lists_every_exit_status_of_cli_md() -> None:
+    table = CLI_DOC.read_text(encoding="utf-8").split("## Exit status", 1)[1].split("\n\n")[1]
+    statuses = re.findall(r"^\| `(\d+)` \|", table, flags=re.M)
+    listed = re.findall(r"(?:^|[\s;])(\d+) [a-z]", EPILOG.split("exit status:", 1)[1])
+    assert statuses and set(statuses) <= set(listed), (statuses, listed)

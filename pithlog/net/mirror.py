@@ -186,6 +186,10 @@ def _consistent(store: Store, origin: Origin, old: Checkpoint, old_note: bytes,
             _split_view(old_note, new_note, None, evidence_dir, "two roots for one size")
         return
     small, large = (old, new) if old.size < new.size else (new, old)
+    if small.size == 0:
+        # every tree extends the empty one (whose root a checkpoint must have to parse):
+        # nothing to prove, and a proof asked for could only be a junk one
+        return
     if large is old and store.tree_size() >= old.size:
         # An older tree served: this store holds the accepted one, verified, so it proves
         # the served tree a prefix of it or not by itself. Asking the log would let a log

@@ -20,6 +20,7 @@ from pithlog.errors import WitnessError
 from pithlog.net.deadline import AnswerDeadline, deadline_client
 from pithlog.net.encoding import ACCEPT_ENCODING, read_answer
 from pithlog.protocol.keys import KeyEntry
+from pithlog.transparency.checkpoint import decimal_of
 from pithlog.transparency.witness import AddCheckpoint, Cosigned, witness_lines
 
 TIMEOUT = 10.0
@@ -92,10 +93,14 @@ def ask_witness(
         content = answer.content
         if answer.status_code == 409 and answer.content_type.startswith("text/x.tlog.size"):
             text = content.decode("ascii", "replace").strip()
-            if not text.isdigit() or int(text) == old or int(text) > size:
-                return Asked(url, b"", (), f"409 with size {text!r}: the witness has seen "
-                             "another tree of this log")  # fmt: skip
-            old = int(text)
+            # a tree size as a checkpoint writes it (at most 19 digits): int() of the
+            # thousands of digits a witness may send raised ValueError, a traceback here
+            # and a 500 from every /checkpoint of a serve --witness-url
+            known = decimal_of(text)
+            if known is None or known == old or known > size:
+                return Asked(url, b"", (), f"409 with size {text[:40]!r}: the witness has "
+                             "seen another tree of this log")  # fmt: skip
+            old = known
             continue
         if answer.status_code != 200:
             return Asked(url, b"", (), f"status {answer.status_code}: "

@@ -203,3 +203,21 @@ def test_a_body_that_does_not_arrive_in_time_is_408(
                              b"Content-Length: 100\r\n\r\nold 0\n")  # fmt: skip
                 answer = sock.recv(65536)
     assert answer.startswith(b"HTTP/1.1 408 "), answer[:200]
+
+
+@pytest.mark.parametrize("size", [b"9" * 5000, b"1" + b"0" * 19])
+def test_a_409_whose_size_is_no_tree_size_is_that_witness_s_problem(size: bytes) -> None:
+    """A 409's body is a tree size as a checkpoint writes it: int() of the 5,000 digits a
+    hostile witness sent raised ValueError (a traceback for checkpoint --witness, a 500
+    for every /checkpoint of serve --witness-url)."""
+    from pithlog.net.witness_client import collect
+
+    def conflict(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(409, headers={"Content-Type": "text/x.tlog.size"},
+                              content=size + b"\n")  # fmt: skip
+
+    with pytest.raises(WitnessError) as caught:
+        collect(["http://witness.invalid"], b"note", 5, lambda old: [], [], 1,
+                transport=httpx.MockTransport(conflict))  # fmt: skip
+    assert caught.value.code == "witness.quorum"
+    assert "http://witness.invalid: 409 with size" in caught.value.message

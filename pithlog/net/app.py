@@ -325,6 +325,13 @@ async def _internal(request: Request, exc: Exception) -> Response:
     return error_response(500, "serve.internal", "the server failed to answer")
 
 
+def error_handlers() -> dict[Any, Any]:
+    """Starlette's exception handlers of every app ``pithlog serve`` runs (a log, or a
+    witness): each error a JSON answer with a stable code (docs/network.md, "Errors")."""
+    return {PithlogError: _pithlog_error, HTTPException: _http_error,
+            ClientDisconnect: _gone, Exception: _internal}  # fmt: skip
+
+
 def routes(submit: SubmitRoute) -> list[Route]:
     out: list[Route] = [
         Route("/checkpoint", get_checkpoint),
@@ -379,8 +386,7 @@ def create_app(config: ServeConfig) -> Starlette:
     app = LogApp(
         submit,
         routes=[*first, *config.extra_routes, *rest],
-        exception_handlers={PithlogError: _pithlog_error, HTTPException: _http_error,
-                            ClientDisconnect: _gone, Exception: _internal},
+        exception_handlers=error_handlers(),
     )
     app.router.redirect_slashes = False  # one URL per resource: no 307 to another
     app.state.log = log

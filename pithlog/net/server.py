@@ -38,7 +38,7 @@ from uvicorn.supervisors import Multiprocess
 
 from pithlog.errors import StoreError, UsageError
 from pithlog.net import http_head
-from pithlog.net.app import create_app
+from pithlog.net.app import create_app, error_handlers
 from pithlog.net.pages import page_routes
 from pithlog.net.served_log import ServeConfig
 from pithlog.net.submit import Limits
@@ -164,8 +164,13 @@ def witness_app(settings: Settings) -> Starlette:
     async def healthz(request: Request) -> Response:
         return Response(b"ok\n", media_type="text/plain")
 
-    return Starlette(routes=[*witness_routes(store, keyring, key, time.time),
-                             Route("/healthz", healthz)])  # fmt: skip
+    # the log's error answers: an unknown path or method, or a failure, is JSON with a
+    # stable code here too (Starlette's own are plain text)
+    app = Starlette(routes=[*witness_routes(store, keyring, key, time.time),
+                            Route("/healthz", healthz)],
+                    exception_handlers=error_handlers())  # fmt: skip
+    app.router.redirect_slashes = False  # one URL per resource: no 307 to another
+    return app
 
 
 def _cosigner(settings: Settings, store: Store) -> Callable[[bytes, int], bytes]:

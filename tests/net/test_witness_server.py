@@ -221,3 +221,44 @@ def test_a_409_whose_size_is_no_tree_size_is_that_witness_s_problem(size: bytes)
                 transport=httpx.MockTransport(conflict))  # fmt: skip
     assert caught.value.code == "witness.quorum"
     assert "http://witness.invalid: 409 with size" in caught.value.message
+
+
+def witness_in_thread(tmp_path: Path) -> Any:
+    """``serve --witness``'s app (test key "mirror") served in a thread: its URL."""
+    from pithlog.net.server import Settings, witness_app
+
+    key = tmp_path / "witness.key"
+    key.write_bytes(dump_key_file(test_key("mirror")))
+    keyring = tmp_path / "witnessed.json"
+    keyring.write_text(json.dumps({"keyring_version": "1", "keys": test_keyring_entries()}))
+    return in_thread(witness_app(Settings(store=str(tmp_path / "state"), key=str(key),
+                                          origin="", keyring=str(keyring),
+                                          witness=True)))  # fmt: skip
+
+
+def test_a_witness_answers_unknown_paths_methods_and_failures_in_json(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """docs/network.md: every error pithlog answers is JSON with a stable code. The
+    witness's app answered Starlette's plain-text Not Found, Method Not Allowed and
+    Internal Server Error."""
+
+    def fails(self: Store, judge: Any) -> Any:
+        raise RuntimeError("the disk caught fire")
+
+    monkeypatch.setattr(Store, "witness_add", fails)
+    with witness_in_thread(tmp_path) as url:
+        body = b"old 0\n\nx\n"
+        answers = {
+            "serve.not_found": httpx.get(url + "/checkpoint", timeout=10),
+            "serve.method": httpx.get(url + "/add-checkpoint", timeout=10),
+            "serve.internal": httpx.post(url + "/add-checkpoint", content=body, timeout=10),
+        }
+        # no 307 to /add-checkpoint: one URL per resource, as the log's
+        slash = httpx.post(url + "/add-checkpoint/", content=body, timeout=10)
+    for code, answer in [*answers.items(), ("serve.not_found", slash)]:
+        assert answer.headers["content-type"] == "application/json", (code, answer.text)
+        assert answer.json()["error"] == code
+    assert answers["serve.method"].status_code == 405
+    assert answers["serve.internal"].status_code == 500
+    assert "fire" not in answers["serve.internal"].text

@@ -1,10 +1,12 @@
 """What a witness last cosigned, per origin (C2SP tlog-witness), kept in the store's
-``meta`` database under ``witness:<origin>``: the tree size (8 bytes, big-endian) and root
-(32 bytes). Read and written in the one write transaction that judges an
-``add-checkpoint``, so the check and the update are atomic (docs/witness.md)."""
+``meta`` database under ``witness:<origin>`` (an origin too long for an LMDB key: under
+``witness-sha256:`` and its SHA-256): the tree size (8 bytes, big-endian) and root (32
+bytes). Read and written in the one write transaction that judges an ``add-checkpoint``,
+so the check and the update are atomic (docs/witness.md)."""
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -13,10 +15,19 @@ from pithlog.store.layout import SEQ, Txn
 V = TypeVar("V")
 
 PREFIX = b"witness:"
+HASHED_PREFIX = b"witness-sha256:"
+MAX_KEY_BYTES = 511
+"""LMDB's largest key (``MDB_MAXKEYSIZE``)."""
 
 
 def _key(origin: str) -> bytes:
-    return PREFIX + origin.encode("utf-8")
+    key = PREFIX + origin.encode("utf-8")
+    if len(key) <= MAX_KEY_BYTES:
+        return key
+    # an origin a log may sign, but too long for an LMDB key (MDB_BAD_VALSIZE, a 500 for
+    # every add-checkpoint of that log): kept under its hash, as the accepted checkpoints
+    # are; the prefix differs from PREFIX at its 8th byte, so no origin's plain key is it
+    return HASHED_PREFIX + hashlib.sha256(origin.encode("utf-8")).digest()
 
 
 def known(txn: Txn, dbs: dict[str, Any], origin: str) -> tuple[int, bytes] | None:

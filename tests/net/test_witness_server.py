@@ -262,3 +262,27 @@ def test_a_witness_answers_unknown_paths_methods_and_failures_in_json(
     assert answers["serve.method"].status_code == 405
     assert answers["serve.internal"].status_code == 500
     assert "fire" not in answers["serve.internal"].text
+
+
+def test_a_log_with_an_origin_longer_than_an_lmdb_key_is_witnessed(tmp_path: Path) -> None:
+    """An origin of 600 bytes under the keyring's log key: the witness kept its state under
+    ``witness:<origin>``, over LMDB's 511-byte key, and answered every add-checkpoint of
+    that log 500 (MDB_BAD_VALSIZE). It is kept under the origin's hash instead."""
+    from pithlog.transparency import merkle
+    from pithlog.transparency.checkpoint import Checkpoint, sign_checkpoint
+    from pithlog.transparency.witness import AddCheckpoint
+
+    origin = ORIGIN + "/" + "a" * 600
+    leaves = merkle.subtree_from_leaves([merkle.leaf_hash(bytes([i]) * 64) for i in range(4)])
+    note = sign_checkpoint(Checkpoint(origin, 4, merkle.root(4, leaves)), test_key("registry"))
+    with witness_in_thread(tmp_path) as url:
+        first = httpx.post(url + "/add-checkpoint", timeout=10,
+                           content=AddCheckpoint(0, (), note).encoded())  # fmt: skip
+        again = httpx.post(url + "/add-checkpoint", timeout=10,
+                           content=AddCheckpoint(0, (), note).encoded())  # fmt: skip
+    assert first.status_code == 200, first.text
+    assert verify_cosignatures(note + first.content, [KEYRING["test-mirror"]])
+    assert (again.status_code, again.content) == (409, b"4\n")  # the state was kept
+    with Store.open(tmp_path / "state", create=False, readonly=True) as store:
+        assert store.witness_state(origin) == (4, merkle.root(4, leaves))
+        assert store.witness_state(ORIGIN) is None

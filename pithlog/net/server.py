@@ -49,7 +49,7 @@ from pithlog.parallel import cores, usable_cores
 from pithlog.protocol.keys import Keyring, SigningKey, load_key_file, load_keyring
 from pithlog.store import Store
 from pithlog.transparency import merkle
-from pithlog.transparency.checkpoint import Checkpoint, sign_checkpoint
+from pithlog.transparency.checkpoint import Checkpoint, is_key_name, sign_checkpoint
 from pithlog.transparency.witness import WITNESS_SIGNER_TYPES, may_witness
 
 SETTINGS_VARIABLE = "PITHLOG_SERVE_SETTINGS"
@@ -150,6 +150,12 @@ def open_witness(settings: Settings) -> tuple[Store, Keyring, SigningKey]:
     if key.signer_type not in WITNESS_SIGNER_TYPES:
         raise UsageError("arguments", f"key {key.key_id} is a {key.signer_type} key; a "
                          "witness cosigns with a mirror or pith_registry key")  # fmt: skip
+    if not is_key_name(key.signer_id):
+        # the signer_id is the cosignatures' key name (signed-note: no space, no '+'):
+        # cosign() refused it on every add-checkpoint, each a 500
+        raise UsageError("arguments", f"key {key.key_id}: signer_id {key.signer_id!r} is not "
+                         "a signed-note key name (no spaces, no '+'), which a witness's "
+                         "cosignatures carry")  # fmt: skip
     if settings.keyring is None:
         raise UsageError("arguments", "--witness needs --keyring: the logs it witnesses")
     keyring = load_keyring(_read(settings.keyring))

@@ -286,3 +286,20 @@ def test_a_log_with_an_origin_longer_than_an_lmdb_key_is_witnessed(tmp_path: Pat
     with Store.open(tmp_path / "state", create=False, readonly=True) as store:
         assert store.witness_state(origin) == (4, merkle.root(4, leaves))
         assert store.witness_state(ORIGIN) is None
+
+
+def test_a_witness_key_whose_signer_id_is_no_key_name_is_refused(tmp_path: Path) -> None:
+    """The signer_id is the cosignatures' key name: with a space in it, the witness started
+    and answered every add-checkpoint 500 (cosign refused the key each time)."""
+    from pithlog.errors import UsageError
+    from pithlog.net.server import Settings, witness_app
+    from pithlog.protocol.keys import SigningKey
+
+    key = tmp_path / "witness.key"
+    key.write_bytes(dump_key_file(SigningKey.generate("w1", "my witness", "mirror")))
+    keyring = tmp_path / "witnessed.json"
+    keyring.write_text(json.dumps({"keyring_version": "1", "keys": test_keyring_entries()}))
+    with pytest.raises(UsageError) as refused:
+        witness_app(Settings(store=str(tmp_path / "state"), key=str(key), origin="",
+                             keyring=str(keyring), witness=True))  # fmt: skip
+    assert "'my witness' is not a signed-note key name" in refused.value.message

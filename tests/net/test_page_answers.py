@@ -21,7 +21,14 @@ from pithlog import Store, load_keyring, sign_event
 from pithlog.errors import ServeError, StoreError
 from pithlog.net import encoding
 from pithlog.net.app import create_app
-from pithlog.net.pages import MOST_LAID_OUT, MOST_LISTED, RECENT, fits_layout, page_routes
+from pithlog.net.pages import (
+    MOST_LAID_OUT,
+    MOST_LISTED,
+    MOST_SIDE_BY_SIDE,
+    RECENT,
+    fits_layout,
+    page_routes,
+)
 from pithlog.net.served_log import ServeConfig
 from pithlog.testing import test_key
 
@@ -276,3 +283,38 @@ def test_a_record_stored_between_two_reads_is_served_not_called_pending(
         missed.clear()
         page = client.get("/pith/" + PITH, headers=HTML)
         assert page.status_code == 200 and "pending" not in page.text.lower()
+
+
+def test_an_equivocated_slot_shows_at_most_most_side_by_side_events(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One key holder can sign any number of events of one slot (signer, target, time): the
+    record's page read every event of each slot and laid each out side by side (a slot of
+    3,000 was 3,000 reads and a page of 2.3 MB). It reads and shows the first
+    :data:`MOST_SIDE_BY_SIDE`, the applied one first, and says where the rest are."""
+    registry, author = test_key("registry"), test_key("author")
+    keyring = load_keyring(json.dumps({"keyring_version": "1", "keys": [
+        registry.keyring_entry(), author.keyring_entry()]}).encode())  # fmt: skip
+    created = (CASES / "seed-2411.00284" / "events.jsonl").read_text().split("\n")[0]
+    many = MOST_SIDE_BY_SIDE + 30
+    slot = [sign_event(author, "author_attestation", PITH, "claim:x", "2026-08-01T00:00:00Z",
+                       {"statement": f"s{n}"}) for n in range(many)]  # fmt: skip
+    read: list[str] = []
+    event = Store.event
+
+    def counted(self: Store, event_id: str) -> bytes | None:
+        read.append(event_id)
+        return event(self, event_id)
+
+    with Store.open(tmp_path / "store") as store:
+        store.append([created.encode()] + [json.dumps(e).encode() for e in slot], keyring)
+        (q,) = json.loads(store.state(PITH))["equivocations"]
+        assert len(q["event_ids"]) == many
+        monkeypatch.setattr(Store, "event", counted)
+        with _client(store) as client:
+            page = client.get("/pith/" + PITH, headers=HTML).text
+    assert read == q["event_ids"][:MOST_SIDE_BY_SIDE]
+    twinned = page[page.index('id="equivocations"'):page.index('id="invalid"')]
+    assert twinned.count('<span class="badge good">applied</span>') == 1
+    assert twinned.count('<span class="badge warn">not applied</span>') == MOST_SIDE_BY_SIDE - 1
+    assert f"The first {MOST_SIDE_BY_SIDE} of the slot's {many} events;" in twinned

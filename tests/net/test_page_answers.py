@@ -23,6 +23,7 @@ from pithlog.net import encoding
 from pithlog.net.app import create_app
 from pithlog.net.pages import (
     MOST_LAID_OUT,
+    MOST_LAID_OUT_ON_A_PAGE,
     MOST_LISTED,
     MOST_SIDE_BY_SIDE,
     RECENT,
@@ -318,3 +319,34 @@ def test_an_equivocated_slot_shows_at_most_most_side_by_side_events(
     assert twinned.count('<span class="badge good">applied</span>') == 1
     assert twinned.count('<span class="badge warn">not applied</span>') == MOST_SIDE_BY_SIDE - 1
     assert f"The first {MOST_SIDE_BY_SIDE} of the slot's {many} events;" in twinned
+
+
+def test_a_page_lays_out_at_most_most_laid_out_on_a_page_values(tmp_path: Path) -> None:
+    """Each payload was bounded, the page not: 200 valid attestations of 2,000 values each
+    made a record's page of 5.5 MB and 4.5 s of Jinja on every request. The payloads past
+    :data:`MOST_LAID_OUT_ON_A_PAGE` values on one page are links to their JSON, saying
+    why."""
+    registry, author = test_key("registry"), test_key("author")
+    keyring = load_keyring(json.dumps({"keyring_version": "1", "keys": [
+        registry.keyring_entry(), author.keyring_entry()]}).encode())  # fmt: skip
+    created = (CASES / "seed-2411.00284" / "events.jsonl").read_text().split("\n")[0]
+    fit = MOST_LAID_OUT_ON_A_PAGE // MOST_LAID_OUT
+    # each payload of exactly MOST_LAID_OUT values: itself, its two members, the strings
+    full = [sign_event(author, "author_attestation", PITH, f"claim:{n}",
+                       "2026-08-01T00:00:00Z",
+                       {"statement": "s", "items": [f"v{i}" for i in range(MOST_LAID_OUT - 3)]})
+            for n in range(fit + 3)]  # fmt: skip
+    assert all(fits_layout(e["payload"]) for e in full)
+    with Store.open(tmp_path / "store") as store:
+        store.append([created.encode()] + [json.dumps(e).encode() for e in full], keyring)
+        applied = json.loads(store.state(PITH))["current"]["author_attestations"]
+        assert len(applied) == fit + 3
+        with _client(store) as client:
+            page = client.get("/pith/" + PITH, headers=HTML).text
+    section = page[page.index('id="author_attestations"'):page.index('id="timestamp_anchors"')]
+    assert section.count("<li>v1</li>") == fit
+    links = [e["event_id"] for e in applied[fit:]]
+    for event_id in links:
+        assert (f"as many payload values as it shows ({MOST_LAID_OUT_ON_A_PAGE}): read "
+                f'<a href="/event/{event_id}?format=json">its JSON</a>') in section
+    assert "too many to lay out here" not in section

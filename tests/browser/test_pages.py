@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from pithlog.cli import main
+from pithlog.net.pages import REASON_MEANINGS
 from pithlog.protocol.events import sign_event
 from pithlog.protocol.keys import dump_key_file, load_keyring
 from pithlog.testing import test_key
@@ -157,6 +158,13 @@ def test_an_equivocation_and_invalid_events_read_as_such(
     marked = [card.locator(".hash").first.get_attribute("title")
               for card in section.locator(".card.applied").all()]  # fmt: skip
     assert marked == [q["applied_event_id"] for q in state["equivocations"]]
+    # each invalid event: a link to it, its reason code and what the code means
+    rows = page.locator("section[aria-labelledby=invalid] tbody tr")
+    assert rows.count() == len(state["invalid_events"]) > 0
+    for row, invalid in zip(rows.all(), state["invalid_events"], strict=True):
+        assert row.locator("a").get_attribute("href") == "/event/" + invalid["event_id"]
+        assert row.locator("code").inner_text() == invalid["reason"]
+        assert row.locator("td").nth(2).inner_text() == REASON_MEANINGS[invalid["reason"]]
     shot(page, "pith-equivocations")
     page.goto(served["url"] + "/search?q=" + served["pith"][5:9])  # not an alias: nothing
     assert page.locator("h1").inner_text() in {"Nothing found", "Search"}

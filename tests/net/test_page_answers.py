@@ -31,6 +31,7 @@ from pithlog.net.pages import (
     page_routes,
 )
 from pithlog.net.served_log import ServeConfig
+from pithlog.protocol.event_types import prepare_record_created
 from pithlog.testing import test_key
 
 CASES = Path(__file__).resolve().parents[2] / "vectors" / "cases"
@@ -350,3 +351,31 @@ def test_a_page_lays_out_at_most_most_laid_out_on_a_page_values(tmp_path: Path) 
         assert (f"as many payload values as it shows ({MOST_LAID_OUT_ON_A_PAGE}): read "
                 f'<a href="/event/{event_id}?format=json">its JSON</a>') in section
     assert "too many to lay out here" not in section
+
+
+@pytest.mark.parametrize(("cross", "shown"), [
+    (5, "cs.DC, 5"), (True, "cs.DC, yes"), ("cs.AI", "cs.DC, cs.AI"), (None, "cs.DC"),
+    (["cs.DC", "cs.AI", "math.CO"], "cs.DC, cs.AI, math.CO"),
+])  # fmt: skip
+def test_a_record_whose_cross_categories_are_not_a_list_has_a_page(
+    tmp_path: Path, cross: Any, shown: str
+) -> None:
+    """Spec 5.1 asks nothing of a record's metadata but submitted_at: a valid record whose
+    cross_cats_sorted was a number made its page a 500 (the template iterated over it), and
+    a string was shown letter by letter. A list is shown item by item, any other value as
+    it is."""
+    registry = test_key("registry")
+    keyring = load_keyring(json.dumps({"keyring_version": "1", "keys": [
+        registry.keyring_entry()]}).encode())  # fmt: skip
+    created = json.loads((CASES / "seed-2411.00284" / "events.jsonl").read_text().split("\n")[0])
+    record = created["payload"]["canonical_record"]
+    record = {**record, "metadata": {**record["metadata"], "cross_cats_sorted": cross}}
+    pith, payload = prepare_record_created(registry, {"canonical_record": record})
+    event = sign_event(registry, "record_created", pith, "record", created["created_at"], payload)
+    with Store.open(tmp_path / "store") as store:
+        assert [r.status for r in store.append([json.dumps(event).encode()], keyring)] == [
+            "stored"]  # fmt: skip
+        with _client(store) as client:
+            page = client.get("/pith/" + pith, headers=HTML)
+    assert page.status_code == 200, page.text
+    assert f"<dt>categories</dt><dd>{shown}</dd>" in page.text

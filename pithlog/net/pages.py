@@ -217,8 +217,13 @@ class Pages:
 
     # --- the front page ---------------------------------------------------------------------
 
-    def totals(self, log: Log, tree_size: int) -> dict[str, int]:
-        """Counts over every pith, computed again only when the tree has grown."""
+    def totals(self, log: Log) -> dict[str, int]:
+        """Counts over every pith of the store, computed again only when the store has
+        grown. They are keyed by the store's own size, not the published tree's: the states
+        they sum are the store's (as ``/state/`` serves them), which runs ahead of the
+        published checkpoint while the witnesses lag, so counts keyed by the published size
+        stayed frozen at whatever the store held when first counted."""
+        tree_size = log.store.tree_size()
         cached = self._totals
         if cached is not None and cached[0] == tree_size:
             return cached[1]
@@ -256,7 +261,7 @@ class Pages:
     async def home(self, request: Request) -> Response:
         log: Log = request.app.state.log
         published = await log.checkpoint()
-        totals = await log.read(self.totals, log, published.size)
+        totals = await log.read(self.totals, log)
         recent = await log.read(self.recent, log, published.size)
         return await self.render(request, "home.html", tree_size=published.size,
                                  totals=totals, recent=recent,

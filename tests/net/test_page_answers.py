@@ -120,6 +120,33 @@ def test_the_recent_events_are_those_of_the_published_checkpoint(
     assert max(read) <= published and len(read) <= RECENT
 
 
+def test_the_counts_follow_the_store_while_the_published_tree_stays_behind(
+    store: Store,
+) -> None:
+    """The counts sum the store's states, which run ahead of the published checkpoint while
+    the witnesses lag; they were cached under the published tree's size, so copies stored
+    after the first count were never counted until the witnesses cosigned a larger tree."""
+    published = store.tree_size()
+
+    def cosign(note: bytes, size: int) -> bytes:
+        if size > published:
+            raise ServeError("internal", "too few witnesses cosigned")
+        return note
+
+    def invalid(page: str) -> int:
+        found = re.search(r"<strong>(\d+)</strong> invalid events", page)
+        assert found is not None
+        return int(found.group(1))
+
+    with _client(store, cosign=cosign) as client:
+        before = invalid(client.get("/", headers=HTML).text)
+        store.append([json.dumps(_odd(n)).encode() for n in range(1, 8)], KEYRING,
+                     keep_invalid=True)  # fmt: skip
+        page = client.get("/", headers=HTML).text
+    assert f"<strong>{published}</strong> copies logged" in page
+    assert invalid(page) == before + 7
+
+
 @pytest.mark.parametrize("event_type", ["", " ", ["author_attestation"], None, "x" * 5000])
 def test_recent_events_of_an_unknown_type_are_links_with_text(
     store: Store, event_type: Any

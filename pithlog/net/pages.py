@@ -277,7 +277,7 @@ class Pages:
                                       "with or without its version), a DOI, a pith number or "
                                       "the first 8, 12 or 16 characters of one.")  # fmt: skip
         if is_pith_number(query):
-            return RedirectResponse(f"/pith/{query}", 303)
+            return RedirectResponse(f"/pith/{query}", 303, headers=answer_headers("no-cache"))
         alias = alias_of(query)
         piths: list[str] = []
         if alias is not None:
@@ -290,7 +290,7 @@ class Pages:
                     raise
                 piths = []
         if len(piths) == 1:
-            return RedirectResponse(f"/pith/{piths[0]}", 303)
+            return RedirectResponse(f"/pith/{piths[0]}", 303, headers=answer_headers("no-cache"))
         if piths:
             return await self.message(request, 200, "Several records match",
                                       f"{query} names {len(piths)} records (versions of one "

@@ -406,3 +406,19 @@ def test_a_record_whose_cross_categories_are_not_a_list_has_a_page(
             page = client.get("/pith/" + pith, headers=HTML)
     assert page.status_code == 200, page.text
     assert f"<dt>categories</dt><dd>{shown}</dd>" in page.text
+
+
+def test_a_search_that_finds_one_record_redirects_with_the_headers_of_every_answer(
+    store: Store,
+) -> None:
+    """Every answer carries ``nosniff`` and its ``Cache-Control`` (answers.answer_headers);
+    the 303 of a search that names one record (by its pith number or an alias) had neither,
+    so a cache between could keep the redirect for a query whose answer may change."""
+    with _client(store) as client:
+        for query in (PITH, "2411.00284"):
+            got = client.get("/search", params={"q": query}, headers=HTML,
+                             follow_redirects=False)  # fmt: skip
+            assert got.status_code == 303
+            assert got.headers["location"] == f"/pith/{PITH}"
+            assert got.headers["cache-control"] == "no-cache"
+            assert got.headers["x-content-type-options"] == "nosniff"

@@ -238,7 +238,9 @@ def _open_existing(env: lmdb.Environment, real: str) -> dict[str, Any]:
     one of them needs a writable open first, which creates it."""
     dbs = {}
     with _lmdb_errors():
-        for name in DB_NAMES:
+        # ``meta`` first: an environment without it is no store at all (nothing committed
+        # yet, or another program's), not a store of an older pithlog to be upgraded
+        for name in sorted(DB_NAMES, key=lambda n: n != "meta"):
             try:
                 dbs[name] = env.open_db(name.encode("ascii"), create=False)
             except lmdb.NotFoundError:

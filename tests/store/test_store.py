@@ -339,9 +339,10 @@ def test_a_store_whose_creation_never_committed_is_missing_not_foreign(tmp_path:
 
     empty = tmp_path / "empty"
     lmdb.open(str(empty), max_dbs=2).close()  # data.mdb, nothing committed
-    with pytest.raises(StoreError) as missing:
-        Store.open(empty, create=False)
-    assert missing.value.code == "store.missing"
+    for readonly in (False, True):  # a reader (stats, serve) too: not store.upgrade
+        with pytest.raises(StoreError) as missing:
+            Store.open(empty, create=False, readonly=readonly)
+        assert missing.value.code == "store.missing"
     with Store.open(empty) as store:
         assert store.stats()["counts"]["seq"] == 0
     foreign = tmp_path / "foreign"
@@ -349,9 +350,10 @@ def test_a_store_whose_creation_never_committed_is_missing_not_foreign(tmp_path:
     with env.begin(write=True) as txn:
         txn.put(b"someone", b"else's")
     env.close()
-    with pytest.raises(StoreError) as other:
-        Store.open(foreign, create=False)
-    assert other.value.code == "store.not_a_store"
+    for readonly in (False, True):
+        with pytest.raises(StoreError) as other:
+            Store.open(foreign, create=False, readonly=readonly)
+        assert other.value.code == "store.not_a_store"
     env = lmdb.open(str(foreign), max_dbs=2)  # left untouched
     with env.begin() as txn:
         assert list(txn.cursor()) == [(b"someone", b"else's")]

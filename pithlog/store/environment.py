@@ -69,6 +69,9 @@ register(
         "store.txn_full": "the transaction is too large for LMDB: append in smaller batches",
         "store.disk": "the disk is full or failing: free space and retry",
         "store.lock": "the store's lock file cannot be used: check permissions",
+        "store.moved": "the store's files were deleted, moved or replaced while this "
+        "process held them open: nothing more is written to them; start it again on the "
+        "store",
         "store.io": "the store's folder cannot be created or read: check the path",
         "store.lmdb": "LMDB refused the operation: the message names the cause",
         "store.argument": "an argument of a Store method is out of its range: the message "
@@ -185,6 +188,23 @@ class SharedEnvironment:
         if self.closed:
             raise StoreError("closed", f"the store at {self.path} was closed")
 
+    def _require_in_place(self) -> None:
+        """Refuse to commit once the data file this environment holds is no longer the one
+        at its path (deleted, the folder moved, a backup restored over it): LMDB would
+        commit into the old inode, and whatever a server acknowledged after that would be
+        lost with it, or missing from the store now at the path."""
+        if len(self.key) < 3:
+            return  # the opening's own runner, or a store whose data file was unreadable
+        try:
+            st = os.stat(os.path.join(self.path, "data.mdb"))
+            there = (st.st_dev, st.st_ino) == self.key[1:]
+        except OSError:
+            there = False
+        if not there:
+            raise StoreError("moved", f"the store at {self.path} was deleted, moved or "
+                             "replaced while this process held it open; nothing was "
+                             "written: start the process again on the store")  # fmt: skip
+
     def write(self, work: Work[T]) -> T:
         """Run ``work`` in one write transaction and commit it durably. On a full map the
         transaction is aborted, the map doubled, and ``work`` run again from the start."""
@@ -213,6 +233,7 @@ class SharedEnvironment:
                         try:
                             result = work(txn, self.dbs)
                             if write:
+                                self._require_in_place()
                                 txn.commit()
                             else:
                                 txn.abort()

@@ -326,3 +326,41 @@ def test_an_open_that_meets_a_map_grown_meanwhile_is_made_again(
     with pytest.raises(StoreError) as raised:
         Store.open(tmp_path / "s")
     assert raised.value.code == "store.lmdb"
+
+
+# --- the store's files taken away while it is open ----------------------------------------
+
+
+@pytest.mark.parametrize("how", ["deleted", "moved", "replaced"])
+def test_a_store_whose_files_went_away_while_open_takes_no_more_writes(
+    tmp_path: Path, how: str
+) -> None:
+    """A store deleted, moved or restored from a backup under a running server (``serve
+    --submit``, ``mirror --follow``): LMDB goes on committing into the data file it holds
+    open, an unlinked inode or one no longer at the path, and every append after that was
+    reported stored and then lost. Each write transaction now checks the path first."""
+    path = tmp_path / "s"
+    events = [g.encoded(e) for e in g.mixed_events(random.Random(5), piths=4, per_pith=3)]
+    with Store.open(path) as store:
+        store.append(events[:4], g.KEYRING)
+        held = store.stats()["counts"]["seq"]
+        if how == "deleted":
+            for name in os.listdir(path):
+                os.unlink(path / name)
+            os.rmdir(path)
+        elif how == "moved":
+            os.rename(path, tmp_path / "elsewhere")
+        else:
+            os.rename(path, tmp_path / "old")
+            with Store.open(tmp_path / "backup") as backup:
+                backup.append(events[:2], g.KEYRING)
+                restored_held = backup.stats()["counts"]["seq"]
+            os.rename(tmp_path / "backup", path)
+        with pytest.raises(StoreError) as gone:
+            store.append(events[4:], g.KEYRING)
+        assert gone.value.code == "store.moved"
+        assert store.stats()["counts"]["seq"] == held  # reads go on, from the files it holds
+    if how == "replaced":
+        with Store.open(path, create=False) as restored:  # the new one, unwritten by the old
+            assert restored.stats()["counts"]["seq"] == restored_held
+            restored.append(events[4:], g.KEYRING)

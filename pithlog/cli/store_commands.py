@@ -227,7 +227,10 @@ class _Shard:
                     "envelopes": self.count, "sha256": self.digest.hexdigest()}) + b"\n"
 
     def abandon(self) -> None:
-        self.handle.close()
+        # closing flushes what is buffered, which fails again on a full disk: the error
+        # that stopped the export is the one to report, and the file goes all the same
+        with contextlib.suppress(OSError):
+            self.handle.close()
         with contextlib.suppress(OSError):
             self.tmp.unlink()
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import random
 import re
 from pathlib import Path
@@ -432,6 +433,28 @@ def test_append_into_a_closed_output_stops_and_says_so(files: dict[str, Any]) ->
     # most one batch more; everything after is stored only now
     assert statuses[:10] == ["duplicate"] * 10 and statuses[15:] == ["stored"] * (
         len(statuses) - 15)  # fmt: skip
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs RLIMIT_FSIZE")
+def test_export_into_shards_on_a_full_disk_is_one_error_and_leaves_no_part(
+    files: dict[str, Any],
+) -> None:
+    """A shard that cannot be written whole (``ENOSPC``; here ``EFBIG``, past a file size
+    limit): the error names the folder, and no temporary file is left. Closing the shard
+    flushed its buffer again, which failed again and replaced the error by a traceback."""
+    import resource
+
+    assert append(files, "--keep-invalid")[0] == 0
+    shards = files["tmp"] / "shards"
+    argv = ["--store", files["store"], "export", "--out", str(shards), "--shard-size", "1000"]
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (4096, hard))  # Python ignores SIGXFSZ
+    try:
+        status, _, err = run(argv)
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+    assert status == 2 and "[usage.unreadable] cannot write a shard in" in err, err
+    assert list(shards.iterdir()) == []
 
 
 def test_export_into_shards_stops_where_its_output_closes(files: dict[str, Any]) -> None:

@@ -13,9 +13,19 @@ def _write(folder: Path, name: str, data: bytes) -> Path:
     path = folder / name
     tmp = folder / f".{name}.{os.getpid()}.tmp"
     try:
-        # renamed into place once written: a reader (a publishing job) never sees half a proof
-        tmp.write_bytes(data)
+        # renamed into place once written: a reader (a publishing job) never sees half a
+        # proof; synced before the rename, and the folder after it, so that a crash leaves
+        # neither an empty file under the name nor a file named in a message gone
+        with open(tmp, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
         os.replace(tmp, path)
+        where = os.open(folder, os.O_RDONLY)
+        try:
+            os.fsync(where)
+        finally:
+            os.close(where)
     finally:
         tmp.unlink(missing_ok=True)
     return path

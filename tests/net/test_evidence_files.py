@@ -37,3 +37,30 @@ def test_an_origin_makes_a_file_name_of_bounded_length() -> None:
     cut = file_safe(long)
     assert len(cut) == 64 + 1 + 16 and cut.startswith("registry.test.invalid_aaa")
     assert cut != file_safe(long + "b") and file_safe(long) == cut  # the hash keeps them apart
+
+
+def test_evidence_is_on_disk_before_and_after_its_rename(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The file's bytes are synced before the rename and its folder after: renamed unsynced,
+    a crash can leave the evidence file empty under its name (a delayed allocation), or
+    gone, while mirror had already reported where it was."""
+    import os
+    import stat
+
+    done: list[str] = []
+    real_fsync, real_replace = os.fsync, os.replace
+
+    def fsync(fd: int) -> None:
+        done.append("folder" if stat.S_ISDIR(os.fstat(fd).st_mode) else "file")
+        real_fsync(fd)
+
+    def replace(src: str, dst: str) -> None:
+        done.append("rename")
+        real_replace(src, dst)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    monkeypatch.setattr(os, "replace", replace)
+    path, problem = write_evidence(tmp_path / "evidence", "split.json", b"{}")
+    assert problem is None and path is not None and path.read_bytes() == b"{}"
+    assert done == ["file", "rename", "folder"]

@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import sys
 
+from pithlog.errors import PithlogError
 from pithlog.store.judge_stdio import serve_frames
 
 
@@ -15,7 +16,13 @@ def main() -> None:
     # pointed at the standard error, so that nothing printed here can corrupt a frame.
     out = os.fdopen(os.dup(sys.stdout.fileno()), "wb")
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
-    serve_frames(sys.stdin.buffer, out)
+    try:
+        serve_frames(sys.stdin.buffer, out)
+    except PithlogError as exc:
+        # a store that cannot be opened (gone from under the server, refused to a reader):
+        # one line on the server's standard error; the server judges the helper's parts
+        print(f"pithlog: judge helper: {exc}", file=sys.stderr)
+        sys.exit(2)
 
 
 if __name__ == "__main__":

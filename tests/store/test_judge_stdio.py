@@ -67,3 +67,16 @@ def test_the_helper_process_answers_on_its_output_and_ends_with_its_input(
     with Store.open(tmp_path / "s") as store:
         expected = [judge_lines(p, g.KEYRING, store._read) for p in (lines[:3], lines[3:])]
     assert [repr(a) for a in answers] == [repr(e) for e in expected]
+
+
+def test_a_helper_that_cannot_open_the_store_says_so_in_one_line(tmp_path: Path) -> None:
+    """The store gone from under ``serve --submit`` (or refused to a reader): the helper
+    ends with the error's one line on the server's standard error, not a traceback; the
+    server judges the parts it held itself."""
+    entries = [key.entry() for key in g.KEYRING.values()]
+    done = subprocess.run([sys.executable, "-m", "pithlog.cli.judge_helper"],
+                          input=frame((str(tmp_path / "gone"), entries)),
+                          capture_output=True, timeout=60)  # fmt: skip
+    assert done.stdout == b"" and done.returncode == 2
+    assert done.stderr.decode().splitlines() == [
+        f"pithlog: judge helper: [store.missing] no store at {tmp_path / 'gone'} (no data.mdb)"]

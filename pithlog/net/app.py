@@ -29,11 +29,14 @@ from starlette.routing import Route
 
 from pithlog.errors import PithlogError, ServeError, StoreError, register
 from pithlog.net.answers import (
+    IMPLEMENTED_METHODS,
     JSON,
     JSON_LINES,
     NO_STORE,
     answer_headers,
     error_body,
+    not_implemented_message,
+    send_error,
     status_of,
 )
 from pithlog.net.encoding import compressed, packed_apart
@@ -53,6 +56,8 @@ register(
         "serve.bad_path": "the path names no resource: a malformed event_id, copy hash, pith "
         "number or tree size (docs/network.md)",
         "serve.method": "that method is not allowed on this path (docs/network.md)",
+        "serve.not_implemented": "the server implements no path for that method: it "
+        "takes GET, HEAD and POST only (docs/network.md)",
         "serve.pending": "the pith is pending: it has events but no valid record_created yet, "
         "so no state document",
         "serve.read_only": "this server does not take submissions (it runs without --submit)",
@@ -359,7 +364,20 @@ event loop's time per request), and these are what mirrors and tile clients ask 
 A ``POST /submit`` does not go through the router at all (:class:`LogApp`)."""
 
 
-class LogApp(Starlette):
+class ServeApp(Starlette):
+    """A Starlette app of ``pithlog serve`` (the log's, the witness's): a request whose
+    method no path takes is ``501 serve.not_implemented`` (RFC 9110 9.1 and 15.6.2), not
+    a ``405`` naming the methods of its path."""
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and scope["method"] not in IMPLEMENTED_METHODS:
+            await send_error(send, 501, "serve.not_implemented",
+                             not_implemented_message(scope["method"]))  # fmt: skip
+        else:
+            await super().__call__(scope, receive, send)
+
+
+class LogApp(ServeApp):
     """The app of ``pithlog serve``: a Starlette app that hands each ``POST /submit``
     straight to its route (:mod:`pithlog.net.submit_route`), ahead of the middleware and
     the router, and every other request to Starlette."""

@@ -15,7 +15,10 @@ fields, as parsed), and before it is complete when the reads that left it unfini
 over as many bytes: from the read after the one that began it (which also carries whatever
 came before it on the connection, so it is not counted), so the parser never holds more
 than the bound and one read. Either way the connection gets ``431`` with the JSON error
-``serve.head_too_large`` and is closed.
+``serve.head_too_large`` and is closed. A request line whose method llhttp does not know
+(it knows a fixed list, and refuses any other as it refuses bytes that are not HTTP) gets
+``501 serve.not_implemented`` (RFC 9110 15.6.2), as the apps answer a method they know
+but no path takes; what else the parser refuses gets ``400 serve.bad_request``.
 
 uvicorn bounds neither how long a connection may take to send a head nor how long an answer
 may wait for its client to read it: a connection that sends nothing, or a few bytes of a
@@ -32,11 +35,14 @@ its bytes for :data:`SEND_STALL_SECONDS` is cut off: the connection is closed.
 from __future__ import annotations
 
 import asyncio
+import re
+import sys
 from typing import Any, cast
 
 import msgspec
 
 from pithlog.errors import register
+from pithlog.net.answers import not_implemented_message
 from pithlog.net.joined_writes import JoinedWrites
 
 MAX_HEAD_BYTES = 16 * 1024
@@ -57,10 +63,18 @@ register(
 )
 
 
-def _refusal(too_large: bool = True, late: bool = False) -> bytes:
+_REQUEST_LINE = re.compile(rb"(?:\r?\n)*[-!#$%&'*+.^_`|~0-9A-Za-z]+ [^\s]+ HTTP/[0-9]\.[0-9]\r?\n")
+"""A request line (RFC 9112 3), its method a token (RFC 9110 5.6.2): what llhttp refuses
+for its method alone when it begins a read."""
+
+
+def _refusal(too_large: bool = True, late: bool = False, method: bool = False) -> bytes:
     """The answer to a head refused before any app saw it, then the connection closed: a
     JSON error as every other (``docs/errors.md``), not uvicorn's plain text."""
-    if late:
+    if method:  # RFC 9110 15.6.2: a method the server does not recognize
+        status = b"501 Not Implemented"
+        error = {"error": "serve.not_implemented", "message": not_implemented_message()}
+    elif late:
         status = b"408 Request Timeout"
         error = {"error": "serve.timeout", "message": "the request's head did not arrive "
                  f"within {HEAD_SECONDS:g} s"}  # fmt: skip
@@ -83,6 +97,7 @@ def _refusal(too_large: bool = True, late: bool = False) -> bytes:
 
 
 try:
+    import httptools
     from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
     HAVE_HTTPTOOLS = True
@@ -116,6 +131,7 @@ if HAVE_HTTPTOOLS:
             self._head_timer: asyncio.TimerHandle | None = None
             self._stall_timer: asyncio.TimerHandle | None = None
             self._stall_buffered = 0
+            self._received = b""
 
         def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
             super().connection_made(transport)
@@ -218,7 +234,9 @@ if HAVE_HTTPTOOLS:
 
         def data_received(self, data: bytes) -> None:
             self._began = False
+            self._received = data  # what send_400_response may look at
             super().data_received(data)
+            self._received = b""
             if not self._in_head or self._began or self.transport.is_closing():
                 return
             self._head_bytes += len(data)
@@ -227,5 +245,10 @@ if HAVE_HTTPTOOLS:
                 self.send_400_response("request head too large")
 
         def send_400_response(self, msg: str) -> None:
-            self.transport.write(_refusal(self._too_large))
+            # uvicorn calls this as it handles the parser's error: llhttp knows a fixed
+            # list of methods, and refuses any other as it refuses bytes that are not HTTP;
+            # a request line with such a method (at the read's start) is 501, not 400
+            unknown = isinstance(sys.exc_info()[1], httptools.HttpParserInvalidMethodError)
+            method = unknown and _REQUEST_LINE.match(self._received) is not None
+            self.transport.write(_refusal(self._too_large, method=method))
             self.transport.close()

@@ -38,7 +38,7 @@ from uvicorn.supervisors import Multiprocess
 
 from pithlog.errors import StoreError, UsageError
 from pithlog.net import http_head
-from pithlog.net.app import create_app, error_handlers
+from pithlog.net.app import ServeApp, create_app, error_handlers
 from pithlog.net.pages import page_routes
 from pithlog.net.served_log import ServeConfig
 from pithlog.net.submit import Limits
@@ -164,7 +164,9 @@ def open_witness(settings: Settings) -> tuple[Store, Keyring, SigningKey]:
 
 def witness_app(settings: Settings) -> Starlette:
     """The app of a witness: ``POST /add-checkpoint`` (C2SP tlog-witness) and ``/healthz``.
-    The cosignatures' time is this machine's clock."""
+    The cosignatures' time is this machine's clock. Another path or method is answered
+    as by the log's app: JSON with a stable code (``404 serve.not_found``, ``405
+    serve.method`` with ``Allow``, ``501 serve.not_implemented``)."""
     store, keyring, key = open_witness(settings)
 
     async def healthz(request: Request) -> Response:
@@ -172,9 +174,9 @@ def witness_app(settings: Settings) -> Starlette:
 
     # the log's error answers: an unknown path or method, or a failure, is JSON with a
     # stable code here too (Starlette's own are plain text)
-    app = Starlette(routes=[*witness_routes(store, keyring, key, time.time),
-                            Route("/healthz", healthz)],
-                    exception_handlers=error_handlers())  # fmt: skip
+    app = ServeApp(routes=[*witness_routes(store, keyring, key, time.time),
+                           Route("/healthz", healthz)],
+                   exception_handlers=error_handlers())  # fmt: skip
     app.router.redirect_slashes = False  # one URL per resource: no 307 to another
     return app
 

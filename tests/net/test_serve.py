@@ -295,11 +295,26 @@ def test_malformed_paths_and_methods_get_json_errors(server: Server) -> None:
         assert (got.status_code, got.json()["error"]) == (status, code), path
         assert got.json()["error"] in CODES and got.headers["cache-control"] == "no-store"
     for method, path, allow in (("POST", "/checkpoint", "GET, HEAD"),
-                                ("DELETE", "/tile/0/000", "GET, HEAD"),
-                                ("PUT", "/submit", "POST")):  # fmt: skip
+                                ("POST", "/tile/0/000", "GET, HEAD"),
+                                ("GET", "/submit", "POST")):  # fmt: skip
         got = httpx.request(method, server.url + path, timeout=TIMEOUT)
         assert got.status_code == 405 and got.json()["error"] == "serve.method"
         assert {m.strip() for m in got.headers["allow"].split(",")} == set(allow.split(", "))
+    # RFC 9110 9.1, 15.6.2: a method no path takes is 501, whether the HTTP parser knows
+    # it (DELETE, PROPFIND: a 405 naming the path's methods before) or not (BREW, and
+    # get, methods being case-sensitive: a 400 before, as for bytes that are not HTTP)
+    for method, path in (("DELETE", b"/tile/0/000"), ("PUT", b"/submit"), ("PROPFIND", b"/"),
+                         ("OPTIONS", b"/checkpoint"), ("BREW", b"/checkpoint"),
+                         ("get", b"/checkpoint"), ("BREW", b"/submit")):  # fmt: skip
+        answer = _raw(server, method.encode() + b" " + path +
+                      b" HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")  # fmt: skip
+        head, _, body = answer.partition(b"\r\n\r\n")
+        assert head.startswith(b"HTTP/1.1 501 ") and b"application/json" in head, answer
+        assert b"cache-control: no-store" in head and b"nosniff" in head
+        assert json.loads(body)["error"] == "serve.not_implemented" in CODES
+    # a request line that is not one (no space after the method, a TLS handshake) stays 400
+    for line in (b"GET/ HTTP/1.1\r\nHost: x\r\n\r\n", b"\x16\x03\x01\x00\x05hello"):
+        assert _raw(server, line).startswith(b"HTTP/1.1 400 "), line
     # what the HTTP parser refuses before any route: JSON as every error, then closed
     for head in (b"Content-Length: -5", b"Content-Length: abc", b"Content-Length: 3, 3",
                  b"Content-Length: 3\r\nContent-Length: 4",

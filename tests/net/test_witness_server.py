@@ -303,3 +303,22 @@ def test_a_witness_key_whose_signer_id_is_no_key_name_is_refused(tmp_path: Path)
         witness_app(Settings(store=str(tmp_path / "state"), key=str(key), origin="",
                              keyring=str(keyring), witness=True))  # fmt: skip
     assert "'my witness' is not a signed-note key name" in refused.value.message
+
+
+def test_a_path_or_method_the_witness_does_not_serve_is_a_json_error(
+    witness: dict[str, Any],
+) -> None:
+    """Against a real witness process: a path or method it does not serve is the JSON error
+    of serve, and a method no path takes is 501 (RFC 9110 15.6.2), not a 405 naming the
+    path's methods."""
+    for method, path, status, code, allow in (
+        ("GET", "/nothing", 404, "serve.not_found", None),
+        ("GET", "/add-checkpoint", 405, "serve.method", {"POST"}),
+        ("POST", "/healthz", 405, "serve.method", {"GET", "HEAD"}),
+        ("DELETE", "/add-checkpoint", 501, "serve.not_implemented", None),
+    ):
+        got = httpx.request(method, witness["url"] + path, timeout=20)
+        assert got.status_code == status and got.headers["content-type"] == "application/json"
+        assert got.json()["error"] == code and got.headers["cache-control"] == "no-store"
+        if allow is not None:
+            assert {m.strip() for m in got.headers["allow"].split(",")} == allow

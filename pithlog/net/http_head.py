@@ -42,7 +42,7 @@ from typing import Any, cast
 import msgspec
 
 from pithlog.errors import register
-from pithlog.net.answers import not_implemented_message
+from pithlog.net.answers import not_implemented_message, send_error
 from pithlog.net.joined_writes import JoinedWrites
 
 MAX_HEAD_BYTES = 16 * 1024
@@ -96,6 +96,14 @@ def _refusal(too_large: bool = True, late: bool = False, method: bool = False) -
     return head % (status, len(body)) + body
 
 
+async def _busy(scope: Any, receive: Any, send: Any) -> None:
+    """The answer past uvicorn's concurrency limit (``LIMIT_CONCURRENCY``): a JSON error as
+    every other, where uvicorn's own is the plain text ``Service Unavailable``; the
+    connection is closed after it (a place freed), as uvicorn closes it."""
+    await send_error(send, 503, "serve.busy", "the server is serving as many connections "
+                     "and requests as it takes at once: retry later", close=True)  # fmt: skip
+
+
 try:
     import httptools
     from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
@@ -118,7 +126,8 @@ if HAVE_HTTPTOOLS:
         :data:`MAX_HEAD_BYTES` (the module's docstring says how they are counted) and take
         at most :data:`HEAD_SECONDS`, whose answers are cut off when their client reads
         none of them for :data:`SEND_STALL_SECONDS`, and whose answers go out in one write
-        each (:mod:`pithlog.net.joined_writes`). At the
+        each (:mod:`pithlog.net.joined_writes`), and whose answer past the concurrency
+        limit is the JSON ``503 serve.busy`` (uvicorn's is plain text). At the
         module's top level, so that ``serve --workers N`` can send it to its workers."""
 
         def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -132,6 +141,9 @@ if HAVE_HTTPTOOLS:
             self._stall_timer: asyncio.TimerHandle | None = None
             self._stall_buffered = 0
             self._received = b""
+            # uvicorn answers past its concurrency limit in plain text: the limit is counted
+            # here instead, as uvicorn counts it, and answered by _busy
+            self._limit, self.limit_concurrency = self.limit_concurrency, None
 
         def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
             super().connection_made(transport)
@@ -226,8 +238,15 @@ if HAVE_HTTPTOOLS:
             hosts = sum(1 for name, _ in self.headers if name == b"host")
             if hosts > 1 or (hosts == 0 and self.parser.get_http_version() == "1.1"):
                 raise ValueError("no Host, or more than one")
-            before = self.cycle
-            super().on_headers_complete()
+            before, app = self.cycle, self.app
+            if self._limit is not None and (len(self.connections) >= self._limit
+                                            or len(self.tasks) >= self._limit):  # fmt: skip
+                self.app = _busy  # the app this request's cycle runs
+                self.logger.warning("Exceeded concurrency limit.")  # as uvicorn logs it
+            try:
+                super().on_headers_complete()
+            finally:
+                self.app = app
             if self.cycle is not before:  # a new request: one write per answer
                 self.cycle.transport = cast(asyncio.Transport,
                                             JoinedWrites(self.transport, self.loop))  # fmt: skip

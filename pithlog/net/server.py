@@ -67,7 +67,8 @@ READY_POLL_SECONDS = 0.02
 """How often the supervisor looks in that folder: the ready line comes at most this late."""
 
 LIMIT_CONCURRENCY = 1000
-"""Connections and tasks a worker serves at once; beyond, uvicorn answers ``503``."""
+"""Connections and tasks a worker serves at once; beyond, ``503 serve.busy``
+(:mod:`pithlog.net.http_head`; uvicorn's own plain-text ``503`` under h11)."""
 TIMEOUT_KEEP_ALIVE = 5
 """Seconds an idle keep-alive connection stays open."""
 REUSE_PORT = hasattr(socket, "SO_REUSEPORT")

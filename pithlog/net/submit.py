@@ -38,8 +38,9 @@ register(
         "request (docs/network.md, limits): split it",
         "serve.timeout": "the request (its head, or a POST body) did not arrive in time "
         "(docs/network.md, limits)",
-        "serve.busy": "the server holds as many submissions as it takes at once "
-        "(docs/network.md, limits): retry later",
+        "serve.busy": "the server holds as many requests of that kind as it takes at once "
+        "(submissions, syncs, or connections and requests in all: docs/network.md, limits): "
+        "retry later",
         "serve.bad_request": "the request is malformed (its Content-Length, or its body is "
         "not JSON Lines)",
     }

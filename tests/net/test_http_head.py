@@ -276,6 +276,24 @@ def test_connections_that_never_finish_a_head_are_closed(
                 assert _one_answer(sock).startswith(b"HTTP/1.1 200 ")
 
 
+def test_past_the_concurrency_limit_the_answer_is_a_json_503() -> None:
+    # uvicorn's own answer was the plain text "Service Unavailable"
+    with _bounded_uvicorn(_small, concurrency=3) as (_, address):
+        held = [socket.create_connection(address) for _ in range(3)]
+        time.sleep(0.2)
+        with socket.create_connection(address) as sock:
+            sock.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+            head, _, body = _until_closed(sock).partition(b"\r\n\r\n")  # closed after it
+        assert head.startswith(b"HTTP/1.1 503 "), head
+        assert b"\r\ncontent-type: application/json" in head
+        assert b"\r\ncache-control: no-store" in head and b"\r\nconnection: close" in head
+        assert json.loads(body)["error"] == "serve.busy"
+        for sock in held:
+            sock.close()
+        time.sleep(0.2)
+        assert httpx.get(f"http://{address[0]}:{address[1]}/", timeout=5).status_code == 200
+
+
 BIG = 64 << 20
 
 

@@ -39,7 +39,7 @@ from pithlog.net.answers import (
     send_error,
     status_of,
 )
-from pithlog.net.encoding import compressed, packed_apart
+from pithlog.net.encoding import compressed, encodes, packed_apart
 from pithlog.net.served_log import Log, ServeConfig
 from pithlog.net.submit_route import PATH as SUBMIT_PATH
 from pithlog.net.submit_route import SubmitRoute
@@ -203,9 +203,10 @@ def _copy_etag(copy: bytes) -> str:
 async def _conditional(request: Request, body: bytes, etag: str, media: str) -> Response:
     """A revalidated answer: ``304`` when the client holds this ETag already, with the
     headers the ``200`` would have carried (RFC 9110 15.4.5; ``Vary``: the ``200`` may be
-    compressed)."""
+    compressed, and its ETag is then weak, :class:`~pithlog.net.encoding.WeakTags`)."""
     if _none_match(request.headers.get("if-none-match"), etag):
-        return Response(status_code=304, headers={**answer_headers(REVALIDATE), "ETag": etag,
+        sent = "W/" + etag if encodes(request.headers, len(body)) else etag
+        return Response(status_code=304, headers={**answer_headers(REVALIDATE), "ETag": sent,
                                                   "Vary": "Accept-Encoding"})  # fmt: skip
     body, coded = await packed_apart(request.headers, body)
     return respond(body, media, REVALIDATE, ETag=etag, **coded)

@@ -29,7 +29,9 @@ from typing import IO, cast
 import anyio
 import httpx
 import zstandard
+from starlette.datastructures import Headers
 from starlette.middleware import Middleware
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from starlette_compress import CompressMiddleware, add_compress_type
 
 # the middleware's own reading of Accept-Encoding, so that an answer compressed apart is
@@ -89,11 +91,58 @@ async def packed_apart(request_headers: Mapping[str, str],
     return packed, {"Content-Encoding": coding, "Vary": "Accept-Encoding"}
 
 
+MINIMUM_BYTES = 1024
+"""Answers shorter than this go as they are: compressing them saves less than it costs."""
+CODINGS = frozenset({"zstd", "br", "gzip"})
+"""What :func:`compressed` answers in, as the request accepts them."""
+
+
 def compressed() -> list[Middleware]:
     """The middleware of a route whose answers compress: the first of zstd (level 3, zstd's
     default), brotli and gzip (level 6) that the request's ``Accept-Encoding`` accepts,
-    for answers of 1 KiB or more (starlette-compress)."""
-    return [Middleware(CompressMiddleware, minimum_size=1024, zstd_level=LEVEL, gzip_level=6)]
+    for answers of :data:`MINIMUM_BYTES` or more (starlette-compress), their ETag made
+    weak (:class:`WeakTags`)."""
+    return [Middleware(WeakTags),
+            Middleware(CompressMiddleware, minimum_size=MINIMUM_BYTES, zstd_level=LEVEL,
+                       gzip_level=6)]  # fmt: skip
+
+
+def encodes(request_headers: Headers, size: int) -> bool:
+    """Whether an answer of ``size`` bytes to a request with these headers goes out
+    compressed by :func:`compressed` (or :func:`packed_apart`): what its ETag is."""
+    accepted = parse_accept_encoding(",".join(request_headers.getlist("accept-encoding")))
+    return size >= MINIMUM_BYTES and not accepted.isdisjoint(CODINGS)
+
+
+class WeakTags:
+    """ASGI middleware: an answer sent with a ``Content-Encoding`` has its strong ETag made
+    weak (``W/"..."``), as nginx's gzip does. RFC 9110 8.8.3: a strong ETag names one
+    representation, byte for byte, content coding included; the tag of a state or an event
+    names the document (its ``state_sha256``, its SHA-256), which its identity answer
+    keeps, and its compressed answers, whose bytes depend on the encoder and its version,
+    share weakly. ``If-None-Match`` compares weakly, so either tag revalidates either
+    answer."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+
+        async def sending(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                headers = message.get("headers", [])
+                if any(name.lower() == b"content-encoding" for name, _ in headers):
+                    message["headers"] = [
+                        (name, b"W/" + value if name.lower() == b"etag"
+                         and not value.startswith(b"W/") else value)
+                        for name, value in headers
+                    ]  # fmt: skip
+            await send(message)
+
+        await self.app(scope, receive, sending)
 
 
 # --- reading ---------------------------------------------------------------------------

@@ -175,13 +175,15 @@ def test_states_events_proofs_and_stats(server: Server, files: Files) -> None:
     pending = [p for p, s in states.items() if s is None]
     assert with_state and pending
     for pith in with_state:
-        got = get(server, f"/state/{pith}")
+        got = get(server, f"/state/{pith}", headers={"Accept-Encoding": "identity"})
         assert got.status_code == 200 and got.headers["content-type"] == "application/json"
         assert got.content == states[pith] + b"\n"  # what `pithlog state` prints
         digest = json.loads(got.content)["state_sha256"]
         assert got.headers["etag"] == f'"{digest}"'
-        again = get(server, f"/state/{pith}", headers={"If-None-Match": f'"{digest}"'})
+        again = get(server, f"/state/{pith}", headers={"If-None-Match": f'"{digest}"',
+                                                       "Accept-Encoding": "identity"})  # fmt: skip
         assert again.status_code == 304 and again.content == b""
+        assert again.headers["etag"] == got.headers["etag"]
         # RFC 9110 13.1.2: weak comparison (a CDN that compresses passes W/ tags on), and *;
         # the 304 with the 200's Cache-Control, Vary and nosniff
         for held in (f'W/"{digest}"', f'"other", W/"{digest}"', "*"):
@@ -191,6 +193,7 @@ def test_states_events_proofs_and_stats(server: Server, files: Files) -> None:
                 "x-content-type-options"] == "nosniff"  # fmt: skip
             assert again.headers["cache-control"] == got.headers["cache-control"]
         assert get(server, f"/state/{pith}", headers={"If-None-Match": '"other"'}).content
+    _compressed_answers_have_their_own_etags(server, files, states)
     answer = get(server, f"/state/{pending[0]}")
     assert answer.status_code == 404 and answer.json()["error"] == "serve.pending"
     assert answer.json()["pith"]["status"] == "pending"
@@ -242,6 +245,34 @@ def test_states_events_proofs_and_stats(server: Server, files: Files) -> None:
     assert get(server, "/checkpoint").headers["cache-control"] == "public, max-age=2"
     head = httpx.head(server.url + "/tile/0/000", timeout=TIMEOUT)
     assert head.status_code == 200 and head.headers["content-length"] == "8192"
+
+
+def _compressed_answers_have_their_own_etags(
+    server: Server, files: Files, states: dict[str, bytes | None]
+) -> None:
+    """RFC 9110 8.8.3: a strong ETag names one representation, content coding included.
+    The compressed answers of /state/ and /event/ shared the identity answer's strong
+    tag (a cache could join a 304 or a range of one to the bytes of the other); they
+    carry it weak, W/"...", and a 304 carries the tag its 200 would."""
+    big = max((s for s in states.values() if s is not None), key=len)
+    assert len(big) >= 1024  # compressed when asked for
+    digest = json.loads(big)["state_sha256"]
+    copy = max((g.encoded(e) for e in files.events), key=len)
+    assert len(copy) >= 1024
+    event_id = json.loads(copy)["event_id"]
+    for path, tag in ((f"/state/{json.loads(big)['pith_number']}", digest),
+                      (f"/event/{event_id}", hashlib.sha256(copy).hexdigest())):  # fmt: skip
+        for coding in ("identity", "gzip", "zstd", "br"):
+            got = get(server, path, headers={"Accept-Encoding": coding})
+            assert got.status_code == 200, (path, coding)
+            assert got.headers.get("content-encoding", "identity") == coding, (path, coding)
+            etag = f'"{tag}"' if coding == "identity" else f'W/"{tag}"'
+            assert got.headers["etag"] == etag, (path, coding)
+            # either tag held, the other representation: weak comparison, 304, its own tag
+            for held in (f'"{tag}"', f'W/"{tag}"'):
+                again = get(server, path, headers={"Accept-Encoding": coding,
+                                                   "If-None-Match": held})  # fmt: skip
+                assert again.status_code == 304 and again.headers["etag"] == etag, held
 
 
 def _raw(server: Server, request: bytes, timeout: float = 10.0) -> bytes:

@@ -24,11 +24,12 @@ from pithlog.cli.edge import (
     open_store_reached,
     read_bytes,
     read_keyring,
+    seconds,
     store_path,
 )
-from pithlog.errors import EXIT_BAD_INPUT, EXIT_OK, DoorError, UsageError
+from pithlog.errors import EXIT_BAD_INPUT, EXIT_OK, DoorError, SyncError, UsageError
 from pithlog.net.sources import ExportSource, store_responder
-from pithlog.net.sync import MAX_NEEDED, MAX_ORDERED, Limits
+from pithlog.net.sync import MAX_NEEDED, MAX_ORDERED, MAX_SECONDS, Limits
 from pithlog.net.sync_pull import pull
 from pithlog.protocol.keys import Keyring
 from pithlog.store import REFUSED, REJECTED, AppendResult, Store
@@ -66,8 +67,9 @@ def _seekable(path: str) -> Iterator[BinaryIO]:
             yield spool
 
 
-def _http_transport(url: str, limits: Limits) -> Any:
-    return net_module("sync_http", "sync --from a URL").HttpTransport(url, limits)
+def _http_transport(url: str, limits: Limits, max_seconds: float) -> Any:
+    return net_module("sync_http", "sync --from a URL").HttpTransport(
+        url, limits, max_seconds=max_seconds)
 
 
 def cmd_sync(args: argparse.Namespace, out: Out) -> int:
@@ -83,10 +85,13 @@ def cmd_sync(args: argparse.Namespace, out: Out) -> int:
     if args.origin is not None and args.checkpoint is None:
         raise UsageError("arguments", "--origin is the origin --checkpoint must have: give "
                          "it with --checkpoint (and --keep-invalid) only")  # fmt: skip
+    source = args.source
+    if args.max_time is not None and not source.startswith(("http://", "https://")):
+        raise UsageError("arguments", "--max-time bounds a sync from a URL only: a store "
+                         "folder or an export file is read here, at the disk's pace")  # fmt: skip
     keyring = read_keyring(args.keyring)
     trusted = _trusted_checkpoint(args, keyring)
     limits = Limits(max_needed=args.max_copies)
-    source = args.source
     refused = 0
     stored: collections.Counter[str] = collections.Counter()
 
@@ -96,7 +101,8 @@ def cmd_sync(args: argparse.Namespace, out: Out) -> int:
     try:
         with contextlib.ExitStack() as stack:
             if source.startswith(("http://", "https://")):
-                remote: Any = stack.enter_context(_http_transport(source, limits))
+                remote: Any = stack.enter_context(_http_transport(
+                    source, limits, args.max_time or MAX_SECONDS))
             elif os.path.isdir(source):
                 other = stack.enter_context(
                     Store.open(source, create=False, readonly=True, check=True))
@@ -120,9 +126,12 @@ def cmd_sync(args: argparse.Namespace, out: Out) -> int:
                 store = stack.enter_context(open_store(args, create=True))
             report = pull(store, remote, keyring, trusted, batch=args.batch_size,
                           limits=limits, on_results=tally)  # fmt: skip
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, SyncError) as exc:
+        if isinstance(exc, SyncError) and exc.code != "sync.timeout":
+            raise
         shown = ", ".join(f"{n} {status}" for status, n in sorted(stored.items()))
-        out.say(f"sync: interrupted after {sum(stored.values())} copies were committed "
+        stopped = "interrupted" if isinstance(exc, KeyboardInterrupt) else "out of time"
+        out.say(f"sync: {stopped} after {sum(stored.values())} copies were committed "
                 f"({shown or 'none'}); they stay stored: run the same sync again for the "
                 "rest")  # fmt: skip
         raise
@@ -181,4 +190,8 @@ def add_commands(sub: Any, store_parser: StoreParser) -> None:
     p.add_argument("--max-copies", type=at_least(0), default=MAX_NEEDED, metavar="N",
                    help=f"stop when the source lists more than N copies the store lacks "
                    f"(default {MAX_NEEDED}, at most {MAX_ORDERED})")  # fmt: skip
+    p.add_argument("--max-time", type=seconds, metavar="SECONDS",
+                   help=f"with --from a URL: stop when the sync has taken SECONDS in all "
+                   f"(default {MAX_SECONDS:,.0f}, at most 86,400), keeping what it "
+                   "committed")  # fmt: skip
     p.set_defaults(func=cmd_sync)

@@ -36,10 +36,12 @@ _DEADLINE = _Deadline()
 
 class AnswerDeadline:
     """Inside (``with``), the requests this thread makes are given :func:`answer_seconds`
-    of ``limit`` in all, from then on: head, body and any connection they open."""
+    of ``limit`` in all, from then on: head, body and any connection they open; ``most``
+    seconds when that is less (what is left of a longer task's own time)."""
 
-    def __init__(self, limit: int) -> None:
-        self.seconds = answer_seconds(limit)
+    def __init__(self, limit: int, most: float | None = None) -> None:
+        self.seconds = answer_seconds(limit) if most is None else min(answer_seconds(limit),
+                                                                      most)  # fmt: skip
         self.at = 0.0
         self._saved: tuple[float | None, float] = (None, 0.0)
 

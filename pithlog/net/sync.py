@@ -114,6 +114,12 @@ MAX_RANGES = 4096
 per range asked). Each range costs a Python object or more on both sides: a request of 6
 million ranges of a few bytes each fits in :data:`MAX_MESSAGE` and held a responder for 52
 s and 2 GB. The pulling side asks about more ranges than this in several messages."""
+MAX_SECONDS = 3600.0
+"""Seconds one sync from a URL may take in all by default (``sync --max-time``). Each
+answer has a deadline of its own (about 2 minutes for a message of :data:`MAX_MESSAGE`),
+but a source may answer each fetch with one copy, just in time: a million copies asked,
+each message under its deadline, held a sync for years. What a sync committed before it
+was cut off stays stored, and the same sync run again fetches the rest."""
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -36,7 +37,7 @@ from pithlog.net.encoding import ACCEPT_ENCODING, read_answer
 from pithlog.net.sources import store_responder
 from pithlog.net.submit import Limits as BodyLimits
 from pithlog.net.submit import check_declared, read_body
-from pithlog.net.sync import Limits, Responder
+from pithlog.net.sync import MAX_SECONDS, Limits, Responder
 from pithlog.net.syncmsg import BRANCHES, INFINITY, SKIP, Entry, decode_reconcile, encode_reconcile
 from pithlog.protocol.canonical import shape
 from pithlog.store import Store
@@ -46,6 +47,9 @@ register(
         "sync.unreachable": "the sync source's URL cannot be reached (or did not answer in "
         "time): check --from and the network",
         "sync.remote": "the sync source answered with an error: its code and message follow",
+        "sync.timeout": "the sync from a URL took longer than --max-time (default 3,600 s): "
+        "what it committed stays stored; run it again for the rest, or give a longer "
+        "--max-time (docs/network.md)",
     }
 )
 
@@ -150,13 +154,18 @@ def is_url(source: str) -> bool:
 
 
 class HttpTransport:
-    """The pulling side's :class:`pithlog.net.sync_pull.Transport` to ``BASE_URL/sync``."""
+    """The pulling side's :class:`pithlog.net.sync_pull.Transport` to ``BASE_URL/sync``,
+    whose messages are answered within ``max_seconds`` of its making in all (``None``: no
+    bound but each answer's), or ``sync.timeout``."""
 
     def __init__(
-        self, base_url: str, limits: Limits | None = None, client: httpx.Client | None = None
-    ) -> None:
+        self, base_url: str, limits: Limits | None = None, client: httpx.Client | None = None,
+        max_seconds: float | None = MAX_SECONDS,
+    ) -> None:  # fmt: skip
         self.url = base_url.rstrip("/") + SYNC_PATH
         self.limits = limits or Limits()
+        self.max_seconds = max_seconds
+        self._ends = None if max_seconds is None else time.monotonic() + max_seconds
         self._client = client or deadline_client(timeout=TIMEOUT, follow_redirects=False)
         self._own = client is None
         self.sent = self.received = self.messages = 0
@@ -178,11 +187,19 @@ class HttpTransport:
         is made to sync into."""
         decode_reconcile(self.request(encode_reconcile([Entry(INFINITY, SKIP)])), BRANCHES)
 
+    def _late(self) -> SyncError:
+        return SyncError("timeout", f"{self.url}: the sync took over {self.max_seconds:g} s "
+                         "(--max-time)")  # fmt: skip
+
     def request(self, message: bytes) -> bytes:
+        left = None if self._ends is None else self._ends - time.monotonic()
+        if left is not None and left <= 0:
+            raise self._late()
         self.sent += len(message)
-        # the whole answer, its head too, within answer_seconds of its cap: httpx times
-        # each read only, and h11 waits for 100 KiB of head (pithlog.net.deadline)
-        deadline = AnswerDeadline(self.limits.max_message)
+        # the whole answer, its head too, within answer_seconds of its cap (and the time
+        # left to the sync): httpx times each read only, and h11 waits for 100 KiB of head
+        # (pithlog.net.deadline)
+        deadline = AnswerDeadline(self.limits.max_message, left)
         try:
             headers = {"Content-Type": MEDIA, "Accept-Encoding": ACCEPT_ENCODING}
             with deadline, self._client.stream("POST", self.url, content=message,
@@ -193,6 +210,8 @@ class HttpTransport:
         except (httpx.HTTPError, httpx.InvalidURL, UnicodeError) as exc:
             # a URL httpx cannot parse (InvalidURL), or a host name IDNA cannot encode
             # (UnicodeError, from the resolver): --from is wrong, as for a host not found
+            if self._ends is not None and time.monotonic() >= self._ends:
+                raise self._late() from exc
             why = deadline.why(exc) if isinstance(exc, httpx.HTTPError) else str(exc)
             raise SyncError("unreachable", f"{self.url}: {why}") from exc
         self.received += len(reply)

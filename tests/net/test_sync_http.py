@@ -275,3 +275,55 @@ def test_an_answer_whose_head_drips_is_cut_off_at_its_deadline(
         took = time.monotonic() - started
     assert caught.value.code == "sync.unreachable" and took < 10
     assert "an answer that took over 1 s" in caught.value.message
+
+
+def test_a_source_slow_in_every_answer_is_cut_off_at_max_time(tmp_path: Path, keys: Keys) -> None:
+    """Each answer has its deadline (about 2 minutes), and a source that sends each one a
+    byte at a time, always in time, held a sync for as long as it liked: a fetch may be
+    answered one copy at a time. ``--max-time`` bounds the whole sync (default an hour),
+    cutting off an answer in flight; what was committed stays stored."""
+    import asyncio
+    import time
+
+    from served import in_thread
+
+    from pithlog.net.sources import store_responder
+
+    done = False
+    with Store.open(_store(tmp_path / "a", _events()), readonly=True) as source:
+        responder = store_responder(source, Limits())
+
+        async def app(scope: Any, receive: Any, send: Any) -> None:
+            body = b""
+            while True:
+                message = await receive()
+                body += message.get("body", b"")
+                if not message.get("more_body"):
+                    break
+            reply = responder.handle(body)
+            await send({"type": "http.response.start", "status": 200,
+                        "headers": [(b"content-type", MEDIA.encode()),
+                                    (b"content-length", b"%d" % len(reply))]})  # fmt: skip
+            for i in range(len(reply)):  # a byte each 20 ms: in time for any read
+                if done:
+                    return
+                await asyncio.sleep(0.02)
+                await send({"type": "http.response.body", "body": reply[i : i + 1],
+                            "more_body": i + 1 < len(reply)})  # fmt: skip
+
+        with in_thread(app) as url:
+            argv = ["--store", str(tmp_path / "b"), "sync", "--from", url, "--keyring",
+                    str(keys.keyring)]  # fmt: skip
+            started = time.monotonic()
+            status, out, err = run([*argv, "--max-time", "2"])
+            took = time.monotonic() - started
+            done = True
+    assert status == 2 and out == b"", err
+    assert "[sync.timeout]" in err and "took over 2 s (--max-time)" in err, err
+    assert "sync: out of time after 0 copies were committed" in err and "Traceback" not in err
+    assert 1.5 < took < 10
+    # a folder or a file is read at the disk's pace: --max-time bounds a URL only
+    status, _, err = run(["--store", str(tmp_path / "c"), "sync", "--from",
+                          str(tmp_path / "a"), "--keyring", str(keys.keyring),
+                          "--max-time", "2"])  # fmt: skip
+    assert status == 2 and "[usage.arguments]" in err and "--max-time" in err

@@ -171,7 +171,9 @@ def verify_inclusion(
     ``size`` leaves with root ``root_hash``?"""
     if not 0 <= index < size:  # step 1
         return False
-    if any(len(p) != HASH_SIZE for p in path):
+    # a leaf hash of another length is no leaf hash: with an empty path (a tree of one
+    # leaf) it would be "proven" by being equal to a root of that same length
+    if len(leaf) != HASH_SIZE or any(len(p) != HASH_SIZE for p in path):
         return False
     fn, sn = index, size - 1  # step 2
     r = leaf  # step 3

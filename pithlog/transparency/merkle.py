@@ -205,7 +205,8 @@ def verify_consistency(
     if not 0 <= old <= new or any(len(c) != HASH_SIZE for c in path):
         return False
     if old == 0:
-        return not path and old_root == EMPTY_ROOT
+        # and at 0 leaves the new tree is the empty tree too: its root is checked as well
+        return not path and old_root == EMPTY_ROOT and (new > 0 or new_root == EMPTY_ROOT)
     if old == new:
         return not path and old_root == new_root
     if not path:  # step 1

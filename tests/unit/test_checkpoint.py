@@ -9,7 +9,7 @@ import hashlib
 import pytest
 
 from pithlog.errors import EXIT_BAD_INPUT, EXIT_VERIFY_FAILED, CheckpointError
-from pithlog.protocol.keys import SigningKey, make_keyring, verify_signature
+from pithlog.protocol.keys import KeyEntry, SigningKey, make_keyring, verify_signature
 from pithlog.testing import test_key, test_keyring, test_keyring_entries
 from pithlog.transparency.checkpoint import (
     MAX_NOTE_BYTES,
@@ -58,6 +58,46 @@ def test_key_ids_and_signatures_of_the_published_examples() -> None:
                            .decode(), "signer_id": "example.com", "signer_type": "mirror",
                            "not_before": None, "not_after": None, "revoked_at": None}])["foo"]
     assert verify_signature(entry.verifier, sig.signature, spec.text)
+
+
+# golang.org/x/mod/sumdb/note's TestOpen (note_test.go): a second signer, EnochRoot, and the
+# notes Open must refuse as malformed, byte for byte (GO_NOTE above is TestOpen's text and
+# PeterNeumann's line).
+ENOCH_PUBLIC = base64.b64decode("ATtqJ7zOtqQtYqOo0CpvDXNlMhV3HeJDpjrASKGLWdop")[1:]
+PETER_LINE = GO_NOTE[len(GO_TEXT) + 1 :]
+ENOCH_LINE = ("\u2014 EnochRoot rwz+eBzmZa0SO3NbfRGzPCpDckykFXSdeX+MNtCOXm2/5n2tiOHp+vAF1a"
+              "GrQ5ovTG01oOTGwnWLox33WWd1RvMc+QQ=\n").encode()  # fmt: skip
+
+
+def _go_entry(public: bytes) -> KeyEntry:
+    return make_keyring([{"key_id": "k", "public_key_b64": base64.b64encode(public).decode(),
+                          "signer_id": "go.example", "signer_type": "mirror",
+                          "not_before": None, "not_after": None, "revoked_at": None}])["k"]
+
+
+def test_the_notes_of_go_sumdb_note_open() -> None:
+    assert key_id("EnochRoot", ENOCH_PUBLIC).hex() == "af0cfe78"
+    note = parse_note(GO_TEXT + b"\n" + PETER_LINE + ENOCH_LINE)
+    assert note.text == GO_TEXT
+    assert [(s.name, s.key_id.hex()) for s in note.signatures] == [
+        ("PeterNeumann", "c74f20a3"), ("EnochRoot", "af0cfe78")]
+    for sig, public in zip(note.signatures, (GO_PUBLIC, ENOCH_PUBLIC), strict=True):
+        assert verify_signature(_go_entry(public).verifier, sig.signature, GO_TEXT)
+    # "Invalid signature": four characters inserted in PeterNeumann's base64
+    altered = parse_note(GO_TEXT + b"\n" + PETER_LINE[:60] + b"ABCD" + PETER_LINE[60:])
+    assert not verify_signature(_go_entry(GO_PUBLIC).verifier, altered.signatures[0].signature,
+                                GO_TEXT)  # fmt: skip
+    # "Duplicated verified and unverified signatures": repeated lines are still a note
+    repeated = PETER_LINE * 2 + ENOCH_LINE * 2 + ENOCH_LINE[:60] + b"ABCD" + ENOCH_LINE[60:]
+    assert len(parse_note(GO_TEXT + b"\n" + repeated).signatures) == 5
+    # "Invalid encoded message syntax", and "too many signatures" (101)
+    for bad in (GO_TEXT, GO_TEXT + b"\n", GO_TEXT + b"\n" + PETER_LINE[:-1],
+                b"\x01" + GO_TEXT + b"\n" + PETER_LINE, b"\xff" + GO_TEXT + b"\n" + PETER_LINE,
+                GO_TEXT + b"\n" + PETER_LINE.replace(b"PeterNeumann", b"Bad Name")[:-1],
+                GO_TEXT + b"\n" + PETER_LINE + b"Unexpected line.\n",
+                GO_TEXT + b"\n" + PETER_LINE * 101):  # fmt: skip
+        with pytest.raises(CheckpointError, match="malformed"):
+            parse_note(bad)
 
 
 def test_sign_and_verify_a_checkpoint() -> None:

@@ -46,6 +46,7 @@ from pithlog.net.sync_http import sync_routes
 from pithlog.net.witness_client import collect
 from pithlog.net.witness_route import witness_routes
 from pithlog.parallel import cores, usable_cores
+from pithlog.protocol.canonical import MAX_LINE_BYTES
 from pithlog.protocol.keys import Keyring, SigningKey, load_key_file, load_keyring
 from pithlog.store import Store
 from pithlog.transparency import merkle
@@ -116,9 +117,13 @@ def extra_routes() -> list[BaseRoute]:
 
 
 def _read(path: str) -> bytes:
+    """A key file's or a keyring's bytes, no further than the door reads (spec section 1:
+    8 MiB, and one byte more to tell a longer file): ``--key /dev/zero`` or a keyring
+    given an export is refused (``key_file.not_json``, ``keyring.not_json``) without being
+    read whole into memory, as the commands without ``serve`` refuse it."""
     try:
         with open(path, "rb") as f:
-            return f.read()
+            return f.read(MAX_LINE_BYTES + 1)
     except OSError as exc:
         raise UsageError("unreadable", f"cannot read {path}: {exc.strerror or exc}") from exc
 

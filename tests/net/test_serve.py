@@ -20,10 +20,14 @@ import pytest
 import zstandard
 from served import ORIGIN, Files, Server, g, make_files, serving
 
+from pithlog.errors import KeyFileError, KeyringError
+from pithlog.net import server as server_module
 from pithlog.net.server import REUSE_PORT, bind
-from pithlog.protocol.keys import load_keyring
+from pithlog.protocol.canonical import MAX_LINE_BYTES
+from pithlog.protocol.keys import dump_key_file, load_keyring
 from pithlog.store import Store
 from pithlog.store.layout import FORMAT_VERSION
+from pithlog.testing import test_key as fixed_key
 from pithlog.transparency.checkpoint import verify_checkpoint
 from pithlog.transparency.proofs import verify_consistency_proof, verify_inclusion_proof
 
@@ -427,3 +431,47 @@ def test_a_held_port_is_served_by_the_sockets_it_hands_over() -> None:
             worker.close()
         with pytest.raises(ConnectionRefusedError):
             socket.create_connection(hold.getsockname(), timeout=5)
+
+
+class _Endless:
+    """A file that never ends (``--key /dev/zero``): it gives what is asked, and refuses
+    to be read whole."""
+
+    def __init__(self) -> None:
+        self.given = 0
+
+    def __enter__(self) -> _Endless:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        pass
+
+    def read(self, size: int = -1) -> bytes:
+        assert size >= 0, "read whole"
+        self.given += size
+        return b" " * size
+
+
+def test_serve_refuses_a_huge_key_or_keyring_without_reading_it_whole(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    key = tmp_path / "log.key"
+    key.write_bytes(dump_key_file(fixed_key("registry")))
+    endless = _Endless()
+    real_open = open
+
+    def fake_open(path: str, mode: str = "r") -> Any:
+        return endless if path == "/dev/zero" else real_open(path, mode)
+
+    monkeypatch.setattr(server_module, "open", fake_open, raising=False)
+    for settings, error, code in (
+        (server_module.Settings(str(tmp_path / "s"), "/dev/zero", ORIGIN), KeyFileError,
+         "key_file.not_json"),
+        (server_module.Settings(str(tmp_path / "s"), str(key), ORIGIN, keyring="/dev/zero"),
+         KeyringError, "keyring.not_json"),
+    ):  # fmt: skip
+        endless.given = 0
+        with pytest.raises(error) as caught:
+            server_module.open_config(settings)
+        assert caught.value.code == code and "longer than" in caught.value.message
+        assert endless.given == MAX_LINE_BYTES + 1

@@ -63,6 +63,8 @@ CODES: dict[str, str] = {
     "show`",
     "keyring.revoked": "the key is already revoked at that time or earlier",
     "keyring.unwritable": "the keyring file cannot be written there; check the folder",
+    "keyring.too_large": "the edited keyring would be longer than the 8 MiB a keyring file "
+    "may be; the file is kept as it was",
     # key files
     "key_file.not_json": "the key file is not JSON pithlog can read",
     "key_file.version": "not a pithlog key file (key_file_version pithlog-key-v1)",

@@ -70,6 +70,20 @@ def write_atomically(path: Path, data: bytes, replace: bool) -> None:
                            "check that its folder exists and is writable") from exc
 
 
+def write_keyring(path: Path, doc: dict[str, Any]) -> None:
+    """Write an edited keyring over ``path``, unless its file would be longer than a
+    keyring may be (spec section 1: 8 MiB, what ``--keyring`` reads): written, every
+    command would then refuse it (``keyring.not_json``), so the edit is refused instead
+    (``keyring.too_large``) and the file kept as it was."""
+    data = render_keyring(doc)
+    if len(data) > MAX_LINE_BYTES:
+        raise KeyringError("too_large", f"after this edit {path} would be {len(data):,} bytes, "
+                           f"longer than the {MAX_LINE_BYTES:,} a keyring file may be; it is "
+                           "unchanged: remove members the spec ignores, or keys no longer "
+                           "needed, first")  # fmt: skip
+    write_atomically(path, data, replace=True)
+
+
 def _read_doc(path: str) -> dict[str, Any]:
     doc, _ = parse_keyring_doc(keyring_bytes(path))
     return doc
@@ -102,7 +116,7 @@ def cmd_keyring_add(args: argparse.Namespace, out: Out) -> int:
                 raise UsageError("timestamp", f"{flag} must be YYYY-MM-DDTHH:MM:SSZ")
             entry[name] = value
     after = add_key(doc, entry)
-    write_atomically(Path(args.keyring), render_keyring(after), replace=True)
+    write_keyring(Path(args.keyring), after)
     keyring = keyring_from_value(after)
     key = keyring[entry["key_id"]]
     out.say(f"keyring add: {key.key_id} ({key.signer_type} {key.signer_id}, fingerprint "
@@ -116,7 +130,7 @@ def cmd_keyring_revoke(args: argparse.Namespace, out: Out) -> int:
     """Set a key's revoked_at."""
     doc = _read_doc(args.keyring)
     after = revoke_key(doc, args.key_id, args.at)
-    write_atomically(Path(args.keyring), render_keyring(after), replace=True)
+    write_keyring(Path(args.keyring), after)
     keyring = keyring_from_value(after)
     out.say(f"keyring revoke: {args.key_id} is valid only before {args.at}; digest now "
             f"{keyring.digest} (a store reduced under the old keyring applies the change "

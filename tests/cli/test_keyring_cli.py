@@ -184,3 +184,19 @@ def test_an_edit_through_a_symlink_edits_the_keyring_it_points_at(tmp_path: Path
     assert run(["keyring", "add", str(link), str(entry)])[0] == 0
     assert link.is_symlink()
     assert list(load_keyring(real.read_bytes())) == ["reg-1"]
+
+
+def test_an_edit_that_would_make_the_keyring_too_long_is_refused(tmp_path: Path) -> None:
+    _, entry = keygen(tmp_path, "reg-1")
+    ring = tmp_path / "keyring.json"
+    # a keyring just under the limit, its bulk in a member the spec ignores
+    doc = {"keyring_version": "1", "keys": [], "note": ""}
+    doc["note"] = "x" * (MAX_LINE_BYTES - len(keyring_commands.render_keyring(doc)))
+    before = keyring_commands.render_keyring(doc)
+    assert len(before) == MAX_LINE_BYTES
+    ring.write_bytes(before)
+    assert run(["keyring", "show", str(ring)])[0] == 0
+    status, _, err = run(["keyring", "add", str(ring), str(entry)])
+    assert status == 2 and "[keyring.too_large]" in err and len(err.splitlines()) == 1
+    assert ring.read_bytes() == before
+    assert run(["keyring", "show", str(ring)])[0] == 0

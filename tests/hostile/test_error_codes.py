@@ -64,6 +64,7 @@ PINNED_CODES = [
     "keyring.signer_id",
     "keyring.signer_type",
     "keyring.timestamp",
+    "keyring.too_large",
     "keyring.unknown_key_id",
     "keyring.unwritable",
     "keyring.validity",
@@ -245,6 +246,7 @@ KEYRING_EDITS: list[tuple[str, list[str]]] = [
     ("keyring.unknown_key_id", ["revoke", "RING", "nobody", "--at", "2026-01-01T00:00:00Z"]),
     ("keyring.revoked", ["revoke", "RING", "revoked", "--at", "2026-02-01T00:00:00Z"]),
     ("keyring.unwritable", ["new", "NOWHERE"]),
+    ("keyring.too_large", ["add", "FULL", json.dumps(_entry(key_id="one-more"))]),
 ]  # fmt: skip
 
 
@@ -255,6 +257,11 @@ def test_a_refused_keyring_edit_is_one_line(tmp_path: Path, code: str, argv: lis
                      revoked_at="2026-01-01T00:00:00Z")  # fmt: skip
     ring.write_text(json.dumps({"keyring_version": "1", "keys": [_entry(), revoked]}))
     where = {"RING": str(ring), "NOWHERE": str(tmp_path / "no" / "such" / "folder.json")}
+    if "FULL" in argv:  # a keyring of 8 MiB less a few bytes, its bulk in an ignored member
+        full = tmp_path / "full.json"
+        full.write_text(json.dumps({"keyring_version": "1", "keys": [],
+                                    "note": "x" * (MAX_LINE_BYTES - 100)}))  # fmt: skip
+        where["FULL"] = str(full)
     number, got, message = refusal(["keyring", *(where.get(a, a) for a in argv)])
     assert (number, got) == (0, code)
     assert ADVICE.search(message), message

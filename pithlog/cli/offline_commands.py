@@ -161,7 +161,9 @@ def cmd_verify_state(args: argparse.Namespace, out: Out) -> int:
 
 
 def _write_private(path: Path, data: bytes, force: bool) -> None:
-    """Write a secret file with mode 0600, never half-written, never over one by accident."""
+    """Write a secret file with mode 0600, never half-written, never over one by accident.
+    The folder is synced after the rename: until then a crash can lose the new name, and
+    with it a key whose keyring entry was already printed (and perhaps trusted)."""
     if path.exists() and not force:
         raise UsageError("exists", f"{path} exists; pass --force to replace it")
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
@@ -172,6 +174,11 @@ def _write_private(path: Path, data: bytes, force: bool) -> None:
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp, path)
+        folder = os.open(path.parent, os.O_RDONLY)
+        try:
+            os.fsync(folder)
+        finally:
+            os.close(folder)
     except OSError as exc:
         with contextlib.suppress(OSError):
             tmp.unlink()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import stat
 from pathlib import Path
 
@@ -219,6 +220,24 @@ def test_keygen_writes_0600_and_prints_entry(tmp_path: Path) -> None:
                           "mirror", "--out", str(out_file)])  # fmt: skip
     assert status == 2 and "[usage.exists]" in err
     assert out_file.read_bytes() == before
+
+
+def test_keygen_syncs_the_folder_after_naming_the_key(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    synced: list[str] = []
+    real_fsync = os.fsync
+
+    def fsync(fd: int) -> None:
+        synced.append("folder" if stat.S_ISDIR(os.fstat(fd).st_mode) else "file")
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    status, _, _ = run(["keygen", "--key-id", "k1", "--signer-id", "s", "--signer-type",
+                        "mirror", "--out", str(tmp_path / "k.key")])  # fmt: skip
+    assert status == 0
+    # the key's bytes, then the name the rename gave it: a crash keeps both or neither
+    assert synced == ["file", "folder"]
 
 
 def test_sign_refuses_an_invalid_event(signer: dict[str, Path]) -> None:

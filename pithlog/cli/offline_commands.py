@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import datetime
+import errno
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -160,10 +161,18 @@ def cmd_verify_state(args: argparse.Namespace, out: Out) -> int:
     return EXIT_OK
 
 
+_NO_HARD_LINKS = frozenset({errno.EPERM, errno.EOPNOTSUPP, errno.ENOTSUP, errno.ENOSYS})
+"""What link() answers on a filesystem without hard links (FAT, some FUSE mounts)."""
+
+
 def _write_private(path: Path, data: bytes, force: bool) -> None:
     """Write a secret file with mode 0600, never half-written, never over one by accident.
-    The folder is synced after the rename: until then a crash can lose the new name, and
-    with it a key whose keyring entry was already printed (and perhaps trusted)."""
+
+    The temporary file is given its name by a hard link, not a rename, unless ``force``:
+    a link fails when the name is taken, so a key file made there after the check below
+    (another keygen with the same ``--out``, whose entry was printed) is kept, where a
+    rename would silently replace it. The folder is synced after: until then a crash can
+    lose the new name, and with it a key whose keyring entry was already printed."""
     if path.exists() and not force:
         raise UsageError("exists", f"{path} exists; pass --force to replace it")
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
@@ -173,17 +182,29 @@ def _write_private(path: Path, data: bytes, force: bool) -> None:
             handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())
-        os.replace(tmp, path)
+        if force:
+            os.replace(tmp, path)
+        else:
+            try:
+                os.link(tmp, path)
+            except FileExistsError:
+                raise UsageError("exists", f"{path} exists; pass --force to replace "
+                                 "it") from None  # fmt: skip
+            except OSError as exc:
+                if exc.errno not in _NO_HARD_LINKS:
+                    raise
+                os.replace(tmp, path)  # no hard links here: the check above is all there is
         folder = os.open(path.parent, os.O_RDONLY)
         try:
             os.fsync(folder)
         finally:
             os.close(folder)
     except OSError as exc:
-        with contextlib.suppress(OSError):
-            tmp.unlink()
         raise KeyFileError("unwritable", f"cannot write {path}: {exc.strerror or exc}; "
                            "check that its folder exists and is writable") from exc
+    finally:
+        with contextlib.suppress(OSError):
+            tmp.unlink()  # after a link (or a failure); after a rename it is already gone
 
 
 def cmd_keygen(args: argparse.Namespace, out: Out) -> int:

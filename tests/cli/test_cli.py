@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import io
 import json
 import os
@@ -238,6 +239,39 @@ def test_keygen_syncs_the_folder_after_naming_the_key(
     assert status == 0
     # the key's bytes, then the name the rename gave it: a crash keeps both or neither
     assert synced == ["file", "folder"]
+
+
+def test_keygen_keeps_a_key_file_made_while_it_wrote_its_own(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    out_file = tmp_path / "k.key"
+    other = dump_key_file(test_key("mirror"))  # another keygen's key, its entry printed
+    real_fsync = os.fsync
+
+    def fsync(fd: int) -> None:
+        real_fsync(fd)
+        if not out_file.exists():
+            out_file.write_bytes(other)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    argv = ["keygen", "--key-id", "k1", "--signer-id", "s", "--signer-type", "mirror",
+            "--out", str(out_file)]  # fmt: skip
+    status, out, err = run(argv)
+    assert status == 2 and "[usage.exists]" in err and out == b""
+    assert out_file.read_bytes() == other
+    assert sorted(os.listdir(tmp_path)) == ["k.key"]  # no temporary file left
+    # a filesystem without hard links still gets its key file
+    monkeypatch.setattr(os, "fsync", real_fsync)
+
+    def no_links(src: object, dst: object) -> None:
+        raise PermissionError(errno.EPERM, "Operation not permitted")
+
+    monkeypatch.setattr(os, "link", no_links)
+    argv[-1] = str(tmp_path / "k2.key")
+    status, out, _ = run(argv)
+    assert status == 0 and json.loads(out) == load_key_file(
+        (tmp_path / "k2.key").read_bytes()).keyring_entry()  # fmt: skip
+    assert sorted(os.listdir(tmp_path)) == ["k.key", "k2.key"]
 
 
 def test_sign_refuses_an_invalid_event(signer: dict[str, Path]) -> None:

@@ -31,6 +31,19 @@ from pithlog.protocol.keys import keyring_from_value
 from pithlog.protocol.timestamps import is_ts
 
 
+def shown(text: str) -> str:
+    """``text`` (a key_id or signer_id, chosen by whoever made the entry) as it is printed:
+    a character that is not printable (LF, ESC, U+2028, ...) as ``\\uXXXX``, so that it
+    can neither break a one-line message or a table row into several (a row that looks
+    like another key) nor write terminal escapes."""
+    if text.isprintable():
+        return text
+    return "".join(
+        c if c.isprintable() else f"\\u{ord(c):04x}" if ord(c) <= 0xFFFF else f"\\U{ord(c):08x}"
+        for c in text
+    )
+
+
 def render_keyring(doc: dict[str, Any]) -> bytes:
     """A keyring file as pithlog writes it: indented JSON, one member per line, UTF-8."""
     return (json.dumps(doc, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
@@ -119,8 +132,8 @@ def cmd_keyring_add(args: argparse.Namespace, out: Out) -> int:
     write_keyring(Path(args.keyring), after)
     keyring = keyring_from_value(after)
     key = keyring[entry["key_id"]]
-    out.say(f"keyring add: {key.key_id} ({key.signer_type} {key.signer_id}, fingerprint "
-            f"{key.fingerprint}); {args.keyring} has {len(keyring)} "
+    out.say(f"keyring add: {shown(key.key_id)} ({key.signer_type} {shown(key.signer_id)}, "
+            f"fingerprint {key.fingerprint}); {args.keyring} has {len(keyring)} "
             f"{'key' if len(keyring) == 1 else 'keys'}, digest "
             f"{keyring.digest}")  # fmt: skip
     return EXIT_OK
@@ -132,7 +145,7 @@ def cmd_keyring_revoke(args: argparse.Namespace, out: Out) -> int:
     after = revoke_key(doc, args.key_id, args.at)
     write_keyring(Path(args.keyring), after)
     keyring = keyring_from_value(after)
-    out.say(f"keyring revoke: {args.key_id} is valid only before {args.at}; digest now "
+    out.say(f"keyring revoke: {shown(args.key_id)} is valid only before {args.at}; digest now "
             f"{keyring.digest} (a store reduced under the old keyring applies the change "
             "at its next append, or with `pithlog rekey --keyring` when it is large)")  # fmt: skip
     return EXIT_OK
@@ -147,7 +160,7 @@ def cmd_keyring_show(args: argparse.Namespace, out: Out) -> int:
     rows = [COLUMNS]
     for key in keyring.values():
         entry = key.entry()
-        rows.append((key.key_id, key.signer_id, key.signer_type, validity(entry),
+        rows.append((shown(key.key_id), shown(key.signer_id), key.signer_type, validity(entry),
                      key.fingerprint))  # fmt: skip
     widths = [max(len(row[i]) for row in rows) for i in range(len(COLUMNS))]
     for row in rows:

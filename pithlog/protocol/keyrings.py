@@ -107,7 +107,8 @@ def revoke_key(doc: dict[str, Any], key_id: str, at: str) -> dict[str, Any]:
         raise KeyringError("timestamp", "--at must be a ts (YYYY-MM-DDTHH:MM:SSZ)")
     keyring = keyring_from_value(doc)
     if key_id not in keyring:
-        known = ", ".join(sorted(keyring)) or "none"
+        # repr: a key_id may hold a line break or an escape, and the error is one line
+        known = ", ".join(repr(k) for k in sorted(keyring)) or "none"
         raise KeyringError("unknown_key_id", f"the keyring has no key {key_id!r} (its keys: "
                            f"{known}); check the key_id with pithlog keyring show")  # fmt: skip
     was = keyring[key_id].revoked_at

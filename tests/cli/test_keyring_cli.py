@@ -200,3 +200,22 @@ def test_an_edit_that_would_make_the_keyring_too_long_is_refused(tmp_path: Path)
     assert status == 2 and "[keyring.too_large]" in err and len(err.splitlines()) == 1
     assert ring.read_bytes() == before
     assert run(["keyring", "show", str(ring)])[0] == 0
+
+
+def test_a_key_id_with_a_line_break_or_an_escape_is_shown_escaped(tmp_path: Path) -> None:
+    _, entry = keygen(tmp_path, "reg-1")
+    doc = json.loads(entry.read_bytes())
+    # an entry whose key_id, printed as it is, would draw a row for a key not there
+    doc["key_id"] = "a\nfake-1  fake.example  pith_registry  - .. -  00\x1b[31m"
+    doc["signer_id"] = "s\u2028t"
+    ring = tmp_path / "keyring.json"
+    assert run(["keyring", "new", str(ring)])[0] == 0
+    status, _, err = run(["keyring", "add", str(ring), json.dumps(doc)])
+    assert status == 0 and len(err.splitlines()) == 1 and "\x1b" not in err
+    assert "a\\u000afake-1" in err and "s\\u2028t" in err
+    status, out, _ = run(["keyring", "show", str(ring)])
+    assert status == 0
+    assert len(out.decode().split("\n")) == 3 and b"\x1b" not in out  # header, one key, end
+    status, _, err = run(["keyring", "revoke", str(ring), "nobody", "--at",
+                          "2026-01-01T00:00:00Z"])  # fmt: skip
+    assert status == 2 and err.count("\n") == 1 and "\x1b" not in err

@@ -114,6 +114,10 @@ def register(codes: dict[str, str]) -> None:
             raise ValueError(f"error code {code} registered twice")
 
 
+MAX_MESSAGE = 2000
+"""The most characters of an error's message kept; the rest is counted, not shown."""
+
+
 class PithlogError(Exception):
     """Root of every deliberate pithlog failure.
 
@@ -128,6 +132,11 @@ class PithlogError(Exception):
         self.detail = detail
         if self.code not in CODES:  # an unlisted code is a bug: docs/errors.md must name it
             raise ValueError(f"unregistered error code {self.code}")
+        if len(message) > MAX_MESSAGE:
+            # a message may quote what a stranger sent (a member's value, a keyring's key
+            # ids): the line the CLI prints and the JSON the server answers stay short
+            cut = len(message) - MAX_MESSAGE
+            message = f"{message[:MAX_MESSAGE]}... ({cut:,} more characters)"
         self.message = message
         self.where = where
         super().__init__(self.describe())

@@ -219,3 +219,22 @@ def test_a_key_id_with_a_line_break_or_an_escape_is_shown_escaped(tmp_path: Path
     status, _, err = run(["keyring", "revoke", str(ring), "nobody", "--at",
                           "2026-01-01T00:00:00Z"])  # fmt: skip
     assert status == 2 and err.count("\n") == 1 and "\x1b" not in err
+
+
+def test_an_error_quoting_a_huge_value_is_still_a_short_line(tmp_path: Path) -> None:
+    """A message may quote what a stranger sent: a keyring entry's signer_type of 3 MB was
+    printed whole, a one-line error of 3 MB. The message keeps its first MAX_MESSAGE
+    characters and counts the rest."""
+    from pithlog.errors import MAX_MESSAGE
+
+    _, e1 = keygen(tmp_path, "reg-1")
+    ring = tmp_path / "keyring.json"
+    run(["keyring", "new", str(ring)])
+    entry = json.loads(e1.read_bytes())
+    entry["signer_type"] = "p" * 3_000_000
+    big = tmp_path / "entry.json"
+    big.write_text(json.dumps(entry))
+    status, _, err = run(["keyring", "add", str(ring), str(big)])
+    assert status == 2 and err.startswith("pithlog: [keyring.signer_type] ")
+    assert err.count("\n") == 1 and len(err) < MAX_MESSAGE + 200
+    assert "more characters)" in err

@@ -55,6 +55,14 @@ def cmd_audit(args: argparse.Namespace, out: Out) -> int:
             bar.close()
             out.bar = None
         if mirrored is not None:
+            # the states compared and the keys the proofs carry are K's: a mirror already up
+            # to date appended nothing, so a store reduced under another keyring would be
+            # compared as it was (and a signer K lacks would have no entry to carry); the
+            # change is made as append makes it, or refused with store.keyring_changed
+            applied = store.apply_keyring(keyring)
+            if applied is not None:
+                out.say(f"audit: the keyring changed ({applied.keys} key(s)): "
+                        f"{applied.copies} stored copies judged again first")  # fmt: skip
             bar = Bar(out, show_progress(args, out), "audit: states")
             out.bar = bar
             try:

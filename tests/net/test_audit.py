@@ -234,3 +234,32 @@ def test_states_that_time_out_in_a_row_stop_the_audit_asking(
     assert lines[-1]["equivocation"] == len(kinds) - 2 > 0
     assert len(asked) == 1 and took < 30
     assert f"1 state(s) unanswered, {len(piths) - 1} not checked" in err
+
+
+def test_an_up_to_date_mirror_is_audited_under_the_keyring_given(tmp_path: Path) -> None:
+    """A second audit into the same store with another keyring appends nothing (the mirror
+    is up to date): its states were compared as reduced under the first keyring, and the
+    proof of a slot whose signer the second lacks ended in a KeyError traceback. The store
+    is now brought under the keyring given first, as append brings it."""
+    files = case_files(tmp_path, "equivocations")
+    keys = json.loads(files.keyring.read_text())
+    keys["keys"] = [e for e in keys["keys"] if e["key_id"] != "test-author"]
+    other = tmp_path / "other.json"
+    other.write_text(json.dumps(keys))
+    with serving(files) as server:
+        status, lines, err = audit(server.url, files, tmp_path / "auditor", tmp_path / "ev")
+        assert status == 1 and lines[-1]["equivocation"] == 6, err
+        status, out, err = run(["--store", str(tmp_path / "auditor"), "audit", server.url,
+                                "--keyring", str(other), "--evidence-dir",
+                                str(tmp_path / "ev2")])  # fmt: skip
+    assert status == 1, err
+    lines = [json.loads(line) for line in out.splitlines()]
+    proofs = [f for f in lines[:-1] if f["finding"] == "equivocation"]
+    # the author's events are invalid under the other keyring: its three slots are gone,
+    # and the registry (reduced under the first) serves other states than K implies
+    assert len(proofs) == 3 and lines[-1]["state_mismatch"] > 0
+    assert all(f["slot"]["key_id"] != "test-author" for f in proofs)
+    assert "audit: the keyring changed (1 key(s))" in err
+    for finding in proofs:
+        status, _, err = run(["verify-proof", "--keyring", str(other), finding["proof"]])
+        assert status == 0, err

@@ -319,11 +319,17 @@ def verify_split_view_proof(
         raise _malformed(f"the members are {', '.join(_SPLIT_MEMBERS)}, each once")
     if not all(isinstance(doc[k], str) for k in ("accepted_checkpoint", "served_checkpoint")):
         raise _malformed("the checkpoints are strings")
+    if doc["consistency_proof"] is not None and not isinstance(doc["consistency_proof"], str):
+        raise _malformed("consistency_proof is a string or null")
     a = verify_checkpoint(doc["accepted_checkpoint"].encode("utf-8"), keyring, origin).checkpoint
     b = verify_checkpoint(doc["served_checkpoint"].encode("utf-8"), keyring, origin).checkpoint
     if a.origin != b.origin:
         raise _fails(f"the checkpoints are of two logs ({a.origin!r}, {b.origin!r})")
     if a.size == b.size:
+        if doc["consistency_proof"] is not None:
+            # nothing reads a proof between one size and itself: left in, it would be text
+            # of the writer's choosing in a file that verifies
+            raise _malformed("the checkpoints are of one size: consistency_proof is null")
         if a.root == b.root:
             raise _fails("the two checkpoints are of one tree")
         return ProvenSplitView(a.origin, (a.size, b.size), "two roots for one size")

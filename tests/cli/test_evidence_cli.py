@@ -221,3 +221,34 @@ def test_no_proof_while_a_keyring_change_is_under_way(tmp_path: Path) -> None:
                             str(tmp_path / "old.json")])  # fmt: skip
     assert (status, out) == (2, b"")
     assert err.startswith("pithlog: [store.keyring_changed] a keyring change is under way")
+
+
+def _split_view_file(accepted: int, served: int, other_root: bool, proof: object) -> bytes:
+    """A pith-split-view-proof of two checkpoints of the registry's test key over a tree of
+    distinct leaves (the served one over another root when ``other_root``)."""
+    from pithlog.transparency import merkle
+    from pithlog.transparency.checkpoint import Checkpoint, sign_checkpoint
+
+    subtree = merkle.subtree_from_leaves([merkle.leaf_hash(b"%d" % i) for i in range(32)])
+    key = test_key("registry")
+    a = sign_checkpoint(Checkpoint(ORIGIN, accepted, merkle.root(accepted, subtree)), key)
+    root = merkle.leaf_hash(b"another") if other_root else merkle.root(served, subtree)
+    b = sign_checkpoint(Checkpoint(ORIGIN, served, root), key)
+    doc = {"evidence_type": "pith-split-view-proof", "evidence_version": "1",
+           "accepted_checkpoint": a.decode(), "served_checkpoint": b.decode(),
+           "consistency_proof": proof}  # fmt: skip
+    return rfc8785.dumps(doc) + b"\n"
+
+
+def test_a_split_view_file_holds_no_text_that_is_not_checked(case: dict[str, Any]) -> None:
+    """One size with two roots needs no proof: a consistency_proof there was never read, so
+    a file carrying any text in it (or a number, a list) verified as a proven split view,
+    though the format has no free text. It is now not evidence, as is a consistency_proof
+    of any other type than a string or null."""
+    status, _, err = verify(case, _split_view_file(7, 7, True, None))
+    assert status == 0 and "split view proven" in err, err
+    for junk in ("the log's operator is a crook", 5, ["anything"]):
+        status, _, err = verify(case, _split_view_file(7, 7, True, junk))
+        assert status == 2 and "[evidence.malformed]" in err, err
+    status, _, err = verify(case, _split_view_file(5, 9, False, {"old": 5}))
+    assert status == 2 and "[evidence.malformed] consistency_proof" in err, err

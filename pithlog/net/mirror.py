@@ -8,11 +8,12 @@ One pass, :func:`mirror_once`, after Go's ``sumdb/tlog`` tile reader and Tessera
 1. Fetch ``/checkpoint``; verify its signature against the keyring (a key allowed for its
    origin, as ``verify-checkpoint`` does).
 2. Prove it consistent with the checkpoint this store last accepted from that origin (RFC
-   9162 consistency proof from ``/proof/consistency``). A failure is a split view or a
-   rewritten history: nothing is stored, and both checkpoints and the proof are written to
-   an evidence file. A store with leaves but no accepted checkpoint must hold a prefix of
-   the served tree (proven the same way, against its own root). Then the checkpoint is
-   accepted (recorded in the store, compare-and-set).
+   9162 consistency proof from ``/proof/consistency``; one that does not hold is checked
+   against the served tiles, which tell a spoiled proof from another history). A split
+   view or a rewritten history stores nothing: both checkpoints and a proof that shows it
+   are written to an evidence file. A store with leaves but no accepted checkpoint must
+   hold a prefix of the served tree (proven the same way, against its own root). Then the
+   checkpoint is accepted (recorded in the store, compare-and-set).
 3. From the first leaf the store lacks: every tile needed is verified, the right edge
    against the checkpoint's root and every other tile against its parent
    (:class:`pithlog.transparency.tiles.VerifiedTiles`); every entry bundle against its
@@ -72,7 +73,8 @@ register(
         "mirror.duplicate": "the served tree holds a copy twice, or one this store holds at "
         "another place: the mirror cannot reproduce that tree",
         "mirror.unproven": "the origin did not answer the consistency proof a checkpoint needs "
-        "(or served an older checkpoint than the one accepted, without proof)",
+        "(or served an older checkpoint than the one accepted, without proof; or a proof "
+        "that does not hold, without the tiles that tell whether its tree is another)",
         "mirror.fetch": "the origin could not be reached, or answered with an error or an "
         "oversize answer; run the mirror again (it continues where it stopped)",
         "mirror.concurrent": "another mirror of this store accepted a checkpoint or appended "
@@ -207,13 +209,30 @@ def _consistent(store: Store, origin: Origin, old: Checkpoint, old_note: bytes,
     if proof is None:
         raise MirrorError("unproven", f"{origin.url} gives no consistency proof from size "
                           f"{small.size} to {large.size}")  # fmt: skip
-    if (proof.old, proof.new) != (small.size, large.size) or not merkle.verify_consistency(
+    if (proof.old, proof.new) == (small.size, large.size) and merkle.verify_consistency(
         small.size, large.size, small.root, large.root, proof.path
     ):
-        if (proof.old, proof.new) == (small.size, large.size) and _power_of_two(small.size):
-            proof = _with_first_root(origin, proof, large)
+        return
+    if _proves_split_view(proof, small, large):  # the log's own word against itself
         _split_view(old_note, new_note, proof.encoded(), evidence_dir,
                     f"the consistency proof {small.size} -> {large.size} does not hold")
+    # A proof is not signed: a proxy, a cache or a bug spoils one of an honest log as
+    # easily as a log that split its view sends junk. Evidence that proves nothing would
+    # accuse the one and not show the other: the tiles of the larger tree, verified
+    # against its signed root, tell them apart, and give the proof that shows which.
+    from_tiles = _proof_from_tiles(origin, small, large)
+    if from_tiles is None:
+        raise MirrorError("unproven", f"the consistency proof {small.size} -> {large.size} "
+                          f"of {origin.url} does not hold, and its tiles of size "
+                          f"{large.size} cannot be read to tell whether its tree extends "
+                          "the accepted one")  # fmt: skip
+    first, shown = from_tiles
+    if first == small.root:
+        return  # its tree extends the accepted one: the proof was wrong, not its history
+    _split_view(old_note, new_note, shown.encoded(), evidence_dir,
+                f"the consistency proof {small.size} -> {large.size} does not hold, and the "
+                f"served tree of {large.size} leaves commits to another first {small.size} "
+                "(the proof is this mirror's, from the served tiles)")
 
 
 def _power_of_two(size: int) -> bool:
@@ -221,28 +240,42 @@ def _power_of_two(size: int) -> bool:
     return size > 0 and size & (size - 1) == 0
 
 
-def _with_first_root(origin: Origin, proof: ConsistencyProof,
-                     large: Checkpoint) -> ConsistencyProof:  # fmt: skip
-    """The served ``proof`` from a power-of-two size with the root of that many leaves
-    first, as RFC 9162 2.1.4.2 step 2 puts it: the path leaves it out, so without it the
-    evidence cannot show that the larger tree commits to another first tree than the one
-    signed (docs/evidence.md). The root is read from the served tiles, verified against
-    the larger checkpoint's root; the proof is kept as served when they cannot be read or
-    the path does not lead from that root to the larger one."""
-    level = proof.old.bit_length() - 1  # the subtree of the first proof.old leaves
+def _proves_split_view(proof: ConsistencyProof, small: Checkpoint, large: Checkpoint) -> bool:
+    """Whether ``proof`` by itself is a pith-split-view-proof's: it leads to ``large``'s
+    root from another tree of ``small.size`` leaves (RFC 9162 2.1.4.2; a power-of-two
+    size's path leaves that tree's root out, so it never shows another one)."""
+    if (proof.old, proof.new) != (small.size, large.size) or _power_of_two(small.size):
+        return False
+    roots = merkle.consistency_roots(small.size, large.size, small.root, proof.path)
+    return roots is not None and roots[1] == large.root and roots[0] != small.root
+
+
+def _proof_from_tiles(origin: Origin, small: Checkpoint,
+                      large: Checkpoint) -> tuple[bytes, ConsistencyProof] | None:  # fmt: skip
+    """The root of the first ``small.size`` leaves that ``large``'s tree commits to, and
+    the RFC 9162 consistency proof from it (that root first for a power-of-two size, as
+    step 2 of 2.1.4.2 puts it), both from the served tiles verified against ``large``'s
+    root; ``None`` when they cannot be read."""
+    verified = tiles.VerifiedTiles(large.size, large.root, origin.tile)
+
+    def perfect(level: int, index: int) -> bytes:
+        # 2**rest hashes of one tile of tile level `up` (aligned, so never two tiles)
+        up, rest = divmod(level, tiles.HEIGHT)
+        first = index << rest
+        row = verified.tile(up, first // tiles.WIDTH)
+        at = (first % tiles.WIDTH) * merkle.HASH_SIZE
+        return tiles.perfect_root([row[i : i + merkle.HASH_SIZE] for i in range(
+            at, at + (merkle.HASH_SIZE << rest), merkle.HASH_SIZE)])  # fmt: skip
+
+    subtree = merkle.subtree_from_perfect(perfect)
     try:
-        verified = tiles.VerifiedTiles(large.size, large.root, origin.tile)
-        row = verified.tile(level // tiles.HEIGHT, 0)
+        first = subtree(0, small.size)
+        path = merkle.consistency_path(small.size, large.size, subtree)
     except PithlogError:
-        return proof
-    width = 1 << (level % tiles.HEIGHT)
-    hashes = [row[i : i + merkle.HASH_SIZE] for i in range(0, width * merkle.HASH_SIZE,
-                                                           merkle.HASH_SIZE)]  # fmt: skip
-    first = merkle.subtree_from_leaves(hashes)(0, width)
-    roots = merkle.consistency_roots(proof.old, proof.new, first, proof.path)
-    if roots is None or roots[1] != large.root:
-        return proof
-    return ConsistencyProof(proof.old, proof.new, (first, *proof.path))
+        return None
+    if _power_of_two(small.size):
+        path.insert(0, first)
+    return first, ConsistencyProof(small.size, large.size, tuple(path))
 
 
 def file_safe(origin: str, most: int = 64) -> str:

@@ -363,5 +363,5 @@ def verify_split_view_proof(
     if roots[0] == small.root:
         raise _fails("the served consistency proof holds: the two trees are one history")
     return ProvenSplitView(small.origin, (small.size, large.size),
-                           f"the log's own proof commits its tree of {large.size} leaves to "
-                           f"another tree of {small.size} than the one it signed")  # fmt: skip
+                           f"its signed tree of {large.size} leaves commits to another tree "
+                           f"of {small.size} than the one it signed")  # fmt: skip

@@ -783,3 +783,54 @@ def test_a_url_that_cannot_be_used_is_a_one_line_error(tmp_path: Path, command: 
                           str(keys.keyring)])  # fmt: skip
     assert status == 2 and "[mirror.fetch]" in err and "Traceback" not in err, err
     assert not (tmp_path / "m").exists()
+
+
+def _junk_first_hash(body: bytes) -> bytes:
+    lines = body.split(b"\n")
+    lines[3] = b"A" * 43 + b"="  # the first hash of the path: a proof that holds for nothing
+    return b"\n".join(lines)
+
+
+@pytest.mark.parametrize(("accepted", "served"), [(5, 9), (4, 9), (200, 300), (256, 300)])
+def test_a_spoiled_consistency_proof_is_told_from_a_split_view_by_the_tiles(
+    tmp_path: Path, keys: Keys, accepted: int, served: int
+) -> None:
+    """A consistency proof is not signed: spoiled on its way from an honest log, it made
+    the mirror stop with mirror.split_view and evidence that verify-proof called not
+    proven; sent as junk by a log that rewrote its history, it left evidence that proved
+    nothing. The served tiles, verified against the larger signed root, now tell the two
+    apart: the honest log's tree is mirrored, the other history is proven a split view by
+    the proof they give, and tiles that cannot be read leave it mirror.unproven."""
+    events = _events(10, piths=60)
+    origin = _store(tmp_path / "origin", events[:accepted])
+    keyring = load_keyring(keys.keyring.read_bytes())
+    honest, forked = tmp_path / "honest", tmp_path / "forked"
+    with serving(origin, keys) as server:
+        assert mirror(honest, server.url, keys)[0] == 0
+        assert mirror(forked, server.url, keys)[0] == 0
+        _store(origin, events[accepted:served])
+        client = mm.Origin(server.url, _tampering(server.url, "/proof/consistency/",
+                                                  _junk_first_hash))  # fmt: skip
+        with Store.open(honest) as m:
+            report = mm.mirror_once(m, client, keyring, ORIGIN, evidence_dir=tmp_path / "ev1")
+            assert report.size == m.tree_size() == served
+    assert not (tmp_path / "ev1").exists()
+    _same_log(origin, honest)
+    rewritten = _store(tmp_path / "rewritten", [events[1], events[0], *events[2:served]])
+    with serving(rewritten, keys) as server:
+        client = mm.Origin(server.url, _tampering(server.url, "/proof/consistency/",
+                                                  _junk_first_hash))  # fmt: skip
+        with Store.open(forked) as m, pytest.raises(MirrorError) as caught:
+            mm.mirror_once(m, client, keyring, ORIGIN, evidence_dir=tmp_path / "ev2")
+        assert caught.value.code == "mirror.split_view" and "served tiles" in caught.value.message
+        (path,) = (tmp_path / "ev2").iterdir()
+        status, out, err = run(["verify-proof", "--keyring", str(keys.keyring), str(path)])
+        assert status == 0 and "split view proven" in err, err
+        assert json.loads(out)["sizes"] == [accepted, served]
+        client = mm.Origin(server.url, _tampering(server.url, "/proof/consistency/",
+                                                  _junk_first_hash))  # fmt: skip
+        client.tile = lambda tile: b"\0" * 32  # type: ignore[method-assign]
+        with Store.open(forked) as m, pytest.raises(MirrorError) as caught:
+            mm.mirror_once(m, client, keyring, ORIGIN, evidence_dir=tmp_path / "ev3")
+        assert caught.value.code == "mirror.unproven"
+    assert not (tmp_path / "ev3").exists()

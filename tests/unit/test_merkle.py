@@ -99,6 +99,9 @@ def test_inclusion_paths_and_verification() -> None:
         # Wrong index, wrong leaf, wrong root; a wrong size comes with its own root (a
         # checkpoint signs both; the same path can fit two sizes whose trees share it).
         assert not m.verify_inclusion(HASHES[i], (i + 1) % n, n, proof, root) or n == 1
+        # An index one past the last leaf (RFC 9162 2.1.3.2 step 1): in a tree of one
+        # leaf, the empty path would otherwise prove that leaf at index 1 as well.
+        assert not m.verify_inclusion(HASHES[i], n, n, proof, root)
         assert not m.verify_inclusion(HASHES[i], i, n + 1, proof, mth(0, n + 1))
         if i < n - 1:
             assert not m.verify_inclusion(HASHES[i], i, n - 1, proof, mth(0, n - 1))
@@ -128,6 +131,10 @@ def test_consistency_proofs_and_verification() -> None:
         assert m.verify_consistency(a, b, old, new, proof), (a, b)
         assert not m.verify_consistency(a, b, new, old, proof) or old == new
         assert not m.verify_consistency(a, b, old, mth(0, b - 1), proof)
+        # The right new root with another old one: the path must commit to the old root
+        # too (step 7 compares both), or a log could prove any signed old tree its prefix.
+        assert not m.verify_consistency(a, b, mth(0, a - 1) if a > 1 else mth(1, 2), new,
+                                        proof)  # fmt: skip
         assert not m.verify_consistency(a + 1, b, old, new, proof) or a + 1 == b
         assert not m.verify_consistency(a, b + 1, old, mth(0, b + 1), proof)
         assert not m.verify_consistency(a - 1, b, mth(0, a - 1), new, proof) or a == 1

@@ -239,6 +239,36 @@ def test_a_mirror_with_leaves_of_its_own_says_what_to_do(tmp_path: Path, keys: K
     assert status == 1 and "[mirror.diverged]" in err and "into a fresh store" in err, err
 
 
+def test_a_store_without_an_accepted_checkpoint_must_hold_a_prefix_of_the_log(
+    tmp_path: Path, keys: Keys
+) -> None:
+    """Leaves in a store that never accepted the origin's checkpoint (append, import, sync)
+    are mirrored onto only when they are the log's first leaves: another log of the same
+    size, a shorter one or a longer one is ``mirror.diverged``, and nothing is stored or
+    accepted; a true prefix is continued."""
+    events = _events(10, piths=10)
+    origin = _store(tmp_path / "origin", events[:60])
+    others = list(reversed(events[:60]))
+    cases = {"same size": others, "shorter": others[:20], "longer": [*others, *events[60:]]}
+    with serving(origin, keys) as server:
+        for name, own in cases.items():
+            copy = _store(tmp_path / name, own)
+            with Store.open(copy, readonly=True) as m:
+                before = m.tree_root()
+            status, _, err = mirror(copy, server.url, keys)
+            assert status == 1 and "[mirror.diverged]" in err, (name, err)
+            with Store.open(copy, readonly=True) as m:
+                assert m.tree_root() == before, name
+                assert m.accepted_checkpoint(ORIGIN) is None, name
+        prefix = _store(tmp_path / "prefix", events[:20])
+        with Store.open(prefix, readonly=True) as m, Store.open(origin, readonly=True) as o:
+            assert m.tree_root() == o.tree_root(20)
+        status, out, err = mirror(prefix, server.url, keys)
+        assert status == 0, err
+        assert json.loads(out)["held_before"] == 20
+    _same_log(origin, prefix)
+
+
 def test_an_origin_that_does_not_answer_leaves_no_store_behind(
     tmp_path: Path, keys: Keys
 ) -> None:

@@ -88,6 +88,24 @@ def test_an_unexpected_failure_of_a_submission_is_json_without_a_traceback(
             client.post("/submit", content=b"{}\n")
 
 
+@pytest.mark.parametrize("length", [b"x", b"-1", b"+1", b"1 ", "\u00b2".encode("latin-1")])
+def test_a_content_length_that_is_not_a_decimal_is_a_json_400(files: Files,
+                                                               length: bytes) -> None:
+    """A server embedding the app may hand it a Content-Length its own parser let through
+    (uvicorn's refuses these first): ``int()`` of it would raise, or read ``-1``, ``+1``
+    and ``1 `` as numbers, or ``\u00b2`` (a digit to ``str.isdigit``) as an error."""
+    keyring = load_keyring(files.keyring.read_bytes())
+    with Store.open(files.store) as store:
+        app = create_app(ServeConfig(store, load_key_file(files.key.read_bytes()), ORIGIN,
+                                     keyring))  # fmt: skip
+        size = store.tree_size()
+        with TestClient(app, raise_server_exceptions=False) as client:
+            got = client.post("/submit", content=b"", headers={"content-length": length})
+            assert got.status_code == 400, got.content
+            assert got.json()["error"] == "serve.bad_request"
+            assert client.get("/healthz").json()["tree_size"] == size
+
+
 @pytest.mark.parametrize("budget", [1, 5000])
 def test_copies_are_read_in_parts_of_a_byte_budget(
     files: Files, monkeypatch: pytest.MonkeyPatch, budget: int

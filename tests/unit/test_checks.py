@@ -10,6 +10,7 @@ differs only in the one defect is valid. So removing the check would make the te
 from __future__ import annotations
 
 import base64
+import copy
 from typing import Any
 
 import pytest
@@ -236,6 +237,37 @@ def test_check_06_bad_signature(case: str) -> None:
     bad = {**good, "signature_b64": SIGNATURES[case]}
     assert about_r(good) == "applied"
     assert about_r(bad) == "bad_signature"
+
+
+def _failing_later(case: str) -> tuple[dict[str, Any], Any]:
+    """An event that fails ``case`` (a check after 6, or check 13) with a good signature,
+    and the keyring to judge it under."""
+    if case == "key_not_valid":
+        return event("mirror_hint", R), fixed_keyring(mirror={"not_after": LATER})
+    if case == "unauthorized_signer":
+        return event("correction", R, signer="author"), KEYRING
+    if case == "bad_target":
+        return event("mirror_hint", R, target="graph"), KEYRING
+    if case == "bad_payload":
+        return reseal(event("mirror_hint", R), "mirror", payload={}), KEYRING
+    if case == "bad_receipt":
+        payload = copy.deepcopy(R["payload"])
+        payload["receipt"]["signature_b64"] = encode_b64(bytes(64))
+        return reseal(R, "registry", payload=payload, created_at=LATER), KEYRING
+    assert case == "predates_record"
+    return event("mirror_hint", R, "2025-12-31T23:59:59Z"), KEYRING
+
+
+@pytest.mark.parametrize("case", ["key_not_valid", "unauthorized_signer", "bad_target",
+                                  "bad_payload", "bad_receipt", "predates_record"])
+def test_a_bad_signature_is_the_reason_whatever_later_check_also_fails(case: str) -> None:
+    """Spec 6: the reason is the first failing check, and check 6 comes before 7-14 (a
+    verdict of a later check would also rank the forged copy above others in step 0)."""
+    signed, keyring = _failing_later(case)
+    assert about_r(signed, keyring) == case
+    forged = {**signed, "signature_b64": encode_b64(bytes(64))}
+    assert about_r(forged, keyring) == "bad_signature"
+    assert check_alone(admit(forged), keyring) == "bad_signature"
 
 
 # --- 7 key_not_valid ---------------------------------------------------------------------

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-from pithlog.cli.edge import Out, read_keyring
+from pithlog.cli.edge import Out, net_module, read_keyring
 from pithlog.errors import UsageError
 from pithlog.store import Store
 from pithlog.transparency.witness import may_witness
@@ -39,6 +39,8 @@ def check_cosigning(args: argparse.Namespace) -> int:
     if not 1 <= quorum <= len(args.witness):
         raise UsageError("arguments", f"--quorum is between 1 and the {len(args.witness)} "
                          "--witness given")  # fmt: skip
+    # httpx comes with the pithlog[net] extra: without it, one line naming the extra
+    net_module("witness_client", "checkpoint --witness")
     return int(quorum)
 
 
@@ -49,7 +51,8 @@ def cosigned(args: argparse.Namespace, store: Store, note: bytes, size: int, out
     if not quorum:
         return note
     witnesses = [e for e in read_keyring(args.keyring).values() if may_witness(e)]
-    # httpx only for a checkpoint that asks witnesses (the CLI starts without it)
+    # httpx only for a checkpoint that asks witnesses (the CLI starts without it; without
+    # the extra, check_cosigning has already refused --witness)
     from pithlog.net.witness_client import collect
 
     def proof_from(old: int) -> list[bytes]:

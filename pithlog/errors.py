@@ -79,6 +79,8 @@ CODES: dict[str, str] = {
     "sign.invalid_event": "the event would fail checks 1-12; fix it or pass --allow-invalid",
     # usage
     "usage.arguments": "see the command's --help",
+    "usage.net_extra": "the command speaks HTTP, which needs the net extra: pip install "
+    "'pithlog[net]'",
     "usage.unreadable": "the file cannot be read; check its path and permissions",
     "usage.exists": "the output file exists; pass --force to replace it",
     "usage.event_type": "use one of the nine event types of spec section 5",

@@ -423,7 +423,7 @@ def net_module(name: str, what: str) -> ModuleType:
     try:
         return importlib.import_module(f"pithlog.net.{name}")
     except ImportError as exc:
-        raise UsageError("arguments", f"{what} needs the net extra (pip install "
+        raise UsageError("net_extra", f"{what} needs the net extra (pip install "
                          f"'pithlog[net]'): {exc}") from exc  # fmt: skip
 
 

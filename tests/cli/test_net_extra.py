@@ -71,7 +71,7 @@ def test_a_command_needing_http_names_the_extra(
     status, out, err = run(argv)
     assert (status, out) == (2, b"")
     assert err.count("\n") == 1 and "pithlog[net]" in err, err
-    assert err.startswith("pithlog: [usage."), err
+    assert err.startswith("pithlog: [usage.net_extra] "), err
 
 
 def test_the_rest_works_without_the_extra(without_net: None, files: dict[str, str]) -> None:

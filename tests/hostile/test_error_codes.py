@@ -13,6 +13,7 @@ from __future__ import annotations
 import io
 import json
 import re
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -76,6 +77,7 @@ PINNED_CODES = [
     "usage.cores",
     "usage.event_type",
     "usage.exists",
+    "usage.net_extra",
     "usage.output",
     "usage.output_closed",
     "usage.pith_number",
@@ -386,6 +388,14 @@ def test_sign_and_usage_refusals_are_one_line(
         number, got, message = refusal(["reduce", "--keyring", str(files["keyring"]),
                                         str(events)])  # fmt: skip
         assert (number, got) == (0, "usage.cores") and ADVICE.search(message), message
+        seen.add(got)
+    with monkeypatch.context() as env:  # installed without pithlog[net]
+        for name in [m for m in sys.modules if m.startswith("pithlog.net.")]:
+            env.delitem(sys.modules, name)
+        env.setitem(sys.modules, "httpx", None)
+        number, got, message = refusal(["mirror", "http://127.0.0.1:9", "--keyring",
+                                        str(files["keyring"])])  # fmt: skip
+        assert (number, got) == (0, "usage.net_extra") and ADVICE.search(message), message
         seen.add(got)
     closing = _ClosingOutput()  # append | head -0: the reader gone before the first line
     err = io.StringIO()

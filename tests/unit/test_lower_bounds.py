@@ -1,0 +1,32 @@
+"""The lower bounds of pyproject.toml's dependencies: each at least the first release that
+has what pithlog calls (an older one passes the resolver and fails at import)."""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+FIRST_WITH = {
+    # msgspec.json.Encoder(order="sorted"): pithlog.protocol.canonical, pithlog.protocol.state
+    "msgspec": (0, 18, 6),
+}
+"""Package: the first release with every API pithlog uses of it."""
+
+
+def _lower_bounds() -> dict[str, tuple[int, ...]]:
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    bounds = {}
+    for requirement in project["dependencies"]:
+        match = re.fullmatch(r"([A-Za-z0-9_.-]+)>=([0-9.]+)", requirement)
+        assert match, f"{requirement}: a dependency is NAME>=VERSION"
+        bounds[match[1].lower()] = tuple(int(p) for p in match[2].split("."))
+    return bounds
+
+
+def test_each_lower_bound_has_the_apis_pithlog_uses() -> None:
+    bounds = _lower_bounds()
+    for name, first in FIRST_WITH.items():
+        assert bounds[name] >= first, f"{name}>={bounds[name]}: needs >={first}"

@@ -1,5 +1,6 @@
-"""The lower bounds of pyproject.toml's dependencies: each at least the first release that
-has what pithlog calls (an older one passes the resolver and fails at import)."""
+"""The lower bounds of pyproject.toml's dependencies and extras: each at least the first
+release that has what pithlog calls (an older one passes the resolver, then fails at import
+or at the call)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ ROOT = Path(__file__).resolve().parents[2]
 FIRST_WITH = {
     # msgspec.json.Encoder(order="sorted"): pithlog.protocol.canonical, pithlog.protocol.state
     "msgspec": (0, 18, 6),
+    # uvicorn.supervisors.Multiprocess(config, sockets), without target: pithlog.net.server
+    "uvicorn": (0, 51),
 }
 """Package: the first release with every API pithlog uses of it."""
 
@@ -19,8 +22,9 @@ FIRST_WITH = {
 def _lower_bounds() -> dict[str, tuple[int, ...]]:
     project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
     bounds = {}
-    for requirement in project["dependencies"]:
-        match = re.fullmatch(r"([A-Za-z0-9_.-]+)>=([0-9.]+)", requirement)
+    extras = [r for group in project["optional-dependencies"].values() for r in group]
+    for requirement in [*project["dependencies"], *extras]:
+        match = re.fullmatch(r"([A-Za-z0-9_.-]+)(?:\[[a-z,]+\])?>=([0-9.]+)(?:;.*)?", requirement)
         assert match, f"{requirement}: a dependency is NAME>=VERSION"
         bounds[match[1].lower()] = tuple(int(p) for p in match[2].split("."))
     return bounds

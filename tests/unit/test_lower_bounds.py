@@ -34,3 +34,13 @@ def test_each_lower_bound_has_the_apis_pithlog_uses() -> None:
     bounds = _lower_bounds()
     for name, first in FIRST_WITH.items():
         assert bounds[name] >= first, f"{name}>={bounds[name]}: needs >={first}"
+
+
+def test_the_license_is_an_spdx_expression_the_build_backend_reads() -> None:
+    """PEP 639's ``license = "SPDX"``, which setuptools reads from 77 on; the table form
+    ``{text = ...}`` is deprecated there, and builds with it refused after 2027-02-18."""
+    pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    assert isinstance(pyproject["project"]["license"], str)
+    (backend,) = [r for r in pyproject["build-system"]["requires"] if r.startswith("setuptools")]
+    match = re.fullmatch(r"setuptools>=([0-9]+)", backend)
+    assert match and int(match[1]) >= 77, backend

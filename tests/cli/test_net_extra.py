@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import json
+import subprocess
 import sys
 from pathlib import Path
 
@@ -14,9 +15,19 @@ from pithlog.cli import main
 from pithlog.protocol.keys import dump_key_file
 from pithlog.testing import test_key, test_keyring_entries
 
-_NET = ("httpx", "httpcore", "uvicorn", "starlette", "starlette_compress", "jinja2",
-        "httptools", "uvloop")  # fmt: skip
+NET = ("httpx", "httpcore", "uvicorn", "starlette", "starlette_compress", "jinja2",
+       "httptools", "uvloop")  # fmt: skip
 """Top-level packages that come with the extra."""
+
+WITHOUT_NET = (
+    "import sys\n"
+    f"for name in {NET!r}:\n"
+    "    sys.modules[name] = None  # import NAME fails, as where it is not installed\n"
+    "from pithlog.cli import entry\n"
+    "sys.argv[0] = 'pithlog'\n"
+    "entry()\n"
+)
+"""``python -c``: the console script of pithlog installed without ``pithlog[net]``."""
 
 
 def run(argv: list[str]) -> tuple[int, bytes, str]:
@@ -25,15 +36,11 @@ def run(argv: list[str]) -> tuple[int, bytes, str]:
     return status, out.getvalue(), err.getvalue()
 
 
-@pytest.fixture
-def without_net(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Make ``import httpx`` (and the rest of the extra) fail in this process, and forget
-    the pithlog.net modules that imported them, so that they are imported again."""
-    for name in list(sys.modules):
-        if name.split(".")[0] in _NET or name.startswith("pithlog.net."):
-            monkeypatch.delitem(sys.modules, name)
-    for name in _NET:
-        monkeypatch.setitem(sys.modules, name, None)
+def run_without_net(argv: list[str]) -> tuple[int, bytes, str]:
+    """``pithlog ARGV`` in a process of its own, where the extra cannot be imported."""
+    done = subprocess.run([sys.executable, "-c", WITHOUT_NET, *argv], capture_output=True,
+                          timeout=60, check=False)  # fmt: skip
+    return done.returncode, done.stdout, done.stderr.decode()
 
 
 ORIGIN = "registry.test.invalid/pith"
@@ -64,18 +71,16 @@ COMMANDS = {
 
 
 @pytest.mark.parametrize("command", sorted(COMMANDS))
-def test_a_command_needing_http_names_the_extra(
-    without_net: None, files: dict[str, str], command: str
-) -> None:
+def test_a_command_needing_http_names_the_extra(files: dict[str, str], command: str) -> None:
     argv = ["--store", files["store"], *(a.format(**files) for a in COMMANDS[command])]
-    status, out, err = run(argv)
+    status, out, err = run_without_net(argv)
     assert (status, out) == (2, b"")
     assert err.count("\n") == 1 and "pithlog[net]" in err, err
     assert err.startswith("pithlog: [usage.net_extra] "), err
 
 
-def test_the_rest_works_without_the_extra(without_net: None, files: dict[str, str]) -> None:
-    status, out, err = run(["--store", files["store"], "checkpoint", "--key", files["key"],
-                            "--origin", ORIGIN])  # fmt: skip
+def test_the_rest_works_without_the_extra(files: dict[str, str]) -> None:
+    status, out, err = run_without_net(["--store", files["store"], "checkpoint", "--key",
+                                        files["key"], "--origin", ORIGIN])  # fmt: skip
     assert status == 0, err
     assert out.startswith(ORIGIN.encode() + b"\n2\n")

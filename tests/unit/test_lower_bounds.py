@@ -15,6 +15,8 @@ FIRST_WITH = {
     "msgspec": (0, 18, 6),
     # uvicorn.supervisors.Multiprocess(config, sockets), without target: pithlog.net.server
     "uvicorn": (0, 51),
+    # zstd answers decoded (Content-Encoding: zstd), as serve gives them: tests/net/test_app.py
+    "httpx": (0, 28),
 }
 """Package: the first release with every API pithlog uses of it."""
 
@@ -44,3 +46,19 @@ def test_the_license_is_an_spdx_expression_the_build_backend_reads() -> None:
     (backend,) = [r for r in pyproject["build-system"]["requires"] if r.startswith("setuptools")]
     match = re.fullmatch(r"setuptools>=([0-9]+)", backend)
     assert match and int(match[1]) >= 77, backend
+
+
+def test_the_license_text_ships_and_the_version_is_written_once() -> None:
+    """The wheel carries the license it declares (``license-files``), and its version is
+    read from ``pithlog.__version__``, what ``pithlog --version`` prints: written in two
+    places, a bump of one would make the other untrue."""
+    import pithlog
+
+    pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    project = pyproject["project"]
+    assert project["license-files"] == ["LICENSE"]
+    assert "Apache License" in (ROOT / "LICENSE").read_text(encoding="utf-8")[:200]
+    assert "version" not in project and project["dynamic"] == ["version"]
+    dynamic = pyproject["tool"]["setuptools"]["dynamic"]
+    assert dynamic["version"] == {"attr": "pithlog.__version__"}
+    assert re.fullmatch(r"[0-9]+\.[0-9]+\.[0-9]+", pithlog.__version__)

@@ -133,12 +133,18 @@ def test_a_failed_write_leaves_the_old_keyring(
     assert sorted(os.listdir(tmp_path)) == sorted(["keyring.json", "reg-1.key", "reg-1.entry"])
 
 
-class _Endless:
-    """Standard input that never ends (as ``--keyring /dev/zero`` would be): it gives what
-    is asked, and refuses to be read whole."""
+class Endless:
+    """A file or standard input that never ends (as ``--keyring /dev/zero`` would be): it
+    gives what is asked, and refuses to be read whole."""
 
     def __init__(self) -> None:
         self.given = 0
+
+    def __enter__(self) -> Endless:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        pass
 
     def read(self, size: int = -1) -> bytes:
         assert size >= 0, "read whole"
@@ -149,7 +155,7 @@ class _Endless:
 def test_a_huge_keyring_is_refused_without_being_read_whole(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    endless = _Endless()
+    endless = Endless()
     monkeypatch.setattr("sys.stdin", type("Stdin", (), {"buffer": endless})())
     for argv in (["keyring", "show", "-"],
                  ["--store", str(tmp_path / "s"), "replay", "--keyring", "-"]):  # fmt: skip

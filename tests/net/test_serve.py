@@ -30,6 +30,7 @@ from pithlog.store.layout import FORMAT_VERSION
 from pithlog.testing import test_key as fixed_key
 from pithlog.transparency.checkpoint import verify_checkpoint
 from pithlog.transparency.proofs import verify_consistency_proof, verify_inclusion_proof
+from tests.cli.test_keyring_cli import Endless
 
 TIMEOUT = httpx.Timeout(20.0)
 ERRORS_DOC = (Path(__file__).resolve().parents[2] / "docs" / "errors.md").read_text()
@@ -433,31 +434,12 @@ def test_a_held_port_is_served_by_the_sockets_it_hands_over() -> None:
             socket.create_connection(hold.getsockname(), timeout=5)
 
 
-class _Endless:
-    """A file that never ends (``--key /dev/zero``): it gives what is asked, and refuses
-    to be read whole."""
-
-    def __init__(self) -> None:
-        self.given = 0
-
-    def __enter__(self) -> _Endless:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        pass
-
-    def read(self, size: int = -1) -> bytes:
-        assert size >= 0, "read whole"
-        self.given += size
-        return b" " * size
-
-
 def test_serve_refuses_a_huge_key_or_keyring_without_reading_it_whole(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     key = tmp_path / "log.key"
     key.write_bytes(dump_key_file(fixed_key("registry")))
-    endless = _Endless()
+    endless = Endless()
     real_open = open
 
     def fake_open(path: str, mode: str = "r") -> Any:

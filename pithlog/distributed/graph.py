@@ -60,6 +60,7 @@ from pithlog.distributed.tasks import (
     versions,
 )
 from pithlog.errors import DaskError, UsageError
+from pithlog.lines import too_long
 from pithlog.parallel import Result, usable_cores
 from pithlog.parallel.cores import MOST_CORES
 
@@ -342,7 +343,8 @@ def _numbered(
         base = at.get(report.source, 0)
         offsets[(report.source, report.index)] = base
         name = files[report.source].name
-        out.extend(Refusal(name, base + n, why) for n, why in report.refused)
+        out.extend(Refusal(name, base + n, too_long(base + n).describe() if why is None else why)
+                   for n, why in report.refused)  # fmt: skip
         if report.unlisted:
             first, last = report.unlisted_lines
             out.append(Refusal(name, base + first, f"{report.unlisted} lines refused, not "

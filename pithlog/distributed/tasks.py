@@ -151,15 +151,17 @@ class BlockReport:
     """Lines framed (LFs read): the client numbers lines across the ranges of a file."""
     read: int = 0
     """Lines that passed the door."""
-    refused: list[tuple[int, str]] = field(default_factory=list)
+    refused: list[tuple[int, str | None]] = field(default_factory=list)
     """``(line in the range, one-line reason)`` of each line refused at the door, or of a
-    published state line that could not be read: the first :data:`LISTED_REFUSALS`."""
+    published state line that could not be read: the first :data:`LISTED_REFUSALS`. The
+    reason is ``None`` for an event line longer than the limit: its refusal names the line
+    (:func:`pithlog.lines.too_long`), which only the client numbers in its file."""
     unlisted: int = 0
     """Refused lines after those of :attr:`refused`, counted only."""
     unlisted_lines: tuple[int, int] = (0, 0)
     """The first and the last of them (lines in the range)."""
 
-    def refuse(self, number: int, why: str) -> None:
+    def refuse(self, number: int, why: str | None) -> None:
         if len(self.refused) < LISTED_REFUSALS:
             self.refused.append((number, why))
             return
@@ -214,7 +216,9 @@ def check_block(
         stream = RangeStream(handle, block.start, block.end)
         for number, item in iter_envelopes(cast(BinaryIO, stream)):
             if isinstance(item, DoorError):
-                report.refuse(number, item.describe())
+                # too_long(number) says "at line <number>", a line of this range alone
+                long = item.detail == "line_too_long"
+                report.refuse(number, None if long else item.describe())
                 continue
             read += 1
             held = kept.get(item.event_id)

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from pithlog.distributed.graph import _numbered
 from pithlog.distributed.sources import blocks, expand
 from pithlog.distributed.tasks import (
     LISTED_REFUSALS,
@@ -20,7 +21,8 @@ from pithlog.distributed.tasks import (
     versions,
 )
 from pithlog.errors import DaskError, UsageError
-from pithlog.protocol.canonical import jcs
+from pithlog.lines import too_long
+from pithlog.protocol.canonical import MAX_LINE_BYTES, jcs
 from pithlog.protocol.reduce import MERGE_VERSION
 from pithlog.testing import test_keyring_entries
 
@@ -142,3 +144,17 @@ def test_copies_leave_a_range_packed_by_bucket_and_step0_joins_the_ranges(
     assert not [w for w in winners if w[2] == jcs(forgery)]
     all_copies = [copy for part in packed for _, _, d in part for copy in pickle.loads(d)]
     assert len(winners) == len({c[0] for c in all_copies if event_bucket(buckets, c) == wanted})
+
+
+def test_an_overlong_line_is_named_by_its_line_in_the_file(tmp_path: Path) -> None:
+    """The refusal of a line over the limit says where it is ("at line N"), as reduce's
+    does: its line in the file, not in the range that read it."""
+    path = tmp_path / "long.jsonl"
+    path.write_bytes(b"x\n" * 5 + b"y" * (MAX_LINE_BYTES + 1) + b"\nz\n")
+    files = expand([str(path)])
+    whole = blocks(files, files[0].size)[0]
+    ranges = [dataclasses.replace(whole, end=6), dataclasses.replace(whole, index=1, start=6)]
+    reports = [check_block(b, KEYRING, versions(), 2)[1] for b in ranges]
+    refused = {r.line: r.message for r in _numbered(reports, files, {})}
+    assert sorted(refused) == [1, 2, 3, 4, 5, 6, 7]
+    assert refused[6] == too_long(6).describe() and "(at line 6)" in refused[6]

@@ -139,6 +139,23 @@ def newest_dictionary(txn: Any, dbs: dict[str, Any]) -> int | None:
     return _ID.unpack(raw)[0] if raw is not None and len(raw) == _ID.size else None
 
 
+def dictionary_problem(txn: Any, dbs: dict[str, Any]) -> str | None:
+    """What is wrong with ``meta`` ``dict``, or ``None``: it must be absent or name a
+    dictionary of ``dicts`` that hashes to its id. Every append packs with the one it names
+    (:class:`Packer`), so a damaged name stops every append with ``store.corrupted``
+    although every stored value still unpacks; replay says so (docs/store.md)."""
+    raw = txn.get(META_DICT, db=dbs["meta"])
+    if raw is None:
+        return None
+    if len(raw) != _ID.size:
+        return f"is {raw!r}, not a {_ID.size}-byte dictionary id"
+    try:
+        _dictionary(txn, dbs, _ID.unpack(raw)[0])
+    except CorruptCopy as exc:
+        return f"{exc.why}: every append packs with it and would stop"
+    return None
+
+
 # --- pack and unpack ----------------------------------------------------------------------
 
 

@@ -20,7 +20,7 @@ from typing import Any, Protocol, overload
 from pithlog.protocol.checks import REASONS
 from pithlog.protocol.records import is_pith_number
 from pithlog.protocol.reduce import MERGE_VERSION
-from pithlog.store.codec import CorruptCopy, readable, unpack
+from pithlog.store.codec import CorruptCopy, dictionary_problem, readable, unpack
 from pithlog.store.keyindex import entries_agree
 from pithlog.store.layout import (
     FORMAT_VERSION,
@@ -154,6 +154,9 @@ def check_structure(
         # a keyring change diffs against these entries (docs/store.md, "A keyring change")
         say("meta", "keyring", "the stored keyring entries do not hash to keyring_digest "
             "(one of the two is damaged)")
+    problem = dictionary_problem(txn, dbs)
+    if problem is not None:
+        say("meta", "dict", problem)
 
     if not (at_once and _copies_at_once(txn, dbs, next_seq)):
         _copies_one_by_one(txn, dbs, say, next_seq, scratch)

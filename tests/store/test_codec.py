@@ -289,3 +289,21 @@ def test_replay_verify_on_the_command_line_names_the_damaged_copy(
     assert status == 1, err.getvalue()
     printed = out.getvalue().decode() + err.getvalue()
     assert f"events: sha256:{key.hex()}: the stored copy does not decompress" in printed
+
+
+@pytest.mark.parametrize("name", [b"\xde\xad\xbe\xef", b"\x01\x02"])
+def test_replay_names_a_damaged_dictionary_name(
+    tmp_path: Path, small_dictionary: None, name: bytes
+) -> None:
+    """``meta`` ``dict`` naming no stored dictionary stops every append with
+    store.corrupted, which sends the user to replay: replay must say it."""
+    path = tmp_path / "s"
+    _filled(path)
+    env = lmdb.open(str(path), max_dbs=32, subdir=True)
+    with env.begin(write=True) as txn:
+        txn.put(codec.META_DICT, name, db=env.open_db(b"meta", txn=txn, create=False))
+    env.close()
+    with Store.open(path, create=False) as store:
+        for verify in (False, True):
+            lines = [d.line() for d in store.replay(g.KEYRING, verify=verify).discrepancies]
+            assert len(lines) == 1 and lines[0].startswith("meta: dict: "), lines

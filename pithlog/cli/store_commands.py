@@ -29,7 +29,12 @@ from pithlog.protocol.canonical import jcs
 from pithlog.protocol.keys import Keyring
 from pithlog.protocol.records import is_pith_number
 from pithlog.store import PendingPith, Store
-from pithlog.store.replay_processes import POOL_MIN_COPIES, EarlyWorkers, early_workers
+from pithlog.store.replay_processes import (
+    COPIES_PER_WORKER,
+    POOL_MIN_COPIES,
+    EarlyWorkers,
+    early_workers,
+)
 from pithlog.store.replay_report import ReplayReport
 
 register({"store.past_end": "export --after N: N must be at most the log's last seq (see "
@@ -327,9 +332,11 @@ def add_commands(sub: Any, store_parser: StoreParser) -> None:
     p.add_argument("--rebuild", action="store_true",
                    help="re-judge and re-reduce the store under KEYRING, then record it")
     p.add_argument("--jobs", type=int, default=None, metavar="N",
-                   help="replay the piths in N processes (same output; default: with "
-                   f"--verify, one per core for a store of {POOL_MIN_COPIES:,} copies or "
-                   "more, where the processes pay for their start, else 1)")  # fmt: skip
+                   help=f"replay the piths in N processes, 1 to {MOST_CORES} (same output; "
+                   "default: when signatures are checked (--verify, or a keyring other than the "
+                   f"store's) in a store of {POOL_MIN_COPIES:,} copies or more, one per core "
+                   f"but at most one per {COPIES_PER_WORKER:,} copies, where the processes "
+                   "pay for their start; else 1)")  # fmt: skip
     progress_option(p, "progress")
     p.set_defaults(func=cmd_replay)
 

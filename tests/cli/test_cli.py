@@ -329,3 +329,12 @@ def test_reduce_jobs_must_be_from_1_to_most_cores(signer: dict[str, Path], jobs:
     status, out, err = run(["reduce", "--jobs", jobs, "--keyring", str(signer["keyring"]), "-"])
     assert status == 2 and out == b""
     assert "--jobs must be from 1 to 4096" in err
+
+
+def test_replay_help_says_how_many_processes_by_default() -> None:
+    """The default of --jobs as replay_jobs computes it: the cap per copies, and another
+    keyring counting as --verify."""
+    status, out, _ = run(["replay", "--help"])
+    text = " ".join(out.decode().split())
+    assert status == 0
+    assert "at most one per 2,500 copies" in text and "a keyring other than the store's" in text

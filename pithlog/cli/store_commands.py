@@ -62,10 +62,12 @@ def cmd_replay(args: argparse.Namespace, out: Out) -> int:
     if report is None:
         return EXIT_OK
     if not report.same_keyring:
+        stored, this = report.stored_keyring_digest or "", keyring.digest
+        # 16 hex characters name a keyring; a damaged digest may share them with this one
+        shown = 16 if stored[:16] != this[:16] else max(len(stored), len(this))
         out.say(f"replay: the cached states were reduced under keyring "
-                f"{(report.stored_keyring_digest or '')[:16]}, not this one "
-                f"({keyring.digest[:16]}): state lines name the piths whose state "
-                "would change")  # fmt: skip
+                f"{stored[:shown]}, not this one ({this[:shown]}): state lines name the "
+                "piths whose state would change")  # fmt: skip
     for note in report.notes:
         out.say(f"replay: note: {note.subject} stays pending under this keyring; "
                 f"{note.detail}")  # fmt: skip

@@ -150,6 +150,27 @@ def test_replay_verify_passes_then_names_damage(files: dict[str, Any]) -> None:
     assert out_jobs == out
 
 
+def test_replay_shows_a_damaged_keyring_digest_apart_from_this_keyring_s(
+    files: dict[str, Any],
+) -> None:
+    """A keyring is named by 16 hex characters; a stored digest damaged past them was shown
+    as the same name as the keyring given ("reduced under keyring X, not this one (X)")."""
+    from pithlog.protocol.keys import load_keyring
+    from pithlog.store import Store
+
+    assert append(files)[0] == 2
+    digest = load_keyring(Path(files["keyring"]).read_bytes()).digest
+    damaged = bytearray(bytes.fromhex(digest))
+    damaged[16] ^= 0xFF
+    with Store.open(files["store"]) as store:
+        store._write(lambda txn, dbs: txn.put(b"keyring_digest", bytes(damaged),
+                                              db=dbs["meta"]))  # fmt: skip
+    _, _, err = run(["--store", files["store"], "replay", "--verify",
+                     "--keyring", files["keyring"]])  # fmt: skip
+    said = next(line for line in err.splitlines() if "reduced under keyring" in line)
+    assert f"keyring {bytes(damaged).hex()}, not this one ({digest})" in said
+
+
 def test_replay_verify_starts_its_workers_before_the_walk(
     files: dict[str, Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:

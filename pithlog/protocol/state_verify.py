@@ -12,7 +12,7 @@ from typing import Any
 from pithlog.errors import DoorError
 from pithlog.protocol.canonical import MAX_DEPTH, digest, jcs, parse
 from pithlog.protocol.checks import REASONS
-from pithlog.protocol.event_types import STATE_LISTS
+from pithlog.protocol.event_types import EVENT_TYPES, STATE_LISTS
 from pithlog.protocol.events import is_event_id
 from pithlog.protocol.keys import SIGNER_TYPES
 from pithlog.protocol.records import is_pith_number, pith_number_for
@@ -134,6 +134,28 @@ def _time_key(p: dict[str, Any]) -> tuple[str, str]:
     return (p["created_at"], p["event_id"])
 
 
+def _slot_of(event_type: str, p: dict[str, Any]) -> dict[str, Any]:
+    """The slot a projection of ``event_type`` fills, as an equivocation entry shows it
+    (spec 7, step 4; spec 8)."""
+    if event_type == "record_created":
+        return {"event_type": event_type, "target": "record", "key_id": None, "created_at": None}
+    return {"event_type": event_type, "target": p["target"], "key_id": p["signer"]["key_id"],
+            "created_at": p["created_at"]}  # fmt: skip
+
+
+def _applied_slots(current: dict[str, Any]) -> dict[tuple[tuple[int, str], ...], set[str]]:
+    """The slot key of every applied projection in ``current``, to the event_ids filling it."""
+    slots: dict[tuple[tuple[int, str], ...], set[str]] = {}
+    for event_type in EVENT_TYPES.values():
+        if event_type.name == "record_created":
+            projections = [current["record_created"]]
+        else:
+            projections = current[event_type.state_list]
+        for p in projections:
+            slots.setdefault(slot_sort_key(_slot_of(event_type.name, p)), set()).add(p["event_id"])
+    return slots
+
+
 def _rule_failures(doc: dict[str, Any]) -> list[str]:
     failures: list[str] = []
 
@@ -197,6 +219,9 @@ def _rule_failures(doc: dict[str, Any]) -> list[str]:
         fail("predates_record", "an applied event is older than the chosen record")
 
     # Equivocations and invalid events: sorted, consistent, disjoint.
+    slots = _applied_slots(current)
+    if any(len(ids) > 1 for ids in slots.values()):
+        fail("slots", "two applied events fill one slot (spec 7, step 4, applies one)")
     keys = [slot_sort_key(e["slot"]) for e in equivocations]
     if keys != sorted(keys) or len(set(keys)) != len(keys):
         fail("order", "equivocations are not sorted by slot, or repeat a slot")
@@ -204,6 +229,12 @@ def _rule_failures(doc: dict[str, Any]) -> list[str]:
     for e in equivocations:
         if e["event_ids"][0] != e["applied_event_id"] or e["applied_event_id"] not in applied:
             fail("equivocations", f"slot {e['slot']} does not list its applied event first")
+        elif e["applied_event_id"] not in slots.get(slot_sort_key(e["slot"]), ()):
+            fail("equivocations", f"slot {e['slot']} is not the slot its applied event fills")
+        elif e["slot"]["created_at"] is not None and e["event_ids"] != sorted(set(e["event_ids"])):
+            # The slot's events share its created_at, so (created_at, event_id) order is
+            # event_id order, and the applied event, the smallest, comes first (spec 7, 8).
+            fail("equivocations", f"slot {e['slot']} does not list its events by event_id")
         loser_ids += e["event_ids"][1:]
     invalid_ids = [i["event_id"] for i in doc["invalid_events"]]
     if invalid_ids != sorted(invalid_ids) or len(set(invalid_ids)) != len(invalid_ids):

@@ -399,6 +399,25 @@ def _applied_not_applied(doc: dict[str, Any]) -> None:
     e["applied_event_id"] = e["event_ids"][0] = OTHER_ID
 
 
+def _loser_applied(doc: dict[str, Any]) -> None:
+    """A losing event shown in the place of the one its slot applies, listed first."""
+    e = doc["equivocations"][0]
+    applied, loser = e["event_ids"]
+    for p in doc["current"]["author_attestations"]:
+        if p["event_id"] == applied:
+            p["event_id"] = loser
+    e["event_ids"], e["applied_event_id"] = [loser, applied], loser
+    _applied_again(doc)
+
+
+def _one_slot_twice(doc: dict[str, Any]) -> None:
+    """Two hints by one key at one instant both applied: they equivocate, one is applied."""
+    hints = doc["current"]["mirror_hints"]
+    hints[1]["created_at"] = hints[0]["created_at"]
+    hints.sort(key=lambda p: (p["created_at"], p["event_id"]))
+    _applied_again(doc)
+
+
 def _invalid_and_applied(doc: dict[str, Any]) -> None:
     doc["invalid_events"][0]["event_id"] = doc["applied_event_ids"][1]
 
@@ -418,6 +437,13 @@ RULE_BREAKS: dict[str, tuple[Any, set[str]]] = {
     "the applied event not first": (_applied_not_first, {"equivocations", "event_ids"}),
     "an applied event that is not applied": (_applied_not_applied, {"equivocations"}),
     "an event both applied and invalid": (_invalid_and_applied, {"event_ids"}),
+    "a losing event applied": (_loser_applied, {"equivocations"}),
+    "a slot that is not its applied event's": (
+        lambda d: d["equivocations"][0]["slot"].update(target="claim:x"), {"equivocations"}),
+    "the record's slot for another event": (
+        lambda d: d["equivocations"][0]["slot"].update(
+            event_type="record_created", key_id=None, created_at=None), {"equivocations"}),
+    "two applied events in one slot": (_one_slot_twice, {"slots"}),
     # the shape: each of these is refused before any rule is read
     "a list that is an object": (lambda d: d.update(equivocations={}), {"shape"}),
     "an object that is null": (lambda d: d.update(current=None), {"shape"}),

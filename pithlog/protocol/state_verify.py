@@ -12,7 +12,7 @@ from typing import Any
 from pithlog.errors import DoorError
 from pithlog.protocol.canonical import MAX_DEPTH, digest, jcs, parse
 from pithlog.protocol.checks import REASONS
-from pithlog.protocol.event_types import EVENT_TYPES, STATE_LISTS
+from pithlog.protocol.event_types import EVENT_TYPES, STATE_LISTS, ChosenRecord
 from pithlog.protocol.events import is_event_id
 from pithlog.protocol.keys import SIGNER_TYPES
 from pithlog.protocol.records import is_pith_number, pith_number_for
@@ -156,6 +156,40 @@ def _applied_slots(current: dict[str, Any]) -> dict[tuple[tuple[int, str], ...],
     return slots
 
 
+def _projection_reason(event_type: str, p: dict[str, Any], record: ChosenRecord) -> str | None:
+    """The reason of the first of checks 8, 9, 10 and 14 (spec 6) that the event shown by
+    projection ``p`` fails: those a projection shows enough of to run. A reduction applies
+    no event that fails one, so a state that shows one was not produced by a reduction."""
+    row = EVENT_TYPES[event_type]
+    if p["signer"]["signer_type"] not in row.signer_types:
+        return "unauthorized_signer"
+    # R's target is the rule record_created's
+    if event_type != "record_created" and not row.target_ok(p["target"]):
+        return "bad_target"
+    if not row.payload_ok(p["payload"], p["target"]):
+        return "bad_payload"
+    if row.record_facts is not None and row.record_match is not None and not row.record_match(
+        row.record_facts(p["payload"], p["target"]), record
+    ):
+        return "record_mismatch"
+    return None
+
+
+def _projection_failures(current: dict[str, Any], record: ChosenRecord) -> list[str]:
+    """Where applied projections fail checks 8-10 or 14, the first of them named."""
+    failed: list[str] = []
+    for event_type in EVENT_TYPES.values():
+        if event_type.name == "record_created":
+            where, projections = "current.record_created", [current["record_created"]]
+        else:
+            where, projections = f"current.{event_type.state_list}", current[event_type.state_list]
+        for i, p in enumerate(projections):
+            reason = _projection_reason(event_type.name, p, record)
+            if reason is not None:
+                failed.append(f"{where}[{i}] ({p['event_id']}) is {reason} as a {event_type.name}")
+    return failed
+
+
 def _rule_failures(doc: dict[str, Any]) -> list[str]:
     failures: list[str] = []
 
@@ -187,6 +221,10 @@ def _rule_failures(doc: dict[str, Any]) -> list[str]:
     expected_aliases = source_aliases(record, canonical_sha256, rc["created_at"])
     if jcs(current["source_aliases"]) != jcs(expected_aliases):
         fail("source_aliases", "are not the ones section 8 derives from the record")
+    chosen = ChosenRecord(rc["event_id"], rc["created_at"], record, canonical_sha256)
+    if failed := _projection_failures(current, chosen):
+        more = f" (and {len(failed) - 1} more)" if len(failed) > 1 else ""
+        fail("projections", f"{failed[0]}{more}: a reduction applies no such event")
 
     # Counts agree with the lists.
     equivocations = doc["equivocations"]

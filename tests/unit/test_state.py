@@ -418,6 +418,11 @@ def _one_slot_twice(doc: dict[str, Any]) -> None:
     _applied_again(doc)
 
 
+def _hint_as_correction(doc: dict[str, Any]) -> None:
+    """A mirror's hint shown among the corrections, which only a registry may sign."""
+    doc["current"]["corrections"].append(doc["current"]["mirror_hints"].pop())
+
+
 def _invalid_and_applied(doc: dict[str, Any]) -> None:
     doc["invalid_events"][0]["event_id"] = doc["applied_event_ids"][1]
 
@@ -444,6 +449,18 @@ RULE_BREAKS: dict[str, tuple[Any, set[str]]] = {
         lambda d: d["equivocations"][0]["slot"].update(
             event_type="record_created", key_id=None, created_at=None), {"equivocations"}),
     "two applied events in one slot": (_one_slot_twice, {"slots"}),
+    # checks 8, 9, 10 and 14, which a projection shows enough of, fail on no applied event
+    "an event in another type's list": (_hint_as_correction, {"projections"}),
+    "an applied event of a signer type its type refuses": (
+        lambda d: d["current"]["author_attestations"][0]["signer"].update(signer_type="mirror"),
+        {"projections"}),
+    "an applied event of a target its type refuses": (
+        lambda d: d["current"]["mirror_hints"][0].update(target="graph"), {"projections"}),
+    "an applied event of a payload its type refuses": (
+        lambda d: d["current"]["mirror_hints"][0]["payload"].update(locator=""), {"projections"}),
+    "a record whose payload its type refuses": (
+        lambda d: d["current"]["record_created"]["payload"].pop("attestation_state"),
+        {"projections"}),
     # the shape: each of these is refused before any rule is read
     "a list that is an object": (lambda d: d.update(equivocations={}), {"shape"}),
     "an object that is null": (lambda d: d.update(current=None), {"shape"}),
@@ -504,3 +521,13 @@ def _written(doc: dict[str, Any]) -> bytes:
     """``doc`` as compact JSON in its own member order (what render writes for a document
     of the right shape; render itself would rewrite one of the wrong shape)."""
     return json.dumps(doc, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def test_an_applied_event_that_disagrees_with_the_record_is_refused() -> None:
+    """Check 14: an anchor of the record that anchors another hash is never applied."""
+    doc = document(R, event("timestamp_anchor", R))
+    doc["current"]["timestamp_anchors"][0]["payload"]["anchored_sha256"] = "0" * 64
+    doc["state_sha256"] = digest_document(doc)
+    failures = verify_state_document(render(doc))
+    assert len(failures) == 1 and failures[0].startswith("projections: ")
+    assert "record_mismatch" in failures[0]

@@ -133,7 +133,8 @@ def _json_lines(data: bytes) -> int:
 STATE_FILE_BYTES = 256 << 20
 """The longest state document ``verify-state`` reads by default (``--max-bytes``). The
 spec caps no state (a pith holds any number of events, docs/protocol.md 13), but reading
-one is holding it, about five times over once parsed and rendered again: a file that is
+one is holding it, about five times over once parsed and rendered again (some 25 times
+for a document made mostly of small objects or arrays): a file that is
 no state (``/dev/zero``) must not take the machine's memory. 256 MiB is well over a
 hundred thousand events of one pith (a kilobyte or two each in a state)."""
 

@@ -22,6 +22,8 @@ class _StateInvalid(msgspec.Struct):
 _INVALID = msgspec.json.Decoder(_StateInvalid)
 """Only ``invalid_events`` of a rendered state (msgspec skips the rest unread)."""
 
+_MEMBER = b'"invalid_events":'
+
 
 class InvalidTally:
     """Reason -> how many invalid events, over the states and pending piths it is shown."""
@@ -32,7 +34,9 @@ class InvalidTally:
     def add(self, result: bytes | Pending) -> None:
         if isinstance(result, Pending):
             self.counts.update(result.invalid.values())
-        elif b'"invalid_events":[]' not in result:
+        elif not result.startswith(b"[]", result.rfind(_MEMBER) + len(_MEMBER)):
+            # The state's own member is the last one (display order, spec 8): a payload
+            # before it may hold an empty "invalid_events" of its own.
             self.counts.update(i.reason for i in _INVALID.decode(result).invalid_events)
 
     def summary(self) -> str:

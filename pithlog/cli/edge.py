@@ -96,13 +96,41 @@ def read_bytes(path: str, limit: int | None = None) -> bytes:
                          "check the path and its permissions") from exc
 
 
+class _Reading:
+    """An input stream whose read errors are ``usage.unreadable`` naming the input: a
+    file opened fine can still fail as it is read (EIO of a failing disk or a network
+    file system, a terminal hung up), which was a traceback. The rest is the stream's."""
+
+    def __init__(self, stream: BinaryIO, path: str) -> None:
+        self._stream = stream
+        self._path = path
+
+    def _failed(self, exc: OSError) -> UsageError:
+        return UsageError("unreadable", f"reading {self._path} failed: {exc.strerror or exc}")
+
+    def read(self, size: int = -1) -> bytes:
+        try:
+            return self._stream.read(size)
+        except OSError as exc:
+            raise self._failed(exc) from exc
+
+    def readline(self, size: int = -1) -> bytes:
+        try:
+            return self._stream.readline(size)
+        except OSError as exc:
+            raise self._failed(exc) from exc
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
 @contextlib.contextmanager
 def open_input(path: str) -> Iterator[BinaryIO]:
     if path == "-":
         if sys.stdin is None:  # started with standard input closed (`<&-`)
             raise UsageError("unreadable", "standard input is closed: give a file, or "
                              "open standard input")  # fmt: skip
-        yield sys.stdin.buffer
+        yield cast(BinaryIO, _Reading(sys.stdin.buffer, "standard input"))
         return
     try:
         stream = open(path, "rb")  # noqa: SIM115 - closed by the with below
@@ -110,7 +138,7 @@ def open_input(path: str) -> Iterator[BinaryIO]:
         raise UsageError("unreadable", f"cannot read {path}: {exc.strerror or exc}; "
                          "check the path and its permissions") from exc
     with stream:
-        yield stream
+        yield cast(BinaryIO, _Reading(stream, path))
 
 
 def keyring_bytes(path: str) -> bytes:

@@ -4,6 +4,8 @@ would", point 4). Each test fails on the message or status printed before."""
 
 from __future__ import annotations
 
+import errno
+import io
 import json
 from pathlib import Path
 from typing import Any
@@ -332,3 +334,30 @@ def test_small_files_are_read_no_further_than_their_limit(
                               text=True, timeout=60, preexec_fn=little_memory)  # fmt: skip
         assert done.returncode == 2, (argv, done.stderr[-500:])
         assert says in done.stderr and done.stderr.count("\n") == 1, (argv, done.stderr)
+
+
+class _FailingInput(io.RawIOBase):
+    """Standard input that opens fine and fails at its first read, as a failing disk or
+    a hung-up terminal does."""
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        raise OSError(errno.EIO, "Input/output error")
+
+
+@pytest.mark.parametrize("command", ["reduce", "append", "import", "sync"])
+def test_an_input_that_fails_as_it_is_read_is_one_line(
+    command: str, signer: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BufferedReader(_FailingInput())))
+    keyring = str(signer["keyring"])
+    argv = {"reduce": ["reduce", "--keyring", keyring, "-"],
+            "append": ["--store", str(tmp_path / "s"), "append", "--keyring", keyring, "-"],
+            "import": ["--store", str(tmp_path / "s"), "import", "--keyring", keyring, "-"],
+            "sync": ["--store", str(tmp_path / "s"), "sync", "--from", "-", "--keyring",
+                     keyring]}[command]  # fmt: skip
+    status, out, err = run(argv)
+    assert (status, out) == (2, b""), err
+    assert err == "pithlog: [usage.unreadable] reading standard input failed: Input/output error\n"

@@ -161,7 +161,7 @@ class Out:
 
     def __init__(self, stdout: IO[bytes], stderr: IO[str]) -> None:
         self.stdout = stdout
-        self.stderr = stderr
+        self.stderr = cast(IO[str], _Diagnostics(stderr))
         self.bar: Bar | None = None
         """A progress bar on stderr while one is shown: lines are printed above it."""
 
@@ -187,6 +187,36 @@ class Out:
         """One line of diagnostics on stderr."""
         if self.bar is None or not self.bar.write(line):
             print(line, file=self.stderr)
+
+
+class _Diagnostics:
+    """Standard error, whose write errors lose the diagnostics, not the command. A stderr
+    that cannot be written (a log file on a full disk, ``2>/dev/full``) made the first line
+    said, or a progress bar's first draw, end the command with a traceback nobody could
+    read, status 1 and its output unprinted; now its output and exit status stand. A
+    closed pipe (``2>&1 | head``) is left to stop the command, as it does on stdout."""
+
+    def __init__(self, stream: IO[str]) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        try:
+            return self._stream.write(text)
+        except BrokenPipeError:
+            raise
+        except OSError:
+            return len(text)
+
+    def flush(self) -> None:
+        try:
+            self._stream.flush()
+        except BrokenPipeError:
+            raise
+        except OSError:
+            pass
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
 
 
 def _unwritable(exc: OSError) -> UsageError:

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from pithlog.cli import main
 from pithlog.store import Store
 from pithlog.testing import test_key
 from tests.cli.test_cli import run, sign_seed, signer
@@ -361,3 +362,27 @@ def test_an_input_that_fails_as_it_is_read_is_one_line(
     status, out, err = run(argv)
     assert (status, out) == (2, b""), err
     assert err == "pithlog: [usage.unreadable] reading standard input failed: Input/output error\n"
+
+
+class _FullStderr(io.StringIO):
+    """Standard error on a full disk."""
+
+    def write(self, text: str) -> int:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+
+@pytest.mark.parametrize("progress", [[], ["--progress"]])
+def test_a_stderr_that_cannot_be_written_loses_only_the_diagnostics(
+    progress: list[str], signer: dict[str, Path], tmp_path: Path
+) -> None:
+    """The refused line's message, the summary and the bar fail to be written: the state is
+    printed all the same, with the status of the run (2: a line was refused)."""
+    events = tmp_path / "events.jsonl"
+    events.write_bytes(b"".join(sign_seed(signer)) + b"not json\n")
+    status, states, _ = run(["reduce", *progress, "--keyring", str(signer["keyring"]),
+                             str(events)])  # fmt: skip
+    assert status == 2 and states.count(b"\n") == 1
+    out = io.BytesIO()
+    argv = ["reduce", *progress, "--keyring", str(signer["keyring"]), str(events)]
+    assert main(argv, stdout=out, stderr=_FullStderr()) == 2
+    assert out.getvalue() == states

@@ -17,6 +17,7 @@ from starlette.routing import BaseRoute
 
 from pithlog.errors import PithlogError
 from pithlog.net.submit import GroupCommit, Limits
+from pithlog.net.witness_client import WitnessAhead
 from pithlog.protocol.keys import Keyring, SigningKey
 from pithlog.store import Store
 from pithlog.transparency import tiles
@@ -33,6 +34,10 @@ COSIGN_RETRY_SECONDS = 10.0
 published (or ``503 witness.quorum``) before it asks them again: asked on every request,
 an unanswering witness held each ``/checkpoint`` for its time-out and, 40 requests at
 once, every worker thread, so that tiles waited as long."""
+COSIGN_ROUNDS = 3
+"""Trees a worker signs and has cosigned, at most, for one publication: a witness that
+cosigned a larger tree (another worker's, read later) takes no older one, so the worker
+reads its tree again and asks for that (:meth:`Log.checkpoint`)."""
 
 @dataclass
 class ServeConfig:
@@ -119,7 +124,7 @@ class Log:
                     return published
                 raise failed[1]
             try:
-                note = await run_in_threadpool(self.config.cosign, note, size)
+                size, root, note = await self._cosigned(size, root, note)
             except PithlogError as exc:
                 # Too few witnesses cosigned the new tree: the last cosigned checkpoint
                 # stays published
@@ -130,6 +135,30 @@ class Log:
             self._cosign_failed = None
             published = self._published = Published(size, root, note)
             return published
+
+    async def _cosigned(self, size: int, root: bytes, note: bytes) -> tuple[int, bytes, bytes]:
+        """``note`` (of the tree ``size``, ``root``) with its witnesses' cosignatures, or
+        those of a newer tree of the store: with ``--workers N`` each worker asks the
+        witnesses for the tree it read, and one that another worker had them cosign a
+        larger tree meanwhile was refused (``409``, ``witness.quorum``) and went on serving
+        its older checkpoint for :data:`COSIGN_RETRY_SECONDS` while the others served the
+        newer: a client's next request could see the log go back. The store holds every
+        tree a witness cosigned for it (a larger one is a tree this log never had, which
+        fails as before)."""
+        assert self.config.cosign is not None
+        rounds = 1
+        while True:
+            try:
+                return size, root, await run_in_threadpool(self.config.cosign, note, size)
+            except WitnessAhead as exc:
+                if rounds >= COSIGN_ROUNDS:
+                    raise
+                size, root = await self.read(self.store.tree_root)
+                if size < exc.ahead:
+                    raise
+                note = sign_checkpoint(Checkpoint(self.config.origin, size, root),
+                                       self.config.key)  # fmt: skip
+                rounds += 1
 
     def _cosigning_lock(self) -> asyncio.Lock:
         """The lock of the event loop that runs now: a lock binds to the loop it first

@@ -2,7 +2,8 @@
 ``pithlog checkpoint --witness URL --quorum N`` (docs/witness.md).
 
 A witness answers 409 with the size it last cosigned when the request's ``old`` is not it;
-the client then proves consistency from that size and asks once more. Every answer is
+the client then proves consistency from that size and asks again, up to
+:data:`ADD_REQUESTS` requests in all. Every answer is
 checked: only cosignature lines that verify under a keyring witness key count. Each
 request is held to one deadline, its answer's head included (:mod:`pithlog.net.deadline`):
 a witness cannot hold a ``checkpoint --witness`` or a server's publication by sending a
@@ -30,6 +31,11 @@ head and body, has :func:`pithlog.net.encoding.answer_seconds` of
 MAX_ANSWER_BYTES = 16 << 10
 """Bytes of a witness's answer, decoded: more is ``witness.answer`` (a cosignature line is
 under 200)."""
+ADD_REQUESTS = 4
+"""``add-checkpoint`` requests to one witness for one checkpoint. Two were enough for one
+client, but the workers of ``serve --workers N`` each ask for the tree they read: a
+witness that another worker moves on between this one's requests answers 409 again, with
+its new size (one no larger than the tree asked for, else :class:`WitnessAhead`)."""
 
 
 @dataclass(frozen=True)
@@ -41,6 +47,23 @@ class Asked:
     """Its verified cosignature lines only (what the published checkpoint gets)."""
     cosigned: tuple[Cosigned, ...]
     problem: str | None = None
+    ahead: int | None = None
+    """The larger size of this log that the witness named in its 409: it cosigned that tree
+    since this one was read (another worker of the same server asked it meanwhile)."""
+
+
+class WitnessAhead(WitnessError):
+    """``witness.quorum``, when a witness that did not cosign had cosigned a larger tree
+    of the log than the one asked for (:attr:`ahead`, the largest named): it cosigns no
+    older one (C2SP tlog-witness: ``old`` must be its size), so the caller that holds that
+    tree signs it and asks again."""
+
+    def __init__(self, message: str, ahead: int) -> None:
+        super().__init__("quorum", message)
+        self.ahead = ahead
+
+    def __reduce__(self) -> tuple[type[WitnessAhead], tuple[str, int]]:  # type: ignore[override]
+        return type(self), (self.message, self.ahead)
 
 
 @dataclass(frozen=True)
@@ -69,11 +92,13 @@ def ask_witness(
     witnesses: Sequence[KeyEntry],
 ) -> Asked:
     """Send the signed checkpoint ``note`` (of tree ``size``) to the witness at ``url``,
-    starting from old size 0 and, on a 409, from the size the witness names, with the
-    consistency proof ``proof_from(old)``. The deadline of each answer holds its head
-    only on a ``client`` made by :func:`pithlog.net.deadline.deadline_client`."""
+    starting from old size 0 and, on each 409 (:data:`ADD_REQUESTS` requests at most),
+    from the size the witness names, with the consistency proof ``proof_from(old)``. A
+    witness that names a larger size than ``size`` is :attr:`Asked.ahead`. The deadline
+    of each answer holds its head only on a ``client`` made by
+    :func:`pithlog.net.deadline.deadline_client`."""
     old = 0
-    for _ in range(2):
+    for _ in range(ADD_REQUESTS):
         proof = tuple(proof_from(old)) if 0 < old < size else ()
         # the whole answer, its head too, within answer_seconds of its cap (the client's
         # client is deadline_client's: httpx alone times each read, and h11 waits for
@@ -97,7 +122,10 @@ def ask_witness(
             # thousands of digits a witness may send raised ValueError, a traceback here
             # and a 500 from every /checkpoint of a serve --witness-url
             known = decimal_of(text)
-            if known is None or known == old or known > size:
+            if known is not None and known > size:
+                return Asked(url, b"", (), f"409 with size {known}: the witness has cosigned "
+                             f"a larger tree of this log than {size}", ahead=known)  # fmt: skip
+            if known is None or known == old:
                 return Asked(url, b"", (), f"409 with size {text[:40]!r}: the witness has "
                              "seen another tree of this log")  # fmt: skip
             old = known
@@ -124,7 +152,8 @@ def collect(
     transport: httpx.BaseTransport | None = None,
 ) -> tuple[bytes, list[Asked]]:
     """Ask every witness in turn; the checkpoint with the cosignatures of all that cosigned,
-    or ``witness.quorum`` when fewer than ``quorum`` distinct witness keys did. The
+    or ``witness.quorum`` when fewer than ``quorum`` distinct witness keys did
+    (:class:`WitnessAhead` when one of those that did not had cosigned a larger tree). The
     client is :func:`pithlog.net.deadline.deadline_client`'s unless a ``transport`` is
     given."""
     asked: list[Asked] = []
@@ -136,6 +165,8 @@ def collect(
     keys = {c.key_id for a in asked for c in a.cosigned}
     if len(keys) < quorum:
         why = "; ".join(f"{a.url}: {a.problem}" for a in asked if a.problem)
-        raise WitnessError("quorum", f"{len(keys)} witness(es) cosigned, {quorum} required"
-                           + (f" ({why})" if why else ""))  # fmt: skip
+        message = (f"{len(keys)} witness(es) cosigned, {quorum} required"
+                   + (f" ({why})" if why else ""))  # fmt: skip
+        ahead = max((a.ahead for a in asked if a.ahead is not None), default=None)
+        raise WitnessError("quorum", message) if ahead is None else WitnessAhead(message, ahead)
     return note + b"".join(a.lines for a in asked if a.cosigned), asked

@@ -322,3 +322,95 @@ def test_a_path_or_method_the_witness_does_not_serve_is_a_json_error(
         assert got.json()["error"] == code and got.headers["cache-control"] == "no-store"
         if allow is not None:
             assert {m.strip() for m in got.headers["allow"].split(",")} == allow
+
+
+def test_a_worker_that_a_witness_finds_behind_signs_its_newer_tree(tmp_path: Path) -> None:
+    """The workers of ``serve --workers N --witness-url`` each ask the witnesses for the
+    tree they read: when another worker had the witness cosign a larger tree between this
+    worker's read and its request, the witness answers 409 with that size. That is no
+    split view: the worker reads its tree again (it has grown at least as far), signs it
+    and asks again. It failed instead, and served its older checkpoint for
+    COSIGN_RETRY_SECONDS while the other worker served the newer one: clients on two
+    connections saw the log go back."""
+    import asyncio
+
+    from pithlog.net.served_log import Log, ServeConfig
+    from pithlog.net.witness_client import collect
+    from pithlog.transparency.checkpoint import Checkpoint, sign_checkpoint
+
+    events = [e for e in g.mixed_events(random.Random(3), piths=3, per_pith=4)
+              if e["signer"]["key_id"] != "test-stranger"]  # fmt: skip
+    key = test_key("registry")
+    witnesses = [KEYRING["test-mirror"]]
+    with witness_in_thread(tmp_path) as url, Store.open(tmp_path / "log") as store:
+        store.append([g.encoded(e) for e in events[:6]], KEYRING)
+
+        def ask(note: bytes, size: int) -> bytes:
+            def proof_from(old: int) -> list[bytes]:
+                return store.consistency_path(old, size)[1]
+
+            return collect([url], note, size, proof_from, witnesses, 1)[0]
+
+        asked: list[int] = []
+
+        def another_worker_first(note: bytes, size: int) -> bytes:
+            if not asked:
+                # between this worker's read of the tree and its request, the log grows
+                # and another worker has the witness cosign the larger tree
+                store.append([g.encoded(e) for e in events[6:]], KEYRING)
+                grown, root = store.tree_root()
+                ask(sign_checkpoint(Checkpoint(ORIGIN, grown, root), key), grown)
+            asked.append(size)
+            return ask(note, size)
+
+        behind = Log(ServeConfig(store, key, ORIGIN, cosign=another_worker_first))
+        published = asyncio.run(behind.checkpoint())
+        assert published.size == store.tree_size() == asked[-1] > asked[0]
+        assert verify_cosignatures(published.note, witnesses)
+
+
+def test_a_witness_that_another_worker_moves_between_two_requests_is_asked_again(
+    tmp_path: Path,
+) -> None:
+    """A 409 names the witness's size; when another worker has the witness cosign a larger
+    tree (still no larger than this one) before the request that proves from that size, the
+    witness answers 409 again with the new size. The client asked twice and gave up ("the
+    witness moved while it was asked"); it proves from the new size instead."""
+    from pithlog.net.witness_client import collect
+    from pithlog.transparency.checkpoint import Checkpoint, sign_checkpoint
+
+    events = [e for e in g.mixed_events(random.Random(3), piths=3, per_pith=4)
+              if e["signer"]["key_id"] != "test-stranger"]  # fmt: skip
+    key = test_key("registry")
+    witnesses = [KEYRING["test-mirror"]]
+    with witness_in_thread(tmp_path) as url, Store.open(tmp_path / "log") as store:
+        sizes = []
+        for part in (events[:4], events[4:8], events[8:]):
+            store.append([g.encoded(e) for e in part], KEYRING)
+            sizes.append(store.tree_size())
+
+        def note_of(size: int) -> bytes:
+            return sign_checkpoint(Checkpoint(ORIGIN, size, store.tree_root(size)[1]), key)
+
+        def ask(size: int, transport: httpx.BaseTransport | None = None) -> bytes:
+            def proof_from(old: int) -> list[bytes]:
+                return store.consistency_path(old, size)[1]
+
+            return collect([url], note_of(size), size, proof_from, witnesses, 1,
+                           transport=transport)[0]  # fmt: skip
+
+        ask(sizes[0])
+        conflicts: list[int] = []
+
+        class AnotherWorkerBetween(httpx.HTTPTransport):
+            def handle_request(self, request: httpx.Request) -> httpx.Response:
+                answer = super().handle_request(request)
+                if answer.status_code == 409:
+                    conflicts.append(int(answer.read()))
+                    if len(conflicts) == 1:
+                        ask(sizes[1])  # the witness moves on, to a smaller tree than ours
+                return answer
+
+        cosigned = ask(sizes[2], AnotherWorkerBetween())
+        assert conflicts == sizes[:2]
+        assert verify_cosignatures(cosigned, witnesses)

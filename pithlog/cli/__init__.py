@@ -109,7 +109,9 @@ def _collector_paused() -> Iterator[None]:
     of dicts and strings that reference counting frees, which the collector would traverse
     again and again as they accumulate (about 40 % of the door's time over 100k events).
     pithlog builds no reference cycles per event, so nothing waits for the collector; it is
-    restored when the command ends.
+    restored when the command ends. ``serve`` turns it back on for as long as it serves
+    (:func:`pithlog.cli.net_commands.collector_running`): the web frameworks it runs leave
+    reference cycles on every request.
     """
     was_enabled = gc.isenabled()
     gc.disable()

@@ -91,6 +91,12 @@ the door, one being written), and four bundles of the largest copies are 1 GiB e
 LOOKAHEAD = 4
 """Bundles fetched ahead of the one being verified, so that the network's wait overlaps
 the door's work (each holds at most a bundle of copies: see :class:`Limits`)."""
+RECENT_BATCHES = 4
+"""Batches whose leaf data :func:`_new_to` keeps, the one it checks included: the append
+pipeline holds at most three batches uncommitted (one gathered, one through the door, one
+being written), and a batch before them is committed, so its copies are found in the
+store. The leaves of a whole pass were kept (about 150 bytes a leaf: 1.5 GB over ten
+million)."""
 FORGET_EVERY = 256
 """Bundles after which the verified tiles are dropped (the right edge and the few tiles
 above are read again): memory stays about 2 MiB of tiles however long the log."""
@@ -356,7 +362,9 @@ def _batches(store: Store, origin: Origin, verified: tiles.VerifiedTiles, fetche
     batch: list[bytes] = []
     items: list[bytes] = []
     held_bytes = 0  # of the copies in `batch`
-    seen: set[bytes] = set()  # this pass's leaves: batches are checked before those ahead
+    # the leaves of this pass's latest batches, not all committed yet when the next is
+    # checked (the ones before are found in the store)
+    recent: deque[set[bytes]] = deque(maxlen=RECENT_BATCHES)
     indexes = range(held // WIDTH, (size + WIDTH - 1) // WIDTH)
 
     def fetch(index: int) -> tuple[bytes, bytes, list[bytes]]:
@@ -386,7 +394,8 @@ def _batches(store: Store, origin: Origin, verified: tiles.VerifiedTiles, fetche
                 held_bytes += len(copies[at])
             if ((index + 1) % bundles == 0 or index * WIDTH + width >= size
                     or held_bytes >= BATCH_BYTES):  # fmt: skip
-                _new_to(store, items, seen, held)
+                _new_to(store, items, recent, held, first, functools.partial(
+                    _served_leaf_hash, verified))  # fmt: skip
                 leaves.append((first, items))
                 yield batch
                 batch, items, held_bytes = [], [], 0
@@ -455,21 +464,35 @@ def _committed_copies(leaves: deque[tuple[int, list[bytes]]],
                               "the leaf commits to")  # fmt: skip
 
 
-def _new_to(store: Store, items: list[bytes], seen: set[bytes], held: int) -> None:
-    """No copy of ``items`` is stored, or earlier in this pass (whose batches ahead may
-    not be committed yet), or twice in ``items``: an append would skip it as a duplicate
-    and the tree would lose a leaf. A copy stored since this pass began (at ``held``
-    leaves) is another mirror's of the same store, not the origin's fault."""
-    before = len(seen)
-    seen.update(items)
-    twice = len(seen) - before != len(items)
+def _new_to(store: Store, items: list[bytes], recent: deque[set[bytes]], held: int,
+            first: int, served: Callable[[int], bytes]) -> None:  # fmt: skip
+    """No copy of ``items`` (the leaf data of leaves ``first`` on) is stored, or earlier in
+    this pass, or twice in ``items``: an append would skip it as a duplicate and the tree
+    would lose a leaf. ``recent`` holds the leaf data of this pass's latest batches, whose
+    commits may not be done (``items`` joins it); a copy of an earlier batch of this pass
+    is stored, and it is that batch's when ``served`` (the verified leaf hash of a leaf of
+    the served tree) says the served tree holds it at the leaf before its sequence number.
+    Any other copy stored since this pass began (at ``held`` leaves) is another mirror's of
+    the same store, not the origin's fault."""
+    batch = set(items)
+    twice = len(batch) != len(items) or any(not batch.isdisjoint(kept) for kept in recent)
+    recent.append(batch)
     seqs = store.copy_seqs(items)
+    if not twice and any(s is not None for s in seqs):
+        # a leaf this pass went past (held to first), stored at its place, served again
+        twice = any(s is not None and held < s <= first and served(s - 1) == merkle.leaf_hash(d)
+                    for d, s in zip(items, seqs, strict=True))  # fmt: skip
     if twice or any(s is not None for s in seqs):
         # Sequence numbers run 1..size: a copy past `held` was stored during this pass,
-        # and not by it (its own earlier copies are in `seen`, so they count as twice).
+        # and not by it (its own earlier copies count as twice, above).
         if not twice and all(s is None or s > held for s in seqs):
             raise MirrorError("concurrent", f"another writer appended to this store during "
                               f"this run (after its {held} leaves): run the mirror "
                               "again")  # fmt: skip
         raise MirrorError("duplicate", "the served tree holds a copy twice (or one this store "
                           "already holds): its tree cannot be reproduced")  # fmt: skip
+
+
+def _served_leaf_hash(verified: tiles.VerifiedTiles, leaf: int) -> bytes:
+    """The leaf hash of ``leaf`` in the served tree, from its verified level-0 tile."""
+    return verified.leaf_hashes(leaf // WIDTH)[leaf % WIDTH]

@@ -227,12 +227,9 @@ class Pages:
         cached = self._totals
         if cached is not None and cached[0] == tree_size:
             return cached[1]
-        out = {"piths": 0, "pending": 0, "events": 0, "invalid": 0, "equivocations": 0}
-        for pith in log.store.piths():
-            out["piths" if pith["status"] == "state" else "pending"] += 1
-            out["events"] += pith.get("event_count", 0)
-            out["invalid"] += pith.get("invalid_event_count", 0)
-            out["equivocations"] += pith.get("equivocation_count", 0)
+        # summed as they are read: a list of every pith's summary held 540 MB for a
+        # million piths, in each worker, whenever the store had grown
+        out = log.store.pith_totals()
         self._totals = (tree_size, out)
         return out
 

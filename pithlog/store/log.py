@@ -210,6 +210,11 @@ class Store(NetworkReads):
         """Every pith with its status, sorted by pith_number."""
         return self._read(reads.piths)
 
+    def pith_totals(self) -> dict[str, int]:
+        """Counts over every pith in one snapshot: ``piths`` (with a state), ``pending``,
+        and their ``events``, ``invalid`` events and ``equivocations``."""
+        return self._read(reads.pith_totals)
+
     def pending(self) -> list[dict[str, Any]]:
         """Piths whose events hold no valid record_created yet (spec 7 step 2)."""
         return [p for p in self.piths() if p["status"] == "pending"]

@@ -101,12 +101,16 @@ def compare_states(
     next pith is compared: a registry that fails one answer is not spared the others.
     After ``max_unanswered`` states unanswered in a row (0: never) the rest are not asked
     for: one ``state_not_checked`` finding counts them."""
-    piths = [p["pith_number"] for p in store.piths() if p["status"] == "state"]
+    # the piths are walked a chunk at a time, never listed: the audit holds one state and
+    # one chunk of summaries, however many piths the log has (the store is the auditor's
+    # own mirror, which nothing else writes while it runs)
+    total = store.pith_totals()["piths"]
+    piths = (p["pith_number"] for p in store.each_pith() if p["status"] == "state")
     in_a_row = 0
     for done, pith in enumerate(piths, 1):
         if max_unanswered and in_a_row >= max_unanswered:
             yield Finding("state_not_checked", {
-                "count": len(piths) - done + 1, "first_pith_number": pith,
+                "count": total - done + 1, "first_pith_number": pith,
                 "problem": f"{in_a_row} states in a row went unanswered: the rest were not "
                            "asked for"})  # fmt: skip
             return
@@ -130,7 +134,7 @@ def compare_states(
             if theirs != ours:
                 yield _mismatch(pith, ours, theirs, theirs is not None)
         if progress is not None:
-            progress(done, len(piths))
+            progress(done, total)
 
 
 def _mismatch(pith: str, ours: bytes, theirs: bytes | None, served: bool,
@@ -151,7 +155,7 @@ def prove_equivocations(
     """An equivocation proof file for every equivocated slot of every pith, against the
     accepted checkpoint ``note`` (the store holds its tree: a mirror of it)."""
     cp = parse_checkpoint_text(parse_note(note).text)
-    for entry in store.piths():
+    for entry in store.each_pith():
         if entry["status"] != "state" or not entry.get("equivocation_count"):
             continue
         pith = entry["pith_number"]

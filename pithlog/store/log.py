@@ -210,6 +210,14 @@ class Store(NetworkReads):
         """Every pith with its status, sorted by pith_number."""
         return self._read(reads.piths)
 
+    def each_pith(self, chunk: int = 1000) -> Iterator[dict[str, Any]]:
+        """What :meth:`piths` lists, one summary at a time, read ``chunk`` piths per short
+        transaction: a walk over a million piths holds one chunk, not the list."""
+        if not isinstance(chunk, int) or chunk < 1:
+            raise StoreError("argument", f"each_pith(chunk={chunk!r}): chunk is the piths "
+                             "read in one transaction, 1 or more")  # fmt: skip
+        return reads.each_pith(self, chunk)
+
     def pith_totals(self) -> dict[str, int]:
         """Counts over every pith in one snapshot: ``piths`` (with a state), ``pending``,
         and their ``events``, ``invalid`` events and ``equivocations``."""
@@ -217,7 +225,7 @@ class Store(NetworkReads):
 
     def pending(self) -> list[dict[str, Any]]:
         """Piths whose events hold no valid record_created yet (spec 7 step 2)."""
-        return [p for p in self.piths() if p["status"] == "pending"]
+        return [p for p in self.each_pith() if p["status"] == "pending"]
 
     def keyring_digest(self) -> str | None:
         """Digest of the keyring the cached states were reduced under (``None``: empty)."""

@@ -72,6 +72,32 @@ def pith_totals(txn: Txn, dbs: dict[str, Any]) -> dict[str, int]:
     return out
 
 
+def each_pith(store: Store, chunk: int) -> Iterator[dict[str, Any]]:
+    """:meth:`Store.each_pith`: each chunk of ``chunk`` summaries read in a transaction of
+    its own, after the last pith number of the one before."""
+    after: bytes | None = None
+    while True:
+
+        def work(txn: Txn, dbs: dict[str, Any], start: bytes | None = after) -> list[Any]:
+            out: list[dict[str, Any]] = []
+            cursor = txn.cursor(db=dbs["piths"])
+            # keys are pith numbers (ASCII): the next one after ``start`` sorts after
+            # ``start + b"\x00"``
+            if not (cursor.first() if start is None else cursor.set_range(start + b"\x00")):
+                return out
+            for key, raw in cursor:
+                out.append({"pith_number": key.decode("ascii"), **msgspec.json.decode(raw)})
+                if len(out) >= chunk:
+                    break
+            return out
+
+        rows = store._read(work)
+        yield from rows
+        if len(rows) < chunk:
+            return
+        after = rows[-1]["pith_number"].encode("ascii")
+
+
 def export(store: Store, after: int, chunk: int) -> Iterator[tuple[int, bytes]]:
     """:meth:`Store.export`: each chunk of ``chunk`` copies read in a transaction of its
     own."""

@@ -263,3 +263,27 @@ def test_an_up_to_date_mirror_is_audited_under_the_keyring_given(tmp_path: Path)
     for finding in proofs:
         status, _, err = run(["verify-proof", "--keyring", str(other), finding["proof"]])
         assert status == 0, err
+
+
+def test_the_audit_walks_the_piths_without_listing_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """docs/evidence.md: the audit's memory does not grow with the number of piths. It
+    listed every pith's summary (about 540 bytes a pith) for the states and again for the
+    equivocations; it walks them a chunk at a time (``Store.each_pith``), here of one."""
+    files = case_files(tmp_path, "equivocations")
+    expected = [json.loads(line) for line in (CASES / "equivocations" / "expected.jsonl")
+                .read_bytes().splitlines()]  # fmt: skip
+    walk = Store.each_pith
+
+    def listed(self: Store) -> list[dict[str, Any]]:
+        raise AssertionError("the audit listed every pith")
+
+    monkeypatch.setattr(Store, "piths", listed)
+    monkeypatch.setattr(Store, "each_pith", lambda self, chunk=1000: walk(self, 1))
+    with serving(files) as server:
+        status, lines, err = audit(server.url, files, tmp_path / "auditor", tmp_path / "ev")
+    assert status == 1, err
+    proofs = [f for f in lines[:-1] if f["finding"] == "equivocation"]
+    assert len(proofs) == sum(len(s["equivocations"]) for s in expected) > 0
+    assert lines[-1]["state_mismatch"] == 0

@@ -11,7 +11,7 @@ import pithlog
 from pithlog import STORED, AppendResult, PendingPith, Store, StoreError, sign_event
 from pithlog.protocol.canonical import jcs
 from pithlog.testing import test_key, test_keyring
-from tests.unit.builders import record_event
+from tests.unit.builders import canonical_record, record_event
 
 
 def test_the_store_is_exported_from_pithlog() -> None:
@@ -99,3 +99,21 @@ def test_lookup_reads_the_state_and_the_status_in_one_snapshot(
         store.append([record], test_keyring())
         monkeypatch.setattr(Store, "state", lambda self, pith_number: None)
         assert isinstance(store.lookup(record["pith_number"]), bytes)
+
+
+def test_each_pith_walks_what_piths_lists_a_chunk_at_a_time(tmp_path: Path) -> None:
+    """``Store.each_pith`` yields :meth:`Store.piths`'s summaries in the same order,
+    whatever the chunk, and refuses a chunk that reads nothing."""
+    records = [record_event(canonical_record(version=n)) for n in range(1, 6)]
+    with Store.open(tmp_path / "s") as store:
+        assert list(store.each_pith()) == []
+        store.append(records, test_keyring())
+        listed = store.piths()
+        assert len(listed) == 5
+        for chunk in (1, 2, 3, 5, 6, 1000):
+            assert list(store.each_pith(chunk)) == listed
+        assert store.pending() == []
+        for chunk in (0, -1, 1.5):
+            with pytest.raises(StoreError) as caught:
+                store.each_pith(chunk)  # type: ignore[arg-type]
+            assert caught.value.code == "store.argument"

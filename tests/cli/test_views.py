@@ -4,7 +4,9 @@ or by an alias of the chosen record (the store's alias index)."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
+from typing import Any
 
 from pithlog.protocol.keys import dump_key_file
 from pithlog.testing import test_key
@@ -118,3 +120,49 @@ def test_event_describes_a_stored_malformed_copy(
     status, out, err = run(["--store", store, "event", record["event_id"]])
     assert status == 0 and json.loads(out) == record
     assert 'target ["x"]' in err and "by ? (?, key ?)" in err
+
+
+def test_piths_and_pending_walk_the_store_without_listing_it(
+    tmp_path: Path, monkeypatch: Any
+) -> None:
+    """``piths`` and ``pending`` listed every pith's summary (about 540 bytes a pith) before
+    printing; they walk the store a chunk at a time (``Store.each_pith``, here of one) and
+    print the same table and lines as the summaries give."""
+    import pytest
+
+    from pithlog.protocol.canonical import jcs
+    from pithlog.store import Store
+
+    cases = Path(__file__).resolve().parents[2] / "vectors" / "cases"
+    store = str(tmp_path / "store")
+    for case in ("mixed-piths", "pending"):
+        status, _, err = run(["--store", store, "append", "--keep-invalid", "--keyring",
+                              str(cases / case / "keyring.json"),
+                              str(cases / case / "events.jsonl")])  # fmt: skip
+        assert status in (0, 2), err
+    with Store.open(store, readonly=True) as opened:
+        summaries = opened.piths()
+    with_state = [p for p in summaries if p["status"] == "state"]
+    pending = [p for p in summaries if p["status"] == "pending"]
+    assert len(with_state) >= 2 and pending
+
+    def listed(self: Store) -> Any:
+        raise AssertionError("listed every pith")
+
+    walk = Store.each_pith
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(Store, "piths", listed)
+        patch.setattr(Store, "each_pith", lambda self, chunk=1000: walk(self, 1))
+        status, table, err = run(["--store", store, "piths"])
+        assert status == 0 and f"piths: {len(with_state)} with a state" in err
+        status, out, err = run(["--store", store, "pending"])
+        assert status == 0 and f"pending: {len(pending)} piths" in err
+    assert out.splitlines() == [jcs(p) for p in pending]
+    rows = [line.split() for line in table.decode().splitlines()]
+    assert rows == [["PITH", "EVENTS", "VALID", "INVALID", "EQUIVOCATIONS"]] + [
+        [p["pith_number"], str(p["event_count"]), str(p["valid_event_count"]),
+         str(p["invalid_event_count"]), str(p["equivocation_count"])] for p in with_state]
+    # the columns line up: each row's cells start where the heading's do
+    starts = {tuple(m.start() for m in re.finditer(r"\S+", line))
+              for line in table.decode().splitlines()}  # fmt: skip
+    assert len(starts) == 1

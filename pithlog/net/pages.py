@@ -113,6 +113,7 @@ def _environment() -> jinja2.Environment:
     env.filters["readable_time"] = _readable_time
     env.tests["hashlike"] = lambda v: isinstance(v, str) and bool(_HEX64.fullmatch(v))
     env.tests["timestamp"] = lambda v: isinstance(v, str) and is_ts(v)
+    env.tests["laid_out"] = fits_layout  # a record's cross_cats_sorted (pith.html)
     env.globals["most_laid_out"] = MOST_LAID_OUT
     env.globals["most_laid_out_on_a_page"] = MOST_LAID_OUT_ON_A_PAGE
     env.globals["most_listed"] = MOST_LISTED

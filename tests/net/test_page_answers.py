@@ -397,6 +397,12 @@ def test_a_record_whose_cross_categories_are_not_a_list_has_a_page(
     cross_cats_sorted was a number made its page a 500 (the template iterated over it), and
     a string was shown letter by letter. A list is shown item by item, any other value as
     it is."""
+    page = _record_page(tmp_path, cross)
+    assert f"<dt>categories</dt><dd>{shown}</dd>" in page
+
+
+def _record_page(tmp_path: Path, cross: Any) -> str:
+    """The page of a record (the seed's, signed again) whose cross_cats_sorted is ``cross``."""
     registry = test_key("registry")
     keyring = load_keyring(json.dumps({"keyring_version": "1", "keys": [
         registry.keyring_entry()]}).encode())  # fmt: skip
@@ -411,7 +417,27 @@ def test_a_record_whose_cross_categories_are_not_a_list_has_a_page(
         with _client(store) as client:
             page = client.get("/pith/" + pith, headers=HTML)
     assert page.status_code == 200, page.text
-    assert f"<dt>categories</dt><dd>{shown}</dd>" in page.text
+    return page.text
+
+
+@pytest.mark.parametrize("cross", [
+    [f"c{n}" for n in range(MOST_LAID_OUT)],
+    {f"c{n}": n for n in range(MOST_LAID_OUT)},
+])  # fmt: skip
+def test_cross_categories_of_more_values_than_a_payload_lays_out_are_a_link(
+    tmp_path: Path, cross: Any
+) -> None:
+    """A record's cross_cats_sorted is laid out within the bound of a payload
+    (:data:`MOST_LAID_OUT`), past it a link to the state's JSON: it was laid out whole, and
+    a record of 1 MB whose cross_cats_sorted held 450,000 values made its page 1.3 MB and
+    1.7 s of Jinja on every request."""
+    page = _record_page(tmp_path, cross)
+    categories = page.partition("<dt>categories</dt>")[2].partition("<dt>license</dt>")[0]
+    assert "more values than a page lays out" in categories and "state's JSON" in categories
+    assert "c1" not in categories
+    fits = _record_page(tmp_path / "fits", cross[: MOST_LAID_OUT - 2] if isinstance(
+        cross, list) else dict(list(cross.items())[: MOST_LAID_OUT // 2 - 1]))  # fmt: skip
+    assert "c1" in fits.partition("<dt>categories</dt>")[2].partition("<dt>license</dt>")[0]
 
 
 def test_a_search_that_finds_one_record_redirects_with_the_headers_of_every_answer(

@@ -118,6 +118,8 @@ def register(codes: dict[str, str]) -> None:
 
 MAX_MESSAGE = 2000
 """The most characters of an error's message kept; the rest is counted, not shown."""
+KEPT_END = 500
+"""Of those, the characters kept from the message's end."""
 
 
 class PithlogError(Exception):
@@ -136,9 +138,12 @@ class PithlogError(Exception):
             raise ValueError(f"unregistered error code {self.code}")
         if len(message) > MAX_MESSAGE:
             # a message may quote what a stranger sent (a member's value, a keyring's key
-            # ids): the line the CLI prints and the JSON the server answers stay short
+            # ids): the line the CLI prints and the JSON the server answers stay short.
+            # Its end is kept too: that is where a message names its file or its advice
+            # (a split view's evidence path comes after the origin)
             cut = len(message) - MAX_MESSAGE
-            message = f"{message[:MAX_MESSAGE]}... ({cut:,} more characters)"
+            message = (f"{message[:MAX_MESSAGE - KEPT_END]} ...({cut:,} characters cut)... "
+                       f"{message[-KEPT_END:]}")  # fmt: skip
         self.message = message
         self.where = where
         super().__init__(self.describe())

@@ -243,4 +243,8 @@ def test_an_error_quoting_a_huge_value_is_still_a_short_line(tmp_path: Path) -> 
     status, _, err = run(["keyring", "add", str(ring), str(big)])
     assert status == 2 and err.startswith("pithlog: [keyring.signer_type] ")
     assert err.count("\n") == 1 and len(err) < MAX_MESSAGE + 200
-    assert "more characters)" in err
+    assert "characters cut)" in err
+    # the end of the message is kept: where a message says what to do or names its file
+    from pithlog.protocol.keys import SIGNER_TYPES
+
+    assert "is not one of " + ", ".join(sorted(SIGNER_TYPES)) in err

@@ -3,7 +3,8 @@
     .venv/bin/python vectors/generate.py [--out DIR]
 
 Writes ``DIR/cases/<case>/`` (keyring.json, events.jsonl, expected.jsonl, pending.json,
-intent.json) and ``DIR/index.json``; DIR defaults to this folder. ``DIR/cases`` is replaced
+intent.json, and log/: the transparency log of events.jsonl) and ``DIR/index.json``; DIR
+defaults to this folder. ``DIR/cases`` is replaced
 as a whole. Everything is derived from the fixed public test keys of :mod:`pithlog.testing`
 and the seed documents in ``seeds/``: Ed25519 signatures are deterministic, shuffling uses
 ``random.Random`` with fixed seeds, and nothing reads a clock, so a rerun is byte-identical.
@@ -16,6 +17,8 @@ requires, not merely what the reducer happens to say.
 
 Digests and event ids of the generated events are computed here with the reference JCS
 encoder (``rfc8785``), not with :func:`pithlog.protocol.canonical.jcs`.
+The log files (leaves, roots, checkpoint, tiles, proofs) are computed without pithlog
+(``casegen/tlog.py``).
 """
 
 from __future__ import annotations

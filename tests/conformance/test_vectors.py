@@ -31,7 +31,7 @@ from tests.unit.builders import light
 VECTORS = Path(__file__).resolve().parents[2] / "vectors"
 CASES_DIR = VECTORS / "cases"
 CASES = sorted(p.name for p in CASES_DIR.iterdir() if p.is_dir())
-FILES = ("events.jsonl", "expected.jsonl", "intent.json", "keyring.json", "pending.json")
+FILES = ("events.jsonl", "expected.jsonl", "intent.json", "keyring.json", "log", "pending.json")
 OUTCOMES = {"applied", "equivocation_loser", "pending", *REASONS}
 
 

@@ -15,6 +15,7 @@ from typing import Any
 
 from casegen.building import Case
 from casegen.common import jcs
+from casegen.tlog import log_files
 from pithlog.protocol.checks import REASONS
 from pithlog.protocol.event_types import EVENT_TYPES
 from pithlog.protocol.events import parse_envelope
@@ -136,6 +137,7 @@ def build(case: Case) -> Built:
         "expected.jsonl": expected,
         "pending.json": dump_json(pending),
         "intent.json": dump_json(dict(sorted(case.intent.items()))),
+        **{f"log/{name}": data for name, data in log_files(lines).items()},
     }
     summary = {
         "name": case.name,
@@ -173,6 +175,7 @@ def write_vectors(out_dir: Path, cases: Sequence[Callable[[], Case]]) -> None:
         folder = cases_dir / b.summary["name"]
         folder.mkdir(parents=True)
         for filename, data in b.files.items():
+            (folder / filename).parent.mkdir(parents=True, exist_ok=True)
             (folder / filename).write_bytes(data)
     index = {
         "merge_version": "pith-open-graph-merge-v1",

@@ -3,10 +3,11 @@
     .venv/bin/python vectors/generate.py [--out DIR]
 
 Writes ``DIR/cases/<case>/`` (keyring.json, events.jsonl, expected.jsonl, pending.json,
-intent.json, and log/: the transparency log of events.jsonl) and ``DIR/index.json``; DIR
-defaults to this folder. ``DIR/cases`` is replaced
-as a whole. Everything is derived from the fixed public test keys of :mod:`pithlog.testing`
-and the seed documents in ``seeds/``: Ed25519 signatures are deterministic, shuffling uses
+intent.json, and log/: the transparency log of events.jsonl), ``DIR/log/`` (the log of
+all the cases' events files, one after the other) and ``DIR/index.json``; DIR defaults to
+this folder. ``DIR/cases`` and ``DIR/log`` are replaced as a whole. Everything is derived
+from the fixed public test keys of :mod:`pithlog.testing` and the seed documents in
+``seeds/``: Ed25519 signatures are deterministic, shuffling uses
 ``random.Random`` with fixed seeds, and nothing reads a clock, so a rerun is byte-identical.
 
 Each event is built with an *intent*: ``applied``, ``equivocation_loser``, ``pending`` (its
@@ -62,7 +63,8 @@ CASES: tuple[Callable[[], Case], ...] = (
 
 
 def generate(out_dir: Path) -> None:
-    """Write ``out_dir/cases/*`` (replacing that folder) and ``out_dir/index.json``."""
+    """Write ``out_dir/cases/*`` and ``out_dir/log`` (replacing those folders) and
+    ``out_dir/index.json``."""
     write_vectors(out_dir, CASES)
 
 
@@ -72,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
         "--out",
         type=Path,
         default=HERE,
-        help="output folder (default: the vectors folder); its cases/ is replaced",
+        help="output folder (default: the vectors folder); its cases/ and log/ are replaced",
     )
     args = parser.parse_args(argv)
     generate(args.out)

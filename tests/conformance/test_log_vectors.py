@@ -1,6 +1,8 @@
 """The transparency-log vectors in ``vectors/cases/<case>/log``: a store that appended the
 case's ``events.jsonl`` in file order with ``keep_invalid`` holds those leaves and roots, and
-``pithlog serve`` serves that checkpoint, those tiles and those proofs, byte for byte.
+``pithlog serve`` serves that checkpoint, those tiles and those proofs, byte for byte. The
+same for ``vectors/log``, the log of every case's events file one after the other (in the
+order of ``index.json``), which has a full tile and a tile of level 1.
 
 The vector files are computed by the generator apart from pithlog (``vectors/casegen/tlog.py``),
 so a change in what pithlog stores or serves shows up here as a mismatch.
@@ -10,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import json
 import tempfile
 import warnings
 from collections.abc import Iterator
@@ -23,7 +26,7 @@ with warnings.catch_warnings():  # Starlette would have httpx2; httpx is what pi
 
 from pithlog.net.app import create_app
 from pithlog.net.served_log import ServeConfig
-from pithlog.protocol.keys import load_keyring
+from pithlog.protocol.keys import Keyring, load_keyring
 from pithlog.store import Store
 from pithlog.store.append import DUPLICATE, EVIDENCE, REPLACED, STORED
 from pithlog.testing import test_key, test_keyring
@@ -39,6 +42,8 @@ from pithlog.transparency.proofs import (
 VECTORS = Path(__file__).resolve().parents[2] / "vectors"
 CASES_DIR = VECTORS / "cases"
 CASES = sorted(p.name for p in CASES_DIR.iterdir() if p.is_dir())
+LOGS = [f"cases/{name}/log" for name in CASES] + ["log"]
+"""The log folders, under ``vectors/``."""
 ORIGIN = "registry.test.invalid/vectors"
 """The origin of the vectors' checkpoints (``vectors/README.md``)."""
 
@@ -58,12 +63,22 @@ def leaves(files: dict[str, bytes]) -> list[bytes]:
     return out
 
 
-@contextlib.contextmanager
-def logged(folder: Path, where: Path) -> Iterator[Store]:
-    """A store that appended the case's ``events.jsonl``, line by line in file order, as
-    one batch with ``keep_invalid``."""
+def events_of(log: str) -> tuple[list[bytes], Keyring]:
+    """The lines a log folder holds the log of, and a keyring to append them under (with
+    ``keep_invalid``, which copies become leaves does not depend on it)."""
+    if log == "log":
+        cases = [c["name"] for c in json.loads((VECTORS / "index.json").read_bytes())["cases"]]
+        return [line for c in cases for line in events_of(f"cases/{c}/log")[0]], test_keyring()
+    folder = (VECTORS / log).parent
     lines = (folder / "events.jsonl").read_bytes().split(b"\n")[:-1]
-    keyring = load_keyring((folder / "keyring.json").read_bytes())
+    return lines, load_keyring((folder / "keyring.json").read_bytes())
+
+
+@contextlib.contextmanager
+def logged(log: str, where: Path) -> Iterator[Store]:
+    """A store that appended the lines of ``log`` (:func:`events_of`) one by one in file
+    order, as one batch with ``keep_invalid``."""
+    lines, keyring = events_of(log)
     with Store.open(where) as store:
         results = store.append(lines, keyring, keep_invalid=True)
         assert {r.status for r in results} <= {STORED, DUPLICATE, EVIDENCE, REPLACED}
@@ -114,27 +129,26 @@ def served(store: Store, files: dict[str, bytes]) -> dict[str, bytes]:
 
 
 @functools.cache
-def pithlog_files(name: str) -> dict[str, bytes]:
-    folder = CASES_DIR / name
-    files = vector_files(folder / "log")
-    with tempfile.TemporaryDirectory() as where, logged(folder, Path(where) / "s") as store:
+def pithlog_files(log: str) -> dict[str, bytes]:
+    files = vector_files(VECTORS / log)
+    with tempfile.TemporaryDirectory() as where, logged(log, Path(where) / "s") as store:
         return served(store, files)
 
 
-@pytest.mark.parametrize("name", CASES)
-def test_store_and_server_give_the_log_vectors_byte_for_byte(name: str) -> None:
-    files = vector_files(CASES_DIR / name / "log")
-    ours = pithlog_files(name)
+@pytest.mark.parametrize("log", LOGS)
+def test_store_and_server_give_the_log_vectors_byte_for_byte(log: str) -> None:
+    files = vector_files(VECTORS / log)
+    ours = pithlog_files(log)
     assert sorted(ours) == sorted(files)
     for path, data in files.items():
         assert ours[path] == data, path
 
 
-@pytest.mark.parametrize("name", CASES)
-def test_log_vectors_verify(name: str) -> None:
+@pytest.mark.parametrize("log", LOGS)
+def test_log_vectors_verify(log: str) -> None:
     """The vector files pass pithlog's verifiers: the checkpoint under the test keyring,
     each proof against it, the tiles and bundles against its root."""
-    files = vector_files(CASES_DIR / name / "log")
+    files = vector_files(VECTORS / log)
     keyring = test_keyring()
     checkpoint = verify_checkpoint(files["checkpoint"], keyring, ORIGIN).checkpoint
     data = leaves(files)
@@ -160,3 +174,8 @@ def test_log_vectors_verify(name: str) -> None:
     bundles = [t for t in tiles.tiles_of(checkpoint.size) if t.level == 0]
     got = [e for t in bundles for e in read.entries(t.index, files[t.entries_path()])]
     assert got == data
+
+
+def test_the_log_of_all_cases_has_full_tiles_and_a_second_level() -> None:
+    files = vector_files(VECTORS / "log")
+    assert {"tile/0/000", "tile/entries/000", "tile/1/000.p/1"} <= set(files)

@@ -257,7 +257,8 @@ def _generator() -> ModuleType:
 
 
 def _tree(root: Path) -> dict[str, bytes]:
-    files = [root / "index.json", *sorted((root / "cases").rglob("*"))]
+    files = [root / "index.json", *sorted((root / "cases").rglob("*")),
+             *sorted((root / "log").rglob("*"))]  # fmt: skip
     return {str(p.relative_to(root)): p.read_bytes() for p in files if p.is_file()}
 
 

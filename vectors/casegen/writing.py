@@ -152,8 +152,8 @@ def build(case: Case) -> Built:
 
 
 def write_vectors(out_dir: Path, cases: Sequence[Callable[[], Case]]) -> None:
-    """Build ``cases`` and write ``out_dir/cases/*`` (replacing that folder) and
-    ``out_dir/index.json``."""
+    """Build ``cases`` and write ``out_dir/cases/*`` and ``out_dir/log`` (replacing those
+    folders) and ``out_dir/index.json``."""
     out_dir = Path(out_dir)
     built = [build(make_case()) for make_case in cases]
     names = [b.summary["name"] for b in built]
@@ -177,6 +177,15 @@ def write_vectors(out_dir: Path, cases: Sequence[Callable[[], Case]]) -> None:
         for filename, data in b.files.items():
             (folder / filename).parent.mkdir(parents=True, exist_ok=True)
             (folder / filename).write_bytes(data)
+    # the log of all the cases' events files one after the other: past 256 leaves, so that
+    # it has a full tile, a partial one and a tile of level 1
+    log_dir = out_dir / "log"
+    if log_dir.exists():
+        shutil.rmtree(log_dir)
+    every_line = [line for b in built for line in b.files["events.jsonl"].split(b"\n")[:-1]]
+    for filename, data in log_files(every_line).items():
+        (log_dir / filename).parent.mkdir(parents=True, exist_ok=True)
+        (log_dir / filename).write_bytes(data)
     index = {
         "merge_version": "pith-open-graph-merge-v1",
         "generator": "vectors/generate.py",

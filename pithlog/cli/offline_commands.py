@@ -329,8 +329,11 @@ def add_commands(sub: Any, store_parser: StoreParser) -> None:
         "verify-state",
         help="check a published state document without its log",
         description="Check a state document against spec section 9: state_sha256, pith "
-        "number, aliases, counts, applied_event_ids, order, and that re-rendering reproduces "
-        "its bytes. Prints one line per failed rule and exits 1; exits 0 when it conforms.",
+        "number, aliases, counts, applied_event_ids, order, the equivocations and their "
+        "slots, that each applied projection passes the checks of section 6 it shows enough "
+        "of, and that re-rendering reproduces its bytes (the rules: docs/protocol.md). "
+        "Signatures, event ids, keys and events left out cannot be checked this way. Prints "
+        "one line per failed rule and exits 1; exits 0 when it conforms.",
     )
     p.add_argument("state", metavar="STATE", help="state document file, or - for stdin")
     p.add_argument("--max-bytes", type=at_least(1), default=STATE_FILE_BYTES,

@@ -338,3 +338,14 @@ def test_replay_help_says_how_many_processes_by_default() -> None:
     text = " ".join(out.decode().split())
     assert status == 0
     assert "at most one per 2,500 copies" in text and "a keyring other than the store's" in text
+
+
+def test_verify_state_help_names_the_rules_of_section_6_and_the_slots() -> None:
+    """verify-state also runs the rules projections, slots and equivocations
+    (docs/protocol.md, section 9): its --help listed only the rules it had before them, as
+    if a state whose applied events break checks 8-10 and 14 were not looked at."""
+    status, out, _ = run(["verify-state", "--help"])
+    text = " ".join(out.decode().split())
+    assert status == 0
+    assert "the equivocations and their slots" in text
+    assert "the checks of section 6" in text and "cannot be checked" in text

@@ -117,9 +117,14 @@ def register(codes: dict[str, str]) -> None:
 
 
 MAX_MESSAGE = 2000
-"""The most characters of an error's message kept; the rest is counted, not shown."""
+"""The most characters of an error's message, the count of those cut included; the rest is
+counted, not shown."""
 KEPT_END = 500
 """Of those, the characters kept from the message's end."""
+CUT_ROOM = 50
+"""Of those, the room kept for `` ...(N characters cut)... ``, whatever N: a message cut
+is then no longer than :data:`MAX_MESSAGE`, so that cutting it again (an error rebuilt
+from its message after crossing a process boundary, ``__reduce__``) leaves it as it is."""
 
 
 class PithlogError(Exception):
@@ -141,8 +146,9 @@ class PithlogError(Exception):
             # ids): the line the CLI prints and the JSON the server answers stay short.
             # Its end is kept too: that is where a message names its file or its advice
             # (a split view's evidence path comes after the origin)
-            cut = len(message) - MAX_MESSAGE
-            message = (f"{message[:MAX_MESSAGE - KEPT_END]} ...({cut:,} characters cut)... "
+            head = MAX_MESSAGE - KEPT_END - CUT_ROOM
+            cut = len(message) - head - KEPT_END
+            message = (f"{message[:head]} ...({cut:,} characters cut)... "
                        f"{message[-KEPT_END:]}")  # fmt: skip
         self.message = message
         self.where = where

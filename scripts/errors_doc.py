@@ -21,8 +21,8 @@ that does not hold what it claims), as when a check the command makes fails (`re
 `verify-state`); `3` for `checkpoint.behind` ([cli.md](cli.md), "Exit status"). Reason
 codes inside state documents (`malformed`, `bad_signature`, ...) are not errors: they are
 the spec's (section 6). A message may quote what was sent: one longer than 2,000
-characters keeps its first 1,500 and its last 500, and says how many were cut between
-(`MAX_MESSAGE`), in the CLI's line and in the server's JSON alike.
+characters is cut to 2,000 at most (`MAX_MESSAGE`), keeping its first 1,450 and its last
+500 and saying how many were cut between, in the CLI's line and in the server's JSON alike.
 
 This page is generated from `pithlog/errors.py` by `scripts/errors_doc.py`; a test fails
 when the two differ.

@@ -68,6 +68,24 @@ def test_every_error_class_survives_pickling_with_its_code_message_and_place() -
     assert len(seen) >= 8
 
 
+def test_a_cut_message_is_at_most_max_message_and_crosses_processes_as_it_is() -> None:
+    """A message is cut to MAX_MESSAGE characters, the count of those cut included. It was
+    cut to 1,500 + the count + 500, longer than MAX_MESSAGE, so an error rebuilt from its
+    message in another process (__reduce__) was cut again: 998,000 characters cut became
+    "32 characters cut"."""
+    import pickle
+
+    from pithlog.errors import MAX_MESSAGE, KeyringError
+
+    for size in (MAX_MESSAGE + 1, 10**6, 10**8):
+        error = KeyringError("signer_type", "x" * (size - 4) + " end")
+        assert len(error.message) <= MAX_MESSAGE and error.message.endswith(" end")
+        cut = int(error.message.split(" ...(")[1].split(" characters")[0].replace(",", ""))
+        assert len(error.message.replace(f" ...({cut:,} characters cut)... ", "")) + cut == size
+        back = pickle.loads(pickle.dumps(error))
+        assert (back.message, str(back)) == (error.message, str(error))
+
+
 def test_docs_errors_md_gives_each_code_its_exit_status() -> None:
     # not every error exits 2: a failed verification exits 1, a store behind 3
     rows = {line.split("`")[1]: line.split("|")[2].strip()

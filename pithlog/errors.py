@@ -125,6 +125,21 @@ CUT_ROOM = 50
 """Of those, the room kept for `` ...(N characters cut)... ``, whatever N: a message cut
 is then no longer than :data:`MAX_MESSAGE`, so that cutting it again (an error rebuilt
 from its message after crossing a process boundary, ``__reduce__``) leaves it as it is."""
+MAX_WHERE = 500
+"""The most characters of an error's ``where``, cut as a message is (its last
+:data:`WHERE_END` kept, the innermost place of a JSON Pointer): a pointer names the
+members it passes, and a member name may be megabytes long."""
+WHERE_END = 200
+
+
+def _cut(text: str, most: int, end: int) -> str:
+    """``text``, or when it is longer than ``most`` its start and its last ``end``
+    characters and how many were cut between, ``most`` characters at most in all."""
+    if len(text) <= most:
+        return text
+    head = most - end - CUT_ROOM
+    cut = len(text) - head - end
+    return f"{text[:head]} ...({cut:,} characters cut)... {text[-end:]}"
 
 
 class PithlogError(Exception):
@@ -141,17 +156,12 @@ class PithlogError(Exception):
         self.detail = detail
         if self.code not in CODES:  # an unlisted code is a bug: docs/errors.md must name it
             raise ValueError(f"unregistered error code {self.code}")
-        if len(message) > MAX_MESSAGE:
-            # a message may quote what a stranger sent (a member's value, a keyring's key
-            # ids): the line the CLI prints and the JSON the server answers stay short.
-            # Its end is kept too: that is where a message names its file or its advice
-            # (a split view's evidence path comes after the origin)
-            head = MAX_MESSAGE - KEPT_END - CUT_ROOM
-            cut = len(message) - head - KEPT_END
-            message = (f"{message[:head]} ...({cut:,} characters cut)... "
-                       f"{message[-KEPT_END:]}")  # fmt: skip
-        self.message = message
-        self.where = where
+        # a message may quote what a stranger sent (a member's value, a keyring's key ids),
+        # and a JSON Pointer the member names: the line the CLI prints and the JSON the
+        # server answers stay short. Its end is kept too: that is where a message names its
+        # file or its advice (a split view's evidence path comes after the origin)
+        self.message = _cut(message, MAX_MESSAGE, KEPT_END)
+        self.where = None if where is None else _cut(where, MAX_WHERE, WHERE_END)
         super().__init__(self.describe())
 
     def __reduce__(self) -> tuple[type[PithlogError], tuple[str, str, str | None]]:

@@ -22,7 +22,9 @@ that does not hold what it claims), as when a check the command makes fails (`re
 codes inside state documents (`malformed`, `bad_signature`, ...) are not errors: they are
 the spec's (section 6). A message may quote what was sent: one longer than 2,000
 characters is cut to 2,000 at most (`MAX_MESSAGE`), keeping its first 1,450 and its last
-500 and saying how many were cut between, in the CLI's line and in the server's JSON alike.
+500 and saying how many were cut between, in the CLI's line and in the server's JSON alike;
+the place (`at where`: a JSON Pointer holds the member names it passes) is cut the same way
+to 500 (`MAX_WHERE`), its last 200 kept.
 
 This page is generated from `pithlog/errors.py` by `scripts/errors_doc.py`; a test fails
 when the two differ.

@@ -94,3 +94,22 @@ def test_docs_errors_md_gives_each_code_its_exit_status() -> None:
     assert rows["checkpoint.untrusted"] == "1" and rows["proof.inclusion"] == "1"
     assert rows["checkpoint.behind"] == "3"
     assert rows["door.syntax"] == "2" and rows["checkpoint.malformed"] == "2"
+
+
+def test_a_long_where_is_cut_as_a_message_is() -> None:
+    """A JSON Pointer names the members it passes, and a member name may be megabytes: a
+    3 MB name above a lone surrogate made the door's one-line error 3 MB long, past the
+    bound its message is held to."""
+    import pickle
+
+    from pithlog import parse
+    from pithlog.errors import MAX_MESSAGE, MAX_WHERE
+
+    name = "a" * 3_000_000
+    with pytest.raises(DoorError) as refused:
+        parse(('{"' + name + '": {"inner": "\\ud800"}}').encode())
+    where = refused.value.where
+    assert where is not None and len(where) <= MAX_WHERE and where.endswith("/inner")
+    assert "characters cut" in where and len(refused.value.describe()) < MAX_MESSAGE + 600
+    back = pickle.loads(pickle.dumps(refused.value))
+    assert back.where == where

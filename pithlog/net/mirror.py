@@ -328,6 +328,17 @@ def _prefix(store: Store, origin: Origin, held: int, cp: Checkpoint) -> None:
             raise MirrorError("unproven", f"{origin.url} gives no consistency proof from size "
                               f"{held} to {cp.size}")  # fmt: skip
         ok = merkle.verify_consistency(held, cp.size, root, cp.root, proof.path)
+        if not ok:
+            # a proof is not signed (see _consistent): one spoiled on its way from an honest
+            # log said "another log" of a true prefix; the served tiles, verified against
+            # the signed root, say which first `held` leaves the log commits to
+            from_tiles = _proof_from_tiles(origin, Checkpoint(cp.origin, held, root), cp)
+            if from_tiles is None:
+                raise MirrorError("unproven", f"the consistency proof {held} -> {cp.size} of "
+                                  f"{origin.url} does not hold, and its tiles of size "
+                                  f"{cp.size} cannot be read to tell whether its tree "
+                                  "extends the store's")  # fmt: skip
+            ok = from_tiles[0] == root
     if not ok:
         raise MirrorError("diverged", f"the store's {held} leaves are not the first {held} "
                           f"of {cp.origin}'s log: mirror into a fresh store")  # fmt: skip

@@ -910,3 +910,39 @@ def test_a_spoiled_consistency_proof_is_told_from_a_split_view_by_the_tiles(
             mm.mirror_once(m, client, keyring, ORIGIN, evidence_dir=tmp_path / "ev3")
         assert caught.value.code == "mirror.unproven"
     assert not (tmp_path / "ev3").exists()
+
+
+def test_a_spoiled_proof_does_not_make_a_true_prefix_another_log(
+    tmp_path: Path, keys: Keys
+) -> None:
+    """A store with leaves and no accepted checkpoint (import, append, sync) is checked to
+    hold the log's first leaves by a consistency proof, which is not signed: one spoiled
+    on its way from an honest log made a true prefix ``mirror.diverged`` ("mirror into a
+    fresh store"). The served tiles, verified against the signed root, now decide: a true
+    prefix is continued, another log is still refused, and tiles that cannot be read leave
+    it ``mirror.unproven``."""
+    events = _events(10, piths=10)
+    origin = _store(tmp_path / "origin", events[:60])
+    keyring = load_keyring(keys.keyring.read_bytes())
+    prefix = _store(tmp_path / "prefix", events[:20])
+    other = _store(tmp_path / "other", list(reversed(events[:60]))[:20])
+    with serving(origin, keys) as server:
+        def spoiled() -> mm.Origin:
+            return mm.Origin(server.url, _tampering(server.url, "/proof/consistency/",
+                                                    _junk_first_hash))  # fmt: skip
+
+        with Store.open(other) as m, pytest.raises(MirrorError) as caught:
+            mm.mirror_once(m, spoiled(), keyring, ORIGIN, evidence_dir=tmp_path / "ev")
+        assert caught.value.code == "mirror.diverged"
+        client = spoiled()
+        client.tile = lambda tile: b"\0" * 32  # type: ignore[method-assign]
+        with Store.open(prefix) as m, pytest.raises(MirrorError) as caught:
+            mm.mirror_once(m, client, keyring, ORIGIN, evidence_dir=tmp_path / "ev")
+        assert caught.value.code == "mirror.unproven"
+        with Store.open(prefix) as m:
+            assert m.tree_size() == 20 and m.accepted_checkpoint(ORIGIN) is None
+            report = mm.mirror_once(m, spoiled(), keyring, ORIGIN,
+                                    evidence_dir=tmp_path / "ev")  # fmt: skip
+            assert report.size == m.tree_size() == 60
+    assert not (tmp_path / "ev").exists()
+    _same_log(origin, prefix)

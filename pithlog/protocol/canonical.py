@@ -24,6 +24,7 @@ import msgspec
 import rfc8785
 
 from pithlog.errors import DoorError
+from pithlog.protocol.nesting import nesting_depth, widest_at_most
 
 JSON: TypeAlias = Any
 """A v1 JSON value: dict, list, str, int (|n| <= 2^53 - 1), bool or None. Never a float."""
@@ -89,6 +90,9 @@ _DECODER = json.JSONDecoder(
 )
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
+"""The escape of a surrogate, lone or in a pair (``\\\\`` before it would make it text,
+which is only a search too many)."""
 _LONE = "string holds a lone surrogate; send Unicode scalar values only"
 _LONE_NAME = "member name holds a lone surrogate; send Unicode scalar values only"
 
@@ -176,7 +180,9 @@ def _no_float(text: str) -> NoReturn:
 # - integers: no run of 16 digits that ends where a number may end (``,``, ``]``, ``}``,
 #   whitespace, the end) bounds every integer below 2^53 - 1 (16 digits); runs that end
 #   otherwise are inside strings (identifiers, DOIs);
-# - depth: at most ``max_depth`` brackets in all (brackets in strings only add);
+# - depth: at most ``max_depth`` brackets in all (brackets in strings only add), or else
+#   the depth measured from the bytes outside strings (:func:`nesting_depth`, right for
+#   any text msgspec accepts, so for any that reaches a verdict here);
 # - repeated names and -0, by length: JCS writes a value at its shortest (each character
 #   in its shortest JSON form, each integer in its only form, no whitespace; member order
 #   does not change the length), so the value's JCS is never longer than the input, and
@@ -190,7 +196,7 @@ def _no_float(text: str) -> NoReturn:
 #   \u003a, equal counts prove no name repeats. Likewise minus signs (none written
 #   \u002d): a negative integer keeps its sign in JCS, -0 loses it.
 #
-# What is not proven so (an escaped colon or minus, a long digit run, many brackets,
+# What is not proven so (an escaped colon or minus, a long digit run, nesting too deep,
 # anything msgspec refuses) goes through the exact, slower door, which gives the verdict.
 _FAST = msgspec.json.Decoder(float_hook=_no_float)
 # Digits to "0", everything else to ".": then a run of 16 digits is a substring search, a
@@ -207,16 +213,16 @@ _JSON_SPACE = b" \t\r\n"
 
 def _fast(raw: bytes, max_depth: int = MAX_DEPTH) -> tuple[JSON, bytes] | None:
     """The value and its JCS when ``raw`` is provably v1 JSON; ``None`` when unsure."""
-    if raw.count(b"[") + raw.count(b"{") > max_depth or (
-        _SIXTEEN_ZEROS in raw.translate(_DIGIT_MASK) and _LONG_NUMBER.search(raw) is not None
-    ):
+    if _SIXTEEN_ZEROS in raw.translate(_DIGIT_MASK) and _LONG_NUMBER.search(raw) is not None:
+        return None
+    if raw.count(b"[") + raw.count(b"{") > max_depth and nesting_depth(raw) > max_depth:
         return None
     try:
         value = _FAST.decode(raw)
     except (msgspec.MsgspecError, RecursionError, ValueError):
         return None
     colons = raw.count(b":")
-    encoded = _jcs(value, colons)
+    encoded = _jcs(value, _widest_bound(raw, colons))
     if len(encoded) == len(raw) or (
         (raw[:1] in _JSON_SPACE or raw[-1:] in _JSON_SPACE)
         and len(encoded) == len(raw.strip(_JSON_SPACE))
@@ -229,6 +235,16 @@ def _fast(raw: bytes, max_depth: int = MAX_DEPTH) -> tuple[JSON, bytes] | None:
     ):
         return None
     return value, encoded
+
+
+def _widest_bound(raw: bytes, colons: int) -> int:
+    """A bound on the members of any one object of the JSON text ``raw``, for :func:`_jcs`:
+    its colons, unless there are many (a payload of many small objects), when the bytes may
+    prove that no object is too wide to sort, where a walk of the value would cost a Python
+    step per container."""
+    if colons > SORT_SAFE_MEMBERS and widest_at_most(raw, SORT_SAFE_MEMBERS):
+        return SORT_SAFE_MEMBERS
+    return colons
 
 
 def _prepare(data: bytes, max_bytes: int | None = MAX_LINE_BYTES) -> bytes:
@@ -277,7 +293,7 @@ def decode(data: bytes, *, max_encoded: int | None = None) -> tuple[JSON, bytes]
     if fast is not None:
         return fast
     value = _parse_exact(raw, MAX_DEPTH)
-    return value, _jcs(value, raw.count(b":"))
+    return value, _jcs(value, _widest_bound(raw, raw.count(b":")))
 
 
 _STRUCTURAL = tuple(bytes([b]) for b in b'[]{},:"')
@@ -351,7 +367,13 @@ def _parse_exact(raw: bytes, max_depth: int) -> JSON:
         _refuse("syntax", f"not JSON: {exc.msg}", f"line {exc.lineno} column {exc.colno}")
     except RecursionError:
         _refuse("too_deep", _too_deep(max_depth))
-    _check_tree(value, max_depth)
+    # The walk costs a Python step per container; it is needed only when the bytes leave
+    # room for what it looks for. The text is JSON now, so its depth is read from its bytes;
+    # and UTF-8 that decoded holds no surrogate, so a lone one can only come from an escape.
+    if (
+        raw.count(b"[") + raw.count(b"{") > max_depth and nesting_depth(raw) > max_depth
+    ) or (b"\\u" in raw and _SURROGATE_ESCAPE.search(raw) is not None):
+        _check_tree(value, max_depth)
     return value
 
 
@@ -393,8 +415,8 @@ def jcs(value: JSON, members: int | None = None) -> bytes:
 
 
 def _jcs(value: JSON, members: int) -> bytes:
-    """:func:`jcs`, given an upper bound on the members of all objects of ``value`` together
-    (the colons of any JSON text of it: each member has one)."""
+    """:func:`jcs`, given an upper bound on the members of any one object of ``value`` (such
+    as the colons of any JSON text of it: each member has one)."""
     if members > SORT_SAFE_MEMBERS and _widest(value) > SORT_SAFE_MEMBERS:
         return _PLAIN.encode(_ordered(value))
     out = _SORTED.encode(value)

@@ -240,13 +240,10 @@ def test_the_fast_door_proves_every_common_form(
 ) -> None:
     """Valid v1 JSON in any of the forms producers write is settled without the exact door,
     unless it holds what the fast door does not look into: text that looks like an escaped
-    colon or minus sign, an integer of 16 digits, more than 64 brackets."""
+    colon or minus sign, an integer of 16 digits. (Generated values nest far less than 64
+    deep, however many brackets they hold.)"""
     text = write(value, form, rnd)
-    if (
-        re.search(r"\\u00(3a|2d)", text, re.IGNORECASE)
-        or re.search(r"[0-9]{16}", text)
-        or text.count("[") + text.count("{") > 64
-    ):
+    if re.search(r"\\u00(3a|2d)", text, re.IGNORECASE) or re.search(r"[0-9]{16}", text):
         return
     fast = decode_fast(_encode(text))
     assert fast is not None, text

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import json
 from typing import Any
 
 import pytest
@@ -13,11 +14,16 @@ from pithlog.errors import DoorError
 from pithlog.protocol.canonical import (
     MAX_DEPTH,
     MAX_LINE_BYTES,
+    SORT_SAFE_MEMBERS,
+    _parse_exact,
+    decode,
+    decode_fast,
     digest,
     jcs,
     jcs_ordered,
     jcs_reference,
     parse,
+    parse_exact,
     shape,
 )
 from pithlog.protocol.text_forms import decode_b64, is_hex64, lower_ascii
@@ -349,3 +355,92 @@ def test_value_text_writes_what_the_door_then_judges() -> None:
             value_text(value)
         assert caught.value.code == code
     assert refused(value_text("\ud800")) == "door.lone_surrogate"  # written, then refused
+
+
+# --- input dense with containers (more brackets than the depth limit) ---------------------
+
+DENSE = b'"pad":[' + b",".join([b"{}", b"[]", b'{"k":[0]}'] * 40) + b"]"
+
+
+def test_dense_but_shallow_input_is_settled_by_the_fast_door() -> None:
+    data = b"{" + DENSE + b"}"
+    assert data.count(b"[") + data.count(b"{") > MAX_DEPTH
+    fast = decode_fast(data)
+    assert fast is not None
+    assert fast[1] == data
+
+
+@pytest.mark.parametrize("max_depth", [MAX_DEPTH, MAX_DEPTH + 3])
+def test_dense_input_nested_to_the_limit_and_one_past(max_depth: int) -> None:
+    at_limit = b"{" + DENSE + b',"deep":' + nested_arrays(max_depth - 1) + b"}"
+    assert parse(at_limit, max_depth=max_depth)["deep"]
+    past = b"{" + DENSE + b',"deep":' + nested_arrays(max_depth) + b"}"
+    with pytest.raises(DoorError) as info:
+        parse(past, max_depth=max_depth)
+    assert info.value.code == "door.too_deep"
+    with pytest.raises(DoorError) as info:
+        _parse_exact(past, max_depth)  # the exact door, on its own
+    assert info.value.code == "door.too_deep"
+
+
+@pytest.mark.parametrize(
+    "string",
+    [
+        b'"\\\\"',  # an escaped backslash, then the closing quote
+        b'"\\\\\\\\"',
+        b'"\\"[[[[\\\\"',  # an escaped quote, brackets, an escaped backslash
+        b'"\\\\\\"]]]]"',  # an escaped backslash, then an escaped quote
+        b'"\\"\\"\\""',
+        b'"\\u005c"',  # a backslash written as \u005c
+    ],
+)
+def test_strings_that_end_where_a_careless_scan_would_not(string: bytes) -> None:
+    """Brackets after these strings are structure; a scan that thought the string went on
+    would miss them and find the text shallower than it is."""
+    deep = b"[" + DENSE[6:] + b"," + string + b"," + nested_arrays(MAX_DEPTH - 1) + b"]"
+    assert len(json.loads(deep)) == 3
+    parse(deep)
+    too_deep = b"[" + DENSE[6:] + b"," + string + b"," + nested_arrays(MAX_DEPTH) + b"]"
+    assert refused(too_deep) == "door.too_deep"
+
+
+def test_brackets_in_strings_do_not_count_as_nesting() -> None:
+    strings = b",".join([b'"[[[[{{{{"', b'"\\"[{\\"[{"', b'"]]]]}}}}"', b'"\\\\[[\\\\"'] * 30)
+    data = b'{"a":[' + strings + b'],"b":' + nested_objects(MAX_DEPTH - 1) + b"}"
+    fast = decode_fast(data)
+    assert fast is not None
+    assert fast[1] == jcs_reference(json.loads(data))
+    assert refused(data.replace(b'"b":', b'"b":[', 1)[:-1] + b"]}") == "door.too_deep"
+
+
+@pytest.mark.parametrize(
+    ("hidden", "code"),
+    [
+        (b'{"a":1,"a":2}', "door.duplicate_member"),
+        (b'"\\ud800"', "door.lone_surrogate"),
+        (b'{"\\udfff":0}', "door.lone_surrogate"),
+        (b'"\\ud83d\\\\ude00"', "door.lone_surrogate"),  # the low half is text, not an escape
+        (b'"\\ud83d\\ude00"', None),
+        (b'"\\\\ud800"', None),  # a backslash, then text
+        (b"-0", "door.number_form"),
+        (b"9007199254740992", "door.number_range"),
+        (b"1.5", "door.number_form"),
+        (b'"a\\u003ab"', None),  # an escaped colon: the exact door decides
+    ],
+)
+def test_dense_input_keeps_every_refusal(hidden: bytes, code: str | None) -> None:
+    data = b"{" + DENSE + b',"z":[' + hidden + b"]}"
+    for parser in (parse, parse_exact):
+        if code is None:
+            parser(data)
+            continue
+        with pytest.raises(DoorError) as info:
+            parser(data)
+        assert info.value.code == code
+
+
+@pytest.mark.parametrize("members", [SORT_SAFE_MEMBERS, SORT_SAFE_MEMBERS + 1])
+def test_dense_input_with_a_wide_object_is_written_in_jcs_order(members: int) -> None:
+    wide = {f"m{i:04d}" if i else "\U0001f600": i for i in range(members, 0, -1)}
+    data = json.dumps({"pad": [{"k": 0}] * 300, "w": wide}).encode()
+    assert decode(data)[1] == jcs_reference(json.loads(data))

@@ -21,7 +21,8 @@ from pithlog.protocol.canonical import MAX_DEPTH, decode, decode_fast, jcs_refer
 from pithlog.protocol.nesting import nesting_depth, widest_at_most
 from tests.properties.test_door_differential import FORMS, HIDDEN, hide, write
 
-_tricky = st.text(st.sampled_from('[]{}:",\\ aé😀') | st.characters(), max_size=10)
+_tricky = st.text(st.sampled_from('[]{}:",\\ aé😀') | st.characters(exclude_categories=["Cs"]),
+                  max_size=10)
 """Text with what fools a careless scan (surrogates left out: their rule is not what this
 file tests, and they would decide the verdict)."""
 _values = st.recursive(

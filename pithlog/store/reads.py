@@ -5,10 +5,10 @@ export in chunks of short transactions, the counts, sizes and map use of ``stats
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from hashlib import sha256
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import msgspec
 
@@ -72,30 +72,51 @@ def pith_totals(txn: Txn, dbs: dict[str, Any]) -> dict[str, int]:
     return out
 
 
-def each_pith(store: Store, chunk: int) -> Iterator[dict[str, Any]]:
-    """:meth:`Store.each_pith`: each chunk of ``chunk`` summaries read in a transaction of
-    its own, after the last pith number of the one before."""
-    after: bytes | None = None
+R = TypeVar("R")
+
+
+def _in_chunks(
+    store: Store,
+    chunk: int,
+    read: Callable[[Txn, dict[str, Any], Any], list[R]],
+    first: Any,
+    after: Callable[[R], Any],
+) -> Iterator[R]:
+    """The rows ``read(txn, dbs, start)`` gives, each chunk of ``chunk`` read in a short
+    transaction of its own (an old snapshot is not pinned for a whole walk), from ``first``
+    and then from ``after(the last row read)``, until a chunk comes back short."""
+    start = first
     while True:
 
-        def work(txn: Txn, dbs: dict[str, Any], start: bytes | None = after) -> list[Any]:
-            out: list[dict[str, Any]] = []
-            cursor = txn.cursor(db=dbs["piths"])
-            # keys are pith numbers (ASCII): the next one after ``start`` sorts after
-            # ``start + b"\x00"``
-            if not (cursor.first() if start is None else cursor.set_range(start + b"\x00")):
-                return out
-            for key, raw in cursor:
-                out.append({"pith_number": key.decode("ascii"), **msgspec.json.decode(raw)})
-                if len(out) >= chunk:
-                    break
-            return out
+        def work(txn: Txn, dbs: dict[str, Any], at: Any = start) -> list[R]:
+            return read(txn, dbs, at)
 
         rows = store._read(work)
         yield from rows
         if len(rows) < chunk:
             return
-        after = rows[-1]["pith_number"].encode("ascii")
+        start = after(rows[-1])
+
+
+def each_pith(store: Store, chunk: int) -> Iterator[dict[str, Any]]:
+    """:meth:`Store.each_pith`: each chunk of ``chunk`` summaries read in a transaction of
+    its own, after the last pith number of the one before."""
+
+    def read(txn: Txn, dbs: dict[str, Any], start: bytes | None) -> list[dict[str, Any]]:
+        out: list[dict[str, Any]] = []
+        cursor = txn.cursor(db=dbs["piths"])
+        # keys are pith numbers (ASCII): the next one after ``start`` sorts after
+        # ``start + b"\x00"``
+        if not (cursor.first() if start is None else cursor.set_range(start + b"\x00")):
+            return out
+        for key, raw in cursor:
+            out.append({"pith_number": key.decode("ascii"), **msgspec.json.decode(raw)})
+            if len(out) >= chunk:
+                break
+        return out
+
+    return _in_chunks(store, chunk, read, None,
+                      lambda row: row["pith_number"].encode("ascii"))  # fmt: skip
 
 
 def export(store: Store, after: int, chunk: int) -> Iterator[tuple[int, bytes]]:
@@ -103,34 +124,28 @@ def export(store: Store, after: int, chunk: int) -> Iterator[tuple[int, bytes]]:
     own."""
     position = max(after, 0) + 1
     if position >= 1 << (8 * SEQ.size):
-        return  # past any sequence number a store can hold (and past what SEQ can pack)
-    while True:
+        # past any sequence number a store can hold (and past what SEQ can pack)
+        return iter(())
 
-        def work(
-            txn: Txn, dbs: dict[str, Any], start: int = position
-        ) -> list[tuple[int, bytes]]:
-            out: list[tuple[int, bytes]] = []
-            cursor = txn.cursor(db=dbs["seq"])
-            if not cursor.set_range(SEQ.pack(start)):
-                return out
-            for key, value in cursor:
-                data = stored_copy(txn, dbs, key)
-                if data is None:
-                    raise StoreError(
-                        "corrupted",
-                        f"seq {SEQ.unpack(key)[0]} names a copy that is not stored "
-                        f"({eid_str(value[:32])}); run `pithlog replay --verify`",
-                    )
-                out.append((SEQ.unpack(key)[0], data))
-                if len(out) >= chunk:
-                    break
+    def read(txn: Txn, dbs: dict[str, Any], start: int) -> list[tuple[int, bytes]]:
+        out: list[tuple[int, bytes]] = []
+        cursor = txn.cursor(db=dbs["seq"])
+        if not cursor.set_range(SEQ.pack(start)):
             return out
+        for key, value in cursor:
+            data = stored_copy(txn, dbs, key)
+            if data is None:
+                raise StoreError(
+                    "corrupted",
+                    f"seq {SEQ.unpack(key)[0]} names a copy that is not stored "
+                    f"({eid_str(value[:32])}); run `pithlog replay --verify`",
+                )
+            out.append((SEQ.unpack(key)[0], data))
+            if len(out) >= chunk:
+                break
+        return out
 
-        rows = store._read(work)
-        yield from rows
-        if len(rows) < chunk:
-            return
-        position = rows[-1][0] + 1
+    return _in_chunks(store, chunk, read, position, lambda row: row[0] + 1)
 
 
 def _piths_counted(shared: SharedEnvironment, txn: Txn, piths: Any) -> tuple[int, int]:

@@ -26,6 +26,7 @@ throwaway index). The other modules of the store work on the transactions opened
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
 import threading
 from collections.abc import Callable, Iterator
@@ -277,9 +278,20 @@ def _forget_inherited() -> None:
     # LMDB: an environment must not be used after fork() in the child. A child process
     # starts with an empty registry and opens a store its parent did not hold afresh.
     global _REGISTRY_LOCK, _FORKED
+    for shared in _REGISTRY.values():
+        _never_free(shared.env)
     _REGISTRY.clear()
     _REGISTRY_LOCK = threading.RLock()
     _FORKED = True
+
+
+def _never_free(env: lmdb.Environment) -> None:
+    """Keep an environment inherited through fork() from ever being freed in the child: py-lmdb
+    frees it as its own, aborting the read transaction it keeps for reuse, which gives back
+    that transaction's slot in the reader table of the lock file the parent shares; the
+    parent's next read then fails (``MDB_BAD_RSLOT``). A reference held by the interpreter
+    itself outlives even the clearing of modules at its shutdown."""
+    ctypes.pythonapi.Py_IncRef(ctypes.py_object(env))
 
 
 if hasattr(os, "register_at_fork"):

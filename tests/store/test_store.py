@@ -501,6 +501,40 @@ def test_a_forked_child_cannot_use_its_parents_store_object(tmp_path: Path) -> N
         assert store.event(other["event_id"]) is None and store.tree_size() == 1
 
 
+@pytest.mark.skipif(not hasattr(__import__("os"), "fork"), reason="needs fork()")
+@pytest.mark.parametrize("ending", ["close", "exit", "with"])
+def test_a_forked_child_that_lets_go_of_its_parents_store_leaves_it_usable(
+    tmp_path: Path, ending: str
+) -> None:
+    """py-lmdb frees the environment a child inherited as if it were the child's own: the
+    read transaction it keeps for reuse gave back the parent's slot in the reader table,
+    and every read of the parent then failed (``store.lmdb``, ``MDB_BAD_RSLOT``). A child
+    that closed its copy of the Store, left a ``with`` block on it or simply exited
+    (its objects freed at shutdown) broke a server that forks workers. The child's copy
+    is now never freed."""
+    script = (
+        "import os, sys\n"
+        "from pithlog.store import Store\n"
+        "from pithlog.testing import test_keyring\n"
+        "with Store.open(sys.argv[1]) as store:\n"
+        "    store.append([sys.stdin.buffer.read()], test_keyring())\n"
+        "    store.tree_size()\n"
+        "    if os.fork() == 0:\n"
+        "        if sys.argv[2] == 'close':\n"
+        "            store.close()\n"
+        "            del store\n"
+        "        if sys.argv[2] == 'with':\n"
+        "            raise SystemExit(0)  # leaves the with block: closes the Store\n"
+        "        sys.exit(0)  # the interpreter's shutdown frees what is left\n"
+        "    os.wait()\n"
+        "    print(store.tree_size(), store.event('sha256:' + '0' * 64))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script, str(tmp_path / "s"), ending],
+                          input=g.encoded(g.record("2501.00023")), capture_output=True,
+                          timeout=60)  # fmt: skip
+    assert (done.returncode, done.stdout, done.stderr) == (0, b"1 None\n", b"")
+
+
 def test_a_store_closed_by_another_thread_meanwhile_is_store_closed(tmp_path: Path) -> None:
     """A thread that took a Store's environment just before another thread closed the
     Store (stats between its read and its look at the map; any read between the check

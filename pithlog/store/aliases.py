@@ -59,6 +59,10 @@ SEP = b"\x00"
 def lookup_form(alias: str) -> bytes:
     """The index key prefix of an alias a person typed, normalized: DOIs in ASCII lower
     case, pith shorts in upper case. Raises ``store.alias`` for anything else."""
+    if not isinstance(alias, str):
+        raise StoreError("alias", f"{alias!r} is not an alias: give a str, such as "
+                         "arxiv:<id>, arxiv:<id>v<N>, doi:<doi> or pith:<8, 12 or 16 "
+                         "characters>")  # fmt: skip
     family, colon, value = alias.partition(":")
     family = family.lower()
     if not colon or not value or family not in ("arxiv", "doi", "pith") or "\x00" in value:
@@ -71,7 +75,11 @@ def lookup_form(alias: str) -> bytes:
             raise StoreError("alias", f"{alias!r} is a pith number, not an alias: use it "
                              "as it is")  # fmt: skip
         value = value.upper()
-    return f"{family}:{value}".encode()
+    try:
+        return f"{family}:{value}".encode()
+    except UnicodeEncodeError:  # a lone surrogate (json.loads makes one of "\ud800")
+        raise StoreError("alias", f"{alias!r} is not an alias: it holds a lone surrogate, "
+                         "which no alias does") from None  # fmt: skip
 
 
 def record_aliases(record_data: bytes) -> list[bytes]:

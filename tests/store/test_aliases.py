@@ -63,6 +63,20 @@ def test_every_alias_of_the_chosen_record_finds_its_pith(tmp_path: Path) -> None
         assert store.replay(g.KEYRING).ok
 
 
+def test_an_alias_of_another_type_or_not_unicode_is_store_alias(tmp_path: Path) -> None:
+    """``pith_for_alias`` of ``None`` or an int raised AttributeError (``partition``), of
+    bytes TypeError, and of a string holding a lone surrogate (what ``json.loads`` makes of
+    ``"\\ud800"`` in a request) UnicodeEncodeError: each is ``store.alias``, as a string
+    of no alias form is."""
+    with Store.open(tmp_path / "s") as store:
+        for bad in (None, 5, b"arxiv:2501.00007", "arxiv:2501.\ud800", "doi:10.1/\udcff",
+                    "pith:\ud800AAAAAAA"):  # fmt: skip
+            for find in (store.pith_for_alias, store.piths_for_alias):
+                with pytest.raises(StoreError) as caught:
+                    find(bad)  # type: ignore[arg-type]
+                assert caught.value.code == "store.alias", bad
+
+
 def test_two_versions_share_the_unversioned_alias(tmp_path: Path) -> None:
     v1, v2 = versioned("2502.00001", 1), versioned("2502.00001", 2)
     assert v1["pith_number"] != v2["pith_number"]

@@ -573,6 +573,19 @@ def test_an_export_chunk_below_one_is_refused(tmp_path: Path) -> None:
         assert [seq for seq, _ in store.export(chunk=1)] == [1]
 
 
+def test_an_export_after_that_is_not_a_whole_number_is_refused(tmp_path: Path) -> None:
+    """``export(after=1.5)`` raised a bare ``struct.error`` from packing the key, and
+    ``after="3"`` (a cursor of a query string not converted) or ``None`` a TypeError from
+    inside: each is StoreError store.argument, at the call, as a chunk out of range is."""
+    with Store.open(tmp_path / "s") as store:
+        store.append([g.encoded(g.record("2501.00043"))], g.KEYRING)
+        for after in (1.5, "3", None, b"1"):
+            with pytest.raises(StoreError) as caught:
+                store.export(after=after)  # type: ignore[arg-type]
+            assert caught.value.code == "store.argument" and "after" in caught.value.message
+        assert [seq for seq, _ in store.export(after=-1)] == [1]
+
+
 def test_a_store_finalized_by_a_collection_during_an_open_does_not_hang_it(
     tmp_path: Path,
 ) -> None:

@@ -89,6 +89,15 @@ def not_an_item(index: int, item: object) -> StoreError:
                       "mode ('rb')")  # fmt: skip
 
 
+def require_batch(batch: object) -> None:
+    """``store.item`` for a batch that is one item (``store.append(event, keyring)``):
+    walked as a batch, an event dict gave its member names and a line its byte values, and
+    the error named one of those instead of the mistake."""
+    if isinstance(batch, (dict, str, Envelope, *RAW)):
+        raise StoreError("item", f"the batch is one {type(batch).__name__}, not a list of "
+                         "items: pass [item] for one line or event")  # fmt: skip
+
+
 def judging_pool(stack: contextlib.ExitStack, path: str, keyring: Keyring) -> Pool:
     """The helper processes of an append of raw lines, closed with ``stack``
     (:func:`pithlog.parallel.worker_pool`), each holding the keyring and the store open
@@ -165,6 +174,7 @@ class Judging:
         part to a helper costs little beside judging it."""
         at = 0
         for batch in batches:
+            require_batch(batch)
             for line in batch:
                 if not isinstance(line, RAW):
                     raise not_an_item(at, line)

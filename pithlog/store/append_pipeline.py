@@ -36,6 +36,7 @@ from pithlog.store.append_judging import (
     judging_pool,
     not_an_item,
     receive,
+    require_batch,
     send,
     submitter,
     unseen,
@@ -226,6 +227,7 @@ def start_append(
     does not hold yet (a copy already stored is a duplicate, not judged again). With
     ``judging`` (``executor`` is a :func:`~pithlog.store.append_judging.judging_pool`), a
     batch of raw lines is sent to the helpers whole: door and checks included."""
+    require_batch(batch)
     if judging and executor is not None:
         batch = batch if isinstance(batch, list) else list(batch)
         lines = [bytes(item) for item in batch if isinstance(item, RAW)]

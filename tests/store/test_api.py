@@ -67,6 +67,32 @@ def test_an_item_of_another_type_is_refused_before_its_batch_is_written(
         assert store.append([bytearray(line)], test_keyring())[0].status == STORED
 
 
+def test_a_batch_that_is_one_item_is_refused_saying_so(tmp_path: Path) -> None:
+    """``store.append(event, keyring)`` (one event, not a list of them) walked the dict's
+    member names and said its item 0 was a ``str``, to be read in binary mode; one line of
+    bytes was taken as its byte values (ints). Both are ``store.item`` saying that the
+    batch is one item, to be given in a list, and nothing is written."""
+    record = record_event()
+    with Store.open(tmp_path / "s") as store:
+        for one in (record, jcs(record), bytearray(jcs(record)), jcs(record).decode(),
+                    pithlog.parse_envelope(jcs(record))):  # fmt: skip
+            with pytest.raises(StoreError) as caught:
+                store.append(one, test_keyring())  # type: ignore[arg-type]
+            assert caught.value.code == "store.item"
+            assert "the batch is one " in caught.value.message, caught.value.message
+            with pytest.raises(StoreError) as caught:
+                list(store.append_batches([one], test_keyring()))  # type: ignore[list-item]
+            assert "the batch is one " in caught.value.message, caught.value.message
+        judging = store.judging(test_keyring())
+        try:
+            with pytest.raises(StoreError) as caught:
+                judging.send_each([jcs(record)])  # type: ignore[list-item]
+            assert "the batch is one bytes" in caught.value.message
+        finally:
+            judging.close()
+        assert store.event(record["event_id"]) is None
+
+
 def test_lookup_tells_not_a_pith_from_unknown_from_pending(tmp_path: Path) -> None:
     key = test_key("registry")
     record = record_event()

@@ -108,8 +108,11 @@ def append(
 ) -> list[AppendResult]:
     """:meth:`Store.append` under the store's keyring: the batch judged by the helpers of
     ``judging`` (on a machine with more than one core), else here, then written."""
-    if judging is not None and usable_cores() > 1:
+    if judging is not None:
+        # on one core too, where the helpers are not used: the same call is refused on
+        # every machine
         _same_keyring(judging, keyring)
+    if judging is not None and usable_cores() > 1:
         started = store._start_append(batch, keyring, judging.pool(), True)
         if isinstance(started, SentBatch):
             judging.watch(started)

@@ -50,7 +50,7 @@ from pithlog.store.environment_files import (
 )
 from pithlog.store.environment_walk import Walkers
 from pithlog.store.layout import DB_NAMES, Txn
-from pithlog.store.place import check_place
+from pithlog.store.place import check_path, check_place
 
 register(
     {
@@ -365,6 +365,7 @@ def release(shared: SharedEnvironment) -> None:
 def _open_env(
     real: str, create: bool, map_size: int, readonly: bool, check: bool | Walkers = False
 ) -> SharedEnvironment:
+    check_path(real)
     data = os.path.join(real, "data.mdb")
     try:
         os.stat(data)

@@ -20,6 +20,17 @@ def is_store_folder(path: str) -> bool:
     return os.path.isfile(os.path.join(path, "data.mdb"))
 
 
+def check_path(path: str) -> None:
+    """Refuse a path that py-lmdb cannot take, before anything is made there: it encodes
+    a path in UTF-8, and a file name of other bytes is held by Python as lone surrogates
+    (which raised UnicodeEncodeError once the store's folder was made)."""
+    try:
+        path.encode("utf-8")
+    except UnicodeEncodeError:
+        raise StoreError("io", f"the store path {path!r} is not UTF-8, and LMDB takes only "
+                         "UTF-8 paths: give a path of UTF-8 names") from None  # fmt: skip
+
+
 def check_place(path: str) -> None:
     """Refuse ``path`` as the place of a new store: a file, or a folder holding other
     files and no store. A missing path, an empty folder and a store are fine."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import random
 import subprocess
 import sys
@@ -258,6 +259,19 @@ def test_open_refuses_a_path_with_nul_and_a_map_size_lmdb_cannot_take(tmp_path: 
     assert not (tmp_path / "s").exists()
     with Store.open(tmp_path / "s", map_size=1 << 20) as store:
         assert store.stats()["counts"]["events"] == 0
+
+
+def test_open_refuses_a_path_lmdb_cannot_take_before_making_anything(tmp_path: Path) -> None:
+    """A path that is not UTF-8 (a file name of other bytes, which Python holds as lone
+    surrogates) made the store's folder and then raised UnicodeEncodeError from py-lmdb,
+    which takes only UTF-8 paths: store.io, and nothing is made."""
+    os.mkdir(tmp_path / "\udcff")  # the byte 0xFF: a folder that exists
+    for where in (str(tmp_path / "s") + "\udcff", tmp_path / "\udcff" / "s"):
+        with pytest.raises(StoreError) as caught:
+            Store.open(where)
+        assert caught.value.code == "store.io" and "UTF-8" in caught.value.message
+    assert sorted(os.listdir(tmp_path)) == ["\udcff"]
+    assert os.listdir(tmp_path / "\udcff") == []
 
 
 def test_open_missing_and_readonly(tmp_path: Path) -> None:

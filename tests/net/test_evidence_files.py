@@ -30,7 +30,7 @@ def test_evidence_is_written_where_asked_else_in_the_spare_folder(
 
 
 def test_an_origin_makes_a_file_name_of_bounded_length() -> None:
-    from pithlog.net.mirror import file_safe
+    from pithlog.net.mirror_consistency import file_safe
 
     assert file_safe("registry.example/pith") == "registry.example_pith"
     long = "registry.test.invalid/" + "a" * 300

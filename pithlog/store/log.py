@@ -5,14 +5,16 @@ An LMDB environment holds events, their evidence, indexes and the cached state o
 pith. :class:`Store` opens it (:mod:`pithlog.store.environment`, which with the three
 ``environment_*`` modules beside it is all that imports :mod:`lmdb`) and hands the work of
 its methods to the modules beside it, each with one job (``docs/architecture.md`` lists
-them): the reads to :mod:`~pithlog.store.reads`, :mod:`~pithlog.store.tree` and
-:mod:`~pithlog.store.leaves`; :meth:`Store.append` and :meth:`Store.append_batches` to
-:mod:`~pithlog.store.append_pipeline`, which writes what :mod:`~pithlog.store.append`
-says; :meth:`Store.replay` to :mod:`~pithlog.store.replay_processes`, which runs the checks
-of :mod:`~pithlog.store.replay_structure` and :mod:`~pithlog.store.replay`; a keyring
-change to :mod:`~pithlog.store.rekey`; the checkpoints a mirror accepted and a witness
-cosigned to :mod:`~pithlog.store.accepted` and :mod:`~pithlog.store.witnessed`, by way of
-the methods :class:`Store` takes from :class:`~pithlog.store.log_network.NetworkReads`.
+them): the reads of the log's contents, which :class:`Store` takes from
+:class:`~pithlog.store.log_reads.ContentReads`, to :mod:`~pithlog.store.reads`; the tree's
+to :mod:`~pithlog.store.tree` and :mod:`~pithlog.store.leaves`; :meth:`Store.append` and
+:meth:`Store.append_batches` to :mod:`~pithlog.store.append_pipeline`, which writes what
+:mod:`~pithlog.store.append` says; :meth:`Store.replay` to
+:mod:`~pithlog.store.replay_processes`, which runs the checks of
+:mod:`~pithlog.store.replay_structure` and :mod:`~pithlog.store.replay`; a keyring change
+to :mod:`~pithlog.store.rekey`; the checkpoints a mirror accepted and a witness cosigned
+to :mod:`~pithlog.store.accepted` and :mod:`~pithlog.store.witnessed`, by way of the
+methods :class:`Store` takes from :class:`~pithlog.store.log_network.NetworkReads`.
 
 Several :class:`Store` objects (and threads) may use one store, and several processes may
 use it at once (LMDB's writer lock).
@@ -23,16 +25,15 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
-from collections.abc import Generator, Iterable, Iterator
+from collections.abc import Generator, Iterable
 from concurrent.futures import Future
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from pithlog.errors import StoreError
 from pithlog.parallel import Pool
 from pithlog.protocol.events import Envelope, is_event_id
 from pithlog.protocol.keys import Keyring
-from pithlog.protocol.records import is_pith_number
-from pithlog.store import aliases, append_pipeline, leaves, reads, rekey, tree
+from pithlog.store import append_pipeline, leaves, rekey, tree
 from pithlog.store.append import AppendResult, KeepInvalid, rebuild_work
 from pithlog.store.append_judging import Helpers, Judging, SentBatch
 from pithlog.store.append_pipeline import (
@@ -45,9 +46,9 @@ from pithlog.store.append_pipeline import (
 )
 from pithlog.store.environment import DEFAULT_MAP_SIZE, SharedEnvironment, Work, acquire, release
 from pithlog.store.environment_walk import Walkers
-from pithlog.store.layout import META_KEYRING, eid_bytes, event_copy, evidence_of
+from pithlog.store.layout import eid_bytes
 from pithlog.store.log_network import NetworkReads
-from pithlog.store.lookup import PendingPith, require_pith_number
+from pithlog.store.log_reads import ContentReads
 from pithlog.store.replay_processes import EarlyWorkers, replay, structure
 from pithlog.store.replay_report import Discrepancy as Discrepancy
 from pithlog.store.replay_report import Progress as Progress
@@ -57,7 +58,7 @@ V = TypeVar("V")
 T = TypeVar("T")
 
 
-class Store(NetworkReads):
+class Store(ContentReads, NetworkReads):
     """A pithlog store: one LMDB environment directory. Use as a context manager."""
 
     def __init__(self, shared: SharedEnvironment, readonly: bool) -> None:
@@ -143,107 +144,6 @@ class Store(NetworkReads):
 
     def _read(self, work: Work[T]) -> T:
         return self._env.read(work)
-
-    # --- reading --------------------------------------------------------------------------
-
-    def state(self, pith_number: str) -> bytes | None:
-        """The cached state document of a pith (exactly what ``pithlog reduce`` prints for
-        it, without the newline), or ``None`` when it has none (unknown or pending: see
-        :meth:`lookup` to tell them apart). A string that is not a pith number raises
-        :class:`StoreError` ``store.pith_number``."""
-        require_pith_number(pith_number)
-        require_pith_number(pith_number)
-        # one snapshot: a record committed between a state read and a status read would
-        # make a pith with a state look pending
-        return self._read(lambda txn, dbs: reads.state(txn, dbs, pith_number))
-
-    def lookup(self, pith_number: str) -> bytes | PendingPith | None:
-        """What the store knows of a pith: its state document (bytes, as :meth:`state`), a
-        :class:`PendingPith` (events, but no valid record_created yet), or ``None`` (no
-        event of it). Raises ``store.pith_number`` for a string that is not a pith number."""
-        require_pith_number(pith_number)
-        # one snapshot: a record committed between a state read and a status read would
-        # make a pith with a state look pending
-        return self._read(lambda txn, dbs: reads.state(txn, dbs, pith_number)
-                          or _pending(reads.status(txn, dbs, pith_number)))  # fmt: skip
-
-    def piths_for_alias(self, alias: str) -> list[str]:
-        """The piths whose chosen record has ``alias`` (``arxiv:2411.00284``,
-        ``arxiv:2411.00284v2``, ``doi:...``, ``pith:4F47WZKM``), in pith order: one cursor
-        seek in the alias index (:mod:`pithlog.store.aliases`). Raises ``store.alias`` for
-        a string that is not of those forms."""
-        key = aliases.lookup_form(alias)
-        return self._read(lambda txn, dbs: aliases.piths_for(txn, dbs, key))
-
-    def pith_for_alias(self, alias: str) -> str | None:
-        """The one pith whose chosen record has ``alias``, or ``None``; raises
-        ``store.ambiguous_alias`` when several do (two versions of a paper share
-        ``arxiv:ID``: ask for ``arxiv:IDvN``)."""
-        piths = self.piths_for_alias(alias)
-        if len(piths) > 1:
-            raise StoreError("ambiguous_alias", f"{alias} names {len(piths)} piths: "
-                             f"{', '.join(piths)}; give a more precise alias or the pith "
-                             "number")  # fmt: skip
-        return piths[0] if piths else None
-
-    def event(self, event_id: str) -> bytes | None:
-        """The preferred copy stored under ``event_id`` (JCS bytes), or ``None``."""
-        if not is_event_id(event_id):
-            return None
-        key = eid_bytes(event_id)
-        return self._read(lambda txn, dbs: event_copy(txn, dbs, key))
-
-    def evidence(self, event_id: str) -> list[bytes]:
-        """The other copies kept under ``event_id`` (evidence), in copy-hash order."""
-        if not is_event_id(event_id):
-            return []
-        key = eid_bytes(event_id)
-        return self._read(lambda txn, dbs: [v for _, _, v in evidence_of(txn, dbs, key)])
-
-    def status(self, pith_number: str) -> dict[str, Any] | None:
-        """The ``piths`` entry of a pith: status, event counts (``None`` when unknown)."""
-        if not is_pith_number(pith_number):
-            return None
-        return self._read(lambda txn, dbs: reads.status(txn, dbs, pith_number))
-
-    def piths(self) -> list[dict[str, Any]]:
-        """Every pith with its status, sorted by pith_number."""
-        return self._read(reads.piths)
-
-    def each_pith(self, chunk: int = 1000) -> Iterator[dict[str, Any]]:
-        """What :meth:`piths` lists, one summary at a time, read ``chunk`` piths per short
-        transaction: a walk over a million piths holds one chunk, not the list."""
-        if not isinstance(chunk, int) or chunk < 1:
-            raise StoreError("argument", f"each_pith(chunk={chunk!r}): chunk is the piths "
-                             "read in one transaction, 1 or more")  # fmt: skip
-        return reads.each_pith(self, chunk)
-
-    def pith_totals(self) -> dict[str, int]:
-        """Counts over every pith in one snapshot: ``piths`` (with a state), ``pending``,
-        and their ``events``, ``invalid`` events and ``equivocations``."""
-        return self._read(reads.pith_totals)
-
-    def pending(self) -> list[dict[str, Any]]:
-        """Piths whose events hold no valid record_created yet (spec 7 step 2)."""
-        return [p for p in self.each_pith() if p["status"] == "pending"]
-
-    def keyring_digest(self) -> str | None:
-        """Digest of the keyring the cached states were reduced under (``None``: empty)."""
-        raw = self._read(lambda txn, dbs: txn.get(META_KEYRING, db=dbs["meta"]))
-        return None if raw is None else raw.hex()
-
-    def export(self, after: int = 0, chunk: int = 1000) -> Iterator[tuple[int, bytes]]:
-        """Every distinct stored envelope (preferred copies and evidence) in append order,
-        as ``(seq, JCS bytes)``, starting after sequence number ``after``. Each chunk is read
-        in its own short transaction, so an export does not pin old pages for long."""
-        if not isinstance(chunk, int) or chunk < 1:  # 0 read nothing, and then indexed it
-            raise StoreError("argument", f"export(chunk={chunk!r}): chunk is the copies read "
-                             "in one transaction, 1 or more")  # fmt: skip
-        return reads.export(self, after, chunk)
-
-    def stats(self) -> dict[str, Any]:
-        """Counts, sizes and map use, as a JSON object."""
-        return reads.stats(self)
 
     # --- appending (pithlog.store.append_pipeline) ---------------------------------------
 
@@ -500,6 +400,3 @@ class Store(NetworkReads):
         ``proof.not_found`` for a copy that is not a leaf of that tree."""
         return leaves.applied_copies_in_tree(self, event_ids, size)
 
-
-def _pending(status: dict[str, Any] | None) -> PendingPith | None:
-    return None if status is None else PendingPith.of(status)

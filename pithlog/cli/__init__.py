@@ -40,15 +40,8 @@ from pithlog.cli import (
     transparency_commands,
     view_commands,
 )
-from pithlog.cli.edge import (
-    STORE_HELP,
-    ClosedOutput,
-    CommandParser,
-    Out,
-    Parser,
-    Terminated,
-    terminate_as_interrupt,
-)
+from pithlog.cli.edge import STORE_HELP, CommandParser, Parser, Terminated, terminate_as_interrupt
+from pithlog.cli.streams import ClosedOutput, Out
 from pithlog.errors import (
     EXIT_INTERRUPTED,
     EXIT_OK,

@@ -14,20 +14,18 @@ from typing import Any, BinaryIO
 import msgspec
 
 from pithlog.cli.edge import (
-    Out,
     RekeyBars,
     StoreParser,
     interrupt_held,
     is_json,
     keyring_option,
-    open_input,
     open_store,
     progress_option,
-    read_keyring,
     reading,
     show_progress,
     store_path,
 )
+from pithlog.cli.streams import Out, open_input, read_keyring
 from pithlog.errors import EXIT_BAD_INPUT, EXIT_OK, DoorError, UsageError
 from pithlog.lines import iter_lines
 from pithlog.protocol.canonical import MAX_LINE_BYTES, shape

@@ -8,7 +8,6 @@ from typing import Any
 
 from pithlog.cli.edge import (
     Bar,
-    Out,
     StoreParser,
     at_least,
     evidence_folder,
@@ -17,10 +16,10 @@ from pithlog.cli.edge import (
     net_module,
     open_store_reached,
     progress_option,
-    read_keyring,
     served_url,
     show_progress,
 )
+from pithlog.cli.streams import Out, read_keyring
 from pithlog.errors import EXIT_OK, EXIT_VERIFY_FAILED, MirrorError
 
 

@@ -7,15 +7,8 @@ import argparse
 import json
 from typing import Any
 
-from pithlog.cli.edge import (
-    STORE_HELP,
-    Out,
-    json_line,
-    keyring_option,
-    open_store,
-    read_bytes,
-    read_keyring,
-)
+from pithlog.cli.edge import STORE_HELP, json_line, keyring_option, open_store
+from pithlog.cli.streams import Out, read_bytes, read_keyring
 from pithlog.errors import EXIT_OK, EvidenceError, StoreError, UsageError
 from pithlog.protocol.canonical import MAX_LINE_BYTES
 from pithlog.protocol.keys import Keyring, load_key_file

@@ -16,7 +16,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from pithlog.cli.edge import CommandParser, Out, StoreParser, keyring_bytes, read_bytes
+from pithlog.cli.edge import CommandParser, StoreParser
+from pithlog.cli.streams import Out, keyring_bytes, read_bytes
 from pithlog.errors import EXIT_OK, KeyringError, UsageError
 from pithlog.protocol.canonical import MAX_LINE_BYTES
 from pithlog.protocol.keyrings import (

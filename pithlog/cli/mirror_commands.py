@@ -8,7 +8,6 @@ from typing import Any
 
 from pithlog.cli.edge import (
     Bar,
-    Out,
     StoreParser,
     evidence_folder,
     json_line,
@@ -16,11 +15,11 @@ from pithlog.cli.edge import (
     net_module,
     open_store_reached,
     progress_option,
-    read_keyring,
     seconds,
     served_url,
     show_progress,
 )
+from pithlog.cli.streams import Out, read_keyring
 from pithlog.errors import EXIT_OK, MirrorError, UsageError
 from pithlog.protocol.keys import KeyEntry
 from pithlog.protocol.text_forms import encode_b64

@@ -8,7 +8,8 @@ import gc
 from collections.abc import Iterator
 from typing import Any
 
-from pithlog.cli.edge import Out, StoreParser, net_module, seconds, store_path
+from pithlog.cli.edge import StoreParser, net_module, seconds, store_path
+from pithlog.cli.streams import Out
 from pithlog.errors import EXIT_OK, UsageError
 from pithlog.parallel.cores import MOST_CORES
 

@@ -11,18 +11,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from pithlog.cli.edge import (
-    Out,
-    StoreParser,
-    at_least,
-    keyring_option,
-    open_input,
-    progress_option,
-    read_bytes,
-    read_keyring,
-    reading,
-)
+from pithlog.cli.edge import StoreParser, at_least, keyring_option, progress_option, reading
 from pithlog.cli.on_dask import reduce_on_dask
+from pithlog.cli.streams import Out, open_input, read_bytes, read_keyring
 from pithlog.cli.tally import InvalidTally
 from pithlog.errors import (
     EXIT_BAD_INPUT,

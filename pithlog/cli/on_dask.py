@@ -10,7 +10,8 @@ import importlib.util
 from types import ModuleType
 from typing import TYPE_CHECKING
 
-from pithlog.cli.edge import Out, json_line, keyring_bytes
+from pithlog.cli.edge import json_line
+from pithlog.cli.streams import Out, keyring_bytes
 from pithlog.cli.tally import InvalidTally
 from pithlog.distributed.local import local_workers, start_fork_server
 from pithlog.errors import EXIT_BAD_INPUT, EXIT_OK, EXIT_VERIFY_FAILED, DaskError

@@ -13,16 +13,15 @@ from typing import Any
 
 from pithlog.cli.edge import (
     Bar,
-    Out,
     RekeyBars,
     StoreParser,
     keyring_option,
     open_store,
     progress_option,
-    read_keyring,
     show_progress,
     store_path,
 )
+from pithlog.cli.streams import Out, read_keyring
 from pithlog.errors import EXIT_OK, EXIT_VERIFY_FAILED, StoreError, UsageError, register
 from pithlog.parallel.cores import MOST_CORES
 from pithlog.protocol.canonical import jcs

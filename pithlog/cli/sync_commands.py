@@ -13,20 +13,17 @@ from collections.abc import Iterator
 from typing import Any, BinaryIO
 
 from pithlog.cli.edge import (
-    Out,
     StoreParser,
     at_least,
     json_line,
     keyring_option,
     net_module,
-    open_input,
     open_store,
     open_store_reached,
-    read_bytes,
-    read_keyring,
     seconds,
     store_path,
 )
+from pithlog.cli.streams import Out, open_input, read_bytes, read_keyring
 from pithlog.errors import EXIT_BAD_INPUT, EXIT_OK, DoorError, SyncError, UsageError
 from pithlog.net.sources import ExportSource, store_responder
 from pithlog.net.sync import MAX_NEEDED, MAX_ORDERED, MAX_SECONDS, Limits

@@ -10,16 +10,14 @@ from typing import Any
 from pithlog.cli.edge import (
     STORE_HELP,
     CommandParser,
-    Out,
     StoreParser,
     json_line,
     keyring_option,
     open_store,
-    read_bytes,
-    read_keyring,
     size_arg,
 )
 from pithlog.cli.evidence_commands import add_prove_equivocation, verify_evidence
+from pithlog.cli.streams import Out, read_bytes, read_keyring
 from pithlog.cli.witness_commands import add_witness_options, check_cosigning, cosigned
 from pithlog.errors import (
     EXIT_OK,

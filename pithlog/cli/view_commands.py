@@ -11,7 +11,8 @@ import json
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from pithlog.cli.edge import Out, StoreParser, open_store
+from pithlog.cli.edge import StoreParser, open_store
+from pithlog.cli.streams import Out
 from pithlog.errors import EXIT_OK, StoreError, UsageError, register
 from pithlog.protocol.event_types import STATE_LISTS
 from pithlog.protocol.events import is_event_id, parse_envelope

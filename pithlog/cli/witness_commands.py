@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import argparse
 
-from pithlog.cli.edge import Out, net_module, read_keyring
+from pithlog.cli.edge import net_module
+from pithlog.cli.streams import Out, read_keyring
 from pithlog.errors import UsageError
 from pithlog.store import Store
 from pithlog.transparency.witness import may_witness

@@ -1,0 +1,175 @@
+"""What a command reads and writes, each failure one line instead of a traceback: input
+files and standard input (``usage.unreadable``, a read that fails after the open
+included), a keyring file read no further than the door allows, standard output
+(``usage.output``; :class:`ClosedOutput` when the command was started without one) and
+standard error, whose failures lose the diagnostics and not the command (:class:`Out`)."""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import sys
+from collections.abc import Iterator
+from typing import IO, TYPE_CHECKING, Any, BinaryIO, cast
+
+from pithlog.errors import KeyringError, UsageError
+from pithlog.protocol.canonical import MAX_LINE_BYTES
+from pithlog.protocol.keys import Keyring, load_keyring
+
+if TYPE_CHECKING:
+    from pithlog.cli.edge import Bar
+
+
+def read_bytes(path: str, limit: int | None = None) -> bytes:
+    """The bytes of ``path`` (``-``: standard input); with ``limit``, at most ``limit + 1``
+    of them, so that a caller refusing more than ``limit`` never holds a huge file."""
+    size = -1 if limit is None else limit + 1
+    try:
+        if path == "-":
+            if sys.stdin is None:  # started with standard input closed (`<&-`)
+                raise OSError(errno.EBADF, "standard input is closed")
+            return sys.stdin.buffer.read(size)
+        with open(path, "rb") as stream:
+            return stream.read(size)
+    except OSError as exc:
+        raise UsageError("unreadable", f"cannot read {path}: {exc.strerror or exc}; "
+                         "check the path and its permissions") from exc
+
+
+class _Reading:
+    """An input stream whose read errors are ``usage.unreadable`` naming the input: a
+    file opened fine can still fail as it is read (EIO of a failing disk or a network
+    file system, a terminal hung up), which was a traceback. The rest is the stream's."""
+
+    def __init__(self, stream: BinaryIO, path: str) -> None:
+        self._stream = stream
+        self._path = path
+
+    def _failed(self, exc: OSError) -> UsageError:
+        return UsageError("unreadable", f"reading {self._path} failed: {exc.strerror or exc}")
+
+    def read(self, size: int = -1) -> bytes:
+        try:
+            return self._stream.read(size)
+        except OSError as exc:
+            raise self._failed(exc) from exc
+
+    def readline(self, size: int = -1) -> bytes:
+        try:
+            return self._stream.readline(size)
+        except OSError as exc:
+            raise self._failed(exc) from exc
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
+@contextlib.contextmanager
+def open_input(path: str) -> Iterator[BinaryIO]:
+    if path == "-":
+        if sys.stdin is None:  # started with standard input closed (`<&-`)
+            raise UsageError("unreadable", "standard input is closed: give a file, or "
+                             "open standard input")  # fmt: skip
+        yield cast(BinaryIO, _Reading(sys.stdin.buffer, "standard input"))
+        return
+    try:
+        stream = open(path, "rb")  # noqa: SIM115 - closed by the with below
+    except OSError as exc:
+        raise UsageError("unreadable", f"cannot read {path}: {exc.strerror or exc}; "
+                         "check the path and its permissions") from exc
+    with stream:
+        yield cast(BinaryIO, _Reading(stream, path))
+
+
+def keyring_bytes(path: str) -> bytes:
+    """A keyring file's bytes, read no further than the door allows (spec section 1: 8 MiB),
+    so that a huge file given as ``--keyring`` (an export, ``/dev/zero``) is refused
+    without being read whole."""
+    data = read_bytes(path, MAX_LINE_BYTES)
+    if len(data) > MAX_LINE_BYTES:
+        raise KeyringError("not_json", f"keyring file: {path} is longer than the "
+                           f"{MAX_LINE_BYTES} bytes allowed")  # fmt: skip
+    return data
+
+
+def read_keyring(path: str) -> Keyring:
+    return load_keyring(keyring_bytes(path))
+
+
+class Out:
+    """stdout and stderr as bytes and lines."""
+
+    def __init__(self, stdout: IO[bytes], stderr: IO[str]) -> None:
+        self.stdout = stdout
+        self.stderr = cast(IO[str], _Diagnostics(stderr))
+        self.bar: Bar | None = None
+        """A progress bar on stderr while one is shown: lines are printed above it."""
+
+    def write(self, data: bytes) -> None:
+        try:
+            self.stdout.write(data)
+        except BrokenPipeError:  # the reader stopped: the command decides (main, append)
+            raise
+        except OSError as exc:
+            raise _unwritable(exc) from exc
+
+    def flush(self) -> None:
+        """What is written so far, out to standard output: a full disk is then this
+        command's error, not a traceback when the interpreter flushes at its exit."""
+        try:
+            self.stdout.flush()
+        except BrokenPipeError:
+            raise
+        except OSError as exc:
+            raise _unwritable(exc) from exc
+
+    def say(self, line: str) -> None:
+        """One line of diagnostics on stderr."""
+        if self.bar is None or not self.bar.write(line):
+            print(line, file=self.stderr)
+
+
+class _Diagnostics:
+    """Standard error, whose write errors lose the diagnostics, not the command. A stderr
+    that cannot be written (a log file on a full disk, ``2>/dev/full``) made the first line
+    said, or a progress bar's first draw, end the command with a traceback nobody could
+    read, status 1 and its output unprinted; now its output and exit status stand. A
+    closed pipe (``2>&1 | head``) is left to stop the command, as it does on stdout."""
+
+    def __init__(self, stream: IO[str]) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        try:
+            return self._stream.write(text)
+        except BrokenPipeError:
+            raise
+        except OSError:
+            return len(text)
+
+    def flush(self) -> None:
+        try:
+            self._stream.flush()
+        except BrokenPipeError:
+            raise
+        except OSError:
+            pass
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
+def _unwritable(exc: OSError) -> UsageError:
+    return UsageError("output", f"standard output cannot be written: {exc.strerror or exc}; "
+                      "check where it goes (a full disk, a closed descriptor)")  # fmt: skip
+
+
+class ClosedOutput:
+    """Standard output when the command was started with it closed (``>&-``): every
+    write is ``usage.output``."""
+
+    def write(self, data: bytes) -> int:
+        raise OSError(errno.EBADF, "standard output is closed")
+
+    def flush(self) -> None:
+        pass

@@ -105,6 +105,27 @@ CODES: dict[str, str] = {
     "dask.worker_lost": "a task killed every Dask worker that ran it (out of memory, say): "
     "see the workers' logs; give them more memory (--memory-limit) or pass a smaller "
     "--blocksize",
+    # proof (the others in pithlog.transparency.proofs): raised by the store's reads and the
+    # CLI as well
+    "proof.not_found": "the store's tree of that size holds no copy of that event_id",
+    # mirror: pithlog mirror and audit (docs/network.md); here, not in pithlog.net.mirror,
+    # because the origin's reader and the consistency step raise them too
+    "mirror.split_view": "the served checkpoint is not consistent with the one this store "
+    "accepted from that origin (a split view or a rewritten history): nothing was stored; "
+    "publish the evidence file named in the message",
+    "mirror.diverged": "the store's log is not a prefix of the served log (or the copies "
+    "appended do not give the checkpoint's root): mirror into a fresh store",
+    "mirror.copy": "a served copy does not match its leaf data (its SHA-256 or event_id) "
+    "or fails the door: the origin serves other bytes than it signed",
+    "mirror.duplicate": "the served tree holds a copy twice, or one this store holds at "
+    "another place: the mirror cannot reproduce that tree",
+    "mirror.unproven": "the origin did not answer the consistency proof a checkpoint needs "
+    "(or served an older checkpoint than the one accepted, without proof; or a proof "
+    "that does not hold, without the tiles that tell whether its tree is another)",
+    "mirror.fetch": "the origin could not be reached, or answered with an error or an "
+    "oversize answer; run the mirror again (it continues where it stopped)",
+    "mirror.concurrent": "another mirror of this store accepted a checkpoint or appended "
+    "meanwhile: run again",
 }
 """Every stable error code, with what to do about it; ``docs/errors.md`` lists the same."""
 

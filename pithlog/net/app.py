@@ -60,7 +60,6 @@ register(
         "takes GET, HEAD and POST only (docs/network.md)",
         "serve.pending": "the pith is pending: it has events but no valid record_created yet, "
         "so no state document",
-        "serve.read_only": "this server does not take submissions (it runs without --submit)",
         "serve.internal": "the server failed to answer; the operator's log has the details",
     }
 )

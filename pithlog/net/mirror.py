@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
 
-from pithlog.errors import DoorError, MirrorError, register
+from pithlog.errors import DoorError, MirrorError
 from pithlog.net.mirror_consistency import _consistent, _prefix
 from pithlog.net.origin import LEAF_DATA, WIDTH, Origin
 from pithlog.protocol.events import Envelope
@@ -52,27 +52,6 @@ from pithlog.store.layout import eid_bytes
 from pithlog.transparency import merkle, tiles
 from pithlog.transparency.checkpoint import parse_checkpoint_text, parse_note, verify_checkpoint
 from pithlog.transparency.witness import require_quorum
-
-register(
-    {
-        "mirror.split_view": "the served checkpoint is not consistent with the one this store "
-        "accepted from that origin (a split view or a rewritten history): nothing was stored; "
-        "publish the evidence file named in the message",
-        "mirror.diverged": "the store's log is not a prefix of the served log (or the copies "
-        "appended do not give the checkpoint's root): mirror into a fresh store",
-        "mirror.copy": "a served copy does not match its leaf data (its SHA-256 or event_id) "
-        "or fails the door: the origin serves other bytes than it signed",
-        "mirror.duplicate": "the served tree holds a copy twice, or one this store holds at "
-        "another place: the mirror cannot reproduce that tree",
-        "mirror.unproven": "the origin did not answer the consistency proof a checkpoint needs "
-        "(or served an older checkpoint than the one accepted, without proof; or a proof "
-        "that does not hold, without the tiles that tell whether its tree is another)",
-        "mirror.fetch": "the origin could not be reached, or answered with an error or an "
-        "oversize answer; run the mirror again (it continues where it stopped)",
-        "mirror.concurrent": "another mirror of this store accepted a checkpoint or appended "
-        "meanwhile: run again",
-    }
-)
 
 BATCH_BUNDLES = 4
 """Bundles (of 256 leaves) per append transaction."""

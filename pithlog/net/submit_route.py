@@ -17,7 +17,7 @@ import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
 from typing import Any
 
-from pithlog.errors import PithlogError, ServeError
+from pithlog.errors import PithlogError, ServeError, register
 from pithlog.net.answers import (
     JSON,
     JSON_LINES,
@@ -36,6 +36,8 @@ from pithlog.net.submit import (
     read_body,
     split_lines,
 )
+
+register({"serve.read_only": "this server does not take submissions (it runs without --submit)"})
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]

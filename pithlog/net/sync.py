@@ -75,9 +75,6 @@ register(
     {
         "sync.source": "the sync source is neither a pithlog store folder nor a readable JSON "
         "Lines export file: check --from",
-        "sync.protocol": "the other side sent a message that breaks the sync protocol",
-        "sync.limit": "the other side went past a limit of sync (rounds, bytes, message size "
-        "or copies listed): a hostile or broken source; see docs/transparency.md",
         "sync.mismatch": "the source sent a copy that is not the one asked for (its hash is "
         "not the short id, or it fails the door): the source is hostile or broken",
     }

@@ -30,7 +30,17 @@ import struct
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from pithlog.errors import SyncError
+from pithlog.errors import SyncError, register
+
+# registered here, not in pithlog.net.sync, which imports this module: the messages' own
+# checks raise them
+register(
+    {
+        "sync.protocol": "the other side sent a message that breaks the sync protocol",
+        "sync.limit": "the other side went past a limit of sync (rounds, bytes, message size "
+        "or copies listed): a hostile or broken source; see docs/transparency.md",
+    }
+)
 
 ITEM = 64
 """event_id (32) + copy hash (32)."""

@@ -51,7 +51,6 @@ register(
         "proof.mismatch": "the proof and the checkpoints or the event id given do not belong "
         "together (sizes, origin or event id differ)",
         "proof.size": "a tree size must lie between 0 and the store's current tree size",
-        "proof.not_found": "the store's tree of that size holds no copy of that event_id",
         "proof.event_id": "EVENT_ID is sha256: followed by 64 lowercase hex digits",
     }
 )

@@ -182,8 +182,10 @@ class Checkpoint:
         return "".join(f"{line}\n" for line in lines).encode("utf-8")
 
 
-def parse_checkpoint_text(text: bytes) -> Checkpoint:
-    """The checkpoint in a note's text, or ``checkpoint.malformed``."""
+def parse_checkpoint_text(text: bytes, empty_root: bool = True) -> Checkpoint:
+    """The checkpoint in a note's text, or ``checkpoint.malformed``; a tree of size 0
+    with another root than the empty tree's is malformed too, unless ``empty_root`` is
+    false (a witness, which answers it 422 rather than 400: C2SP tlog-witness)."""
     lines = text.decode("utf-8").split("\n")
     if lines[-1] != "" or len(lines) < 4:
         raise _malformed("a checkpoint's text is origin, tree size and root hash lines")
@@ -197,7 +199,7 @@ def parse_checkpoint_text(text: bytes) -> Checkpoint:
     raw = decode_b64(root)
     if raw is None or len(raw) != 32:
         raise _malformed("the root hash line is not base64 of 32 bytes")
-    if size == 0 and raw != EMPTY_ROOT:
+    if empty_root and size == 0 and raw != EMPTY_ROOT:
         # no proof can hold against such a tree: a mirror that accepted one would call
         # the log's next honest checkpoint a split view
         raise _malformed("a tree of size 0 has the empty tree's root, the SHA-256 of no "
@@ -246,13 +248,13 @@ class VerifiedCheckpoint:
 
 
 def verify_checkpoint(
-    data: bytes, keyring: Keyring, origin: str | None = None
+    data: bytes, keyring: Keyring, origin: str | None = None, empty_root: bool = True
 ) -> VerifiedCheckpoint:
     """Parse and verify a signed checkpoint against ``keyring`` (module doc), or raise a
     :class:`CheckpointError`: ``malformed`` (exit 2), ``origin``, ``bad_signature`` or
-    ``untrusted`` (exit 1)."""
+    ``untrusted`` (exit 1). ``empty_root``: as :func:`parse_checkpoint_text`'s."""
     note = parse_note(data)
-    checkpoint = parse_checkpoint_text(note.text)
+    checkpoint = parse_checkpoint_text(note.text, empty_root)
     if origin is not None and checkpoint.origin != origin:
         raise CheckpointError("origin", f"the checkpoint is for {checkpoint.origin!r}, not "
                               f"{origin!r}")  # fmt: skip

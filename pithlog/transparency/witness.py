@@ -210,19 +210,23 @@ def judge_add_checkpoint(
     """tlog-witness ``add-checkpoint``: ``known(origin)`` is the ``(size, root)`` the witness
     last cosigned for ``origin``, or ``None``. Statuses: 400 (malformed, or old > new); 404
     (no keyring key may sign for the origin); 403 (no trusted signature); 409 (old is not
-    the known size, answered as ``text/x.tlog.size``); 422 (the consistency proof fails, or
-    the same size with another root); 200 (the cosignature line)."""
+    the known size, answered as ``text/x.tlog.size``); 422 (a tree of size 0 without the
+    empty tree's root, the consistency proof fails, or the same size with another root);
+    200 (the cosignature line)."""
     try:
         request = parse_add_checkpoint(body)
         note = parse_note(request.checkpoint)
-        checkpoint = parse_checkpoint_text(note.text)
+        # a tree of size 0 with another root is judged below, 422 (tlog-witness), once
+        # its origin and signature are known, not refused here as a malformed body
+        checkpoint = parse_checkpoint_text(note.text, empty_root=False)
     except (WitnessError, CheckpointError, UnicodeDecodeError) as exc:
         return Verdict(400, f"{exc}\n".encode())
     origin = checkpoint.origin
     if not checkpoint_keys(keyring, origin):
         return Verdict(404, f"unknown origin {origin}\n".encode())
     try:
-        verified: VerifiedCheckpoint = verify_checkpoint(request.checkpoint, keyring, origin)
+        verified: VerifiedCheckpoint = verify_checkpoint(request.checkpoint, keyring, origin,
+                                                         empty_root=False)  # fmt: skip
     except CheckpointError as exc:
         return Verdict(403, f"{exc}\n".encode())
     cp = verified.checkpoint
@@ -231,6 +235,10 @@ def judge_add_checkpoint(
     size, root = known(origin) or (0, b"")
     if request.old != size:
         return Verdict(409, f"{size}\n".encode("ascii"), "text/x.tlog.size")
+    if cp.size == 0 and cp.root != merkle.EMPTY_ROOT:
+        # tlog-witness: 422; cosigned, it would be recorded, and no proof holds from it
+        return Verdict(422, b"a checkpoint of size 0 has the empty tree's root, the SHA-256 "
+                       b"of no bytes (RFC 6962, 2.1)\n")  # fmt: skip
     if request.old == cp.size and size and root != cp.root:
         # tlog-witness: 422, not 409: a 409 names the size to prove from, and a client
         # proving from this very size would be sent back here without end

@@ -217,3 +217,22 @@ def test_a_witness_key_listed_twice_is_one_witness() -> None:
         with pytest.raises(WitnessError) as short:
             require_quorum(cosigned, witnesses, 2)
         assert short.value.code == "witness.quorum"
+
+
+def test_a_checkpoint_of_size_0_with_another_root_is_422() -> None:
+    """tlog-witness: a checkpoint of size zero MUST have the empty tree's root, else 422;
+    the note is well formed and signed, so it is not a 400 of a malformed body."""
+    w = Witness()
+    not_empty = sign_checkpoint(Checkpoint(ORIGIN, 0, bytes(32)), test_key("registry"))
+    status, said = w.add(AddCheckpoint(0, (), not_empty).encoded())
+    assert status == 422 and b"empty tree" in said and ORIGIN not in w.known
+    empty = sign_checkpoint(Checkpoint(ORIGIN, 0, merkle.EMPTY_ROOT), test_key("registry"))
+    assert w.add(AddCheckpoint(0, (), empty).encoded())[0] == 200
+    # the origin and the signature are judged first: 404 and 403 as for any size
+    stranger = Checkpoint("nobody.invalid/log", 0, bytes(32))
+    text = stranger.text()
+    note = Note(text, (sign_note(text, stranger.origin, test_key("stranger")),)).encoded()
+    assert w.add(AddCheckpoint(0, (), note).encoded())[0] == 404
+    unsigned = Note(Checkpoint(ORIGIN, 0, bytes(32)).text(),
+                    (sign_note(b"x\n", ORIGIN, test_key("author")),)).encoded()  # fmt: skip
+    assert w.add(AddCheckpoint(0, (), unsigned).encoded())[0] == 403

@@ -153,6 +153,20 @@ members it passes, and a member name may be megabytes long."""
 WHERE_END = 200
 
 
+def shown(text: str) -> str:
+    """``text`` chosen by someone else (a key_id or signer_id of a keyring, a checkpoint's
+    origin, a witness's answer) as a message or a line of output shows it: a character
+    that is not printable (LF, ESC, DEL, U+2028, a bidi override, ...) as ``\\uXXXX``, so
+    that it can neither break a one-line message or a table row into several (a row that
+    looks like another key) nor write terminal escapes."""
+    if text.isprintable():
+        return text
+    return "".join(
+        c if c.isprintable() else f"\\u{ord(c):04x}" if ord(c) <= 0xFFFF else f"\\U{ord(c):08x}"
+        for c in text
+    )
+
+
 def _cut(text: str, most: int, end: int) -> str:
     """``text``, or when it is longer than ``most`` its start and its last ``end``
     characters and how many were cut between, ``most`` characters at most in all."""

@@ -18,7 +18,7 @@ from typing import Any
 
 from pithlog.cli.edge import CommandParser, StoreParser
 from pithlog.cli.streams import Out, keyring_bytes, read_bytes
-from pithlog.errors import EXIT_OK, KeyringError, UsageError
+from pithlog.errors import EXIT_OK, KeyringError, UsageError, shown
 from pithlog.protocol.canonical import MAX_LINE_BYTES
 from pithlog.protocol.keyrings import (
     add_key,
@@ -30,19 +30,6 @@ from pithlog.protocol.keyrings import (
 )
 from pithlog.protocol.keys import keyring_from_value
 from pithlog.protocol.timestamps import is_ts
-
-
-def shown(text: str) -> str:
-    """``text`` (a key_id or signer_id, chosen by whoever made the entry) as it is printed:
-    a character that is not printable (LF, ESC, U+2028, ...) as ``\\uXXXX``, so that it
-    can neither break a one-line message or a table row into several (a row that looks
-    like another key) nor write terminal escapes."""
-    if text.isprintable():
-        return text
-    return "".join(
-        c if c.isprintable() else f"\\u{ord(c):04x}" if ord(c) <= 0xFFFF else f"\\U{ord(c):08x}"
-        for c in text
-    )
 
 
 def render_keyring(doc: dict[str, Any]) -> bytes:

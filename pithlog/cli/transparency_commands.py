@@ -24,6 +24,7 @@ from pithlog.errors import (
     CheckpointError,
     ProofError,
     UsageError,
+    shown,
 )
 from pithlog.protocol.canonical import MAX_LINE_BYTES
 from pithlog.protocol.events import is_event_id, parse_envelope
@@ -61,7 +62,8 @@ def cmd_checkpoint(args: argparse.Namespace, out: Out) -> int:
         note = sign_checkpoint(Checkpoint(args.origin, size, root), key)
         note = cosigned(args, store, note, size, out)
     out.write(note)
-    out.say(f"checkpoint: {args.origin} at tree size {size}, signed by {key.key_id}")
+    out.say(f"checkpoint: {shown(args.origin)} at tree size {size}, signed by "
+            f"{shown(key.key_id)}")  # fmt: skip
     return EXIT_OK
 
 
@@ -123,8 +125,9 @@ def cmd_verify_checkpoint(args: argparse.Namespace, out: Out) -> int:
                                                                    cp.root))  # fmt: skip
     out.write(json_line(_checkpoint_doc(verified)))
     held_too = ", and the store holds that tree" if args.check_store else ""
-    out.say(f"verify-checkpoint: {cp.origin} at size {cp.size} signed by "
-            f"{', '.join(verified.signers)}{held_too}")  # fmt: skip
+    # the origin is the checkpoint's, the key_ids the keyring's: neither is this machine's
+    out.say(f"verify-checkpoint: {shown(cp.origin)} at size {cp.size} signed by "
+            f"{', '.join(shown(s) for s in verified.signers)}{held_too}")  # fmt: skip
     return EXIT_OK
 
 
@@ -219,7 +222,8 @@ def cmd_verify_proof(args: argparse.Namespace, out: Out) -> int:
                **_checkpoint_doc(proven.checkpoint)}  # fmt: skip
         out.write(json_line(doc))
         cp = proven.checkpoint.checkpoint
-        out.say(f"verify-proof: {proven.event_id} is leaf {proven.index} of {cp.origin} at "
+        out.say(f"verify-proof: {proven.event_id} is leaf {proven.index} of "
+                f"{shown(cp.origin)} at "
                 f"size {cp.size}")  # fmt: skip
         return EXIT_OK
     if args.event_id:
@@ -238,7 +242,8 @@ def cmd_verify_proof(args: argparse.Namespace, out: Out) -> int:
     out.write(json_line({"proof": "consistency", "origin": a.origin, "old": a.size,
                           "new": b.size, "old_root": encode_b64(a.root),
                           "new_root": encode_b64(b.root)}))  # fmt: skip
-    out.say(f"verify-proof: {a.origin} at size {b.size} extends itself at size {a.size}")
+    out.say(f"verify-proof: {shown(a.origin)} at size {b.size} extends itself at size "
+            f"{a.size}")  # fmt: skip
     return EXIT_OK
 
 

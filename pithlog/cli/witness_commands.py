@@ -7,7 +7,7 @@ import argparse
 
 from pithlog.cli.edge import net_module
 from pithlog.cli.streams import Out, read_keyring
-from pithlog.errors import UsageError
+from pithlog.errors import UsageError, shown
 from pithlog.store import Store
 from pithlog.transparency.witness import may_witness
 
@@ -61,6 +61,6 @@ def cosigned(args: argparse.Namespace, store: Store, note: bytes, size: int, out
 
     result, asked = collect(args.witness, note, size, proof_from, witnesses, quorum)
     for a in asked:
-        said = ", ".join(c.key_id for c in a.cosigned) or f"nothing ({a.problem})"
+        said = ", ".join(shown(c.key_id) for c in a.cosigned) or f"nothing ({a.problem})"
         out.say(f"checkpoint: witness {a.url} cosigned: {said}")
     return result

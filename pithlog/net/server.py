@@ -36,7 +36,7 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 from uvicorn.supervisors import Multiprocess
 
-from pithlog.errors import StoreError, UsageError
+from pithlog.errors import StoreError, UsageError, shown
 from pithlog.net import http_head
 from pithlog.net.app import ServeApp, create_app, error_handlers
 from pithlog.net.pages import page_routes
@@ -154,14 +154,14 @@ def open_witness(settings: Settings) -> tuple[Store, Keyring, SigningKey]:
     cosigned per origin), the keyring naming the logs it follows, and its key."""
     key = load_key_file(_read(settings.key))
     if key.signer_type not in WITNESS_SIGNER_TYPES:
-        raise UsageError("arguments", f"key {key.key_id} is a {key.signer_type} key; a "
+        raise UsageError("arguments", f"key {shown(key.key_id)} is a {key.signer_type} key; a "
                          "witness cosigns with a mirror or pith_registry key")  # fmt: skip
     if not is_key_name(key.signer_id):
         # the signer_id is the cosignatures' key name (signed-note: no space, no '+'):
         # cosign() refused it on every add-checkpoint, each a 500
-        raise UsageError("arguments", f"key {key.key_id}: signer_id {key.signer_id!r} is not "
-                         "a signed-note key name (no spaces, no '+'), which a witness's "
-                         "cosignatures carry")  # fmt: skip
+        raise UsageError("arguments", f"key {shown(key.key_id)}: signer_id "
+                         f"{key.signer_id!r} is not a signed-note key name (no spaces, no "
+                         "'+'), which a witness's cosignatures carry")  # fmt: skip
     if settings.keyring is None:
         raise UsageError("arguments", "--witness needs --keyring: the logs it witnesses")
     keyring = load_keyring(_read(settings.keyring))

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import httpx
 
-from pithlog.errors import WitnessError
+from pithlog.errors import WitnessError, shown
 from pithlog.net.deadline import AnswerDeadline, deadline_client
 from pithlog.net.encoding import ACCEPT_ENCODING, read_answer
 from pithlog.protocol.keys import KeyEntry
@@ -108,11 +108,11 @@ def ask_witness(
             with deadline:
                 answer = _post(client, url, AddCheckpoint(old, proof, note).encoded())
         except httpx.HTTPError as exc:
-            return Asked(url, b"", (), f"no answer: {deadline.why(exc)}")
+            return Asked(url, b"", (), f"no answer: {shown(deadline.why(exc))}")
         except (httpx.InvalidURL, UnicodeError) as exc:
             # a URL httpx cannot parse, or a host name IDNA cannot encode (the resolver):
             # no witness there, as for a host not found
-            return Asked(url, b"", (), f"no answer: {exc}")
+            return Asked(url, b"", (), f"no answer: {shown(str(exc))}")
         except WitnessError as exc:
             return Asked(url, b"", (), exc.message)
         content = answer.content
@@ -131,8 +131,10 @@ def ask_witness(
             old = known
             continue
         if answer.status_code != 200:
-            return Asked(url, b"", (), f"status {answer.status_code}: "
-                         f"{content.decode('utf-8', 'replace').strip()[:200]}")  # fmt: skip
+            # the witness's words, on the terminal and in witness.quorum's one line: cut,
+            # and a line break or a terminal escape in them shown escaped
+            said = shown(content.decode("utf-8", "replace").strip()[:200])
+            return Asked(url, b"", (), f"status {answer.status_code}: {said}")
         try:
             lines, found = witness_lines(note, content, witnesses)
         except WitnessError as exc:  # this witness's problem only: the others still count

@@ -36,7 +36,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from pithlog.errors import CheckpointError, register
+from pithlog.errors import CheckpointError, register, shown
 from pithlog.protocol.keys import KeyEntry, Keyring, SigningKey, verify_signature
 from pithlog.protocol.text_forms import decode_b64, encode_b64
 from pithlog.transparency.merkle import EMPTY_ROOT
@@ -231,7 +231,8 @@ def sign_checkpoint(checkpoint: Checkpoint, key: SigningKey) -> bytes:
     if not may_sign(key.signer_type, key.signer_id, checkpoint.origin):
         raise CheckpointError(
             "key",
-            f"key {key.key_id} ({key.signer_type}, signer_id {key.signer_id}) may not sign "
+            f"key {shown(key.key_id)} ({key.signer_type}, signer_id "
+            f"{shown(key.signer_id)}) may not sign "
             f"checkpoints of origin {checkpoint.origin!r}",
         )
     text = checkpoint.text()
@@ -284,7 +285,7 @@ def _verified(note: Note, origin: str, known: Iterable[KeyEntry]) -> list[str]:
                 if len(sig.signature) == 64
                 and verify_signature(e.verifier, sig.signature, note.text)]  # fmt: skip
         if not good:
-            names = ", ".join(e.key_id for e in candidates)
+            names = ", ".join(shown(e.key_id) for e in candidates)
             raise CheckpointError("bad_signature", f"the signature by {names} does not verify")
         signers.extend(e.key_id for e in good if e.key_id not in signers)
     return signers

@@ -30,7 +30,7 @@ import struct
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from pithlog.errors import CheckpointError, WitnessError, register
+from pithlog.errors import CheckpointError, WitnessError, register, shown
 from pithlog.protocol.keys import KeyEntry, Keyring, SigningKey, verify_signature
 from pithlog.protocol.text_forms import decode_b64, encode_b64
 from pithlog.transparency import merkle
@@ -85,7 +85,8 @@ def may_witness(entry: KeyEntry) -> bool:
 def cosign(note_text: bytes, key: SigningKey, timestamp: int) -> NoteSignature:
     """The cosignature line of ``key`` (key name: its signer_id) on a checkpoint's text."""
     if key.signer_type not in WITNESS_SIGNER_TYPES or not is_key_name(key.signer_id):
-        raise WitnessError("key", f"key {key.key_id} ({key.signer_type}, {key.signer_id!r}) "
+        raise WitnessError("key", f"key {shown(key.key_id)} ({key.signer_type}, "
+                           f"{key.signer_id!r}) "
                            "may not cosign as a witness")  # fmt: skip
     if not 0 <= timestamp < 1 << 63:
         raise WitnessError("malformed", f"timestamp {timestamp} is out of range")
@@ -127,14 +128,14 @@ def verify_cosignatures(note: bytes, witnesses: Sequence[KeyEntry]) -> list[Cosi
             if sig.name != entry.signer_id or sig.key_id != wanted:
                 continue
             if len(sig.signature) != 8 + 64:
-                raise WitnessError("cosignature", f"the cosignature by {entry.key_id} is not "
-                                   "a timestamp and a 64-byte signature")  # fmt: skip
+                raise WitnessError("cosignature", f"the cosignature by {shown(entry.key_id)} "
+                                   "is not a timestamp and a 64-byte signature")  # fmt: skip
             (stamp,) = _STAMP.unpack(sig.signature[:8])
             if stamp >= 1 << 63 or not verify_signature(
                 entry.verifier, sig.signature[8:], cosigned_message(parsed.text, stamp)
             ):
-                raise WitnessError("cosignature", f"the cosignature by {entry.key_id} does not "
-                                   "verify")  # fmt: skip
+                raise WitnessError("cosignature", f"the cosignature by {shown(entry.key_id)} "
+                                   "does not verify")  # fmt: skip
             found.append(Cosigned(entry.key_id, entry.signer_id, stamp))
             break
     return found
@@ -223,7 +224,7 @@ def judge_add_checkpoint(
         return Verdict(400, f"{exc}\n".encode())
     origin = checkpoint.origin
     if not checkpoint_keys(keyring, origin):
-        return Verdict(404, f"unknown origin {origin}\n".encode())
+        return Verdict(404, f"unknown origin {shown(origin)}\n".encode())
     try:
         verified: VerifiedCheckpoint = verify_checkpoint(request.checkpoint, keyring, origin,
                                                          empty_root=False)  # fmt: skip

@@ -377,3 +377,48 @@ def test_verify_proof_takes_its_options_between_the_files(f: dict[str, Any]) -> 
     assert status == 2 and "required: PROOF (" in err
     status, _, err = run(["verify-proof", str(proof), *keyring, str(old), str(new), "--bogus"])
     assert status == 2 and "unrecognized arguments: --bogus" in err
+
+
+KEY_ID = "reg\nfake  line\x1b[2J\x9b31m"
+"""A key_id that, printed as it is, would break a line in two and clear the terminal."""
+
+
+def test_key_ids_of_a_key_file_or_a_keyring_are_shown_escaped(f: dict[str, Any]) -> None:
+    from dataclasses import replace
+
+    from pithlog.testing import TRUSTED
+
+    registry = replace(test_key("registry"), key_id=KEY_ID)
+    key = f["tmp"] / "odd.key"
+    key.write_bytes(dump_key_file(registry))
+    odd = f["tmp"] / "odd.json"
+    others = test_keyring_entries(tuple(n for n in TRUSTED if n != "registry"))
+    odd.write_text(json.dumps({"keyring_version": "1",
+                               "keys": [*others, registry.keyring_entry()]}))  # fmt: skip
+    escaped = "reg\\u000afake  line\\u001b[2J\\u009b31m"
+
+    def one_line(err: str) -> None:
+        assert err.count("\n") == 1 and "\x1b" not in err and "\x9b" not in err, err
+        assert escaped in err, err
+
+    append(f, f["first"])
+    status, note, err = run(["--store", f["store"], "checkpoint", "--key", str(key),
+                             "--origin", ORIGIN])  # fmt: skip
+    assert status == 0
+    one_line(err)
+    cp = f["tmp"] / "cp"
+    cp.write_bytes(note)
+    status, out, err = run(["verify-checkpoint", "--keyring", str(odd), str(cp)])
+    assert status == 0 and json.loads(out)["signers"] == [KEY_ID]  # the data, as it is
+    one_line(err)
+    # a signature by that key that does not verify names it in the error
+    text, _, lines = note.partition(b"\n\n")
+    cp.write_bytes(text.replace(b"\n20\n", b"\n19\n") + b"\n\n" + lines)
+    status, _, err = run(["verify-checkpoint", "--keyring", str(odd), str(cp)])
+    assert status == 1 and "[checkpoint.bad_signature]" in err
+    one_line(err)
+    # a key that may not sign the origin: the refusal names it
+    status, _, err = run(["--store", f["store"], "checkpoint", "--key", str(key),
+                          "--origin", "elsewhere.test.invalid"])  # fmt: skip
+    assert status == 2 and "[checkpoint.key]" in err
+    one_line(err)

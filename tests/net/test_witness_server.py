@@ -414,3 +414,42 @@ def test_a_witness_that_another_worker_moves_between_two_requests_is_asked_again
         cosigned = ask(sizes[2], AnotherWorkerBetween())
         assert conflicts == sizes[:2]
         assert verify_cosignatures(cosigned, witnesses)
+
+
+def test_what_a_witness_or_a_keyring_names_is_shown_escaped(
+    tmp_path: Path, log: dict[str, Any]
+) -> None:
+    """A witness key's key_id (the keyring's) and a witness's answer reach the terminal
+    and witness.quorum's one line: a line break or a terminal escape in them is shown
+    escaped (they were printed as they were)."""
+    from dataclasses import replace
+
+    from pithlog.net.witness_client import collect
+    from pithlog.transparency.witness import verify_cosignatures
+
+    odd = replace(test_key("mirror"), key_id="w\nfake\x1b[2J")
+    keyring = tmp_path / "witnesses.json"
+    keyring.write_text(json.dumps({"keyring_version": "1", "keys": [odd.keyring_entry()]}))
+    append(log, log["halves"][0])
+    with witness_in_thread(tmp_path) as url:
+        status, note, err = run(["--store", log["store"], "checkpoint", "--key", log["key"],
+                                 "--origin", ORIGIN, "--keyring", str(keyring),
+                                 "--witness", url])  # fmt: skip
+    assert status == 0, err
+    assert err.count("\n") == 2 and "\x1b" not in err, err
+    assert "cosigned: w\\u000afake\\u001b[2J" in err
+
+    def rude(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(400, content=b"no\n\x1b]0;owned\x07 thanks")
+
+    with pytest.raises(WitnessError) as caught:
+        collect(["http://witness.invalid"], note, 6, lambda old: [], [], 1,
+                transport=httpx.MockTransport(rude))  # fmt: skip
+    said = caught.value.describe()
+    assert "\n" not in said and "\x1b" not in said and "\x07" not in said, said
+    assert "status 400: no\\u000a\\u001b]0;owned\\u0007 thanks" in said
+    # a cosignature by that key that does not verify names it escaped
+    spoiled = note[:-10] + (b"A" if note[-10:-9] != b"A" else b"B") + note[-9:]
+    with pytest.raises(WitnessError) as caught:
+        verify_cosignatures(spoiled, [load_keyring(keyring.read_bytes())[odd.key_id]])
+    assert "w\\u000afake\\u001b[2J" in caught.value.message and "\n" not in caught.value.message

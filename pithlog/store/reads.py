@@ -25,7 +25,7 @@ from pithlog.store.layout import (
     eid_str,
     stored_copy,
 )
-from pithlog.store.stateindex import INDEX_DAMAGE, assemble_state
+from pithlog.store.stateindex import INDEX_DAMAGE, assemble_state, damage_said
 
 if TYPE_CHECKING:
     from pithlog.store.environment import SharedEnvironment
@@ -38,7 +38,8 @@ def state(txn: Txn, dbs: dict[str, Any], pith_number: str) -> bytes | None:
     try:
         return assemble_state(txn, dbs, pith_number)
     except INDEX_DAMAGE as exc:
-        raise StoreError("corrupted", f"the index of {pith_number} is damaged ({exc}); "
+        raise StoreError("corrupted", f"the index of {pith_number} is damaged "
+                         f"({damage_said(exc)}); "
                          "run `pithlog replay --verify`") from exc  # fmt: skip
 
 

@@ -46,6 +46,7 @@ from pithlog.store.layout import (
 from pithlog.store.replay_report import Discrepancy
 from pithlog.store.stateindex import (
     INDEX_DAMAGE,
+    damage_said,
     index_entries,
     index_stored,
     pith_summary,
@@ -361,7 +362,8 @@ def _replay_pith(
         )
         cached_state = None if same or cached is None else assemble(cached)
     except (*INDEX_DAMAGE, CorruptCopy) as exc:
-        say("index", pith, f"the state cannot be assembled from the index: {exc!r}")
+        say("index", pith, f"the state cannot be assembled from the index: "
+            f"{damage_said(exc)}")  # fmt: skip
         return pith, found, len(judged), copies
     state = None if same or replayed is None else assemble(replayed)
     cached_status = stored["piths"].get(key)

@@ -18,7 +18,7 @@ from pithlog.errors import StoreError
 from pithlog.protocol.canonical import jcs
 from pithlog.protocol.checks import check_against_record, check_alone
 from pithlog.protocol.event_types import EVENT_TYPES, STATE_LISTS
-from pithlog.protocol.events import Envelope, projection_spans, readmit
+from pithlog.protocol.events import Envelope, is_event_id, projection_spans, readmit
 from pithlog.protocol.reduce import (
     Judged,
     Pending,
@@ -36,6 +36,7 @@ from pithlog.protocol.state import (
     fragment,
     slot_sort_key,
 )
+from pithlog.store.codec import CorruptCopy
 from pithlog.store.keyindex import Judges, cached_verdict
 from pithlog.store.layout import (
     INDEX_DBS,
@@ -328,13 +329,16 @@ def state_parts(
         invalid_entries = stored["invalid"].items()
     if raw is None:
         return None
-    summary = msgspec.json.decode(raw)
+    summary = _summary(raw)
     if summary["status"] != "state":
         return None
     record_data = preferred(eid_bytes(summary["record"]))
     if record_data is None:
         raise KeyError(f"chosen record {summary['record']} is not stored")
     record = envelope(record_data)
+    if record.value["event_type"] != "record_created":
+        raise ValueError(f"the piths entry's record {summary['record']} is a "
+                         f"{record.value['event_type']} event, not a record_created")  # fmt: skip
     lists: dict[str, list[Fragment]] = {name: [] for name in STATE_LISTS}
     for index_key, spans in applied:
         event_id = index_key[len(key) + 21 :]
@@ -381,6 +385,42 @@ def state_parts(
 
 
 INDEX_DAMAGE = (KeyError, ValueError, TypeError, IndexError, struct.error, msgspec.MsgspecError)
+
+_SUMMARY_OF_A_STATE = ("record", "event_count", "valid_event_count")
+
+
+def _summary(raw: bytes) -> dict[str, Any]:
+    """A ``piths`` entry, with the members :func:`state_parts` reads, or ``ValueError``
+    saying what it lacks: indexing it as it is raised ``KeyError('event_count')``, which a
+    replay finding and ``store.corrupted`` printed as ``'event_count'``. The counts are not
+    checked here: a count of another type (true, 1.0) is a state difference, which replay
+    says as such."""
+    summary = msgspec.json.decode(raw)
+    if not isinstance(summary, dict):
+        raise ValueError("the piths entry is not a JSON object")
+    if summary.get("status") not in ("state", "pending"):
+        raise ValueError("the piths entry has no status 'state' or 'pending'")
+    if summary["status"] == "state":
+        lacking = [m for m in _SUMMARY_OF_A_STATE if m not in summary]
+        if lacking:
+            raise ValueError(f"the piths entry of a state has no {', '.join(lacking)}")
+        if not is_event_id(summary["record"]):
+            raise ValueError("the piths entry's record is not an event_id")
+    return summary
+
+
+def damage_said(exc: Exception) -> str:
+    """One of :data:`INDEX_DAMAGE` (or :class:`CorruptCopy`), raised on a damaged index, in
+    words, for a replay finding or a ``store.corrupted`` message: the sentence of a
+    ``KeyError`` raised here, not its repr; a bare one names what was missing."""
+    if isinstance(exc, CorruptCopy):
+        return f"a stored copy does not decompress ({exc.why})"
+    if isinstance(exc, KeyError):
+        said = exc.args[0] if exc.args else None
+        if isinstance(said, str) and " " in said:
+            return said
+        return f"an index entry lacks {said!r}"
+    return str(exc) or type(exc).__name__
 
 
 # --- re-reducing a pith -------------------------------------------------------------------

@@ -144,7 +144,8 @@ def test_replay_verify_passes_then_names_damage(files: dict[str, Any]) -> None:
                           "--keyring", files["keyring"]])  # fmt: skip
     assert status == 1
     assert out.decode().splitlines() == [
-        f"index: {pith}: the state cannot be assembled from the index: KeyError('status')"]
+        f"index: {pith}: the state cannot be assembled from the index: the piths entry has "
+        "no status 'state' or 'pending'"]
     _, out_jobs, _ = run(["--store", files["store"], "replay", "--verify", "--jobs", "3",
                           "--keyring", files["keyring"]])  # fmt: skip
     assert out_jobs == out

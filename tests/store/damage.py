@@ -7,6 +7,7 @@ from typing import Any
 
 import eventgen as g
 
+from pithlog.protocol.canonical import jcs
 from pithlog.protocol.checks import check_alone
 from pithlog.protocol.events import admit
 from pithlog.store import Store
@@ -35,3 +36,13 @@ def unindex(store: Store, event: dict[str, Any]) -> None:
     """Damage: ``event`` no longer listed under its pith in ``by_pith``."""
     key = event["pith_number"].encode() + bytes.fromhex(event["event_id"][7:])
     store._write(lambda txn, dbs: txn.delete(key, db=dbs["by_pith"]))
+
+
+def rewrite_summary(store: Store, pith: str, summary: Any) -> bytes:
+    """Damage: ``pith``'s ``piths`` entry replaced by the JCS of ``summary``; the entry
+    it had, to put back."""
+    key = pith.encode()
+    was: bytes | None = store._read(lambda txn, dbs: txn.get(key, db=dbs["piths"]))
+    assert was is not None
+    store._write(lambda txn, dbs: txn.put(key, jcs(summary), db=dbs["piths"]))
+    return was

@@ -16,7 +16,7 @@ from typing import Any
 
 import eventgen as g
 import pytest
-from damage import attestation, lines, overwrite_copy, valid
+from damage import attestation, lines, overwrite_copy, rewrite_summary, valid
 
 from pithlog.errors import StoreError
 from pithlog.protocol.canonical import jcs
@@ -208,6 +208,35 @@ def test_altered_cached_state_and_verdict_are_named(damaged: tuple[Store, list[A
         f"verdicts: key {nowhere.hex()[:24]}: names no stored copy",
     ])
 
+
+
+def test_a_summary_that_lacks_a_member_is_said_in_words(damaged: tuple[Store, list[Any]]) -> None:
+    """A piths entry without a member the state is assembled from: replay's finding and
+    store.corrupted said it as the KeyError's key, "'event_count'"."""
+    store, events = damaged
+    pith = attestation(events)["pith_number"]
+    summary = json.loads(store._read(lambda txn, dbs: txn.get(pith.encode(), db=dbs["piths"])))
+    said = f"index: {pith}: the state cannot be assembled from the index: "
+    for damage, why in (
+        ({m: v for m, v in summary.items() if m != "event_count"},
+         "the piths entry of a state has no event_count"),
+        ({m: v for m, v in summary.items() if m not in ("record", "valid_event_count")},
+         "the piths entry of a state has no record, valid_event_count"),
+        ({**summary, "record": 5}, "the piths entry's record is not an event_id"),
+        ({**summary, "record": attestation(events)["event_id"]},
+         f"the piths entry's record {attestation(events)['event_id']} is a mirror_hint "
+         "event, not a record_created"),
+        ({m: v for m, v in summary.items() if m != "status"},
+         "the piths entry has no status 'state' or 'pending'"),
+        ([summary], "the piths entry is not a JSON object"),
+    ):
+        was = rewrite_summary(store, pith, damage)
+        assert said + why in lines(store), (why, lines(store))
+        with pytest.raises(StoreError) as refused:
+            store.state(pith)
+        assert f"is damaged ({why})" in refused.value.message
+        store._write(lambda txn, dbs, w=was: txn.put(pith.encode(), w, db=dbs["piths"]))
+    assert store.replay(g.KEYRING).ok
 
 
 def test_a_summary_count_equal_in_python_but_not_in_bytes_is_a_state_difference(

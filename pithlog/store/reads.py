@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import msgspec
 
-from pithlog.errors import StoreError
+from pithlog.errors import StoreError, shown
 from pithlog.protocol.reduce import MERGE_VERSION
 from pithlog.store.layout import (
     DB_NAMES,
@@ -25,7 +25,7 @@ from pithlog.store.layout import (
     eid_str,
     stored_copy,
 )
-from pithlog.store.stateindex import INDEX_DAMAGE, assemble_state, damage_said
+from pithlog.store.stateindex import INDEX_DAMAGE, assemble_state, damage_said, summary_of
 
 if TYPE_CHECKING:
     from pithlog.store.environment import SharedEnvironment
@@ -43,29 +43,36 @@ def state(txn: Txn, dbs: dict[str, Any], pith_number: str) -> bytes | None:
                          "run `pithlog replay --verify`") from exc  # fmt: skip
 
 
+def _summary(key: bytes, raw: bytes) -> dict[str, Any]:
+    """A ``piths`` entry as the reads give it, its pith_number first, or ``store.corrupted``
+    naming what is damaged: read as it was, a damaged entry was a traceback (a TypeError
+    or a KeyError) of ``stats``, ``piths`` and ``pending``."""
+    try:
+        return {"pith_number": key.decode("ascii"), **summary_of(raw)}
+    except (UnicodeDecodeError, ValueError, msgspec.MsgspecError) as exc:
+        named = shown(key.decode("ascii", "replace"))
+        raise StoreError("corrupted", f"the index of {named} is damaged ({damage_said(exc)}); "
+                         "run `pithlog replay --verify`") from exc  # fmt: skip
+
+
 def status(txn: Txn, dbs: dict[str, Any], pith_number: str) -> dict[str, Any] | None:
     """:meth:`Store.status` in its read transaction."""
-    raw = txn.get(pith_number.encode("ascii"), db=dbs["piths"])
-    if raw is None:
-        return None
-    value: dict[str, Any] = msgspec.json.decode(raw)
-    return {"pith_number": pith_number, **value}
+    key = pith_number.encode("ascii")
+    raw = txn.get(key, db=dbs["piths"])
+    return None if raw is None else _summary(key, raw)
 
 
 def piths(txn: Txn, dbs: dict[str, Any]) -> list[dict[str, Any]]:
     """:meth:`Store.piths` in its read transaction."""
-    out = []
-    for key, raw in txn.cursor(db=dbs["piths"]):
-        out.append({"pith_number": key.decode("ascii"), **msgspec.json.decode(raw)})
-    return out
+    return [_summary(key, raw) for key, raw in txn.cursor(db=dbs["piths"])]
 
 
 def pith_totals(txn: Txn, dbs: dict[str, Any]) -> dict[str, int]:
     """:meth:`Store.pith_totals` in its read transaction: summed as the summaries are read,
     none kept (a list of them is about 540 bytes a pith: 540 MB for a million)."""
     out = {"piths": 0, "pending": 0, "events": 0, "invalid": 0, "equivocations": 0}
-    for _, raw in txn.cursor(db=dbs["piths"]):
-        pith = msgspec.json.decode(raw)
+    for key, raw in txn.cursor(db=dbs["piths"]):
+        pith = _summary(key, raw)
         out["piths" if pith["status"] == "state" else "pending"] += 1
         out["events"] += pith.get("event_count", 0)
         out["invalid"] += pith.get("invalid_event_count", 0)
@@ -111,7 +118,7 @@ def each_pith(store: Store, chunk: int) -> Iterator[dict[str, Any]]:
         if not (cursor.first() if start is None else cursor.set_range(start + b"\x00")):
             return out
         for key, raw in cursor:
-            out.append({"pith_number": key.decode("ascii"), **msgspec.json.decode(raw)})
+            out.append(_summary(key, raw))
             if len(out) >= chunk:
                 break
         return out
@@ -162,8 +169,8 @@ def _piths_counted(shared: SharedEnvironment, txn: Txn, piths: Any) -> tuple[int
     if counted is not None and counted[0] == snapshot:
         return counted[1], counted[2]
     states = pending = 0
-    for _, raw in txn.cursor(db=piths):
-        if msgspec.json.decode(raw)["status"] == "state":
+    for key, raw in txn.cursor(db=piths):
+        if _summary(key, raw)["status"] == "state":
             states += 1
         else:
             pending += 1

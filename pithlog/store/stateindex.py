@@ -329,7 +329,7 @@ def state_parts(
         invalid_entries = stored["invalid"].items()
     if raw is None:
         return None
-    summary = _summary(raw)
+    summary = summary_of(raw)
     if summary["status"] != "state":
         return None
     record_data = preferred(eid_bytes(summary["record"]))
@@ -386,26 +386,31 @@ def state_parts(
 
 INDEX_DAMAGE = (KeyError, ValueError, TypeError, IndexError, struct.error, msgspec.MsgspecError)
 
-_SUMMARY_OF_A_STATE = ("record", "event_count", "valid_event_count")
+_SUMMARY_MEMBERS = {
+    "state": ("record", "event_count", "valid_event_count", "invalid_event_count",
+              "equivocation_count"),
+    "pending": ("event_count", "invalid_event_count"),
+}  # fmt: skip
+"""The members of a ``piths`` entry (:func:`pith_summary`), by its status."""
 
 
-def _summary(raw: bytes) -> dict[str, Any]:
-    """A ``piths`` entry, with the members :func:`state_parts` reads, or ``ValueError``
-    saying what it lacks: indexing it as it is raised ``KeyError('event_count')``, which a
-    replay finding and ``store.corrupted`` printed as ``'event_count'``. The counts are not
-    checked here: a count of another type (true, 1.0) is a state difference, which replay
-    says as such."""
+def summary_of(raw: bytes) -> dict[str, Any]:
+    """A ``piths`` entry, decoded, with the members :func:`pith_summary` writes, or
+    ``ValueError`` saying what it lacks: indexing it as it is raised
+    ``KeyError('event_count')``, which a replay finding and ``store.corrupted`` printed as
+    ``'event_count'``, and ``stats`` as a traceback. The counts' types are not checked: a
+    count of another type (true, 1.0) is a state difference, which replay says as such."""
     summary = msgspec.json.decode(raw)
     if not isinstance(summary, dict):
         raise ValueError("the piths entry is not a JSON object")
-    if summary.get("status") not in ("state", "pending"):
+    status = summary.get("status")
+    if status not in _SUMMARY_MEMBERS:
         raise ValueError("the piths entry has no status 'state' or 'pending'")
-    if summary["status"] == "state":
-        lacking = [m for m in _SUMMARY_OF_A_STATE if m not in summary]
-        if lacking:
-            raise ValueError(f"the piths entry of a state has no {', '.join(lacking)}")
-        if not is_event_id(summary["record"]):
-            raise ValueError("the piths entry's record is not an event_id")
+    lacking = [m for m in _SUMMARY_MEMBERS[status] if m not in summary]
+    if lacking:
+        raise ValueError(f"the piths entry of a {status} pith has no {', '.join(lacking)}")
+    if status == "state" and not is_event_id(summary["record"]):
+        raise ValueError("the piths entry's record is not an event_id")
     return summary
 
 

@@ -219,9 +219,9 @@ def test_a_summary_that_lacks_a_member_is_said_in_words(damaged: tuple[Store, li
     said = f"index: {pith}: the state cannot be assembled from the index: "
     for damage, why in (
         ({m: v for m, v in summary.items() if m != "event_count"},
-         "the piths entry of a state has no event_count"),
+         "the piths entry of a state pith has no event_count"),
         ({m: v for m, v in summary.items() if m not in ("record", "valid_event_count")},
-         "the piths entry of a state has no record, valid_event_count"),
+         "the piths entry of a state pith has no record, valid_event_count"),
         ({**summary, "record": 5}, "the piths entry's record is not an event_id"),
         ({**summary, "record": attestation(events)["event_id"]},
          f"the piths entry's record {attestation(events)['event_id']} is a mirror_hint "
@@ -237,6 +237,25 @@ def test_a_summary_that_lacks_a_member_is_said_in_words(damaged: tuple[Store, li
         assert f"is damaged ({why})" in refused.value.message
         store._write(lambda txn, dbs, w=was: txn.put(pith.encode(), w, db=dbs["piths"]))
     assert store.replay(g.KEYRING).ok
+
+
+@pytest.mark.parametrize("damage", [[1], {}, {"status": "state"}, {"status": "pending"}])
+def test_the_reads_of_a_damaged_summary_are_store_corrupted(
+    damaged: tuple[Store, list[Any]], damage: Any
+) -> None:
+    """stats, piths, pending, status and the totals read every piths entry: a damaged one
+    was a TypeError or a KeyError, a traceback of the CLI, where state says
+    store.corrupted."""
+    store, events = damaged
+    pith = attestation(events)["pith_number"]
+    rewrite_summary(store, pith, damage)
+    for read in (store.stats, store.piths, store.pending, store.pith_totals,
+                 lambda: store.status(pith), lambda: store.state(pith)):  # fmt: skip
+        with pytest.raises(StoreError) as refused:
+            read()
+        assert refused.value.code == "store.corrupted"
+        assert f"the index of {pith} is damaged (the piths entry " in refused.value.message
+    assert any(line.startswith(f"index: {pith}: ") for line in lines(store))
 
 
 def test_a_summary_count_equal_in_python_but_not_in_bytes_is_a_state_difference(

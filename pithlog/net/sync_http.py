@@ -29,7 +29,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
-from pithlog.errors import DoorError, ServeError, SyncError, register
+from pithlog.errors import DoorError, ServeError, SyncError, register, shown
 from pithlog.net.answers import NO_STORE, answer_headers, status_of
 from pithlog.net.app import error_response
 from pithlog.net.deadline import AnswerDeadline, deadline_client
@@ -237,7 +237,10 @@ def _remote_error(response: httpx.Response) -> SyncError:
                          f"{exc.message}")  # fmt: skip
     try:
         doc: Any = shape(bytes(body), Any)
-        shown = f"[{doc['error']}] {doc['message']}"
+        said = f"[{str(doc['error'])[:80]}] {str(doc['message'])[:400]}"
     except (DoorError, TypeError, KeyError):
-        shown = bytes(body[:200]).decode("utf-8", "replace")
-    return SyncError("remote", f"{response.url} answered {response.status_code}: {shown}")
+        said = bytes(body[:200]).decode("utf-8", "replace")
+    # the source's words go into a one-line error, on the terminal: cut, as the mirror
+    # cuts an origin's, and a line break or a terminal escape in them shown escaped
+    return SyncError("remote", f"{response.url} answered {response.status_code}: "
+                     f"{shown(said)}")  # fmt: skip

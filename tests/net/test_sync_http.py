@@ -144,7 +144,11 @@ def test_an_error_answer_nested_past_any_reader_is_shown_as_text(tmp_path: Path)
     deeper than msgspec follows raised RecursionError through ``sync`` before."""
     deep = b"[" * 5000 + b"]" * 5000
     coded = b'{"error":"serve.busy","message":"later"}'
-    for body, shown in ((deep, "[[[["), (coded, "[serve.busy] later")):
+    # the source's words on the terminal: a line break or an escape in them shown escaped
+    rude = b'{"error":"serve.busy","message":"later\\n\\u001b[2J' + b"x" * 5000 + b'"}'
+    for body, shown in ((deep, "[[[["), (coded, "[serve.busy] later"),
+                        (rude, "[serve.busy] later\\u000a\\u001b[2Jxxx"),
+                        (b"no\n\x1b]0;owned\x07", "no\\u000a\\u001b]0;owned\\u0007")):
         client = httpx.Client(transport=httpx.MockTransport(
             lambda request, body=body: httpx.Response(500, content=body)))  # fmt: skip
         with (Store.open(tmp_path / "b") as b, HttpTransport("http://x", client=client) as t,
@@ -152,6 +156,8 @@ def test_an_error_answer_nested_past_any_reader_is_shown_as_text(tmp_path: Path)
             pull(b, t, g.KEYRING)
         assert caught.value.code == "sync.remote" and "answered 500" in caught.value.message
         assert shown in caught.value.message
+        said = caught.value.describe()
+        assert "\n" not in said and "\x1b" not in said and len(said) < 600, said
 
 
 def test_the_server_holds_at_most_max_syncs_requests_at_once(tmp_path: Path) -> None:

@@ -9,7 +9,7 @@ from typing import Any
 
 from pithlog.cli.edge import STORE_HELP, json_line, keyring_option, open_store
 from pithlog.cli.streams import Out, read_bytes, read_keyring
-from pithlog.errors import EXIT_OK, EvidenceError, StoreError, UsageError
+from pithlog.errors import EXIT_OK, EvidenceError, StoreError, UsageError, shown
 from pithlog.protocol.canonical import MAX_LINE_BYTES
 from pithlog.protocol.keys import Keyring, load_key_file
 from pithlog.protocol.records import is_pith_number
@@ -77,7 +77,8 @@ def _chosen(slots: list[dict[str, Any]], number: int | None, pith: str) -> dict[
 def _slot_text(slot: dict[str, Any]) -> str:
     if slot["event_type"] == "record_created":
         return "record_created"
-    return f"({slot['event_type']}, {slot['target']}, {slot['key_id']}, {slot['created_at']})"
+    return (f"({slot['event_type']}, {shown(slot['target'])}, {shown(slot['key_id'])}, "
+            f"{slot['created_at']})")  # fmt: skip
 
 
 def verify_evidence(data: bytes, kind: str, keyring: Keyring, origin: str | None,

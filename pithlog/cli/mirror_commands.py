@@ -20,7 +20,7 @@ from pithlog.cli.edge import (
     show_progress,
 )
 from pithlog.cli.streams import Out, read_keyring
-from pithlog.errors import EXIT_OK, MirrorError, UsageError
+from pithlog.errors import EXIT_OK, MirrorError, UsageError, shown
 from pithlog.protocol.keys import KeyEntry
 from pithlog.protocol.text_forms import encode_b64
 from pithlog.transparency.witness import may_witness
@@ -81,7 +81,7 @@ def _report(report: Any, out: Out) -> None:
         "accepted": report.accepted, "fetched_bytes": report.fetched_bytes,
         "statuses": dict(sorted(report.statuses.items())),
     }))  # fmt: skip
-    out.say(f"mirror: {report.origin} at size {report.size}: {report.appended} leaves "
+    out.say(f"mirror: {shown(report.origin)} at size {report.size}: {report.appended} leaves "
             f"appended ({report.held_before} held before), root verified")  # fmt: skip
 
 

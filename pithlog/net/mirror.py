@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
 
-from pithlog.errors import DoorError, MirrorError
+from pithlog.errors import DoorError, MirrorError, shown
 from pithlog.net.mirror_consistency import _consistent, _prefix
 from pithlog.net.origin import LEAF_DATA, WIDTH, Origin
 from pithlog.protocol.events import Envelope
@@ -120,7 +120,7 @@ def mirror_once(
         _consistent(store, origin, old, previous, cp, note, evidence_dir)
         if held > old.size:
             raise MirrorError("diverged", f"the store holds {held} leaves, more than the "
-                              f"{old.size} of the checkpoint it accepted from {cp.origin}: "
+                              f"{old.size} of the checkpoint it accepted from {shown(cp.origin)}: "
                               "it is not a mirror of that log alone (leaves were added "
                               "by append, import or sync): mirror into a fresh "
                               "store")  # fmt: skip
@@ -128,7 +128,7 @@ def mirror_once(
         _prefix(store, origin, held, cp)
     newer = old is None or cp.size > old.size
     if newer and not store.accept_checkpoint(cp.origin, note, previous):
-        raise MirrorError("concurrent", f"the accepted checkpoint of {cp.origin} changed "
+        raise MirrorError("concurrent", f"the accepted checkpoint of {shown(cp.origin)} changed "
                           "during this run")  # fmt: skip
     report = MirrorReport(cp.origin, cp.size, cp.root, held, newer)
     if held < cp.size:

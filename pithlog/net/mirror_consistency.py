@@ -20,7 +20,7 @@ import re
 import time
 from pathlib import Path
 
-from pithlog.errors import MirrorError, PithlogError
+from pithlog.errors import MirrorError, PithlogError, shown
 from pithlog.net.evidence_files import write_evidence
 from pithlog.net.origin import Origin
 from pithlog.store import Store
@@ -152,7 +152,7 @@ def _split_view(old_note: bytes, new_note: bytes, proof: bytes | None, evidence_
                                    split_view_proof(old_note, new_note, proof))  # fmt: skip
     written = "evidence written to" if path is not None else "evidence not written"
     aside = f" ({problem})" if problem else ""
-    refused = MirrorError("split_view", f"{cp.origin}: {why} (accepted size {old.size}, "
+    refused = MirrorError("split_view", f"{shown(cp.origin)}: {why} (accepted size {old.size}, "
                           f"served size {cp.size}); {written} {path or ''}{aside}")  # fmt: skip
     refused.evidence = path  # for audit's finding (pithlog.net.audit.split_view)
     raise refused
@@ -186,4 +186,4 @@ def _prefix(store: Store, origin: Origin, held: int, cp: Checkpoint) -> None:
             ok = from_tiles[0] == root
     if not ok:
         raise MirrorError("diverged", f"the store's {held} leaves are not the first {held} "
-                          f"of {cp.origin}'s log: mirror into a fresh store")  # fmt: skip
+                          f"of {shown(cp.origin)}'s log: mirror into a fresh store")  # fmt: skip

@@ -34,7 +34,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from pithlog.errors import DoorError, EvidenceError, PithlogError, register
+from pithlog.errors import DoorError, EvidenceError, PithlogError, register, shown
 from pithlog.protocol.canonical import MAX_DEPTH, jcs, parse
 from pithlog.protocol.checks import check_alone
 from pithlog.protocol.events import Envelope, admit
@@ -142,11 +142,12 @@ class ProvenEquivocation:
         slot = self.slot
         what = (f"{len(self.event_ids)} valid record_created events for pith "
                 f"{self.pith_number}" if slot["event_type"] == "record_created" else
-                f"key {slot['key_id']} signed {len(self.event_ids)} different "
-                f"{slot['event_type']} events for target {slot['target']} at "
+                f"key {shown(slot['key_id'])} signed {len(self.event_ids)} different "
+                f"{slot['event_type']} events for target {shown(slot['target'])} at "
                 f"{slot['created_at']} (pith {self.pith_number})")  # fmt: skip
         cp = self.checkpoint.checkpoint
-        return f"equivocation proven: {what}; all logged by {cp.origin} at tree size {cp.size}"
+        return (f"equivocation proven: {what}; all logged by {shown(cp.origin)} at tree size "
+                f"{cp.size}")  # fmt: skip
 
 
 def evidence_type(data: bytes) -> str | None:
@@ -224,7 +225,7 @@ def verify_equivocation_proof(
                          f"keyring: {reason}")  # fmt: skip
         if envelope.pith_number != doc["pith_number"]:
             raise _fails(f"event {number} is filed under pith {envelope.pith_number}, not "
-                         f"{doc['pith_number']}")  # fmt: skip
+                         f"{doc['pith_number']!r}")  # fmt: skip
         if slot_document(envelope) != doc["slot"]:
             raise _fails(f"event {number} ({envelope.event_id}) does not fill the slot named")
         envelopes.append(envelope)
@@ -243,7 +244,7 @@ def verify_equivocation_proof(
         leaf = merkle.leaf_hash(leaf_data(envelope))
         if not merkle.verify_inclusion(leaf, place.index, cp.size, place.path, cp.root):
             raise _fails(f"event {number} ({envelope.event_id}) is not proven to be leaf "
-                         f"{place.index} of {cp.origin} at tree size {cp.size}")  # fmt: skip
+                         f"{place.index} of {shown(cp.origin)} at tree size {cp.size}")  # fmt: skip
     return ProvenEquivocation(doc["pith_number"], doc["slot"], tuple(ids), tuple(signers),
                               verified)  # fmt: skip
 
@@ -299,7 +300,7 @@ class ProvenSplitView:
     how: str
 
     def describe(self) -> str:
-        return (f"split view proven: {self.origin} signed two histories (tree sizes "
+        return (f"split view proven: {shown(self.origin)} signed two histories (tree sizes "
                 f"{self.sizes[0]} and {self.sizes[1]}): {self.how}")  # fmt: skip
 
 

@@ -32,7 +32,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from pithlog.errors import ProofError, register
+from pithlog.errors import ProofError, register, shown
 from pithlog.protocol.events import is_event_id
 from pithlog.protocol.keys import Keyring
 from pithlog.protocol.text_forms import decode_b64, encode_b64
@@ -173,8 +173,8 @@ def verify_inclusion_proof(
     if not merkle.verify_inclusion(merkle.leaf_hash(leaf), proof.index, cp.size,
                                    proof.path, cp.root):  # fmt: skip
         raise ProofError("inclusion", f"sha256:{leaf[:32].hex()} (copy {leaf[32:].hex()[:16]}) "
-                         f"at index {proof.index} does not lead to the root of {cp.origin} at "
-                         f"size {cp.size}")  # fmt: skip
+                         f"at index {proof.index} does not lead to the root of "
+                         f"{shown(cp.origin)} at size {cp.size}")  # fmt: skip
     return ProvenInclusion("sha256:" + leaf[:32].hex(), leaf[32:].hex(), proof.index, verified)
 
 
@@ -243,6 +243,6 @@ def verify_consistency_proof(
         raise ProofError("mismatch", f"the proof is from size {proof.old} to {proof.new}; the "
                          f"checkpoints are of sizes {a.size} and {b.size}")  # fmt: skip
     if not merkle.verify_consistency(a.size, b.size, a.root, b.root, proof.path):
-        raise ProofError("consistency", f"{a.origin} at size {b.size} is not proven to extend "
-                         f"itself at size {a.size}")  # fmt: skip
+        raise ProofError("consistency", f"{shown(a.origin)} at size {b.size} is not proven to "
+                         f"extend itself at size {a.size}")  # fmt: skip
     return old, new

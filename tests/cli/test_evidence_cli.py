@@ -252,3 +252,14 @@ def test_a_split_view_file_holds_no_text_that_is_not_checked(case: dict[str, Any
         assert status == 2 and "[evidence.malformed]" in err, err
     status, _, err = verify(case, _split_view_file(5, 9, False, {"old": 5}))
     assert status == 2 and "[evidence.malformed] consistency_proof" in err, err
+
+
+def test_a_pith_number_of_the_file_is_shown_escaped(case: dict[str, Any]) -> None:
+    """The evidence file's pith_number, which no event has, was quoted as it was in the
+    one-line error: a line break and a terminal escape reached the terminal."""
+    _, _, proof = every_proof(case)[0]
+    doc = json.loads(proof)
+    doc["pith_number"] = "pith:x\n[evidence.ok] fine\x1b[2J"
+    status, _, err = verify(case, rfc8785.dumps(doc) + b"\n")
+    assert status == 1 and "[evidence.does_not_hold]" in err
+    assert err.count("\n") == 1 and "\x1b" not in err, err

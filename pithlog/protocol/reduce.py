@@ -103,13 +103,16 @@ def collapse(
     input is still read and parsed. :func:`prefer` is a total order: the verdicts' order
     does not matter.
     """
-    copies: dict[str, list[Envelope]] = {}
+    # The JCS bytes of each distinct copy, in a set: they name their event_id, so one set
+    # serves them all, and a new copy is told from the seen ones by hashing it once, not by
+    # comparing it with every other copy of its event_id (anyone may attach a new signature
+    # to a published body, as many times as they like).
+    seen: set[bytes] = set()
     distinct: list[Envelope] = []
     batches: list[CheckBatch] = []
     for envelope in envelopes:
-        held = copies.setdefault(envelope.event_id, [])
-        if all(envelope.encoded != other.encoded for other in held):
-            held.append(envelope)  # the same envelope again has nothing to choose
+        if envelope.encoded not in seen:  # the same envelope again has nothing to choose
+            seen.add(envelope.encoded)
             distinct.append(envelope)
             if len(distinct) % STREAM_BATCH == 0:
                 batches.append(start_checks(distinct[-STREAM_BATCH:], keyring, verifier))
@@ -314,7 +317,7 @@ def collapse_streamed(
     kept, with its verdict (:class:`StepZero`), and the decoded envelopes are dropped.
     """
     batch = STREAM_BATCH if batch is None else batch
-    seen: dict[str, list[bytes]] = {}  # event_id -> its distinct copies so far
+    seen: set[bytes] = set()  # the JCS bytes of the distinct copies so far (see collapse)
     zero = StepZero()
     started: deque[tuple[list[Envelope], CheckBatch]] = deque()
 
@@ -330,9 +333,8 @@ def collapse_streamed(
 
     distinct: list[Envelope] = []
     for envelope in envelopes:
-        held = seen.setdefault(envelope.event_id, [])
-        if envelope.encoded not in held:  # the same copy again has nothing to choose
-            held.append(envelope.encoded)
+        if envelope.encoded not in seen:  # the same copy again has nothing to choose
+            seen.add(envelope.encoded)
             distinct.append(envelope)
             if len(distinct) == batch:
                 start(distinct)

@@ -405,6 +405,46 @@ def test_duplicates_count_once() -> None:
     assert ids(result.applied) == [R["event_id"], hint["event_id"]]
 
 
+class _CountedBytes(bytes):
+    """JCS bytes that count how often they are compared for equality."""
+
+    compared = 0
+    __hash__ = bytes.__hash__
+
+    def __eq__(self, other: object) -> bool:
+        _CountedBytes.compared += 1
+        return bytes.__eq__(self, other)
+
+    def __ne__(self, other: object) -> bool:
+        _CountedBytes.compared += 1
+        return bytes.__ne__(self, other)
+
+
+def test_many_copies_of_one_event_id_cost_linear_comparisons() -> None:
+    # Anyone can attach another signature to a published body: n distinct copies of one
+    # event_id. Telling a new copy from the ones seen must not compare it with each of
+    # them (n^2 / 2 comparisons of ~1 KiB: 20,000 copies took half a minute).
+    good = event("mirror_hint", R)
+    copies = [admit(good)] + [
+        admit({**good, "signature_b64": encode_b64(n.to_bytes(2, "big") * 32)})
+        for n in range(300)
+    ]
+    counted = [
+        admit(c.value, _CountedBytes(c.encoded)) for c in copies for _ in range(2)
+    ]  # each copy twice: a repeat is still recognized
+    for run in (
+        lambda: collapse(counted, KEYRING)[good["event_id"]],
+        lambda: collapse_streamed(counted, KEYRING, batch=64)[PITH],
+    ):
+        _CountedBytes.compared = 0
+        kept = run()
+        assert _CountedBytes.compared <= 4 * len(counted)
+        if isinstance(kept, list):
+            assert kept == [(None, jcs(good))]
+        else:
+            assert kept.reason is None and kept.envelope.encoded == jcs(good)
+
+
 def test_reduce_events_accepts_any_iterable() -> None:
     envelopes = (admit(v) for v in [R, event("mirror_hint", R)])
     result = reduce_events(envelopes, KEYRING)[PITH]

@@ -206,6 +206,23 @@ def test_event_targeted_anchor_with_a_differing_hash_is_bad_payload() -> None:
     assert about_r(event("timestamp_anchor", R, target=target, payload=payload)) == "bad_payload"
 
 
+def test_event_targeted_anchor_does_not_look_up_the_named_event() -> None:
+    # docs/protocol.md, choice 19: the named event's presence, validity or pith does not
+    # change the anchor's verdict (no check looks at another event of the set).
+    named = event("mirror_hint", R)
+    invalid = {**named, "signature_b64": encode_b64(bytes(64))}  # bad_signature
+    other_pith = event("mirror_hint", record_event(canonical_record(source_id="2301.00001")))
+    for shown in (named, other_pith):
+        h = shown["event_id"][len("sha256:"):]
+        payload = {"anchor_kind": "rfc3161", "anchored_sha256": h, "proof_b64": "cA=="}
+        anchor = event("timestamp_anchor", R, target="event:sha256:" + h, payload=payload)
+        assert verdict(anchor, R) == "applied"
+        assert verdict(anchor, R, shown) == "applied"
+        if shown is named:
+            assert verdict(anchor, R, invalid) == "applied"
+            assert verdict(invalid, R, anchor) == "bad_signature"
+
+
 def test_citation_of_another_paper_is_record_mismatch() -> None:
     obs = observation("2304.11277")
     payload = {"observation": obs}

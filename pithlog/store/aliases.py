@@ -35,6 +35,7 @@ from pithlog.protocol.state import source_aliases
 from pithlog.protocol.text_forms import lower_ascii
 from pithlog.store.layout import Txn, eid_bytes, event_copy
 from pithlog.store.replay_report import Discrepancy
+from pithlog.store.stateindex import stored_summary
 
 register({
     "store.alias": "an alias is arxiv:<id>, arxiv:<id>v<N>, doi:<doi> or pith:<the first 8, "
@@ -94,13 +95,7 @@ def chosen(txn: Txn, dbs: dict[str, Any], pith: str) -> str | None:
     raw = txn.get(pith.encode("ascii"), db=dbs["piths"])
     if raw is None:
         return None
-    try:
-        record = msgspec.json.decode(raw).get("record")
-    except (msgspec.MsgspecError, AttributeError):
-        record = False  # not a JSON object: damaged, said below
-    if record is not None and not isinstance(record, str):
-        raise StoreError("corrupted", f"the cached summary of {pith} is damaged; run "
-                         "`pithlog replay --verify`")  # fmt: skip
+    record: str | None = stored_summary(raw, pith).get("record")
     return record
 
 

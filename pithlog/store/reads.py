@@ -10,8 +10,6 @@ from hashlib import sha256
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-import msgspec
-
 from pithlog.errors import StoreError, shown
 from pithlog.protocol.reduce import MERGE_VERSION
 from pithlog.store.layout import (
@@ -25,7 +23,7 @@ from pithlog.store.layout import (
     eid_str,
     stored_copy,
 )
-from pithlog.store.stateindex import INDEX_DAMAGE, assemble_state, damage_said, summary_of
+from pithlog.store.stateindex import INDEX_DAMAGE, assemble_state, damage_said, stored_summary
 
 if TYPE_CHECKING:
     from pithlog.store.environment import SharedEnvironment
@@ -47,12 +45,12 @@ def _summary(key: bytes, raw: bytes) -> dict[str, Any]:
     """A ``piths`` entry as the reads give it, its pith_number first, or ``store.corrupted``
     naming what is damaged: read as it was, a damaged entry was a traceback (a TypeError
     or a KeyError) of ``stats``, ``piths`` and ``pending``."""
-    try:
-        return {"pith_number": key.decode("ascii"), **summary_of(raw)}
-    except (UnicodeDecodeError, ValueError, msgspec.MsgspecError) as exc:
-        named = shown(key.decode("ascii", "replace"))
-        raise StoreError("corrupted", f"the index of {named} is damaged ({damage_said(exc)}); "
-                         "run `pithlog replay --verify`") from exc  # fmt: skip
+    pith = key.decode("ascii", "replace")  # a key not ASCII is itself damage, said here
+    summary = stored_summary(raw, pith)
+    if not pith.isascii():
+        raise StoreError("corrupted", f"the index of {shown(pith)} is damaged (a piths key "
+                         "is not ASCII); run `pithlog replay --verify`")  # fmt: skip
+    return {"pith_number": pith, **summary}
 
 
 def status(txn: Txn, dbs: dict[str, Any], pith_number: str) -> dict[str, Any] | None:

@@ -14,7 +14,7 @@ from typing import Any
 
 import msgspec
 
-from pithlog.errors import StoreError
+from pithlog.errors import StoreError, shown
 from pithlog.protocol.canonical import jcs
 from pithlog.protocol.checks import check_against_record, check_alone
 from pithlog.protocol.event_types import EVENT_TYPES, STATE_LISTS
@@ -212,7 +212,7 @@ def index_add(
             return False
         index_write(txn, dbs, pith, reduce_judged(pith, new))
         return True
-    summary: dict[str, Any] = msgspec.json.decode(raw)
+    summary = stored_summary(raw, pith)
     records = [
         j.envelope
         for j in new
@@ -412,6 +412,17 @@ def summary_of(raw: bytes) -> dict[str, Any]:
     if status == "state" and not is_event_id(summary["record"]):
         raise ValueError("the piths entry's record is not an event_id")
     return summary
+
+
+def stored_summary(raw: bytes, pith: str) -> dict[str, Any]:
+    """:func:`summary_of` the ``piths`` entry of ``pith``, a damaged one ``store.corrupted``
+    naming the pith and what the entry lacks, for the reads and the appends alike."""
+    try:
+        return summary_of(raw)
+    except (ValueError, msgspec.MsgspecError) as exc:
+        said = damage_said(exc)
+        raise StoreError("corrupted", f"the index of {shown(pith)} is damaged ({said}); "
+                         "run `pithlog replay --verify`") from exc  # fmt: skip
 
 
 def damage_said(exc: Exception) -> str:

@@ -412,3 +412,22 @@ def test_a_store_whose_files_went_away_while_open_takes_no_more_writes(
         with Store.open(path, create=False) as restored:  # the new one, unwritten by the old
             assert restored.stats()["counts"]["seq"] == restored_held
             restored.append(events[4:], g.KEYRING)
+
+
+@pytest.mark.parametrize("damage", [[1], {}, {"status": "state"}, {"status": "pending"}])
+def test_an_append_to_a_pith_of_a_damaged_summary_is_store_corrupted(
+    damaged: tuple[Store, list[Any]], damage: Any
+) -> None:
+    """An append to a pith whose piths entry is damaged indexed the entry as it was: a
+    KeyError ('record') or a TypeError, a traceback of the CLI. It is store.corrupted, as
+    the reads of that entry are, and writes nothing."""
+    store, events = damaged
+    pith = attestation(events)["pith_number"]
+    rewrite_summary(store, pith, damage)
+    size = store.tree_size()
+    late = g.mirror_hint(pith, 10_000, "https://mirror.example/late")
+    with pytest.raises(StoreError) as refused:
+        store.append([g.encoded(late)], g.KEYRING)
+    assert refused.value.code == "store.corrupted"
+    assert f"the index of {pith} is damaged (the piths entry " in refused.value.message
+    assert store.tree_size() == size

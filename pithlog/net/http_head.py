@@ -7,8 +7,12 @@ bound on a request's head (``h11_max_incomplete_event_size``) is h11's alone: un
 httptools, which holds an unfinished head in memory until it ends, a client may send a
 head of any size (measured: 200 MB of header lines accepted into a server that grew to
 258 MB). httptools is the faster of the two (one pair of runs of 32 submitters: 1,451
-against 1,203 events/s), so :func:`protocol` chooses it when it can be imported, bounded
-here, and h11 with uvicorn's own bound when it cannot.
+against 1,203 events/s), and :func:`protocol` runs it, bounded here. Without it there is
+no ``serve``: importing this module fails, and the command says which package is missing
+(``usage.net_extra``; httptools comes with ``pithlog[net]``). Under h11 uvicorn would
+time out neither a head nor an unread answer, so a connection that sent nothing, or half
+a head, stayed open for ever (measured: still open 13 s after its head's 10 s), and its
+errors would not be JSON: none of the bounds below would hold.
 
 A head is refused when, complete, it is over :data:`MAX_HEAD_BYTES` (its request line and
 fields, as parsed), and before it is complete when the reads that left it unfinished are
@@ -39,7 +43,9 @@ import re
 import sys
 from typing import Any, cast
 
+import httptools
 import msgspec
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from pithlog.errors import register
 from pithlog.net.answers import not_implemented_message, send_error
@@ -104,170 +110,158 @@ async def _busy(scope: Any, receive: Any, send: Any) -> None:
                      "and requests as it takes at once: retry later", close=True)  # fmt: skip
 
 
-try:
-    import httptools
-    from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
-
-    HAVE_HTTPTOOLS = True
-except ImportError:  # httptools is not installed: h11, bounded by uvicorn
-    HAVE_HTTPTOOLS = False
+def protocol() -> type[asyncio.Protocol]:
+    """uvicorn's ``http`` setting: :class:`BoundedHttpToolsProtocol`."""
+    return BoundedHttpToolsProtocol
 
 
-def protocol() -> type[asyncio.Protocol] | str:
-    """uvicorn's ``http`` setting: :class:`BoundedHttpToolsProtocol`, or ``"h11"`` (whose
-    bound is uvicorn's ``h11_max_incomplete_event_size``) without httptools."""
-    return BoundedHttpToolsProtocol if HAVE_HTTPTOOLS else "h11"
+class BoundedHttpToolsProtocol(HttpToolsProtocol):
+    """uvicorn's httptools protocol, whose request heads may be at most
+    :data:`MAX_HEAD_BYTES` (the module's docstring says how they are counted) and take
+    at most :data:`HEAD_SECONDS`, whose answers are cut off when their client reads
+    none of them for :data:`SEND_STALL_SECONDS`, and whose answers go out in one write
+    each (:mod:`pithlog.net.joined_writes`), and whose answer past the concurrency
+    limit is the JSON ``503 serve.busy`` (uvicorn's is plain text). At the
+    module's top level, so that ``serve --workers N`` can send it to its workers."""
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._in_head = True  # a connection begins with a head
+        self._began = False
+        self._head_bytes = 0
+        self._too_large = False
+        self._head_started = False  # a byte of the head has come
+        self._head_timer: asyncio.TimerHandle | None = None
+        self._stall_timer: asyncio.TimerHandle | None = None
+        self._stall_buffered = 0
+        self._received = b""
+        # uvicorn answers past its concurrency limit in plain text: the limit is counted
+        # here instead, as uvicorn counts it, and answered by _busy
+        self._limit, self.limit_concurrency = self.limit_concurrency, None
 
-if HAVE_HTTPTOOLS:
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        self._head_timer = self.loop.call_later(HEAD_SECONDS, self._head_late)
 
-    class BoundedHttpToolsProtocol(HttpToolsProtocol):
-        """uvicorn's httptools protocol, whose request heads may be at most
-        :data:`MAX_HEAD_BYTES` (the module's docstring says how they are counted) and take
-        at most :data:`HEAD_SECONDS`, whose answers are cut off when their client reads
-        none of them for :data:`SEND_STALL_SECONDS`, and whose answers go out in one write
-        each (:mod:`pithlog.net.joined_writes`), and whose answer past the concurrency
-        limit is the JSON ``503 serve.busy`` (uvicorn's is plain text). At the
-        module's top level, so that ``serve --workers N`` can send it to its workers."""
+    def connection_lost(self, exc: Exception | None) -> None:
+        for timer in (self._head_timer, self._stall_timer):
+            if timer is not None:
+                timer.cancel()
+        self._head_timer = self._stall_timer = None
+        super().connection_lost(exc)
 
-        def __init__(self, *args: Any, **kwargs: Any) -> None:
-            super().__init__(*args, **kwargs)
-            self._in_head = True  # a connection begins with a head
-            self._began = False
-            self._head_bytes = 0
-            self._too_large = False
-            self._head_started = False  # a byte of the head has come
-            self._head_timer: asyncio.TimerHandle | None = None
-            self._stall_timer: asyncio.TimerHandle | None = None
-            self._stall_buffered = 0
-            self._received = b""
-            # uvicorn answers past its concurrency limit in plain text: the limit is counted
-            # here instead, as uvicorn counts it, and answered by _busy
-            self._limit, self.limit_concurrency = self.limit_concurrency, None
+    def _head_late(self) -> None:
+        """:data:`HEAD_SECONDS` passed and the head is not whole: ``408`` when some of
+        it came, else the connection closed. While an answer of the connection is under
+        way (pipelined requests), reading waits for it: the head's time starts again."""
+        self._head_timer = None
+        if self.transport.is_closing():
+            return
+        if self.pipeline or (self.cycle is not None and not self.cycle.response_complete):
+            self._head_timer = self.loop.call_later(HEAD_SECONDS, self._head_late)
+            return
+        if self._head_started:
+            self.transport.write(_refusal(late=True))
+        self.transport.close()
 
-        def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-            super().connection_made(transport)
+    def pause_writing(self) -> None:
+        super().pause_writing()
+        if self._stall_timer is None:
+            self._stall_buffered = self.transport.get_write_buffer_size()
+            self._stall_timer = self.loop.call_later(SEND_STALL_SECONDS, self._stalled)
+
+    def resume_writing(self) -> None:
+        super().resume_writing()
+        if self._stall_timer is not None:
+            self._stall_timer.cancel()
+            self._stall_timer = None
+
+    def _stalled(self) -> None:
+        """The connection's buffer has been full for :data:`SEND_STALL_SECONDS`: cut
+        the answer off if the client took none of it meanwhile."""
+        self._stall_timer = None
+        if self.transport.is_closing():
+            return
+        buffered = self.transport.get_write_buffer_size()
+        if buffered < self._stall_buffered:  # read, slowly: it has as long again
+            self._stall_buffered = buffered
+            self._stall_timer = self.loop.call_later(SEND_STALL_SECONDS, self._stalled)
+            return
+        # close() would wait for the buffer to drain, which is what does not happen
+        self.transport.abort()
+
+    def on_response_complete(self) -> None:
+        super().on_response_complete()
+        if (self.cycle is not None and self.cycle.more_body and self._head_timer is None
+                and not self.transport.is_closing()):  # fmt: skip
+            # answered before its body came whole (a 408, a 413): each byte of the rest
+            # put off uvicorn's keep-alive time-out, and nothing else ran, so the rest
+            # has as long as a head would
             self._head_timer = self.loop.call_later(HEAD_SECONDS, self._head_late)
 
-        def connection_lost(self, exc: Exception | None) -> None:
-            for timer in (self._head_timer, self._stall_timer):
-                if timer is not None:
-                    timer.cancel()
-            self._head_timer = self._stall_timer = None
-            super().connection_lost(exc)
-
-        def _head_late(self) -> None:
-            """:data:`HEAD_SECONDS` passed and the head is not whole: ``408`` when some of
-            it came, else the connection closed. While an answer of the connection is under
-            way (pipelined requests), reading waits for it: the head's time starts again."""
+    def on_message_complete(self) -> None:
+        super().on_message_complete()
+        if self.cycle is not None and self.cycle.response_complete and \
+                self._head_timer is not None:  # fmt: skip
+            # the rest of an answered request's body came: the next head's time starts
+            # with its first byte
+            self._head_timer.cancel()
             self._head_timer = None
-            if self.transport.is_closing():
-                return
-            if self.pipeline or (self.cycle is not None and not self.cycle.response_complete):
-                self._head_timer = self.loop.call_later(HEAD_SECONDS, self._head_late)
-                return
-            if self._head_started:
-                self.transport.write(_refusal(late=True))
-            self.transport.close()
 
-        def pause_writing(self) -> None:
-            super().pause_writing()
-            if self._stall_timer is None:
-                self._stall_buffered = self.transport.get_write_buffer_size()
-                self._stall_timer = self.loop.call_later(SEND_STALL_SECONDS, self._stalled)
+    def on_message_begin(self) -> None:
+        super().on_message_begin()
+        self._in_head, self._began, self._head_bytes = True, True, 0
+        self._head_started = True
+        if self._head_timer is None:
+            self._head_timer = self.loop.call_later(HEAD_SECONDS, self._head_late)
 
-        def resume_writing(self) -> None:
-            super().resume_writing()
-            if self._stall_timer is not None:
-                self._stall_timer.cancel()
-                self._stall_timer = None
+    def on_headers_complete(self) -> None:
+        self._in_head = False
+        self._head_started = False
+        if self._head_timer is not None:
+            self._head_timer.cancel()
+            self._head_timer = None
+        # the head as sent, give or take its spaces: method, target, version, fields
+        size = len(self.url) + 16 + sum(len(n) + len(v) + 4 for n, v in self.headers)
+        if size > MAX_HEAD_BYTES:
+            self._too_large = True
+            # the parser stops and uvicorn answers the error (send_400_response)
+            raise ValueError("request head too large")
+        # RFC 9112 3.2: a server MUST answer 400 to an HTTP/1.1 request without Host,
+        # and to any request with more than one (llhttp passes both)
+        hosts = sum(1 for name, _ in self.headers if name == b"host")
+        if hosts > 1 or (hosts == 0 and self.parser.get_http_version() == "1.1"):
+            raise ValueError("no Host, or more than one")
+        before, app = self.cycle, self.app
+        if self._limit is not None and (len(self.connections) >= self._limit
+                                        or len(self.tasks) >= self._limit):  # fmt: skip
+            self.app = _busy  # the app this request's cycle runs
+            self.logger.warning("Exceeded concurrency limit.")  # as uvicorn logs it
+        try:
+            super().on_headers_complete()
+        finally:
+            self.app = app
+        if self.cycle is not before:  # a new request: one write per answer
+            self.cycle.transport = cast(asyncio.Transport,
+                                        JoinedWrites(self.transport, self.loop))  # fmt: skip
 
-        def _stalled(self) -> None:
-            """The connection's buffer has been full for :data:`SEND_STALL_SECONDS`: cut
-            the answer off if the client took none of it meanwhile."""
-            self._stall_timer = None
-            if self.transport.is_closing():
-                return
-            buffered = self.transport.get_write_buffer_size()
-            if buffered < self._stall_buffered:  # read, slowly: it has as long again
-                self._stall_buffered = buffered
-                self._stall_timer = self.loop.call_later(SEND_STALL_SECONDS, self._stalled)
-                return
-            # close() would wait for the buffer to drain, which is what does not happen
-            self.transport.abort()
+    def data_received(self, data: bytes) -> None:
+        self._began = False
+        self._received = data  # what send_400_response may look at
+        super().data_received(data)
+        self._received = b""
+        if not self._in_head or self._began or self.transport.is_closing():
+            return
+        self._head_bytes += len(data)
+        if self._head_bytes > MAX_HEAD_BYTES:
+            self._too_large = True
+            self.send_400_response("request head too large")
 
-        def on_response_complete(self) -> None:
-            super().on_response_complete()
-            if (self.cycle is not None and self.cycle.more_body and self._head_timer is None
-                    and not self.transport.is_closing()):  # fmt: skip
-                # answered before its body came whole (a 408, a 413): each byte of the rest
-                # put off uvicorn's keep-alive time-out, and nothing else ran, so the rest
-                # has as long as a head would
-                self._head_timer = self.loop.call_later(HEAD_SECONDS, self._head_late)
-
-        def on_message_complete(self) -> None:
-            super().on_message_complete()
-            if self.cycle is not None and self.cycle.response_complete and \
-                    self._head_timer is not None:  # fmt: skip
-                # the rest of an answered request's body came: the next head's time starts
-                # with its first byte
-                self._head_timer.cancel()
-                self._head_timer = None
-
-        def on_message_begin(self) -> None:
-            super().on_message_begin()
-            self._in_head, self._began, self._head_bytes = True, True, 0
-            self._head_started = True
-            if self._head_timer is None:
-                self._head_timer = self.loop.call_later(HEAD_SECONDS, self._head_late)
-
-        def on_headers_complete(self) -> None:
-            self._in_head = False
-            self._head_started = False
-            if self._head_timer is not None:
-                self._head_timer.cancel()
-                self._head_timer = None
-            # the head as sent, give or take its spaces: method, target, version, fields
-            size = len(self.url) + 16 + sum(len(n) + len(v) + 4 for n, v in self.headers)
-            if size > MAX_HEAD_BYTES:
-                self._too_large = True
-                # the parser stops and uvicorn answers the error (send_400_response)
-                raise ValueError("request head too large")
-            # RFC 9112 3.2: a server MUST answer 400 to an HTTP/1.1 request without Host,
-            # and to any request with more than one (llhttp passes both)
-            hosts = sum(1 for name, _ in self.headers if name == b"host")
-            if hosts > 1 or (hosts == 0 and self.parser.get_http_version() == "1.1"):
-                raise ValueError("no Host, or more than one")
-            before, app = self.cycle, self.app
-            if self._limit is not None and (len(self.connections) >= self._limit
-                                            or len(self.tasks) >= self._limit):  # fmt: skip
-                self.app = _busy  # the app this request's cycle runs
-                self.logger.warning("Exceeded concurrency limit.")  # as uvicorn logs it
-            try:
-                super().on_headers_complete()
-            finally:
-                self.app = app
-            if self.cycle is not before:  # a new request: one write per answer
-                self.cycle.transport = cast(asyncio.Transport,
-                                            JoinedWrites(self.transport, self.loop))  # fmt: skip
-
-        def data_received(self, data: bytes) -> None:
-            self._began = False
-            self._received = data  # what send_400_response may look at
-            super().data_received(data)
-            self._received = b""
-            if not self._in_head or self._began or self.transport.is_closing():
-                return
-            self._head_bytes += len(data)
-            if self._head_bytes > MAX_HEAD_BYTES:
-                self._too_large = True
-                self.send_400_response("request head too large")
-
-        def send_400_response(self, msg: str) -> None:
-            # uvicorn calls this as it handles the parser's error: llhttp knows a fixed
-            # list of methods, and refuses any other as it refuses bytes that are not HTTP;
-            # a request line with such a method (at the read's start) is 501, not 400
-            unknown = isinstance(sys.exc_info()[1], httptools.HttpParserInvalidMethodError)
-            method = unknown and _REQUEST_LINE.match(self._received) is not None
-            self.transport.write(_refusal(self._too_large, method=method))
-            self.transport.close()
+    def send_400_response(self, msg: str) -> None:
+        # uvicorn calls this as it handles the parser's error: llhttp knows a fixed
+        # list of methods, and refuses any other as it refuses bytes that are not HTTP;
+        # a request line with such a method (at the read's start) is 501, not 400
+        unknown = isinstance(sys.exc_info()[1], httptools.HttpParserInvalidMethodError)
+        method = unknown and _REQUEST_LINE.match(self._received) is not None
+        self.transport.write(_refusal(self._too_large, method=method))
+        self.transport.close()

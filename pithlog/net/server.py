@@ -69,7 +69,7 @@ READY_POLL_SECONDS = 0.02
 
 LIMIT_CONCURRENCY = 1000
 """Connections and tasks a worker serves at once; beyond, ``503 serve.busy``
-(:mod:`pithlog.net.http_head`; uvicorn's own plain-text ``503`` under h11)."""
+(:mod:`pithlog.net.http_head`)."""
 TIMEOUT_KEEP_ALIVE = 5
 """Seconds an idle keep-alive connection stays open."""
 REUSE_PORT = hasattr(socket, "SO_REUSEPORT")
@@ -359,8 +359,7 @@ def serve(settings: Settings, listen: str, workers: int, ready: Callable[[str], 
         limit_concurrency=LIMIT_CONCURRENCY,
         timeout_keep_alive=TIMEOUT_KEEP_ALIVE,
         timeout_graceful_shutdown=5,
-        http=http_head.protocol(),  # httptools, its heads bounded, or h11
-        h11_max_incomplete_event_size=http_head.MAX_HEAD_BYTES,
+        http=http_head.protocol(),  # httptools, its heads and answers bounded in time and size
     )
     shown = f"[{host}]" if ":" in host else host
     url = f"http://{shown}:{sock.getsockname()[1]}"

@@ -140,6 +140,7 @@ def add_commands(sub: Any, store_parser: StoreParser) -> None:
                    help="with --submit: time to receive a POST /submit body (default 30, at "
                    "most 86,400; slower: 408)")  # fmt: skip
     p.add_argument("--max-pending", type=int, metavar="N",
-                   help="with --submit: POST /submit requests held at once per worker "
-                   "(default 32; more wait, then 503)")  # fmt: skip
+                   help="with --submit: POST /submit requests checked or committed at once "
+                   "per worker, each once its body is whole (default 32; more wait, then "
+                   "503); bodies held stay under N x --max-body bytes")  # fmt: skip
     p.set_defaults(func=cmd_serve)

@@ -22,6 +22,7 @@ import msgspec
 
 from pithlog.errors import DoorError, ServeError, StoreError, register
 from pithlog.lines import iter_lines
+from pithlog.net.body_bytes import BodyBytes
 from pithlog.net.judges import LoopJudging, judged
 from pithlog.parallel import usable_cores, verifying_processes
 from pithlog.protocol.keys import Keyring
@@ -60,9 +61,15 @@ class Limits:
     batch_lines: int = 10_000
     """Lines of one group commit at most (requests are never split across two)."""
     max_pending: int = 32
-    """Submissions being received, checked or committed at once (each holds its body, up
-    to ``max_body``): more wait for a slot, and after ``body_seconds`` get ``503
-    serve.busy``. The bodies a worker holds are bounded by ``max_pending * max_body``."""
+    """Submissions checked or committed at once, each taking its place once its body is
+    whole: more wait for one, and after ``body_seconds`` get ``503 serve.busy``. The
+    bodies a worker holds, being received or not, are bounded by ``max_pending *
+    max_body`` bytes in all (:meth:`held_bytes`): a body being received holds the bytes
+    it has sent, not a place (:mod:`pithlog.net.body_bytes`)."""
+
+    def held_bytes(self) -> BodyBytes:
+        """The bytes of bodies a worker holds at once: ``max_pending * max_body``."""
+        return BodyBytes(self.max_pending * self.max_body)
 
 
 def check_declared(content_length: str | None, limits: Limits) -> None:
@@ -77,26 +84,44 @@ def check_declared(content_length: str | None, limits: Limits) -> None:
 
 
 async def read_body(chunks: AsyncIterator[bytes], content_length: str | None,
-                    limits: Limits, seconds: float | None = None) -> bytes:  # fmt: skip
+                    limits: Limits, seconds: float | None = None,
+                    held: BodyBytes | None = None) -> bytes:  # fmt: skip
     """The body, or a :class:`ServeError` before more than ``max_body`` bytes are
-    held or once ``seconds`` (by default ``body_seconds``) have passed."""
+    held or once ``seconds`` (by default ``body_seconds``) have passed. With ``held``, its
+    bytes are taken from there as they arrive (:mod:`pithlog.net.body_bytes`), for the
+    caller to give back once done with the body; an error gives them back here. A time-out
+    while waiting for room there, not for the client, is ``503 serve.busy``."""
     check_declared(content_length, limits)
     seconds = limits.body_seconds if seconds is None else seconds
     if seconds <= 0:
         raise ServeError("timeout", f"the body did not arrive within {limits.body_seconds:g} "
                          "s of the request's start")  # fmt: skip
     body = bytearray()
+    waiting = False
     try:
         # asyncio's own timeout: anyio's costs the event loop several times as much per
         # request (it asks which async library runs, each time)
         async with asyncio.timeout(seconds):
             async for chunk in chunks:
-                body += chunk
-                if len(body) > limits.max_body:
+                if len(body) + len(chunk) > limits.max_body:
                     raise ServeError("too_large", f"the body is over {limits.max_body} bytes")
+                if held is not None:
+                    waiting = True
+                    await held.take(len(chunk))
+                    waiting = False
+                body += chunk
     except TimeoutError:
+        if held is not None:
+            held.give(len(body))
+        if waiting:
+            raise ServeError("busy", "the bodies being received hold all the memory the "
+                             "server gives them; retry later") from None  # fmt: skip
         raise ServeError("timeout", f"the body took more than {limits.body_seconds:g} s "
                          f"({len(body)} bytes received)") from None  # fmt: skip
+    except BaseException:
+        if held is not None:
+            held.give(len(body))
+        raise
     return bytes(body)
 
 
@@ -264,8 +289,9 @@ class GroupCommit(Generic[S]):
                            judged, judging.until_judged)  # fmt: skip
 
     async def take_slot(self, limits: Limits) -> asyncio.Semaphore:
-        """One of :attr:`Limits.max_pending` places for a submission, or ``serve.busy``
-        once ``body_seconds`` have passed without one: the semaphore to ``release()`` when
+        """One of :attr:`Limits.max_pending` places for a submission whose body is whole,
+        or ``serve.busy`` once ``body_seconds`` have passed without one: the semaphore to
+        ``release()`` when
         the submission is answered. (Not a context manager: this runs once per request,
         and ``asynccontextmanager``'s generator cost the event loop more than the rest of
         the slot's work.)"""

@@ -13,7 +13,6 @@ through this route, 221-248 through Starlette's, and 1.01-1.20x the events/s (me
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
 from typing import Any
 
@@ -56,6 +55,7 @@ class SubmitRoute:
     def __init__(self, submissions: GroupCommit[Any] | None, limits: Limits) -> None:
         self.submissions = submissions
         self.limits = limits
+        self.bodies = limits.held_bytes()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         status, media = 200, JSON_LINES
@@ -77,20 +77,23 @@ class SubmitRoute:
         # the first Content-Length, as Starlette's headers.get read it
         length = next((value.decode("latin-1") for name, value in scope["headers"]
                        if name == b"content-length"), None)  # fmt: skip
-        check_declared(length, self.limits)  # 413 at once, not after waiting for a place
-        loop = asyncio.get_running_loop()
-        started = loop.time()
-        slots = await self.submissions.take_slot(self.limits)  # max_pending bodies held
+        check_declared(length, self.limits)  # 413 at once, before any byte is held
+        # the body holds the bytes it has sent, and a place only once it is whole: a slow
+        # sender holds no place that a whole body waits for (pithlog.net.body_bytes)
+        body = await read_body(_chunks(receive), None, self.limits,  # length: checked
+                               held=self.bodies)  # fmt: skip
         try:
-            # the body's time counts from the request's start, its wait for a place in it
-            left = self.limits.body_seconds - (loop.time() - started)
-            body = await read_body(_chunks(receive), None, self.limits, left)  # length: checked
-            # a single event split here, on the loop; a large body in a worker thread
-            lines = (split_lines(body, self.limits) if len(body) < SPLIT_APART_BYTES
-                     else await lines_of(body, self.limits))  # fmt: skip
-            results = await self.submissions.submit([raw for _, raw in lines if raw is not None])
+            slots = await self.submissions.take_slot(self.limits)  # max_pending at work
+            try:
+                # a single event split here, on the loop; a large body in a worker thread
+                lines = (split_lines(body, self.limits) if len(body) < SPLIT_APART_BYTES
+                         else await lines_of(body, self.limits))  # fmt: skip
+                results = await self.submissions.submit(
+                    [raw for _, raw in lines if raw is not None])  # fmt: skip
+            finally:
+                slots.release()
         finally:
-            slots.release()
+            self.bodies.give(len(body))
         return answer(lines, results)
 
 

@@ -206,11 +206,14 @@ def test_concurrent_submitters_and_readers_lose_nothing(server: Server, files: F
 
 
 def test_submissions_held_at_once_are_bounded(files: Files) -> None:
-    """--max-pending 1: one place for a body. A request over --max-body is refused at once,
-    not after waiting for the place; one that waits for it has --body-timeout from its
-    start, its wait included (its body, whole 2.8 s after its start, is too late); and one
-    that finds no place within it (the place held by a submission waiting for its commit)
-    is 503 serve.busy, its body never read."""
+    """--max-pending 1: one place for a whole body, and 1 x --max-body bytes of bodies.
+    A slow sender holds the bytes it sent and no place: a request over --max-body is
+    refused at once, and a whole one of one event is answered (it waited 2 s, the slow
+    sender's time-out, when the slow sender held the place from its head on). A body has
+    --body-timeout from its request's start (whole 2.8 s after it, it is too late); one
+    that finds no room for its bytes within it (the slow senders hold them all) is 503
+    serve.busy, as is one whose body is whole but finds no place within it (the place held
+    by a submission waiting for its commit)."""
     import threading
 
     import lmdb
@@ -226,8 +229,11 @@ def test_submissions_held_at_once_are_bounded(files: Files) -> None:
             time.sleep(0.3)
             too_large = httpx.post(url, content=b"x" * 100_001, timeout=TIMEOUT)
             assert too_large.status_code == 413 and too_large.json()["error"] == "serve.too_large"
+            whole = httpx.post(url, content=lines([g.record("2599.00903")]), timeout=TIMEOUT)
+            assert whole.status_code == 200
+            assert json.loads(whole.content)["status"] == "stored"
             held.setblocking(False)
-            with pytest.raises(BlockingIOError):  # answered while A still held the place
+            with pytest.raises(BlockingIOError):  # both answered while A was still sending
                 held.recv(1)
             held.setblocking(True)
             body = lines([g.record("2599.00900")])
@@ -247,6 +253,27 @@ def test_submissions_held_at_once_are_bounded(files: Files) -> None:
         finally:
             held.close()
             waiting.close()
+        # a slow sender that sent all but 10 of the 100,000 bytes of bodies held, after
+        # the head of a request whose body then comes whole: it finds no room for its
+        # bytes, and its 2 s pass before the slow sender's
+        body = lines([g.record("2599.00904")])
+        with socket.create_connection(server.address, timeout=20) as no_room, \
+                socket.create_connection(server.address, timeout=20) as full:  # fmt: skip
+            no_room.sendall(b"POST /submit HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
+                            b"Content-Length: %d\r\n\r\n" % len(body))  # fmt: skip
+            time.sleep(0.2)
+            full.sendall(b"POST /submit HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
+                         b"Content-Length: 100000\r\n\r\n" + b" " * 99_990)  # fmt: skip
+            time.sleep(0.3)
+            no_room.sendall(body)
+            codes = []
+            for sock in (no_room, full):
+                answer = b""
+                while chunk := sock.recv(65536):
+                    answer += chunk
+                status, doc = _status(answer)
+                codes.append((status, doc["error"]))
+            assert codes == [(503, "serve.busy"), (408, "serve.timeout")]
         # a place held by a submission whose commit waits (the store's writer lock, taken
         # here): the next one finds no place within its 2 s
         env = lmdb.open(str(files.store), max_dbs=64, subdir=True)

@@ -12,7 +12,9 @@ runs unchanged with ``--from http://...``.
 Both sides hold the other to the limits of sync: a request body over
 :data:`pithlog.net.sync.MAX_MESSAGE` is ``413`` before it is read whole, and so is an
 answer over it on the client; a body that takes more than :data:`BODY_SECONDS` is ``408``;
-at most :data:`MAX_SYNCS` requests are held at once per worker (``503`` after waiting).
+at most :data:`MAX_SYNCS` requests are answered at once per worker, each once its body is
+whole (``503`` after waiting), and the bodies held stay under :data:`MAX_SYNCS` messages
+(:mod:`pithlog.net.body_bytes`).
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from starlette.routing import BaseRoute, Route
 from pithlog.errors import DoorError, ServeError, SyncError, register, shown
 from pithlog.net.answers import NO_STORE, answer_headers, status_of
 from pithlog.net.app import error_response
+from pithlog.net.body_bytes import BodyBytes
 from pithlog.net.deadline import AnswerDeadline, deadline_client
 from pithlog.net.encoding import ACCEPT_ENCODING, read_answer
 from pithlog.net.sources import store_responder
@@ -71,11 +74,13 @@ def _app_store(request: Request) -> Store:
 
 
 MAX_SYNCS = 4
-"""``POST /sync`` requests held at once per worker, each with its body of up to
-:data:`pithlog.net.sync.MAX_MESSAGE`: more wait for a place, and after
-:data:`BODY_SECONDS` without one get ``503 serve.busy``. Without it, a dozen clients each
-sending 32 MiB held 438 MB of the server's memory, and a thousand connections could hold
-32 GiB (``POST /submit`` has its own bound, ``--max-pending``)."""
+"""``POST /sync`` requests answered at once per worker, each taking its place once its body
+(up to :data:`pithlog.net.sync.MAX_MESSAGE`) is whole: more wait for a place, and after
+:data:`BODY_SECONDS` without one get ``503 serve.busy``. The bodies a worker holds, being
+received or not, are bounded by as many messages' bytes (:mod:`pithlog.net.body_bytes`):
+without a bound, a dozen clients each sending 32 MiB held 438 MB of the server's memory,
+and a thousand connections could hold 32 GiB. Places taken before the body was read let
+four slow senders, a head and a byte each, keep every other sync waiting 30 s."""
 
 
 class SyncEndpoint:
@@ -93,6 +98,7 @@ class SyncEndpoint:
         self._lock = threading.Lock()
         self._cached: tuple[Store, int, Responder] | None = None
         self._slots: tuple[asyncio.AbstractEventLoop, asyncio.Semaphore] | None = None
+        self._bodies = BodyBytes(MAX_SYNCS * self.limits.max_message)
         """The places and the event loop they belong to: an asyncio semaphore binds to the
         loop it first waits on, and an app served again on another loop needs its own."""
 
@@ -113,32 +119,34 @@ class SyncEndpoint:
         store = self._store_of(request)
         length = request.headers.get("content-length")
         try:
-            check_declared(length, self._body)  # 413 at once, not after waiting for a place
-        except ServeError as exc:
-            return error_response(status_of(exc), exc.code, exc.message)
-        loop = asyncio.get_running_loop()
-        if self._slots is None or self._slots[0] is not loop:
-            self._slots = (loop, asyncio.Semaphore(MAX_SYNCS))
-        slots = self._slots[1]
-        started = loop.time()
-        try:
-            async with asyncio.timeout(self._body.body_seconds):
-                await slots.acquire()
-        except TimeoutError:
-            return error_response(503, "serve.busy", f"{MAX_SYNCS} syncs are in progress; "
-                                  "retry later")  # fmt: skip
-        try:
+            check_declared(length, self._body)  # 413 at once, before any byte is held
+            # the body holds the bytes it has sent, and a place only once it is whole: a
+            # slow sender holds no place that a whole message waits for
             body = await read_body(request.stream(), None, self._body,  # length: checked
-                                   self._body.body_seconds - (loop.time() - started))  # fmt: skip
-            responder = await run_in_threadpool(self.responder, store)
-            reply = await run_in_threadpool(responder.handle, body)
-        except SyncError as exc:
-            status = 413 if exc.code == "sync.limit" else 400
-            return error_response(status, exc.code, exc.message)
-        except ServeError as exc:  # the body's own limits (read_body)
+                                   held=self._bodies)  # fmt: skip
+        except ServeError as exc:  # the body's own limits
             return error_response(status_of(exc), exc.code, exc.message)
+        try:
+            loop = asyncio.get_running_loop()
+            if self._slots is None or self._slots[0] is not loop:
+                self._slots = (loop, asyncio.Semaphore(MAX_SYNCS))
+            slots = self._slots[1]
+            try:
+                async with asyncio.timeout(self._body.body_seconds):
+                    await slots.acquire()
+            except TimeoutError:
+                return error_response(503, "serve.busy", f"{MAX_SYNCS} syncs are in "
+                                      "progress; retry later")  # fmt: skip
+            try:
+                responder = await run_in_threadpool(self.responder, store)
+                reply = await run_in_threadpool(responder.handle, body)
+            except SyncError as exc:
+                status = 413 if exc.code == "sync.limit" else 400
+                return error_response(status, exc.code, exc.message)
+            finally:
+                slots.release()
         finally:
-            slots.release()
+            self._bodies.give(len(body))
         return Response(reply, media_type=MEDIA,
                         headers={**answer_headers(NO_STORE),
                                  COPIES_HEADER: str(len(responder.items))})  # fmt: skip

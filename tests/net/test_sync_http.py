@@ -7,6 +7,8 @@ from __future__ import annotations
 import io
 import json
 import random
+import socket
+import time
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +18,7 @@ from serving import ORIGIN, Keys, g, make_keys, serving
 
 from pithlog.cli import main
 from pithlog.errors import SyncError
+from pithlog.net import sync_http
 from pithlog.net import syncmsg as m
 from pithlog.net.sync import Limits
 from pithlog.net.sync_http import MEDIA, HttpTransport
@@ -228,6 +231,79 @@ def test_the_server_holds_at_most_max_syncs_requests_at_once(tmp_path: Path) -> 
             assert sorted(answers) == [200] * (sync_http.MAX_SYNCS + 1)
     finally:
         release.set()
+        store.close()
+
+
+def _raw(address: tuple[str, int], head_and_body: bytes) -> socket.socket:
+    sock = socket.create_connection(address, timeout=20)
+    sock.sendall(head_and_body)
+    return sock
+
+
+def _answered(sock: socket.socket) -> tuple[int, bytes]:
+    answer = b""
+    while chunk := sock.recv(65536):
+        answer += chunk
+    head, _, body = answer.partition(b"\r\n\r\n")
+    return int(head.split(b" ")[1]), body
+
+
+def test_slow_senders_hold_no_place_of_a_whole_message(tmp_path: Path, keys: Keys) -> None:
+    """A place is taken once the body is whole: MAX_SYNCS slow senders, a head and a byte
+    each, kept every other sync waiting their 30 s before; the honest one is answered while
+    they still send."""
+    a = _store(tmp_path / "a", _events()[:10])
+    with serving(a, keys) as sa:
+        slow = [_raw(sa.address, b"POST /sync HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
+                     b"Content-Length: 1000\r\n\r\nR") for _ in range(sync_http.MAX_SYNCS)]
+        try:
+            time.sleep(0.3)
+            reply = httpx.post(sa.url + "/sync", timeout=60,
+                               content=m.encode_reconcile([m.Entry(None, m.LIST_ALL)]))
+            assert reply.status_code == 200 and reply.headers["x-pithlog-copies"] == "10"
+            for sock in slow:  # none answered: still sending
+                sock.setblocking(False)
+                with pytest.raises(BlockingIOError):
+                    sock.recv(1)
+        finally:
+            for sock in slow:
+                sock.close()
+        assert b"Traceback" not in sa.stderr
+
+
+def test_the_bodies_held_are_bounded_by_their_bytes(tmp_path: Path) -> None:
+    """MAX_SYNCS messages' bytes at most: slow senders that sent nearly that many leave no
+    room for a whole message's bytes, which gets ``503 serve.busy`` when its time passes
+    first (the slow senders ``408 serve.timeout`` at theirs)."""
+    from served import in_thread
+    from starlette.applications import Starlette
+    from starlette.routing import Route
+
+    store = Store.open(_store(tmp_path / "a", _events()), readonly=True)
+    endpoint = sync_http.SyncEndpoint(Limits(max_message=1000), lambda request: store, 1.0)
+    app = Starlette(routes=[Route("/sync", endpoint.handle, methods=["POST"])])
+    # 19 bytes, where the slow senders leave 4
+    message = m.encode_reconcile([m.Entry(None, m.FINGERPRINT_MODE, b"\0" * 16)])
+    head = b"POST /sync HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: %d\r\n\r\n"
+    try:
+        with in_thread(app) as url:
+            address = ("127.0.0.1", int(url.rsplit(":", 1)[1]))
+            honest = _raw(address, head % len(message))
+            time.sleep(0.2)
+            slow = [_raw(address, head % 1000 + b"R" * 999)
+                    for _ in range(sync_http.MAX_SYNCS)]  # fmt: skip
+            time.sleep(0.3)
+            honest.sendall(message)
+            status, body = _answered(honest)
+            assert (status, json.loads(body)["error"]) == (503, "serve.busy")
+            for sock in slow:
+                status, body = _answered(sock)
+                assert (status, json.loads(body)["error"]) == (408, "serve.timeout")
+            for sock in (honest, *slow):
+                sock.close()
+            assert endpoint._bodies.held == 0  # every byte given back
+            assert httpx.post(url + "/sync", content=message).status_code == 200
+    finally:
         store.close()
 
 

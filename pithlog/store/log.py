@@ -49,6 +49,7 @@ from pithlog.store.environment_walk import Walkers
 from pithlog.store.layout import eid_bytes
 from pithlog.store.log_network import NetworkReads
 from pithlog.store.log_reads import ContentReads
+from pithlog.store.lookup import require_keyring
 from pithlog.store.replay_processes import EarlyWorkers, replay, structure
 from pithlog.store.replay_report import Discrepancy as Discrepancy
 from pithlog.store.replay_report import Progress as Progress
@@ -173,6 +174,7 @@ class Store(ContentReads, NetworkReads):
         keyring was fixed at its start, such as a server, which must not undo a change
         made beside it (``pithlog rekey``).
         """
+        require_keyring(keyring, "append")
         if change_keyring:
             self.apply_keyring(keyring)
         return append_pipeline.append(self, batch, keyring, keep_invalid, judging)
@@ -183,6 +185,7 @@ class Store(ContentReads, NetworkReads):
         program that appends many small batches of lines over time, such as a server's
         group commits, so that its own process keeps only the write transactions. They
         start with the first append that uses them; ``close()`` ends them."""
+        require_keyring(keyring, "judging")
         # through _env: a closed store is store.closed here, as in every other method
         # (the helpers open the store by its path, and would not notice)
         return Judging(self._env.path, keyring)
@@ -202,6 +205,7 @@ class Store(ContentReads, NetworkReads):
         (a server's group commit) has them judged while the batches before them are
         written; what the store came to hold meanwhile is a duplicate, as in any append.
         ``change_keyring``: as for :meth:`append`."""
+        require_keyring(keyring, "append_judged")
         if change_keyring:
             self.apply_keyring(keyring)
         return append_pipeline.append_judged(self, sent, keyring, judging, keep_invalid)
@@ -236,6 +240,7 @@ class Store(ContentReads, NetworkReads):
 
         A keyring other than the store's is first applied as :meth:`apply_keyring` does
         (when the pipeline starts), or refused."""
+        require_keyring(keyring, "append_batches")
         self.apply_keyring(keyring)
         return append_batches(self, batches, keyring, keep_invalid, vet)
 
@@ -289,6 +294,7 @@ class Store(ContentReads, NetworkReads):
         (:func:`~pithlog.store.replay_processes.early_workers`), used when the replay runs
         in as many processes.
         """
+        require_keyring(keyring, "replay")
         return replay(self, keyring, verify, jobs, progress, early)
 
     def _structure(
@@ -304,6 +310,7 @@ class Store(ContentReads, NetworkReads):
         preferred copy of every event_id, re-reduce every pith and record the keyring: one
         write transaction, so readers see the old store or the new one, never a mixture.
         Returns counts: copies judged, preferred copies changed, piths reduced."""
+        require_keyring(keyring, "rebuild")
         return self._write(rebuild_work(keyring, progress))
 
     # --- a keyring change, by what it changes (pithlog.store.rekey) -----------------------
@@ -314,6 +321,7 @@ class Store(ContentReads, NetworkReads):
         """The size of the change to ``keyring``: copies to re-judge (counting stops past
         ``cap``), key_ids changed and, with ``count_events``, the events of the piths to
         re-reduce; ``None`` when the store is under it already."""
+        require_keyring(keyring, "rekey_plan")
         return self._read(lambda txn, dbs: rekey.plan(txn, dbs, keyring, cap, count_events))
 
     def apply_keyring(
@@ -328,6 +336,7 @@ class Store(ContentReads, NetworkReads):
         refuse with ``store.keyring_changed``, the size of the work and the command that
         does it. What :meth:`append` does first; returns the plan it applied (``None``:
         nothing to do)."""
+        require_keyring(keyring, "apply_keyring")
         return rekey.apply_keyring(self, keyring, limit, progress, event_limit)
 
     def rekey(
@@ -343,6 +352,7 @@ class Store(ContentReads, NetworkReads):
         ``piece_events`` events; a change interrupted by a crash resumes where its last
         piece committed. ``keyring_digest`` changes with the last piece. Returns counts:
         copies judged, piths re-reduced, pieces."""
+        require_keyring(keyring, "rekey")
         return rekey.rekey(self, keyring, progress, piece_copies, piece_events)
 
     # --- transparency: the Merkle tree over the append sequence ---------------------------

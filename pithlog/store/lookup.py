@@ -1,5 +1,5 @@
-"""What :meth:`pithlog.store.Store.lookup` answers beside a state document, and the check
-of the pith numbers the store's readers are given (``docs/api.md``)."""
+"""What :meth:`pithlog.store.Store.lookup` answers beside a state document, and the checks
+of the pith numbers and keyrings the store's methods are given (``docs/api.md``)."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pithlog.errors import StoreError, register
+from pithlog.protocol.keys import Keyring
 from pithlog.protocol.records import is_pith_number
 
 register({"store.pith_number": "a pith number is pith:YYYY:<26 base32 characters A-Z2-7>: "
@@ -32,3 +33,12 @@ def require_pith_number(value: str) -> None:
     if not is_pith_number(value):
         raise StoreError("pith_number", f"{value!r} is not a pith number "
                          "(pith:YYYY:<26 base32 characters>): check it")  # fmt: skip
+
+
+def require_keyring(value: object, method: str) -> None:
+    """Raise ``store.argument`` unless ``value`` is a :class:`~pithlog.protocol.keys.Keyring`:
+    a keyring's file bytes, its parsed JSON or ``None`` failed deep inside (an
+    ``AttributeError`` on ``digest``), or only once the helpers had started."""
+    if not isinstance(value, Keyring):
+        raise StoreError("argument", f"Store.{method}: the keyring is a {type(value).__name__}, "
+                         "not a pithlog.Keyring: read it with pithlog.load_keyring")  # fmt: skip

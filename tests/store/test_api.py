@@ -93,6 +93,35 @@ def test_a_batch_that_is_one_item_is_refused_saying_so(tmp_path: Path) -> None:
         assert store.event(record["event_id"]) is None
 
 
+def test_a_keyring_of_another_type_is_store_argument(tmp_path: Path) -> None:
+    """A keyring's file bytes, its parsed JSON or ``None`` given where a Keyring goes was an
+    AttributeError on ``digest`` from deep inside, or (judging) taken, to fail later; each
+    method that takes a keyring says store.argument, naming itself, and writes nothing."""
+    record = record_event()
+    keyring = test_keyring()
+    with Store.open(tmp_path / "s") as store:
+        store.append([jcs(record)], keyring)
+        size = store.tree_size()
+        calls = {
+            "append": lambda k: store.append([jcs(record)], k),
+            "append_batches": lambda k: list(store.append_batches([[jcs(record)]], k)),
+            "judging": store.judging,
+            "replay": store.replay,
+            "rebuild": store.rebuild,
+            "rekey_plan": store.rekey_plan,
+            "apply_keyring": store.apply_keyring,
+            "rekey": store.rekey,
+        }
+        for method, call in calls.items():
+            for wrong in (None, b"{}", {"keys": []}):
+                with pytest.raises(StoreError) as caught:
+                    call(wrong)
+                assert caught.value.code == "store.argument", (method, caught.value)
+                assert f"Store.{method}: the keyring is a " in caught.value.message
+        assert store.tree_size() == size
+        assert store.replay(keyring).ok
+
+
 def test_lookup_tells_not_a_pith_from_unknown_from_pending(tmp_path: Path) -> None:
     key = test_key("registry")
     record = record_event()

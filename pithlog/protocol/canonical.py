@@ -192,12 +192,16 @@ def _no_float(text: str) -> NoReturn:
 # - repeated names and -0, by counts, for the other forms (spaced, escaped): the colons of
 #   the input are its members plus the colons in its strings, those of the value's JCS the
 #   value's members plus the colons in the value's strings; a dropped member takes its
-#   colon (and any in what it held) with it, so, when no colon is written as the escape
-#   \u003a, equal counts prove no name repeats. Likewise minus signs (none written
-#   \u002d): a negative integer keeps its sign in JCS, -0 loses it.
+#   colon (and any in what it held) with it, so equal counts prove no name repeats. A
+#   colon written as the escape \u003a is a colon of the value's JCS and not of the input,
+#   so the input's count adds the escapes: every text \u003a (or \u003A) in the input,
+#   which over-counts when it follows an escaped backslash (``\\u003a``, the text
+#   u003a); an over-count only makes the counts differ, the input then goes to the exact
+#   door. Likewise minus signs (\u002d counted with them): a negative integer keeps its
+#   sign in JCS, -0 loses it.
 #
-# What is not proven so (an escaped colon or minus, a long digit run, nesting too deep,
-# anything msgspec refuses) goes through the exact, slower door, which gives the verdict.
+# What is not proven so (a long digit run, nesting too deep, anything msgspec refuses, a
+# count that differs) goes through the exact, slower door, which gives the verdict.
 _FAST = msgspec.json.Decoder(float_hook=_no_float)
 # Digits to "0", everything else to ".": then a run of 16 digits is a substring search, a
 # few times faster than the regex [0-9]{16} on hex-heavy input.
@@ -206,8 +210,9 @@ _SIXTEEN_ZEROS = b"0" * 16
 _LONG_NUMBER = re.compile(rb"[0-9]{16}(?:[,\]} \t\r\n]|\Z)")
 """The last 16 digits of an integer beyond 2^53 - 1 and what follows it: looked for only
 where the mask has found a run of 16 digits, which strings hold more often than numbers."""
-_COUNTED_ESCAPE = re.compile(rb"\\u00(?:3[aA]|2[dD])")
-"""An escape of a colon or a minus sign, which would hide it from the counts above."""
+_ESCAPED_COLONS = (b"\\u003a", b"\\u003A")
+_ESCAPED_MINUSES = (b"\\u002d", b"\\u002D")
+"""The escapes of a colon and of a minus sign, which the counts above add to the input's."""
 _JSON_SPACE = b" \t\r\n"
 
 
@@ -228,11 +233,11 @@ def _fast(raw: bytes, max_depth: int = MAX_DEPTH) -> tuple[JSON, bytes] | None:
         and len(encoded) == len(raw.strip(_JSON_SPACE))
     ):
         return value, encoded  # as short as its JCS: nothing dropped, no -0 (see above)
-    if (
-        encoded.count(b":") != colons
-        or encoded.count(b"-") != raw.count(b"-")
-        or (b"\\" in raw and _COUNTED_ESCAPE.search(raw) is not None)
-    ):
+    minuses = raw.count(b"-")
+    if b"\\u00" in raw:
+        colons += sum(map(raw.count, _ESCAPED_COLONS))
+        minuses += sum(map(raw.count, _ESCAPED_MINUSES))
+    if encoded.count(b":") != colons or encoded.count(b"-") != minuses:
         return None
     return value, encoded
 

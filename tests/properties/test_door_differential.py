@@ -248,3 +248,64 @@ def test_the_fast_door_proves_every_common_form(
     fast = decode_fast(_encode(text))
     assert fast is not None, text
     assert fast[1] == jcs_reference(value)
+
+
+# --- colons and minus signs written as escapes --------------------------------------------
+
+_escapable = st.text(st.sampled_from(':-\\u003aAdD2"') | st.characters(codec="utf-8"),
+                     max_size=10)
+"""Text with what fools a count of escaped colons and minus signs: the characters, and the
+text ``\\u003a`` itself (written ``\\\\u003a``, an escaped backslash before it)."""
+_MINUS_ZERO = object()
+_escapable_docs = st.recursive(
+    st.none() | st.booleans() | st.integers(-(2**53) + 1, 2**53 - 1) | _escapable
+    | st.just(_MINUS_ZERO),
+    lambda inner: st.lists(inner, max_size=4)
+    | st.lists(st.tuples(_escapable | st.sampled_from(["a", "a"]), inner), max_size=4).map(tuple),
+    max_leaves=20,
+)
+"""JSON documents as trees where an object is a tuple of members, so that a name may
+repeat; ``_MINUS_ZERO`` is written ``-0``."""
+
+
+def _escaping(doc: Any, rnd: random.Random, spaced: bool) -> str:
+    """``doc`` as compact or spaced JSON with each colon and minus sign in its strings
+    written as an escape, in either case."""
+    if doc is _MINUS_ZERO:
+        return "-0"
+    if isinstance(doc, str):
+        text = json.dumps(doc, ensure_ascii=rnd.random() < 0.5)
+        return "".join(rnd.choice({":": ("\\u003a", "\\u003A", ":"),
+                                   "-": ("\\u002d", "\\u002D", "-")}.get(c, (c,)))
+                       for c in text)  # fmt: skip
+    sep = ", " if spaced else ","
+    if isinstance(doc, list):
+        return "[" + sep.join(_escaping(v, rnd, spaced) for v in doc) + "]"
+    if isinstance(doc, tuple):
+        colon = ": " if spaced else ":"
+        return "{" + sep.join(_escaping(k, rnd, spaced) + colon + _escaping(v, rnd, spaced)
+                              for k, v in doc) + "}"  # fmt: skip
+    return json.dumps(doc)
+
+
+@settings(max_examples=400, deadline=None)
+@given(_escapable_docs, st.booleans(), st.randoms())
+def test_escaped_colons_and_minus_signs_are_counted_not_fooled(
+    doc: Any, spaced: bool, rnd: random.Random
+) -> None:
+    """Repeated names and -0 beside colons and minus signs written as escapes get the exact
+    door's verdict from the fast door; without them, the fast door proves the input itself
+    (unless the text ``\\u003a`` or ``\\u002d`` follows an escaped backslash, which it
+    counts as an escape and leaves to the exact door, or it holds an integer of 16
+    digits)."""
+    data = _escaping(doc, rnd, spaced).encode("utf-8")
+    verdict = _verdict(parse, data)
+    assert verdict == _verdict(parse_exact, data), data
+    fast = decode_fast(data)
+    if verdict[0] == "refused":
+        assert fast is None, data
+    elif not re.search(rb"\\\\u00(3a|2d)", data, re.IGNORECASE) and not re.search(
+        rb"[0-9]{16}", data
+    ):
+        assert fast is not None, data
+        assert fast[1] == verdict[1]

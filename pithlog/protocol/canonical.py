@@ -177,9 +177,9 @@ def _no_float(text: str) -> NoReturn:
 # -0 as 0 and knows neither the integer range nor the depth limit. Byte scans settle those
 # without a walk of the value:
 #
-# - integers: no run of 16 digits that ends where a number may end (``,``, ``]``, ``}``,
-#   whitespace, the end) bounds every integer below 2^53 - 1 (16 digits); runs that end
-#   otherwise are inside strings (identifiers, DOIs);
+# - integers: no run of over 16 digits, nor of 16 above 2^53 - 1, that ends where a
+#   number may end (``,``, ``]``, ``}``, whitespace, the end); runs that end otherwise are
+#   inside strings (identifiers, DOIs);
 # - depth: at most ``max_depth`` brackets in all (brackets in strings only add), or else
 #   the depth measured from the bytes outside strings (:func:`nesting_depth`, right for
 #   any text msgspec accepts, so for any that reaches a verdict here);
@@ -192,24 +192,29 @@ def _no_float(text: str) -> NoReturn:
 # - repeated names and -0, by counts, for the other forms (spaced, escaped): the colons of
 #   the input are its members plus the colons in its strings, those of the value's JCS the
 #   value's members plus the colons in the value's strings; a dropped member takes its
-#   colon (and any in what it held) with it, so equal counts prove no name repeats. A
-#   colon written as the escape \u003a is a colon of the value's JCS and not of the input,
-#   so the input's count adds the escapes: every text \u003a (or \u003A) in the input,
-#   which over-counts when it follows an escaped backslash (``\\u003a``, the text
-#   u003a); an over-count only makes the counts differ, the input then goes to the exact
-#   door. Likewise minus signs (\u002d counted with them): a negative integer keeps its
-#   sign in JCS, -0 loses it.
+#   colon (and any in what it held) with it, so equal counts prove no name repeats. The
+#   input's count adds each text \u003a (or \u003A), a colon in JCS; after an escaped
+#   backslash (``\\u003a``) that over-counts, which only makes the counts differ. Likewise
+#   minus signs (\u002d): a negative integer keeps its sign in JCS, -0 loses it.
 #
-# What is not proven so (a long digit run, nesting too deep, anything msgspec refuses, a
-# count that differs) goes through the exact, slower door, which gives the verdict.
+# What is not proven so (a digit run beyond 2^53 - 1, nesting too deep, anything msgspec
+# refuses, a count that differs) goes through the exact, slower door, which gives the
+# verdict.
 _FAST = msgspec.json.Decoder(float_hook=_no_float)
-# Digits to "0", everything else to ".": then a run of 16 digits is a substring search, a
-# few times faster than the regex [0-9]{16} on hex-heavy input.
-_DIGIT_MASK = bytes(0x30 if 0x30 <= i <= 0x39 else 0x2E for i in range(256))
-_SIXTEEN_ZEROS = b"0" * 16
-_LONG_NUMBER = re.compile(rb"[0-9]{16}(?:[,\]} \t\r\n]|\Z)")
-"""The last 16 digits of an integer beyond 2^53 - 1 and what follows it: looked for only
-where the mask has found a run of 16 digits, which strings hold more often than numbers."""
+# Digits to "0", the bytes that may end a number (``,]}`` and whitespace) to "t", all else
+# to ".": then a run of digits that ends where a number may end is a substring search, many
+# times faster than a regular expression, and hex in strings does not end so.
+_NUMBER_MASK = bytes(
+    0x30 if 0x30 <= i <= 0x39 else 0x74 if i in b",]} \t\r\n" else 0x2E for i in range(256)
+)
+_SIXTEEN_DIGITS_END = b"0" * 16 + b"t"
+_ABOVE_MAX_SAFE = re.compile(  # above 9007199254740991 at the first digit that differs
+    rb"(?:9[1-9]\d{14}|90[1-9]\d{13}|900[89]\d{12}|9007[2-9]\d{11}|9007199[3-9]\d{8}"
+    rb"|90071992[6-9]\d{7}|900719925[5-9]\d{6}|9007199254[89]\d{5}|90071992547[5-9]\d{4}"
+    rb"|900719925474[1-9]\d{3}|900719925474099[2-9])(?=[,\]} \t\r\n]|\Z)"
+)
+"""An integer of 16 digits beyond 2^53 - 1 and what follows it: searched for only where
+the mask has found a run of 16 digits that ends so (a timestamp in microseconds)."""
 _ESCAPED_COLONS = (b"\\u003a", b"\\u003A")
 _ESCAPED_MINUSES = (b"\\u002d", b"\\u002D")
 """The escapes of a colon and of a minus sign, which the counts above add to the input's."""
@@ -218,7 +223,7 @@ _JSON_SPACE = b" \t\r\n"
 
 def _fast(raw: bytes, max_depth: int = MAX_DEPTH) -> tuple[JSON, bytes] | None:
     """The value and its JCS when ``raw`` is provably v1 JSON; ``None`` when unsure."""
-    if _SIXTEEN_ZEROS in raw.translate(_DIGIT_MASK) and _LONG_NUMBER.search(raw) is not None:
+    if not _integers_in_range(raw):
         return None
     if raw.count(b"[") + raw.count(b"{") > max_depth and nesting_depth(raw) > max_depth:
         return None
@@ -240,6 +245,17 @@ def _fast(raw: bytes, max_depth: int = MAX_DEPTH) -> tuple[JSON, bytes] | None:
     if encoded.count(b":") != colons or encoded.count(b"-") != minuses:
         return None
     return value, encoded
+
+
+def _integers_in_range(raw: bytes) -> bool:
+    """No run of digits in ``raw`` that ends where a number may end is beyond 2^53 - 1
+    (one in a string neither: ``False`` leaves the input to the exact door)."""
+    masked = raw.translate(_NUMBER_MASK) + b"t"  # the end of the text ends a number too
+    if _SIXTEEN_DIGITS_END not in masked:
+        return True
+    if b"0" + _SIXTEEN_DIGITS_END in masked:  # 17 digits or more
+        return False
+    return _ABOVE_MAX_SAFE.search(raw) is None
 
 
 def _widest_bound(raw: bytes, colons: int) -> int:

@@ -240,10 +240,10 @@ def test_the_fast_door_proves_every_common_form(
 ) -> None:
     """Valid v1 JSON in any of the forms producers write is settled without the exact door,
     unless it holds what the fast door does not look into: text that looks like an escaped
-    colon or minus sign, an integer of 16 digits. (Generated values nest far less than 64
-    deep, however many brackets they hold.)"""
+    colon or minus sign, a string with a run of 16 digits. (Generated values nest far less
+    than 64 deep, however many brackets they hold.)"""
     text = write(value, form, rnd)
-    if re.search(r"\\u00(3a|2d)", text, re.IGNORECASE) or re.search(r"[0-9]{16}", text):
+    if re.search(r"\\u00(3a|2d)", text, re.IGNORECASE) or _digits_in_text(value):
         return
     fast = decode_fast(_encode(text))
     assert fast is not None, text
@@ -296,16 +296,60 @@ def test_escaped_colons_and_minus_signs_are_counted_not_fooled(
     """Repeated names and -0 beside colons and minus signs written as escapes get the exact
     door's verdict from the fast door; without them, the fast door proves the input itself
     (unless the text ``\\u003a`` or ``\\u002d`` follows an escaped backslash, which it
-    counts as an escape and leaves to the exact door, or it holds an integer of 16
-    digits)."""
+    counts as an escape and leaves to the exact door)."""
     data = _escaping(doc, rnd, spaced).encode("utf-8")
     verdict = _verdict(parse, data)
     assert verdict == _verdict(parse_exact, data), data
     fast = decode_fast(data)
     if verdict[0] == "refused":
         assert fast is None, data
-    elif not re.search(rb"\\\\u00(3a|2d)", data, re.IGNORECASE) and not re.search(
-        rb"[0-9]{16}", data
-    ):
+    elif not re.search(rb"\\\\u00(3a|2d)", data, re.IGNORECASE):
+        assert fast is not None, data
+        assert fast[1] == verdict[1]
+
+
+# --- integers of 16 digits and more -------------------------------------------------------
+
+_around_the_bound = (
+    st.integers(-(2**53) - 1000, -(2**53) + 1000)
+    | st.integers(2**53 - 1000, 2**53 + 1000)
+    | st.integers(10**15, 10**17).map(lambda n: n * (-1) ** n)
+    | st.sampled_from([9 * 10**15, 9007199254740991, 9007199254740992, 9999999999999999])
+)
+_digit_text = st.text(st.sampled_from('0123456789 ,]}-.:"\\x'), max_size=24)
+"""Text with runs of digits ending where a number may end, and escaped quotes beside them:
+what a scan of the bytes for long integers could take for one, or miss one beside."""
+_long_integer_values = st.recursive(
+    _around_the_bound | st.integers(-99, 99) | _digit_text,
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(_digit_text, inner, max_size=4),
+    max_leaves=12,
+)
+
+
+def _digits_in_text(value: object) -> bool:
+    """Some string of ``value`` (a member name too) holds a run of 16 digits."""
+    if isinstance(value, dict):
+        return any(map(_digits_in_text, [*value, *value.values()]))
+    if isinstance(value, list):
+        return any(map(_digits_in_text, value))
+    return isinstance(value, str) and re.search("[0-9]{16}", value) is not None
+
+
+@settings(max_examples=400, deadline=None)
+@given(_long_integer_values, st.sampled_from(FORMS), st.randoms())
+def test_integers_of_16_digits_and_more_get_the_exact_verdict(
+    value: object, form: str, rnd: random.Random
+) -> None:
+    """Integers near 2^53 - 1 and past it, beside strings of digits: both doors give the
+    same verdict, and the fast door proves valid input itself, integers of 16 digits
+    within the bound included, unless a string holds a run of 16 digits (which it may take
+    for an integer, and leave to the exact door)."""
+    data = _encode(write(value, form, rnd))
+    verdict = _verdict(parse, data)
+    assert verdict == _verdict(parse_exact, data), data
+    fast = decode_fast(data)
+    if verdict[0] == "refused":
+        assert fast is None, data
+    elif not _digits_in_text(value):
         assert fast is not None, data
         assert fast[1] == verdict[1]

@@ -56,7 +56,7 @@ HOMES = {
     "zstandard": {"pithlog.store", "pithlog.net.encoding"},  # stored values; HTTP answers
     "cryptography": {"pithlog.protocol.keys", "pithlog.protocol.checks"},
     "nacl": {"pithlog.protocol.keys"},  # libsodium's verify, asked first (verify_signature)
-    "rfc8785": {"pithlog.protocol.canonical"},
+    "rfc8785": {"pithlog.protocol.jcs"},
     "starlette": {"pithlog.net"},
     "starlette_compress": {"pithlog.net.encoding"},
     "uvicorn": {"pithlog.net", "pithlog.cli"},

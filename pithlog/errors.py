@@ -83,6 +83,8 @@ CODES: dict[str, str] = {
     "'pithlog[net]'",
     "usage.unreadable": "the file cannot be read; check its path and permissions",
     "usage.exists": "the output file exists; pass --force to replace it",
+    "usage.unwritable": "the output folder cannot be made or written (a file in its place, "
+    "no permission, a full disk): check the path, its permissions and free space",
     "usage.event_type": "use one of the nine event types of spec section 5",
     "usage.target": "pass --target for this event type",
     "usage.timestamp": "timestamps are YYYY-MM-DDTHH:MM:SSZ",

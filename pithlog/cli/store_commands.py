@@ -254,6 +254,9 @@ def _export_shards(args: argparse.Namespace, out: Out) -> int:
         raise UsageError("arguments", "--with-seq cannot be sharded: shards are what "
                          "import and reduce read")  # fmt: skip
     folder = Path(args.out)
+    if folder.exists() and not folder.is_dir():
+        raise UsageError("unwritable", f"--out {folder} is a file, not a folder: give the "
+                         "folder of the shards (made if need be)")  # fmt: skip
     count = shards = 0
     last = args.after
     shard: _Shard | None = None
@@ -276,8 +279,9 @@ def _export_shards(args: argparse.Namespace, out: Out) -> int:
             try:
                 folder.mkdir(parents=True, exist_ok=True)
             except OSError as exc:
-                raise UsageError("unreadable", f"cannot create {folder}: "
-                                 f"{exc.strerror or exc}") from exc  # fmt: skip
+                raise UsageError("unwritable", f"cannot make the folder {folder}: "
+                                 f"{exc.strerror or exc}; check the path and its "
+                                 "permissions") from exc  # fmt: skip
             for seq, data in store.export(after=args.after):
                 if shard is None:
                     shard = _Shard(folder, seq)
@@ -293,8 +297,9 @@ def _export_shards(args: argparse.Namespace, out: Out) -> int:
             shards += 1
             said(line, last)
     except OSError as exc:
-        raise UsageError("unreadable", f"cannot write a shard in {folder}: "
-                         f"{exc.strerror or exc}") from exc  # fmt: skip
+        raise UsageError("unwritable", f"cannot write a shard in {folder}: "
+                         f"{exc.strerror or exc}; check its permissions and free "
+                         "space") from exc  # fmt: skip
     finally:
         if shard is not None:
             shard.abandon()

@@ -475,8 +475,26 @@ def test_export_into_shards_on_a_full_disk_is_one_error_and_leaves_no_part(
         status, _, err = run(argv)
     finally:
         resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
-    assert status == 2 and "[usage.unreadable] cannot write a shard in" in err, err
+    assert status == 2 and "[usage.unwritable] cannot write a shard in" in err, err
     assert list(shards.iterdir()) == []
+
+
+def test_export_into_shards_it_cannot_write_says_so_not_that_it_cannot_read(
+    files: dict[str, Any],
+) -> None:
+    """``export --out`` writes: a file where its folder should be, or a folder it cannot
+    make, is ``usage.unwritable`` naming the folder. It was ``usage.unreadable``, whose
+    advice is about reading a file, with ``cannot create X: File exists`` for a file."""
+    assert append(files, "--keep-invalid")[0] == 0
+    argv = ["--store", files["store"], "export", "--out"]
+    status, out, err = run([*argv, files["log"]])
+    assert (status, out) == (2, b"")
+    assert err == f"pithlog: [usage.unwritable] --out {files['log']} is a file, not a " \
+        "folder: give the folder of the shards (made if need be)\n"  # fmt: skip
+    status, out, err = run([*argv, str(Path(files["log"]) / "shards")])
+    assert (status, out) == (2, b"")
+    assert err.startswith("pithlog: [usage.unwritable] cannot make the folder "), err
+    assert "Not a directory" in err and err.count("\n") == 1
 
 
 def test_export_into_shards_stops_where_its_output_closes(files: dict[str, Any]) -> None:

@@ -87,6 +87,7 @@ PINNED_CODES = [
     "usage.target",
     "usage.timestamp",
     "usage.unreadable",
+    "usage.unwritable",
 ]
 
 
@@ -372,6 +373,8 @@ def test_sign_and_usage_refusals_are_one_line(
                                     str(files["object"]))),
         ("usage.pith_number", _sign(files, "--type", "mirror_hint", "--pith", PITH.lower(),
                                     "--payload", str(files["object"]))),
+        ("usage.unwritable", ["--store", str(tmp_path / "store"), "export", "--out",
+                              str(existing)]),
         ("key_file.unwritable", ["keygen", "--key-id", "k", "--signer-id", "s",
                                  "--signer-type", "mirror",
                                  "--out", str(tmp_path / "no" / "such" / "k.key")]),

@@ -85,13 +85,25 @@ def write_keyring(path: Path, doc: dict[str, Any]) -> None:
     write_atomically(path, data, replace=True)
 
 
+def _edited(path: str) -> Path:
+    """KEYRING of an edit: the file it is written to. ``-`` is standard input wherever a
+    file is read (``--keyring -``, ``keyring show -``): an edit would read the keyring
+    from standard input and write it over a file named ``-``, whatever that file held."""
+    if path == "-":
+        raise UsageError("arguments", "KEYRING is the file the edit is written to, and - is "
+                         "standard input: give the keyring's path (./- for a file named "
+                         "-)")  # fmt: skip
+    return Path(path)
+
+
 def _read_doc(path: str) -> dict[str, Any]:
-    doc, _ = parse_keyring_doc(keyring_bytes(path))
+    doc, _ = parse_keyring_doc(keyring_bytes(str(_edited(path))))
     return doc
 
 
 def cmd_keyring_new(args: argparse.Namespace, out: Out) -> int:
     """Write an empty keyring."""
+    _edited(args.keyring)
     write_atomically(Path(args.keyring), render_keyring(new_keyring()), args.force)
     out.say(f"keyring new: wrote {args.keyring} (no keys yet; add them with "
             f"pithlog keyring add {args.keyring} ENTRY_OR_KEYFILE)")  # fmt: skip

@@ -3,6 +3,7 @@ JSON, and the messages for a keyring entry or a key file given where a keyring g
 
 from __future__ import annotations
 
+import io
 import json
 import os
 from pathlib import Path
@@ -248,3 +249,28 @@ def test_an_error_quoting_a_huge_value_is_still_a_short_line(tmp_path: Path) -> 
     from pithlog.protocol.keys import SIGNER_TYPES
 
     assert "is not one of " + ", ".join(sorted(SIGNER_TYPES)) in err
+
+
+def test_an_edit_of_keyring_dash_is_refused_not_read_from_stdin_and_written_to_a_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``-`` is standard input wherever pithlog reads a file: ``keyring add - ENTRY`` read
+    the keyring from standard input and wrote the result over a file named ``-`` (the one
+    ``keyring new -`` had made), whatever that file held. An edit needs a file to write:
+    ``-`` is refused (``./-`` names a file of that name), and nothing is written."""
+    _, entry = keygen(tmp_path, "reg-1")
+    monkeypatch.chdir(tmp_path)
+    other = tmp_path / "other.json"
+    assert run(["keyring", "new", str(other)])[0] == 0
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(other.read_bytes())))
+    for argv in (["keyring", "new", "-"], ["keyring", "add", "-", str(entry)],
+                 ["keyring", "revoke", "-", "reg-1", "--at", "2026-01-01T00:00:00Z"]):
+        status, out, err = run(argv)
+        assert (status, out) == (2, b""), err
+        assert err == ("pithlog: [usage.arguments] KEYRING is the file the edit is written "
+                       "to, and - is standard input: give the keyring's path (./- for a "
+                       "file named -)\n"), err  # fmt: skip
+        assert not (tmp_path / "-").exists()
+    assert run(["keyring", "new", "./-"])[0] == 0  # a file named -, by its path
+    assert run(["keyring", "add", "./-", str(entry)])[0] == 0
+    assert list(load_keyring((tmp_path / "-").read_bytes())) == ["reg-1"]

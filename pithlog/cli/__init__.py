@@ -40,7 +40,14 @@ from pithlog.cli import (
     transparency_commands,
     view_commands,
 )
-from pithlog.cli.edge import STORE_HELP, CommandParser, Parser, Terminated, terminate_as_interrupt
+from pithlog.cli.edge import (
+    STORE_HELP,
+    CommandParser,
+    Parser,
+    Terminated,
+    one_standard_input,
+    terminate_as_interrupt,
+)
 from pithlog.cli.streams import ClosedOutput, Out
 from pithlog.errors import (
     EXIT_INTERRUPTED,
@@ -177,6 +184,7 @@ def main(
     out = Out(stdout, stderr)
     try:
         args = _parse(argv, out)
+        one_standard_input(args)
         func: Command = args.func
         with _collector_paused(), _helper_losses_said(out):
             status = func(args, out)

@@ -127,6 +127,36 @@ def interrupt_held() -> Iterator[Callable[[], type[KeyboardInterrupt] | None]]:
             signal.signal(signum, handler)
 
 
+_READ_ARGUMENTS = {"keyring": "--keyring", "witness_keyring": "--witness-keyring",
+                   "key": "--key", "source": "--from", "checkpoint": "--checkpoint",
+                   "payload": "--payload", "entry": "ENTRY_OR_KEYFILE", "state": "STATE",
+                   "proof": "PROOF", "checkpoints": "CHECKPOINT", "events": "EVENTS"}
+"""The arguments a command reads a file from (``-``: standard input), as --help names
+them; :data:`_POSITIONAL` where a command names one otherwise."""
+_POSITIONAL = {("append", "events"): "FILE", ("import", "events"): "FILE",
+               ("keyring", "keyring"): "KEYRING", ("verify-checkpoint", "checkpoint"): "CHECKPOINT"}
+
+
+def one_standard_input(args: argparse.Namespace) -> None:
+    """Refuse two arguments given as ``-``: standard input can be read once, so the second
+    reader saw nothing (``cat keyring.json | pithlog append --keyring -``, whose FILE is
+    ``-`` by default, read the keyring, then no events, and said there was nothing to
+    do)."""
+    command = str(getattr(args, "command", ""))
+    named: list[str] = []
+    for dest, label in _READ_ARGUMENTS.items():
+        value = getattr(args, dest, None)
+        for given in value if isinstance(value, list) else [value]:
+            if given == "-":
+                named.append(_POSITIONAL.get((command, dest), label))
+    if len(named) < 2:
+        return
+    said = (f"{named[0]} twice" if len(set(named)) == 1
+            else ", ".join(named[:-1]) + f" and {named[-1]}")  # fmt: skip
+    raise UsageError("arguments", f"{said}: - (standard input) can be read once; give all "
+                     "but one of them as files")
+
+
 DEFAULT_STORE = "pithlog-store"
 STORE_HELP = "store folder (default: $PITHLOG_STORE, else ./pithlog-store)"
 

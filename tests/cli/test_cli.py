@@ -189,6 +189,37 @@ def test_missing_file_is_usage_error(tmp_path: Path) -> None:
     assert "[usage.unreadable]" in err
 
 
+def test_standard_input_given_twice_is_refused_before_anything_is_read(
+    signer: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Standard input can be read once: ``cat keyring.json | pithlog append --keyring -``
+    (FILE defaults to ``-``) read the keyring and then no events, and said "nothing to do"
+    with status 0; ``reduce --keyring K - -`` reduced the input once and then nothing.
+    Two arguments given as ``-`` are refused, naming them, before any is read."""
+    keyring = signer["keyring"].read_bytes()
+    store = str(tmp_path / "store")
+    cases = [
+        (["--store", store, "append", "--keyring", "-"], "--keyring and FILE"),
+        (["--store", store, "import", "--keyring", "-", "-"], "--keyring and FILE"),
+        (["reduce", "--keyring", str(signer["keyring"]), "-", "-"], "EVENTS twice"),
+        (["--store", store, "sync", "--keyring", "-", "--from", "-"], "--keyring and --from"),
+        (["sign", "--key", "-", "--type", "record_created", "--payload", "-"],
+         "--key and --payload"),
+        (["verify-proof", "--keyring", "-", "-"], "--keyring and PROOF"),
+    ]  # fmt: skip
+    for argv, named in cases:
+        status, out, err = run(argv, stdin=keyring, monkeypatch=monkeypatch)
+        assert (status, out) == (2, b""), (argv, err)
+        assert err == (f"pithlog: [usage.arguments] {named}: - (standard input) can be "
+                       "read once; give all but one of them as files\n"), err
+    assert not Path(store).exists()
+    # one - is standard input, as always
+    events = b"".join(sign_seed(signer))
+    status, out, _ = run(["reduce", "--keyring", str(signer["keyring"]), "-"], stdin=events,
+                         monkeypatch=monkeypatch)  # fmt: skip
+    assert status == 0 and out
+
+
 def test_usage_errors_exit_2() -> None:
     status, _, err = run(["reduce"])
     assert status == 2

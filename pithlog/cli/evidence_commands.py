@@ -31,10 +31,15 @@ def cmd_prove_equivocation(args: argparse.Namespace, out: Out) -> int:
     key = load_key_file(read_bytes(args.key, MAX_LINE_BYTES))
     keyring = read_keyring(args.keyring)
     with open_store(args, readonly=True) as store:
-        if store.keyring_digest() not in (None, keyring.digest):
+        stored = store.keyring_digest()
+        if stored not in (None, keyring.digest):
             # the keys in the proof must be those the states were judged under
-            raise StoreError("keyring_changed", "the store's states were reduced under "
-                             "another keyring than --keyring")  # fmt: skip
+            raise StoreError("keyring_changed", f"the store's states were reduced under "
+                             f"keyring {(stored or '')[:16]}, not --keyring's "
+                             f"({keyring.digest[:16]}): give the keyring the store was "
+                             "reduced under (pithlog stats: keyring_digest; pithlog keyring "
+                             "digest KEYRING), or bring the store under this one first with "
+                             "pithlog rekey --keyring KEYRING")  # fmt: skip
         if store.rekey_plan(keyring, cap=0) is not None:
             # a change under way: some piths are already reduced under its target keyring
             # (docs/store.md, "What reads see meanwhile"), whose keys --keyring may lack

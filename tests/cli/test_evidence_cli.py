@@ -263,3 +263,26 @@ def test_a_pith_number_of_the_file_is_shown_escaped(case: dict[str, Any]) -> Non
     status, _, err = verify(case, rfc8785.dumps(doc) + b"\n")
     assert status == 1 and "[evidence.does_not_hold]" in err
     assert err.count("\n") == 1 and "\x1b" not in err, err
+
+
+def test_a_keyring_other_than_the_stores_says_both_and_what_to_do(
+    case: dict[str, Any], tmp_path: Path
+) -> None:
+    """The keys a proof carries must be those the states were judged under: another
+    keyring (the log's key added to it, say) is refused, naming the two keyrings by digest
+    and the ways out. It said only that the keyring was another."""
+    other = json.loads(Path(case["keyring"]).read_bytes())
+    other["keys"] = other["keys"][:-1]
+    ring = tmp_path / "other.json"
+    ring.write_text(json.dumps(other))
+    pith = case["states"][0]["pith_number"]
+    status, out, err = run(["--store", case["store"], "prove", "equivocation", pith, "--key",
+                            case["key"], "--origin", ORIGIN, "--keyring", str(ring)])  # fmt: skip
+    assert (status, out) == (2, b"")
+    stored = make_keyring(json.loads(Path(case["keyring"]).read_bytes())["keys"]).digest
+    given = make_keyring(other["keys"]).digest
+    assert err == (f"pithlog: [store.keyring_changed] the store's states were reduced under "
+                   f"keyring {stored[:16]}, not --keyring's ({given[:16]}): give the keyring "
+                   "the store was reduced under (pithlog stats: keyring_digest; pithlog "
+                   "keyring digest KEYRING), or bring the store under this one first with "
+                   "pithlog rekey --keyring KEYRING\n")  # fmt: skip

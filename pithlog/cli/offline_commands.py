@@ -206,6 +206,12 @@ def cmd_keygen(args: argparse.Namespace, out: Out) -> int:
         if value is not None and not is_ts(value):
             flag = "--" + name.replace("_", "-")
             raise UsageError("timestamp", f"{flag} must be YYYY-MM-DDTHH:MM:SSZ")
+    if args.out == "-":
+        # a file named - would be one no command reads: --key - and keyring add KEYRING -
+        # read standard input
+        raise UsageError("arguments", "--out is the key file to write, and - is standard "
+                         "input elsewhere: give the key file's path (./- for a file named "
+                         "-)")  # fmt: skip
     key = SigningKey.generate(args.key_id, args.signer_id, args.signer_type)
     entry = key.keyring_entry(not_before=args.not_before, not_after=args.not_after)
     make_keyring([entry])  # the entry must be one a keyring accepts

@@ -254,6 +254,23 @@ def test_keygen_writes_0600_and_prints_entry(tmp_path: Path) -> None:
     assert out_file.read_bytes() == before
 
 
+def test_keygen_out_dash_is_refused_not_a_file_that_keyring_add_dash_cannot_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``keygen --out -`` wrote the private key to a file named ``-`` and said to trust it
+    with ``pithlog keyring add KEYRING -``, which reads standard input, not that file.
+    ``-`` is refused (``./-`` names a file of that name), and nothing is written."""
+    monkeypatch.chdir(tmp_path)
+    argv = ["keygen", "--key-id", "k", "--signer-id", "s", "--signer-type", "mirror", "--out"]
+    status, out, err = run([*argv, "-"])
+    assert (status, out) == (2, b"")
+    assert err == ("pithlog: [usage.arguments] --out is the key file to write, and - is "
+                   "standard input elsewhere: give the key file's path (./- for a file "
+                   "named -)\n")  # fmt: skip
+    assert list(tmp_path.iterdir()) == []
+    assert run([*argv, "./-"])[0] == 0 and (tmp_path / "-").exists()
+
+
 def test_keygen_syncs_the_folder_after_naming_the_key(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -54,6 +54,7 @@ def cmd_mirror(args: argparse.Namespace, out: Out) -> int:
         while True:
             bar = Bar(out, show_progress(args, out), "mirror", unit="leaf")
             out.bar = bar
+            report = None
             try:
                 report = mirror.mirror_once(store, origin, keyring, args.origin, evidence,
                                             args.batch_bundles, progress=bar,
@@ -64,11 +65,11 @@ def cmd_mirror(args: argparse.Namespace, out: Out) -> int:
                 if args.follow is None or exc.code != "mirror.fetch":
                     raise
                 out.say(f"mirror: {exc.describe()}; trying again in {args.follow:g} s")
-            else:
-                _report(report, out)
             finally:
                 bar.close()
                 out.bar = None
+            if report is not None:  # below the bar's last line, which closing it printed
+                _report(report, out)
             if args.follow is None:
                 return EXIT_OK
             time.sleep(args.follow)

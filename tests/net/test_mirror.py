@@ -83,6 +83,8 @@ def test_the_mirror_equals_the_origin(tmp_path: Path, keys: Keys) -> None:
         status, out, err = mirror(copy, server.url, keys, "--progress")
         assert status == 0, err
         assert f"{300}/{300}" in err and "leaf" in err  # the bar, forced off a terminal
+        # the bar is closed before the summary: its last line printed once, above it
+        assert err.rstrip("\n").splitlines()[-1].startswith(f"mirror: {ORIGIN} at size 300:")
         doc = json.loads(out)
         assert doc["appended"] == doc["size"] > 256 and doc["accepted"] and doc["held_before"] == 0
         assert doc["statuses"]["stored"] > 0 and set(doc["statuses"]) <= {

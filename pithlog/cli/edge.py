@@ -13,6 +13,7 @@ import os
 import signal
 import stat
 import threading
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import FrameType, ModuleType
@@ -204,6 +205,10 @@ class Bar:
         self._show = show
         self._desc = desc
         self._unit = unit
+        self.started = time.time()  # tqdm's clock
+        """When the work began: the bar appears at its first report, often after a whole
+        batch was committed, and its rate counts from here, not from that report (a rate
+        of the batch over no time: 22,724,876 pith/s)."""
 
     def __call__(self, done: int, total: int | None) -> None:
         if not self._show:
@@ -214,6 +219,7 @@ class Bar:
             self._bar = tqdm(total=total, unit=self._unit, unit_scale=self._unit == "B",
                              desc=self._desc, file=self._out.stderr,
                              dynamic_ncols=True)  # fmt: skip
+            self._bar.start_t = self._bar.last_print_t = self.started
         self._bar.update(done - self._bar.n)
 
     def write(self, line: str) -> bool:
@@ -235,10 +241,16 @@ class RekeyBars:
     def __init__(self, out: Out, show: bool) -> None:
         self._bars = {"judge": Bar(out, show, "rekey: judge", "copy"),
                       "reduce": Bar(out, show, "rekey: reduce", "pith")}  # fmt: skip
+        self._judged_at = time.time()
 
     def __call__(self, stage: str, done: int, total: int) -> None:
         if stage == "reduce":
             self._bars["judge"].close()
+        else:
+            # the piece that judges the last copies re-reduces in the same commit: the
+            # re-reduction began after the piece before it, reported here before
+            self._bars["reduce"].started = self._judged_at
+            self._judged_at = time.time()
         self._bars[stage](done, total)
 
     def close(self) -> None:

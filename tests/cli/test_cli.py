@@ -397,3 +397,23 @@ def test_verify_state_help_names_the_rules_of_section_6_and_the_slots() -> None:
     assert status == 0
     assert "the equivocations and their slots" in text
     assert "the checks of section 6" in text and "cannot be checked" in text
+
+
+def test_a_bar_shown_at_its_first_report_counts_its_rate_from_the_start() -> None:
+    """A bar appears at its first report, often once a whole batch was committed: its rate
+    counted from that moment was the batch over no time (22,724,876 pith/s for a rekey's
+    re-reduction). It counts from when the work began."""
+    import re
+    import time
+
+    from pithlog.cli.edge import Bar
+    from pithlog.cli.streams import Out
+
+    stderr = io.StringIO()
+    out = Out(io.BytesIO(), stderr)
+    bar = Bar(out, True, "work")
+    time.sleep(0.2)  # the work: 100 piths in at least 0.2 s, so at most 500 a second
+    bar(100, 100)
+    bar.close()
+    rates = [float(r) for r in re.findall(r"([0-9.]+)pith/s", stderr.getvalue())]
+    assert rates and max(rates) <= 500, stderr.getvalue()

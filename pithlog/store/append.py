@@ -9,6 +9,7 @@ judged (verdicts) is kept across those retries.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable, Container
 from dataclasses import dataclass, field
 from typing import Any
@@ -147,9 +148,21 @@ def append_work(
     def work(txn: Txn, dbs: dict[str, Any]) -> list[AppendResult]:
         meta = dbs["meta"]
         stored_kd = txn.get(META_KEYRING, db=meta)
-        rekeying = txn.get(META_REKEY_TARGET, db=meta) is not None
-        if stored_kd != kd or rekeying:
-            if rekeying or (stored_kd is not None and txn.stat(dbs["events"])["entries"]):
+        target = txn.get(META_REKEY_TARGET, db=meta)
+        if target is not None:
+            # another process's change began after this append applied its keyring (or a
+            # server's append, which never applies one): the store's digest may be this
+            # keyring's, so naming the two digests would say nothing
+            raise StoreError(
+                "keyring_changed",
+                f"a change of the store's keyring to {hashlib.sha256(target).hexdigest()[:16]}"
+                f"... is under way (the states are reduced under "
+                f"{(stored_kd or b'').hex()[:16]}... until it ends), this keyring is "
+                f"{keyring.digest[:16]}...: finish it (`pithlog rekey --keyring KEYRING` "
+                "with the keyring it goes to) or redirect it (with this one), then append",
+            )
+        if stored_kd != kd:
+            if stored_kd is not None and txn.stat(dbs["events"])["entries"]:
                 # Store.append applies a small change first (pithlog.store.rekey); here
                 # another process changed the keyring meanwhile, or the change is large
                 raise StoreError(

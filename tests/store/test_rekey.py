@@ -24,7 +24,7 @@ from pithlog.protocol.events import parse_envelope
 from pithlog.protocol.keys import Keyring, make_keyring
 from pithlog.protocol.reduce import Pending, reduce_events
 from pithlog.protocol.state import render, state_document
-from pithlog.store import Store
+from pithlog.store import Store, rekey
 from pithlog.store.keyindex import key_hash, meaning
 from pithlog.store.layout import FORMAT_VERSION
 from pithlog.testing import TRUSTED, test_keyring_entries
@@ -417,3 +417,24 @@ def test_a_piece_run_again_after_the_map_grew_keeps_its_verdicts(
         assert counts["pieces"] > 2
         assert store.replay(revoked, verify=False).ok
         assert_reduced(store, reference(lines, revoked))
+
+
+def test_an_append_beside_a_change_under_way_says_so(tmp_path: Path) -> None:
+    """An append under the store's own keyring whose transaction finds another process's
+    change under way (``change_keyring=False``, as a server's, or a change that began
+    after the append checked) is ``store.keyring_changed`` naming the change and its target:
+    it said the states were reduced under a keyring other than its own, with the same
+    digest on both sides."""
+    lines = sparse_log(piths=20, per_pith=6, seed=5)
+    old = keyring(TRUSTED)
+    new = keyring(TRUSTED, author={"revoked_at": g.ts(250)})
+    with Store.open(tmp_path / "s") as store:
+        store.append(lines[:-5], old, keep_invalid=True)
+        step = store._write(rekey.piece_work(new, piece_copies=5))  # a first piece only
+        assert not step.done and store.stats()["rekey_target"] == new.digest
+        with pytest.raises(StoreError) as refused:
+            store.append(lines[-5:], old, keep_invalid=True, change_keyring=False)
+        assert refused.value.code == "store.keyring_changed"
+        message = refused.value.message
+        assert "under way" in message and new.digest[:16] in message
+        assert f"{old.digest[:16]}..., this keyring is {old.digest[:16]}" not in message

@@ -115,8 +115,8 @@ CODES: dict[str, str] = {
     "mirror.split_view": "the served checkpoint is not consistent with the one this store "
     "accepted from that origin (a split view or a rewritten history): nothing was stored; "
     "publish the evidence file named in the message",
-    "mirror.diverged": "the store's log is not a prefix of the served log (or the copies "
-    "appended do not give the checkpoint's root): mirror into a fresh store",
+    "mirror.diverged": "the store's log is not a prefix of the served log: mirror into a "
+    "fresh store",
     "mirror.copy": "a served copy does not match its leaf data (its SHA-256 or event_id) "
     "or fails the door: the origin serves other bytes than it signed",
     "mirror.duplicate": "the served tree holds a copy twice, or one this store holds at "
@@ -127,7 +127,8 @@ CODES: dict[str, str] = {
     "mirror.fetch": "the origin could not be reached, or answered with an error or an "
     "oversize answer; run the mirror again (it continues where it stopped)",
     "mirror.concurrent": "another mirror of this store accepted a checkpoint or appended "
-    "meanwhile: run again",
+    "meanwhile: run again (when another command appended leaves of its own meanwhile, the "
+    "message says so: the store is no longer a mirror, mirror into a fresh store)",
 }
 """Every stable error code, with what to do about it; ``docs/errors.md`` lists the same."""
 

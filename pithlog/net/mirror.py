@@ -150,8 +150,7 @@ def mirror_once(
                 progress(done, cp.size)
         _, root = store.tree_root(cp.size) if store.tree_size() >= cp.size else (0, b"")
         if root != cp.root:
-            raise MirrorError("diverged", f"after appending, the store's root at size "
-                              f"{cp.size} is not the checkpoint's")  # fmt: skip
+            raise _overtaken(store, verified, held, cp.size)
     report.fetched_bytes = origin.fetched - fetched_before
     return report
 
@@ -314,6 +313,23 @@ def _new_to(store: Store, items: list[bytes], recent: deque[set[bytes]], held: i
                               "again")  # fmt: skip
         raise MirrorError("duplicate", "the served tree holds a copy twice (or one this store "
                           "already holds): its tree cannot be reproduced")  # fmt: skip
+
+
+def _overtaken(store: Store, verified: tiles.VerifiedTiles, held: int, size: int) -> MirrorError:
+    """The error of a pass whose root at ``size`` is not the checkpoint's after its
+    appends. The store held a proven prefix (``held`` leaves) and every leaf appended was
+    verified against the checkpoint, in leaf order: so another writer (``append``,
+    ``import``, ``sync``, a submission, a mirror of another log) committed leaves of its
+    own during the pass, and the pass's landed after them. No fault of the origin's
+    (``mirror.diverged`` said one); the store is no longer a prefix of its tree."""
+    stored = store.leaf_data(held, max(0, min(store.tree_size(), size) - held)) or []
+    first = next((held + at for at, data in enumerate(stored)
+                  if merkle.leaf_hash(data) != _served_leaf_hash(verified, held + at)),
+                 held + len(stored))  # fmt: skip
+    return MirrorError("concurrent", f"another writer appended to this store during this "
+                       f"run: its leaf {first} is not the origin's, so its tree is no longer "
+                       "a prefix of the origin's; mirror into a fresh store, and let no "
+                       "other command write a mirror's store")  # fmt: skip
 
 
 def _served_leaf_hash(verified: tiles.VerifiedTiles, leaf: int) -> bytes:

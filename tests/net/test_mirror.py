@@ -948,3 +948,38 @@ def test_a_spoiled_proof_does_not_make_a_true_prefix_another_log(
             assert report.size == m.tree_size() == 60
     assert not (tmp_path / "ev").exists()
     _same_log(origin, prefix)
+
+
+def test_another_writer_appending_during_the_pass_is_not_the_origins_divergence(
+    tmp_path: Path, keys: Keys, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A writer other than a mirror of the origin (``pithlog append`` into the mirror's
+    store) that commits between two of the pass's batches puts its leaf where the origin's
+    belongs, and the pass's root is not the checkpoint's. Every leaf the pass appended was
+    verified against that checkpoint, so this is no divergence of the origin: it is
+    ``mirror.concurrent`` naming the first leaf that is not the origin's (exit 2), where it
+    was ``mirror.diverged`` (exit 1, a failed verification)."""
+    origin = _store(tmp_path / "origin", _events(19, piths=70))
+    mirror_path = tmp_path / "mirror"
+    keyring = load_keyring(keys.keyring.read_bytes())
+    checked = mm._new_to
+    batches = []
+    local = g.record("2599.00777")
+
+    def a_local_append_between_batches(store: Store, *args: Any) -> None:
+        checked(store, *args)
+        batches.append(1)
+        if len(batches) == 2:  # as the pass checks its second batch
+            store.append([g.encoded(local)], keyring)
+
+    monkeypatch.setattr(mm, "_new_to", a_local_append_between_batches)
+    with serving(origin, keys) as server, Store.open(mirror_path) as store, \
+            mm.Origin(server.url) as client:  # fmt: skip
+        with pytest.raises(MirrorError) as caught:
+            mm.mirror_once(store, client, keyring, ORIGIN, batch_bundles=1)
+        held = store.tree_size()
+        [(leaf, _)] = store.leaves_of(local["event_id"])
+    assert len(batches) >= 3 and held > 2 * 256
+    assert caught.value.code == "mirror.concurrent", caught.value.describe()
+    assert f"another writer appended to this store during this run: its leaf {leaf} " \
+        in caught.value.message  # fmt: skip

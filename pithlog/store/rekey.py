@@ -25,6 +25,7 @@ of both differences from the start (what the first run re-reduced is re-reduced 
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -237,15 +238,31 @@ def forget_rekey(txn: Txn, dbs: dict[str, Any]) -> None:
 
 
 def piece_work(
-    keyring: Keyring, piece_copies: int = PIECE_COPIES, piece_events: int = PIECE_EVENTS
+    keyring: Keyring,
+    piece_copies: int = PIECE_COPIES,
+    piece_events: int = PIECE_EVENTS,
+    take_over: bool = True,
 ) -> Callable[[Txn, dict[str, Any]], Step]:
-    """The write transaction of the next piece of the change to ``keyring``."""
+    """The write transaction of the next piece of the change to ``keyring``. A change to
+    another keyring under way is taken over (redirected) when ``take_over``; otherwise (a
+    piece after the first of one :func:`rekey`) it is ``store.keyring_changed``: two
+    changes to two keyrings that each took the other's over would restart their judging
+    by turns and never end."""
     target = meaning(keyring)
     verdicts: dict[bytes, str | None] = {}  # copy hash -> verdict, kept across retries
 
     def work(txn: Txn, dbs: dict[str, Any]) -> Step:
         meta = dbs["meta"]
-        if txn.get(META_REKEY_TARGET, db=meta) != target:
+        under_way = txn.get(META_REKEY_TARGET, db=meta)
+        if under_way is not None and under_way != target and not take_over:
+            raise StoreError(
+                "keyring_changed",
+                f"another change took this one over, to the keyring "
+                f"{hashlib.sha256(under_way).hexdigest()[:16]}... (another `pithlog rekey`): "
+                f"this change to {keyring.digest[:16]}... stops; let that one finish, or "
+                "run this one again to take the change back",
+            )
+        if under_way != target:
             found = work_keys(txn, dbs, keyring)
             if found is None:
                 return Step(0, 0, 0, True)
@@ -405,7 +422,7 @@ def rekey(
     totals = {"copies": 0, "piths": 0, "pieces": 0}
     if planned is None:
         return totals
-    work = piece_work(keyring, piece_copies, piece_events)
+    work = piece_work(keyring, piece_copies, piece_events)  # may redirect a change
     while True:
         step = store._write(work)
         totals["pieces"] += 1
@@ -418,4 +435,4 @@ def rekey(
                 progress("reduce", totals["piths"], totals["piths"] + step.marked)
         if step.done:
             return totals
-        work = piece_work(keyring, piece_copies, piece_events)
+        work = piece_work(keyring, piece_copies, piece_events, take_over=False)

@@ -438,3 +438,33 @@ def test_an_append_beside_a_change_under_way_says_so(tmp_path: Path) -> None:
         message = refused.value.message
         assert "under way" in message and new.digest[:16] in message
         assert f"{old.digest[:16]}..., this keyring is {old.digest[:16]}" not in message
+
+
+def test_two_changes_to_two_keyrings_by_turns_end(tmp_path: Path) -> None:
+    """Two rekeys to two keyrings whose pieces alternate: each piece took the other's
+    change over and began its judging again, so that neither ever ended (a livelock). A
+    rekey's later pieces no longer take a change over: the one taken over stops with
+    store.keyring_changed, and the other ends."""
+    lines = sparse_log(piths=40, per_pith=10, seed=3)
+    old = keyring(TRUSTED)
+    first = keyring(TRUSTED, author={"revoked_at": g.ts(250)})
+    second = keyring(TRUSTED, replicator={"revoked_at": g.ts(300)})
+    with Store.open(tmp_path / "s") as store:
+        store.append(lines, old, keep_invalid=True)
+        turns = 0
+
+        def the_other_takes_a_piece(stage: str, done: int, total: int) -> None:
+            nonlocal turns
+            turns += 1
+            assert turns < 50, "the two changes restart each other without end"
+            store._write(rekey.piece_work(second, piece_copies=20))
+
+        with pytest.raises(StoreError) as stopped:
+            store.rekey(first, progress=the_other_takes_a_piece, piece_copies=20)
+        assert stopped.value.code == "store.keyring_changed"
+        assert "another change took this one over" in stopped.value.message
+        assert second.digest[:16] in stopped.value.message  # the keyring it goes to
+        assert store.stats()["rekey_target"] == second.digest
+        store.rekey(second)
+        assert store.keyring_digest() == second.digest
+        assert_reduced(store, reference(lines, second))

@@ -122,6 +122,22 @@ def test_a_keyring_of_another_type_is_store_argument(tmp_path: Path) -> None:
         assert store.replay(keyring).ok
 
 
+def test_a_tree_size_or_index_that_is_not_an_int_is_store_tree_size(tmp_path: Path) -> None:
+    """A size or leaf index of another type (a str of digits from a URL, a float, None
+    where an int goes) was a TypeError from inside the read; it is store.tree_size."""
+    with Store.open(tmp_path / "s") as store:
+        store.append([jcs(record_event())], test_keyring())
+        for call in (lambda: store.tree_root("1"), lambda: store.tree_root(1.0),
+                     lambda: store.tree_root(True), lambda: store.inclusion_path(None),
+                     lambda: store.inclusion_path("0"), lambda: store.consistency_path("a"),
+                     lambda: store.consistency_path(0, "1")):  # fmt: skip
+            with pytest.raises(StoreError) as caught:
+                call()
+            assert caught.value.code == "store.tree_size"
+            assert "is not an int" in caught.value.message
+        assert store.tree_root(1)[0] == 1 and store.inclusion_path(0)[0] == 1
+
+
 def test_lookup_tells_not_a_pith_from_unknown_from_pending(tmp_path: Path) -> None:
     key = test_key("registry")
     record = record_event()

@@ -23,6 +23,13 @@ def main() -> None:
         # one line on the server's standard error; the server judges the helper's parts
         print(f"pithlog: judge helper: {exc}", file=sys.stderr)
         sys.exit(2)
+    except BrokenPipeError:
+        # the server worker ended (kill -9 included) while this helper judged a part: its
+        # answer has no reader, and the helper ends as at the end of its input, with no
+        # traceback on the server's standard error; what `out` still buffers goes nowhere,
+        # or the interpreter's flush at exit would fail again and say so
+        nowhere = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(nowhere, out.fileno())
 
 
 if __name__ == "__main__":

@@ -5,6 +5,7 @@ end of its input, or a frame cut short, ends it."""
 from __future__ import annotations
 
 import io
+import os
 import pickle
 import random
 import subprocess
@@ -80,3 +81,25 @@ def test_a_helper_that_cannot_open_the_store_says_so_in_one_line(tmp_path: Path)
     assert done.stdout == b"" and done.returncode == 2
     assert done.stderr.decode().splitlines() == [
         f"pithlog: judge helper: [store.missing] no store at {tmp_path / 'gone'} (no data.mdb)"]
+
+
+def test_a_helper_whose_server_ended_ends_without_a_word(tmp_path: Path) -> None:
+    """The server worker killed (``kill -9``) while its helper judges a part: the helper's
+    answer meets a pipe no one reads. It ends quietly, as when its input ends, where it
+    printed a BrokenPipeError traceback on the server's standard error (the service's log)
+    for every helper that had a part in hand."""
+    lines = _lines(3)
+    with Store.open(tmp_path / "s"):
+        pass
+    entries = [key.entry() for key in g.KEYRING.values()]
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # the worker is gone: nobody will read the answers
+    try:
+        done = subprocess.run([sys.executable, "-m", "pithlog.cli.judge_helper"],
+                              input=frame((str(tmp_path / "s"), entries)) + frame(lines),
+                              stdout=write_end, stderr=subprocess.PIPE, timeout=120,
+                              check=False)  # fmt: skip
+    finally:
+        os.close(write_end)
+    assert done.stderr == b""
+    assert done.returncode == 0

@@ -65,10 +65,13 @@ def write_atomically(path: Path, data: bytes, replace: bool) -> None:
         finally:
             os.close(folder)
     except OSError as exc:
-        with contextlib.suppress(OSError):
-            tmp.unlink()
         raise KeyringError("unwritable", f"cannot write {path}: {exc.strerror or exc}; "
                            "check that its folder exists and is writable") from exc
+    finally:
+        # whatever stopped the write (an OSError, or Ctrl-C and SIGTERM, raised as an
+        # interrupt) leaves no copy beside the keyring; after the rename it is gone already
+        with contextlib.suppress(OSError):
+            tmp.unlink()
 
 
 def write_keyring(path: Path, doc: dict[str, Any]) -> None:

@@ -134,6 +134,29 @@ def test_a_failed_write_leaves_the_old_keyring(
     assert sorted(os.listdir(tmp_path)) == sorted(["keyring.json", "reg-1.key", "reg-1.entry"])
 
 
+
+def test_an_interrupted_write_leaves_the_old_keyring_and_no_temporary_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ctrl-C (or SIGTERM, raised as an interrupt) while the new keyring is synced: the old
+    one stays, and so does no copy beside it; the temporary file was removed only when the
+    write failed with an OSError, so an interrupt left a hidden ``.keyring.json.tmp-PID``
+    behind each time."""
+    _, e1 = keygen(tmp_path, "reg-1")
+    ring = tmp_path / "keyring.json"
+    run(["keyring", "new", str(ring)])
+    before = ring.read_bytes()
+
+    def interrupted(fd: int) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(keyring_commands.os, "fsync", interrupted)
+    status, _, err = run(["keyring", "add", str(ring), str(e1)])
+    assert status == 130 and err.splitlines()[-1] == "pithlog: interrupted"
+    assert ring.read_bytes() == before
+    assert sorted(os.listdir(tmp_path)) == sorted(["keyring.json", "reg-1.key", "reg-1.entry"])
+
+
 class Endless:
     """A file or standard input that never ends (as ``--keyring /dev/zero`` would be): it
     gives what is asked, and refuses to be read whole."""

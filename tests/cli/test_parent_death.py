@@ -183,3 +183,50 @@ def test_no_helper_outlives_a_killed_parent(tmp_path: Path, kind: str) -> None:
         for pid in children:  # never leave a process behind, even when the test fails
             if _alive(pid):
                 os.kill(pid, signal.SIGKILL)
+
+
+# A pool's results' folder: none yet when the pool is made ("made"); made by the helper that
+# sends back the first large result, then left to the helpers ("spilled").
+FOLDER_CHILD = """
+import sys, time
+from pithlog.parallel.pool import Pool, leave_interrupts_to_parent
+
+if __name__ == "__main__":
+    pool = Pool(2, leave_interrupts_to_parent, ())
+    if sys.argv[1] == "spilled":
+        assert pool.submit(bytes, 1 << 20).result() == bytes(1 << 20)
+    print("ready", flush=True)
+    time.sleep(600)
+"""
+
+
+@pytest.mark.parametrize("stage", ["made", "spilled"])
+def test_a_killed_parent_leaves_no_results_folder(tmp_path: Path, stage: str) -> None:
+    scratch = tmp_path / "tmp"  # the child's $TMPDIR
+    scratch.mkdir()
+    (tmp_path / "child.py").write_text(FOLDER_CHILD)
+    parent = subprocess.Popen(
+        [sys.executable, str(tmp_path / "child.py"), stage], stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, start_new_session=True, env={**os.environ, "TMPDIR": str(scratch)},
+    )  # fmt: skip
+    children: list[int] = []
+    try:
+        assert parent.stdout is not None
+        assert parent.stdout.readline() == b"ready\n", parent.stderr.read()  # type: ignore[union-attr]
+        children += _children(parent.pid)
+        folders = list(scratch.glob("pithlog-results-*"))
+        # made, before any helper started, it was left for good by a kill -9 here
+        assert len(folders) == (stage == "spilled"), folders
+        os.kill(parent.pid, signal.SIGKILL)
+        parent.wait(10)
+        deadline = time.monotonic() + 10
+        while list(scratch.glob("pithlog-results-*")) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not list(scratch.glob("pithlog-results-*"))
+    finally:
+        if parent.poll() is None:
+            parent.kill()
+            parent.wait()
+        for pid in children:
+            if _alive(pid):
+                os.kill(pid, signal.SIGKILL)

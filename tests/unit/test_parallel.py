@@ -201,17 +201,22 @@ def test_large_results_come_back_through_files_that_are_removed(tmp_path: Path) 
     assert not os.path.exists(folder)  # the folder goes with the pool
 
 
+@pytest.mark.parametrize("where", ["no temporary folder", "folder not made"])
 def test_without_a_folder_for_results_they_come_back_through_the_pipe(
-    monkeypatch: pytest.MonkeyPatch,
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, where: str
 ) -> None:
     import tempfile
 
-    def unwritable(**_: object) -> str:
-        raise OSError(28, "No space left on device")
+    def none_usable() -> str:
+        raise FileNotFoundError(2, "No usable temporary directory found")
 
-    monkeypatch.setattr(tempfile, "mkdtemp", unwritable)
+    def gone() -> str:  # the worker cannot make the pool's folder in it
+        return str(tmp_path / "gone")
+
+    monkeypatch.setattr(tempfile, "gettempdir", none_usable if where[0] == "n" else gone)
     with contextlib.ExitStack() as stack:
         quiet = pithlog.parallel.leave_interrupts_to_parent
         pool = pithlog.parallel.worker_pool(stack, 1, quiet, ())
-        assert pool._spill is None
+        assert (pool._spill is None) == (where == "no temporary folder")
         assert pool.submit(bytes, 1 << 20).result() == bytes(1 << 20)
+    assert not (tmp_path / "gone").exists()

@@ -40,8 +40,9 @@ from pithlog.store import codec
 from pithlog.store.environment import acquire
 from pithlog.store.layout import Txn, copy_hash, copy_pointer, eid_bytes
 
-register({"store.item": "append a line as bytes (a file read in binary mode, 'rb'), an "
-          "event as a dict (as sign_event returns it) or an Envelope"})
+register({"store.item": "append a list of items (one item too: [item]), each a line as "
+          "bytes (a file read in binary mode, 'rb'), an event as a dict (as sign_event "
+          "returns it) or an Envelope"})
 
 JUDGE_PART = 128
 """Lines per task sent to a helper: a batch of 1,000 is eight tasks, spread over the

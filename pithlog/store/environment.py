@@ -57,9 +57,11 @@ register(
         "store.missing": "no pithlog store there: check --store, or append to create one",
         "store.not_a_store": "the folder is not a pithlog store (or a newer format): check --store",
         "store.format": "the store was written by another store format version of pithlog",
-        "store.keyring_changed": "the store's states were reduced under another keyring and "
-        "the change is too large to apply during an append (or under way): run `pithlog "
-        "--store DIR rekey --keyring KEYRING` (resumable), then append",
+        "store.keyring_changed": "the store's states were reduced under another keyring "
+        "(for an append, a change too large to apply during it), or a change to another "
+        "keyring is under way; the message names the keyrings: give the store's keyring, or "
+        "run `pithlog --store DIR rekey --keyring KEYRING` (resumable) with the keyring the "
+        "store is to keep, then run the command again",
         "store.readonly": "the store was opened read-only; open it for writing",
         "store.closed": "the store was closed; open it again",
         "store.no_state": "the pith is unknown to the store, or pending (no valid "
@@ -75,8 +77,9 @@ register(
         "store",
         "store.io": "the store's folder cannot be created or read: check the path",
         "store.lmdb": "LMDB refused the operation: the message names the cause",
-        "store.argument": "an argument of a Store method is out of its range: the message "
-        "names it and the range",
+        "store.argument": "an argument of a Store method is not of its type (a keyring "
+        "that is not a Keyring, an after that is not an int) or out of its range: the "
+        "message names it",
         "store.upgrade": "the store needs its Merkle tree caught up or its format migrated, "
         "which a read-only open never does: open it once for writing (`pithlog --store DIR "
         "append --keyring KEYRING < /dev/null`, as a user who can write it), then read",

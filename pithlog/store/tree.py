@@ -46,8 +46,8 @@ from pithlog.transparency import merkle
 # pointers of events and evidence (format 6; formats 2-5 kept them in copy_seq too).
 
 register({
-    "store.tree_size": "a tree size or leaf index beyond the store's log: `pithlog stats` shows "
-    "next_seq, and the log holds next_seq - 1 leaves",
+    "store.tree_size": "a tree size or leaf index that is not an int, or beyond the store's "
+    "log: `pithlog stats` shows next_seq, and the log holds next_seq - 1 leaves",
 })  # fmt: skip
 
 _NODE = struct.Struct(">QB")

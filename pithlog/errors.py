@@ -82,7 +82,8 @@ CODES: dict[str, str] = {
     "usage.net_extra": "the command speaks HTTP, which needs the net extra: pip install "
     "'pithlog[net]'",
     "usage.unreadable": "the file cannot be read; check its path and permissions",
-    "usage.exists": "the output file exists; pass --force to replace it",
+    "usage.exists": "the output file exists: pass --force to replace it where the command "
+    "takes it (keygen, keyring new); export never overwrites a shard: give another folder",
     "usage.unwritable": "the output folder cannot be made or written (a file in its place, "
     "no permission, a full disk): check the path, its permissions and free space",
     "usage.event_type": "use one of the nine event types of spec section 5",

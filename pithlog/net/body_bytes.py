@@ -9,12 +9,24 @@ it holds as they arrive, out of a sum shared by the route's requests (nginx boun
 bodies it reads by their buffers, not by connections): a slow sender holds what it has
 sent, and to keep others out it must send as many bytes as the route holds in all. The
 places are then taken only once a body is whole, for the work done with it.
+
+Bodies that take their bytes bit by bit can all end up waiting for room that only the
+others hold: two bodies of 60,000 bytes on ``--max-pending 1 --max-body 100000``, one
+holding 40,000 and the other 50,000, each waited for the other until its body time-out,
+and one got ``503``. When every byte held is held by a body waiting for more, none will
+be given back: a waiting body that fits goes ahead of its turn, and when none fits, the
+one that asked last is refused (:class:`NoRoom`) and gives back what it holds.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections import deque
+
+
+class NoRoom(Exception):
+    """A body refused its bytes: every byte held is held by bodies waiting for more, and
+    none of them fits (:meth:`BodyBytes.take`)."""
 
 
 class BodyBytes:
@@ -26,19 +38,22 @@ class BodyBytes:
     def __init__(self, most: int) -> None:
         self.most = most
         self.held = 0
-        self._waiting: deque[tuple[int, asyncio.Future[None]]] = deque()
+        self._waiting: deque[tuple[int, int, asyncio.Future[None]]] = deque()
 
-    async def take(self, n: int) -> None:
-        """Hold ``n`` more bytes (at most :attr:`most`), once the others leave room."""
+    async def take(self, n: int, holds: int = 0) -> None:
+        """Hold ``n`` more bytes (at most :attr:`most`), once the others leave room, for a
+        body that holds ``holds`` bytes already; :class:`NoRoom` when those it waits for
+        all wait too (it is then for the caller to give back its ``holds``)."""
         if not self._waiting and self.held + n <= self.most:
             self.held += n
             return
         future = asyncio.get_running_loop().create_future()
-        self._waiting.append((n, future))
+        self._waiting.append((n, holds, future))
+        self._wake()  # it may be the one that leaves every holder waiting
         try:
             await future
         except BaseException:
-            if future.done() and not future.cancelled():
+            if future.done() and not future.cancelled() and future.exception() is None:
                 self.give(n)  # given just as the wait was cancelled (a time-out)
             else:
                 future.cancel()
@@ -52,12 +67,32 @@ class BodyBytes:
 
     def _wake(self) -> None:
         while self._waiting:
-            n, future = self._waiting[0]
+            n, _, future = self._waiting[0]
             if future.done():  # its wait ended (cancelled)
                 self._waiting.popleft()
                 continue
             if self.held + n > self.most:
+                self._unstick()
                 return
             self._waiting.popleft()
             self.held += n
             future.set_result(None)
+
+    def _unstick(self) -> None:
+        """When every byte held is held by a waiting body, no byte will be given back but
+        by a body time-out: one that fits is let through, or else the last to ask (that
+        holds bytes) is refused."""
+        waiting = [entry for entry in self._waiting if not entry[2].done()]
+        if sum(holds for _, holds, _ in waiting) < self.held:
+            return  # a body not waiting (being answered, or sending) will give its bytes back
+        for entry in waiting:
+            n, _, future = entry
+            if self.held + n <= self.most:
+                self._waiting.remove(entry)
+                self.held += n
+                future.set_result(None)
+                return
+        for _, holds, future in reversed(waiting):
+            if holds:
+                future.set_exception(NoRoom())
+                return

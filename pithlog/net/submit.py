@@ -22,7 +22,7 @@ import msgspec
 
 from pithlog.errors import DoorError, ServeError, StoreError, register
 from pithlog.lines import iter_lines
-from pithlog.net.body_bytes import BodyBytes
+from pithlog.net.body_bytes import BodyBytes, NoRoom
 from pithlog.net.judges import LoopJudging, judged
 from pithlog.parallel import usable_cores, verifying_processes
 from pithlog.protocol.keys import Keyring
@@ -90,7 +90,8 @@ async def read_body(chunks: AsyncIterator[bytes], content_length: str | None,
     held or once ``seconds`` (by default ``body_seconds``) have passed. With ``held``, its
     bytes are taken from there as they arrive (:mod:`pithlog.net.body_bytes`), for the
     caller to give back once done with the body; an error gives them back here. A time-out
-    while waiting for room there, not for the client, is ``503 serve.busy``."""
+    while waiting for room there, not for the client, is ``503 serve.busy``, as is a body
+    refused its room (:class:`~pithlog.net.body_bytes.NoRoom`)."""
     check_declared(content_length, limits)
     seconds = limits.body_seconds if seconds is None else seconds
     if seconds <= 0:
@@ -107,12 +108,16 @@ async def read_body(chunks: AsyncIterator[bytes], content_length: str | None,
                     raise ServeError("too_large", f"the body is over {limits.max_body} bytes")
                 if held is not None:
                     waiting = True
-                    await held.take(len(chunk))
+                    await held.take(len(chunk), len(body))
                     waiting = False
                 body += chunk
-    except TimeoutError:
+    except (TimeoutError, NoRoom) as exc:
         if held is not None:
             held.give(len(body))
+        if isinstance(exc, NoRoom):
+            raise ServeError("busy", "the bodies being received hold all the memory the "
+                             "server gives them, each waiting for more of it; retry "
+                             "later") from None  # fmt: skip
         if waiting:
             raise ServeError("busy", "the bodies being received hold all the memory the "
                              "server gives them; retry later") from None  # fmt: skip

@@ -388,3 +388,39 @@ def test_a_rekey_beside_the_server_is_not_undone_by_a_submission(
                 assert store.stats()["rekey_target"] is None
         assert refused == [(503, "store.keyring_changed")] * 2
         assert b"Traceback" not in server.stderr
+
+
+def test_whole_bodies_are_not_held_up_by_each_other(files: Files) -> None:
+    """--max-pending 1 --max-body 100000: two bodies of 60,000 bytes, sent at once in two
+    parts each, the second's first part taking all but 10,000 of the bytes of bodies held.
+    Each then waits for room the other holds; both are answered at once, one after the
+    other (nobody waited for the --body-timeout of 3 s and got 503 serve.busy)."""
+    with serving(files, "--max-pending", "1", "--body-timeout", "3", "--max-body", "100000",
+                 submit=True) as server:  # fmt: skip
+        bodies = []
+        for number in ("2599.02000", "2599.02001"):
+            one = lines([g.record(number)])
+            bodies.append(one + b"\n" * (60_000 - len(one)))
+        head = (b"POST /submit HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
+                b"Content-Length: 60000\r\n\r\n")  # fmt: skip
+        with socket.create_connection(server.address, timeout=20) as a, \
+                socket.create_connection(server.address, timeout=20) as b:  # fmt: skip
+            started = time.monotonic()
+            a.sendall(head + bodies[0][:40_000])
+            time.sleep(0.2)
+            b.sendall(head + bodies[1][:50_000])
+            time.sleep(0.2)
+            a.sendall(bodies[0][40_000:])
+            time.sleep(0.2)
+            b.sendall(bodies[1][50_000:])
+            got = []
+            for sock in (a, b):
+                answer = b""
+                while chunk := sock.recv(65536):
+                    answer += chunk
+                head_of, _, body = answer.partition(b"\r\n\r\n")
+                doc = json.loads(body)
+                got.append((int(head_of.split(b" ")[1]), doc.get("status", doc.get("error"))))
+            took = time.monotonic() - started
+        assert got == [(200, "stored"), (200, "stored")]
+        assert took < 2.5

@@ -8,12 +8,14 @@ are read from ``/proc`` before the kill; a few seconds after it, none may be ali
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -114,6 +116,30 @@ KINDS = [
 ]
 
 
+@contextlib.contextmanager
+def _ready_child(
+    args: list[str], scratch: Path
+) -> Iterator[tuple[subprocess.Popen[bytes], list[int]]]:
+    """A Python child of ``args`` with ``scratch`` as its $TMPDIR, once it printed ready, and
+    the processes it started then; none is left behind, even when the test fails."""
+    parent = subprocess.Popen([sys.executable, *args], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, start_new_session=True,
+                              env={**os.environ, "TMPDIR": str(scratch)})  # fmt: skip
+    children: list[int] = []
+    try:
+        assert parent.stdout is not None and parent.stderr is not None
+        assert parent.stdout.readline() == b"ready\n", parent.stderr.read()
+        children += _children(parent.pid)
+        yield parent, children
+    finally:
+        if parent.poll() is None:
+            parent.kill()
+            parent.wait()
+        for pid in children:
+            if _alive(pid):
+                os.kill(pid, signal.SIGKILL)
+
+
 def _children(pid: int) -> list[int]:
     """The processes whose parent is ``pid`` (``/proc/*/stat``)."""
     found = []
@@ -155,17 +181,8 @@ def test_no_helper_outlives_a_killed_parent(tmp_path: Path, kind: str) -> None:
     (tmp_path / "child.py").write_text(CHILD)
     scratch = tmp_path / "tmp"  # the child's $TMPDIR: its pools' results' folders
     scratch.mkdir()
-    parent = subprocess.Popen(
-        [sys.executable, str(tmp_path / "child.py"), kind, str(tmp_path / "events.jsonl"),
-         str(store)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
-        env={**os.environ, "TMPDIR": str(scratch)},
-    )  # fmt: skip
-    children: list[int] = []
-    try:
-        assert parent.stdout is not None
-        assert parent.stdout.readline() == b"ready\n", parent.stderr.read()  # type: ignore[union-attr]
-        children += _children(parent.pid)
+    with _ready_child([str(tmp_path / "child.py"), kind, str(tmp_path / "events.jsonl"),
+                       str(store)], scratch) as (parent, children):  # fmt: skip
         workers = [pid for pid in children if "resource_tracker" not in _cmdline(pid)]
         assert workers, f"no pool was started: {[_cmdline(pid) for pid in children]}"
         os.kill(parent.pid, signal.SIGKILL)
@@ -176,13 +193,6 @@ def test_no_helper_outlives_a_killed_parent(tmp_path: Path, kind: str) -> None:
         assert not [_cmdline(pid) for pid in children if _alive(pid)]
         # the killed parent could not remove its pool's results' folder: its workers did
         assert not list(scratch.glob("pithlog-results-*"))
-    finally:
-        if parent.poll() is None:
-            parent.kill()
-            parent.wait()
-        for pid in children:  # never leave a process behind, even when the test fails
-            if _alive(pid):
-                os.kill(pid, signal.SIGKILL)
 
 
 # A pool's results' folder: none yet when the pool is made ("made"); made by the helper that
@@ -205,15 +215,7 @@ def test_a_killed_parent_leaves_no_results_folder(tmp_path: Path, stage: str) ->
     scratch = tmp_path / "tmp"  # the child's $TMPDIR
     scratch.mkdir()
     (tmp_path / "child.py").write_text(FOLDER_CHILD)
-    parent = subprocess.Popen(
-        [sys.executable, str(tmp_path / "child.py"), stage], stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE, start_new_session=True, env={**os.environ, "TMPDIR": str(scratch)},
-    )  # fmt: skip
-    children: list[int] = []
-    try:
-        assert parent.stdout is not None
-        assert parent.stdout.readline() == b"ready\n", parent.stderr.read()  # type: ignore[union-attr]
-        children += _children(parent.pid)
+    with _ready_child([str(tmp_path / "child.py"), stage], scratch) as (parent, _):
         folders = list(scratch.glob("pithlog-results-*"))
         # made, before any helper started, it was left for good by a kill -9 here
         assert len(folders) == (stage == "spilled"), folders
@@ -223,10 +225,3 @@ def test_a_killed_parent_leaves_no_results_folder(tmp_path: Path, stage: str) ->
         while list(scratch.glob("pithlog-results-*")) and time.monotonic() < deadline:
             time.sleep(0.1)
         assert not list(scratch.glob("pithlog-results-*"))
-    finally:
-        if parent.poll() is None:
-            parent.kill()
-            parent.wait()
-        for pid in children:
-            if _alive(pid):
-                os.kill(pid, signal.SIGKILL)

@@ -92,6 +92,19 @@ def _status(answer: bytes) -> tuple[int, dict[str, Any]]:
     return int(head.split(b" ")[1]), json.loads(body)
 
 
+def _to_the_end(sock: socket.socket) -> bytes:
+    """What the server sends on ``sock`` until it closes the connection."""
+    answer = b""
+    while chunk := sock.recv(65536):
+        answer += chunk
+    return answer
+
+
+def _errors(*socks: socket.socket) -> list[tuple[int, str]]:
+    """The status and error code of the one answer on each of ``socks``, in order."""
+    return [(status, doc["error"]) for status, doc in map(_status, map(_to_the_end, socks))]
+
+
 def test_limits_refuse_a_request_whole(server: Server) -> None:
     before = tree_size(server)
     url = server.url + "/submit"
@@ -166,9 +179,7 @@ def test_a_slow_sender_does_not_hold_up_other_clients(server: Server) -> None:
         # the slow request is still open (its 2 s are not over): the reads did not wait
         # for it, and it completes
         sock.sendall(body[10:])
-        answer = b""
-        while chunk := sock.recv(65536):
-            answer += chunk
+        answer = _to_the_end(sock)
     status, _ = _status(answer.split(b"\r\n\r\n", 1)[0] + b"\r\n\r\n{}")
     assert status == 200 and b'"status":"stored"' in answer
 
@@ -242,14 +253,7 @@ def test_submissions_held_at_once_are_bounded(files: Files) -> None:
             time.sleep(2.8)
             with contextlib.suppress(OSError):  # answered (408) and closed already
                 waiting.sendall(body)
-            codes = []
-            for sock in (held, waiting):
-                answer = b""
-                while chunk := sock.recv(65536):
-                    answer += chunk
-                status, doc = _status(answer)
-                codes.append((status, doc["error"]))
-            assert codes == [(408, "serve.timeout"), (408, "serve.timeout")]
+            assert _errors(held, waiting) == [(408, "serve.timeout"), (408, "serve.timeout")]
         finally:
             held.close()
             waiting.close()
@@ -266,14 +270,7 @@ def test_submissions_held_at_once_are_bounded(files: Files) -> None:
                          b"Content-Length: 100000\r\n\r\n" + b" " * 99_990)  # fmt: skip
             time.sleep(0.3)
             no_room.sendall(body)
-            codes = []
-            for sock in (no_room, full):
-                answer = b""
-                while chunk := sock.recv(65536):
-                    answer += chunk
-                status, doc = _status(answer)
-                codes.append((status, doc["error"]))
-            assert codes == [(503, "serve.busy"), (408, "serve.timeout")]
+            assert _errors(no_room, full) == [(503, "serve.busy"), (408, "serve.timeout")]
         # a place held by a submission whose commit waits (the store's writer lock, taken
         # here): the next one finds no place within its 2 s
         env = lmdb.open(str(files.store), max_dbs=64, subdir=True)
@@ -415,10 +412,7 @@ def test_whole_bodies_are_not_held_up_by_each_other(files: Files) -> None:
             b.sendall(bodies[1][50_000:])
             got = []
             for sock in (a, b):
-                answer = b""
-                while chunk := sock.recv(65536):
-                    answer += chunk
-                head_of, _, body = answer.partition(b"\r\n\r\n")
+                head_of, _, body = _to_the_end(sock).partition(b"\r\n\r\n")
                 doc = json.loads(body)
                 got.append((int(head_of.split(b" ")[1]), doc.get("status", doc.get("error"))))
             took = time.monotonic() - started

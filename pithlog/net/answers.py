@@ -21,7 +21,7 @@ STATUS = {
     "serve.bad_request": 400, "serve.method": 405, "serve.not_implemented": 501,
     "serve.read_only": 403,
     "serve.too_large": 413, "serve.too_many_lines": 413, "serve.timeout": 408,
-    "serve.busy": 503,
+    "serve.busy": 503, "serve.stopping": 503,
     "tile.path": 400, "store.tree_size": 404, "store.readers_full": 503,
     # no checkpoint published yet, too few witnesses cosigned the first one: not a
     # failure of the server, and it passes once they answer

@@ -14,6 +14,8 @@ from the file system: every answer comes from the :class:`~pithlog.store.Store`.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import dataclasses
 import hashlib
 import re
@@ -61,6 +63,8 @@ register(
         "serve.pending": "the pith is pending: it has events but no valid record_created yet, "
         "so no state document",
         "serve.internal": "the server failed to answer; the operator's log has the details",
+        "serve.stopping": "the server stopped before it answered: send the request again "
+        "(to the restarted server; a copy already stored is answered duplicate)",
     }
 )
 
@@ -367,9 +371,25 @@ A ``POST /submit`` does not go through the router at all (:class:`LogApp`)."""
 class ServeApp(Starlette):
     """A Starlette app of ``pithlog serve`` (the log's, the witness's): a request whose
     method no path takes is ``501 serve.not_implemented`` (RFC 9110 9.1 and 15.6.2), not
-    a ``405`` naming the methods of its path."""
+    a ``405`` naming the methods of its path; a request still open when the server stops
+    is ``503 serve.stopping``."""
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        try:
+            await self.dispatch(scope, receive, send)
+        except asyncio.CancelledError:
+            # uvicorn's graceful shutdown cancels the requests still open after its 5 s (a
+            # slow sender, a body waiting for room), the one way a request is cancelled:
+            # raised on, each printed an 'Exception in ASGI application' traceback. An
+            # answer begun already cannot be replaced, and uvicorn closes its connection.
+            if scope["type"] == "http":
+                with contextlib.suppress(Exception):
+                    await send_error(send, 503, "serve.stopping", "the server stopped "
+                                     "before it answered: send the request again",
+                                     close=True)  # fmt: skip
+
+    async def dispatch(self, scope: Any, receive: Any, send: Any) -> None:
+        """What :meth:`__call__` does with a request."""
         if scope["type"] == "http" and scope["method"] not in IMPLEMENTED_METHODS:
             await send_error(send, 501, "serve.not_implemented",
                              not_implemented_message(scope["method"]))  # fmt: skip
@@ -386,12 +406,12 @@ class LogApp(ServeApp):
         super().__init__(**options)
         self.submit = submit
 
-    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+    async def dispatch(self, scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] == "http" and scope["path"] == SUBMIT_PATH \
                 and scope["method"] == "POST":  # fmt: skip
             await self.submit(scope, receive, send)
         else:
-            await super().__call__(scope, receive, send)
+            await super().dispatch(scope, receive, send)
 
 
 def create_app(config: ServeConfig) -> Starlette:

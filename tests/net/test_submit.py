@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import signal
 import socket
 import time
 from collections.abc import Iterator
@@ -418,3 +419,21 @@ def test_whole_bodies_are_not_held_up_by_each_other(files: Files) -> None:
             took = time.monotonic() - started
         assert got == [(200, "stored"), (200, "stored")]
         assert took < 2.5
+
+
+def test_a_request_still_open_at_shutdown_is_answered_not_a_traceback(files: Files) -> None:
+    """SIGTERM while a slow sender is in the middle of its body: uvicorn's graceful
+    shutdown ends by cancelling the request after 5 s, which printed an 'Exception in ASGI
+    application' traceback (CancelledError) on the server's stderr, one per request open.
+    The request is answered 503 serve.stopping instead, and nothing is printed but a line."""
+    with serving(files, "--body-timeout", "30", submit=True) as server, \
+            socket.create_connection(server.address, timeout=20) as slow:  # fmt: skip
+        slow.sendall(b"POST /submit HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n{")
+        time.sleep(0.3)
+        server.process.send_signal(signal.SIGTERM)
+        assert server.process.wait(20) in (0, 143, -15)
+        answer = _to_the_end(slow)
+        assert _status(answer) == (503, {"error": "serve.stopping",
+                                         "message": _status(answer)[1]["message"]})
+        assert b"Traceback" not in server.stderr, server.stderr.decode()
+        assert b"Exception in ASGI application" not in server.stderr

@@ -5,10 +5,13 @@ one behind it."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
 
 import pytest
 
+from pithlog.errors import ServeError
 from pithlog.net.body_bytes import BodyBytes, NoRoom
+from pithlog.net.submit import Limits, read_body
 
 
 def test_bytes_held_stay_under_the_bound_and_waits_come_in_order() -> None:
@@ -96,3 +99,110 @@ def test_a_body_is_refused_at_once_when_no_waiting_body_fits() -> None:
         return held.held
 
     assert asyncio.run(run()) == 70
+
+
+def test_a_body_that_fits_exactly_is_let_through() -> None:
+    """Room for exactly the bytes asked is room: a wait for 50 with 50 of 100 held ends."""
+
+    async def run() -> int:
+        held = BodyBytes(100)
+        await held.take(60)
+        waiter = asyncio.create_task(held.take(50))
+        await asyncio.sleep(0)
+        held.give(10)
+        await asyncio.wait_for(waiter, 1)
+        return held.held
+
+    assert asyncio.run(run()) == 100
+
+
+def test_a_wait_cut_off_at_the_head_lets_those_already_behind_it_through() -> None:
+    """A wait for 50 with 90 of 100 held, a wait for 10 behind it: once the first is cut
+    off (its time-out), the second fits and goes at once, not at the next give."""
+
+    async def run() -> int:
+        held = BodyBytes(100)
+        await held.take(90)
+        first = asyncio.create_task(held.take(50))
+        await asyncio.sleep(0)
+        second = asyncio.create_task(held.take(10))
+        await asyncio.sleep(0)
+        assert not second.done()
+        first.cancel()
+        await asyncio.wait_for(second, 1)
+        return held.held
+
+    assert asyncio.run(run()) == 100
+
+
+def test_bytes_given_to_a_wait_just_as_it_is_cut_off_are_given_back() -> None:
+    """The room is given (the bytes counted as held) and the wait cancelled before it
+    resumes: the waiter gives them back, or they would be held for good."""
+
+    async def run() -> int:
+        held = BodyBytes(100)
+        await held.take(90)
+        waiter = asyncio.create_task(held.take(50))
+        await asyncio.sleep(0)
+        held.give(90)  # the 50 go to the waiter...
+        assert held.held == 50
+        waiter.cancel()  # ...cancelled before it runs again
+        with pytest.raises(asyncio.CancelledError):
+            await waiter
+        return held.held
+
+    assert asyncio.run(run()) == 0
+
+
+def test_a_body_holding_nothing_is_not_the_one_refused() -> None:
+    """Holding 40 and 50 of 100, each asking for 20, a third body asking for its first 20
+    last, and a body being answered holding 5: once that one gives its 5 back, no waiting
+    body fits and none will be given more. Refusing the third would give back nothing: the
+    last to ask that holds bytes (the 50) is refused, and the third waits on."""
+
+    async def run() -> None:
+        held = BodyBytes(100)
+        await held.take(40)
+        await held.take(50, 40)
+        await held.take(5)  # a body being answered
+        first = asyncio.create_task(held.take(20, 40))
+        await asyncio.sleep(0)
+        second = asyncio.create_task(held.take(20, 50))
+        await asyncio.sleep(0)
+        third = asyncio.create_task(held.take(20, 0))
+        await asyncio.sleep(0)
+        assert not (first.done() or second.done() or third.done())
+        held.give(5)
+        with pytest.raises(NoRoom):
+            await asyncio.wait_for(second, 1)
+        await asyncio.sleep(0.01)
+        assert not third.done() and not first.done()
+        held.give(50)  # the refused body's bytes
+        await asyncio.wait_for(first, 1)
+        await asyncio.wait_for(third, 1)
+        assert held.held == 80
+
+    asyncio.run(run())
+
+
+def test_a_body_refused_or_cut_off_by_its_client_gives_its_bytes_back() -> None:
+    """read_body gives back what a body held when it ends in an error: a body over
+    max_body (413), a client gone mid-body. Kept, they would shrink the room of every
+    later body for good."""
+    async def chunks(gone: bool) -> AsyncIterator[bytes]:
+        yield b"x" * 60
+        if gone:
+            raise ConnectionResetError("the client left")
+        yield b"x" * 60
+
+    async def run() -> tuple[str, int, int]:
+        limits = Limits(max_body=100, max_pending=2)
+        held = limits.held_bytes()
+        with pytest.raises(ServeError) as too_large:
+            await read_body(chunks(gone=False), None, limits, held=held)
+        after_413 = held.held
+        with pytest.raises(ConnectionResetError):
+            await read_body(chunks(gone=True), None, limits, held=held)
+        return too_large.value.code, after_413, held.held
+
+    assert asyncio.run(run()) == ("serve.too_large", 0, 0)

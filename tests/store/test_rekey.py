@@ -468,3 +468,43 @@ def test_two_changes_to_two_keyrings_by_turns_end(tmp_path: Path) -> None:
         store.rekey(second)
         assert store.keyring_digest() == second.digest
         assert_reduced(store, reference(lines, second))
+
+
+def test_a_rekey_takes_over_a_change_to_another_keyring_under_way(tmp_path: Path) -> None:
+    """A change to one keyring begun (a rekey interrupted, or taken over: 'run this one
+    again to take the change back'): a rekey to another keyring takes it over in its
+    first piece, where its later pieces would stop, and ends under its keyring."""
+    lines = sparse_log(piths=40, per_pith=10, seed=3)
+    old = keyring(TRUSTED)
+    first = keyring(TRUSTED, author={"revoked_at": g.ts(250)})
+    second = keyring(TRUSTED, replicator={"revoked_at": g.ts(300)})
+    with Store.open(tmp_path / "s") as store:
+        store.append(lines, old, keep_invalid=True)
+        store._write(rekey.piece_work(first, piece_copies=20))  # a change to first begun
+        assert store.stats()["rekey_target"] == first.digest
+        store.rekey(second, piece_copies=20)
+        assert store.keyring_digest() == second.digest
+        assert store.stats()["rekey_target"] is None
+        assert_reduced(store, reference(lines, second))
+
+
+def test_a_change_ended_by_another_rekey_to_the_same_keyring_ends_this_one(
+    tmp_path: Path,
+) -> None:
+    """Two rekeys to one keyring: when the other ends the change between two of this one's
+    pieces, this one's next piece finds no change under way and the store under its
+    keyring, and ends (it is no change taken over by another keyring)."""
+    lines = sparse_log(piths=40, per_pith=10, seed=3)
+    old = keyring(TRUSTED)
+    new = keyring(TRUSTED, author={"revoked_at": g.ts(250)})
+    with Store.open(tmp_path / "s") as store:
+        store.append(lines, old, keep_invalid=True)
+        ended = []
+
+        def the_other_ends_the_change(stage: str, done: int, total: int) -> None:
+            if not ended:
+                ended.append(store.rekey(new))
+
+        store.rekey(new, progress=the_other_ends_the_change, piece_copies=20)
+        assert ended and store.keyring_digest() == new.digest
+        assert_reduced(store, reference(lines, new))

@@ -102,8 +102,10 @@ def test_a_keyring_of_another_type_is_store_argument(tmp_path: Path) -> None:
     with Store.open(tmp_path / "s") as store:
         store.append([jcs(record)], keyring)
         size = store.tree_size()
+        judging = store.judging(keyring)
         calls = {
             "append": lambda k: store.append([jcs(record)], k),
+            "append_judged": lambda k: store.append_judged([], k, judging),
             "append_batches": lambda k: list(store.append_batches([[jcs(record)]], k)),
             "judging": store.judging,
             "replay": store.replay,
@@ -118,6 +120,7 @@ def test_a_keyring_of_another_type_is_store_argument(tmp_path: Path) -> None:
                     call(wrong)
                 assert caught.value.code == "store.argument", (method, caught.value)
                 assert f"Store.{method}: the keyring is a " in caught.value.message
+        judging.close()
         assert store.tree_size() == size
         assert store.replay(keyring).ok
 

@@ -23,11 +23,12 @@ from served import ORIGIN, Files, g, loop_watched, make_files, serving, spawned_
 with warnings.catch_warnings():  # Starlette would have httpx2; httpx is what pithlog uses
     warnings.simplefilter("ignore")
     from starlette.testclient import TestClient
+from starlette.routing import Mount
 
 from pithlog.cli import main
 from pithlog.errors import WitnessError
 from pithlog.net import served_log
-from pithlog.net.app import LogApp, create_app
+from pithlog.net.app import LogApp, ServeApp, create_app
 from pithlog.net.served_log import Log, ServeConfig
 from pithlog.net.server import REUSE_PORT, _ready_folder, _say_when_ready
 from pithlog.protocol.keys import dump_key_file, load_key_file, load_keyring
@@ -526,3 +527,47 @@ def test_the_cosigning_lock_serves_an_app_run_again_on_another_loop(
         for _ in range(2):  # two event loops, one after the other
             got = asyncio.run(together())
             assert [getattr(e, "code", e) for e in got] == ["witness.quorum"] * 3
+
+
+def test_a_request_cancelled_at_shutdown_is_answered_503_unless_its_answer_began() -> None:
+    """uvicorn's graceful shutdown cancels the requests still open after its 5 s: one whose
+    answer has not begun is answered 503 serve.stopping; one whose answer began (a streamed
+    answer its client stopped reading) cannot be answered again, and the server's refusal
+    of a second head (a RuntimeError from uvicorn) ends it quietly, not as a traceback."""
+    async def begun(scope: Any, receive: Any, send: Any) -> None:
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await asyncio.Event().wait()  # the client reads no more
+
+    async def waiting(scope: Any, receive: Any, send: Any) -> None:
+        await asyncio.Event().wait()  # the body is slow to come
+
+    app = ServeApp(routes=[Mount("/begun", app=begun), Mount("/waiting", app=waiting)])
+
+    async def cancelled(path: str) -> list[dict[str, Any]]:
+        sent: list[dict[str, Any]] = []
+
+        async def send(message: dict[str, Any]) -> None:
+            if message["type"] == "http.response.start" and sent:
+                raise RuntimeError("Expected ASGI message 'http.response.body', but got "
+                                   "'http.response.start'.")  # fmt: skip
+            sent.append(message)
+
+        async def receive() -> dict[str, Any]:
+            await asyncio.Event().wait()
+            raise AssertionError
+
+        scope = {"type": "http", "method": "GET", "path": path, "raw_path": path.encode(),
+                 "root_path": "", "query_string": b"", "headers": [], "scheme": "http",
+                 "server": ("127.0.0.1", 80), "client": ("127.0.0.1", 1),
+                 "http_version": "1.1"}  # fmt: skip
+        request = asyncio.create_task(app(scope, receive, send))
+        await asyncio.sleep(0.05)
+        request.cancel()
+        await asyncio.wait_for(request, 1)  # ended, raising nothing
+        return sent
+
+    begun_sent = asyncio.run(cancelled("/begun/x"))
+    assert [m.get("status") for m in begun_sent] == [200]
+    waiting_sent = asyncio.run(cancelled("/waiting/x"))
+    assert waiting_sent[0]["status"] == 503
+    assert b'"serve.stopping"' in waiting_sent[1]["body"]

@@ -196,6 +196,7 @@ def test_large_results_come_back_through_files_that_are_removed(tmp_path: Path) 
         small, large = pool.submit(bytes, 10), pool.submit(bytes, 3 << 20)
         assert small.result() == bytes(10) and large.result() == bytes(3 << 20)
         assert os.listdir(folder) == []  # each file removed once read
+        assert os.stat(folder).st_mode & 0o077 == 0  # the results are this user's alone
         with pytest.raises(ValueError):  # a worker's exception, as before
             pool.submit(int, "not a number").result()
     assert not os.path.exists(folder)  # the folder goes with the pool
@@ -220,3 +221,34 @@ def test_without_a_folder_for_results_they_come_back_through_the_pipe(
         assert (pool._spill is None) == (where == "no temporary folder")
         assert pool.submit(bytes, 1 << 20).result() == bytes(1 << 20)
     assert not (tmp_path / "gone").exists()
+
+
+def test_a_results_folder_name_taken_by_a_link_is_not_written_through(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The pool's folder name taken (before the first large result) by a symbolic link to
+    a folder: results are not written where it points; they come back through the pipe."""
+    import os
+
+    import pithlog.parallel.pool as pool_module
+
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    seen: list[list[str]] = []
+    unspill = pool_module._unspill
+
+    def looking(*args: Any) -> None:  # in this process, as each result comes back
+        seen.append(os.listdir(elsewhere))
+        unspill(*args)
+
+    monkeypatch.setattr(pool_module, "_unspill", looking)
+    with contextlib.ExitStack() as stack:
+        quiet = pithlog.parallel.leave_interrupts_to_parent
+        pool = pithlog.parallel.worker_pool(stack, 1, quiet, ())
+        assert pool._spill is not None
+        os.symlink(elsewhere, pool._spill)
+        try:
+            assert pool.submit(bytes, 1 << 20).result() == bytes(1 << 20)
+        finally:
+            os.unlink(pool._spill)
+    assert seen == [[]]

@@ -440,17 +440,21 @@ def test_an_append_beside_a_change_under_way_says_so(tmp_path: Path) -> None:
         assert f"{old.digest[:16]}..., this keyring is {old.digest[:16]}" not in message
 
 
+def _two_changes() -> tuple[list[bytes], Keyring, Keyring]:
+    """A log appended under the trusted keyring, and two other keyrings to change it to."""
+    return (sparse_log(piths=40, per_pith=10, seed=3),
+            keyring(TRUSTED, author={"revoked_at": g.ts(250)}),
+            keyring(TRUSTED, replicator={"revoked_at": g.ts(300)}))  # fmt: skip
+
+
 def test_two_changes_to_two_keyrings_by_turns_end(tmp_path: Path) -> None:
     """Two rekeys to two keyrings whose pieces alternate: each piece took the other's
     change over and began its judging again, so that neither ever ended (a livelock). A
     rekey's later pieces no longer take a change over: the one taken over stops with
     store.keyring_changed, and the other ends."""
-    lines = sparse_log(piths=40, per_pith=10, seed=3)
-    old = keyring(TRUSTED)
-    first = keyring(TRUSTED, author={"revoked_at": g.ts(250)})
-    second = keyring(TRUSTED, replicator={"revoked_at": g.ts(300)})
+    lines, first, second = _two_changes()
     with Store.open(tmp_path / "s") as store:
-        store.append(lines, old, keep_invalid=True)
+        store.append(lines, keyring(TRUSTED), keep_invalid=True)
         turns = 0
 
         def the_other_takes_a_piece(stage: str, done: int, total: int) -> None:
@@ -474,12 +478,9 @@ def test_a_rekey_takes_over_a_change_to_another_keyring_under_way(tmp_path: Path
     """A change to one keyring begun (a rekey interrupted, or taken over: 'run this one
     again to take the change back'): a rekey to another keyring takes it over in its
     first piece, where its later pieces would stop, and ends under its keyring."""
-    lines = sparse_log(piths=40, per_pith=10, seed=3)
-    old = keyring(TRUSTED)
-    first = keyring(TRUSTED, author={"revoked_at": g.ts(250)})
-    second = keyring(TRUSTED, replicator={"revoked_at": g.ts(300)})
+    lines, first, second = _two_changes()
     with Store.open(tmp_path / "s") as store:
-        store.append(lines, old, keep_invalid=True)
+        store.append(lines, keyring(TRUSTED), keep_invalid=True)
         store._write(rekey.piece_work(first, piece_copies=20))  # a change to first begun
         assert store.stats()["rekey_target"] == first.digest
         store.rekey(second, piece_copies=20)

@@ -21,7 +21,7 @@ from typing import Any, NoReturn
 
 import msgspec
 
-from pithlog.errors import DoorError
+from pithlog.errors import DoorError, shown
 from pithlog.protocol.jcs import JSON as JSON
 from pithlog.protocol.jcs import SORT_SAFE_MEMBERS as SORT_SAFE_MEMBERS
 from pithlog.protocol.jcs import digest as digest
@@ -162,13 +162,7 @@ def _pointer(name: str) -> str:
     as ``\\uXXXX``: a member name chosen by whoever sent the input must neither break the
     one-line error into several nor write terminal escapes.
     """
-    segment = name.replace("~", "~0").replace("/", "~1")
-    if segment.isprintable():
-        return segment
-    return "".join(
-        c if c.isprintable() else f"\\u{ord(c):04x}" if ord(c) <= 0xFFFF else f"\\U{ord(c):08x}"
-        for c in segment
-    )
+    return shown(name.replace("~", "~0").replace("/", "~1"))
 
 
 def _no_float(text: str) -> NoReturn:

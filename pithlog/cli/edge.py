@@ -167,7 +167,13 @@ def store_path(args: argparse.Namespace) -> str:
     if path == "":  # `--store "$DIR"` with DIR unset: not the default store, silently
         raise UsageError("arguments", "--store is empty: give the store's folder (or leave "
                          "the option out for $PITHLOG_STORE, else ./pithlog-store)")  # fmt: skip
-    return path or os.environ.get("PITHLOG_STORE") or DEFAULT_STORE
+    if path:
+        return path
+    path = os.environ.get("PITHLOG_STORE")
+    if path == "":  # `PITHLOG_STORE=$DIR` with DIR unset: as --store "", not the default
+        raise UsageError("arguments", "PITHLOG_STORE is empty: set it to the store's "
+                         "folder, or unset it for ./pithlog-store")  # fmt: skip
+    return path or DEFAULT_STORE
 
 
 def open_store(

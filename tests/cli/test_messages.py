@@ -7,6 +7,7 @@ from __future__ import annotations
 import errno
 import io
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -161,6 +162,36 @@ def test_an_import_whose_every_line_is_refused_creates_no_store(
     assert status == 2 and not store.exists()
     assert [json.loads(line)["status"] for line in out.splitlines()] == ["refused", "refused"]
     assert "no store created" in err
+
+
+def test_an_empty_pithlog_store_is_refused_not_the_default_store(
+    signer: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``PITHLOG_STORE=`` (``PITHLOG_STORE=$DIR`` with DIR unset) is refused as ``--store
+    ""`` is: it fell back to ./pithlog-store, where an append created a store and a read
+    answered from whatever store was there. ``--store`` given still wins over it."""
+    import subprocess
+    import sys
+
+    import pithlog
+
+    here = str(Path(pithlog.__file__).parents[1])  # this pithlog, from another folder
+    store, _ = stored(signer, tmp_path)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("PITHLOG_STORE", "")
+    keyring, events = str(signer["keyring"]), str(tmp_path / "events.jsonl")
+    for argv in (["stats"], ["append", "--keyring", keyring, events]):
+        status, out, err = run(argv)
+        assert (status, out) == (2, b""), err
+        assert err.startswith("pithlog: [usage.arguments] PITHLOG_STORE is empty"), err
+        assert err.count("\n") == 1
+    assert not (tmp_path / "pithlog-store").exists()
+    assert run(["--store", store, "stats"])[0] == 0
+    done = subprocess.run([sys.executable, "-m", "pithlog", "append", "--keyring", keyring,
+                           events], capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "PITHLOG_STORE": "", "PYTHONPATH": here})  # fmt: skip
+    assert done.returncode == 2 and "PITHLOG_STORE is empty" in done.stderr, done.stderr
+    assert not (tmp_path / "pithlog-store").exists()
 
 
 def test_help_texts(capsys: pytest.CaptureFixture[str]) -> None:

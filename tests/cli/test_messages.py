@@ -164,6 +164,37 @@ def test_an_import_whose_every_line_is_refused_creates_no_store(
     assert "no store created" in err
 
 
+PITH = "pith:2026:AAAAAAAAAAAAAAAAAAAAAAAAAA"
+EVENT = "sha256:" + "a" * 64
+CHECKPOINT = ["--key", "{key}", "--origin", "registry.test.invalid/pith"]
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["stats"], ["pending"], ["piths"], ["export"], ["state", PITH], ["show", PITH],
+        ["event", EVENT], ["replay", "--keyring", "{keyring}"],
+        ["replay", "--verify", "--keyring", "{keyring}"],
+        ["replay", "--rebuild", "--verify", "--keyring", "{keyring}"],
+        ["rekey", "--keyring", "{keyring}"], ["checkpoint", *CHECKPOINT],
+        ["prove", "consistency", "1", "2"], ["prove", "inclusion", EVENT, *CHECKPOINT],
+        ["prove", "equivocation", PITH, *CHECKPOINT, "--keyring", "{keyring}"],
+    ],
+)  # fmt: skip
+def test_a_missing_store_is_refused_and_not_created(
+    signer: dict[str, Path], tmp_path: Path, argv: list[str]
+) -> None:
+    """A read of a mistyped ``--store`` is ``store.missing`` in one line, and leaves no
+    folder behind: an empty store made on the way would answer as if the log were empty
+    (docs/cli.md: only the commands that write create a store)."""
+    store = tmp_path / "typo" / "store"
+    given = [arg.format(key=signer["key"], keyring=signer["keyring"]) for arg in argv]
+    status, out, err = run(["--store", str(store), *given])
+    assert (status, out) == (2, b""), err
+    assert err.startswith("pithlog: [store.missing] no store at ") and err.count("\n") == 1
+    assert not (tmp_path / "typo").exists()
+
+
 def test_an_empty_pithlog_store_is_refused_not_the_default_store(
     signer: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

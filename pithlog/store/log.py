@@ -95,6 +95,9 @@ class Store(ContentReads, NetworkReads):
         before they start on the piths).
         """
         where = os.fspath(path)
+        if not where:  # a variable left unset: realpath("") is the current folder
+            raise StoreError("argument", "Store.open(''): the store path is empty; give "
+                             "the store's folder ('.' for the current one)")  # fmt: skip
         if "\0" in where:  # no file name holds one: os.stat raised ValueError
             raise StoreError("io", f"the store path {where!r} holds a NUL character, which "
                              "no path can: check the path")  # fmt: skip

@@ -261,6 +261,20 @@ def test_open_refuses_a_path_with_nul_and_a_map_size_lmdb_cannot_take(tmp_path: 
         assert store.stats()["counts"]["events"] == 0
 
 
+def test_open_refuses_an_empty_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``Store.open("")`` (a variable left unset) made a store in the current folder, as
+    ``realpath("")`` is that folder: store.argument, and nothing is made; ``"."`` still
+    names the current folder."""
+    monkeypatch.chdir(tmp_path)
+    for create in (True, False):
+        with pytest.raises(StoreError) as caught:
+            Store.open("", create=create)
+        assert caught.value.code == "store.argument" and "empty" in caught.value.message
+    assert list(tmp_path.iterdir()) == []
+    with Store.open(".") as store:
+        assert store.path == str(tmp_path.resolve())
+
+
 def test_open_refuses_a_path_lmdb_cannot_take_before_making_anything(tmp_path: Path) -> None:
     """A path that is not UTF-8 (a file name of other bytes, which Python holds as lone
     surrogates) made the store's folder and then raised UnicodeEncodeError from py-lmdb,

@@ -41,6 +41,11 @@ def state_cap(ours: bytes) -> int:
     return len(ours) + 1 + len(ours) // ENCODING_SHARE + ENCODING_ROOM
 
 
+PENDING_CAP = 1 << 20
+"""The most read of a state served for a pith the log leaves pending: any answer is one
+the log does not imply, and this much shows the hashes of a state invented for it."""
+
+
 UNANSWERED_IN_A_ROW = 16
 """States left unanswered one after the other after which the audit stops asking (``pithlog
 audit --max-unanswered``): a registry that lets every request time out holds the audit a
@@ -96,33 +101,38 @@ def compare_states(
 ) -> Iterator[Finding]:
     """``state_mismatch`` for every pith with a state in ``store`` whose served document is
     not the same bytes (one trailing newline aside), is longer than :func:`state_cap`, or
-    is not served at all (404); ``state_unanswered`` for every pith whose state could not
-    be read (an error status, a time-out, a body that does not decode). Either way the
-    next pith is compared: a registry that fails one answer is not spared the others.
-    After ``max_unanswered`` states unanswered in a row (0: never) the rest are not asked
-    for: one ``state_not_checked`` finding counts them."""
+    is not served at all (404), and for every pith the log leaves pending (spec 7 step 2:
+    no state) whose state is served all the same; ``state_unanswered`` for every pith whose
+    state could not be read (an error status, a time-out, a body that does not decode).
+    Either way the next pith is compared: a registry that fails one answer is not spared
+    the others. After ``max_unanswered`` states unanswered in a row (0: never) the rest are
+    not asked for: one ``state_not_checked`` finding counts them."""
     # the piths are walked a chunk at a time, never listed: the audit holds one state and
     # one chunk of summaries, however many piths the log has (the store is the auditor's
     # own mirror, which nothing else writes while it runs)
-    total = store.pith_totals()["piths"]
-    piths = (p["pith_number"] for p in store.each_pith() if p["status"] == "state")
+    totals = store.pith_totals()
+    total = totals["piths"] + totals["pending"]
     in_a_row = 0
-    for done, pith in enumerate(piths, 1):
+    for done, entry in enumerate(store.each_pith(), 1):
+        pith = entry["pith_number"]
         if max_unanswered and in_a_row >= max_unanswered:
             yield Finding("state_not_checked", {
                 "count": total - done + 1, "first_pith_number": pith,
                 "problem": f"{in_a_row} states in a row went unanswered: the rest were not "
                            "asked for"})  # fmt: skip
             return
-        ours = store.state(pith)
-        assert ours is not None  # the log only grows: a pith with a state keeps one
-        cap = state_cap(ours)
+        # a pending pith has no state: the log implies a 404, and a document served for it
+        # is one the log does not imply, however long (read only to a cap)
+        ours = store.state(pith) if entry["status"] == "state" else None
+        assert ours is not None or entry["status"] == "pending"
+        cap = PENDING_CAP if ours is None else state_cap(ours)
         try:
             served = origin.get(f"state/{pith}", cap, _TooLong)
         except _TooLong:
             in_a_row = 0
             yield _mismatch(pith, ours, None, True, {"served_problem": f"an answer of over "
-                            f"{cap} bytes; the log's state is {len(ours)}"})  # fmt: skip
+                            f"{cap} bytes; " + (f"the log's state is {len(ours)}" if ours
+                            else "the log implies no state (the pith is pending)")})  # fmt: skip
         except MirrorError as exc:  # no answer to compare: not evidence, but not a pass
             in_a_row += 1
             yield Finding("state_unanswered", {"pith_number": pith,
@@ -137,7 +147,7 @@ def compare_states(
             progress(done, total)
 
 
-def _mismatch(pith: str, ours: bytes, theirs: bytes | None, served: bool,
+def _mismatch(pith: str, ours: bytes | None, theirs: bytes | None, served: bool,
               extra: dict[str, Any] | None = None) -> Finding:  # fmt: skip
     return Finding("state_mismatch", {
         "pith_number": pith,

@@ -50,7 +50,8 @@ def case_files(root: Path, case: str) -> Files:
 def altering_proxy() -> Iterator[dict[str, Any]]:
     """A proxy on 127.0.0.1 in front of ``upstream`` (set by the test) that changes the one
     served state of ``pith``, answers that of ``long`` with 64 MiB and one byte and that of
-    ``failing`` with 503, and passes everything else through, in a thread."""
+    ``failing`` with 503, that of ``invented`` with ``invented_body``, and passes
+    everything else through, in a thread."""
     where: dict[str, Any] = {"upstream": None, "pith": None}
 
     async def long() -> AsyncIterator[bytes]:
@@ -64,6 +65,8 @@ def altering_proxy() -> Iterator[dict[str, Any]]:
             return StreamingResponse(long(), media_type="application/json")
         if path == f"/state/{where.get('failing')}":
             return Response(b"upstream gone", 503)
+        if path == f"/state/{where.get('invented')}":  # a state the log does not imply
+            return Response(where["invented_body"], 200, media_type="application/json")
         async with httpx.AsyncClient() as client:
             answer = await client.get(where["upstream"] + path,
                                       headers={"accept-encoding": "identity"})
@@ -166,6 +169,42 @@ def test_a_state_too_long_or_unanswered_is_a_finding_and_the_audit_goes_on(
         "summary": True, "state_mismatch": 2, "state_unanswered": 1, "state_not_checked": 0,
         "equivocation": 0, "split_view": 0}  # fmt: skip
     assert "2 state mismatch(es), 1 state(s) unanswered" in err
+
+
+def test_a_state_served_for_a_pith_the_log_leaves_pending_is_a_mismatch(
+    tmp_path: Path, altering_proxy: dict[str, Any]
+) -> None:
+    """A pith whose log holds no valid record_created has no state (spec 7 step 2): the
+    log implies 404. The audit compared the piths with a state only, so a registry that
+    served a state document for a pending pith (here one of another pith, and one too
+    long to read) passed with exit 0."""
+    files = case_files(tmp_path, "mixed-piths")
+    with Store.open(files.store, readonly=True) as registry:
+        pending = [p["pith_number"] for p in registry.piths() if p["status"] == "pending"]
+        other = next(p["pith_number"] for p in registry.piths() if p["status"] == "state")
+        body = (registry.state(other) or b"") + b"\n"
+    assert len(pending) == 1
+    with serving(files) as server:
+        status, lines, err = audit(server.url, files, tmp_path / "auditor", tmp_path / "ev")
+        assert status == 0 and len(lines) == 1, err  # 404 for the pending pith: as implied
+        altering_proxy.update(upstream=server.url, invented=pending[0], invented_body=body)
+        status, lines, err = audit(altering_proxy["url"], files, tmp_path / "auditor2",
+                                   tmp_path / "ev2")  # fmt: skip
+        assert status == 1, err
+        assert lines[:-1] == [{
+            "finding": "state_mismatch", "pith_number": pending[0], "log_state_sha256": None,
+            "served_state_sha256": json.loads(body)["state_sha256"],
+            "served_claims_state_sha256": json.loads(body)["state_sha256"], "served": True,
+        }]  # fmt: skip
+        assert lines[-1]["state_mismatch"] == 1
+        altering_proxy.update(invented_body=b" " * (2 << 20))
+        status, lines, err = audit(altering_proxy["url"], files, tmp_path / "auditor3",
+                                   tmp_path / "ev3")  # fmt: skip
+    assert status == 1, err
+    (finding,) = lines[:-1]
+    assert (finding["finding"], finding["pith_number"], finding["served"]) == (
+        "state_mismatch", pending[0], True)  # fmt: skip
+    assert "the log implies no state" in finding["served_problem"]
 
 
 def test_every_equivocation_comes_out_as_a_proof_that_verifies(tmp_path: Path) -> None:

@@ -64,10 +64,24 @@ def cmd_audit(args: argparse.Namespace, out: Out) -> int:
                         f"{applied.copies} stored copies judged again first")  # fmt: skip
             bar = Bar(out, show_progress(args, out), "audit: states")
             out.bar = bar
+
+            def catch_up() -> bool:
+                # a registry that takes submissions grows while it is audited: its newer
+                # checkpoint mirrored (verified as the first), a differing state is
+                # compared again with the longer log
+                nonlocal mirrored
+                mirrored = mirror.mirror_once(store, origin, keyring, args.origin, evidence)
+                return bool(mirrored.accepted)
+
             try:
                 for finding in audit.compare_states(store, origin, progress=bar,
-                                                    max_unanswered=args.max_unanswered):
+                                                    max_unanswered=args.max_unanswered,
+                                                    catch_up=catch_up):  # fmt: skip
                     report(finding)
+            except MirrorError as exc:
+                if exc.code != "mirror.split_view":
+                    raise
+                report(audit.split_view(exc))  # no state is compared with a split log
             finally:
                 bar.close()
                 out.bar = None
@@ -99,7 +113,10 @@ def add_commands(sub: Any, store_parser: StoreParser) -> None:
         "verified), then fetch every state document the registry serves (/state/<pith>) and "
         "compare it, byte for byte, with the one the mirrored log implies under KEYRING "
         "(none for a pith the log leaves pending: a state served for one is a mismatch), "
-        "and write an equivocation proof for every equivocated slot into --evidence-dir. "
+        "and write an equivocation proof for every equivocated slot into --evidence-dir. A "
+        "state that differs first brings the mirror up to the registry's newer checkpoint, "
+        "if it has one, and is compared again (a registry that takes submissions grows "
+        "while audited). "
         "Prints one JSON line per finding (state_mismatch, state_unanswered, equivocation, "
         "split_view; state_not_checked once --max-unanswered states in a row went "
         "unanswered), then a summary line; exit 0 when the registry serves exactly what its "

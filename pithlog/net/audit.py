@@ -93,11 +93,20 @@ def _computed(state: bytes | None) -> str | None:
     return digest({k: v for k, v in value.items() if k != "state_sha256"})
 
 
+CATCH_UPS = 3
+"""Times the audit brings its mirror up to the registry's newer checkpoint for one pith
+whose served state differs (``catch_up`` of :func:`compare_states`): a registry that takes
+submissions while it is audited serves the states of a log longer than the one mirrored,
+and an honest one must not be named for it. A pith whose state still differs after this
+many, the log growing each time, is ``state_not_checked``: no pass, and no evidence."""
+
+
 def compare_states(
     store: Store,
     origin: Origin,
     progress: Callable[[int, int], None] | None = None,
     max_unanswered: int = UNANSWERED_IN_A_ROW,
+    catch_up: Callable[[], bool] | None = None,
 ) -> Iterator[Finding]:
     """``state_mismatch`` for every pith with a state in ``store`` whose served document is
     not the same bytes (one trailing newline aside), is longer than :func:`state_cap`, or
@@ -106,10 +115,17 @@ def compare_states(
     state could not be read (an error status, a time-out, a body that does not decode).
     Either way the next pith is compared: a registry that fails one answer is not spared
     the others. After ``max_unanswered`` states unanswered in a row (0: never) the rest are
-    not asked for: one ``state_not_checked`` finding counts them."""
+    not asked for: one ``state_not_checked`` finding counts them.
+
+    ``catch_up()`` brings ``store`` up to the registry's checkpoint of now and says whether
+    its tree grew. A state that differs is a ``state_mismatch`` only once ``catch_up`` finds
+    the tree as it was before that state was asked for: the state was then served at the
+    size compared (a log only grows). When the tree grew, the pith is compared again with
+    the longer log, :data:`CATCH_UPS` times at most. Without ``catch_up`` a state that
+    differs is a mismatch at once (a registry known to be still)."""
     # the piths are walked a chunk at a time, never listed: the audit holds one state and
     # one chunk of summaries, however many piths the log has (the store is the auditor's
-    # own mirror, which nothing else writes while it runs)
+    # own mirror, which only this audit writes while it runs)
     totals = store.pith_totals()
     total = totals["piths"] + totals["pending"]
     in_a_row = 0
@@ -121,30 +137,44 @@ def compare_states(
                 "problem": f"{in_a_row} states in a row went unanswered: the rest were not "
                            "asked for"})  # fmt: skip
             return
-        # a pending pith has no state: the log implies a 404, and a document served for it
-        # is one the log does not imply, however long (read only to a cap)
-        ours = store.state(pith) if entry["status"] == "state" else None
-        assert ours is not None or entry["status"] == "pending"
-        cap = PENDING_CAP if ours is None else state_cap(ours)
-        try:
-            served = origin.get(f"state/{pith}", cap, _TooLong)
-        except _TooLong:
-            in_a_row = 0
-            yield _mismatch(pith, ours, None, True, {"served_problem": f"an answer of over "
-                            f"{cap} bytes; " + (f"the log's state is {len(ours)}" if ours
-                            else "the log implies no state (the pith is pending)")})  # fmt: skip
-        except MirrorError as exc:  # no answer to compare: not evidence, but not a pass
-            in_a_row += 1
-            yield Finding("state_unanswered", {"pith_number": pith,
-                                               "log_state_sha256": _claimed(ours),
-                                               "problem": exc.message})  # fmt: skip
-        else:
-            in_a_row = 0
-            theirs = served.removesuffix(b"\n") if served is not None else None
-            if theirs != ours:
-                yield _mismatch(pith, ours, theirs, theirs is not None)
+        for caught_up in range(CATCH_UPS + 1):
+            finding = _compare(store, origin, pith)
+            if finding is None or finding.kind != "state_mismatch" or catch_up is None:
+                break
+            if not catch_up():
+                break  # served at the size compared: the mismatch stands
+            if caught_up == CATCH_UPS:
+                finding = Finding("state_not_checked", {
+                    "count": 1, "first_pith_number": pith,
+                    "problem": f"its served state differed {CATCH_UPS + 1} times, the "
+                               "registry's log growing after each: not compared at one "
+                               "size"})  # fmt: skip
+        in_a_row = in_a_row + 1 if finding is not None and finding.kind == "state_unanswered" else 0
+        if finding is not None:
+            yield finding
         if progress is not None:
             progress(done, total)
+
+
+def _compare(store: Store, origin: Origin, pith: str) -> Finding | None:
+    """The finding of one served state against the store's (``None``: the same)."""
+    # a pending pith has no state: the log implies a 404, and a document served for it
+    # is one the log does not imply, however long (read only to a cap); read again on
+    # each call, as a catch-up may have given the pith its state
+    ours = store.state(pith)
+    cap = PENDING_CAP if ours is None else state_cap(ours)
+    try:
+        served = origin.get(f"state/{pith}", cap, _TooLong)
+    except _TooLong:
+        return _mismatch(pith, ours, None, True, {"served_problem": f"an answer of over "
+                         f"{cap} bytes; " + (f"the log's state is {len(ours)}" if ours
+                         else "the log implies no state (the pith is pending)")})  # fmt: skip
+    except MirrorError as exc:  # no answer to compare: not evidence, but not a pass
+        return Finding("state_unanswered", {"pith_number": pith,
+                                            "log_state_sha256": _claimed(ours),
+                                            "problem": exc.message})  # fmt: skip
+    theirs = served.removesuffix(b"\n") if served is not None else None
+    return None if theirs == ours else _mismatch(pith, ours, theirs, theirs is not None)
 
 
 def _mismatch(pith: str, ours: bytes | None, theirs: bytes | None, served: bool,

@@ -42,7 +42,6 @@ class ContentReads:
         :meth:`lookup` to tell them apart). A string that is not a pith number raises
         :class:`StoreError` ``store.pith_number``."""
         require_pith_number(pith_number)
-        require_pith_number(pith_number)
         # one snapshot: a record committed between a state read and a status read would
         # make a pith with a state look pending
         return self._read(lambda txn, dbs: reads.state(txn, dbs, pith_number))

@@ -14,7 +14,7 @@ from typing import Any
 
 import httpx
 import pytest
-from served import ORIGIN, Files, in_thread, serving
+from served import ORIGIN, Files, g, in_thread, serving
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
@@ -23,7 +23,7 @@ from starlette.routing import Route
 from pithlog.cli import main
 from pithlog.protocol.keys import dump_key_file
 from pithlog.store import Store
-from pithlog.testing import test_key
+from pithlog.testing import test_key, test_keyring_entries
 
 CASES = Path(__file__).resolve().parents[2] / "vectors" / "cases"
 
@@ -326,3 +326,122 @@ def test_the_audit_walks_the_piths_without_listing_them(
     proofs = [f for f in lines[:-1] if f["finding"] == "equivocation"]
     assert len(proofs) == sum(len(s["equivocations"]) for s in expected) > 0
     assert lines[-1]["state_mismatch"] == 0
+
+
+def growing_files(root: Path) -> tuple[Files, dict[str, str]]:
+    """A registry of three piths: ``still`` and ``grown`` with a state, ``pending`` with a
+    mirror hint and no record_created (no state)."""
+    records = {name: g.record(f"2601.0000{i}") for i, name in enumerate(("still", "grown",
+                                                                          "pending"))}  # fmt: skip
+    piths = {name: event["pith_number"] for name, event in records.items()}
+    events = [records["still"], records["grown"],
+              g.mirror_hint(piths["pending"], 1, "https://mirror.example/p")]  # fmt: skip
+    keyring = root / "keyring.json"
+    keyring.write_text(json.dumps({"keyring_version": "1", "keys": test_keyring_entries()}))
+    key = root / "registry.key"
+    key.write_bytes(dump_key_file(test_key("registry")))
+    with Store.open(root / "registry") as s:
+        s.append([g.encoded(e) for e in events], g.KEYRING)
+    piths["pending_record"] = g.encoded(records["pending"]).decode()
+    return Files(root, root / "registry", key, keyring, events), piths
+
+
+@pytest.fixture
+def growing_proxy() -> Iterator[dict[str, Any]]:
+    """A proxy on 127.0.0.1 in front of ``upstream`` that, before it forwards a state
+    request of a pith in ``grow`` (pith: how many times), appends an event of that pith to
+    the registry's store ``store`` (a log taking submissions as it is audited: a
+    correction, or the record_created ``record`` of a pending pith), and alters every state
+    it forwards of the pith ``lie``."""
+    where: dict[str, Any] = {"grow": {}, "lie": None, "appended": 0}
+
+    async def forward(request: Request) -> Response:
+        path = request.url.path
+        pith = path.removeprefix("/state/")
+        if where["grow"].get(pith, 0) > 0:
+            where["grow"][pith] -= 1
+            event = (where["record"] if pith == where.get("pending") else
+                     g.encoded(g.correction(pith, 10 + where["appended"],
+                                            f"notice {where['appended']}")))  # fmt: skip
+            with Store.open(where["store"]) as registry:
+                (result,) = registry.append([event], g.KEYRING)
+            assert result.status == "stored", result
+            where["appended"] += 1
+        async with httpx.AsyncClient() as client:
+            answer = await client.get(where["upstream"] + path,
+                                      headers={"accept-encoding": "identity"})
+        body = answer.content
+        if pith == where["lie"] and answer.status_code == 200:
+            state = json.loads(body)
+            state["event_count"] += 1
+            body = json.dumps(state, separators=(",", ":")).encode() + b"\n"
+        return Response(body, answer.status_code,
+                        media_type=answer.headers.get("content-type"))  # fmt: skip
+
+    app = Starlette(routes=[Route("/{rest:path}", forward)])
+    with in_thread(app) as url:
+        where["url"] = url
+        yield where
+
+
+def test_a_registry_that_grows_while_audited_is_not_named_and_a_lie_still_is(
+    tmp_path: Path, growing_proxy: dict[str, Any]
+) -> None:
+    """The audit mirrored the log, then compared each state served later: a pith that got
+    an event in between (a registry taking submissions), or whose record_created came,
+    was a state_mismatch, and an honest registry exited 1. A state that differs now brings
+    the mirror up to the registry's newer checkpoint and is compared again; one that still
+    differs with the tree unchanged is named."""
+    files, piths = growing_files(tmp_path)
+    with Store.open(files.store, readonly=True) as registry:
+        size_before = registry.tree_size()
+        before = {name: registry.state(piths[name]) for name in ("still", "grown", "pending")}
+    assert before["pending"] is None
+    with serving(files) as server:
+        growing_proxy.update(upstream=server.url, store=files.store,
+                             record=piths["pending_record"].encode(), pending=piths["pending"],
+                             grow={piths["grown"]: 1, piths["pending"]: 1})  # fmt: skip
+        status, lines, err = audit(growing_proxy["url"], files, tmp_path / "auditor",
+                                   tmp_path / "ev")  # fmt: skip
+        assert growing_proxy["appended"] == 2
+        with Store.open(files.store, readonly=True) as registry:
+            size_after = registry.tree_size()
+            after = {name: registry.state(piths[name]) for name in ("grown", "pending")}
+        assert after["grown"] != before["grown"] and after["pending"] is not None
+        assert status == 0, (lines, err)
+        assert lines == [{"summary": True, "origin": ORIGIN, "size": size_after,
+                          "state_mismatch": 0, "state_unanswered": 0, "state_not_checked": 0,
+                          "equivocation": 0, "split_view": 0}]  # fmt: skip
+        assert size_after == size_before + 2
+        with Store.open(tmp_path / "auditor", readonly=True) as auditor:
+            assert auditor.state(piths["grown"]) == after["grown"]
+        # a lie is named even when the log grew before it was served
+        growing_proxy.update(grow={piths["still"]: 1}, lie=piths["still"])
+        status, lines, err = audit(growing_proxy["url"], files, tmp_path / "auditor2",
+                                   tmp_path / "ev2")  # fmt: skip
+    assert status == 1, err
+    assert [(f["finding"], f["pith_number"]) for f in lines[:-1]] == [
+        ("state_mismatch", piths["still"])]  # fmt: skip
+    assert lines[-1]["size"] == size_after + 1
+
+
+def test_a_state_that_changes_at_every_request_is_not_checked_nor_named(
+    tmp_path: Path, growing_proxy: dict[str, Any]
+) -> None:
+    """A pith whose state the registry's log changes before each of the audit's requests
+    is never compared at one size: after CATCH_UPS catch-ups it is ``state_not_checked``
+    (no pass, exit 1), not a mismatch."""
+    from pithlog.net.audit import CATCH_UPS
+
+    files, piths = growing_files(tmp_path)
+    with serving(files) as server:
+        growing_proxy.update(upstream=server.url, store=files.store,
+                             grow={piths["grown"]: 100})  # fmt: skip
+        status, lines, err = audit(growing_proxy["url"], files, tmp_path / "auditor",
+                                   tmp_path / "ev")  # fmt: skip
+    assert status == 1, err
+    assert growing_proxy["appended"] == CATCH_UPS + 1
+    (finding, summary) = lines
+    assert finding["finding"] == "state_not_checked"
+    assert (finding["first_pith_number"], finding["count"]) == (piths["grown"], 1)
+    assert summary["state_not_checked"] == 1 and summary["state_mismatch"] == 0

@@ -191,10 +191,7 @@ class Responder:
         if kind == b"G":
             return self._data(self._held(decode_shorts(message)))
         if kind == b"P":
-            size, shorts = decode_prove(message)
-            if len(shorts) > self.limits.max_proofs:
-                raise SyncError("limit", f"proofs of {len(shorts)} copies asked in one "
-                                f"message; at most {self.limits.max_proofs}")  # fmt: skip
+            size, shorts = decode_prove(message, self.limits.max_proofs)
             return self._proofs(size, shorts)
         raise SyncError("protocol", f"unknown message kind {kind!r}")
 

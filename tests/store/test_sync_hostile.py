@@ -130,6 +130,26 @@ def test_too_many_proofs_asked_at_once_are_refused() -> None:
     assert responder.handle(fine) == b"Q" + b"\0" * s.MAX_PROOFS
 
 
+def test_too_many_proofs_are_refused_by_their_declared_count() -> None:
+    """A ``P`` message's count is held to MAX_PROOFS before its short ids are read: one
+    declaring more is sync.limit even when the ids are not there (they were split first, 1 s
+    and 150 MB for a message of 32 MiB, then counted), and a whole message of 2 million
+    ids is refused about as fast as a tiny one."""
+    responder = s.Responder(_items(10), list, lambda keys: [],
+                            lambda size, keys: [None] * len(keys))  # fmt: skip
+    cut = b"P" + m.varint(5) + m.varint(s.MAX_PROOFS + 1) + b"\0" * m.SHORT
+    with pytest.raises(SyncError, match="proofs of 4097 copies") as caught:
+        responder.handle(cut)
+    assert caught.value.code == "sync.limit"
+    n = (s.MAX_MESSAGE - 20) // m.SHORT
+    whole = b"P" + m.varint(5) + m.varint(n) + bytes(n * m.SHORT)
+    started = time.perf_counter()
+    with pytest.raises(SyncError, match=f"proofs of {n} copies") as caught:
+        responder.handle(whole)
+    assert caught.value.code == "sync.limit"
+    assert time.perf_counter() - started < 0.1
+
+
 def _events(seed: int) -> list[dict[str, Any]]:
     rng = random.Random(seed)
     return [e for e in g.mixed_events(rng, piths=4, per_pith=5)

@@ -14,7 +14,7 @@ Both sides hold the other to the limits of sync: a request body over
 answer over it on the client; a body that takes more than :data:`BODY_SECONDS` is ``408``;
 at most :data:`MAX_SYNCS` requests are answered at once per worker, each once its body is
 whole (``503`` after waiting), and the bodies held stay under :data:`MAX_SYNCS` messages
-(:mod:`pithlog.net.body_bytes`).
+(:mod:`pithlog.net.body_bytes`), as do the answers being sent (:class:`SyncAnswer`).
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
+from starlette.types import Receive, Scope, Send
 
 from pithlog.errors import DoorError, ServeError, SyncError, register, shown
 from pithlog.net.answers import NO_STORE, answer_headers, status_of
@@ -83,6 +84,40 @@ and a thousand connections could hold 32 GiB. Places taken before the body was r
 four slow senders, a head and a byte each, keep every other sync waiting 30 s."""
 
 
+ANSWER_PIECE = 256 << 10
+"""Bytes of an answer handed to the connection at a time: the server writes the next piece
+only once the connection has taken the last (uvicorn's flow control), so an answer
+whose client does not read it stays out of the connection's buffer, and counted."""
+
+
+class SyncAnswer(Response):
+    """An answer to ``POST /sync``, whose bytes were taken out of ``room``
+    (:data:`MAX_SYNCS` messages per worker) and are given back once it is sent, or its
+    client gone. Each answer was held in the server's memory until its client read it:
+    100 clients that sent an order for a store's 4 MB of copies and read nothing held
+    430 MB, and a thousand connections could hold 32 GiB."""
+
+    def __init__(self, reply: bytes, headers: dict[str, str], room: BodyBytes) -> None:
+        super().__init__(reply, media_type=MEDIA, headers=headers)
+        self._room = room
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await send({"type": "http.response.start", "status": self.status_code,
+                        "headers": self.raw_headers})  # fmt: skip
+            body = memoryview(self.body)
+            at = 0
+            while True:
+                piece = bytes(body[at : at + ANSWER_PIECE])
+                at += len(piece)
+                more = at < len(body)
+                await send({"type": "http.response.body", "body": piece, "more_body": more})
+                if not more:
+                    return
+        finally:
+            self._room.give(len(self.body))
+
+
 class SyncEndpoint:
     """``POST /sync`` over a store: :meth:`handle` is the Starlette endpoint."""
 
@@ -101,6 +136,8 @@ class SyncEndpoint:
         self._bodies = BodyBytes(MAX_SYNCS * self.limits.max_message)
         """The places and the event loop they belong to: an asyncio semaphore binds to the
         loop it first waits on, and an app served again on another loop needs its own."""
+        self.answers = BodyBytes(MAX_SYNCS * self.limits.max_message)
+        """The bytes of the answers being sent (:class:`SyncAnswer`)."""
 
     def responder(self, store: Store) -> Responder:
         """The responder over the store's copies now (cached while the tree keeps its size:
@@ -143,13 +180,23 @@ class SyncEndpoint:
             except SyncError as exc:
                 status = 413 if exc.code == "sync.limit" else 400
                 return error_response(status, exc.code, exc.message)
+            else:
+                # the answer takes its room while it holds its place: the answers made
+                # and not yet sent stay within the room and MAX_SYNCS more
+                try:
+                    async with asyncio.timeout(self._body.body_seconds):
+                        await self.answers.take(len(reply))
+                except TimeoutError:
+                    return error_response(503, "serve.busy", "the answers being sent hold "
+                                          "all the memory the server gives them; retry "
+                                          "later")  # fmt: skip
             finally:
                 slots.release()
         finally:
             self._bodies.give(len(body))
-        return Response(reply, media_type=MEDIA,
-                        headers={**answer_headers(NO_STORE),
-                                 COPIES_HEADER: str(len(responder.items))})  # fmt: skip
+        return SyncAnswer(reply, {**answer_headers(NO_STORE),
+                                  COPIES_HEADER: str(len(responder.items))},
+                          self.answers)  # fmt: skip
 
 
 def sync_routes(limits: Limits | None = None) -> list[BaseRoute]:

@@ -307,6 +307,58 @@ def test_the_bodies_held_are_bounded_by_their_bytes(tmp_path: Path) -> None:
         store.close()
 
 
+def test_the_answers_not_yet_read_are_bounded_by_their_bytes() -> None:
+    """An answer is held until its client reads it: clients that send a few bytes and read
+    nothing made the server hold an answer each (100 orders for a store's 4 MB of copies:
+    430 MB). The answers being sent take MAX_SYNCS messages' bytes at most; one more gets
+    ``503 serve.busy`` when no room frees in time, and a client gone gives its room back."""
+    from served import in_thread
+    from starlette.applications import Starlette
+    from starlette.routing import Route
+
+    from pithlog.net.sync import Responder
+
+    items = sorted(bytes([i]) * m.ITEM for i in range(1, 40))
+    blob = b"x" * (1 << 20)
+
+    class Big(sync_http.SyncEndpoint):  # every copy 1 MiB
+        def responder(self, store: Store) -> Any:
+            return Responder(items, list, lambda keys: [blob] * len(keys),
+                             limits=self.limits)  # fmt: skip
+
+    limits = Limits(max_message=16 << 20)  # answers of 15 MiB, 4 of them in the room
+    endpoint = Big(limits, lambda request: None, 1.0)  # type: ignore[arg-type, return-value]
+    app = Starlette(routes=[Route("/sync", endpoint.handle, methods=["POST"])])
+    message = m.encode_shorts(b"G", [m.short_id(i) for i in items])
+    head = b"POST /sync HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: %d\r\n\r\n"
+    unread: list[socket.socket] = []
+    with in_thread(app) as url:
+        address = ("127.0.0.1", int(url.rsplit(":", 1)[1]))
+        try:
+            for _ in range(sync_http.MAX_SYNCS):
+                sock = socket.socket()
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+                sock.connect(address)
+                sock.sendall(head % len(message) + message)
+                unread.append(sock)
+            deadline = time.monotonic() + 20
+            while endpoint.answers.held < sync_http.MAX_SYNCS * 15 << 20:
+                assert time.monotonic() < deadline, endpoint.answers.held
+                time.sleep(0.05)
+            status, body = _answered(_raw(address, head % len(message) + message))
+            assert (status, json.loads(body)["error"]) == (503, "serve.busy")
+            assert endpoint.answers.held <= sync_http.MAX_SYNCS * limits.max_message
+        finally:
+            for sock in unread:
+                sock.close()
+        deadline = time.monotonic() + 20
+        while endpoint.answers.held:  # the clients gone, their room given back
+            assert time.monotonic() < deadline, endpoint.answers.held
+            time.sleep(0.05)
+        reply = httpx.post(url + "/sync", content=message, timeout=30)
+        assert reply.status_code == 200 and len(reply.content) > 15 << 20
+
+
 @pytest.mark.parametrize("url", ["http://a:b:c", "http://[::1", "http://a\x01b", "http://a..b",
                                  "http://xn--zz"])
 def test_a_url_that_cannot_be_used_is_a_one_line_error(tmp_path: Path, url: str) -> None:

@@ -84,6 +84,16 @@ and a thousand connections could hold 32 GiB. Places taken before the body was r
 four slow senders, a head and a byte each, keep every other sync waiting 30 s."""
 
 
+REBUILD_SHARE = 10
+"""The snapshot of the store's copies that ``POST /sync`` answers from is made again, once
+the log has grown, only after this many times as long as its last making took has passed
+since then (:meth:`SyncEndpoint.responder`), and by one request at a time. Making it reads
+every copy key of the store: a tiny message after each growth made a log taking
+submissions read its whole key set again and again, up to four at once, for anyone who
+asked. So the making takes at most about a tenth of a core, and a sync answers from copies
+at most that old (a store of a million copies: some seconds)."""
+
+
 ANSWER_PIECE = 256 << 10
 """Bytes of an answer handed to the connection at a time: the server writes the next piece
 only once the connection has taken the last (uvicorn's flow control), so an answer
@@ -131,7 +141,11 @@ class SyncEndpoint:
         self._store_of = store_of
         self._body = BodyLimits(max_body=self.limits.max_message, body_seconds=body_seconds)
         self._lock = threading.Lock()
+        self._making = threading.Lock()
+        """Held by the one request that makes the snapshot (:meth:`responder`)."""
         self._cached: tuple[Store, int, Responder] | None = None
+        self._next_making = 0.0
+        """When the snapshot may be made again (:data:`REBUILD_SHARE`)."""
         self._slots: tuple[asyncio.AbstractEventLoop, asyncio.Semaphore] | None = None
         self._bodies = BodyBytes(MAX_SYNCS * self.limits.max_message)
         """The places and the event loop they belong to: an asyncio semaphore binds to the
@@ -140,17 +154,34 @@ class SyncEndpoint:
         """The bytes of the answers being sent (:class:`SyncAnswer`)."""
 
     def responder(self, store: Store) -> Responder:
-        """The responder over the store's copies now (cached while the tree keeps its size:
-        the log only grows, so an unchanged size is an unchanged set of copies)."""
+        """The responder over the store's copies: made again when the tree has grown (the
+        log only grows, so an unchanged size is an unchanged set of copies), but no sooner
+        than :data:`REBUILD_SHARE` allows, and by one request at a time; meanwhile the
+        others answer from the copies made before, a log a little shorter (every copy in
+        it is still held: its answers stay true)."""
         size = store.tree_size()
         with self._lock:
-            cached = self._cached
-            if cached is not None and cached[0] is store and cached[1] == size:
+            cached = self._cached if self._cached and self._cached[0] is store else None
+            if cached is not None and (cached[1] == size
+                                       or time.monotonic() < self._next_making):  # fmt: skip
                 return cached[2]
-        responder = store_responder(store, self.limits)
-        with self._lock:
-            self._cached = (store, size, responder)
-        return responder
+        if not self._making.acquire(blocking=cached is None):
+            assert cached is not None  # another request makes it: this one has the last
+            return cached[2]
+        try:
+            with self._lock:  # made by the request that held the lock before this one?
+                made = self._cached
+                if made is not None and made[0] is store and made[1] >= size:
+                    return made[2]
+            began = time.monotonic()
+            responder = store_responder(store, self.limits)
+            ended = time.monotonic()
+            with self._lock:
+                self._cached = (store, size, responder)
+                self._next_making = ended + REBUILD_SHARE * (ended - began)
+            return responder
+        finally:
+            self._making.release()
 
     async def handle(self, request: Request) -> Response:
         store = self._store_of(request)

@@ -461,3 +461,57 @@ def test_a_source_slow_in_every_answer_is_cut_off_at_max_time(tmp_path: Path, ke
                           str(tmp_path / "a"), "--keyring", str(keys.keyring),
                           "--max-time", "2"])  # fmt: skip
     assert status == 2 and "[usage.arguments]" in err and "--max-time" in err
+
+
+def test_the_copies_are_read_again_after_growth_no_sooner_than_their_share_and_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each request after the log grew read every copy key of the store again (up to four
+    at once): a log taking submissions did that for every tiny message anyone sent. The
+    snapshot is now made again only after REBUILD_SHARE times its last making has passed,
+    by one request at a time; the others answer from the last one."""
+    import threading
+
+    events = _events()
+    store = Store.open(_store(tmp_path / "a", events[:10]))
+    small = store.tree_size()
+    made: list[int] = []
+    gate = threading.Event()
+    slow = threading.Event()
+    making = sync_http.store_responder
+
+    def counted(store: Store, limits: Limits | None = None) -> Any:
+        made.append(store.tree_size())
+        if slow.is_set():
+            gate.wait(10)
+        time.sleep(0.05)  # a making of 50 ms: the next no sooner than 0.5 s after it
+        return making(store, limits)
+
+    monkeypatch.setattr(sync_http, "store_responder", counted)
+    endpoint = sync_http.SyncEndpoint()
+    try:
+        first = endpoint.responder(store)
+        assert endpoint.responder(store) is first and made == [small]  # the same size
+        store.append([g.encoded(e) for e in events[10:20]], g.KEYRING)
+        large = store.tree_size()
+        assert large > small
+        assert endpoint.responder(store) is first and made == [small]  # grown, too soon
+        time.sleep(0.05 * sync_http.REBUILD_SHARE + 0.1)
+        slow.set()  # the next making waits for the gate: the others must not wait for it
+        answers: list[Any] = []
+        maker = threading.Thread(target=lambda: answers.append(endpoint.responder(store)))
+        maker.start()
+        deadline = time.monotonic() + 10
+        while len(made) < 2 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert made == [small, large]
+        others = [endpoint.responder(store) for _ in range(4)]
+        assert all(other is first for other in others) and made == [small, large]
+        gate.set()
+        maker.join(10)
+        (second,) = answers
+        assert second is not first and len(second.items) > len(first.items)
+        assert endpoint.responder(store) is second and made == [small, large]
+    finally:
+        gate.set()
+        store.close()

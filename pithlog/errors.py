@@ -11,8 +11,10 @@ they are data of the spec (section 6) and live in :mod:`pithlog.protocol.checks`
 
 from __future__ import annotations
 
+import signal
 import warnings
 from pathlib import Path
+from types import FrameType
 
 EXIT_OK = 0
 EXIT_VERIFY_FAILED = 1
@@ -348,3 +350,23 @@ class HelperLost(RuntimeWarning):
     @classmethod
     def warn(cls) -> None:
         warnings.warn(cls.MESSAGE, cls, stacklevel=3)
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where Ctrl-C would be (:func:`terminate_as_interrupt`): the command
+    stops as an interrupt stops it, with status 143 (:data:`EXIT_TERMINATED`)."""
+
+
+def raise_terminated(signum: int, frame: FrameType | None) -> None:
+    """The SIGTERM handler of :func:`terminate_as_interrupt`."""
+    raise Terminated
+
+
+def terminate_as_interrupt() -> None:
+    """Make SIGTERM stop the program as Ctrl-C does (the batch being written finished and
+    printed, helpers stopped, output flushed) instead of ending it on the spot. For the
+    console script, which calls it first of all (:func:`pithlog.cli.entry`): a program that
+    embeds :func:`pithlog.cli.main` keeps its own SIGTERM. Here, below every layer, so that
+    the console script installs it before it imports the rest of pithlog."""
+    if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+        signal.signal(signal.SIGTERM, raise_terminated)

@@ -1,220 +1,62 @@
-"""The ``pithlog`` command line: argv in, bytes out, a documented exit status.
+"""The ``pithlog`` command line: argv in, bytes out, a documented exit status
+(``docs/cli.md``). :func:`entry` is the console script (and ``python -m pithlog``);
+:func:`main` runs one command in a program that embeds it.
 
-Exit status (``docs/cli.md``): 0 success; 1 verification failed (a state document or a
-store that does not hold what it claims); 2 bad input or usage (a refused line, a bad
-keyring, a file that cannot be read, wrong arguments); 3 the store is behind a checkpoint
-(``checkpoint.behind``); 130 interrupted; 143 terminated (SIGTERM, under the console
-script). Every deliberate failure is a
-:class:`~pithlog.errors.PithlogError`, caught once in :func:`main` and printed as one line.
-
-The commands live in one module per group, each with its parsers beside them
-(``docs/architecture.md`` lists them): :mod:`~pithlog.cli.offline_commands` (no store),
-:mod:`~pithlog.cli.append_commands` and :mod:`~pithlog.cli.store_commands` (a store's
-writes and reads), :mod:`~pithlog.cli.transparency_commands` and others;
-:mod:`~pithlog.cli.edge` is the file and stream handling they share. Only this package
-parses argv and prints.
+Importing the command line (:mod:`~pithlog.cli.program`: the store, the network, every
+command's parsers) takes about half a second, a part of every command: a Ctrl-C in that
+time printed a traceback of the import, and a SIGTERM ended the program without a word.
+So this package imports nothing of it until asked (PEP 562), and :func:`entry` makes
+SIGTERM an interrupt before it imports it: from its first instruction, an interrupt ends
+a command with one line and status 130 (SIGTERM: 143), as it does later on.
 """
 
 from __future__ import annotations
 
-import argparse
 import contextlib
-import gc
-import io
-import os
 import sys
-import warnings
-from collections.abc import Callable, Iterator, Sequence
-from typing import IO, Any, cast
+from typing import TYPE_CHECKING, Any, NoReturn
 
-from pithlog import __version__
-from pithlog.cli import (
-    append_commands,
-    audit_commands,
-    keyring_commands,
-    mirror_commands,
-    net_commands,
-    offline_commands,
-    store_commands,
-    sync_commands,
-    transparency_commands,
-    view_commands,
-)
-from pithlog.cli.edge import (
-    STORE_HELP,
-    CommandParser,
-    Parser,
-    Terminated,
-    one_standard_input,
-    terminate_as_interrupt,
-)
-from pithlog.cli.streams import ClosedOutput, Out
-from pithlog.errors import (
-    EXIT_INTERRUPTED,
-    EXIT_OK,
-    EXIT_TERMINATED,
-    HelperLost,
-    PithlogError,
-    UsageError,
-)
+from pithlog.errors import EXIT_INTERRUPTED, EXIT_TERMINATED, Terminated, terminate_as_interrupt
 
-EPILOG = """exit status: 0 success; 1 verification failed; 2 bad input or usage;
-3 the store is behind the checkpoint (verify-checkpoint --check-store, prove inclusion
---checkpoint: sync it, not a fork); 130 interrupted (Ctrl-C); 143 terminated (SIGTERM).
-Every error is one line: pithlog: [family.detail] message (docs/errors.md lists them).
-Helper and worker processes: one per core this process may use (its CPU affinity and
-cgroup quota), or $PITHLOG_CORES when set."""
+if TYPE_CHECKING:
+    from pithlog.cli.program import EPILOG, Command, build_parser, main
+
+_FROM_PROGRAM = frozenset({"EPILOG", "Command", "build_parser", "main"})
+"""The names of :mod:`pithlog.cli.program` that are also this package's."""
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = Parser(
-        prog="pithlog",
-        description="Append-only, signed event-log merge engine (pith-open-graph-merge-v1).",
-        epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    parser.add_argument("--version", action="version", version=f"pithlog {__version__}")
-    parser.add_argument("--store", metavar="DIR", default=None,
-                        help="store folder of the store commands (default: "
-                        "$PITHLOG_STORE, else ./pithlog-store)")  # fmt: skip
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=CommandParser)
-    sub.required = True
+def __getattr__(name: str) -> Any:
+    if name in _FROM_PROGRAM:
+        from pithlog.cli import program
 
-    def store_parser(name: str, **kwargs: Any) -> Parser:
-        p: Parser = sub.add_parser(name, **kwargs)
-        p.add_argument("--store", metavar="DIR", default=argparse.SUPPRESS, help=STORE_HELP)
-        return p
-
-    offline_commands.add_commands(sub, store_parser)
-    keyring_commands.add_commands(sub, store_parser)
-    append_commands.add_commands(sub, store_parser)
-    store_commands.add_commands(sub, store_parser)
-    transparency_commands.add_commands(sub, store_parser)
-    sync_commands.add_commands(sub, store_parser)
-    net_commands.add_commands(sub, store_parser)
-    view_commands.add_commands(sub, store_parser)
-    mirror_commands.add_commands(sub, store_parser)
-    audit_commands.add_commands(sub, store_parser)
-    return parser
+        return getattr(program, name)
+    raise AttributeError(f"module 'pithlog.cli' has no attribute {name!r}")
 
 
-Command = Callable[[argparse.Namespace, Out], int]
-
-
-@contextlib.contextmanager
-def _collector_paused() -> Iterator[None]:
-    """Run a command with Python's cyclic garbage collector paused.
-
-    A command holds up to hundreds of thousands of decoded events at once: acyclic trees
-    of dicts and strings that reference counting frees, which the collector would traverse
-    again and again as they accumulate (about 40 % of the door's time over 100k events).
-    pithlog builds no reference cycles per event, so nothing waits for the collector; it is
-    restored when the command ends. ``serve`` turns it back on for as long as it serves
-    (:func:`pithlog.cli.net_commands.collector_running`): the web frameworks it runs leave
-    reference cycles on every request.
-    """
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
-
-
-@contextlib.contextmanager
-def _helper_losses_said(out: Out) -> Iterator[None]:
-    """Print a :class:`~pithlog.errors.HelperLost` warning as one line on stderr when the
-    command ends, however many parts a lost helper held (other warnings as Python shows
-    them). Not when SIGTERM ended the command: a service manager's SIGTERM reaches the
-    helpers too, which then end as the command does, and that is no news."""
-    lost = False
-    show = warnings.showwarning
-
-    def say(message: Warning | str, category: type[Warning], *rest: Any, **kw: Any) -> None:
-        nonlocal lost
-        if issubclass(category, HelperLost):
-            lost = True
-        else:
-            show(message, category, *rest, **kw)
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("always", HelperLost)
-        warnings.showwarning = say
-        try:
-            yield
-        except Terminated:
-            lost = False
-            raise
-        finally:
-            if lost:
-                out.say(f"pithlog: warning: {HelperLost.MESSAGE}")
-
-
-def _parse(argv: Sequence[str] | None, out: Out) -> argparse.Namespace:
-    """Parse ``argv``. argparse prints ``--help`` and ``--version`` on ``sys.stdout``: they
-    go to the command's stdout instead, as everything else it prints."""
-    for number, arg in enumerate(sys.argv[1:] if argv is None else argv, 1):
-        try:
-            arg.encode("utf-8")
-        except UnicodeEncodeError:  # bytes the system could not decode (surrogateescape)
-            shown = repr(os.fsencode(arg))[2:-1]  # the bytes as given: s\xff
-            raise UsageError("arguments", f"argument {number} ({shown}) is not "
-                             "UTF-8: give pithlog its arguments, file names included, in "
-                             "UTF-8") from None  # fmt: skip
-    text = io.StringIO()
-    try:
-        with contextlib.redirect_stdout(text):
-            return build_parser().parse_args(argv)
-    finally:
-        if text.getvalue():
-            out.write(text.getvalue().encode("utf-8"))
-
-
-def main(
-    argv: Sequence[str] | None = None,
-    stdout: IO[bytes] | None = None,
-    stderr: IO[str] | None = None,
-) -> int:
-    """Run one pithlog command; return its exit status. Never raises a PithlogError."""
-    if stdout is None:  # started with standard output closed (`>&-`): sys.stdout is None
-        stdout = sys.stdout.buffer if sys.stdout is not None else cast(IO[bytes], ClosedOutput())
-    if stderr is None:
-        stderr = sys.stderr if sys.stderr is not None else io.StringIO()
-    out = Out(stdout, stderr)
-    try:
-        args = _parse(argv, out)
-        one_standard_input(args)
-        func: Command = args.func
-        with _collector_paused(), _helper_losses_said(out):
-            status = func(args, out)
-        out.flush()  # here, where a full disk is this command's one-line error
-        return status
-    except PithlogError as exc:
-        out.say(f"pithlog: {exc.describe()}")
-        return exc.exit_status
-    except SystemExit as exc:  # --help and --version
-        return exc.code if isinstance(exc.code, int) else EXIT_OK
-    except BrokenPipeError:
-        return EXIT_OK
-    except Terminated:
-        out.say("pithlog: terminated")
-        return EXIT_TERMINATED
-    except KeyboardInterrupt:
-        out.say("pithlog: interrupted")
-        return EXIT_INTERRUPTED
-
-
-def entry() -> Any:
-    """Console-script entry point: SIGTERM stops a command as Ctrl-C does."""
+def entry() -> NoReturn:
+    """Console-script entry point: run the command of ``sys.argv`` and exit with its
+    status, SIGTERM stopping it as Ctrl-C does."""
     terminate_as_interrupt()
-    status = main()
-    if sys.stdout is not None:
-        try:
-            sys.stdout.flush()
-        except OSError:
-            # what could not be written stays buffered, and the interpreter's own flush at
-            # exit would print a traceback of it: the rest goes nowhere instead
-            nowhere = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(nowhere, sys.stdout.fileno())
+    try:
+        from pithlog.cli import program
+
+        # In the try: an interrupt before main() handles it (or after, in the last flush)
+        # still ends the command with the line main() prints.
+        program.run()
+    except Terminated:
+        _stopped("terminated", EXIT_TERMINATED)
+    except KeyboardInterrupt:
+        _stopped("interrupted", EXIT_INTERRUPTED)
+
+
+def _stopped(how: str, status: int) -> NoReturn:
+    """Say ``pithlog: interrupted`` (or ``terminated``) on stderr, as :func:`main` does, and
+    exit with ``status``."""
+    if sys.stderr is not None:  # started with stderr closed (`2>&-`)
+        # a stderr that cannot be written loses the line, not the status
+        with contextlib.suppress(OSError):
+            print(f"pithlog: {how}", file=sys.stderr, flush=True)
     sys.exit(status)
+
+
+__all__ = ["EPILOG", "Command", "build_parser", "entry", "main"]

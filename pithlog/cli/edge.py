@@ -20,7 +20,7 @@ from types import FrameType, ModuleType
 from typing import Any, BinaryIO, NoReturn, cast
 
 from pithlog.cli.streams import Out
-from pithlog.errors import DoorError, UsageError
+from pithlog.errors import DoorError, Terminated, UsageError, raise_terminated
 from pithlog.protocol.canonical import shape
 from pithlog.store import Store
 from pithlog.store.environment_walk import Walkers
@@ -80,23 +80,6 @@ def progress_option(
                         help=f"show {what} on stderr even when it is not a terminal")  # fmt: skip
 
 
-class Terminated(KeyboardInterrupt):
-    """SIGTERM, raised where Ctrl-C would be (:func:`terminate_as_interrupt`): the command
-    stops as an interrupt stops it, with status 143."""
-
-
-def _terminated(signum: int, frame: FrameType | None) -> None:
-    raise Terminated
-
-
-def terminate_as_interrupt() -> None:
-    """Make SIGTERM stop the program as Ctrl-C does (the batch being written finished and
-    printed, helpers stopped, output flushed) instead of ending it on the spot. For the
-    console script: a program that embeds :func:`pithlog.cli.main` keeps its own SIGTERM."""
-    if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
-        signal.signal(signal.SIGTERM, _terminated)
-
-
 @contextlib.contextmanager
 def interrupt_held() -> Iterator[Callable[[], type[KeyboardInterrupt] | None]]:
     """Hold Ctrl-C (SIGINT), and SIGTERM when :func:`terminate_as_interrupt` handles it,
@@ -109,7 +92,7 @@ def interrupt_held() -> Iterator[Callable[[], type[KeyboardInterrupt] | None]]:
     if threading.current_thread() is threading.main_thread():
         if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
             held[signal.SIGINT] = KeyboardInterrupt
-        if signal.getsignal(signal.SIGTERM) is _terminated:
+        if signal.getsignal(signal.SIGTERM) is raise_terminated:
             held[signal.SIGTERM] = Terminated
     came: list[type[KeyboardInterrupt]] = []
 

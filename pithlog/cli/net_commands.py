@@ -72,7 +72,7 @@ def cmd_serve(args: argparse.Namespace, out: Out) -> int:
 @contextlib.contextmanager
 def collector_running() -> Iterator[None]:
     """Run with Python's cyclic garbage collector on (every command runs with it paused,
-    :func:`pithlog.cli._collector_paused`), restored after.
+    :func:`pithlog.cli.program._collector_paused`), restored after.
 
     A server answers requests for as long as it runs, and Starlette, anyio and Jinja leave
     reference cycles on every one (exceptions whose tracebacks hold their frames, template

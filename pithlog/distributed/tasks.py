@@ -85,7 +85,7 @@ R = TypeVar("R")
 
 def collector_paused(task: Callable[P, R]) -> Callable[P, R]:
     """Run a task with Python's cyclic garbage collector paused, as the CLI runs a command
-    (``pithlog.cli._collector_paused``: a task holds many acyclic decoded events, which the
+    (``pithlog.cli.program._collector_paused``: a task holds many acyclic decoded events, which the
     collector would traverse again and again). Counted, so that a worker running several
     tasks at once restarts it when the last of them ends."""
 

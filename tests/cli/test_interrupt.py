@@ -19,7 +19,8 @@ from typing import Any
 import pytest
 from storeevents import g
 
-from pithlog.cli.edge import Terminated, interrupt_held, terminate_as_interrupt
+from pithlog.cli.edge import interrupt_held
+from pithlog.errors import Terminated, terminate_as_interrupt
 from pithlog.store import Store
 from pithlog.testing import test_keyring_entries
 

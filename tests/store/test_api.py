@@ -3,6 +3,9 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -19,6 +22,28 @@ def test_the_store_is_exported_from_pithlog() -> None:
                  "EVIDENCE", "REJECTED", "REFUSED"):  # fmt: skip
         assert name in pithlog.__all__ and hasattr(pithlog, name)
     assert pithlog.Store is pithlog.store.Store
+
+
+FACADE = """
+import sys
+import pithlog
+before = sorted(m for m in sys.modules if m.startswith("pithlog."))
+names = {name: getattr(pithlog, name) for name in pithlog.__all__}
+namespace = {}
+exec("from pithlog import *", namespace)
+print(before, set(pithlog.__all__) <= set(dir(pithlog)),
+      all(namespace[name] is names[name] for name in pithlog.__all__))
+"""
+
+
+def test_the_facade_imports_nothing_until_a_name_is_asked_for() -> None:
+    """``import pithlog`` runs no module of it (the console script imports the command
+    line only once it handles Ctrl-C and SIGTERM, ``pithlog.__main__``), and every name of
+    ``__all__`` is there when asked for, by attribute, ``dir`` and ``import *``."""
+    root = Path(__file__).resolve().parents[2]
+    done = subprocess.run([sys.executable, "-c", FACADE], capture_output=True, check=True,
+                          env={**os.environ, "PYTHONPATH": str(root)}, timeout=60)  # fmt: skip
+    assert done.stdout.decode().split() == ["[]", "True", "True"]
 
 
 def test_append_takes_what_sign_event_returns(tmp_path: Path) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import gc
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pithlog.cli.edge import (
     Bar,
@@ -25,6 +25,9 @@ from pithlog.errors import EXIT_OK, MirrorError, UsageError, shown
 from pithlog.protocol.keys import KeyEntry
 from pithlog.protocol.text_forms import encode_b64
 from pithlog.transparency.witness import may_witness
+
+if TYPE_CHECKING:
+    from pithlog.net.origin import Origin
 
 
 def cmd_mirror(args: argparse.Namespace, out: Out) -> int:
@@ -51,7 +54,7 @@ def cmd_mirror(args: argparse.Namespace, out: Out) -> int:
         raise UsageError("arguments", "--witness-quorum is between 1 and the number of "
                          "distinct witness keys given with --witness-key")  # fmt: skip
     with mirror.Origin(args.url) as origin, \
-            open_store_reached(args, origin.checkpoint) as store:  # fmt: skip
+            open_store_reached(args, lambda: _reached(origin, args, out)) as store:  # fmt: skip
         while True:
             bar = Bar(out, show_progress(args, out), "mirror", unit="leaf")
             out.bar = bar
@@ -61,11 +64,7 @@ def cmd_mirror(args: argparse.Namespace, out: Out) -> int:
                                             args.batch_bundles, progress=bar,
                                             witnesses=witnesses, quorum=quorum)  # fmt: skip
             except MirrorError as exc:
-                # a poll that cannot reach the origin is tried again; anything that does not
-                # verify stops the mirror
-                if args.follow is None or exc.code != "mirror.fetch":
-                    raise
-                out.say(f"mirror: {exc.describe()}; trying again in {args.follow:g} s")
+                _try_again(exc, args, out)
             finally:
                 bar.close()
                 out.bar = None
@@ -79,6 +78,27 @@ def cmd_mirror(args: argparse.Namespace, out: Out) -> int:
             # collection is quick, and the pass itself keeps the collector out of the door.
             gc.collect()
             time.sleep(args.follow)
+
+
+def _reached(origin: Origin, args: argparse.Namespace, out: Out) -> bytes:
+    """The origin's checkpoint, fetched before a store that does not exist yet is made:
+    with ``--follow``, an origin not reachable yet is polled until it answers, as it is
+    once the store exists (a mirror started before its origin stopped at once)."""
+    while True:
+        try:
+            return origin.checkpoint()
+        except MirrorError as exc:
+            _try_again(exc, args, out)
+        time.sleep(args.follow)
+
+
+def _try_again(exc: MirrorError, args: argparse.Namespace, out: Out) -> None:
+    """Say that a poll is tried again, or raise ``exc``: with ``--follow``, a poll that
+    cannot reach the origin is tried again; anything that does not verify stops the
+    mirror."""
+    if args.follow is None or exc.code != "mirror.fetch":
+        raise exc
+    out.say(f"mirror: {exc.describe()}; trying again in {args.follow:g} s")
 
 
 def _report(report: Any, out: Out) -> None:

@@ -1013,3 +1013,29 @@ def test_follow_frees_what_each_poll_leaves_behind(
     # after a few passes to warm up, as many objects are alive between passes: 40 a poll
     # were left before
     assert len(counts) == 40 and counts[-1] - counts[9] < 200, counts
+
+
+def test_follow_waits_for_an_origin_not_up_yet_before_making_the_store(
+    tmp_path: Path, keys: Keys, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``--follow`` tries an unreachable origin again at the next poll, the first poll
+    of a store not made yet included: that one stopped the mirror at once (exit 2), so a
+    mirror started before its origin died where one with a store waited."""
+    from pithlog.cli import mirror_commands
+
+    polls: list[float] = []
+
+    def poll_again(seconds: float) -> None:
+        polls.append(seconds)
+        if len(polls) == 3:
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(mirror_commands, "time", SimpleNamespace(sleep=poll_again))
+    store = tmp_path / "mirror"
+    with contextlib.closing(socket.socket()) as probe:
+        probe.bind(("127.0.0.1", 0))  # a port nothing listens on (bound, not listening)
+        url = f"http://127.0.0.1:{probe.getsockname()[1]}"
+        status, out, err = mirror(store, url, keys, "--follow", "5")
+    assert status == 130 and out == b"" and polls == [5.0, 5.0, 5.0], err
+    assert err.count("[mirror.fetch]") == 3 and err.count("trying again in 5 s") == 3, err
+    assert err.endswith("pithlog: interrupted\n") and not store.exists()

@@ -108,6 +108,12 @@ def _report(report: Any, out: Out) -> None:
         "accepted": report.accepted, "fetched_bytes": report.fetched_bytes,
         "statuses": dict(sorted(report.statuses.items())),
     }))  # fmt: skip
+    if report.older_than is not None:
+        # "at size 100, root verified" read as the mirror's size, which is the accepted one
+        out.say(f"mirror: {shown(report.origin)} served size {report.size}, older than the "
+                f"{report.older_than} accepted (a stale cache, or a log rolled back): a prefix "
+                "of the accepted tree, nothing to bring")  # fmt: skip
+        return
     out.say(f"mirror: {shown(report.origin)} at size {report.size}: {report.appended} leaves "
             f"appended ({report.held_before} held before), root verified")  # fmt: skip
 

@@ -86,6 +86,10 @@ class MirrorReport:
     """A newer checkpoint was accepted in this pass."""
     appended: int = 0
     fetched_bytes: int = 0
+    older_than: int | None = None
+    """The size of the accepted checkpoint, when the one served is smaller (a stale cache,
+    or a log rolled back): it was proven a prefix of the accepted tree and brought
+    nothing, and the store stays at the accepted size."""
     statuses: Counter[str] = field(default_factory=Counter)
 
 
@@ -131,6 +135,8 @@ def mirror_once(
         raise MirrorError("concurrent", f"the accepted checkpoint of {shown(cp.origin)} changed "
                           "during this run")  # fmt: skip
     report = MirrorReport(cp.origin, cp.size, cp.root, held, newer)
+    if old is not None and cp.size < old.size:
+        report.older_than = old.size
     if held < cp.size:
         fetched = _Fetched(origin)
         verified = tiles.VerifiedTiles(cp.size, cp.root, fetched.tile)

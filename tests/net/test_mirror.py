@@ -10,6 +10,7 @@ import contextlib
 import io
 import json
 import random
+import shutil
 import signal
 import socket
 import subprocess
@@ -1039,3 +1040,29 @@ def test_follow_waits_for_an_origin_not_up_yet_before_making_the_store(
     assert status == 130 and out == b"" and polls == [5.0, 5.0, 5.0], err
     assert err.count("[mirror.fetch]") == 3 and err.count("trying again in 5 s") == 3, err
     assert err.endswith("pithlog: interrupted\n") and not store.exists()
+
+
+def test_an_older_checkpoint_of_the_same_log_is_said_to_be_older(
+    tmp_path: Path, keys: Keys
+) -> None:
+    """A served checkpoint smaller than the accepted one, of a prefix of its tree, brings
+    nothing and leaves the store as it was; its line said "at size 100: 0 leaves appended,
+    root verified", as if the mirror had gone back to 100 leaves."""
+    events = _events(11, piths=10)
+    origin = _store(tmp_path / "origin", events[:30])
+    old = tmp_path / "old"
+    shutil.copytree(origin, old)
+    _store(origin, events[30:])
+    copy = tmp_path / "mirror"
+    with serving(origin, keys) as server:
+        assert mirror(copy, server.url, keys)[0] == 0
+    with Store.open(copy, readonly=True) as m:
+        before = (m.tree_root(), m.accepted_checkpoint(ORIGIN))
+    with serving(old, keys) as server:
+        status, out, err = mirror(copy, server.url, keys)
+    assert status == 0 and json.loads(out)["size"] == 30, err
+    assert err == (f"mirror: {ORIGIN} served size 30, older than the {len(events)} accepted "
+                   "(a stale cache, or a log rolled back): a prefix of the accepted tree, "
+                   "nothing to bring\n")  # fmt: skip
+    with Store.open(copy, readonly=True) as m:
+        assert (m.tree_root(), m.accepted_checkpoint(ORIGIN)) == before

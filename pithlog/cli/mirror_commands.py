@@ -72,6 +72,9 @@ def cmd_mirror(args: argparse.Namespace, out: Out) -> int:
                 _report(report, out)
             if args.follow is None:
                 return EXIT_OK
+            # stdout to a file or a pipe is buffered: the pass's line is put out now, not
+            # forty passes later (or never, if the mirror is killed while it sleeps)
+            out.flush()
             # Every command runs with the cyclic collector paused (pithlog.cli), and the
             # HTTP client leaves reference cycles on every request: a mirror that polls
             # for days grew by about 7 KB a poll. Between passes little is alive, so a

@@ -1066,3 +1066,31 @@ def test_an_older_checkpoint_of_the_same_log_is_said_to_be_older(
                    "nothing to bring\n")  # fmt: skip
     with Store.open(copy, readonly=True) as m:
         assert (m.tree_root(), m.accepted_checkpoint(ORIGIN)) == before
+
+
+def test_follow_puts_out_the_line_of_each_pass_before_it_sleeps(
+    tmp_path: Path, keys: Keys, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Standard output to a file or a pipe is buffered: a following mirror's lines of 200
+    bytes sat in its buffer for some forty passes (forty minutes at --follow 60) before a
+    log saw one, and a mirror killed meanwhile lost them. Each pass's line is put out
+    before the mirror sleeps."""
+    from pithlog.cli import mirror_commands
+
+    origin = _store(tmp_path / "origin", _events(12, piths=5)[:20])
+    written = io.BytesIO()
+    seen: list[bytes] = []
+
+    def poll_again(seconds: float) -> None:
+        seen.append(written.getvalue())
+        if len(seen) == 2:
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(mirror_commands, "time", SimpleNamespace(sleep=poll_again))
+    with serving(origin, keys) as server:
+        status = main(["--store", str(tmp_path / "mirror"), "mirror", server.url,
+                       "--keyring", str(keys.keyring), "--follow", "60"],
+                      stdout=io.BufferedWriter(written), stderr=io.StringIO())  # fmt: skip
+    assert status == 130
+    assert [len(lines.splitlines()) for lines in seen] == [1, 2]
+    assert json.loads(seen[0])["appended"] == 20

@@ -201,6 +201,14 @@ def test_bundles() -> None:
     mixed = [b"\x00\x02", b"", b"\x00\x02\x00\x02"]
     assert len(t.encode_bundle(mixed)) == 3 * 4
     assert t.decode_bundle(t.encode_bundle(mixed), Tile(0, 0, 3)) == mixed
+    # a length prefix that differs from the first in its high byte only (64 -> 320): the
+    # bundle is read entry by entry and refused, not sliced as 66-byte entries because
+    # its low bytes agree and its length is that of equal ones
+    high = bytearray(bundle)
+    high[66] = 0x01
+    assert len(high) == 44 * 66 and high[67] == bundle[1]
+    with pytest.raises(TileError, match=r"tile\.bundle"):
+        t.verify_bundle(bytes(high), tile, level0)
 
 
 def test_parent() -> None:

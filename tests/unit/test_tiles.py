@@ -216,3 +216,8 @@ def test_parent() -> None:
     assert t.parent(Tile(0, 3), 70_000) == (Tile(1, 0), 3)
     with pytest.raises(ValueError):
         t.parent(Tile(0, 273, 112), 70_000)
+    # a full tile the tree does not hold yet: its hash would be the one past the end of
+    # the partial tile above (5 hashes, positions 0-4), which has no position 5
+    with pytest.raises(ValueError):
+        t.parent(Tile(0, 5), 5 * 256)
+    assert t.parent(Tile(0, 4), 5 * 256) == (Tile(1, 0, 5), 4)

@@ -234,6 +234,22 @@ def test_same_size_other_root_is_a_split_view(tmp_path: Path, keys: Keys) -> Non
     assert status == 0 and json.loads(out)["how"] == "two roots for one size", err
 
 
+def test_a_checkpoint_of_another_origin_than_the_one_required_is_not_mirrored(
+    tmp_path: Path, keys: Keys
+) -> None:
+    """``--origin`` is required of the served checkpoint, whose key the keyring allows:
+    a log serving another origin's checkpoint stores and accepts nothing."""
+    origin = _store(tmp_path / "origin", _events(11, piths=4))
+    copy = tmp_path / "mirror"
+    with serving(origin, keys) as server:
+        status, _, err = run(["--store", str(copy), "mirror", server.url, "--keyring",
+                              str(keys.keyring), "--origin", ORIGIN + "/other"])  # fmt: skip
+    assert status == 1 and "[checkpoint.origin]" in err, err
+    if copy.exists():
+        with Store.open(copy, readonly=True) as m:
+            assert m.tree_size() == 0 and m.accepted_checkpoint(ORIGIN) is None
+
+
 def test_a_mirror_with_leaves_of_its_own_says_what_to_do(tmp_path: Path, keys: Keys) -> None:
     events = _events(9, piths=10)
     origin = _store(tmp_path / "origin", events[:30])

@@ -416,6 +416,28 @@ def test_served_bytes_that_were_not_signed_are_never_stored(tmp_path: Path, keys
         assert copy.tree_size() == 0
 
 
+def test_a_copy_served_in_another_json_form_than_the_bytes_committed_is_not_stored(
+    tmp_path: Path, keys: Keys
+) -> None:
+    """The served bytes of a copy are the ones its leaf commits to (their SHA-256 is the
+    leaf's copy hash), not merely bytes the door makes the same JCS of: the same event
+    written with spaces is ``mirror.copy``, and nothing is stored."""
+    origin = _store(tmp_path / "origin", _events(5, piths=4))
+    keyring = load_keyring(keys.keyring.read_bytes())
+
+    def change(body: bytes) -> bytes:
+        lines = body.split(b"\n")
+        lines[0] = json.dumps(json.loads(lines[0]), separators=(", ", ": ")).encode()
+        return b"\n".join(lines)
+
+    with serving(origin, keys) as server, Store.open(tmp_path / "mirror") as copy:
+        client = mm.Origin(server.url, _tampering(server.url, "/copies/", change))
+        with pytest.raises(MirrorError, match=r"leaf 0: the copy served is not the one") as caught:
+            mm.mirror_once(copy, client, keyring, ORIGIN)
+        assert caught.value.code == "mirror.copy"
+        assert copy.tree_size() == 0
+
+
 def test_follow_polls_until_stopped(tmp_path: Path, keys: Keys) -> None:
     events = _events(6, piths=20)
     origin = _store(tmp_path / "origin", events[:60])

@@ -619,6 +619,11 @@ def test_a_leaf_whose_committed_copy_fails_the_door_or_names_another_event_stops
         with pytest.raises(MirrorError) as caught:
             mm._committed_copies(deque([(10, good)]), items, its_hashes)
         assert caught.value.code == "mirror.copy" and said in caught.value.message
+    # a leaf committed to one event's id and another event's copy: the copy's hash is the
+    # leaf's, its event_id is not
+    named = [good[0], eid_bytes(envs[0].event_id) + copy_hash(envs[1].encoded), good[2]]
+    with pytest.raises(MirrorError, match="leaf 11: the copy served is not the one"):
+        mm._committed_copies(deque([(10, named)]), list(envs), hashes)
 
 
 def test_a_bundle_of_copies_is_read_line_by_line_up_to_its_width() -> None:

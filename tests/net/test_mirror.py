@@ -438,6 +438,25 @@ def test_a_copy_served_in_another_json_form_than_the_bytes_committed_is_not_stor
         assert copy.tree_size() == 0
 
 
+def test_a_bundle_of_copies_short_of_its_width_is_a_one_line_error(
+    tmp_path: Path, keys: Keys
+) -> None:
+    """Fewer copies served than the bundle has leaves: ``mirror.copy``, not an index past
+    the end of the answer, and nothing is stored."""
+    origin = _store(tmp_path / "origin", _events(5, piths=4))
+    keyring = load_keyring(keys.keyring.read_bytes())
+
+    def change(body: bytes) -> bytes:  # the last copy left out
+        return body.rstrip(b"\n").rsplit(b"\n", 1)[0] + b"\n"
+
+    with serving(origin, keys) as server, Store.open(tmp_path / "mirror") as copy:
+        client = mm.Origin(server.url, _tampering(server.url, "/copies/", change))
+        with pytest.raises(MirrorError, match=r"copies 0: \d+ copies for \d+ leaves") as caught:
+            mm.mirror_once(copy, client, keyring, ORIGIN)
+        assert caught.value.code == "mirror.copy"
+        assert copy.tree_size() == 0
+
+
 def test_follow_polls_until_stopped(tmp_path: Path, keys: Keys) -> None:
     events = _events(6, piths=20)
     origin = _store(tmp_path / "origin", events[:60])

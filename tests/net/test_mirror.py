@@ -457,6 +457,36 @@ def test_a_bundle_of_copies_short_of_its_width_is_a_one_line_error(
         assert copy.tree_size() == 0
 
 
+def test_partial_tiles_bundles_and_copies_a_server_dropped_are_read_from_the_full_ones(
+    tmp_path: Path, keys: Keys
+) -> None:
+    """C2SP tlog-tiles: once a full tile exists its partial ones may be gone (404); the
+    mirror of an older checkpoint then reads the full tile, bundle and copies and keeps
+    their first ``W`` hashes, entries and lines, and its tree is the checkpoint's."""
+    events = _events(5, piths=40)[:300]
+    origin = _store(tmp_path / "origin", events[:200])
+    with serving(origin, keys) as server:
+        older = httpx.get(server.url + "/checkpoint").content
+    _store(origin, events[200:])  # tile 0/000 is full now
+    real = httpx.Client()
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        if request.url.path.endswith("/checkpoint"):
+            return httpx.Response(200, content=older)
+        if ".p/" in request.url.path:
+            return httpx.Response(404)
+        answer = real.get(str(request.url))
+        return httpx.Response(answer.status_code, content=answer.content)
+
+    keyring = load_keyring(keys.keyring.read_bytes())
+    with serving(origin, keys) as server, Store.open(tmp_path / "mirror") as copy, \
+            Store.open(origin, readonly=True) as o:  # fmt: skip
+        client = mm.Origin(server.url, httpx.Client(transport=httpx.MockTransport(handler)))
+        report = mm.mirror_once(copy, client, keyring, ORIGIN)
+        assert report.size == copy.tree_size() == 200 and report.appended == 200
+        assert copy.tree_root() == o.tree_root(200)
+
+
 def test_follow_polls_until_stopped(tmp_path: Path, keys: Keys) -> None:
     events = _events(6, piths=20)
     origin = _store(tmp_path / "origin", events[:60])

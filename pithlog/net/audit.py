@@ -129,11 +129,15 @@ def compare_states(
     totals = store.pith_totals()
     total = totals["piths"] + totals["pending"]
     in_a_row = 0
-    for done, entry in enumerate(store.each_pith(), 1):
+    walk = store.each_pith()
+    for done, entry in enumerate(walk, 1):
         pith = entry["pith_number"]
         if max_unanswered and in_a_row >= max_unanswered:
+            # counted by walking the rest, not from ``total``: a catch-up may have grown
+            # the log since, and the piths it brought are walked too (``total - done + 1``
+            # then came out short, zero or below zero)
             yield Finding("state_not_checked", {
-                "count": total - done + 1, "first_pith_number": pith,
+                "count": 1 + sum(1 for _ in walk), "first_pith_number": pith,
                 "problem": f"{in_a_row} states in a row went unanswered: the rest were not "
                            "asked for"})  # fmt: skip
             return

@@ -445,3 +445,47 @@ def test_a_state_that_changes_at_every_request_is_not_checked_nor_named(
     assert finding["finding"] == "state_not_checked"
     assert (finding["first_pith_number"], finding["count"]) == (piths["grown"], 1)
     assert summary["state_not_checked"] == 1 and summary["state_mismatch"] == 0
+
+
+def test_the_piths_not_checked_are_counted_in_a_log_grown_while_audited(tmp_path: Path) -> None:
+    """``state_not_checked`` counts the piths left unasked. They were counted from the
+    piths the log had when the walk began, and a log that grew while audited (a catch-up
+    that brought new piths) made the count short, zero or below zero: here one pith is
+    left and the line said -3, which the summary's counts then subtracted from the
+    others."""
+    from pithlog.errors import MirrorError
+    from pithlog.net.audit import compare_states
+
+    events = [g.record(f"2601.{i:05d}") for i in range(6)]
+    events.sort(key=lambda event: event["pith_number"])
+    store = Store.open(tmp_path / "auditor")
+    store.append([g.encoded(event) for event in events[:2]], g.KEYRING)
+    walk = store.each_pith
+    store.each_pith = lambda chunk=2: walk(chunk)  # type: ignore[method-assign]
+    first, *later = [event["pith_number"] for event in events]
+    asked: list[str] = []
+
+    class Registry:  # the first state served before the log grew, two unanswered later
+        def get(self, path: str, cap: int, too_long: type[Exception]) -> bytes | None:
+            pith = path.removeprefix("state/")
+            asked.append(pith)
+            if pith in later[2:4]:
+                raise MirrorError("fetch", "no answer")
+            if pith == first and asked.count(first) == 1:
+                return b"{}"
+            return store.state(pith)
+
+    def catch_up() -> bool:
+        if store.tree_size() > 2:
+            return False
+        store.append([g.encoded(event) for event in events[2:]], g.KEYRING)
+        return True
+
+    try:
+        findings = list(compare_states(store, Registry(), max_unanswered=2,  # type: ignore[arg-type]
+                                       catch_up=catch_up))  # fmt: skip
+    finally:
+        store.close()
+    assert [f.kind for f in findings] == ["state_unanswered"] * 2 + ["state_not_checked"]
+    assert findings[-1].doc["first_pith_number"] == later[4]
+    assert findings[-1].doc["count"] == 1

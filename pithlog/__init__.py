@@ -75,13 +75,24 @@ process of a reduction, which needs neither LMDB nor the store (about 0.1 s a st
 
 _HOME = {name: module for module, names in _HOMES.items() for name in names}
 
+_IMPORTED = frozenset({"errors", "protocol"})
+"""The packages that ``import pithlog`` made its attributes when it imported the modules
+of the API at once (``import pithlog`` then ``pithlog.errors.CODES`` or
+``pithlog.protocol.reduce.chosen_record``, docs/api.md): asked for, they are imported with
+those modules, as then."""
+
 
 def __getattr__(name: str) -> Any:
+    import importlib
+
+    if name in _IMPORTED:
+        for home in _HOMES:
+            if home != "pithlog.store":  # imported when first asked for then too
+                importlib.import_module(home)
+        return globals()[name]  # made this package's attribute by its import
     module = _HOME.get(name)
     if module is None:
         raise AttributeError(f"module 'pithlog' has no attribute {name!r}")
-    import importlib
-
     value = getattr(importlib.import_module(module), name)
     globals()[name] = value  # asked once: the next lookup finds it without this function
     return value

@@ -46,6 +46,26 @@ def test_the_facade_imports_nothing_until_a_name_is_asked_for() -> None:
     assert done.stdout.decode().split() == ["[]", "True", "True"]
 
 
+SUBMODULES = """
+import pithlog
+print("usage.arguments" in pithlog.errors.CODES, pithlog.protocol.reduce.chosen_record.__name__,
+      pithlog.protocol.keys.load_key_file.__name__, pithlog.protocol.checks.check_alone.__name__)
+"""
+
+
+def test_the_modules_import_pithlog_gave_are_still_its_attributes() -> None:
+    """``import pithlog`` imported the API's modules at once, so ``pithlog.errors`` and
+    ``pithlog.protocol`` (``pithlog.errors.CODES``, ``pithlog.protocol.reduce.chosen_record``:
+    docs/api.md) were there after it; the facade that imports each name when first asked
+    for left them out (AttributeError). They are imported when first asked for too."""
+    root = Path(__file__).resolve().parents[2]
+    done = subprocess.run([sys.executable, "-c", SUBMODULES], capture_output=True,
+                          env={**os.environ, "PYTHONPATH": str(root)}, timeout=60)  # fmt: skip
+    assert done.returncode == 0, done.stderr.decode()
+    assert done.stdout.decode().split() == ["True", "chosen_record", "load_key_file",
+                                         "check_alone"]
+
+
 def test_append_takes_what_sign_event_returns(tmp_path: Path) -> None:
     record = record_event()
     assert isinstance(record, dict)

@@ -121,7 +121,10 @@ def compare_states(
     its tree grew. A state that differs is a ``state_mismatch`` only once ``catch_up`` finds
     the tree as it was before that state was asked for: the state was then served at the
     size compared (a log only grows). When the tree grew, the pith is compared again with
-    the longer log, :data:`CATCH_UPS` times at most. Without ``catch_up`` a state that
+    the longer log, :data:`CATCH_UPS` times at most. A catch-up that cannot fetch the
+    checkpoint (``mirror.fetch``) leaves the pith ``state_not_checked``, counted as a state
+    unanswered, and the next pith is compared; any other error of it (a split view, a
+    checkpoint that does not verify) ends the walk. Without ``catch_up`` a state that
     differs is a mismatch at once (a registry known to be still)."""
     # the piths are walked a chunk at a time, never listed: the audit holds one state and
     # one chunk of summaries, however many piths the log has (the store is the auditor's
@@ -141,11 +144,27 @@ def compare_states(
                 "problem": f"{in_a_row} states in a row went unanswered: the rest were not "
                            "asked for"})  # fmt: skip
             return
+        unanswered = False
         for caught_up in range(CATCH_UPS + 1):
             finding = _compare(store, origin, pith)
+            unanswered = finding is not None and finding.kind == "state_unanswered"
             if finding is None or finding.kind != "state_mismatch" or catch_up is None:
                 break
-            if not catch_up():
+            try:
+                grew = catch_up()
+            except MirrorError as exc:
+                if exc.code != "mirror.fetch":
+                    raise  # a checkpoint that does not verify ends the audit, as the first
+                # the size the state was served at is not known: no evidence, and no
+                # pass; and as for a state unanswered, the other piths are compared
+                unanswered = True
+                finding = Finding("state_not_checked", {
+                    "count": 1, "first_pith_number": pith,
+                    "problem": "its served state differed, and the registry's checkpoint "
+                               f"of now could not be fetched to tell whether its log had "
+                               f"grown: {exc.message}"})  # fmt: skip
+                break
+            if not grew:
                 break  # served at the size compared: the mismatch stands
             if caught_up == CATCH_UPS:
                 finding = Finding("state_not_checked", {
@@ -153,7 +172,7 @@ def compare_states(
                     "problem": f"its served state differed {CATCH_UPS + 1} times, the "
                                "registry's log growing after each: not compared at one "
                                "size"})  # fmt: skip
-        in_a_row = in_a_row + 1 if finding is not None and finding.kind == "state_unanswered" else 0
+        in_a_row = in_a_row + 1 if unanswered else 0
         if finding is not None:
             yield finding
         if progress is not None:

@@ -489,3 +489,50 @@ def test_the_piths_not_checked_are_counted_in_a_log_grown_while_audited(tmp_path
     assert [f.kind for f in findings] == ["state_unanswered"] * 2 + ["state_not_checked"]
     assert findings[-1].doc["first_pith_number"] == later[4]
     assert findings[-1].doc["count"] == 1
+
+
+def test_a_checkpoint_unanswered_in_a_catch_up_spares_no_other_pith(tmp_path: Path) -> None:
+    """A state that differs brings the mirror up to the registry's checkpoint of now. When
+    that checkpoint could not be fetched (mirror.fetch), the audit ended with the error:
+    the differing state was not named, no other pith was compared, and no summary came, so
+    a registry that served a lie and then failed one request was spared the rest. The pith
+    is now ``state_not_checked`` (no evidence: the registry may have grown) and the audit
+    goes on."""
+    from pithlog.errors import MirrorError
+    from pithlog.net.audit import compare_states
+
+    events = sorted((g.record(f"2602.{i:05d}") for i in range(3)),
+                    key=lambda event: event["pith_number"])  # fmt: skip
+    piths = [event["pith_number"] for event in events]
+    store = Store.open(tmp_path / "auditor")
+    store.append([g.encoded(event) for event in events], g.KEYRING)
+    asked: list[str] = []
+
+    class Registry:  # the first state a lie, the third a mismatch too
+        def get(self, path: str, cap: int, too_long: type[Exception]) -> bytes | None:
+            pith = path.removeprefix("state/")
+            asked.append(pith)
+            return b"{}" if pith in (piths[0], piths[2]) else store.state(pith)
+
+    calls: list[int] = []
+
+    def catch_up() -> bool:
+        calls.append(1)
+        if len(calls) == 1:
+            raise MirrorError("fetch", "https://registry.example/checkpoint answered 503")
+        return False
+
+    try:
+        findings = list(compare_states(store, Registry(), catch_up=catch_up))  # type: ignore[arg-type]
+        def split() -> bool:
+            raise MirrorError("split_view", "split")
+
+        with pytest.raises(MirrorError, match="split"):  # what does not verify still ends it
+            list(compare_states(store, Registry(), catch_up=split))  # type: ignore[arg-type]
+    finally:
+        store.close()
+    assert asked[:3] == piths
+    assert [(f.kind, f.doc.get("pith_number", f.doc.get("first_pith_number")))
+            for f in findings] == [("state_not_checked", piths[0]),
+                                   ("state_mismatch", piths[2])]  # fmt: skip
+    assert findings[0].doc["count"] == 1 and "503" in findings[0].doc["problem"]

@@ -53,6 +53,7 @@ def cmd_audit(args: argparse.Namespace, out: Out) -> int:
         finally:
             bar.close()
             out.bar = None
+        audited = mirrored  # the checkpoint whose every pith is compared (at its size or later)
         if mirrored is not None:
             # the states compared and the keys the proofs carry are K's: a mirror already up
             # to date appended nothing, so a store reduced under another keyring would be
@@ -89,8 +90,12 @@ def cmd_audit(args: argparse.Namespace, out: Out) -> int:
             assert note is not None  # mirror_once accepted it
             for finding in audit.prove_equivocations(store, keyring, note, evidence):
                 report(finding)
-    summary = {"summary": True, "origin": None if mirrored is None else mirrored.origin,
-               "size": None if mirrored is None else mirrored.size, **counts}  # fmt: skip
+    # size: the piths of that tree were each compared, at its size or a later one; the
+    # piths a catch-up brought (latest_size) were not all, so the audit does not claim it
+    summary = {"summary": True, "origin": None if audited is None else audited.origin,
+               "size": None if audited is None else audited.size,
+               "latest_size": None if mirrored is None else mirrored.size,
+               **counts}  # fmt: skip
     out.write(json_line(summary))
     # a state left unanswered is no evidence against the registry, but the audit did not
     # see it serve what its log implies: not a pass (the counts tell the two apart)

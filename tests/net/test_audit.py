@@ -110,6 +110,7 @@ def test_an_honest_registry_passes_and_one_altered_state_is_named(
         status, lines, err = audit(server.url, files, tmp_path / "auditor", tmp_path / "ev")
         assert status == 0, err
         assert lines == [{"summary": True, "origin": ORIGIN, "size": lines[-1]["size"],
+                          "latest_size": lines[-1]["size"],
                           "state_mismatch": 0, "state_unanswered": 0, "state_not_checked": 0,
                           "equivocation": 0, "split_view": 0}]  # fmt: skip
         altering_proxy["upstream"], altering_proxy["pith"] = server.url, piths[1]
@@ -165,7 +166,7 @@ def test_a_state_too_long_or_unanswered_is_a_finding_and_the_audit_goes_on(
     assert (failing["finding"], failing["pith_number"]) == ("state_unanswered", piths[1])
     assert "answered 503" in failing["problem"] and failing["log_state_sha256"]
     assert (altered["finding"], altered["pith_number"]) == ("state_mismatch", piths[2])
-    assert {k: v for k, v in lines[-1].items() if k not in ("origin", "size")} == {
+    assert {k: v for k, v in lines[-1].items() if k not in ("origin", "size", "latest_size")} == {
         "summary": True, "state_mismatch": 2, "state_unanswered": 1, "state_not_checked": 0,
         "equivocation": 0, "split_view": 0}  # fmt: skip
     assert "2 state mismatch(es), 1 state(s) unanswered" in err
@@ -409,7 +410,8 @@ def test_a_registry_that_grows_while_audited_is_not_named_and_a_lie_still_is(
             after = {name: registry.state(piths[name]) for name in ("grown", "pending")}
         assert after["grown"] != before["grown"] and after["pending"] is not None
         assert status == 0, (lines, err)
-        assert lines == [{"summary": True, "origin": ORIGIN, "size": size_after,
+        assert lines == [{"summary": True, "origin": ORIGIN, "size": size_before,
+                          "latest_size": size_after,
                           "state_mismatch": 0, "state_unanswered": 0, "state_not_checked": 0,
                           "equivocation": 0, "split_view": 0}]  # fmt: skip
         assert size_after == size_before + 2
@@ -422,7 +424,7 @@ def test_a_registry_that_grows_while_audited_is_not_named_and_a_lie_still_is(
     assert status == 1, err
     assert [(f["finding"], f["pith_number"]) for f in lines[:-1]] == [
         ("state_mismatch", piths["still"])]  # fmt: skip
-    assert lines[-1]["size"] == size_after + 1
+    assert (lines[-1]["size"], lines[-1]["latest_size"]) == (size_after, size_after + 1)
 
 
 def test_a_state_that_changes_at_every_request_is_not_checked_nor_named(

@@ -509,3 +509,23 @@ def test_a_change_ended_by_another_rekey_to_the_same_keyring_ends_this_one(
         store.rekey(new, progress=the_other_ends_the_change, piece_copies=20)
         assert ended and store.keyring_digest() == new.digest
         assert_reduced(store, reference(lines, new))
+
+
+def test_an_append_that_may_not_change_the_keyring_is_refused_under_another(
+    tmp_path: Path,
+) -> None:
+    """``change_keyring=False`` (a server's appends) under a keyring other than the one the
+    store's states were reduced under is ``store.keyring_changed`` from the write
+    transaction: nothing is stored and the store's keyring stays as it was."""
+    lines = sparse_log(piths=10, per_pith=4, seed=11)
+    old = keyring(TRUSTED)
+    new = keyring(TRUSTED, author={"revoked_at": g.ts(250)})
+    with Store.open(tmp_path / "s") as store:
+        store.append(lines[:-3], old, keep_invalid=True)
+        before = store.stats()["counts"]
+        with pytest.raises(StoreError) as refused:
+            store.append(lines[-3:], new, keep_invalid=True, change_keyring=False)
+        assert refused.value.code == "store.keyring_changed"
+        assert "pithlog rekey" in refused.value.message
+        assert store.keyring_digest() == old.digest
+        assert store.stats()["counts"] == before

@@ -529,3 +529,23 @@ def test_an_append_that_may_not_change_the_keyring_is_refused_under_another(
         assert "pithlog rekey" in refused.value.message
         assert store.keyring_digest() == old.digest
         assert store.stats()["counts"] == before
+
+
+def test_a_format_3_store_learns_its_keyring_entries_from_an_append(tmp_path: Path) -> None:
+    """A format-3 store holds no keyring entries, so its first change judges every copy;
+    an append under its own keyring (same digest) records the entries, after which a
+    change judges only the copies of the key_ids it changes."""
+    lines = sparse_log(piths=30, per_pith=8, seed=3)
+    ring = keyring(TRUSTED)
+    path = tmp_path / "s"
+    with Store.open(path) as store:
+        store.append(lines[:-1], ring, keep_invalid=True)
+    as_format_3(path, ring)
+    added = keyring((*TRUSTED, "stranger"))
+    with Store.open(path, create=False) as store:
+        store.append(lines[-1:], ring, keep_invalid=True)
+        planned = store.rekey_plan(added)
+        assert planned is not None and planned.keys == 1
+        assert planned.copies == signed_by(lines, "test-stranger")[0]
+        store.rekey(added)
+        assert_reduced(store, reference(lines, added))

@@ -549,3 +549,22 @@ def test_a_format_3_store_learns_its_keyring_entries_from_an_append(tmp_path: Pa
         assert planned.copies == signed_by(lines, "test-stranger")[0]
         store.rekey(added)
         assert_reduced(store, reference(lines, added))
+
+
+def test_a_rebuild_supersedes_a_change_under_way(tmp_path: Path) -> None:
+    """A rebuild re-judges everything under its keyring, so a change under way (killed
+    between its pieces) is dropped with its marks: the store is under the rebuild's
+    keyring alone, and an append under it is not refused as beside a change."""
+    lines = sparse_log(piths=20, per_pith=6, seed=5)
+    old = keyring(TRUSTED)
+    new = keyring(TRUSTED, author={"revoked_at": g.ts(250)})
+    with Store.open(tmp_path / "s") as store:
+        store.append(lines[:-5], old, keep_invalid=True)
+        step = store._write(rekey.piece_work(new, piece_copies=5))  # a first piece only
+        assert not step.done and store.stats()["rekey_target"] == new.digest
+        store.rebuild(old)
+        assert store.stats()["rekey_target"] is None
+        assert store.stats()["counts"]["rekey"] == 0
+        assert store.rekey_plan(old) is None
+        store.append(lines[-5:], old, keep_invalid=True, change_keyring=False)
+        assert_reduced(store, reference(lines, old))

@@ -431,3 +431,42 @@ def test_an_append_to_a_pith_of_a_damaged_summary_is_store_corrupted(
     assert refused.value.code == "store.corrupted"
     assert f"the index of {pith} is damaged (the piths entry " in refused.value.message
     assert store.tree_size() == size
+
+
+def test_replay_names_damaged_meta_and_copies(damaged: tuple[Store, list[Any]]) -> None:
+    """What the structure pass and the replay of a pith each claim to compare, one damage
+    at a time, each put back after: the merge version and the sequence counter in
+    ``meta``, a copy whose bytes no longer hash to the copy ``seq`` logs or are not its
+    JCS encoding, and a preferred copy stored under another event's id."""
+    store, events = damaged
+    victim, other = attestation(events), events[0]
+    eid = bytes.fromhex(victim["event_id"][7:])
+
+    def meta(key: bytes, value: bytes) -> bytes:
+        was: bytes = store._read(lambda txn, dbs: txn.get(key, db=dbs["meta"]))
+        store._write(lambda txn, dbs: txn.put(key, value, db=dbs["meta"]))
+        return was
+
+    was = meta(b"merge_version", b"0")
+    assert any(line.startswith("meta: merge_version: ") for line in lines(store))
+    meta(b"merge_version", was)
+    was = meta(b"next_seq", (len(events) - 1).to_bytes(8, "big"))
+    assert f"meta: next_seq: is {len(events) - 1} but seq already holds {len(events)}" \
+        in lines(store)  # fmt: skip
+    meta(b"next_seq", was)
+    assert store.replay(g.KEYRING).ok
+
+    stored = store._read(lambda txn, dbs: txn.get(txn.get(eid, db=dbs["events"]),
+                                                  db=dbs["copies"]))  # fmt: skip
+    spaced = json.dumps(victim, indent=1).encode()
+    overwrite_copy(store, eid, spaced)
+    found = lines(store)
+    assert any("does not hash to the copy seq names" in line for line in found), found
+    assert any(line.endswith("the preferred copy is not stored in its JCS encoding")
+               for line in found), found  # fmt: skip
+    overwrite_copy(store, eid, g.encoded(other))
+    found = lines(store)
+    assert any(f"the preferred copy says event_id {other['event_id']}" in line
+               for line in found), found  # fmt: skip
+    overwrite_copy(store, eid, stored)
+    assert store.replay(g.KEYRING).ok

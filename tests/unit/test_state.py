@@ -463,6 +463,13 @@ def _hint_as_correction(doc: dict[str, Any]) -> None:
     doc["current"]["corrections"].append(doc["current"]["mirror_hints"].pop())
 
 
+def _invalid_out_of_order(doc: dict[str, Any]) -> None:
+    """A second invalid event, listed after the first though its event_id is smaller."""
+    doc["invalid_events"].append({"event_id": OTHER_ID, "reason": "bad_signature"})
+    doc["invalid_event_count"] += 1
+    doc["event_count"] += 1
+
+
 def _invalid_and_applied(doc: dict[str, Any]) -> None:
     doc["invalid_events"][0]["event_id"] = doc["applied_event_ids"][1]
 
@@ -478,6 +485,7 @@ RULE_BREAKS: dict[str, tuple[Any, set[str]]] = {
     "an event older than the record": (_predating, {"predates_record"}),
     "a slot twice": (_equivocation_twice, {"order", "event_ids"}),
     "an invalid event twice": (_invalid_twice, {"order", "event_ids"}),
+    "invalid events out of event_id order": (_invalid_out_of_order, {"order"}),
     # its applied event then sits among the losers too
     "the applied event not first": (_applied_not_first, {"equivocations", "event_ids"}),
     "an applied event that is not applied": (_applied_not_applied, {"equivocations"}),

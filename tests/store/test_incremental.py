@@ -49,3 +49,19 @@ def test_a_slot_filled_again_in_a_later_append_counts_one_equivocation(
             events.append(event)
             assert_fresh(store, events)
     assert fresh_summaries(events)[pith]["equivocation_count"] == 1
+
+
+def test_records_arriving_latest_first_leave_the_earliest_chosen(tmp_path: Path) -> None:
+    # Each append brings a record earlier than the chosen one: the pith is re-reduced, R
+    # changes, and events checked against the old R are checked again (dated before it).
+    records = [g.record("2501.00002", at=at) for at in (300, 200, 100)]
+    pith = records[0]["pith_number"]
+    events: list[dict[str, Any]] = []
+    with Store.open(tmp_path / "s") as store:
+        for i, rec in enumerate(records):
+            batch = [rec, g.attestation(pith, 150 + 100 * i, f"statement {i}"),
+                     g.mirror_hint(pith, 120 + 100 * i, f"https://m{i}.test.invalid/")]  # fmt: skip
+            store.append([g.encoded(e) for e in batch], g.KEYRING)
+            events += batch
+            assert_fresh(store, events)
+    assert fresh_summaries(events)[pith]["record"] == records[-1]["event_id"]

@@ -1,0 +1,77 @@
+"""What ``replay --verify`` compares of a pith, one damage at a time: the copy ``events``
+prefers (spec 7 step 0), the pith ``by_pith`` lists an event under, the ``piths`` summary
+(``docs/store.md``)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import eventgen as g
+from damage import attestation, lines, rewrite_summary
+
+from pithlog.store import Store
+from pithlog.store.layout import copy_hash, prefer
+
+
+def _eid(event: dict[str, Any]) -> bytes:
+    return bytes.fromhex(event["event_id"][7:])
+
+
+def test_replay_names_a_preferred_copy_step_0_does_not_prefer(tmp_path: Path) -> None:
+    rec = g.record("2501.00003", at=10)
+    other = g.resigned(rec, "registry", bytes([7]) * 32)  # a second valid copy
+    hint = g.mirror_hint(rec["pith_number"], 20, "https://m.test.invalid/")
+    with Store.open(tmp_path / "s") as store:
+        store.append([g.encoded(e) for e in (rec, other, hint)], g.KEYRING)
+        assert store.replay(g.KEYRING).ok
+        eid = _eid(rec)
+        held = store._read(lambda txn, dbs: txn.get(txn.get(eid, db=dbs["events"]),
+                                                    db=dbs["seq"]))  # fmt: skip
+        held_h = held[32:]
+        new_h = next(copy_hash(g.encoded(e)) for e in (rec, other)
+                     if copy_hash(g.encoded(e)) != held_h)  # fmt: skip
+        # Damage: events points at the copy step 0 does not prefer, evidence at the other.
+        store._write(lambda txn, dbs: prefer(txn, dbs, eid, held_h, new_h))
+        found = lines(store)
+        assert any(line.startswith(f"preference: {rec['event_id']}: events holds a copy "
+                                   "that section 7 step 0 does not prefer")
+                   for line in found), found  # fmt: skip
+
+
+def test_replay_names_an_event_indexed_under_another_pith(
+    damaged: tuple[Store, list[Any]],
+) -> None:
+    store, events = damaged
+    victim = attestation(events)
+    elsewhere = next(e["pith_number"] for e in events
+                     if e["pith_number"] != victim["pith_number"])  # fmt: skip
+    eid = _eid(victim)
+
+    def move(txn: Any, dbs: dict[str, Any]) -> None:
+        txn.delete(victim["pith_number"].encode() + eid, db=dbs["by_pith"])
+        txn.put(elsewhere.encode() + eid, b"", db=dbs["by_pith"])
+
+    store._write(move)
+    found = lines(store)
+    assert (f"by_pith: {victim['event_id']}: indexed under {elsewhere} but its envelope "
+            f"says {victim['pith_number']}") in found, found  # fmt: skip
+
+
+def test_replay_names_a_summary_whose_counts_differ(
+    damaged: tuple[Store, list[Any]],
+) -> None:
+    # Counts the state document does not carry (equivocation_count, invalid_event_count)
+    # are compared in the piths entry itself.
+    store, events = damaged
+    pith = attestation(events)["pith_number"]
+    raw = store._read(lambda txn, dbs: txn.get(pith.encode(), db=dbs["piths"]))
+    summary = json.loads(raw)
+    assert summary["status"] == "state"
+    for member in ("equivocation_count", "invalid_event_count"):
+        was = rewrite_summary(store, pith, {**summary, member: summary[member] + 1})
+        found = [line for line in lines(store) if line.startswith(f"pith: {pith}: ")]
+        assert found and f'"{member}":{summary[member] + 1}' in found[0], found
+        store._write(lambda txn, dbs, w=was: txn.put(pith.encode(), w, db=dbs["piths"]))
+    assert store.replay(g.KEYRING).ok

@@ -138,3 +138,22 @@ def test_a_store_of_the_previous_format_gets_its_index_on_open(tmp_path: Path) -
     with env.begin() as txn:
         assert txn.get(META_FORMAT, db=env.open_db(b"meta", txn=txn)) == FORMAT_VERSION
     env.close()
+
+
+def test_a_rekey_that_takes_a_piths_record_away_takes_its_aliases_away(tmp_path: Path) -> None:
+    rec = g.record("2501.00009", at=100)
+    pith = rec["pith_number"]
+    hint = g.mirror_hint(pith, 200, "https://m.example/b")
+    revoked = make_keyring(test_keyring_entries(("registry", "mirror", "author"),
+                                                registry={"revoked_at": g.ts(50)}))  # fmt: skip
+    with Store.open(tmp_path / "s") as store:
+        store.append([g.encoded(rec), g.encoded(hint)], g.KEYRING)
+        assert store.pith_for_alias("arxiv:2501.00009") == pith
+        store.rekey(revoked)  # the record is signed after its key's revocation: pending
+        assert store.status(pith)["status"] == "pending"
+        for alias in ("arxiv:2501.00009", "arxiv:2501.00009v1", "doi:10.48550/arxiv.2501.00009"):
+            assert store.piths_for_alias(alias) == [], alias
+        assert store.replay(revoked).ok
+        store.rekey(g.KEYRING)
+        assert store.pith_for_alias("arxiv:2501.00009") == pith
+        assert store.replay(g.KEYRING).ok

@@ -98,3 +98,28 @@ def test_a_step_goes_past_entries_already_keyed_anew(
         assert store._read(lambda txn, dbs: format7.migrating(txn, dbs)) is False
     assert len(steps) == entries
     assert _verdicts(path) == verdicts
+
+
+def test_a_step_keeps_the_verdicts_already_keyed_anew(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Verdicts an earlier step keyed anew (their format-6 entries gone) and gone through
+    again are kept as they are, not dropped."""
+    path = tmp_path / "s"
+    _filled(path)
+    verdicts = _verdicts(path)
+    as_format_6(path)
+    env = lmdb.open(str(path), max_dbs=32, subdir=True)
+    try:
+        with env.begin(write=True) as txn:
+            v, by_copy = env.open_db(b"verdicts", txn=txn), env.open_db(b"by_copy", txn=txn)
+            for i, (key, value) in enumerate(sorted(txn.cursor(db=v))):
+                if i % 2 == 0:  # keyed anew as a step does: the format-6 entry goes
+                    txn.put(key[:32] + txn.get(key[32:], db=by_copy), value, db=v)
+                    txn.delete(key, db=v)
+    finally:
+        env.close()
+    monkeypatch.setattr(format7, "MIGRATE_CHUNK", 3)
+    with Store.open(path, create=False) as store:
+        assert store._read(lambda txn, dbs: format7.migrating(txn, dbs)) is False
+    assert _verdicts(path) == verdicts

@@ -457,3 +457,52 @@ def test_serve_refuses_a_huge_key_or_keyring_without_reading_it_whole(
             server_module.open_config(settings)
         assert caught.value.code == code and "longer than" in caught.value.message
         assert endless.given == MAX_LINE_BYTES + 1
+
+
+def test_what_never_changes_is_immutable_and_nothing_past_the_tree_is_served(
+    server: Server, files: Files
+) -> None:
+    """Every tile, bundle and bundle of copies, full or partial (a partial one of width W
+    is the same bytes at every later size), and a consistency proof are immutable; a
+    bundle of copies wider than the tree has leaves is a 404, not a short 200 a cache
+    would keep for ever; a copy is named in lowercase hex only (one URL, one cache
+    entry)."""
+    with Store.open(files.store, readonly=True) as store:
+        size = store.tree_size()
+    last, width = divmod(size, 256)
+    assert last >= 1 and width  # a full bundle, then a partial one
+    immutable = "public, max-age=31536000, immutable"
+    for path in ("/tile/0/000", f"/tile/0/{_suffix(last, width)}", "/tile/0/000.p/5",
+                 "/tile/entries/000", f"/tile/entries/{_suffix(last, width)}",
+                 "/tile/entries/000.p/5", "/copies/000", f"/copies/{_suffix(last, width)}",
+                 "/copies/000.p/5", f"/proof/consistency/100/{size}"):  # fmt: skip
+        got = get(server, path)
+        assert got.status_code == 200, path
+        assert got.headers["cache-control"] == immutable, path
+    for path in (f"/copies/{_suffix(last, width + 1)}", f"/tile/entries/{_suffix(last, width + 1)}",
+                 f"/tile/0/{_suffix(last, width + 1)}"):  # fmt: skip
+        got = get(server, path)
+        assert (got.status_code, got.json()["error"]) == (404, "serve.not_found"), path
+        assert got.headers["cache-control"] == "no-store"
+    copy = hashlib.sha256(g.encoded(files.events[0])).hexdigest()
+    assert get(server, f"/copy/{copy}").status_code == 200
+    got = get(server, f"/copy/{copy.upper()}")
+    assert (got.status_code, got.json()["error"]) == (400, "serve.bad_path")
+
+
+def test_a_small_answer_sent_as_it_is_keeps_its_strong_etag_in_a_304(
+    server: Server, files: Files
+) -> None:
+    """An event under 1 KiB goes uncompressed whatever the client accepts: its ETag is the
+    strong one, and the 304 that revalidates it carries the same tag (RFC 9110 15.4.5),
+    not the weak one of a compressed answer it was never sent as."""
+    small = min((g.encoded(e) for e in files.events), key=len)
+    assert len(small) < 1024
+    event_id, tag = json.loads(small)["event_id"], f'"{hashlib.sha256(small).hexdigest()}"'
+    for accept in ("gzip", "zstd, gzip", "identity"):
+        got = get(server, f"/event/{event_id}", headers={"Accept-Encoding": accept})
+        assert got.content == small and "content-encoding" not in got.headers, accept
+        assert got.headers["etag"] == tag, accept
+        again = get(server, f"/event/{event_id}", headers={"Accept-Encoding": accept,
+                                                           "If-None-Match": tag})  # fmt: skip
+        assert again.status_code == 304 and again.headers["etag"] == tag, accept

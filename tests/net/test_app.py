@@ -26,7 +26,7 @@ with warnings.catch_warnings():  # Starlette would have httpx2; httpx is what pi
 from starlette.routing import Mount
 
 from pithlog.cli import main
-from pithlog.errors import WitnessError
+from pithlog.errors import StoreError, WitnessError
 from pithlog.net import served_log
 from pithlog.net.app import LogApp, ServeApp, create_app
 from pithlog.net.served_log import Log, ServeConfig
@@ -34,6 +34,7 @@ from pithlog.net.server import REUSE_PORT, _ready_folder, _say_when_ready
 from pithlog.protocol.keys import dump_key_file, load_key_file, load_keyring
 from pithlog.store import Store
 from pithlog.testing import test_key
+from pithlog.transparency import tiles
 
 
 @pytest.fixture
@@ -571,3 +572,84 @@ def test_a_request_cancelled_at_shutdown_is_answered_503_unless_its_answer_began
     waiting_sent = asyncio.run(cancelled("/waiting/x"))
     assert waiting_sent[0]["status"] == 503
     assert b'"serve.stopping"' in waiting_sent[1]["body"]
+
+
+def test_a_partial_tile_is_never_served_for_the_full_one(tmp_path: Path) -> None:
+    """A full tile is kept by its level and index: a partial one of the same tile (an
+    earlier size's, /tile/0/000.p/5) kept there would be served for the full tile, 5
+    hashes marked immutable where 256 are."""
+    files = make_files(tmp_path)
+    with Store.open(files.store, readonly=True) as store:
+        app = create_app(ServeConfig(store, load_key_file(files.key.read_bytes()), ORIGIN))
+        with TestClient(app) as client:
+            assert client.get("/tile/0/000.p/5").content == store.tile(0, 0, 5)
+            assert client.get("/tile/0/000").content == store.tile(0, 0, 256)
+
+
+def test_the_full_tiles_kept_are_bounded_the_least_recently_served_dropped(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """At most FULL_TILES_KEPT full tiles are kept (memory); the one served longest ago is
+    dropped first, and read from the store again when asked for."""
+    monkeypatch.setattr(served_log, "FULL_TILES_KEPT", 2)
+    reads: list[int] = []
+
+    class Tiles:
+        def tile(self, level: int, index: int, width: int) -> bytes:
+            reads.append(index)
+            return bytes([index]) * 32 * width
+
+    log = Log(ServeConfig(Tiles(), test_key("author"), ORIGIN))  # type: ignore[arg-type]
+
+    async def serve(indexes: list[int]) -> None:
+        for index in indexes:
+            assert await log.tile(tiles.Tile(0, index, tiles.WIDTH)) == bytes([index]) * 8192
+
+    asyncio.run(serve([0, 1, 0, 2, 0, 1, 2]))
+    # 0 and 1 kept; 0 served again; 2 drops 1; 0 is kept; 1 read again, dropping 2
+    assert reads == [0, 1, 2, 1, 2]
+
+
+def test_a_store_with_too_many_readers_is_503_retry_not_a_server_failure(
+    files: Files, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """store.readers_full (every LMDB reader slot taken) passes once readers leave: 503,
+    as docs/errors.md says, not 500."""
+    with Store.open(files.store, readonly=True) as store:
+        app = create_app(ServeConfig(store, load_key_file(files.key.read_bytes()), ORIGIN))
+
+        def full(*args: Any) -> None:
+            raise StoreError("readers_full", "too many readers")
+
+        monkeypatch.setattr(store, "tree_size", full)
+        with TestClient(app, raise_server_exceptions=False) as client:
+            got = client.get("/healthz")
+            assert got.status_code == 503 and got.json()["error"] == "store.readers_full"
+
+
+def test_an_event_past_the_published_checkpoint_has_no_inclusion_proof_yet(
+    files: Files, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With witnesses that have not cosigned the grown tree, the published checkpoint
+    stays behind the store: an event appended since is not in it, and its proof is a 404
+    (asked again later), not a proof against a tree nobody published."""
+    failing = [False]
+
+    def cosign(note: bytes, size: int) -> bytes:
+        if failing[0]:
+            raise WitnessError("quorum", "0 witness(es) cosigned, 1 required")
+        return note + "\u2014 witness.invalid AAAAAAAA\n".encode()
+
+    with Store.open(files.store) as store:
+        key = load_key_file(files.key.read_bytes())
+        app = create_app(ServeConfig(store, key, ORIGIN, cosign=cosign))
+        with TestClient(app, raise_server_exceptions=False) as client:
+            published = client.get("/checkpoint").content
+            failing[0] = True
+            more = g.mixed_events(random.Random(98), piths=1, per_pith=2)
+            store.append([g.encoded(e) for e in more], g.KEYRING, keep_invalid=True)
+            assert client.get("/checkpoint").content == published
+            old = client.get(f"/proof/inclusion/{files.events[0]['event_id']}")
+            assert old.status_code == 200 and old.content.endswith(published)
+            got = client.get(f"/proof/inclusion/{more[0]['event_id']}")
+            assert (got.status_code, got.json()["error"]) == (404, "serve.not_found")

@@ -437,3 +437,47 @@ def test_a_request_still_open_at_shutdown_is_answered_not_a_traceback(files: Fil
                                          "message": _status(answer)[1]["message"]})
         assert b"Traceback" not in server.stderr, server.stderr.decode()
         assert b"Exception in ASGI application" not in server.stderr
+
+
+def test_a_body_of_exactly_max_body_bytes_is_taken_and_one_more_refused(server: Server) -> None:
+    """--max-body 200000 is the most a body may hold: a chunked body (no Content-Length,
+    counted as it arrives) of exactly that many bytes is taken, one of a byte more is
+    413 and stores nothing."""
+    before = tree_size(server)
+    url = server.url + "/submit"
+    for extra, event in ((1, g.record("2599.00310")), (0, g.record("2599.00311"))):
+        body = lines([event])
+        padded = body + b"\n" * (200_000 + extra - len(body))
+
+        def chunks(padded: bytes = padded) -> Iterator[bytes]:
+            for at in range(0, len(padded), 50_000):
+                yield padded[at : at + 50_000]
+
+        got = httpx.post(url, content=chunks(), timeout=TIMEOUT)
+        if extra:
+            assert got.status_code == 413 and got.json()["error"] == "serve.too_large"
+            assert tree_size(server) == before
+        else:
+            assert got.status_code == 200 and b'"status":"stored"' in got.content
+            assert tree_size(server) == before + 1
+
+
+def test_a_client_gone_after_whole_lines_stores_none_of_them(server: Server) -> None:
+    """A body cut off by its client after whole event lines is not a shorter request: its
+    answer cannot be read, and storing the lines that arrived would store part of what
+    the client sent. Nothing of it is stored."""
+    before = tree_size(server)
+    first, second = g.record("2599.00320"), g.record("2599.00321")
+    body = lines([first, second])
+    head = (b"POST /submit HTTP/1.1\r\nHost: x\r\n"
+            b"Content-Length: %d\r\n\r\n" % len(body))  # fmt: skip
+    with socket.create_connection(server.address, timeout=20) as sock:
+        sock.sendall(head + lines([first]) + lines([second])[:10])
+        time.sleep(0.2)  # the whole line is read before the connection closes
+    after = lines([g.record("2599.00322")])
+    got = httpx.post(server.url + "/submit", content=after, timeout=TIMEOUT)
+    assert got.status_code == 200 and b'"status":"stored"' in got.content
+    time.sleep(0.3)  # what the server would do with the lines cut off, it has done
+    assert tree_size(server) == before + 1
+    got = httpx.get(f"{server.url}/event/{first['event_id']}", timeout=TIMEOUT)
+    assert got.status_code == 404

@@ -208,3 +208,34 @@ def read_answer_of(response: httpx.Response, raw: bytes) -> bytes:
     again = httpx.Response(response.status_code, headers=response.headers,
                            stream=httpx.ByteStream(raw))  # fmt: skip
     return read_answer(again, 1 << 30, ValueError)
+
+
+def test_a_cut_gzip_answer_is_refused_not_taken_as_its_first_part() -> None:
+    """A gzip stream that ends before its trailer (a connection cut, a truncating proxy)
+    decodes to a prefix of the answer: refused, as a cut zstd frame is, never handed on
+    as the whole."""
+    plain = b"a checkpoint\n" * 1000
+    whole = gzip.compress(plain)
+    for cut in (whole[:-8], whole[: len(whole) // 2]):
+        answer = httpx.Response(200, headers={"Content-Encoding": "gzip"},
+                                stream=httpx.ByteStream(cut))  # fmt: skip
+        with pytest.raises(ValueError, match="gzip stream ends early"):
+            read_answer(answer, 1 << 20, ValueError)
+    answer = httpx.Response(200, headers={"Content-Encoding": "gzip"},
+                            stream=httpx.ByteStream(whole))  # fmt: skip
+    assert read_answer(answer, 1 << 20, ValueError) == plain
+
+
+def test_encoded_bytes_are_bounded_at_the_limit_exactly() -> None:
+    """``limit`` bounds the bytes received as well as the decoded ones: exactly ``limit``
+    encoded bytes are read, one more refused, however small the body they decode to."""
+    body = b"x" * 10
+    raw = gzip.compress(body)
+    for limit, taken in ((len(raw), True), (len(raw) - 1, False)):
+        answer = httpx.Response(200, headers={"Content-Encoding": "gzip"},
+                                stream=httpx.ByteStream(raw))  # fmt: skip
+        if taken:
+            assert read_answer(answer, limit, ValueError, _Longer) == body
+        else:
+            with pytest.raises(ValueError, match=f"over {limit} bytes"):
+                read_answer(answer, limit, ValueError, _Longer)

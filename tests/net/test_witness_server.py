@@ -453,3 +453,22 @@ def test_what_a_witness_or_a_keyring_names_is_shown_escaped(
     with pytest.raises(WitnessError) as caught:
         verify_cosignatures(spoiled, [load_keyring(keyring.read_bytes())[odd.key_id]])
     assert "w\\u000afake\\u001b[2J" in caught.value.message and "\n" not in caught.value.message
+
+
+def test_a_body_over_the_witness_s_limit_is_413_and_one_at_it_is_judged(tmp_path: Path) -> None:
+    """tlog-witness bodies are small: past MAX_BODY_BYTES the witness reads no further and
+    answers 413; a body of exactly that many bytes is read and judged (a malformed one:
+    400)."""
+    from pithlog.transparency.witness import MAX_BODY_BYTES
+
+    keyring = load_keyring(json.dumps({"keyring_version": "1",
+                                       "keys": test_keyring_entries()}).encode())  # fmt: skip
+    with Store.open(tmp_path / "state") as store:
+        app = Starlette(routes=witness_route.witness_routes(store, keyring, test_key("mirror"),
+                                                            lambda: 0.0))  # fmt: skip
+        with in_thread(app) as url:
+            over = httpx.post(url + "/add-checkpoint", content=b"x" * (MAX_BODY_BYTES + 1),
+                              timeout=20)  # fmt: skip
+            at = httpx.post(url + "/add-checkpoint", content=b"x" * MAX_BODY_BYTES, timeout=20)
+    assert over.status_code == 413, over.text
+    assert at.status_code == 400, at.text

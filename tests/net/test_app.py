@@ -572,6 +572,9 @@ def test_a_request_cancelled_at_shutdown_is_answered_503_unless_its_answer_began
     waiting_sent = asyncio.run(cancelled("/waiting/x"))
     assert waiting_sent[0]["status"] == 503
     assert b'"serve.stopping"' in waiting_sent[1]["body"]
+    # the server is going away and the body was not read: the connection is not kept
+    assert (b"connection", b"close") in waiting_sent[0]["headers"]
+    assert (b"cache-control", b"no-store") in waiting_sent[0]["headers"]
 
 
 def test_a_partial_tile_is_never_served_for_the_full_one(tmp_path: Path) -> None:

@@ -39,6 +39,7 @@ from uvicorn.supervisors import Multiprocess
 from pithlog.errors import StoreError, UsageError, shown
 from pithlog.net import http_head
 from pithlog.net.app import ServeApp, create_app, error_handlers
+from pithlog.net.held_signals import HeldServer
 from pithlog.net.pages import page_routes
 from pithlog.net.served_log import ServeConfig
 from pithlog.net.submit import Limits
@@ -372,6 +373,10 @@ def serve(settings: Settings, listen: str, workers: int, ready: Callable[[str], 
         # a worker still starting would wait for it. With one, connections made before its
         # app is built wait in the backlog, and it takes them all.
         folder = _ready_folder(stack) if workers > 1 else None
+        server = HeldServer(config) if workers == 1 else None
+        if server is not None:
+            server.hold()  # a SIGTERM right after the line below stops it as later on
+            stack.callback(server.release)
         if folder is None:
             ready(url)
         else:
@@ -381,8 +386,8 @@ def serve(settings: Settings, listen: str, workers: int, ready: Callable[[str], 
             threading.Thread(target=_say_when_ready, args=(folder, workers, done, ready, url),
                              daemon=True).start()  # fmt: skip
         with environment(variables):
-            if workers == 1:
-                uvicorn.Server(config).run(sockets=[sock])
+            if server is not None:
+                server.run(sockets=[sock])
             else:
                 Multiprocess(config, sockets=[sock]).run()
 

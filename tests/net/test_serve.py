@@ -506,3 +506,59 @@ def test_a_small_answer_sent_as_it_is_keeps_its_strong_etag_in_a_304(
         again = get(server, f"/event/{event_id}", headers={"Accept-Encoding": accept,
                                                            "If-None-Match": tag})  # fmt: skip
         assert again.status_code == 304 and again.headers["etag"] == tag, accept
+
+
+SLOW_START = '''
+import sys
+import time
+
+import uvicorn
+
+original = uvicorn.Config.get_loop_factory
+
+
+def slow(self):  # uvicorn's start, held up where a SIGTERM was once lost
+    print("starting", flush=True)
+    time.sleep(1.0)
+    return original(self)
+
+
+uvicorn.Config.get_loop_factory = slow
+sys.argv = ["pithlog", *sys.argv[1:]]
+from pithlog.cli import entry
+
+entry()
+'''
+
+
+def test_a_sigterm_right_after_the_listening_line_stops_serve_with_its_one_line(
+    tmp_path: Path, files: Files
+) -> None:
+    """``serve`` says it listens before uvicorn takes SIGTERM. A SIGTERM in between was
+    raised wherever uvicorn's start stood: here with a ``coroutine 'Server.serve' was never
+    awaited`` warning on stderr, and once in about thirty starts on a busy machine lost, the
+    server serving on. It is now held until uvicorn's handlers take it: the server stops as
+    on any SIGTERM, with one line and status 143."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    script = tmp_path / "slow_start.py"
+    script.write_text(SLOW_START)
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    process = subprocess.Popen(
+        [sys.executable, str(script), "--store", str(files.store), "serve", "--listen",
+         "127.0.0.1:0", "--key", str(files.key), "--origin", ORIGIN],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)  # fmt: skip
+    try:
+        assert process.stderr is not None and process.stdout is not None
+        assert process.stderr.readline().startswith(b"serve: listening on http://127.0.0.1:")
+        assert process.stdout.readline() == b"starting\n"  # uvicorn's start, held up
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(30) == 143
+        assert process.stderr.read() == b"pithlog: terminated\n"
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait(10)

@@ -1,0 +1,63 @@
+"""Ctrl-C and SIGTERM between ``serve: listening on ...`` and uvicorn's own handlers.
+
+``serve`` with one worker says it listens before uvicorn starts (connections made meanwhile
+wait in the backlog), and uvicorn takes SIGINT and SIGTERM only once its event loop runs
+(``Server.capture_signals``). A SIGTERM in between, as a service manager or a test sends
+one right after that line, was raised as an interrupt wherever the program stood: inside
+the event loop's start it left a ``coroutine 'Server.serve' was never awaited`` warning on
+stderr, and once in about thirty starts on a busy machine it was lost, the server serving
+on until killed. :class:`HeldServer` holds such a signal from before the line is said, and
+hands it to uvicorn as uvicorn's handlers take over: the server stops as it stops on a
+signal (gracefully, then the signal raised again, so the command ends with its one line
+and status).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+from collections.abc import Generator
+from types import FrameType
+from typing import Any
+
+import uvicorn
+
+HELD = (signal.SIGINT, signal.SIGTERM)
+
+
+class HeldServer(uvicorn.Server):
+    """A :class:`uvicorn.Server` whose SIGINT and SIGTERM are held from :meth:`hold` on,
+    until its own handlers take them."""
+
+    def __init__(self, config: uvicorn.Config) -> None:
+        super().__init__(config)
+        self._held: list[int] = []
+        self._before: dict[int, Any] = {}
+
+    def hold(self) -> None:
+        """From now on, note SIGINT and SIGTERM instead of acting on them (call in the main
+        thread, before saying the server is ready)."""
+        for sig in HELD:
+            self._before[sig] = signal.signal(sig, self._note)
+
+    def release(self) -> None:
+        """The handlers from before :meth:`hold` again, if uvicorn never took over (the
+        server did not start)."""
+        for sig, handler in self._before.items():
+            signal.signal(sig, handler)
+        self._before.clear()
+
+    def _note(self, sig: int, frame: FrameType | None) -> None:
+        self._held.append(sig)
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Generator[None, None, None]:
+        # the handlers from before hold() are the ones uvicorn restores when it stops, and
+        # then raises each signal it captured with: Terminated or KeyboardInterrupt, which
+        # the command line turns into its one line and status
+        self.release()
+        with super().capture_signals():
+            for sig in self._held:  # arrived before uvicorn listened for them
+                self.handle_exit(sig, None)
+            self._held.clear()
+            yield

@@ -46,6 +46,19 @@ def case_files(root: Path, case: str) -> Files:
     return Files(root, store, key, keyring, [])
 
 
+async def upstream(url: str) -> httpx.Response:
+    """The registry's answer to a proxied GET, not encoded (so that it can be altered)."""
+    async with httpx.AsyncClient() as client:
+        return await client.get(url, headers={"accept-encoding": "identity"})
+
+
+def altered(body: bytes) -> bytes:
+    """A served state with one number changed: another document."""
+    state = json.loads(body)
+    state["event_count"] += 1
+    return json.dumps(state, separators=(",", ":")).encode() + b"\n"
+
+
 @pytest.fixture
 def altering_proxy() -> Iterator[dict[str, Any]]:
     """A proxy on 127.0.0.1 in front of ``upstream`` (set by the test) that changes the one
@@ -67,14 +80,10 @@ def altering_proxy() -> Iterator[dict[str, Any]]:
             return Response(b"upstream gone", 503)
         if path == f"/state/{where.get('invented')}":  # a state the log does not imply
             return Response(where["invented_body"], 200, media_type="application/json")
-        async with httpx.AsyncClient() as client:
-            answer = await client.get(where["upstream"] + path,
-                                      headers={"accept-encoding": "identity"})
+        answer = await upstream(where["upstream"] + path)
         body = answer.content
         if path == f"/state/{where['pith']}" and answer.status_code == 200:
-            state = json.loads(body)
-            state["event_count"] += 1  # one number changed: another document
-            body = json.dumps(state, separators=(",", ":")).encode() + b"\n"
+            body = altered(body)
         if path == f"/state/{where.get('deep')}":  # nested past any recursive reader
             body = b"[" * 5000 + b"]" * 5000
         return Response(body, answer.status_code,
@@ -368,14 +377,10 @@ def growing_proxy() -> Iterator[dict[str, Any]]:
                 (result,) = registry.append([event], g.KEYRING)
             assert result.status == "stored", result
             where["appended"] += 1
-        async with httpx.AsyncClient() as client:
-            answer = await client.get(where["upstream"] + path,
-                                      headers={"accept-encoding": "identity"})
+        answer = await upstream(where["upstream"] + path)
         body = answer.content
         if pith == where["lie"] and answer.status_code == 200:
-            state = json.loads(body)
-            state["event_count"] += 1
-            body = json.dumps(state, separators=(",", ":")).encode() + b"\n"
+            body = altered(body)
         return Response(body, answer.status_code,
                         media_type=answer.headers.get("content-type"))  # fmt: skip
 

@@ -416,42 +416,32 @@ def test_served_bytes_that_were_not_signed_are_never_stored(tmp_path: Path, keys
         assert copy.tree_size() == 0
 
 
-def test_a_copy_served_in_another_json_form_than_the_bytes_committed_is_not_stored(
-    tmp_path: Path, keys: Keys
+def _spaced(body: bytes) -> bytes:  # the first copy written with spaces
+    lines = body.split(b"\n")
+    lines[0] = json.dumps(json.loads(lines[0]), separators=(", ", ": ")).encode()
+    return b"\n".join(lines)
+
+
+def _short(body: bytes) -> bytes:  # the last copy left out
+    return body.rstrip(b"\n").rsplit(b"\n", 1)[0] + b"\n"
+
+
+@pytest.mark.parametrize(("change", "said"), [
+    (_spaced, r"leaf 0: the copy served is not the one"),
+    (_short, r"copies 0: \d+ copies for \d+ leaves"),
+])  # fmt: skip
+def test_copies_not_the_bytes_committed_or_short_of_the_width_are_not_stored(
+    tmp_path: Path, keys: Keys, change: Callable[[bytes], bytes], said: str
 ) -> None:
     """The served bytes of a copy are the ones its leaf commits to (their SHA-256 is the
     leaf's copy hash), not merely bytes the door makes the same JCS of: the same event
-    written with spaces is ``mirror.copy``, and nothing is stored."""
+    written with spaces is ``mirror.copy``. So are fewer copies served than the bundle has
+    leaves, not an index past the end of the answer. Nothing is stored."""
     origin = _store(tmp_path / "origin", _events(5, piths=4))
     keyring = load_keyring(keys.keyring.read_bytes())
-
-    def change(body: bytes) -> bytes:
-        lines = body.split(b"\n")
-        lines[0] = json.dumps(json.loads(lines[0]), separators=(", ", ": ")).encode()
-        return b"\n".join(lines)
-
     with serving(origin, keys) as server, Store.open(tmp_path / "mirror") as copy:
         client = mm.Origin(server.url, _tampering(server.url, "/copies/", change))
-        with pytest.raises(MirrorError, match=r"leaf 0: the copy served is not the one") as caught:
-            mm.mirror_once(copy, client, keyring, ORIGIN)
-        assert caught.value.code == "mirror.copy"
-        assert copy.tree_size() == 0
-
-
-def test_a_bundle_of_copies_short_of_its_width_is_a_one_line_error(
-    tmp_path: Path, keys: Keys
-) -> None:
-    """Fewer copies served than the bundle has leaves: ``mirror.copy``, not an index past
-    the end of the answer, and nothing is stored."""
-    origin = _store(tmp_path / "origin", _events(5, piths=4))
-    keyring = load_keyring(keys.keyring.read_bytes())
-
-    def change(body: bytes) -> bytes:  # the last copy left out
-        return body.rstrip(b"\n").rsplit(b"\n", 1)[0] + b"\n"
-
-    with serving(origin, keys) as server, Store.open(tmp_path / "mirror") as copy:
-        client = mm.Origin(server.url, _tampering(server.url, "/copies/", change))
-        with pytest.raises(MirrorError, match=r"copies 0: \d+ copies for \d+ leaves") as caught:
+        with pytest.raises(MirrorError, match=said) as caught:
             mm.mirror_once(copy, client, keyring, ORIGIN)
         assert caught.value.code == "mirror.copy"
         assert copy.tree_size() == 0

@@ -461,14 +461,9 @@ def test_a_body_over_the_witness_s_limit_is_413_and_one_at_it_is_judged(tmp_path
     400)."""
     from pithlog.transparency.witness import MAX_BODY_BYTES
 
-    keyring = load_keyring(json.dumps({"keyring_version": "1",
-                                       "keys": test_keyring_entries()}).encode())  # fmt: skip
-    with Store.open(tmp_path / "state") as store:
-        app = Starlette(routes=witness_route.witness_routes(store, keyring, test_key("mirror"),
-                                                            lambda: 0.0))  # fmt: skip
-        with in_thread(app) as url:
-            over = httpx.post(url + "/add-checkpoint", content=b"x" * (MAX_BODY_BYTES + 1),
-                              timeout=20)  # fmt: skip
-            at = httpx.post(url + "/add-checkpoint", content=b"x" * MAX_BODY_BYTES, timeout=20)
+    with witness_in_thread(tmp_path) as url:
+        over = httpx.post(url + "/add-checkpoint", content=b"x" * (MAX_BODY_BYTES + 1),
+                          timeout=20)  # fmt: skip
+        at = httpx.post(url + "/add-checkpoint", content=b"x" * MAX_BODY_BYTES, timeout=20)
     assert over.status_code == 413, over.text
     assert at.status_code == 400, at.text

@@ -419,19 +419,27 @@ def test_a_piece_run_again_after_the_map_grew_keeps_its_verdicts(
         assert_reduced(store, reference(lines, revoked))
 
 
+def _first_piece_only(store: Store) -> tuple[list[bytes], Keyring, Keyring]:
+    """A log appended under one keyring, and the first piece only of a change to another
+    that revokes the author key (as when a rekey is killed between its pieces): the whole
+    log (its last five lines not appended), the old keyring and the new."""
+    lines = sparse_log(piths=20, per_pith=6, seed=5)
+    old = keyring(TRUSTED)
+    new = keyring(TRUSTED, author={"revoked_at": g.ts(250)})
+    store.append(lines[:-5], old, keep_invalid=True)
+    step = store._write(rekey.piece_work(new, piece_copies=5))
+    assert not step.done and store.stats()["rekey_target"] == new.digest
+    return lines, old, new
+
+
 def test_an_append_beside_a_change_under_way_says_so(tmp_path: Path) -> None:
     """An append under the store's own keyring whose transaction finds another process's
     change under way (``change_keyring=False``, as a server's, or a change that began
     after the append checked) is ``store.keyring_changed`` naming the change and its target:
     it said the states were reduced under a keyring other than its own, with the same
     digest on both sides."""
-    lines = sparse_log(piths=20, per_pith=6, seed=5)
-    old = keyring(TRUSTED)
-    new = keyring(TRUSTED, author={"revoked_at": g.ts(250)})
     with Store.open(tmp_path / "s") as store:
-        store.append(lines[:-5], old, keep_invalid=True)
-        step = store._write(rekey.piece_work(new, piece_copies=5))  # a first piece only
-        assert not step.done and store.stats()["rekey_target"] == new.digest
+        lines, old, new = _first_piece_only(store)
         with pytest.raises(StoreError) as refused:
             store.append(lines[-5:], old, keep_invalid=True, change_keyring=False)
         assert refused.value.code == "store.keyring_changed"
@@ -555,13 +563,8 @@ def test_a_rebuild_supersedes_a_change_under_way(tmp_path: Path) -> None:
     """A rebuild re-judges everything under its keyring, so a change under way (killed
     between its pieces) is dropped with its marks: the store is under the rebuild's
     keyring alone, and an append under it is not refused as beside a change."""
-    lines = sparse_log(piths=20, per_pith=6, seed=5)
-    old = keyring(TRUSTED)
-    new = keyring(TRUSTED, author={"revoked_at": g.ts(250)})
     with Store.open(tmp_path / "s") as store:
-        store.append(lines[:-5], old, keep_invalid=True)
-        step = store._write(rekey.piece_work(new, piece_copies=5))  # a first piece only
-        assert not step.done and store.stats()["rekey_target"] == new.digest
+        lines, old, _ = _first_piece_only(store)
         store.rebuild(old)
         assert store.stats()["rekey_target"] is None
         assert store.stats()["counts"]["rekey"] == 0

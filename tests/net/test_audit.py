@@ -59,6 +59,13 @@ def altered(body: bytes) -> bytes:
     return json.dumps(state, separators=(",", ":")).encode() + b"\n"
 
 
+def proxied(forward: Any, where: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    """``where``, with the ``url`` of ``forward`` served for every path in a thread."""
+    with in_thread(Starlette(routes=[Route("/{rest:path}", forward)])) as url:
+        where["url"] = url
+        yield where
+
+
 @pytest.fixture
 def altering_proxy() -> Iterator[dict[str, Any]]:
     """A proxy on 127.0.0.1 in front of ``upstream`` (set by the test) that changes the one
@@ -89,10 +96,7 @@ def altering_proxy() -> Iterator[dict[str, Any]]:
         return Response(body, answer.status_code,
                         media_type=answer.headers.get("content-type"))  # fmt: skip
 
-    app = Starlette(routes=[Route("/{rest:path}", forward)])
-    with in_thread(app) as url:
-        where["url"] = url
-        yield where
+    yield from proxied(forward, where)
 
 
 def audit(url: str, files: Files, store: Path, evidence: Path) -> tuple[int, list[Any], str]:
@@ -384,10 +388,7 @@ def growing_proxy() -> Iterator[dict[str, Any]]:
         return Response(body, answer.status_code,
                         media_type=answer.headers.get("content-type"))  # fmt: skip
 
-    app = Starlette(routes=[Route("/{rest:path}", forward)])
-    with in_thread(app) as url:
-        where["url"] = url
-        yield where
+    yield from proxied(forward, where)
 
 
 def test_a_registry_that_grows_while_audited_is_not_named_and_a_lie_still_is(

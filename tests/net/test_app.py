@@ -14,6 +14,7 @@ import tempfile
 import threading
 import time
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -467,6 +468,19 @@ def test_no_checkpoint_cosigned_yet_is_503_not_a_server_failure(files: Files) ->
             assert got.headers["cache-control"] == "no-store"
 
 
+def cosigner(failing: list[bool], asked: list[int]) -> Callable[[bytes, int], bytes]:
+    """A stand-in for the witnesses: each size asked is noted in ``asked``; while
+    ``failing[0]``, too few cosign, else one witness does."""
+
+    def cosign(note: bytes, size: int) -> bytes:
+        asked.append(size)
+        if failing[0]:
+            raise WitnessError("quorum", "0 witness(es) cosigned, 1 required")
+        return note + "\u2014 witness.invalid AAAAAAAA\n".encode()
+
+    return cosign
+
+
 def test_the_witnesses_are_asked_once_at_a_time_not_on_every_request(
     files: Files, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -476,16 +490,9 @@ def test_the_witnesses_are_asked_once_at_a_time_not_on_every_request(
     last cosigned checkpoint stays published, or the answer is 503."""
     asked: list[int] = []
     failing = [True]
-
-    def cosign(note: bytes, size: int) -> bytes:
-        asked.append(size)
-        if failing[0]:
-            raise WitnessError("quorum", "0 witness(es) cosigned, 1 required")
-        return note + "\u2014 witness.invalid AAAAAAAA\n".encode()
-
     with Store.open(files.store) as store:
         key = load_key_file(files.key.read_bytes())
-        app = create_app(ServeConfig(store, key, ORIGIN, cosign=cosign))
+        app = create_app(ServeConfig(store, key, ORIGIN, cosign=cosigner(failing, asked)))
         with TestClient(app, raise_server_exceptions=False) as client:
             for _ in range(3):
                 assert client.get("/checkpoint").status_code == 503
@@ -637,15 +644,9 @@ def test_an_event_past_the_published_checkpoint_has_no_inclusion_proof_yet(
     stays behind the store: an event appended since is not in it, and its proof is a 404
     (asked again later), not a proof against a tree nobody published."""
     failing = [False]
-
-    def cosign(note: bytes, size: int) -> bytes:
-        if failing[0]:
-            raise WitnessError("quorum", "0 witness(es) cosigned, 1 required")
-        return note + "\u2014 witness.invalid AAAAAAAA\n".encode()
-
     with Store.open(files.store) as store:
         key = load_key_file(files.key.read_bytes())
-        app = create_app(ServeConfig(store, key, ORIGIN, cosign=cosign))
+        app = create_app(ServeConfig(store, key, ORIGIN, cosign=cosigner(failing, [])))
         with TestClient(app, raise_server_exceptions=False) as client:
             published = client.get("/checkpoint").content
             failing[0] = True

@@ -8,6 +8,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from pithlog.cli.edge import (
+    MOST_SECONDS,
     Bar,
     StoreParser,
     evidence_folder,
@@ -16,7 +17,6 @@ from pithlog.cli.edge import (
     net_module,
     open_store_reached,
     progress_option,
-    seconds,
     served_url,
     show_progress,
 )
@@ -28,6 +28,25 @@ from pithlog.transparency.witness import may_witness
 
 if TYPE_CHECKING:
     from pithlog.net.origin import Origin
+
+LEAST_FOLLOW = 1.0
+"""The shortest poll of ``--follow``: ``pithlog serve`` answers ``/checkpoint`` with
+``max-age=2`` (docs/network.md, "Running a registry"), so a mirror behind any cache sees no newer
+checkpoint by asking more often, and ``--follow 0.0001`` asked thousands of times a
+second (each a checkpoint fetched and its signature verified)."""
+
+
+def follow_seconds(text: str) -> float:
+    """An argparse type: the seconds of ``--follow``, from :data:`LEAST_FOLLOW` to
+    :data:`~pithlog.cli.edge.MOST_SECONDS` (``nan`` refused: every comparison is False)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not LEAST_FOLLOW <= value <= MOST_SECONDS:
+        raise argparse.ArgumentTypeError(f"{text!r}: give seconds of at least {LEAST_FOLLOW:g} "
+                                         f"and at most {MOST_SECONDS:,.0f}")  # fmt: skip
+    return value
 
 
 def cmd_mirror(args: argparse.Namespace, out: Out) -> int:
@@ -140,9 +159,9 @@ def add_commands(sub: Any, store_parser: StoreParser) -> None:
     p.add_argument("url", metavar="URL", help="the served log, e.g. https://registry.example")
     keyring_option(p)
     p.add_argument("--origin", metavar="NAME", help="require this origin of the checkpoint")
-    p.add_argument("--follow", type=seconds, metavar="SECONDS",
-                   help="poll the origin every SECONDS (at most 86,400) until "
-                   "interrupted")  # fmt: skip
+    p.add_argument("--follow", type=follow_seconds, metavar="SECONDS",
+                   help="poll the origin every SECONDS (from 1 to 86,400: its checkpoint "
+                   "is served for 2 s) until interrupted")  # fmt: skip
     p.add_argument("--evidence-dir", default=".", metavar="DIR",
                    help="where a split view's evidence file is written (default: .)")
     p.add_argument("--batch-bundles", type=int, default=4, metavar="N",

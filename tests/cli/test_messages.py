@@ -267,6 +267,11 @@ def test_an_unknown_argument_points_at_the_help_that_lists_the_options(
          "--workers must be from 1 to 4096"),
         (["mirror", "http://x", "--keyring", "k", "--follow", "nan"], "'nan': give seconds"),
         (["mirror", "http://x", "--keyring", "k", "--follow", "90000"], "at most 86,400"),
+        # polled the origin thousands of times a second, for a checkpoint served for 2 s
+        (["mirror", "http://x", "--keyring", "k", "--follow", "0.0001"],
+         "'0.0001': give seconds of at least 1 and at most 86,400"),
+        (["mirror", "http://x", "--keyring", "k", "--follow", "0.5"], "'0.5': give seconds"),
+        (["mirror", "http://x", "--keyring", "k", "--follow", "0"], "of at least 1 and"),
         # a quorum of none, or below one, would publish checkpoints no witness cosigned
         (["serve", "--key", "k", "--origin", "o", "--witness-quorum", "1"],
          "--witness-quorum is between 1 and the number of --witness-url"),

@@ -483,7 +483,7 @@ def test_follow_polls_until_stopped(tmp_path: Path, keys: Keys) -> None:
     copy = tmp_path / "mirror"
     with serving(origin, keys) as server:
         argv = [sys.executable, "-m", "pithlog", "--store", str(copy), "mirror", server.url,
-                "--keyring", str(keys.keyring), "--follow", "0.2"]  # fmt: skip
+                "--keyring", str(keys.keyring), "--follow", "1"]  # fmt: skip
         follower = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         try:
             def held() -> int:

@@ -21,12 +21,13 @@ from pithlog.cli.edge import (
     show_progress,
 )
 from pithlog.cli.streams import Out, read_keyring
-from pithlog.errors import EXIT_OK, MirrorError, UsageError, shown
+from pithlog.errors import EXIT_OK, MirrorError, PithlogError, Terminated, UsageError, shown
 from pithlog.protocol.keys import KeyEntry
 from pithlog.protocol.text_forms import encode_b64
 from pithlog.transparency.witness import may_witness
 
 if TYPE_CHECKING:
+    from pithlog.net.mirror import MirrorReport
     from pithlog.net.origin import Origin
 
 LEAST_FOLLOW = 1.0
@@ -78,15 +79,26 @@ def cmd_mirror(args: argparse.Namespace, out: Out) -> int:
             bar = Bar(out, show_progress(args, out), "mirror", unit="leaf")
             out.bar = bar
             report = None
+            begun: list[MirrorReport] = []  # the pass's, once its checkpoint is accepted
+            stopped: PithlogError | KeyboardInterrupt | None = None
             try:
                 report = mirror.mirror_once(store, origin, keyring, args.origin, evidence,
                                             args.batch_bundles, progress=bar,
-                                            witnesses=witnesses, quorum=quorum)  # fmt: skip
-            except MirrorError as exc:
-                _try_again(exc, args, out)
+                                            witnesses=witnesses, quorum=quorum,
+                                            begun=begun.append)  # fmt: skip
+            except (PithlogError, KeyboardInterrupt) as exc:
+                stopped = exc
             finally:
                 bar.close()
                 out.bar = None
+            if stopped is not None:
+                # the batches committed before it stopped are the store's: without their
+                # line, summing `appended` over the lines fell short of the store's growth
+                if begun:
+                    _report(begun[0], out, stopped)
+                if not isinstance(stopped, MirrorError):
+                    raise stopped
+                _try_again(stopped, args, out)
             if report is not None:  # below the bar's last line, which closing it printed
                 _report(report, out)
             if args.follow is None:
@@ -123,13 +135,30 @@ def _try_again(exc: MirrorError, args: argparse.Namespace, out: Out) -> None:
     out.say(f"mirror: {exc.describe()}; trying again in {args.follow:g} s")
 
 
-def _report(report: Any, out: Out) -> None:
-    out.write(json_line({
+def _report(report: Any, out: Out,
+            stopped: PithlogError | KeyboardInterrupt | None = None) -> None:  # fmt: skip
+    """The line of a pass, and its summary on stderr; of a pass ``stopped`` after its
+    checkpoint was accepted, with the code that stopped it in ``error`` and the leaves it
+    committed (docs/network.md, "Running a mirror")."""
+    line = {
         "origin": report.origin, "size": report.size, "root": encode_b64(report.root),
         "held_before": report.held_before, "appended": report.appended,
         "accepted": report.accepted, "fetched_bytes": report.fetched_bytes,
         "statuses": dict(sorted(report.statuses.items())),
-    }))  # fmt: skip
+    }  # fmt: skip
+    if stopped is not None:
+        line["error"] = (stopped.code if isinstance(stopped, PithlogError)
+                         else "terminated" if isinstance(stopped, Terminated)
+                         else "interrupted")  # fmt: skip
+    out.write(json_line(line))
+    if stopped is not None:
+        # the mirror may be on its way out: the line is put out before the error's
+        out.flush()
+        out.say(f"mirror: {shown(report.origin)} at size {report.size}: the pass stopped "
+                f"after {report.appended} leaves appended ({report.held_before} held "
+                "before); they are stored, and the next pass continues from the last batch "
+                "committed")  # fmt: skip
+        return
     if report.older_than is not None:
         # "at size 100, root verified" read as the mirror's size, which is the accepted one
         out.say(f"mirror: {shown(report.origin)} served size {report.size}, older than the "

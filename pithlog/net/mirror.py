@@ -107,9 +107,15 @@ def mirror_once(
     progress: Progress | None = None,
     witnesses: Sequence[KeyEntry] = (),
     quorum: int = 0,
+    begun: Callable[[MirrorReport], None] | None = None,
 ) -> MirrorReport:
     """One pass of the mirror (the module's steps 1-3). Raises :class:`MirrorError` (and
-    ``checkpoint.*``, ``tile.*`` for what does not verify); nothing unverified is stored."""
+    ``checkpoint.*``, ``tile.*`` for what does not verify); nothing unverified is stored.
+
+    ``begun(report)``, when given, is called once the checkpoint is accepted (step 2), with
+    the report this pass then fills in as its batches are committed: a pass that fails
+    later (its origin gone, a copy that does not verify, an interrupt) has committed the
+    leaves counted there, which its caller can report although nothing is returned."""
     # ``--follow`` reuses one Origin for every pass: its count runs on, the report is this
     # pass's bytes
     fetched_before = origin.fetched
@@ -137,27 +143,31 @@ def mirror_once(
     report = MirrorReport(cp.origin, cp.size, cp.root, held, newer)
     if old is not None and cp.size < old.size:
         report.older_than = old.size
-    if held < cp.size:
-        fetched = _Fetched(origin)
-        verified = tiles.VerifiedTiles(cp.size, cp.root, fetched.tile)
-        leaves: deque[tuple[int, list[bytes]]] = deque()  # each batch's leaf data
-        batches = _batches(store, origin, verified, fetched, held, cp.size,
-                           max(1, batch_bundles), leaves)  # fmt: skip
-        vet = functools.partial(_committed_copies, leaves)
-        done = held
-        for results in store.append_batches(batches, keyring, keep_invalid=True, vet=vet):
-            done += len(results)
-            for result in results:
-                report.statuses[result.status] += 1
-            # a leaf another mirror of this store committed after this pass checked it
-            # (_new_to) is a duplicate here, already in its place: not appended by this one
-            report.appended += sum(r.status != DUPLICATE for r in results)
-            if progress is not None:
-                progress(done, cp.size)
-        _, root = store.tree_root(cp.size) if store.tree_size() >= cp.size else (0, b"")
-        if root != cp.root:
-            raise _overtaken(store, verified, held, cp.size)
-    report.fetched_bytes = origin.fetched - fetched_before
+    if begun is not None:
+        begun(report)
+    try:
+        if held < cp.size:
+            fetched = _Fetched(origin)
+            verified = tiles.VerifiedTiles(cp.size, cp.root, fetched.tile)
+            leaves: deque[tuple[int, list[bytes]]] = deque()  # each batch's leaf data
+            batches = _batches(store, origin, verified, fetched, held, cp.size,
+                               max(1, batch_bundles), leaves)  # fmt: skip
+            vet = functools.partial(_committed_copies, leaves)
+            done = held
+            for results in store.append_batches(batches, keyring, keep_invalid=True, vet=vet):
+                done += len(results)
+                for result in results:
+                    report.statuses[result.status] += 1
+                # a leaf another mirror of this store committed after this pass checked it
+                # (_new_to) is a duplicate here, already in its place: not appended by this one
+                report.appended += sum(r.status != DUPLICATE for r in results)
+                if progress is not None:
+                    progress(done, cp.size)
+            _, root = store.tree_root(cp.size) if store.tree_size() >= cp.size else (0, b"")
+            if root != cp.root:
+                raise _overtaken(store, verified, held, cp.size)
+    finally:  # a pass that fails fetched bytes too, and its line says them
+        report.fetched_bytes = origin.fetched - fetched_before
     return report
 
 

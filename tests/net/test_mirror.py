@@ -378,6 +378,100 @@ def test_a_server_killed_mid_mirror_then_resumed(tmp_path: Path, keys: Keys,
     _same_log(origin, tmp_path / "mirror")
 
 
+def _stopped_at_the_third_bundle(monkeypatch: pytest.MonkeyPatch, stop: Callable[[], None]
+                                 ) -> None:  # fmt: skip
+    """Bundles fetched one at a time, one per batch, and ``stop()`` called as the third
+    bundle's copies are fetched: the first batch is committed by then (the append pipeline
+    finishes the batch it writes when its input fails), the second is not."""
+    monkeypatch.setattr(mm, "LOOKAHEAD", 0)
+    real = mm.Origin.copies
+
+    def copies(self: mm.Origin, index: int, width: int) -> list[bytes]:
+        if index == 2:
+            stop()
+        return real(self, index, width)
+
+    monkeypatch.setattr(mm.Origin, "copies", copies)
+
+
+@pytest.mark.parametrize("stop", ["kill", "interrupt"])
+def test_a_pass_that_stops_midway_reports_the_leaves_it_committed(
+    tmp_path: Path, keys: Keys, monkeypatch: pytest.MonkeyPatch, stop: str
+) -> None:
+    """A pass that stops after some of its batches were committed (its origin killed, or
+    the mirror interrupted) put out no line: its leaves were in no line's ``appended``, and
+    summing them undercounted the store's growth. Its line is put out, with the code that
+    stopped it in ``error``, and stderr says how far the store got."""
+    events = _events(4, piths=100)
+    origin = _store(tmp_path / "origin", events)
+    copy = tmp_path / "mirror"
+    with serving(origin, keys) as server:
+        def stopping() -> None:
+            if stop == "kill":
+                server.kill()
+            else:
+                raise KeyboardInterrupt
+
+        _stopped_at_the_third_bundle(monkeypatch, stopping)
+        status, out, err = mirror(copy, server.url, keys, "--batch-bundles", "1")
+    code = {"kill": "mirror.fetch", "interrupt": "interrupted"}[stop]
+    assert status == {"kill": 2, "interrupt": 130}[stop], err
+    first = json.loads(out)
+    with Store.open(copy, readonly=True) as m:
+        held = m.tree_size()
+    assert first["error"] == code and first["held_before"] == 0
+    assert first["appended"] == held == 256 and first["accepted"], (first, err)
+    assert first["size"] == len(events) and sum(first["statuses"].values()) == 256
+    said, stopped = err.rstrip("\n").splitlines()[-2:]
+    assert said == (f"mirror: {ORIGIN} at size {len(events)}: the pass stopped after 256 "
+                    "leaves appended (0 held before); they are stored, and the next pass "
+                    "continues from the last batch committed"), err  # fmt: skip
+    assert stopped.startswith({"kill": "pithlog: [mirror.fetch]",
+                               "interrupt": "pithlog: interrupted"}[stop]), err  # fmt: skip
+    monkeypatch.undo()
+    with serving(origin, keys) as server:
+        status, out, err = mirror(copy, server.url, keys)
+    assert status == 0, err
+    second = json.loads(out)
+    assert "error" not in second and second["held_before"] == 256
+    assert first["appended"] + second["appended"] == len(events)
+    _same_log(origin, copy)
+
+
+def test_a_following_pass_that_loses_its_origin_midway_reports_its_leaves_then_retries(
+    tmp_path: Path, keys: Keys, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With ``--follow``, a pass whose origin dies after a batch was committed puts out its
+    line (``error``: ``mirror.fetch``) before it says it tries again: the sum of the
+    lines' ``appended`` is the store's growth."""
+    from pithlog.cli import mirror_commands
+
+    events = _events(4, piths=100)
+    origin = _store(tmp_path / "origin", events)
+    copy = tmp_path / "mirror"
+    written = io.BytesIO()
+    seen: list[bytes] = []
+
+    def poll_again(seconds: float) -> None:
+        seen.append(written.getvalue())
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(mirror_commands, "time", SimpleNamespace(sleep=poll_again))
+    err = io.StringIO()
+    with serving(origin, keys) as server:
+        _stopped_at_the_third_bundle(monkeypatch, server.kill)
+        status = main(["--store", str(copy), "mirror", server.url, "--keyring",
+                       str(keys.keyring), "--batch-bundles", "1", "--follow", "60"],
+                      stdout=io.BufferedWriter(written), stderr=err)  # fmt: skip
+    assert status == 130, err.getvalue()
+    (line,) = [json.loads(line) for line in seen[0].splitlines()]  # out before the sleep
+    assert line["error"] == "mirror.fetch" and line["appended"] == 256, line
+    said = err.getvalue().splitlines()
+    at = next(i for i, text in enumerate(said) if "the pass stopped after 256" in text)
+    assert said[at + 1].startswith("mirror: [mirror.fetch]")
+    assert said[at + 1].endswith("trying again in 60 s"), said
+
+
 def _tampering(url: str, path_part: str, change: Any) -> httpx.Client:
     """A client to the real server whose answers under ``path_part`` are changed."""
     real = httpx.Client()

@@ -19,7 +19,7 @@ JSON_LINES = "application/x-ndjson"
 STATUS = {
     "serve.not_found": 404, "serve.pending": 404, "serve.bad_path": 400,
     "serve.bad_request": 400, "serve.method": 405, "serve.not_implemented": 501,
-    "serve.read_only": 403,
+    "serve.read_only": 403, "serve.unsupported_encoding": 415,
     "serve.too_large": 413, "serve.too_many_lines": 413, "serve.timeout": 408,
     "serve.busy": 503, "serve.stopping": 503,
     "tile.path": 400, "store.tree_size": 404, "store.readers_full": 503,

@@ -44,6 +44,9 @@ register(
         "docs/network.md, limits): retry later",
         "serve.bad_request": "the request is malformed (its Content-Length, or its body is "
         "not JSON Lines)",
+        "serve.unsupported_encoding": "the request body was sent in a Content-Encoding "
+        "(gzip, zstd, ...): the server reads request bodies only as they are; send it "
+        "without one (docs/network.md, limits)",
     }
 )
 
@@ -81,6 +84,26 @@ def check_declared(content_length: str | None, limits: Limits) -> None:
         if int(content_length) > limits.max_body:
             raise ServeError("too_large", f"the body is {content_length} bytes; the server "
                              f"accepts {limits.max_body}")  # fmt: skip
+
+
+TAKEN_CODINGS = "identity"
+"""The ``Content-Encoding`` a request body may be in: none but ``identity`` (its
+``Accept-Encoding`` when refused, RFC 9110 15.5.16)."""
+
+
+def check_coding(content_encodings: list[str]) -> None:
+    """A body in a content coding (RFC 9110 8.4: ``gzip``, ``zstd``, ``br``, ...) is
+    ``415`` at once, before any byte of it is read: read as it came, a gzipped body of
+    events was refused line by line at the door, a sync message answered as malformed.
+    ``content_encodings``: the values of every ``Content-Encoding`` header (a list of
+    codings each, in the order applied)."""
+    codings = [coding.strip().lower() for value in content_encodings
+               for coding in value.split(",")]  # fmt: skip
+    sent = [coding for coding in codings if coding not in ("", TAKEN_CODINGS)]
+    if sent:
+        raise ServeError("unsupported_encoding", f"the body is in Content-Encoding "
+                         f"{', '.join(sent)[:80]!r}; send it as it is "
+                         f"({TAKEN_CODINGS})")  # fmt: skip
 
 
 async def read_body(chunks: AsyncIterator[bytes], content_length: str | None,

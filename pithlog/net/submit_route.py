@@ -27,9 +27,11 @@ from pithlog.net.answers import (
 )
 from pithlog.net.submit import (
     SPLIT_APART_BYTES,
+    TAKEN_CODINGS,
     GroupCommit,
     Limits,
     answer,
+    check_coding,
     check_declared,
     lines_of,
     read_body,
@@ -58,18 +60,20 @@ class SubmitRoute:
         self.bodies = limits.held_bytes()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        status, media = 200, JSON_LINES
+        status, media, extra = 200, JSON_LINES, []
         try:
             body = await self._answer(scope, receive)
         except PithlogError as exc:
             status, media, body = status_of(exc), JSON, error_body(exc.code, exc.message)
+            if status == 415:  # RFC 9110 15.5.16: the codings that would have been taken
+                extra = [(b"accept-encoding", TAKEN_CODINGS.encode())]
         except Exception:
             # as Starlette's error middleware does: a JSON 500 (no traceback), and the
             # exception raised on for the server to log
             await _send(send, 500, JSON,
                         error_body("serve.internal", "the server failed to answer"))  # fmt: skip
             raise
-        await _send(send, status, media, body)
+        await _send(send, status, media, body, extra)
 
     async def _answer(self, scope: Scope, receive: Receive) -> bytes:
         if self.submissions is None:
@@ -78,6 +82,8 @@ class SubmitRoute:
         length = next((value.decode("latin-1") for name, value in scope["headers"]
                        if name == b"content-length"), None)  # fmt: skip
         check_declared(length, self.limits)  # 413 at once, before any byte is held
+        check_coding([value.decode("latin-1") for name, value in scope["headers"]
+                      if name == b"content-encoding"])  # fmt: skip
         # the body holds the bytes it has sent, and a place only once it is whole: a slow
         # sender holds no place that a whole body waits for (pithlog.net.body_bytes)
         body = await read_body(_chunks(receive), None, self.limits,  # length: checked
@@ -114,8 +120,9 @@ _HEADERS = [(name.lower().encode("latin-1"), value.encode("latin-1"))
 """Those of every answer (:func:`~pithlog.net.answers.answer_headers`): never cached."""
 
 
-async def _send(send: Send, status: int, media: str, body: bytes) -> None:
+async def _send(send: Send, status: int, media: str, body: bytes,
+                extra: list[tuple[bytes, bytes]] | None = None) -> None:  # fmt: skip
     headers = [(b"content-length", b"%d" % len(body)), (b"content-type", media.encode()),
-               *_HEADERS]  # fmt: skip
+               *_HEADERS, *(extra or [])]  # fmt: skip
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body})

@@ -39,8 +39,8 @@ from pithlog.net.body_bytes import BodyBytes
 from pithlog.net.deadline import AnswerDeadline, deadline_client
 from pithlog.net.encoding import ACCEPT_ENCODING, read_answer
 from pithlog.net.sources import store_responder
+from pithlog.net.submit import TAKEN_CODINGS, check_coding, check_declared, read_body
 from pithlog.net.submit import Limits as BodyLimits
-from pithlog.net.submit import check_declared, read_body
 from pithlog.net.sync import MAX_SECONDS, Limits, Responder
 from pithlog.net.syncmsg import BRANCHES, INFINITY, SKIP, Entry, decode_reconcile, encode_reconcile
 from pithlog.protocol.canonical import shape
@@ -188,12 +188,16 @@ class SyncEndpoint:
         length = request.headers.get("content-length")
         try:
             check_declared(length, self._body)  # 413 at once, before any byte is held
+            check_coding(request.headers.getlist("content-encoding"))  # 415, as at once
             # the body holds the bytes it has sent, and a place only once it is whole: a
             # slow sender holds no place that a whole message waits for
             body = await read_body(request.stream(), None, self._body,  # length: checked
                                    held=self._bodies)  # fmt: skip
         except ServeError as exc:  # the body's own limits
-            return error_response(status_of(exc), exc.code, exc.message)
+            answer = error_response(status_of(exc), exc.code, exc.message)
+            if answer.status_code == 415:  # RFC 9110 15.5.16: the codings taken
+                answer.headers["Accept-Encoding"] = TAKEN_CODINGS
+            return answer
         try:
             loop = asyncio.get_running_loop()
             if self._slots is None or self._slots[0] is not loop:

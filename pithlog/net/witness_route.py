@@ -13,6 +13,8 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from pithlog.errors import ServeError
+from pithlog.net.submit import TAKEN_CODINGS, check_coding
 from pithlog.protocol.keys import Keyring, SigningKey
 from pithlog.store import Store
 from pithlog.transparency.witness import MAX_BODY_BYTES, Verdict, judge_add_checkpoint
@@ -42,6 +44,11 @@ def witness_routes(
     cosignatures' time (POSIX seconds)."""
 
     async def add_checkpoint(request: Request) -> Response:
+        try:  # a body in a content coding, at once: read as it came, it was "malformed"
+            check_coding(request.headers.getlist("content-encoding"))
+        except ServeError as exc:
+            return Response(exc.message + "\n", 415, media_type="text/plain",
+                            headers={"Accept-Encoding": TAKEN_CODINGS})  # fmt: skip
         with anyio.move_on_after(BODY_SECONDS) as reading:
             body = await _body(request)
         if reading.cancelled_caught:

@@ -4,6 +4,7 @@ and a quorum that is not reached prints nothing."""
 
 from __future__ import annotations
 
+import gzip
 import io
 import json
 import random
@@ -467,3 +468,27 @@ def test_a_body_over_the_witness_s_limit_is_413_and_one_at_it_is_judged(tmp_path
         at = httpx.post(url + "/add-checkpoint", content=b"x" * MAX_BODY_BYTES, timeout=20)
     assert over.status_code == 413, over.text
     assert at.status_code == 400, at.text
+
+
+def test_a_body_in_a_content_coding_is_415_before_it_is_read(tmp_path: Path) -> None:
+    """A body sent with a Content-Encoding was read as raw bytes and judged malformed
+    (400). It is refused at once, before the body is read (one 1,000 bytes short is
+    answered, not held for BODY_SECONDS), with the codings taken."""
+    body = gzip.compress(b"old 0\n\nx\n")
+    with witness_in_thread(tmp_path) as url:
+        host, port = url.removeprefix("http://").rsplit(":", 1)
+        for coding in (b"gzip", b"zstd", b"br", b"identity, gzip"):
+            with socket.create_connection((host, int(port)), timeout=5) as sock:
+                sock.sendall(b"POST /add-checkpoint HTTP/1.1\r\nHost: x\r\n"
+                             b"Connection: close\r\nContent-Encoding: %s\r\n"
+                             b"Content-Length: %d\r\n\r\n%s"
+                             % (coding, len(body) + 1000, body))  # fmt: skip
+                answer = b""
+                while chunk := sock.recv(65536):
+                    answer += chunk
+            head = answer.partition(b"\r\n\r\n")[0].lower()
+            assert head.startswith(b"http/1.1 415 "), answer[:200]
+            assert b"\r\naccept-encoding: identity\r\n" in head
+        said = httpx.post(url + "/add-checkpoint", content=b"old 0\n\nx\n", timeout=10,
+                          headers={"Content-Encoding": "identity"})  # fmt: skip
+    assert said.status_code == 400, said.text  # read and judged: malformed

@@ -11,8 +11,11 @@ they are data of the spec (section 6) and live in :mod:`pithlog.protocol.checks`
 
 from __future__ import annotations
 
+import contextlib
 import signal
+import threading
 import warnings
+from collections.abc import Iterator
 from pathlib import Path
 from types import FrameType
 
@@ -370,3 +373,28 @@ def terminate_as_interrupt() -> None:
     the console script installs it before it imports the rest of pithlog."""
     if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
         signal.signal(signal.SIGTERM, raise_terminated)
+
+
+@contextlib.contextmanager
+def stop_said(console: bool) -> Iterator[None]:
+    """Ignore SIGINT and SIGTERM while a stop's one line (``pithlog: interrupted``,
+    ``terminated``) is said: a second Ctrl-C in the middle of it raised a KeyboardInterrupt
+    out of the print, which the console script said again (the line twice, or once and a
+    half) or, out of its own print, ended in a traceback. After the line, the console
+    script's (``console``) further signals end the process by their default action, the
+    line not said again: what is left is its exit, whose last flush of stdout may wait on
+    a reader that reads no more (a shell then sees 130 or 143 all the same); a program
+    that embeds :func:`pithlog.cli.main` has its own handlers back. Outside the main
+    thread nothing is changed (only it can set handlers)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    before = {signum: signal.signal(signum, signal.SIG_IGN)
+              for signum in (signal.SIGINT, signal.SIGTERM)}  # fmt: skip
+    try:
+        yield
+    finally:
+        for signum, handler in before.items():
+            # a signal the program was started ignoring (nohup, a background job) stays so
+            after = signal.SIG_DFL if console and handler is not signal.SIG_IGN else handler
+            signal.signal(signum, after)

@@ -16,7 +16,13 @@ import contextlib
 import sys
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from pithlog.errors import EXIT_INTERRUPTED, EXIT_TERMINATED, Terminated, terminate_as_interrupt
+from pithlog.errors import (
+    EXIT_INTERRUPTED,
+    EXIT_TERMINATED,
+    Terminated,
+    stop_said,
+    terminate_as_interrupt,
+)
 
 if TYPE_CHECKING:
     from pithlog.cli.program import EPILOG, Command, build_parser, main
@@ -50,12 +56,14 @@ def entry() -> NoReturn:
 
 
 def _stopped(how: str, status: int) -> NoReturn:
-    """Say ``pithlog: interrupted`` (or ``terminated``) on stderr, as :func:`main` does, and
-    exit with ``status``."""
-    if sys.stderr is not None:  # started with stderr closed (`2>&-`)
-        # a stderr that cannot be written loses the line, not the status
-        with contextlib.suppress(OSError):
-            print(f"pithlog: {how}", file=sys.stderr, flush=True)
+    """Say ``pithlog: interrupted`` (or ``terminated``) on stderr, as :func:`main` does, once
+    whatever signals come next (:func:`~pithlog.errors.stop_said`), and exit with
+    ``status``."""
+    with stop_said(console=True):
+        if sys.stderr is not None:  # started with stderr closed (`2>&-`)
+            # a stderr that cannot be written loses the line, not the status
+            with contextlib.suppress(OSError):
+                print(f"pithlog: {how}", file=sys.stderr, flush=True)
     sys.exit(status)
 
 

@@ -57,6 +57,7 @@ from pithlog.errors import (
     PithlogError,
     Terminated,
     UsageError,
+    stop_said,
 )
 
 EPILOG = """exit status: 0 success; 1 verification failed; 2 bad input or usage;
@@ -178,6 +179,18 @@ def main(
     stderr: IO[str] | None = None,
 ) -> int:
     """Run one pithlog command; return its exit status. Never raises a PithlogError."""
+    return _command(argv, stdout, stderr, console=False)
+
+
+def _command(
+    argv: Sequence[str] | None,
+    stdout: IO[bytes] | None,
+    stderr: IO[str] | None,
+    console: bool,
+) -> int:
+    """:func:`main`, in the console script (:func:`run`) when ``console``: the stop of an
+    interrupt, said, leaves further signals their default action
+    (:func:`~pithlog.errors.stop_said`)."""
     if stdout is None:  # started with standard output closed (`>&-`): sys.stdout is None
         stdout = sys.stdout.buffer if sys.stdout is not None else cast(IO[bytes], ClosedOutput())
     if stderr is None:
@@ -199,17 +212,19 @@ def main(
     except BrokenPipeError:
         return EXIT_OK
     except Terminated:
-        out.say("pithlog: terminated")
+        with stop_said(console):  # once, whatever signals come next
+            out.say("pithlog: terminated")
         return EXIT_TERMINATED
     except KeyboardInterrupt:
-        out.say("pithlog: interrupted")
+        with stop_said(console):
+            out.say("pithlog: interrupted")
         return EXIT_INTERRUPTED
 
 
 def run() -> NoReturn:
     """Run the command of ``sys.argv`` and exit with its status: the console script's
     command, once :func:`pithlog.cli.entry` has made SIGTERM an interrupt."""
-    status = main()
+    status = _command(None, None, None, console=True)
     if sys.stdout is not None:
         try:
             sys.stdout.flush()

@@ -50,6 +50,16 @@ def _console_script() -> str:
     return script
 
 
+def python_child(code: str, *args: str) -> subprocess.Popen[bytes]:
+    """``python -c code args...`` with this checkout's pithlog, its stdout and stderr
+    piped (the child says on stdout where it stands)."""
+    return subprocess.Popen(
+        [sys.executable, "-c", code, *args],
+        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )  # fmt: skip
+
+
 @pytest.mark.parametrize("slow", ["pithlog.cli.edge", "lmdb"])
 @pytest.mark.parametrize("how", ["console script", "-m"])
 @pytest.mark.parametrize(
@@ -60,11 +70,7 @@ def test_a_signal_while_the_command_line_is_imported_is_one_line_and_its_status(
     how: str, slow: str, signum: int, status: int, said: str
 ) -> None:
     entry = _console_script() if how == "console script" else "-m"
-    child = subprocess.Popen(
-        [sys.executable, "-c", CHILD, slow, entry, "--version"],
-        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-    )  # fmt: skip
+    child = python_child(CHILD, slow, entry, "--version")
     assert child.stdout is not None
     try:
         assert child.stdout.readline() == b"importing\n"

@@ -5,15 +5,12 @@ the console script), or a traceback (one out of the console script's own print).
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.cli.test_early_interrupt import python_child
 
 # The child runs the console script's entry point with the command held up where the first
 # signal is to land: in main (its parsing, inside main's try) or before main (the whole
@@ -68,6 +65,23 @@ entry()
 """
 
 
+def _signalled_twice(where: str, pause: str, first: int,
+                     second: int) -> tuple[subprocess.Popen[bytes], bytes, bytes]:  # fmt: skip
+    """The child held at ``where``, sent ``first``, then ``second`` once it has said its
+    stop (and paused after it, at ``pause``): the child, its stdout and its stderr."""
+    child = python_child(CHILD, where, pause, "--version")
+    assert child.stdout is not None
+    try:
+        assert child.stdout.readline() == b"running\n"
+        child.send_signal(first)
+        assert child.stdout.readline() == b"said\n"
+        child.send_signal(second)
+        out, err = child.communicate(timeout=20)
+    finally:
+        child.kill()
+    return child, out, err
+
+
 @pytest.mark.parametrize("where", ["_parse", "run"])
 @pytest.mark.parametrize(
     ("first", "second", "status", "said"),
@@ -78,20 +92,7 @@ entry()
 def test_a_signal_while_the_stop_is_said_is_not_said_again(
     where: str, first: int, second: int, status: int, said: str
 ) -> None:
-    child = subprocess.Popen(
-        [sys.executable, "-c", CHILD, where, "line", "--version"],
-        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-    )  # fmt: skip
-    assert child.stdout is not None
-    try:
-        assert child.stdout.readline() == b"running\n"
-        child.send_signal(first)
-        assert child.stdout.readline() == b"said\n"
-        child.send_signal(second)
-        out, err = child.communicate(timeout=20)
-    finally:
-        child.kill()
+    child, out, err = _signalled_twice(where, "line", first, second)
     assert err.decode() == f"pithlog: {said}\n"
     assert child.returncode == status, err
     assert out == b""
@@ -102,20 +103,7 @@ def test_a_signal_after_the_stop_is_said_ends_the_program_saying_nothing(second:
     """Once the line is said, what is left is the program's exit (its last flush of stdout
     may wait on a reader that reads no more): a further signal ends it at once by its
     default action, and nothing more is said."""
-    child = subprocess.Popen(
-        [sys.executable, "-c", CHILD, "_parse", "flush", "--version"],
-        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-    )  # fmt: skip
-    assert child.stdout is not None
-    try:
-        assert child.stdout.readline() == b"running\n"
-        child.send_signal(signal.SIGINT)
-        assert child.stdout.readline() == b"said\n"
-        child.send_signal(second)
-        out, err = child.communicate(timeout=20)
-    finally:
-        child.kill()
+    child, out, err = _signalled_twice("_parse", "flush", signal.SIGINT, second)
     assert err.decode() == "pithlog: interrupted\n"
     assert child.returncode == -second, err
     assert out == b""

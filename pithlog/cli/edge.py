@@ -300,18 +300,29 @@ MOST_SECONDS = 86_400.0
 """The longest any time option of the CLI takes (a day)."""
 
 
-def seconds(text: str) -> float:
-    """An argparse type: seconds above 0 and at most :data:`MOST_SECONDS`. ``nan`` and
-    ``inf`` parse as floats, and would reach the event loop's timers, which cannot take
-    them (``serve --body-timeout nan`` made every submission fail)."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
-    if not 0 < value <= MOST_SECONDS:  # False for nan as well
-        raise argparse.ArgumentTypeError(f"{text!r}: give seconds above 0 and at most "
-                                         f"{MOST_SECONDS:,.0f}")  # fmt: skip
-    return value
+def seconds_from(least: float = 0.0) -> Callable[[str], float]:
+    """An argparse type: seconds at most :data:`MOST_SECONDS`, and above 0 (``least`` 0)
+    or at least ``least``. ``nan`` and ``inf`` parse as floats, and would reach the event
+    loop's timers, which cannot take them (``serve --body-timeout nan`` made every
+    submission fail)."""
+    lowest = "above 0" if not least else f"of at least {least:g}"
+
+    def seconds(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+        low = value > 0 if not least else value >= least
+        if not (low and value <= MOST_SECONDS):  # False for nan as well
+            raise argparse.ArgumentTypeError(f"{text!r}: give seconds {lowest} and at most "
+                                             f"{MOST_SECONDS:,.0f}")  # fmt: skip
+        return value
+
+    return seconds
+
+
+seconds = seconds_from()
+"""Seconds above 0 and at most :data:`MOST_SECONDS` (:func:`seconds_from`)."""
 
 
 def at_least(least: int) -> Callable[[str], int]:

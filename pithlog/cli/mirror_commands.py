@@ -8,7 +8,6 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from pithlog.cli.edge import (
-    MOST_SECONDS,
     Bar,
     StoreParser,
     evidence_folder,
@@ -17,6 +16,7 @@ from pithlog.cli.edge import (
     net_module,
     open_store_reached,
     progress_option,
+    seconds_from,
     served_url,
     show_progress,
 )
@@ -36,18 +36,9 @@ LEAST_FOLLOW = 1.0
 checkpoint by asking more often, and ``--follow 0.0001`` asked thousands of times a
 second (each a checkpoint fetched and its signature verified)."""
 
-
-def follow_seconds(text: str) -> float:
-    """An argparse type: the seconds of ``--follow``, from :data:`LEAST_FOLLOW` to
-    :data:`~pithlog.cli.edge.MOST_SECONDS` (``nan`` refused: every comparison is False)."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
-    if not LEAST_FOLLOW <= value <= MOST_SECONDS:
-        raise argparse.ArgumentTypeError(f"{text!r}: give seconds of at least {LEAST_FOLLOW:g} "
-                                         f"and at most {MOST_SECONDS:,.0f}")  # fmt: skip
-    return value
+follow_seconds = seconds_from(LEAST_FOLLOW)
+"""The argparse type of ``--follow``: from :data:`LEAST_FOLLOW` to
+:data:`~pithlog.cli.edge.MOST_SECONDS` seconds."""
 
 
 def cmd_mirror(args: argparse.Namespace, out: Out) -> int:

@@ -16,13 +16,8 @@ import contextlib
 import sys
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from pithlog.errors import (
-    EXIT_INTERRUPTED,
-    EXIT_TERMINATED,
-    Terminated,
-    stop_said,
-    terminate_as_interrupt,
-)
+from pithlog.cli.stops import stop_said, terminate_as_interrupt
+from pithlog.errors import EXIT_INTERRUPTED, EXIT_TERMINATED, Terminated
 
 if TYPE_CHECKING:
     from pithlog.cli.program import EPILOG, Command, build_parser, main
@@ -57,7 +52,7 @@ def entry() -> NoReturn:
 
 def _stopped(how: str, status: int) -> NoReturn:
     """Say ``pithlog: interrupted`` (or ``terminated``) on stderr, as :func:`main` does, once
-    whatever signals come next (:func:`~pithlog.errors.stop_said`), and exit with
+    whatever signals come next (:func:`~pithlog.cli.stops.stop_said`), and exit with
     ``status``."""
     with stop_said(console=True):
         if sys.stderr is not None:  # started with stderr closed (`2>&-`)

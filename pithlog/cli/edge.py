@@ -19,8 +19,9 @@ from pathlib import Path
 from types import FrameType, ModuleType
 from typing import Any, BinaryIO, NoReturn, cast
 
+from pithlog.cli.stops import raise_terminated
 from pithlog.cli.streams import Out
-from pithlog.errors import DoorError, Terminated, UsageError, raise_terminated
+from pithlog.errors import DoorError, Terminated, UsageError
 from pithlog.protocol.canonical import shape
 from pithlog.store import Store
 from pithlog.store.environment_walk import Walkers

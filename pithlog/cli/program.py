@@ -48,6 +48,7 @@ from pithlog.cli.edge import (
     Parser,
     one_standard_input,
 )
+from pithlog.cli.stops import stop_said
 from pithlog.cli.streams import ClosedOutput, Out
 from pithlog.errors import (
     EXIT_INTERRUPTED,
@@ -57,7 +58,6 @@ from pithlog.errors import (
     PithlogError,
     Terminated,
     UsageError,
-    stop_said,
 )
 
 EPILOG = """exit status: 0 success; 1 verification failed; 2 bad input or usage;
@@ -190,7 +190,7 @@ def _command(
 ) -> int:
     """:func:`main`, in the console script (:func:`run`) when ``console``: the stop of an
     interrupt, said, leaves further signals their default action
-    (:func:`~pithlog.errors.stop_said`)."""
+    (:func:`~pithlog.cli.stops.stop_said`)."""
     if stdout is None:  # started with standard output closed (`>&-`): sys.stdout is None
         stdout = sys.stdout.buffer if sys.stdout is not None else cast(IO[bytes], ClosedOutput())
     if stderr is None:

@@ -20,7 +20,8 @@ import pytest
 from storeevents import g
 
 from pithlog.cli.edge import interrupt_held
-from pithlog.errors import Terminated, terminate_as_interrupt
+from pithlog.cli.stops import terminate_as_interrupt
+from pithlog.errors import Terminated
 from pithlog.store import Store
 from pithlog.testing import test_keyring_entries
 

@@ -71,8 +71,12 @@ def cmd_audit(args: argparse.Namespace, out: Out) -> int:
                 # checkpoint mirrored (verified as the first), a differing state is
                 # compared again with the longer log
                 nonlocal mirrored
+                held = store.tree_size()
                 mirrored = mirror.mirror_once(store, origin, keyring, args.origin, evidence)
-                return bool(mirrored.accepted)
+                # grown, not a newer checkpoint accepted: a catch-up that stopped midway
+                # (its leaves not fetched) accepted the checkpoint the next one completes,
+                # and the state compared before it was of the shorter tree
+                return store.tree_size() > held
 
             try:
                 for finding in audit.compare_states(store, origin, progress=bar,

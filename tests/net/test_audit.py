@@ -544,3 +544,42 @@ def test_a_checkpoint_unanswered_in_a_catch_up_spares_no_other_pith(tmp_path: Pa
             for f in findings] == [("state_not_checked", piths[0]),
                                    ("state_mismatch", piths[2])]  # fmt: skip
     assert findings[0].doc["count"] == 1 and "503" in findings[0].doc["problem"]
+
+
+def test_a_catch_up_stopped_midway_leaves_no_state_named_for_its_log(tmp_path: Path) -> None:
+    """A catch-up whose pass accepted the registry's newer checkpoint and then could not
+    fetch its leaves leaves the mirror behind that checkpoint. The next state that differs
+    for that reason brought the mirror up to it (the pass resumed), but no newer checkpoint
+    was accepted, so the difference was taken to be served at the size compared: an
+    honest registry was named (state_mismatch) for a pith compared with the shorter tree.
+    The tree having grown, the pith is now compared again."""
+    files, piths = growing_files(tmp_path)
+    first, second = sorted((piths["still"], piths["grown"]))
+    where: dict[str, Any] = {"grown": False, "failed": 0}
+
+    async def forward(request: Request) -> Response:
+        path = request.url.path
+        if path == f"/state/{first}" and not where["grown"]:
+            where["grown"] = True  # both piths get an event before the first is served
+            with Store.open(files.store) as registry:
+                for number, pith in enumerate((first, second)):
+                    (result,) = registry.append([g.encoded(g.correction(
+                        pith, 10 + number, f"notice {number}"))], g.KEYRING)  # fmt: skip
+                    assert result.status == "stored", result
+        elif path.startswith("/tile/entries/") and where["grown"] and not where["failed"]:
+            where["failed"] += 1  # the catch-up's first bundle: its pass stops midway
+            return Response(b"upstream gone", 503)
+        answer = await upstream(where["upstream"] + path)
+        return Response(answer.content, answer.status_code,
+                        media_type=answer.headers.get("content-type"))  # fmt: skip
+
+    with serving(files) as server:
+        where["upstream"] = server.url
+        for proxy in proxied(forward, where):
+            status, lines, err = audit(proxy["url"], files, tmp_path / "auditor",
+                                       tmp_path / "ev")  # fmt: skip
+    assert where["failed"] == 1
+    assert [(f["finding"], f.get("first_pith_number")) for f in lines[:-1]] == [
+        ("state_not_checked", first)], (lines, err)  # fmt: skip
+    assert lines[-1]["state_mismatch"] == 0
+    assert status == 1  # a pith not checked is no pass

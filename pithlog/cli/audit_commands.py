@@ -65,14 +65,19 @@ def cmd_audit(args: argparse.Namespace, out: Out) -> int:
                         f"{applied.copies} stored copies judged again first")  # fmt: skip
             bar = Bar(out, show_progress(args, out), "audit: states")
             out.bar = bar
+            # the checkpoint whose tree the store holds whole, which step 3 proves against:
+            # a catch-up that stops midway has accepted a newer one, and fetched only part
+            # of its leaves
+            held_whole = store.accepted_checkpoint(mirrored.origin)
 
             def catch_up() -> bool:
                 # a registry that takes submissions grows while it is audited: its newer
                 # checkpoint mirrored (verified as the first), a differing state is
                 # compared again with the longer log
-                nonlocal mirrored
+                nonlocal mirrored, held_whole
                 held = store.tree_size()
                 mirrored = mirror.mirror_once(store, origin, keyring, args.origin, evidence)
+                held_whole = store.accepted_checkpoint(mirrored.origin)
                 # grown, not a newer checkpoint accepted: a catch-up that stopped midway
                 # (its leaves not fetched) accepted the checkpoint the next one completes,
                 # and the state compared before it was of the shorter tree
@@ -90,9 +95,8 @@ def cmd_audit(args: argparse.Namespace, out: Out) -> int:
             finally:
                 bar.close()
                 out.bar = None
-            note = store.accepted_checkpoint(mirrored.origin)
-            assert note is not None  # mirror_once accepted it
-            for finding in audit.prove_equivocations(store, keyring, note, evidence):
+            assert held_whole is not None  # mirror_once accepted it
+            for finding in audit.prove_equivocations(store, keyring, held_whole, evidence):
                 report(finding)
     # size: the piths of that tree were each compared, at its size or a later one; the
     # piths a catch-up brought (latest_size) were not all, so the audit does not claim it

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pithlog.errors import DoorError, MirrorError
+from pithlog.errors import DoorError, MirrorError, ProofError
 from pithlog.net.evidence_files import write_evidence
 from pithlog.net.origin import Origin
 from pithlog.protocol.canonical import digest, parse, shape
@@ -216,7 +216,10 @@ def prove_equivocations(
     store: Store, keyring: Keyring, note: bytes, evidence_dir: Path
 ) -> Iterator[Finding]:
     """An equivocation proof file for every equivocated slot of every pith, against the
-    accepted checkpoint ``note`` (the store holds its tree: a mirror of it)."""
+    checkpoint ``note`` whose tree the store holds whole (a mirror of it). A slot whose
+    copies are not all leaves of that tree (committed by a catch-up of
+    :func:`compare_states` that stopped midway) is found all the same, with no proof and a
+    ``proof_problem``."""
     cp = parse_checkpoint_text(parse_note(note).text)
     for entry in store.each_pith():
         if entry["status"] != "state" or not entry.get("equivocation_count"):
@@ -225,7 +228,18 @@ def prove_equivocations(
         state = store.state(pith)
         assert state is not None
         for number, slot in enumerate(json.loads(state)["equivocations"], 1):
-            found = store.applied_copies_in_tree(slot["event_ids"], cp.size)
+            doc = {"pith_number": pith, "slot": slot["slot"], "event_ids": slot["event_ids"],
+                   "proof": None}  # fmt: skip
+            try:
+                found = store.applied_copies_in_tree(slot["event_ids"], cp.size)
+            except ProofError as exc:
+                if exc.code != "proof.not_found":
+                    raise
+                doc["proof_problem"] = (f"{exc.message}, the checkpoint the mirror holds "
+                                        "whole: the registry's newer one was not all "
+                                        "fetched")  # fmt: skip
+                yield Finding("equivocation", doc)
+                continue
             envelopes = [envelope for envelope, _, _ in found]
             places = [Included(index, tuple(path)) for _, index, path in found]
             signers = sorted({e.value["signer"]["key_id"] for e in envelopes})
@@ -234,8 +248,7 @@ def prove_equivocations(
             name = re.sub(r"[^A-Za-z0-9]+", "-", pith).strip("-")
             path, problem = write_evidence(evidence_dir,
                                            f"equivocation-{name}-{number}.json", proof)
-            doc = {"pith_number": pith, "slot": slot["slot"], "event_ids": slot["event_ids"],
-                   "proof": None if path is None else str(path)}  # fmt: skip
+            doc["proof"] = None if path is None else str(path)
             if problem is not None:  # the proof elsewhere, or nowhere: the finding stands
                 doc["proof_problem"] = problem
             yield Finding("equivocation", doc)

@@ -583,3 +583,68 @@ def test_a_catch_up_stopped_midway_leaves_no_state_named_for_its_log(tmp_path: P
         ("state_not_checked", first)], (lines, err)  # fmt: skip
     assert lines[-1]["state_mismatch"] == 0
     assert status == 1  # a pith not checked is no pass
+
+
+def test_equivocations_are_proven_after_a_catch_up_that_stopped_midway(tmp_path: Path) -> None:
+    """A catch-up that accepted the registry's newer checkpoint and then could not fetch
+    its leaves left the mirror's tree shorter than the checkpoint it accepted; the
+    equivocations were then proven against that checkpoint, whose tree the store does not
+    hold: the audit ended with store.tree_size after its findings, no proof and no
+    summary. They are proven against the last checkpoint the mirror holds whole."""
+    from pithlog.protocol.keys import load_keyring
+
+    files = case_files(tmp_path, "equivocations")
+    keyring = load_keyring(files.keyring.read_bytes())
+    where: dict[str, Any] = {"grown": False, "failed": 0}
+
+    async def forward(request: Request) -> Response:
+        path = request.url.path
+        answer = await upstream(where["upstream"] + path)
+        body = answer.content
+        if path.startswith("/state/") and not where["grown"]:
+            where["grown"] = True  # the log grows, and this state is a lie
+            with Store.open(files.store) as registry:
+                registry.append([g.encoded(g.record("2603.00001"))], keyring,
+                                keep_invalid=True)  # fmt: skip
+            body = altered(body)
+        elif path.startswith("/tile/entries/") and where["grown"] and not where["failed"]:
+            where["failed"] += 1  # the catch-up's first bundle: its pass stops midway
+            return Response(b"upstream gone", 503)
+        return Response(body, answer.status_code,
+                        media_type=answer.headers.get("content-type"))  # fmt: skip
+
+    with serving(files) as server:
+        where["upstream"] = server.url
+        for proxy in proxied(forward, where):
+            status, lines, err = audit(proxy["url"], files, tmp_path / "auditor",
+                                       tmp_path / "ev")  # fmt: skip
+    assert where["failed"] == 1
+    assert status == 1, err
+    assert lines[-1].get("summary"), (lines, err)
+    proofs = [f for f in lines[:-1] if f["finding"] == "equivocation"]
+    assert proofs and lines[-1]["equivocation"] == len(proofs)
+    for finding in proofs:
+        status, _, err = run(["verify-proof", "--keyring", str(files.keyring),
+                                "--origin", ORIGIN, finding["proof"]])  # fmt: skip
+        assert status == 0, err
+
+
+def test_an_equivocation_past_the_tree_held_whole_is_found_without_a_proof(
+    tmp_path: Path,
+) -> None:
+    """Leaves a stopped catch-up committed lie past the checkpoint the mirror holds whole:
+    an equivocation among them cannot be proven against it, and raised proof.not_found,
+    ending the audit without its summary. It is found, with no proof and why."""
+    from pithlog.net.audit import prove_equivocations
+    from pithlog.protocol.keys import load_keyring
+    from pithlog.transparency.checkpoint import Checkpoint, sign_checkpoint
+
+    files = case_files(tmp_path, "equivocations")
+    keyring = load_keyring(files.keyring.read_bytes())
+    with Store.open(files.store) as store:
+        _, root = store.tree_root(1)
+        note = sign_checkpoint(Checkpoint(ORIGIN, 1, root), test_key("registry"))
+        findings = list(prove_equivocations(store, keyring, note, tmp_path))
+    assert findings and all(f.kind == "equivocation" for f in findings)
+    assert all(f.doc["proof"] is None for f in findings)
+    assert all("holds whole" in f.doc["proof_problem"] for f in findings)

@@ -19,10 +19,8 @@ import multiprocessing
 import multiprocessing.connection
 import os
 import pickle
-import secrets
 import shutil
 import signal
-import stat
 import tempfile
 import threading
 import weakref
@@ -34,6 +32,7 @@ from types import TracebackType
 from typing import Any, ParamSpec, TypeVar
 
 from pithlog.errors import HelperLost
+from pithlog.parallel import results_folder
 from pithlog.parallel.cores import usable_cores
 from pithlog.protocol.checks import SignatureCheck, Verifier, verify_batch
 
@@ -127,16 +126,18 @@ class Pool(ProcessPoolExecutor):
         context = multiprocessing.get_context("spawn")
         self._stop_reader, self._stop_writer = context.Pipe(duplex=False)
         try:
-            # Only named here: the first worker to spill a result makes it (_made), so it
+            # Only named here: the first worker to spill a result makes it (made), so it
             # never exists without a live worker to remove it should this process be
             # killed. Made here, a kill -9 before the first worker watched left it for good.
-            name = f"pithlog-results-{secrets.token_hex(8)}"
-            self._spill: str | None = os.path.join(tempfile.gettempdir(), name)
+            tmpdir = tempfile.gettempdir()
+            self._spill: str | None = os.path.join(tmpdir, results_folder.name())
         except OSError:  # no $TMPDIR to write to: results come back through the pipe
             self._spill = None
         else:
             # removed at shutdown, or when the pool is collected or the program ends first
             weakref.finalize(self, shutil.rmtree, self._spill, True)
+            # and those of commands killed with all their workers, by this one
+            results_folder.remove_stale(tmpdir)
         super().__init__(
             processes,
             mp_context=context,
@@ -157,8 +158,10 @@ class Pool(ProcessPoolExecutor):
         there that the pool's reader waits for the rest of forever (this process holds the
         pipe's other end, so no end of file comes): the pool would hang instead of
         reporting the worker lost. The folder is made by the first worker that needs it
-        (:func:`_made`), and removed by :meth:`shutdown` or, when this process is killed,
-        by every worker (:func:`_exit_with_parent`)."""
+        (:func:`~pithlog.parallel.results_folder.made`), and removed by :meth:`shutdown`,
+        or when this process is killed by every worker (:func:`_exit_with_parent`), or
+        when they were all killed too by the next pool made
+        (:func:`~pithlog.parallel.results_folder.remove_stale`)."""
         with _interrupts_blocked():  # it may start a worker: see _interrupts_blocked
             inner = super().submit(_spilling, self._spill, fn, args, kwargs)
         outer: Future[R] = Future()
@@ -268,7 +271,7 @@ def _spilling(folder: str | None, fn: Callable[..., R], args: tuple[Any, ...],
     cannot be written (a full disk) sends it inline."""
     global _SPILLED
     data = pickle.dumps(fn(*args, **kwargs), protocol=pickle.HIGHEST_PROTOCOL)
-    if len(data) <= INLINE_RESULT or folder is None or not _made(folder):
+    if len(data) <= INLINE_RESULT or folder is None or not results_folder.made(folder):
         return False, data
     _SPILLED += 1
     name = f"{os.getpid()}-{_SPILLED}"
@@ -278,34 +281,6 @@ def _spilling(folder: str | None, fn: Callable[..., R], args: tuple[Any, ...],
     except OSError:
         return False, data
     return True, name
-
-
-_FOLDER_MADE = False
-_FOLDER_LOCK = threading.Lock()
-"""Held while this worker makes the pool's folder, and for good by :func:`_exit_with_parent`
-once it removes it: a folder is never made after that removal."""
-
-
-def _made(folder: str) -> bool:
-    """In a worker: whether the pool's results' folder exists, made now if no worker of the
-    pool has made it yet (only this process's user may enter it, like ``mkdtemp``'s). A
-    name taken by anything but such a folder is not used."""
-    global _FOLDER_MADE
-    with _FOLDER_LOCK:
-        if not _FOLDER_MADE:
-            try:
-                os.mkdir(folder, 0o700)
-            except FileExistsError:  # another worker of the pool made it
-                try:
-                    info = os.lstat(folder)
-                except OSError:
-                    return False
-                if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid():
-                    return False
-            except OSError:
-                return False
-            _FOLDER_MADE = True
-    return True
 
 
 def _unspill(folder: str | None, outer: Future[Any], inner: Future[tuple[bool, Any]]) -> None:
@@ -438,13 +413,14 @@ def _exit_with_parent(stop: Connection, spill: str | None) -> None:
     parent was killed would wait on its call queue forever: it holds both ends of that
     pipe itself and never sees it close. A parent that ended without its shutdown (killed)
     left its pool's results' folder behind: the workers remove it, holding
-    :data:`_FOLDER_LOCK` to the end so that this one cannot make it again meanwhile."""
+    :data:`~pithlog.parallel.results_folder.LOCK` to the end so that this one cannot make
+    it again meanwhile."""
     watched: list[Any] = [stop]
     parent = multiprocessing.parent_process()
     if parent is not None:
         watched.append(parent.sentinel)
     ready = multiprocessing.connection.wait(watched)
-    _FOLDER_LOCK.acquire()
+    results_folder.LOCK.acquire()
     if spill is not None and parent is not None and parent.sentinel in ready:
         shutil.rmtree(spill, ignore_errors=True)
     os._exit(PARENT_GONE)

@@ -225,3 +225,33 @@ def test_a_killed_parent_leaves_no_results_folder(tmp_path: Path, stage: str) ->
         while list(scratch.glob("pithlog-results-*")) and time.monotonic() < deadline:
             time.sleep(0.1)
         assert not list(scratch.glob("pithlog-results-*"))
+
+
+def test_a_folder_left_by_a_killed_process_group_is_removed_by_the_next_pool(
+    tmp_path: Path,
+) -> None:
+    """``kill -9`` of the command's whole process group ends its workers too: none is left
+    to remove the results' folder, so the next pool made (in another command) does; a
+    folder of a command still alive is kept."""
+    scratch = tmp_path / "tmp"  # the children's $TMPDIR
+    scratch.mkdir()
+    (tmp_path / "child.py").write_text(FOLDER_CHILD)
+    with _ready_child([str(tmp_path / "child.py"), "spilled"], scratch) as (killed, children):
+        (left,) = scratch.glob("pithlog-results-*")
+        assert left.name.startswith(f"pithlog-results-{killed.pid}-")
+        os.killpg(killed.pid, signal.SIGKILL)  # the child leads its own session's group
+        killed.wait(10)
+        deadline = time.monotonic() + 10
+        while any(_alive(pid) for pid in children) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not [_cmdline(pid) for pid in children if _alive(pid)]
+        time.sleep(0.5)
+        assert left.exists()  # no process was left to remove it
+        with _ready_child([str(tmp_path / "child.py"), "spilled"], scratch) as (alive, _):
+            assert not left.exists()  # removed by the next command's pool
+            (kept,) = scratch.glob("pithlog-results-*")
+            assert kept.name.startswith(f"pithlog-results-{alive.pid}-")
+            # a third command's pool leaves the live command's folder alone
+            with _ready_child([str(tmp_path / "child.py"), "made"], scratch):
+                assert kept.exists()
+                assert alive.poll() is None

@@ -1,0 +1,124 @@
+"""A pool's results' folder under ``$TMPDIR`` (:meth:`pithlog.parallel.pool.Pool.submit`),
+and the removal of the folders that killed commands left behind.
+
+A command's pool removes its folder at shutdown, and its workers remove it when the
+command is killed alone; a ``kill -9`` of the whole process group (or a machine that loses
+power) ends every process that could, and the folder stayed for good. So each process that
+uses a folder holds a shared ``flock`` on it for as long as it lives (the kernel lets go of
+it however the process ends), and each new pool first removes every folder of this user
+whose lock it can take exclusively (:func:`remove_stale`): no process that may still write
+or read there is alive. ``flock`` rather than the owner's pid in the name: a pid says
+nothing of a process in another pid namespace sharing ``/tmp`` (a container), nor after
+it is reused; the pid in the name is for the human who lists ``$TMPDIR``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import secrets
+import shutil
+import stat
+import threading
+
+try:
+    import fcntl
+except ImportError:  # Windows: no flock, folders are never removed by a later run
+    fcntl = None  # type: ignore[assignment]
+
+PREFIX = "pithlog-results-"
+
+_NAME = re.compile(re.escape(PREFIX) + r"[0-9]+-[0-9a-f]{16}")
+"""The folders :func:`remove_stale` may remove: only those named by :func:`name` (a folder
+named otherwise may belong to a live command of a pithlog that did not lock it)."""
+
+
+def name() -> str:
+    """A new folder's name: this process's pid, and 64 random bits so that a pid reused
+    cannot meet a folder left behind."""
+    return f"{PREFIX}{os.getpid()}-{secrets.token_hex(8)}"
+
+
+_MADE = False
+LOCK = threading.Lock()
+"""Held while this worker makes the pool's folder, and for good by the worker's thread
+that removes it when the parent is killed: a folder is never made after that removal."""
+_HELD: int | None = None
+"""The folder's descriptor, open (and its shared lock held) until this worker ends."""
+
+
+def made(folder: str) -> bool:
+    """In a worker: whether the pool's results' folder exists and this process holds its
+    shared lock, made now if no worker of the pool has made it yet (only this process's
+    user may enter it, like ``mkdtemp``'s). A name taken by anything but such a folder is
+    not used, nor a folder being removed (:func:`remove_stale`)."""
+    global _MADE, _HELD
+    with LOCK:
+        if not _MADE:
+            try:
+                os.mkdir(folder, 0o700)
+            except FileExistsError:  # another worker of the pool made it
+                pass
+            except OSError:
+                return False
+            held = _locked(folder)
+            if held is None:
+                return False
+            _HELD, _MADE = held, True
+    return True
+
+
+def _locked(folder: str) -> int | None:
+    """A descriptor of ``folder`` with its shared lock held, or None when it is not a
+    folder of this user or it is being (or was, meanwhile) removed by another process."""
+    flags = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_NOFOLLOW", 0)
+    try:
+        fd = os.open(folder, flags)
+    except OSError:  # a link, gone, not a folder
+        return None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid():
+            raise OSError
+        if fcntl is not None:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)  # fails while being removed
+        # Removed between the mkdir and the lock: the name is no longer this folder.
+        now = os.lstat(folder)
+        if (now.st_dev, now.st_ino) != (info.st_dev, info.st_ino):
+            raise OSError
+    except OSError:
+        os.close(fd)
+        return None
+    return fd
+
+
+def remove_stale(tmpdir: str) -> None:
+    """Remove the results' folders under ``tmpdir`` that no live process holds the lock of
+    (:func:`made`): left by commands killed with all their workers. Only this user's, and
+    never one in use: its lock is taken exclusively first, which fails while any process
+    holds it, and the folder is removed while that lock is held, so no worker can take it
+    up meanwhile (its shared lock fails and it sends its results through the pipe)."""
+    if fcntl is None:
+        return
+    try:
+        entries = [e.name for e in os.scandir(tmpdir) if _NAME.fullmatch(e.name)]
+    except OSError:
+        return
+    for entry in entries:
+        path = os.path.join(tmpdir, entry)
+        flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
+        try:
+            fd = os.open(path, flags)
+        except OSError:
+            continue
+        try:
+            if os.fstat(fd).st_uid != os.getuid():
+                continue
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:  # in use: some process of its command is alive
+            os.close(fd)
+            continue
+        try:
+            shutil.rmtree(path, ignore_errors=True)
+        finally:
+            os.close(fd)

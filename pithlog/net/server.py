@@ -37,7 +37,7 @@ from starlette.routing import BaseRoute, Route
 from uvicorn.supervisors import Multiprocess
 
 from pithlog.errors import StoreError, UsageError, shown
-from pithlog.net import http_head
+from pithlog.net import http_head, uvicorn_logs
 from pithlog.net.app import ServeApp, create_app, error_handlers
 from pithlog.net.held_signals import HeldServer
 from pithlog.net.pages import page_routes
@@ -353,6 +353,7 @@ def serve(settings: Settings, listen: str, workers: int, ready: Callable[[str], 
         workers=workers,
         lifespan="off",
         loop="auto",  # uvloop where pithlog[net] installed it (docs/network.md), else asyncio
+        log_config=uvicorn_logs.log_config(),  # without the line of a shutdown's cancels
         log_level="warning",
         access_log=False,
         server_header=False,

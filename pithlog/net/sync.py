@@ -111,6 +111,13 @@ MAX_RANGES = 4096
 per range asked). Each range costs a Python object or more on both sides: a request of 6
 million ranges of a few bytes each fits in :data:`MAX_MESSAGE` and held a responder for 52
 s and 2 GB. The pulling side asks about more ranges than this in several messages."""
+MAX_ASKED_ITEMS = 4096
+"""Short ids the item lists of one reconcile message to a responder may hold in all. A
+responder answers a range given as an item list as skipped (the pulling side never sends
+one: it asks about ranges, it does not list what it holds), so those ids are only bytes to
+split: 2 million of them fit in :data:`MAX_MESSAGE` and took 0.4-1 s and 150 MB to split
+before any was looked at. Checked from the counts the message declares, before the ids
+are read."""
 MAX_SECONDS = 3600.0
 """Seconds one sync from a URL may take in all by default (``sync --max-time``). Each
 answer has a deadline of its own (about 2 minutes for a message of :data:`MAX_MESSAGE`),
@@ -130,6 +137,7 @@ class Limits:
     max_listed: int = MAX_LISTED
     max_proofs: int = MAX_PROOFS
     max_ranges: int = MAX_RANGES
+    max_asked_items: int = MAX_ASKED_ITEMS
 
 
 # --- the remote side ----------------------------------------------------------------------
@@ -153,7 +161,8 @@ class Responder:
     the holder; ``prove`` is ``None`` for a holder without a Merkle tree (an export file),
     whose copies are then proven nowhere. Every message is answered from the items alone
     (nothing is kept between messages), within ``limits``: a request over
-    ``max_message`` bytes or asking about more than ``max_ranges`` ranges is refused, a
+    ``max_message`` bytes, asking about more than ``max_ranges`` ranges or listing more
+    than ``max_asked_items`` items is refused, a
     data answer is cut to fit, and a ``list all`` of
     more than ``max_listed`` items is answered with fingerprints of its parts."""
 
@@ -178,7 +187,8 @@ class Responder:
                             f"{self.limits.max_message}")  # fmt: skip
         kind = message[:1]
         if kind == b"R":
-            asked = decode_reconcile(message, self.limits.max_ranges)
+            asked = decode_reconcile(message, self.limits.max_ranges,
+                                     self.limits.max_asked_items)  # fmt: skip
             reply = encode_reconcile(self._reconcile(asked))
             if len(reply) > self.limits.max_message:
                 raise SyncError("limit", f"the answer would take {len(reply)} bytes, over "

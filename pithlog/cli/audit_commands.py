@@ -54,6 +54,7 @@ def cmd_audit(args: argparse.Namespace, out: Out) -> int:
             bar.close()
             out.bar = None
         audited = mirrored  # the checkpoint whose every pith is compared (at its size or later)
+        compared = None  # the size whose every pith was compared after its last leaf there
         if mirrored is not None:
             # the states compared and the keys the proofs carry are K's: a mirror already up
             # to date appended nothing, so a store reduced under another keyring would be
@@ -83,11 +84,15 @@ def cmd_audit(args: argparse.Namespace, out: Out) -> int:
                 # and the state compared before it was of the shorter tree
                 return store.tree_size() > held
 
+            walk = audit.Walk()
             try:
                 for finding in audit.compare_states(store, origin, progress=bar,
                                                     max_unanswered=args.max_unanswered,
-                                                    catch_up=catch_up):  # fmt: skip
+                                                    catch_up=catch_up, walk=walk):  # fmt: skip
                     report(finding)
+                # the piths the catch-ups touched all compared after them: the last tree's
+                # every pith was; too many of them, the first tree's only
+                compared = mirrored.size if walk.followed else audited.size
             except MirrorError as exc:
                 if exc.code != "mirror.split_view":
                     raise
@@ -98,12 +103,13 @@ def cmd_audit(args: argparse.Namespace, out: Out) -> int:
             assert held_whole is not None  # mirror_once accepted it
             for finding in audit.prove_equivocations(store, keyring, held_whole, evidence):
                 report(finding)
-    # size: the piths of that tree were each compared, at its size or a later one; the
-    # piths a catch-up brought (latest_size) were not all, so the audit does not claim it
+    # size: the checkpoint first accepted; latest_size: the last, which the proofs are
+    # against; compared_size: the one whose every pith was compared after its last leaf
+    # there (or is counted in a finding), null when a split view ended the comparing
     summary = {"summary": True, "origin": None if audited is None else audited.origin,
                "size": None if audited is None else audited.size,
                "latest_size": None if mirrored is None else mirrored.size,
-               **counts}  # fmt: skip
+               "compared_size": compared, **counts}  # fmt: skip
     out.write(json_line(summary))
     # a state left unanswered is no evidence against the registry, but the audit did not
     # see it serve what its log implies: not a pass (the counts tell the two apart)
@@ -129,7 +135,9 @@ def add_commands(sub: Any, store_parser: StoreParser) -> None:
         "and write an equivocation proof for every equivocated slot into --evidence-dir. A "
         "state that differs first brings the mirror up to the registry's newer checkpoint, "
         "if it has one, and is compared again (a registry that takes submissions grows "
-        "while audited). "
+        "while audited); the piths the newer leaves touched that were compared before "
+        "them, or not at all, are compared after the others (100,000 at most), and the "
+        "summary's compared_size is the tree whose every pith was compared. "
         "Prints one JSON line per finding (state_mismatch, state_unanswered, equivocation, "
         "split_view; state_not_checked once --max-unanswered states in a row went "
         "unanswered), then a summary line; exit 0 when the registry serves exactly what its "

@@ -20,6 +20,7 @@ from pithlog.errors import DoorError, MirrorError, ProofError
 from pithlog.net.evidence_files import write_evidence
 from pithlog.net.origin import Origin
 from pithlog.protocol.canonical import digest, parse, shape
+from pithlog.protocol.events import readmit
 from pithlog.protocol.keys import Keyring
 from pithlog.store import Store
 from pithlog.transparency.checkpoint import parse_checkpoint_text, parse_note
@@ -101,12 +102,37 @@ and an honest one must not be named for it. A pith whose state still differs aft
 many, the log growing each time, is ``state_not_checked``: no pass, and no evidence."""
 
 
+@dataclass
+class Walk:
+    """What :func:`compare_states` tells besides its findings, read once it is done."""
+
+    followed: bool = True
+    """Every pith a catch-up's leaves touched was compared after them (or is counted in a
+    finding): every pith of the last tree mirrored was then compared with the state that
+    tree gives it. ``False`` once more than :data:`CAUGHT_UP_PITHS` were touched: only the
+    piths of the tree the walk began with are then all compared."""
+
+
+CAUGHT_UP_PITHS = 100_000
+"""Piths the leaves of the audit's catch-ups may touch (new piths, and piths compared
+before a leaf of theirs came) that it compares after its walk: their numbers are held
+until then, about 100 bytes each (10 MB at most). A registry that grows by more piths
+while it is audited leaves the audit's claim at the size it began with."""
+
+LEAVES_READ = 1000
+"""Leaves a catch-up brought read at a time for the piths they touch ..."""
+LEAVES_BYTES = 8 << 20
+"""... and no more of their copies than this (one at least): a copy may be 1 MiB (spec 1),
+and a thousand of them a gigabyte."""
+
+
 def compare_states(
     store: Store,
     origin: Origin,
     progress: Callable[[int, int], None] | None = None,
     max_unanswered: int = UNANSWERED_IN_A_ROW,
     catch_up: Callable[[], bool] | None = None,
+    walk: Walk | None = None,
 ) -> Iterator[Finding]:
     """``state_mismatch`` for every pith with a state in ``store`` whose served document is
     not the same bytes (one trailing newline aside), is longer than :func:`state_cap`, or
@@ -125,45 +151,74 @@ def compare_states(
     checkpoint (``mirror.fetch``) leaves the pith ``state_not_checked``, counted as a state
     unanswered, and the next pith is compared; any other error of it (a split view, a
     checkpoint that does not verify) ends the walk. Without ``catch_up`` a state that
-    differs is a mismatch at once (a registry known to be still)."""
+    differs is a mismatch at once (a registry known to be still).
+
+    The piths the leaves a catch-up brought touch, and that the walk does not compare
+    after them (new piths sorted before its place, piths it had compared already), are
+    compared once the walk is done, with the same catch-ups, until none is left, up to
+    :data:`CAUGHT_UP_PITHS` (``walk.followed`` says whether they all were)."""
     # the piths are walked a chunk at a time, never listed: the audit holds one state and
     # one chunk of summaries, however many piths the log has (the store is the auditor's
-    # own mirror, which only this audit writes while it runs)
+    # own mirror, which only this audit writes while it runs), and the numbers of the piths
+    # a catch-up touched (an ordered set: a dict), up to CAUGHT_UP_PITHS
     totals = store.pith_totals()
     total = totals["piths"] + totals["pending"]
-    in_a_row = 0
-    walk = store.each_pith()
-    for done, entry in enumerate(walk, 1):
-        pith = entry["pith_number"]
-        if max_unanswered and in_a_row >= max_unanswered:
-            # counted by walking the rest, not from ``total``: a catch-up may have grown
-            # the log since, and the piths it brought are walked too (``total - done + 1``
-            # then came out short, zero or below zero)
-            yield Finding("state_not_checked", {
-                "count": 1 + sum(1 for _ in walk), "first_pith_number": pith,
-                "problem": f"{in_a_row} states in a row went unanswered: the rest were not "
-                           "asked for"})  # fmt: skip
-            return
-        unanswered = False
+    walk = Walk() if walk is None else walk
+    owed: dict[str, None] = {}
+    touched = 0
+
+    def touch(before: int, after: int) -> None:
+        nonlocal touched
+        first = before
+        while first < after:
+            copies = store.leaf_copies(first, min(LEAVES_READ, after - first), LEAVES_BYTES)
+            if not copies:
+                return  # beyond the tree: what a catch-up stored is all below it
+            first += len(copies)
+            for copy in copies:
+                pith = readmit(copy).pith_number
+                if not walk.followed or pith in owed:
+                    continue
+                if touched >= CAUGHT_UP_PITHS:
+                    walk.followed = False  # the claim stays at the walk's first size
+                    owed.clear()
+                    return
+                owed[pith] = None
+                touched += 1
+
+    def piths() -> Iterator[str]:
+        for entry in store.each_pith():
+            owed.pop(entry["pith_number"], None)  # compared now, after every leaf so far
+            yield entry["pith_number"]
+        while owed:  # what the catch-ups touched that the walk had passed
+            pith = next(iter(owed))
+            del owed[pith]
+            yield pith
+
+    def settle(pith: str) -> tuple[Finding | None, bool]:
+        """The finding of ``pith`` after the catch-ups its state calls for, and whether
+        it counts as a state unanswered."""
         for caught_up in range(CATCH_UPS + 1):
             finding = _compare(store, origin, pith)
             unanswered = finding is not None and finding.kind == "state_unanswered"
             if finding is None or finding.kind != "state_mismatch" or catch_up is None:
                 break
+            before = store.tree_size()
             try:
                 grew = catch_up()
             except MirrorError as exc:
                 if exc.code != "mirror.fetch":
                     raise  # a checkpoint that does not verify ends the audit, as the first
+                # a pass that failed may have stored leaves all the same: theirs are owed
+                touch(before, store.tree_size())
                 # the size the state was served at is not known: no evidence, and no
                 # pass; and as for a state unanswered, the other piths are compared
-                unanswered = True
-                finding = Finding("state_not_checked", {
+                return Finding("state_not_checked", {
                     "count": 1, "first_pith_number": pith,
                     "problem": "its served state differed, and the registry's checkpoint "
                                f"of now could not be fetched to tell whether its log had "
-                               f"grown: {exc.message}"})  # fmt: skip
-                break
+                               f"grown: {exc.message}"}), True  # fmt: skip
+            touch(before, store.tree_size())
             if not grew:
                 break  # served at the size compared: the mismatch stands
             if caught_up == CATCH_UPS:
@@ -172,11 +227,27 @@ def compare_states(
                     "problem": f"its served state differed {CATCH_UPS + 1} times, the "
                                "registry's log growing after each: not compared at one "
                                "size"})  # fmt: skip
+        return finding, unanswered
+
+    in_a_row = 0
+    each = piths()
+    for done, pith in enumerate(each, 1):
+        if max_unanswered and in_a_row >= max_unanswered:
+            # counted by walking the rest, not from ``total``: a catch-up may have grown
+            # the log since, and the piths it brought are walked too (``total - done + 1``
+            # then came out short, zero or below zero)
+            yield Finding("state_not_checked", {
+                "count": 1 + sum(1 for _ in each), "first_pith_number": pith,
+                "problem": f"{in_a_row} states in a row went unanswered: the rest were not "
+                           "asked for"})  # fmt: skip
+            return
+        finding, unanswered = settle(pith)
+        owed.pop(pith, None)  # a catch-up of its own touched it: compared after that
         in_a_row = in_a_row + 1 if unanswered else 0
         if finding is not None:
             yield finding
         if progress is not None:
-            progress(done, total)
+            progress(done, max(total, done))
 
 
 def _compare(store: Store, origin: Origin, pith: str) -> Finding | None:

@@ -123,7 +123,7 @@ def test_an_honest_registry_passes_and_one_altered_state_is_named(
         status, lines, err = audit(server.url, files, tmp_path / "auditor", tmp_path / "ev")
         assert status == 0, err
         assert lines == [{"summary": True, "origin": ORIGIN, "size": lines[-1]["size"],
-                          "latest_size": lines[-1]["size"],
+                          "latest_size": lines[-1]["size"], "compared_size": lines[-1]["size"],
                           "state_mismatch": 0, "state_unanswered": 0, "state_not_checked": 0,
                           "equivocation": 0, "split_view": 0}]  # fmt: skip
         altering_proxy["upstream"], altering_proxy["pith"] = server.url, piths[1]
@@ -179,7 +179,8 @@ def test_a_state_too_long_or_unanswered_is_a_finding_and_the_audit_goes_on(
     assert (failing["finding"], failing["pith_number"]) == ("state_unanswered", piths[1])
     assert "answered 503" in failing["problem"] and failing["log_state_sha256"]
     assert (altered["finding"], altered["pith_number"]) == ("state_mismatch", piths[2])
-    assert {k: v for k, v in lines[-1].items() if k not in ("origin", "size", "latest_size")} == {
+    assert {k: v for k, v in lines[-1].items() if k not in ("origin", "size", "latest_size",
+                                                          "compared_size")} == {
         "summary": True, "state_mismatch": 2, "state_unanswered": 1, "state_not_checked": 0,
         "equivocation": 0, "split_view": 0}  # fmt: skip
     assert "2 state mismatch(es), 1 state(s) unanswered" in err
@@ -365,8 +366,8 @@ def growing_proxy() -> Iterator[dict[str, Any]]:
     """A proxy on 127.0.0.1 in front of ``upstream`` that, before it forwards a state
     request of a pith in ``grow`` (pith: how many times), appends an event of that pith to
     the registry's store ``store`` (a log taking submissions as it is audited: a
-    correction, or the record_created ``record`` of a pending pith), and alters every state
-    it forwards of the pith ``lie``."""
+    correction, or the record_created ``record`` of a pending pith), the first time with
+    the encoded events ``also``, and alters every state it forwards of the pith ``lie``."""
     where: dict[str, Any] = {"grow": {}, "lie": None, "appended": 0}
 
     async def forward(request: Request) -> Response:
@@ -377,10 +378,11 @@ def growing_proxy() -> Iterator[dict[str, Any]]:
             event = (where["record"] if pith == where.get("pending") else
                      g.encoded(g.correction(pith, 10 + where["appended"],
                                             f"notice {where['appended']}")))  # fmt: skip
+            also, where["also"] = where.get("also", []), []  # with the first only
             with Store.open(where["store"]) as registry:
-                (result,) = registry.append([event], g.KEYRING)
-            assert result.status == "stored", result
-            where["appended"] += 1
+                results = registry.append([event, *also], g.KEYRING)
+            assert {result.status for result in results} == {"stored"}, results
+            where["appended"] += 1 + len(also)
         answer = await upstream(where["upstream"] + path)
         body = answer.content
         if pith == where["lie"] and answer.status_code == 200:
@@ -417,7 +419,7 @@ def test_a_registry_that_grows_while_audited_is_not_named_and_a_lie_still_is(
         assert after["grown"] != before["grown"] and after["pending"] is not None
         assert status == 0, (lines, err)
         assert lines == [{"summary": True, "origin": ORIGIN, "size": size_before,
-                          "latest_size": size_after,
+                          "latest_size": size_after, "compared_size": size_after,
                           "state_mismatch": 0, "state_unanswered": 0, "state_not_checked": 0,
                           "equivocation": 0, "split_view": 0}]  # fmt: skip
         assert size_after == size_before + 2
@@ -648,3 +650,49 @@ def test_an_equivocation_past_the_tree_held_whole_is_found_without_a_proof(
     assert findings and all(f.kind == "equivocation" for f in findings)
     assert all(f.doc["proof"] is None for f in findings)
     assert all("holds whole" in f.doc["proof_problem"] for f in findings)
+
+
+def test_a_pith_that_first_comes_in_a_catch_up_is_compared(
+    tmp_path: Path, growing_proxy: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A catch-up brings the log's newer leaves, and with them piths the walk had passed
+    (sorted before the pith that called for it): they were never compared, so a registry
+    that lied about one passed (exit 0) with a summary whose ``latest_size`` held it. They
+    are now compared once the walk is done, and the summary's ``compared_size`` is the
+    last tree's; past CAUGHT_UP_PITHS it is the first tree's, with no finding."""
+    from pithlog.net import audit as audit_module
+
+    monkeypatch.setattr(audit_module, "LEAVES_BYTES", 1)  # the leaves read one at a time
+    files, piths = growing_files(tmp_path)
+    last = max(piths["still"], piths["grown"])
+    new = next(event for event in (g.record(f"2603.{i:05d}") for i in range(200))
+               if event["pith_number"] < last)  # fmt: skip
+    with serving(files) as server:
+        with Store.open(files.store, readonly=True) as registry:
+            size_before = registry.tree_size()
+        growing_proxy.update(upstream=server.url, store=files.store, grow={last: 1},
+                             also=[g.encoded(new)], lie=new["pith_number"])  # fmt: skip
+        status, lines, err = audit(growing_proxy["url"], files, tmp_path / "auditor",
+                                   tmp_path / "ev")  # fmt: skip
+        assert growing_proxy["appended"] == 2
+        assert status == 1, (lines, err)
+        assert [(f["finding"], f["pith_number"]) for f in lines[:-1]] == [
+            ("state_mismatch", new["pith_number"])]  # fmt: skip
+        assert lines[-1]["size"] == size_before
+        assert lines[-1]["latest_size"] == lines[-1]["compared_size"] == size_before + 2
+        # the same growth from an honest registry passes, its last tree compared
+        growing_proxy.update(grow={last: 1}, lie=None,
+                             also=[g.encoded(g.record("2604.00001"))])  # fmt: skip
+        status, lines, err = audit(growing_proxy["url"], files, tmp_path / "auditor2",
+                                   tmp_path / "ev2")  # fmt: skip
+        assert status == 0, (lines, err)
+        assert lines[-1]["latest_size"] == lines[-1]["compared_size"] == size_before + 4
+        # past the bound the piths a catch-up touched are not followed: the claim stays
+        # at the first tree, and that is no finding
+        monkeypatch.setattr(audit_module, "CAUGHT_UP_PITHS", 1)
+        growing_proxy.update(grow={last: 1}, also=[g.encoded(g.record("2604.00002"))])
+        status, lines, err = audit(growing_proxy["url"], files, tmp_path / "auditor3",
+                                   tmp_path / "ev3")  # fmt: skip
+    assert status == 0, (lines, err)
+    assert lines[-1]["compared_size"] == lines[-1]["size"] == size_before + 4
+    assert lines[-1]["latest_size"] == size_before + 6

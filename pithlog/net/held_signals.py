@@ -41,8 +41,8 @@ class HeldServer(uvicorn.Server):
             self._before[sig] = signal.signal(sig, self._note)
 
     def release(self) -> None:
-        """The handlers from before :meth:`hold` again, if uvicorn never took over (the
-        server did not start)."""
+        """The handlers from before :meth:`hold` again: once uvicorn's have given way, or
+        when uvicorn never took over (the server did not start)."""
         for sig, handler in self._before.items():
             signal.signal(sig, handler)
         self._before.clear()
@@ -52,12 +52,18 @@ class HeldServer(uvicorn.Server):
 
     @contextlib.contextmanager
     def capture_signals(self) -> Generator[None, None, None]:
-        # the handlers from before hold() are the ones uvicorn restores when it stops, and
-        # then raises each signal it captured with: Terminated or KeyboardInterrupt, which
-        # the command line turns into its one line and status
-        self.release()
+        # uvicorn's handlers take the place of _note itself, so that a signal is either held
+        # or theirs: the handlers from before hold() put back first left a gap in which a
+        # SIGTERM was raised inside the event loop's start instead of stopping the server
         with super().capture_signals():
-            for sig in self._held:  # arrived before uvicorn listened for them
+            held, self._held = self._held, []
+            for sig in held:  # arrived before uvicorn listened for them
                 self.handle_exit(sig, None)
-            self._held.clear()
             yield
+        # uvicorn put _note back and raised each signal it captured into it: they are
+        # raised again with the handlers from before hold(), which end the command with
+        # its one line and status (Terminated, KeyboardInterrupt)
+        noted, self._held = self._held, []
+        self.release()
+        for sig in noted:
+            signal.raise_signal(sig)

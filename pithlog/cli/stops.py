@@ -13,10 +13,17 @@ from types import FrameType
 
 from pithlog.errors import Terminated
 
+_saying: list[bool] = []
+"""Not empty while :func:`stop_said` says a stop: see :func:`raise_terminated`."""
+
 
 def raise_terminated(signum: int, frame: FrameType | None) -> None:
-    """The SIGTERM handler of :func:`terminate_as_interrupt`."""
-    raise Terminated
+    """The SIGTERM handler of :func:`terminate_as_interrupt`. While a stop is being said
+    it raises nothing: :func:`stop_said` ignores SIGINT, then SIGTERM, and a SIGTERM
+    between the two would otherwise be raised out of the very handler that says the stop,
+    out of :func:`pithlog.cli.main` (which never raises)."""
+    if not _saying:
+        raise Terminated
 
 
 def terminate_as_interrupt() -> None:
@@ -43,12 +50,16 @@ def stop_said(console: bool) -> Iterator[None]:
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    before = {signum: signal.signal(signum, signal.SIG_IGN)
-              for signum in (signal.SIGINT, signal.SIGTERM)}  # fmt: skip
+    _saying.append(True)
     try:
-        yield
+        before = {signum: signal.signal(signum, signal.SIG_IGN)
+                  for signum in (signal.SIGINT, signal.SIGTERM)}  # fmt: skip
+        try:
+            yield
+        finally:
+            for signum, handler in before.items():
+                # a signal the program was started ignoring (nohup, a background job) stays so
+                after = signal.SIG_DFL if console and handler is not signal.SIG_IGN else handler
+                signal.signal(signum, after)
     finally:
-        for signum, handler in before.items():
-            # a signal the program was started ignoring (nohup, a background job) stays so
-            after = signal.SIG_DFL if console and handler is not signal.SIG_IGN else handler
-            signal.signal(signum, after)
+        _saying.pop()

@@ -166,3 +166,37 @@ def test_sigterm_under_the_console_script_is_held_and_raised_as_terminated() -> 
             _signal_self(signal.SIGTERM)
     finally:
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+def test_a_sigterm_while_stop_said_ignores_sigint_is_not_raised_out_of_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``stop_said`` ignores SIGINT, then SIGTERM. A SIGTERM between the two went to the
+    console script's handler, which raised Terminated out of the handler that says the
+    stop, and out of ``main``, which never raises. While a stop is said, that handler
+    raises nothing; once said, it raises again."""
+    from pithlog.cli import stops
+
+    real = signal.signal
+    sent: list[int] = []
+
+    def signal_then(sig: int, handler: Any) -> Any:
+        previous = real(sig, handler)
+        if sig == signal.SIGINT and handler is signal.SIG_IGN and not sent:
+            sent.append(sig)
+            _signal_self(signal.SIGTERM)  # SIGINT ignored, SIGTERM not yet
+        return previous
+
+    terminate_as_interrupt()
+    try:
+        monkeypatch.setattr(stops.signal, "signal", signal_then)
+        with stops.stop_said(console=False):
+            pass
+        monkeypatch.undo()
+        assert sent
+        assert signal.getsignal(signal.SIGTERM) is stops.raise_terminated
+        with pytest.raises(Terminated):
+            _signal_self(signal.SIGTERM)
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        signal.signal(signal.SIGINT, signal.default_int_handler)

@@ -7,6 +7,7 @@ import contextlib
 import datetime
 import errno
 import os
+import shlex
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -221,11 +222,20 @@ def cmd_keygen(args: argparse.Namespace, out: Out) -> int:
         out.flush()
     except UsageError as exc:  # the key exists: say so, since the entry was not printed
         raise UsageError(exc.detail, f"{exc.message}; the key file {args.out} was "
-                         f"written: `pithlog keyring add KEYRING {args.out}` trusts "
-                         "it") from exc  # fmt: skip
-    out.say(f"keygen: wrote {args.out} (mode 0600); trust it with: pithlog keyring add "
-            f"KEYRING {args.out}")  # fmt: skip
+                         f"written: `{_trust_command(args)}` trusts it") from exc  # fmt: skip
+    out.say(f"keygen: wrote {args.out} (mode 0600); trust it with: {_trust_command(args)}")
     return EXIT_OK
+
+
+def _trust_command(args: argparse.Namespace) -> str:
+    """The ``keyring add`` that trusts the new key as the entry keygen printed. A key file
+    holds no validity, so ``keyring add KEYRING KEYFILE`` alone adds the key unbounded: a
+    key made with ``--not-after`` would be trusted for ever. The bounds go with it."""
+    words = ["pithlog", "keyring", "add", "KEYRING", shlex.quote(args.out)]
+    for flag, value in (("--not-before", args.not_before), ("--not-after", args.not_after)):
+        if value is not None:
+            words += [flag, value]
+    return " ".join(words)
 
 
 DEFAULT_TARGETS = {

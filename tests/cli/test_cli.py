@@ -254,6 +254,28 @@ def test_keygen_writes_0600_and_prints_entry(tmp_path: Path) -> None:
     assert out_file.read_bytes() == before
 
 
+def test_keygen_hint_trusts_the_key_with_the_validity_it_printed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """keygen said ``trust it with: pithlog keyring add KEYRING k.key`` whatever its
+    ``--not-before``/``--not-after``; a key file holds no validity, so that command
+    trusted a key meant to expire for ever. The command it says, run as said, adds the
+    entry it printed."""
+    monkeypatch.chdir(tmp_path)
+    status, out, err = run(["keygen", "--key-id", "k", "--signer-id", "s", "--signer-type",
+                            "mirror", "--out", "k.key", "--not-before",
+                            "2026-01-01T00:00:00Z", "--not-after",
+                            "2027-01-01T00:00:00Z"])  # fmt: skip
+    assert status == 0
+    hint = err.strip().split("trust it with: ", 1)[1]
+    words = hint.split()
+    assert words[:4] == ["pithlog", "keyring", "add", "KEYRING"]
+    assert run(["keyring", "new", "keyring.json"])[0] == 0
+    assert run(["keyring", "add", "keyring.json", *words[4:]])[0] == 0
+    keyring = json.loads((tmp_path / "keyring.json").read_bytes())
+    assert keyring["keys"] == [json.loads(out)]
+
+
 def test_keygen_out_dash_is_refused_not_a_file_that_keyring_add_dash_cannot_read(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

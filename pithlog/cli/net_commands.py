@@ -10,6 +10,7 @@ from typing import Any
 
 from pithlog.cli.edge import StoreParser, net_module, seconds, store_path
 from pithlog.cli.streams import Out
+from pithlog.cli.witness_commands import distinct_witnesses
 from pithlog.errors import EXIT_OK, UsageError
 from pithlog.parallel.cores import MOST_CORES
 
@@ -51,7 +52,7 @@ def cmd_serve(args: argparse.Namespace, out: Out) -> int:
         raise UsageError("arguments", "--max-body, --max-lines and --max-pending are "
                          "positive")  # fmt: skip
     # a URL given twice is one witness, asked once
-    args.witness_url = list(dict.fromkeys(args.witness_url))
+    args.witness_url = distinct_witnesses(args.witness_url)
     if args.witness_quorum is not None and not 1 <= args.witness_quorum <= len(
         args.witness_url
     ):  # a quorum of 0 or less would publish checkpoints no witness cosigned

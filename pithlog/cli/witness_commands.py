@@ -25,6 +25,17 @@ def add_witness_options(p: argparse.ArgumentParser) -> None:
                    "signer_id)")  # fmt: skip
 
 
+def distinct_witnesses(urls: list[str]) -> list[str]:
+    """``urls`` with each witness once, in the order given. The client asks
+    ``URL/add-checkpoint`` with URL's trailing slashes cut, so ``https://w.example`` and
+    ``https://w.example/`` are one witness: counted as two, their default quorum of two
+    could never be met by its one key."""
+    first: dict[str, str] = {}
+    for url in urls:
+        first.setdefault(url.rstrip("/") or url, url)
+    return list(first.values())
+
+
 def check_cosigning(args: argparse.Namespace) -> int:
     """The quorum of ``--witness``/``--quorum``/``--keyring`` (0 without ``--witness``),
     checked before any work; a URL given twice is one witness, asked once."""
@@ -33,7 +44,7 @@ def check_cosigning(args: argparse.Namespace) -> int:
             # without --witness they would be ignored: say so rather than sign as if
             raise UsageError("arguments", "--quorum and --keyring need --witness URL")
         return 0
-    args.witness = list(dict.fromkeys(args.witness))
+    args.witness = distinct_witnesses(args.witness)
     if not args.keyring:
         raise UsageError("arguments", "--witness needs --keyring, which names the witness keys")
     quorum = len(args.witness) if args.quorum is None else args.quorum

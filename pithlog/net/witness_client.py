@@ -166,7 +166,20 @@ def collect(
             asked.append(ask_witness(client, url, note, size, proof_from, witnesses))
     keys = {c.key_id for a in asked for c in a.cosigned}
     if len(keys) < quorum:
-        why = "; ".join(f"{a.url}: {a.problem}" for a in asked if a.problem)
+        # a witness that cosigned with keys already counted (two URLs of one witness)
+        # adds none: say so, or the line would name no witness that fell short
+        counted: set[str] = set()
+        said: list[str] = []
+        for a in asked:
+            mine = {c.key_id for c in a.cosigned}
+            if a.problem:
+                said.append(f"{a.url}: {a.problem}")
+            elif mine and mine <= counted:
+                names = ", ".join(shown(k) for k in sorted(mine))
+                said.append(f"{a.url}: cosigned by {names}, a key an earlier URL's witness "
+                            "cosigned with: one witness")  # fmt: skip
+            counted |= mine
+        why = "; ".join(said)
         message = (f"{len(keys)} witness(es) cosigned, {quorum} required"
                    + (f" ({why})" if why else ""))  # fmt: skip
         ahead = max((a.ahead for a in asked if a.ahead is not None), default=None)

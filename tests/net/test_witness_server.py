@@ -127,6 +127,27 @@ def test_a_quorum_not_reached_prints_nothing(
     assert f"{nobody} cosigned: nothing" in err
 
 
+def test_two_urls_of_one_witness_are_one_witness_and_the_quorum_says_why(
+    witness: dict[str, Any], log: dict[str, Any]
+) -> None:
+    """``--witness URL --witness URL/`` (the client asks ``URL/add-checkpoint`` of both)
+    made a default quorum of two that the witness's one key could never meet, and the
+    ``witness.quorum`` line named no witness that fell short. The two are one witness,
+    asked once; two spellings the CLI cannot tell apart are named in the line."""
+    append(log, log["halves"][0])
+    url = witness["url"]
+    status, note, err = checkpoint(log, "--witness", url, "--witness", url + "/")
+    assert status == 0, err
+    assert [c.key_id for c in verify_cosignatures(note, [KEYRING["test-mirror"]])] == [
+        "test-mirror"]  # fmt: skip
+    assert err.count("cosigned: test-mirror") == 1
+    shouted = url.replace("http://", "HTTP://")
+    status, out, err = checkpoint(log, "--witness", url, "--witness", shouted)
+    assert status == 1 and out == b""
+    assert (f"1 witness(es) cosigned, 2 required ({shouted}: cosigned by test-mirror, a key "
+            "an earlier URL's witness cosigned with: one witness)") in err  # fmt: skip
+
+
 def test_a_served_log_publishes_cosigned_checkpoints_and_a_mirror_requires_them(
     witness: dict[str, Any], log: dict[str, Any], tmp_path: Path
 ) -> None:

@@ -114,7 +114,7 @@ def cmd_verify_checkpoint(args: argparse.Namespace, out: Out) -> int:
             held = store.tree_size()
             if cp.size > held:
                 raise CheckpointError("behind", f"the store is behind the checkpoint by "
-                                      f"{cp.size - held} leaves (it holds {held}, the "
+                                      f"{cp.size - held} leaf(s) (it holds {held}, the "
                                       f"checkpoint signs {cp.size}): sync it from the log, "
                                       "then check again; behind is not forked, but whether "
                                       f"its {held} leaves are the log's first {held} needs "

@@ -20,6 +20,7 @@ import json
 import multiprocessing
 import multiprocessing.connection
 import os
+import shlex
 import signal
 import socket
 import tempfile
@@ -143,8 +144,9 @@ def open_config(settings: Settings) -> ServeConfig:
         store.close()
         raise StoreError("keyring_changed", f"the store's states were reduced under keyring "
                          f"{(stored or '')[:16]}..., not this one ({keyring.digest[:16]}...): "
-                         "run `pithlog --store DIR rekey --keyring KEYRING` first (it "
-                         "judges again what the change touches, resumably)")  # fmt: skip
+                         f"run `pithlog --store {shlex.quote(str(settings.store))} rekey "
+                         f"--keyring {shlex.quote(str(settings.keyring))}` first (it judges "
+                         "again what the change touches, resumably)")  # fmt: skip
     cosign = _cosigner(settings, store) if settings.witness_urls else None
     return ServeConfig(store, key, settings.origin, keyring, settings.limits(),
                        tuple(extra_routes()), cosign)  # fmt: skip

@@ -266,7 +266,7 @@ def test_a_mirror_behind_the_checkpoint_is_behind_not_forked(f: dict[str, Any]) 
     status, out, err = run(["--store", mirror, "verify-checkpoint", "--keyring", f["keyring"],
                             "--check-store", str(cp)])  # fmt: skip
     assert status == 3 and out == b""
-    assert "[checkpoint.behind]" in err and f"behind the checkpoint by {size - 20} leaves" in err
+    assert "[checkpoint.behind]" in err and f"behind the checkpoint by {size - 20} leaf(s)" in err
 
 
 def test_a_fork_names_the_first_leaf_where_the_logs_part(f: dict[str, Any]) -> None:

@@ -562,3 +562,27 @@ def test_a_sigterm_right_after_the_listening_line_stops_serve_with_its_one_line(
         if process.poll() is None:
             process.kill()
             process.wait(10)
+
+
+def test_serve_with_another_keyring_says_the_rekey_to_run_for_this_store(
+    tmp_path: Path, files: Files
+) -> None:
+    """``serve --submit`` with a keyring the store's states were not reduced under is
+    refused (store.keyring_changed) with the command that brings the store under it: that
+    command named a placeholder ``DIR`` and ``KEYRING``, not the store and keyring given."""
+    import shlex
+
+    from pithlog.errors import StoreError
+
+    other = json.loads(files.keyring.read_bytes())
+    other["keys"] = other["keys"][:-1]
+    ring = tmp_path / "other keyring.json"
+    ring.write_text(json.dumps(other))
+    settings = server_module.Settings(store=str(files.store), key=str(files.key),
+                                      origin=ORIGIN, keyring=str(ring))  # fmt: skip
+    with pytest.raises(StoreError) as refused:
+        server_module.open_config(settings)
+    assert refused.value.code == "store.keyring_changed"
+    store, keyring = shlex.quote(str(files.store)), shlex.quote(str(ring))
+    rekey = f"pithlog --store {store} rekey --keyring {keyring}"
+    assert f"`{rekey}`" in str(refused.value)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import gc
 import hashlib
+import weakref
 from typing import Any
 
 import pytest
@@ -180,3 +182,19 @@ def test_readmit_light_keeps_a_payload_that_holds_the_envelope_s_member_names() 
     whole = parse_envelope(jcs(event("mirror_hint", record_event(), payload=payload)))
     light = events.readmit_light(whole.encoded, (events.projection_spans(whole), None))
     assert light.value == {k: v for k, v in whole.value.items() if k != "payload"}
+
+
+def test_a_refusal_among_envelopes_is_freed_without_the_cyclic_collector() -> None:
+    """Helpers run with the collector paused: a refusal in a reference cycle (its
+    traceback holding the frame that holds the list) was never freed there."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        out = events.parse_envelopes([b"not json", b'{"n":1}', jcs(R)])
+        assert [type(item) for item in out[:2]] == [DoorError, DoorError]
+        refusals = [weakref.ref(item) for item in out[:2]]
+        del out
+        assert [ref() for ref in refusals] == [None, None]
+    finally:
+        if was_enabled:
+            gc.enable()

@@ -128,6 +128,43 @@ def test_reduce_reports_refused_lines_and_still_reduces(
     assert "line 3" not in err
 
 
+class _Pipe:
+    """Standard input that hands out its bytes only as asked, noting what has been said on
+    stderr when each read is made."""
+
+    def __init__(self, data: bytes, err: io.StringIO) -> None:
+        self.data, self.at, self.err = data, 0, err
+        self.said_at: list[tuple[int, int]] = []  # (bytes handed out, stderr lines)
+
+    def read(self, size: int = -1) -> bytes:
+        assert 0 < size <= 1 << 20, f"read({size}): the input is to be read in chunks"
+        self.said_at.append((self.at, self.err.getvalue().count("\n")))
+        chunk = self.data[self.at : self.at + size]
+        self.at += len(chunk)
+        return chunk
+
+
+@pytest.mark.parametrize("cores", ["1", "2"])
+def test_reduce_reads_its_input_as_it_goes(
+    signer: dict[str, Path], monkeypatch: pytest.MonkeyPatch, cores: str
+) -> None:
+    """``reduce`` streams its input: refusals are said while the rest is still unread,
+    so no more than a chunk of raw bytes is ever held (with helpers or without)."""
+    monkeypatch.setenv("PITHLOG_CORES", cores)
+    junk = b"".join(b'{"n":%d,"pad":"%s"}\n' % (n, b"x" * 300) for n in range(10_000))
+    data = b"".join(sign_seed(signer)) + junk
+    out, err = io.BytesIO(), io.StringIO()
+    pipe = _Pipe(data, err)
+    monkeypatch.setattr("sys.stdin", type("Stdin", (), {"buffer": pipe})())
+    status = main(["reduce", "--keyring", str(signer["keyring"]), "-"], stdout=out, stderr=err)
+    assert status == 2 and out.getvalue().count(b"\n") == 1
+    assert err.getvalue().count("[door.") == 10_000
+    assert pipe.at == len(data) > 3 << 20
+    # when the last chunk was asked for, lines had been refused already
+    last_full = max(i for i, (at, _) in enumerate(pipe.said_at) if at < len(data))
+    assert pipe.said_at[last_full][1] > 0
+
+
 def test_reduce_reads_several_files_as_one_input_each_framed_alone(
     signer: dict[str, Path], tmp_path: Path
 ) -> None:

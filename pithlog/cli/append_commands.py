@@ -8,7 +8,7 @@ import argparse
 import collections
 import contextlib
 import itertools
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any, BinaryIO
 
 import msgspec
@@ -144,11 +144,11 @@ def _batches(
 
 
 def _until_admitted(
-    items: Iterator[tuple[int, bytes | DoorError]],
-) -> tuple[list[tuple[int, bytes | DoorError]], bool]:
-    """The items up to the first that passes the door (the door's error in place of each
-    refused one), and whether one did."""
-    head: list[tuple[int, bytes | DoorError]] = []
+    items: Iterator[tuple[int, bytes | DoorError]], refused: Callable[[int, DoorError], None]
+) -> tuple[int, bytes] | None:
+    """The first item that passes the door, or ``None``; each refused one before it handed
+    to ``refused`` as it is read, not held: a new store's input of a million junk lines
+    held them all (1.5 GB for 13.6 MB of input) until a line passed or the input ended."""
     for number, item in items:
         if isinstance(item, bytes):
             try:
@@ -156,10 +156,27 @@ def _until_admitted(
             except DoorError as exc:
                 item = exc
             else:
-                head.append((number, item))
-                return head, True
-        head.append((number, item))
-    return head, False
+                return number, item
+        refused(number, item)
+    return None
+
+
+def _write_result(out: Out, command: str, number: int, result: AppendResult,
+                  stored: bool = True) -> None:  # fmt: skip
+    """Write one line's result; a closed or full standard output stops the command
+    (``stored``: whether the store holds anything of this input yet)."""
+    try:
+        out.write(_result_line(number, result))
+    except (BrokenPipeError, UsageError) as exc:  # closed, or a full disk
+        # not a success: the rest of the input is left unappended (the pipeline's batch in
+        # hand is finished or abandoned on the way out)
+        how = ("closed" if isinstance(exc, BrokenPipeError)
+               else f"failed ({exc.message.split(';')[0]})")  # fmt: skip
+        where = ("the input is stored through that line's batch (perhaps one batch more)"
+                 if stored else "nothing of the input is stored")  # fmt: skip
+        raise UsageError("output_closed", f"standard output {how} at line {number}: "
+                         f"{command} stopped; {where}: give {command} the same input again "
+                         "to finish (what is stored is reported as duplicate)") from None
 
 
 def _result_line(number: int, result: AppendResult) -> bytes:
@@ -185,20 +202,20 @@ def _append_input(args: argparse.Namespace, out: Out, command: str) -> int:
         if not is_store_folder(path):
             # A new store is made only for input with an event that passes the door: an
             # input whose every line is refused leaves no empty store behind.
-            head, admitted = _until_admitted(events)
-            if not head:
-                out.say(f"{command}: no events: nothing to do (no store created at {path})")
-                return EXIT_OK
-            if not admitted:
-                for number, item in head:
-                    assert isinstance(item, DoorError)
-                    result = AppendResult(-1, None, REFUSED, item.describe())
-                    counts[REFUSED] = counts.get(REFUSED, 0) + 1
-                    out.write(_result_line(number, result))
-                out.say(f"{command}: {len(head)} events, every one refused at the door: "
-                        f"no store created at {path}")  # fmt: skip
+            def refused(number: int, error: DoorError) -> None:
+                result = AppendResult(-1, None, REFUSED, error.describe())
+                counts[REFUSED] = counts.get(REFUSED, 0) + 1
+                _write_result(out, command, number, result, stored=False)
+
+            first = _until_admitted(events, refused)
+            if first is None:
+                if not counts:
+                    out.say(f"{command}: no events: nothing to do (no store created at {path})")
+                    return EXIT_OK
+                out.say(f"{command}: {counts[REFUSED]} events, every one refused at the "
+                        f"door: no store created at {path}")  # fmt: skip
                 return EXIT_BAD_INPUT
-            events = itertools.chain(head, events)
+            events = itertools.chain([first], events)
         store = stack.enter_context(open_store(args, create=True))
         # a changed keyring: a small change is applied first (in pieces, with a bar),
         # a large one refused with the size of the work and `pithlog rekey`
@@ -245,19 +262,7 @@ def _append_input(args: argparse.Namespace, out: Out, command: str) -> int:
                         else:
                             result = next(results)
                         counts[result.status] = counts.get(result.status, 0) + 1
-                        try:
-                            out.write(_result_line(number, result))
-                        except (BrokenPipeError, UsageError) as exc:  # closed, or a full disk
-                            # not a success: the rest of the input is left unappended (the
-                            # pipeline's batch in hand is finished or abandoned on the way out)
-                            how = ("closed" if isinstance(exc, BrokenPipeError)
-                                   else f"failed ({exc.message.split(';')[0]})")  # fmt: skip
-                            raise UsageError("output_closed", f"standard output {how} at "
-                                             f"line {number}: {command} stopped; the input "
-                                             "is stored through that line's batch (perhaps "
-                                             f"one batch more): give {command} the same input "
-                                             "again to finish (what is stored is reported as "
-                                             "duplicate)") from None  # fmt: skip
+                        _write_result(out, command, number, result)
                 interrupted = interrupted or came()
     total = sum(counts.values())
     shown = ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))

@@ -165,6 +165,41 @@ def test_reduce_reads_its_input_as_it_goes(
     assert pipe.said_at[last_full][1] > 0
 
 
+def test_append_to_a_new_store_says_refusals_before_the_first_event_as_it_reads(
+    signer: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A new store is made only once a line passes the door. The refused lines before it
+    were held until then (a million junk lines: 1.5 GB for 13.6 MB of input); they are
+    now said as they are read, and the store made for the event after them."""
+    junk = b"".join(b'{"n":%d,"pad":"%s"}\n' % (n, b"x" * 300) for n in range(10_000))
+    data = junk + b"".join(sign_seed(signer))
+    out, err = io.BytesIO(), io.StringIO()
+
+    class Pipe:
+        def __init__(self) -> None:
+            self.at, self.said_at = 0, [0]
+
+        def read(self, size: int = -1) -> bytes:
+            assert 0 < size <= 1 << 20, f"read({size}): the input is to be read in chunks"
+            self.said_at.append(out.getvalue().count(b"\n"))
+            chunk = data[self.at : self.at + size]
+            self.at += len(chunk)
+            return chunk
+
+    pipe = Pipe()
+    monkeypatch.setattr("sys.stdin", type("Stdin", (), {"buffer": pipe})())
+    store = tmp_path / "new-store"
+    status = main(["--store", str(store), "append", "--keyring", str(signer["keyring"]), "-"],
+                  stdout=out, stderr=err)  # fmt: skip
+    assert status == 2, err.getvalue()
+    lines = [json.loads(line) for line in out.getvalue().splitlines()]
+    assert [line["status"] for line in lines] == ["refused"] * 10_000 + ["stored"] * 2
+    assert pipe.at == len(data) > 3 << 20
+    # lines had been refused (and said) before the last chunks of the junk were read
+    assert pipe.said_at[-2] > 0
+    assert (store / "data.mdb").exists()
+
+
 def test_reduce_reads_several_files_as_one_input_each_framed_alone(
     signer: dict[str, Path], tmp_path: Path
 ) -> None:

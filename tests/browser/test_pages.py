@@ -75,11 +75,17 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]
                          "2026-08-01T00:00:00Z",
                          {"statement": '<script>document.title="pwned"</script><img src=x '
                           'onerror="document.title=\'pwned\'">'})  # fmt: skip
+    # a target of 20,000 characters without a break, and a payload nested 60 deep
+    deep: list[Any] = []
+    for _ in range(60):
+        deep = [deep]
+    unbroken = sign_event(test_key("author"), "author_attestation", pith, "claim:" + "A" * 20_000,
+                          "2026-08-01T00:00:01Z", {"statement": "B" * 20_000, "deep": deep})
     path = tmp / "hostile.jsonl"
-    path.write_text(json.dumps(hostile) + "\n")
+    path.write_text(json.dumps(hostile) + "\n" + json.dumps(unbroken) + "\n")
     _run(["--store", store, "append", "--keyring", keyring, str(path)])
     with serve_process(Path(store), "--key", str(key), "--origin", ORIGIN) as server:
-        yield {"url": server.url, "pith": pith, "hostile": hostile,
+        yield {"url": server.url, "pith": pith, "hostile": hostile, "unbroken": unbroken,
                "equivocated": json.loads((CASES / "equivocations" / "expected.jsonl")
                                          .read_text().splitlines()[0])}  # fmt: skip
 
@@ -184,4 +190,18 @@ def test_strings_from_events_are_never_interpreted(served: dict[str, Any], brows
     page.goto(served["url"] + f"/pith/{served['pith']}")
     assert "claim:<b>x</b>" in page.inner_text("main") and page.title() != "pwned"
     shot(page, "pith-hostile-strings")
+    page.close()
+
+
+def test_a_long_or_deep_string_from_an_event_keeps_the_page_s_width(
+    served: dict[str, Any], browser: Any
+) -> None:
+    """A signed target of 20,000 characters without a break made the record's page 247,000
+    pixels wide, and a payload nested 60 deep its event's page wider than the screen: long
+    strings wrap, and a deep payload scrolls in its own box."""
+    width = 1000
+    page = browser.new_page(viewport={"width": width, "height": 800})
+    for path in (f"/pith/{served['pith']}", "/event/" + served["unbroken"]["event_id"], "/"):
+        page.goto(served["url"] + path)
+        assert page.evaluate("document.documentElement.scrollWidth") <= width, path
     page.close()

@@ -289,13 +289,16 @@ class Pages:
                 piths = []
         if len(piths) == 1:
             return RedirectResponse(f"/pith/{piths[0]}", 303, headers=answer_headers("no-cache"))
+        # what was typed, between FSI and PDI (Unicode bidi isolates): a right-to-left
+        # override in it reversed the sentence around it
+        shown = f"\u2068{query}\u2069"
         if piths:
             return await self.message(request, 200, "Several records match",
-                                      f"{query} names {len(piths)} records (versions of one "
+                                      f"{shown} names {len(piths)} records (versions of one "
                                       "paper share its arXiv id):",
                                       [(f"/pith/{p}", p) for p in piths])  # fmt: skip
         return await self.message(request, 404, "Nothing found",
-                                  f"No record of this log has the alias {query}.")
+                                  f"No record of this log has the alias {shown}.")
 
     # --- a record ---------------------------------------------------------------------------
 

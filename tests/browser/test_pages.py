@@ -21,7 +21,7 @@ import pytest
 from pithlog.cli import main
 from pithlog.net.pages import REASON_MEANINGS
 from pithlog.protocol.events import sign_event
-from pithlog.protocol.keys import dump_key_file, load_keyring
+from pithlog.protocol.keys import SigningKey, dump_key_file, load_keyring
 from pithlog.testing import test_key
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -81,11 +81,20 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]
         deep = [deep]
     unbroken = sign_event(test_key("author"), "author_attestation", pith, "claim:" + "A" * 20_000,
                           "2026-08-01T00:00:01Z", {"statement": "B" * 20_000, "deep": deep})
+    # a right-to-left override (U+202E) left open, in a target and in an unknown key's
+    # signer_id (an invalid event, kept)
+    reversing = sign_event(test_key("author"), "author_attestation", pith, "claim:\u202eevil",
+                           "2026-08-01T00:00:02Z", {"statement": "hi"})  # fmt: skip
+    stranger = SigningKey.from_seed(bytes(32), "test-rlo", "\u202eevil", "author")
+    reversing_signer = sign_event(stranger, "author_attestation", pith, "record",
+                                  "2026-08-01T00:00:03Z", {"statement": "hi"})  # fmt: skip
     path = tmp / "hostile.jsonl"
-    path.write_text(json.dumps(hostile) + "\n" + json.dumps(unbroken) + "\n")
-    _run(["--store", store, "append", "--keyring", keyring, str(path)])
+    path.write_text("".join(json.dumps(e) + "\n" for e in (hostile, unbroken, reversing,
+                                                           reversing_signer)))  # fmt: skip
+    _run(["--store", store, "append", "--keep-invalid", "--keyring", keyring, str(path)])
     with serve_process(Path(store), "--key", str(key), "--origin", ORIGIN) as server:
         yield {"url": server.url, "pith": pith, "hostile": hostile, "unbroken": unbroken,
+               "reversing_signer": reversing_signer,
                "equivocated": json.loads((CASES / "equivocations" / "expected.jsonl")
                                          .read_text().splitlines()[0])}  # fmt: skip
 
@@ -204,4 +213,42 @@ def test_a_long_or_deep_string_from_an_event_keeps_the_page_s_width(
     for path in (f"/pith/{served['pith']}", "/event/" + served["unbroken"]["event_id"], "/"):
         page.goto(served["url"] + path)
         assert page.evaluate("document.documentElement.scrollWidth") <= width, path
+    page.close()
+
+
+LEFT_TO_RIGHT = """(element) => {
+    const text = [...element.childNodes].filter((n) => n.nodeType === 3)
+        .sort((a, b) => b.data.trim().length - a.data.trim().length)[0];
+    const at = (i) => { const r = document.createRange(); r.setStart(text, i);
+                        r.setEnd(text, i + 1); return r.getBoundingClientRect().left; };
+    const s = text.data.trimEnd();
+    return at(s.length - s.trimStart().length) < at(s.length - 1);
+}"""
+"""The first letter of an element's longest text is left of its last: read left to right."""
+
+
+def test_a_right_to_left_override_in_a_string_reverses_nothing_after_it(
+    served: dict[str, Any], browser: Any
+) -> None:
+    """A right-to-left override (U+202E) left open in a signed target reversed the time
+    after it in its card's heading, and one in an unknown key's signer_id the signer's type
+    and key id after it; a search's query reversed the end of the sentence that reflects
+    it. Each such string is isolated (``<bdi>``, or FSI and PDI in a sentence)."""
+    page = browser.new_page()
+    page.goto(served["url"] + f"/pith/{served['pith']}")
+    heading = page.locator("h3", has_text="evil")
+    assert heading.count() == 1
+    assert heading.locator("time").evaluate(LEFT_TO_RIGHT)
+    page.goto(served["url"] + "/event/" + served["reversing_signer"]["event_id"])
+    signer = page.locator("dd", has_text="evil").locator(".muted")
+    assert "key test-rlo" in signer.inner_text() and signer.evaluate(LEFT_TO_RIGHT)
+    # a search reflected in the sentence "No record ... has the alias <q>.": its full stop
+    # stays right of the query's last letter
+    page.goto(served["url"] + "/search?q=doi:10.1/%E2%80%AEevil")
+    assert page.locator("main p").evaluate("""(p) => {
+        const text = p.firstChild, s = text.data, end = s.lastIndexOf(".");
+        const at = (i) => { const r = document.createRange(); r.setStart(text, i);
+                            r.setEnd(text, i + 1); return r.getBoundingClientRect().left; };
+        return s.endsWith(".") && at(s.lastIndexOf("l")) < at(end);
+    }""")
     page.close()

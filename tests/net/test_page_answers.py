@@ -396,8 +396,8 @@ def test_a_record_whose_cross_categories_are_not_a_list_has_a_page(
     """Spec 5.1 asks nothing of a record's metadata but submitted_at: a valid record whose
     cross_cats_sorted was a number made its page a 500 (the template iterated over it), and
     a string was shown letter by letter. A list is shown item by item, any other value as
-    it is."""
-    page = _record_page(tmp_path, cross)
+    it is (each string isolated: ``<bdi>``)."""
+    page = re.sub("</?bdi>", "", _record_page(tmp_path, cross))
     assert f"<dt>categories</dt><dd>{shown}</dd>" in page
 
 

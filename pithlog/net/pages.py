@@ -293,10 +293,13 @@ class Pages:
         # override in it reversed the sentence around it
         shown = f"\u2068{query}\u2069"
         if piths:
+            # at most MOST_LISTED links, as a record's page lists: a registry's key can sign
+            # any number of records of one arXiv id (20,000 made a page of 2 MB)
+            first = f"; the first {MOST_LISTED}" if len(piths) > MOST_LISTED else ""
             return await self.message(request, 200, "Several records match",
                                       f"{shown} names {len(piths)} records (versions of one "
-                                      "paper share its arXiv id):",
-                                      [(f"/pith/{p}", p) for p in piths])  # fmt: skip
+                                      f"paper share its arXiv id){first}:",
+                                      [(f"/pith/{p}", p) for p in piths[:MOST_LISTED]])  # fmt: skip
         return await self.message(request, 404, "Nothing found",
                                   f"No record of this log has the alias {shown}.")
 

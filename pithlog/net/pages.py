@@ -38,6 +38,11 @@ RECENT = 12
 MAX_QUERY = 256
 """The longest search accepted (an alias is far shorter)."""
 
+MOST_CHARS_RECENT = 256
+"""The most characters of a recent event's signer id or time the front page shows. A kept
+invalid event's signer and created_at may be anything its maker wrote, up to a 1 MiB
+envelope: twelve of them made every load of the front page 12 MB."""
+
 REASON_MEANINGS = {
     "malformed": "members missing, extra or of the wrong JSON type, or a created_at that is "
     "not a timestamp",
@@ -249,8 +254,9 @@ class Pages:
                 "leaf": seq - 1, "event_id": event.get("event_id"),
                 "event_type": _event_type(event),
                 "pith_number": event.get("pith_number"),
-                "signer_id": signer.get("signer_id") if isinstance(signer, dict) else None,
-                "created_at": event.get("created_at"),
+                "signer_id": _cut(signer.get("signer_id") if isinstance(signer, dict)
+                                  else None),
+                "created_at": _cut(event.get("created_at")),
             })  # fmt: skip
             if seq == tree_size:  # the last leaf: no read of the chunk after it
                 break
@@ -385,6 +391,15 @@ def _event_type(event: dict[str, Any]) -> str:
     outside the nine types is "unknown type"."""
     kind = event.get("event_type")
     return kind if isinstance(kind, str) and kind in EVENT_TYPES else "unknown type"
+
+
+def _cut(value: Any) -> str | None:
+    """``value`` as the front page shows it: ``None``, a string, or the JSON of any other
+    value, past :data:`MOST_CHARS_RECENT` characters cut with an ellipsis."""
+    if value is None:
+        return None
+    text = value if isinstance(value, str) else msgspec.json.encode(value).decode()
+    return text if len(text) <= MOST_CHARS_RECENT else text[:MOST_CHARS_RECENT] + "…"
 
 
 def _wants_html(request: Request) -> bool:

@@ -1,8 +1,9 @@
-"""The search of the pages for people (docs/pages.md): the app in process, over a store of
-the conformance cases."""
+"""The search and the front page of the pages for people (docs/pages.md), under many or
+long strings: the app in process."""
 
 from __future__ import annotations
 
+import json
 import re
 import warnings
 from collections.abc import Iterator
@@ -14,14 +15,16 @@ with warnings.catch_warnings():  # Starlette would have httpx2; httpx is what pi
     warnings.simplefilter("ignore")
     from starlette.testclient import TestClient
 
-from pithlog import Store
+from pithlog import Store, load_keyring, sign_event
 from pithlog.net.app import create_app
-from pithlog.net.pages import MOST_LISTED, page_routes
+from pithlog.net.pages import MOST_CHARS_RECENT, MOST_LISTED, RECENT, page_routes
 from pithlog.net.served_log import ServeConfig
+from pithlog.protocol.keys import SigningKey
 from pithlog.testing import test_key
 
 ORIGIN = "registry.test.invalid/pith"
 HTML = {"accept": "text/html"}
+PITH = "pith:2024:4F47WZKMWXPUQ7DX6KAARP5YKA"
 
 
 @pytest.fixture
@@ -52,3 +55,24 @@ def test_a_search_that_names_many_records_lists_at_most_most_listed(
     page = c.get("/search?q=2411.00284", headers=HTML)
     assert "the first" not in page.text
     assert re.findall(r'href="/pith/([^"]+)"', page.text) == piths[:MOST_LISTED]
+
+
+def test_the_front_page_cuts_a_kept_event_s_long_signer_id_and_time(
+    client: tuple[Store, TestClient],
+) -> None:
+    """A kept invalid event's signer and created_at may be anything its maker wrote, up to
+    a 1 MiB envelope, and the front page showed them whole for each of its twelve recent
+    events: 12 MB on every load. Each is cut at :data:`MOST_CHARS_RECENT` characters."""
+    store, c = client
+    keyring = load_keyring(json.dumps({"keyring_version": "1", "keys": [
+        test_key("author").keyring_entry()]}).encode())  # fmt: skip
+    stranger = SigningKey.from_seed(bytes(32), "k", "s" * 200_000, "author")
+    events = [sign_event(stranger, "author_attestation", PITH, "record", "2026-08-01T00:00:00Z",
+                         {"statement": str(n)}) for n in range(RECENT)]  # fmt: skip
+    events[0] = {**events[0], "created_at": ["t" * 200_000]}  # kept: malformed
+    store.append([json.dumps(e).encode() for e in events], keyring, keep_invalid=True)
+    page = c.get("/", headers=HTML)
+    assert page.status_code == 200
+    assert len(page.content) < 30_000
+    assert "s" * MOST_CHARS_RECENT + "…" in page.text
+    assert '["' + "t" * (MOST_CHARS_RECENT - 2) + "…" in page.text.replace("&#34;", '"')

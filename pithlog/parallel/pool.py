@@ -133,9 +133,12 @@ class Pool(ProcessPoolExecutor):
             self._spill: str | None = os.path.join(tmpdir, results_folder.name())
         except OSError:  # no $TMPDIR to write to: results come back through the pipe
             self._spill = None
+            self._reader: results_folder.Reader | None = None
         else:
+            self._reader = results_folder.Reader(self._spill)
             # removed at shutdown, or when the pool is collected or the program ends first
-            weakref.finalize(self, shutil.rmtree, self._spill, True)
+            self._removal = weakref.finalize(self, results_folder.remove, self._spill,
+                                             self._reader)  # fmt: skip
             # and those of commands killed with all their workers, by this one
             results_folder.remove_stale(tmpdir)
         super().__init__(
@@ -165,7 +168,7 @@ class Pool(ProcessPoolExecutor):
         with _interrupts_blocked():  # it may start a worker: see _interrupts_blocked
             inner = super().submit(_spilling, self._spill, fn, args, kwargs)
         outer: Future[R] = Future()
-        inner.add_done_callback(functools.partial(_unspill, self._spill, outer))
+        inner.add_done_callback(functools.partial(_unspill, self._reader, outer))
         return outer
 
     def stop(self) -> None:
@@ -180,7 +183,7 @@ class Pool(ProcessPoolExecutor):
             self._stop_writer.close()
             self._stop_reader.close()
             if self._spill is not None:
-                shutil.rmtree(self._spill, ignore_errors=True)
+                self._removal()
 
     def verify(self, parts: Iterator[list[SignatureCheck]]) -> Callable[[], None]:
         """A :data:`~pithlog.protocol.checks.Verifier` with fixed shares: of each batch,
@@ -283,17 +286,20 @@ def _spilling(folder: str | None, fn: Callable[..., R], args: tuple[Any, ...],
     return True, name
 
 
-def _unspill(folder: str | None, outer: Future[Any], inner: Future[tuple[bool, Any]]) -> None:
+def _unspill(reader: results_folder.Reader | None, outer: Future[Any],
+             inner: Future[tuple[bool, Any]]) -> None:  # fmt: skip
     """The result of :func:`_spilling` into ``outer``: read (and the file removed) when it
-    was written to a file. Runs in the pool's thread that collects results."""
+    was written to a file. Runs in the pool's thread that collects results (or the
+    caller's, for a task already done). A file that cannot be read (its folder removed
+    once every helper of the pool had died) is a helper lost: ``outer`` breaks as the pool
+    does, and its work is done again in this process."""
     try:
         spilled, value = inner.result()
         if spilled:
-            assert folder is not None
-            path = os.path.join(folder, value)
-            with open(path, "rb") as f:
-                value = f.read()
-            os.unlink(path)
+            assert reader is not None
+            value = reader.take(value)
+            if value is None:
+                raise BrokenProcessPool("a helper's result was lost with its results' folder")
         result = pickle.loads(value)
     except BaseException as exc:  # the worker's exception, a broken pool, an unreadable file
         outer.set_exception(exc)

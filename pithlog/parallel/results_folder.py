@@ -92,6 +92,55 @@ def _locked(folder: str) -> int | None:
     return fd
 
 
+class Reader:
+    """The pool's own process's side of its results' folder: the spilled results read and
+    removed (:func:`pithlog.parallel.pool._unspill`). From the first one read it holds the
+    folder's shared lock too, until :meth:`close`: with every helper of the pool dead the
+    folder would otherwise be free for another command's :func:`remove_stale` while this
+    one still runs, and its name then free for anyone to take (a link elsewhere). Each
+    file is read through the folder's descriptor, never its name again."""
+
+    def __init__(self, folder: str) -> None:
+        self.folder = folder
+        self._fd: int | None = None
+        self._closed = False
+        self._lock = threading.Lock()  # results are read by the pool's thread, or the caller's
+
+    def take(self, name: str) -> bytes | None:
+        """The bytes of the folder's file ``name``, removed once read; None when the folder
+        or the file is gone (removed while no process of the pool held it) or is not this
+        process's user's: the helper that wrote it is then as good as lost."""
+        with self._lock:
+            if self._fd is None and not self._closed:
+                self._fd = _locked(self.folder)
+            fd = self._fd
+            if fd is None:
+                return None
+            try:
+                file = os.open(name, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0), dir_fd=fd)
+                with open(file, "rb") as f:
+                    data = f.read()
+                os.unlink(name, dir_fd=fd)
+            except OSError:
+                return None
+            return data
+
+    def close(self) -> None:
+        """Let go of the folder's lock (after it was removed, or when the pool is done)."""
+        with self._lock:
+            self._closed = True
+            if self._fd is not None:
+                os.close(self._fd)
+                self._fd = None
+
+
+def remove(folder: str, reader: Reader) -> None:
+    """Remove the pool's folder, then let go of its lock: at shutdown, or when the pool is
+    collected or the program ends first."""
+    shutil.rmtree(folder, ignore_errors=True)
+    reader.close()
+
+
 def remove_stale(tmpdir: str) -> None:
     """Remove the results' folders under ``tmpdir`` that no live process holds the lock of
     (:func:`made`): left by commands killed with all their workers. Only this user's, and

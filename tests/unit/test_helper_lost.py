@@ -71,6 +71,49 @@ def test_in_order_sends_every_item_before_the_first_result_is_asked_for() -> Non
         assert list(results) == [None, None, None]
 
 
+@pytest.mark.parametrize("then", ["removed", "replaced by a link"])
+def test_a_spilled_result_whose_folder_went_with_its_helper_is_done_here(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, then: str
+) -> None:
+    """The helper that sent a large result's file name is killed before the file is read:
+    with no helper left, its folder is free for another command's pool to remove, and its
+    name then free for another user to take with a link to a folder of theirs. The result
+    is lost with the helper (done here, not a traceback), never read from elsewhere."""
+    import pickle
+    import signal
+    import tempfile
+
+    import pithlog.parallel.pool as pool_module
+    from pithlog.parallel import results_folder
+
+    scratch, elsewhere = tmp_path / "tmp", tmp_path / "elsewhere"
+    scratch.mkdir()
+    elsewhere.mkdir()
+    monkeypatch.setattr(tempfile, "gettempdir", lambda: str(scratch))
+    unspill = pool_module._unspill
+
+    def helper_killed_first(reader: Any, outer: Any, inner: Any) -> None:
+        name = inner.result()[1]  # the helper's pid, then its count of spilled results
+        os.kill(int(name.split("-")[0]), signal.SIGKILL)
+        deadline = time.monotonic() + 10
+        while list(scratch.iterdir()) and time.monotonic() < deadline:
+            results_folder.remove_stale(str(scratch))  # its lock goes once it is dead
+            time.sleep(0.05)
+        assert not list(scratch.iterdir())
+        if then != "removed":
+            (elsewhere / name).write_bytes(pickle.dumps(b"not the result"))
+            os.symlink(elsewhere, pool._spill)
+        unspill(reader, outer, inner)
+
+    monkeypatch.setattr(pool_module, "_unspill", helper_killed_first)
+    with contextlib.ExitStack() as stack:
+        pool = worker_pool(stack, 1, pithlog.parallel.leave_interrupts_to_parent, ())
+        with pytest.warns(HelperLost):
+            got = list(in_order(pool, bytes, bytes, [1 << 20]))
+    assert got == [bytes(1 << 20)]
+    assert len(list(elsewhere.iterdir())) == (then != "removed")  # left alone
+
+
 class _Result:
     """A result that can be watched (weakref) to see when ``in_order`` lets go of it."""
 

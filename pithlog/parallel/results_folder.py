@@ -161,10 +161,10 @@ def remove_stale(tmpdir: str) -> None:
         except OSError:
             continue
         try:
-            if os.fstat(fd).st_uid != os.getuid():
-                continue
+            if os.fstat(fd).st_uid != os.getuid():  # another user's (closed below)
+                raise OSError
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:  # in use: some process of its command is alive
+        except OSError:  # not ours, or in use: some process of its command is alive
             os.close(fd)
             continue
         try:

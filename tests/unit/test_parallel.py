@@ -252,3 +252,23 @@ def test_a_results_folder_name_taken_by_a_link_is_not_written_through(
         finally:
             os.unlink(pool._spill)
     assert seen == [[]]
+
+
+def test_another_users_folders_leave_no_descriptor_open(tmp_path: Path) -> None:
+    """Folders named as results' folders but of another user (anyone may make them in a
+    shared ``/tmp``) are skipped: each one's descriptor closed, or enough of them would
+    leave no descriptor for the command itself."""
+    import os
+
+    from pithlog.parallel import results_folder
+
+    if os.getuid() != 0:
+        pytest.skip("making another user's folders needs root")
+    for n in range(20):
+        folder = tmp_path / f"{results_folder.PREFIX}{n}-{n:016x}"
+        folder.mkdir()
+        os.chown(folder, 65534, 65534)
+    before = len(os.listdir("/proc/self/fd"))
+    results_folder.remove_stale(str(tmp_path))
+    assert len(os.listdir("/proc/self/fd")) == before
+    assert len(list(tmp_path.iterdir())) == 20  # and none removed

@@ -161,9 +161,15 @@ def remove_stale(tmpdir: str) -> None:
         except OSError:
             continue
         try:
-            if os.fstat(fd).st_uid != os.getuid():  # another user's (closed below)
+            info = os.fstat(fd)
+            if info.st_uid != os.getuid():  # another user's (closed below)
                 raise OSError
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            # Removed (by another pool) between the open and the lock, and the name made
+            # again by a live pool's helper: the lock is the old folder's, not the new one's.
+            now = os.lstat(path)
+            if (now.st_dev, now.st_ino) != (info.st_dev, info.st_ino):
+                raise OSError
         except OSError:  # not ours, or in use: some process of its command is alive
             os.close(fd)
             continue

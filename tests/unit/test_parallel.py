@@ -272,3 +272,40 @@ def test_another_users_folders_leave_no_descriptor_open(tmp_path: Path) -> None:
     results_folder.remove_stale(str(tmp_path))
     assert len(os.listdir("/proc/self/fd")) == before
     assert len(list(tmp_path.iterdir())) == 20  # and none removed
+
+
+def test_a_stale_folder_made_again_meanwhile_is_not_removed(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Two pools remove stale folders at once: the second opened a folder that the first
+    removed before the second locked it, and a live pool's helper made a folder of that
+    name again meanwhile (its first attempt failed: it tries again at its next result).
+    The lock the second takes is the old folder's: the new one, in use, is kept."""
+    import fcntl
+    import os
+    import types
+
+    from pithlog.parallel import results_folder
+
+    folder = tmp_path / results_folder.name()
+    folder.mkdir(0o700)
+    held: list[int] = []
+
+    def flock(fd: int, operation: int) -> None:
+        if operation & fcntl.LOCK_EX and not held:
+            folder.rmdir()  # by the other pool
+            folder.mkdir(0o700)  # by the live pool's helper, which then holds it
+            fd_new = results_folder._locked(str(folder))
+            assert fd_new is not None
+            held.append(fd_new)
+            (folder / "result").write_bytes(b"in use")
+        fcntl.flock(fd, operation)
+
+    constants = {k: getattr(fcntl, k) for k in ("LOCK_EX", "LOCK_SH", "LOCK_NB")}
+    monkeypatch.setattr(results_folder, "fcntl", types.SimpleNamespace(flock=flock, **constants))
+    try:
+        results_folder.remove_stale(str(tmp_path))
+        assert (folder / "result").read_bytes() == b"in use"
+    finally:
+        for fd in held:
+            os.close(fd)

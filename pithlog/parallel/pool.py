@@ -278,10 +278,7 @@ def _spilling(folder: str | None, fn: Callable[..., R], args: tuple[Any, ...],
         return False, data
     _SPILLED += 1
     name = f"{os.getpid()}-{_SPILLED}"
-    try:
-        with open(os.path.join(folder, name), "wb") as f:
-            f.write(data)
-    except OSError:
+    if not results_folder.write(name, data):
         return False, data
     return True, name
 

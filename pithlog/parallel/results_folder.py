@@ -14,6 +14,7 @@ it is reused; the pid in the name is for the human who lists ``$TMPDIR``.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import secrets
@@ -65,6 +66,27 @@ def made(folder: str) -> bool:
             if held is None:
                 return False
             _HELD, _MADE = held, True
+    return True
+
+
+def write(name: str, data: bytes) -> bool:
+    """In a worker, after :func:`made`: ``data`` written to the new file ``name`` of the
+    pool's folder, through the descriptor this worker holds rather than the folder's name;
+    False when it cannot be (a full disk), and then no part of it is left there to take
+    the disk's space until the command ends."""
+    assert _HELD is not None
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+    try:
+        fd = os.open(name, flags, 0o600, dir_fd=_HELD)
+    except OSError:
+        return False
+    try:
+        with open(fd, "wb") as f:
+            f.write(data)
+    except OSError:
+        with contextlib.suppress(OSError):
+            os.unlink(name, dir_fd=_HELD)
+        return False
     return True
 
 

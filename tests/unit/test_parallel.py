@@ -309,3 +309,22 @@ def test_a_stale_folder_made_again_meanwhile_is_not_removed(
     finally:
         for fd in held:
             os.close(fd)
+
+
+def _files_of_64_kib_at_most() -> None:
+    """A worker's initializer: a disk that fills up at 64 KiB into any file it writes."""
+    import resource
+
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past it fails (EFBIG) instead
+    resource.setrlimit(resource.RLIMIT_FSIZE, (64 << 10, 64 << 10))
+    pithlog.parallel.leave_interrupts_to_parent()
+
+
+def test_a_result_that_cannot_be_written_whole_leaves_no_part_behind() -> None:
+    import os
+
+    with contextlib.ExitStack() as stack:
+        pool = pithlog.parallel.worker_pool(stack, 1, _files_of_64_kib_at_most, ())
+        assert pool.submit(bytes, 1 << 20).result() == bytes(1 << 20)  # through the pipe
+        assert pool._spill is not None
+        assert os.listdir(pool._spill) == []  # not 64 KiB of it until the command ends

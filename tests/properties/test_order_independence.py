@@ -17,7 +17,7 @@ from pithlog.protocol.reduce import (
 )
 from pithlog.protocol.state_verify import verify_state_document
 
-from .universe import KEYRING, envelopes, event_sets, states
+from .universe import KEYRING, crowded_sets, envelopes, event_sets, states
 
 Specs = list[tuple[Any, ...]]
 
@@ -112,3 +112,22 @@ def test_rendered_states_verify(specs: Specs) -> None:
     for rendered in states(envelopes(specs)).values():
         if isinstance(rendered, bytes):
             assert verify_state_document(rendered) == []
+
+
+@settings(max_examples=60, deadline=None)
+@given(specs=crowded_sets(), data=st.data())
+def test_crowded_slots_give_one_state_in_any_order_and_batching(
+    specs: Specs, data: st.DataObject
+) -> None:
+    # Most events valid, most slots (corrections among them) equivocated: every order,
+    # duplication and streamed batching applies the same event of each slot.
+    items = envelopes(specs)
+    expected = states(items)
+    extra = data.draw(st.lists(st.sampled_from(items), max_size=6), label="duplicates")
+    shuffled = data.draw(st.permutations(items + extra), label="order")
+    assert states(shuffled) == expected
+    kept = collapse_streamed(shuffled, KEYRING, batch=data.draw(st.integers(1, 4)),
+                             lag=data.draw(st.integers(0, 2)))  # fmt: skip
+    assert {p: reduce_kept(p, kept[p]) for p in kept} == reduce_events(items, KEYRING)
+    for rendered in expected.values():
+        assert isinstance(rendered, bytes) and verify_state_document(rendered) == []

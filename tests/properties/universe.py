@@ -2,8 +2,9 @@
 
 An event is described by a small hashable spec and built (and cached: Ed25519 signatures
 are deterministic) from it with the fixed public test keys. The specs cover several piths,
-valid and invalid events of many reasons, equivocating slots, competing records, and
-forged copies that reuse another event's ``event_id``.
+valid and invalid events of every type and many reasons, equivocating slots, competing
+records, and forged copies that reuse another event's ``event_id``; :func:`crowded_sets`
+are mostly valid events, most of their slots equivocated.
 """
 
 from __future__ import annotations
@@ -70,12 +71,23 @@ def other(
         # variant 2: the source of another record, so record_mismatch.
         source = RECORDS[(pith + 1) % 3]["source"] if variant == 2 else canonical["source"]
         payload = {"graph_snapshot": {"source": source, "n": variant}, "verdict_id": None}
+    elif kind == "timestamp_anchor" and target.startswith("event:"):
+        # an anchor of the pith's first record event; variant 2 names another hash
+        anchored = target[len("event:sha256:"):] if variant != 2 else "0" * 64
+        payload = {"anchor_kind": "k", "anchored_sha256": anchored, "proof_b64": ""}
     elif kind == "timestamp_anchor":
         anchored = digest(canonical) if variant != 2 else "0" * 64
         payload = {"anchor_kind": "k", "anchored_sha256": anchored, "proof_b64": encode_b64(
             bytes([variant]))}
     elif kind == "storage_attestation":
         payload = {"byte_size": variant - 1, "content_sha256": "ab" * 32, "locator": "x"}
+    elif kind == "correction":
+        kinds = ("erratum", "retraction", "reinstatement")
+        payload = {"correction_type": kinds[variant], "notice": f"notice {variant}"}
+    elif kind == "replication_record":
+        # variant 2: an outcome outside the four, so bad_payload
+        outcome = ("replicated", "inconclusive", "reproduced")[variant]
+        payload = {"outcome": outcome, "report": f"report {variant}"}
     elif kind == "citation_signature":
         # variant 2: a citation of another record's paper, so record_mismatch; the paper
         # on another side each variant
@@ -141,6 +153,16 @@ def _other_specs(piths: st.SearchStrategy[int]) -> st.SearchStrategy[tuple[Any, 
                   st.just("registry"), st.just("graph"), st.integers(0, 2)),
         st.tuples(st.just("other"), piths, st.just("timestamp_anchor"), st.integers(0, 3),
                   st.sampled_from(["tsa", "registry"]), st.just("record"), st.integers(0, 2)),
+        st.tuples(st.just("other"), piths, st.just("timestamp_anchor"), st.integers(0, 3),
+                  st.sampled_from(["tsa", "registry"]),
+                  piths.map(lambda p: "event:" + str(record(p, 0, 0, "registry")["event_id"])),
+                  st.integers(0, 2)),
+        st.tuples(st.just("other"), piths, st.just("correction"), st.integers(0, 4),
+                  st.sampled_from(["registry", "registry", "registry-2", "stranger", "mirror"]),
+                  st.sampled_from(["record", "record", "claim:a"]), st.integers(0, 2)),
+        st.tuples(st.just("other"), piths, st.just("replication_record"), st.integers(0, 4),
+                  st.sampled_from(["replicator", "registry", "author"]),
+                  st.sampled_from(["record", "claim:a", "claim:b"]), st.integers(0, 2)),
         st.tuples(st.just("other"), piths, st.just("storage_attestation"), st.integers(1, 3),
                   st.just("mirror"), st.just("record"), st.integers(0, 2)),
         st.tuples(st.just("other"), piths, st.just("citation_signature"), st.integers(0, 4),
@@ -176,6 +198,44 @@ def event_sets(draw: st.DrawFn) -> list[tuple[Any, ...]]:
     return list(order)
 
 
+VALID_SLOTS = (
+    # (kind, signer, target) that pass every check with variants 0 and 1
+    ("author_attestation", "author", "record"),
+    ("author_attestation", "author", "claim:a"),
+    ("mirror_hint", "mirror", "record"),
+    ("mirror_hint", "registry", "record"),
+    ("graph_snapshot", "registry", "graph"),
+    ("timestamp_anchor", "tsa", "record"),
+    ("storage_attestation", "mirror", "record"),
+    ("citation_signature", "indexer", "citation:o-1"),
+    ("correction", "registry", "record"),
+    ("correction", "registry-2", "record"),
+    ("replication_record", "replicator", "claim:a"),
+)
+
+
+@st.composite
+def crowded_sets(draw: st.DrawFn) -> list[tuple[Any, ...]]:
+    """Specs of one pith where most events are valid and most slots are equivocated:
+    competing records (one instant, several contents), then events of every type dated
+    at or after the records, each slot filled by one to three contents, with forged
+    copies of some of them. Corrections among them."""
+    pith = draw(st.integers(0, 2))
+    specs: list[tuple[Any, ...]] = [
+        ("record", pith, 0, variant, signer)
+        for variant in draw(st.lists(st.integers(0, 2), min_size=1, max_size=3, unique=True))
+        for signer in draw(st.lists(st.sampled_from(["registry", "registry-2"]),
+                                    min_size=1, max_size=2, unique=True))
+    ]
+    for kind, signer, target in draw(st.lists(st.sampled_from(VALID_SLOTS), max_size=6)):
+        time = draw(st.integers(1, 3))
+        for variant in draw(st.lists(st.integers(0, 1), min_size=1, max_size=2, unique=True)):
+            specs.append(("other", pith, kind, time, signer, target, variant))
+    for base in draw(st.lists(st.sampled_from(specs), max_size=2)):
+        specs.append(("forged", base, draw(st.sampled_from(FORGERIES))))
+    return list(draw(st.permutations(specs)))
+
+
 def envelopes(specs: list[tuple[Any, ...]]) -> list[Envelope]:
     return [admit(build(s)) for s in specs]
 
@@ -189,3 +249,8 @@ def states(items: list[Envelope]) -> dict[str, Any]:
         else:
             out[pith] = render(state_document(result))
     return out
+
+
+def any_sets() -> st.SearchStrategy[list[tuple[Any, ...]]]:
+    """:func:`event_sets` or :func:`crowded_sets`."""
+    return st.one_of(event_sets(), crowded_sets())

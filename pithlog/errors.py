@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import warnings
 from pathlib import Path
+from typing import Self
 
 EXIT_OK = 0
 EXIT_VERIFY_FAILED = 1
@@ -216,6 +217,17 @@ class PithlogError(Exception):
         """One line: code, message and, when known, where."""
         at = f" (at {self.where})" if self.where else ""
         return f"[{self.code}] {self.message}{at}"
+
+    def unchained(self) -> Self:
+        """This error without its traceback and the exceptions it was raised from or
+        during: what to keep of it past its ``except`` block (a line's refusal among a
+        batch's items). Its traceback holds the frames it passed through, and when one of
+        them holds the list that keeps the error, that is a reference cycle only the cyclic
+        collector frees; commands, their helpers and the server's judging run with it
+        paused (:mod:`pithlog.cli`), so each refused line was kept, frames and bytes, for
+        as long as the process lived."""
+        self.__cause__ = self.__context__ = None
+        return self.with_traceback(None)
 
 
 class DoorError(PithlogError):

@@ -257,7 +257,7 @@ def start_append(
                     env = admit_value(item) if isinstance(item, dict) else parse_envelope(
                         bytes(item))  # fmt: skip
                 except DoorError as exc:
-                    items.append(exc)
+                    items.append(exc.unchained())  # this frame holds items: no cycle
                     hashes.append(None)
                     continue
             h = copy_hash(env.encoded)

@@ -145,7 +145,7 @@ def _read_pith(txn: Txn, dbs: dict[str, Any], pith: str, foreign: Sequence[bytes
             try:
                 passed[data] = parse_envelope(data)
             except DoorError as exc:
-                passed[data] = exc
+                passed[data] = exc.unchained()  # this frame holds passed: no cycle
     return _PithCopies(pith, indexed, by_event, passed, foreign, unpacked)
 
 

@@ -4,6 +4,7 @@ structure pass in its own process)."""
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import random
@@ -14,9 +15,11 @@ import eventgen as g
 import pytest
 from damage import attestation, overwrite_copy, unindex, valid
 
+import pithlog.errors
 from pithlog.protocol.checks import check_alone
 from pithlog.protocol.events import admit
 from pithlog.store import Store
+from pithlog.store.replay import _read_pith
 from pithlog.testing import test_keyring
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork()")
@@ -177,3 +180,35 @@ def test_replay_by_default_uses_a_worker_per_core_above_the_threshold(
     cached = store.replay(g.KEYRING, verify=False)  # on cached verdicts: in this process
     assert pools == [2]
     assert_same_report(store.replay(g.KEYRING, verify=False, jobs=1), cached)
+
+
+def test_stored_copies_the_door_refuses_are_freed_with_the_collector_paused(
+    tmp_path: Path,
+) -> None:
+    """Replay and its workers run with the cyclic collector paused. A stored copy that no
+    longer passes the door was kept with its traceback, whose frame holds the pith's
+    copies: a cycle, so each one stayed for the replay's life."""
+    rng = random.Random(42)
+    events = valid(g.mixed_events(rng, piths=1, per_pith=12))
+    pith = events[0]["pith_number"]
+    with Store.open(tmp_path / "s") as store:
+        store.append([g.encoded(e) for e in events], g.KEYRING)
+        for e in events:
+            eid = e["event_id"]
+            overwrite_copy(store, bytes.fromhex(eid[7:]), b"junk " + eid.encode())
+
+        def refusals() -> int:
+            return sum(isinstance(o, pithlog.errors.DoorError) for o in gc.get_objects())
+
+        was = gc.isenabled()
+        gc.collect()
+        gc.disable()
+        try:
+            before = refusals()
+            read = store._read(lambda txn, dbs: _read_pith(txn, dbs, pith, []))
+            assert sum(isinstance(v, pithlog.errors.DoorError) for v in read.passed.values()) > 5
+            del read
+            assert refusals() == before
+        finally:
+            if was:
+                gc.enable()

@@ -148,8 +148,7 @@ def parse_envelopes(lines: Iterable[bytes]) -> list[Envelope | DoorError]:
         try:
             out.append(parse_envelope(line))
         except DoorError as exc:
-            exc.__cause__ = exc.__context__ = None
-            out.append(exc.with_traceback(None))
+            out.append(exc.unchained())  # PithlogError.unchained
     return out
 
 

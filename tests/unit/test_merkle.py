@@ -193,3 +193,18 @@ def test_arguments_out_of_range() -> None:
         SUBTREE(3, 5)  # not a range of the RFC recursion: [3, 5) straddles a boundary
     assert not m.verify_inclusion(HASHES[0], 0, 0, [], m.EMPTY_ROOT)
     assert not m.verify_inclusion(HASHES[0], -1, 4, [], m.EMPTY_ROOT)
+
+
+def test_subtree_from_perfect_refuses_ranges_outside_the_recursion() -> None:
+    # [1, 4) is 3 leaves whose left part [1, 3) is no perfect subtree: answering it from
+    # perfect(1, 0) would give MTH(D[0:2]) silently
+    for a, b in ((1, 4), (3, 6), (5, 12), (3, 3), (5, 4)):
+        with pytest.raises(ValueError):
+            SUBTREE(a, b)
+
+
+def test_consistency_roots_only_between_two_nonempty_sizes() -> None:
+    # RFC 9162 2.1.4.2 is for 0 < m < n: at 0 the step-3 arithmetic never ends (fn = -1)
+    h = HASHES[0]
+    for old, new in ((0, 5), (0, 4), (3, 3), (4, 4), (5, 3)):
+        assert m.consistency_roots(old, new, mth(0, min(old, new)), [h, h]) is None

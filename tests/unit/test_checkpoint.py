@@ -228,3 +228,48 @@ def test_the_number_of_signature_lines_and_the_size_of_a_note_are_bounded() -> N
     large = sign_checkpoint(Checkpoint(ORIGIN, 5, ROOT, (extension.decode(),)),
                             test_key("registry"))  # fmt: skip
     assert f"limited to {MAX_NOTE_BYTES} bytes" in _refused(large, "malformed").message
+
+
+def _signed_with(extra_line: bytes) -> bytes:
+    return sign_checkpoint(Checkpoint(ORIGIN, 5, ROOT), test_key("registry")) + extra_line
+
+
+@pytest.mark.parametrize("line", [
+    "\u2014  QUFBQUFB\n",  # an empty key name
+    "\u2014witness.example QUFBQUFB\n",  # no space after the em dash
+    "\u2014 witness.example QUFBQQ==\n",  # a key ID and no signature
+    "\u2014 witness.example QUFBQUFB",  # the last line has no newline
+])  # fmt: skip
+def test_every_signature_line_follows_the_signed_note_grammar(line: str) -> None:
+    # c2sp.org/signed-note: a line the grammar refuses makes the note malformed, even
+    # next to a valid signature; it is not an unknown key's line to be ignored
+    _refused(_signed_with(line.encode()), "malformed")
+
+
+def test_the_signatures_follow_the_last_blank_line() -> None:
+    note = parse_note("a\n\nb\n\n\u2014 k QUFBQUFB\n".encode())
+    assert note.text == b"a\n\nb\n" and [s.name for s in note.signatures] == ["k"]
+
+
+def test_a_note_of_exactly_the_size_limit_is_read() -> None:
+    base = sign_checkpoint(Checkpoint(ORIGIN, 5, ROOT), test_key("registry"))
+    fill = MAX_NOTE_BYTES - len(base) - 1  # an extension line of `fill` bytes and "\n"
+    for size, extension in ((MAX_NOTE_BYTES, "x" * fill), (MAX_NOTE_BYTES + 1, "x" * (fill + 1))):
+        note = sign_checkpoint(Checkpoint(ORIGIN, 5, ROOT, (extension,)), test_key("registry"))
+        assert len(note) == size
+        if size <= MAX_NOTE_BYTES:
+            assert verify_checkpoint(note, test_keyring()).signers == ("test-registry",)
+        else:
+            _refused(note, "malformed")
+
+
+def test_a_key_signing_twice_is_one_signer_and_a_short_signature_fails() -> None:
+    note = sign_checkpoint(Checkpoint(ORIGIN, 5, ROOT), test_key("registry"))
+    line = note.partition(b"\n\n")[2]
+    assert verify_checkpoint(note + line, test_keyring()).signers == ("test-registry",)
+    # the known key's ID with 63 bytes of signature: a signature that fails, no crash
+    kid = key_id(ORIGIN, test_key("registry").public_key)
+    short = f"\u2014 {ORIGIN} {base64.b64encode(kid + bytes(63)).decode()}\n".encode()
+    _refused(note + short, "bad_signature")
+    with pytest.raises(CheckpointError, match="malformed"):
+        sign_note(b"text\n", "a b", test_key("registry"))

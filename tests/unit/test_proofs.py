@@ -155,6 +155,7 @@ def test_consistency_proofs() -> None:
     b"c2sp.org/tlog-proof@v1\nextra !!\nindex 1\n\n",
     b"c2sp.org/tlog-proof@v1\nindex 1\nAAAA\n\n",
     b"c2sp.org/tlog-proof@v1\n\n",
+    b"c2sp.org/tlog-proof@v1\nindex 1",  # no empty line, and so no checkpoint
 ])  # fmt: skip
 def test_malformed_inclusion_proofs(data: bytes) -> None:
     with pytest.raises(ProofError, match="malformed"):
@@ -177,6 +178,8 @@ def test_a_proof_file_is_limited_to_1_mib() -> None:
     b"pithlog-consistency-proof@v1\nnew 2\nold 1\n",
     b"pithlog-consistency-proof@v1\nold 1\nnew 2\nAA==\n",
     b"something else\n",
+    b"pithlog-consistency-proof@v1\nold 1\nnew 12",  # no final newline: not "new 1"
+    b"pithlog-consistency-proof@v2\nold 1\nnew 2\n",
 ])  # fmt: skip
 def test_malformed_consistency_proofs(data: bytes) -> None:
     with pytest.raises(ProofError, match="malformed"):
@@ -184,3 +187,30 @@ def test_malformed_consistency_proofs(data: bytes) -> None:
     if not data.startswith(b"pithlog"):
         with pytest.raises(ProofError, match="malformed"):
             proof_kind(data)
+
+
+def test_a_proof_file_is_refused_by_its_own_code_and_line_number() -> None:
+    # no empty line: the proof file is malformed, not its (absent) checkpoint
+    with pytest.raises(ProofError, match="malformed"):
+        verify_inclusion_proof(b"c2sp.org/tlog-proof@v1\nindex 1", test_keyring())
+    good = base64.b64encode(LEAVES[0][:32]).decode()
+    data = f"c2sp.org/tlog-proof@v1\nextra AA==\nindex 1\n{good}\nAAAA\n\n".encode()
+    with pytest.raises(ProofError, match="line 5 is not base64"):
+        parse_inclusion_proof(data)
+    data = f"pithlog-consistency-proof@v1\nold 1\nnew 2\n{good}\nAAAA\n".encode()
+    with pytest.raises(ProofError, match="line 5 is not base64"):
+        parse_consistency_proof(data)
+    with pytest.raises(ProofError, match="malformed"):
+        proof_kind(b"c2sp.org/tlog-proof@v1x\nindex 1\n\n")
+
+
+def test_a_consistency_proof_of_other_sizes_is_a_mismatch_not_a_rewritten_history() -> None:
+    data = ConsistencyProof(3, 7, tuple(merkle.consistency_path(3, 7, SUBTREE))).encoded()
+    with pytest.raises(ProofError) as refused:  # the newer size differs
+        verify_consistency_proof(data, checkpoint(3), checkpoint(8), test_keyring())
+    assert refused.value.code == "proof.mismatch"
+    # the required origin holds for both checkpoints, the newer one too
+    with pytest.raises(CheckpointError) as wrong:
+        verify_consistency_proof(data, checkpoint(3), checkpoint(7, ORIGIN + "/b"),
+                                 test_keyring(), ORIGIN)  # fmt: skip
+    assert wrong.value.code == "checkpoint.origin"

@@ -70,7 +70,8 @@ def test_tile_paths() -> None:
     ["", "0", "0/", "64/000", "01/000", "-1/000", "a/000", "0/5", "0/0005", "0/x000/005",
      "0/001/002", "0/x01/002", "0/x001/02", "0/000.p/0", "0/000.p/256", "0/000.p/07",
      "0/000.p/", "0/000.p", "0/00a", "0/x001", "entries/", "entries/000.p/1/2",
-     "0/x001/x002/x003/x004/x005/x006/x007/008", "0/\u0661\u0662\u0663", "0/000/.p/3"],
+     "0/x001/x002/x003/x004/x005/x006/x007/008", "0/\u0661\u0662\u0663", "0/000/.p/3",
+     "0/y001/234", "0/0012p/5"],
 )  # fmt: skip
 def test_malformed_tile_paths(path: str) -> None:
     with pytest.raises(TileError, match=r"tile\.path"):
@@ -221,3 +222,36 @@ def test_parent() -> None:
     with pytest.raises(ValueError):
         t.parent(Tile(0, 5), 5 * 256)
     assert t.parent(Tile(0, 4), 5 * 256) == (Tile(1, 0, 5), 4)
+
+
+def test_paths_of_tiles_that_cannot_be() -> None:
+    # a negative index has no path (its groups would never end); widths are 1 to 256
+    with pytest.raises(ValueError):
+        t.encode_index(-1)
+    for width in (0, t.WIDTH + 1):
+        with pytest.raises(ValueError):
+            t.tile_path_suffix(5, width)
+    with pytest.raises(ValueError):  # entry bundles hold leaves: level 0 only
+        Tile(1, 0).entries_path()
+    with pytest.raises(ValueError):
+        t.perfect_root([bytes(32)] * 6)
+
+
+def test_a_partial_tile_has_no_parent_even_where_the_level_above_is_full() -> None:
+    # Tile(0, 0, 5) is the partial tile of a tree of 5 leaves: in a tree of 70,000 the
+    # tile above is full, and a partial tile is still never hashed into it (tlog-tiles)
+    with pytest.raises(ValueError):
+        t.parent(Tile(0, 0, 5), 70_000)
+
+
+def test_a_bundle_entry_running_past_the_end_is_refused() -> None:
+    bundle = t.encode_bundle([b"a" * 64])[:40]
+    with pytest.raises(TileError, match="runs past the end"):
+        t.decode_bundle(bundle, Tile(0, 0, 1))
+
+
+def test_verified_tiles_refuse_a_tile_the_tree_does_not_have() -> None:
+    tree = Tree(300)
+    verified = t.VerifiedTiles(300, tree.root(300), tree.read(300))
+    with pytest.raises(ValueError, match="empty at size 300"):
+        verified.tile(0, 2)

@@ -11,7 +11,7 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from pithlog.errors import WitnessError
-from pithlog.protocol.keys import make_keyring
+from pithlog.protocol.keys import SigningKey, make_keyring
 from pithlog.testing import test_key, test_keyring, test_keyring_entries
 from pithlog.transparency import merkle
 from pithlog.transparency.checkpoint import (
@@ -236,3 +236,42 @@ def test_a_checkpoint_of_size_0_with_another_root_is_422() -> None:
     unsigned = Note(Checkpoint(ORIGIN, 0, bytes(32)).text(),
                     (sign_note(b"x\n", ORIGIN, test_key("author")),)).encoded()  # fmt: skip
     assert w.add(AddCheckpoint(0, (), unsigned).encoded())[0] == 403
+
+
+def test_a_cosignature_line_is_read_by_name_key_id_and_length() -> None:
+    note = signed(10)
+    text = note[: note.index(b"\n\n") + 1]
+    witnesses = [KEYRING["test-mirror"]]
+    # the witness's name with another key ID: another key (a rotated one), ignored as
+    # signed notes ignore unknown keys, not a cosignature that fails
+    other = NoteSignature(WITNESS.signer_id, b"\x00\x01\x02\x03", bytes(72))
+    assert verify_cosignatures(with_cosignatures(note, other.line().encode()), witnesses) == []
+    # its key ID with fewer bytes than a timestamp: a cosignature that fails, no crash
+    kid = cosignature_key_id(WITNESS.signer_id, WITNESS.public_key)
+    for blob in (bytes(4), bytes(71), bytes(73)):
+        short = NoteSignature(WITNESS.signer_id, kid, blob).line().encode()
+        with pytest.raises(WitnessError) as refused:
+            verify_cosignatures(with_cosignatures(note, short), witnesses)
+        assert refused.value.code == "witness.cosignature"
+    # a witness whose signer_id is no key name cannot write a cosignature line
+    bad = SigningKey.from_seed(bytes(32), "bad", "has space.invalid", "mirror")
+    with pytest.raises(WitnessError) as refused:
+        cosign(text, bad, 5)
+    assert refused.value.code == "witness.key"
+
+
+def test_only_whole_signature_lines_are_appended() -> None:
+    note = signed(10)
+    text = note[: note.index(b"\n\n") + 1]
+    line = cosign(text, WITNESS, 5).line().encode()
+    for answer in (line.rstrip(b"\n"), b"x" + line, line + b"x\n"):
+        with pytest.raises(WitnessError, match="malformed"):
+            with_cosignatures(note, answer)
+
+
+def test_a_body_of_exactly_the_limit_is_read() -> None:
+    head = b"old 1\n\n"
+    exact = head + signed(3).ljust(MAX_BODY_BYTES - len(head), b"x")
+    assert len(exact) == MAX_BODY_BYTES and parse_add_checkpoint(exact).old == 1
+    with pytest.raises(WitnessError, match="over"):
+        parse_add_checkpoint(exact + b"x")

@@ -422,3 +422,47 @@ def test_key_ids_of_a_key_file_or_a_keyring_are_shown_escaped(f: dict[str, Any])
                           "--origin", "elsewhere.test.invalid"])  # fmt: skip
     assert status == 2 and "[checkpoint.key]" in err
     one_line(err)
+
+
+def test_a_store_one_leaf_behind_is_behind_not_forked(f: dict[str, Any]) -> None:
+    append(f, f["first"])
+    cp = checkpoint(f, "cp20")
+    mirror = str(f["tmp"] / "mirror")
+    lines = Path(f["first"]).read_bytes().splitlines(keepends=True)
+    (f["tmp"] / "first19.jsonl").write_bytes(b"".join(lines[:19]))
+    append(f, str(f["tmp"] / "first19.jsonl"), store=mirror)
+    status, _, err = run(["--store", mirror, "verify-checkpoint", "--keyring", f["keyring"],
+                          "--check-store", str(cp)])  # fmt: skip
+    assert status == 3 and "[checkpoint.behind]" in err and "by 1 leaf(s)" in err, err
+    eid = f["events"][0]["event_id"]
+    status, _, err = run(["--store", mirror, "prove", "inclusion", eid,
+                          "--checkpoint", str(cp)])  # fmt: skip
+    assert status == 3 and "[checkpoint.behind]" in err, err
+    # --against names a store to compare with: without --check-store nothing is compared
+    status, _, err = run(["--store", mirror, "verify-checkpoint", "--keyring", f["keyring"],
+                          "--against", f["store"], str(cp)])  # fmt: skip
+    assert status == 2 and "[usage.arguments]" in err and "--check-store" in err
+
+
+def test_verify_proof_requires_the_origin_of_every_kind_of_proof(f: dict[str, Any]) -> None:
+    append(f, f["first"])
+    old = checkpoint(f, "old")
+    append(f, f["rest"])
+    new = checkpoint(f, "new")
+    eid = f["events"][3]["event_id"]
+    inclusion = f["tmp"] / "inclusion"
+    inclusion.write_bytes(run(["--store", f["store"], "prove", "inclusion", eid, "--key",
+                               f["key"], "--origin", ORIGIN])[1])  # fmt: skip
+    consistency = f["tmp"] / "consistency"
+    consistency.write_bytes(run(["--store", f["store"], "prove", "consistency", "20"])[1])
+    args = ["verify-proof", "--keyring", f["keyring"], "--origin", "other.test.invalid"]
+    for files in ([str(inclusion)], [str(consistency), str(old), str(new)]):
+        assert run(["verify-proof", "--keyring", f["keyring"], "--origin", ORIGIN, *files])[0] == 0
+        status, _, err = run([*args, *files])
+        assert status == 1 and "[checkpoint.origin]" in err, (files, err)
+    # an evidence file carries its own checkpoints and events: no more of either is taken
+    evidence = f["tmp"] / "evidence.json"
+    evidence.write_bytes(b'{"evidence_type":"pith-split-view-proof"}\n')
+    for extra in (["--event-id", eid], [str(old)]):
+        status, _, err = run(["verify-proof", "--keyring", f["keyring"], str(evidence), *extra])
+        assert status == 2 and "[usage.arguments]" in err and "evidence file" in err, err

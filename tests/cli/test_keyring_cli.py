@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from pithlog.cli import keyring_commands
+from pithlog.errors import KeyringError
 from pithlog.protocol.canonical import MAX_LINE_BYTES
 from pithlog.protocol.keys import load_keyring
 from tests.cli.test_cli import run
@@ -297,3 +298,26 @@ def test_an_edit_of_keyring_dash_is_refused_not_read_from_stdin_and_written_to_a
     assert run(["keyring", "new", "./-"])[0] == 0  # a file named -, by its path
     assert run(["keyring", "add", "./-", str(entry)])[0] == 0
     assert list(load_keyring((tmp_path / "-").read_bytes())) == ["reg-1"]
+
+
+def test_an_edit_of_exactly_the_limit_is_written(tmp_path: Path) -> None:
+    ring = tmp_path / "keyring.json"
+    doc = {"keyring_version": "1", "keys": [], "note": ""}
+    doc["note"] = "x" * (MAX_LINE_BYTES - len(keyring_commands.render_keyring(doc)))
+    keyring_commands.write_keyring(ring, doc)  # what --keyring reads: 8 MiB and no more
+    assert len(ring.read_bytes()) == MAX_LINE_BYTES
+    assert run(["keyring", "show", str(ring)])[0] == 0
+    doc["note"] += "x"
+    with pytest.raises(KeyringError, match="too_large"):
+        keyring_commands.write_keyring(ring, doc)
+    assert len(ring.read_bytes()) == MAX_LINE_BYTES
+
+
+def test_an_entry_given_inline_may_start_with_spaces(tmp_path: Path) -> None:
+    # `keyring add K "$(cat entry.json)"` of a file beginning with a newline or spaces
+    _, entry = keygen(tmp_path, "reg-1")
+    ring = str(tmp_path / "keyring.json")
+    assert run(["keyring", "new", ring])[0] == 0
+    status, _, err = run(["keyring", "add", ring, "\n  " + entry.read_text()])
+    assert status == 0, err
+    assert list(load_keyring(Path(ring).read_bytes())) == ["reg-1"]

@@ -294,6 +294,14 @@ def test_an_unknown_argument_points_at_the_help_that_lists_the_options(
           "--max-pending", "0"], "--max-body, --max-lines and --max-pending are positive"),
         (["checkpoint", "--key", "k", "--origin", "o", "--quorum", "1"],
          "--quorum and --keyring need --witness URL"),
+        (["checkpoint", "--key", "k", "--origin", "o", "--witness", "http://w"],
+         "--witness needs --keyring"),
+        (["checkpoint", "--key", "k", "--origin", "o", "--witness", "http://w", "--keyring",
+          "k", "--quorum", "0"], "--quorum is between 1 and the 1 --witness given"),
+        # one witness given twice (a trailing slash) is one: a quorum of two is never met
+        (["checkpoint", "--key", "k", "--origin", "o", "--witness", "http://w", "--witness",
+          "http://w/", "--keyring", "k", "--quorum", "2"],
+         "--quorum is between 1 and the 1 --witness given"),
         (["sync", "--from", "x", "--keyring", "k", "--max-copies", "-1"], "'-1': give 0 or more"),
         # more could be listed, but their order is asked in one message of at most 32 MiB
         (["sync", "--from", "x", "--keyring", "k", "--max-copies", "2097152"],

@@ -513,3 +513,18 @@ def test_a_body_in_a_content_coding_is_415_before_it_is_read(tmp_path: Path) -> 
         said = httpx.post(url + "/add-checkpoint", content=b"old 0\n\nx\n", timeout=10,
                           headers={"Content-Encoding": "identity"})  # fmt: skip
     assert said.status_code == 400, said.text  # read and judged: malformed
+
+
+def test_a_cosignature_by_a_revoked_witness_key_does_not_count(
+    witness: dict[str, Any], log: dict[str, Any], tmp_path: Path
+) -> None:
+    # the keyring given with --witness names the witness keys: a revoked one is no longer
+    # one (docs/witness.md), whatever the witness still answers with it
+    append(log, log["halves"][0])
+    revoked = tmp_path / "revoked-witness.json"
+    entries = test_keyring_entries(mirror={"revoked_at": "2026-01-01T00:00:00Z"})
+    revoked.write_text(json.dumps({"keyring_version": "1", "keys": entries}))
+    status, out, err = run(["--store", log["store"], "checkpoint", "--key", log["key"],
+                            "--origin", ORIGIN, "--keyring", str(revoked),
+                            "--witness", witness["url"]])  # fmt: skip
+    assert status == 1 and out == b"" and "[witness.quorum]" in err, err

@@ -166,3 +166,13 @@ def test_piths_and_pending_walk_the_store_without_listing_it(
     starts = {tuple(m.start() for m in re.finditer(r"\S+", line))
               for line in table.decode().splitlines()}  # fmt: skip
     assert len(starts) == 1
+
+
+def test_show_of_a_pith_or_alias_the_store_does_not_hold_is_one_line(
+    signer: dict[str, Path], tmp_path: Path
+) -> None:
+    store = seeded(signer, tmp_path)
+    for given in ("pith:2026:" + "A" * 26, "arxiv:2411.99999"):
+        status, out, err = run(["--store", store, "show", given])
+        assert status == 2 and out == b"" and "[store.no_state]" in err, err
+        assert len(err.splitlines()) == 1 and "Traceback" not in err

@@ -95,6 +95,7 @@ def cmd_sync(args: argparse.Namespace, out: Out) -> int:
     def tally(results: list[AppendResult]) -> None:
         stored.update(result.status for result in results)
 
+    store: Store | None = None
     try:
         with contextlib.ExitStack() as stack:
             if source.startswith(("http://", "https://")):
@@ -108,18 +109,26 @@ def cmd_sync(args: argparse.Namespace, out: Out) -> int:
                 def say_refused(number: int, problem: DoorError) -> None:
                     out.say(f"pithlog: {source}: line {number}: {problem.describe()}")
 
+                # a file of more distinct copies than the store holds plus --max-copies
+                # lists more missing copies than that: it is refused as soon as it is
+                # read that far, not once indexed whole
+                held = 0
+                if is_store_folder(store_path(args)):
+                    store = stack.enter_context(open_store(args, create=True))
+                    held = store.tree_size()
                 export = ExportSource.read(stack.enter_context(_seekable(source)),
-                                           on_refused=say_refused)  # fmt: skip
+                                           on_refused=say_refused,
+                                           most=held + limits.max_needed)  # fmt: skip
                 refused = export.refused
-                if not len(export) and not is_store_folder(store_path(args)):
+                if not len(export) and store is None:
                     out.say(f"sync: {source} holds no copy that passes the door "
                             f"({refused} lines refused): no store created")  # fmt: skip
                     return EXIT_BAD_INPUT if refused else EXIT_OK
                 remote = export.responder(limits)
-            if source.startswith(("http://", "https://")):
+            if store is None and source.startswith(("http://", "https://")):
                 # a URL that does not answer leaves no empty store behind
                 store = stack.enter_context(open_store_reached(args, remote.reach))
-            else:
+            elif store is None:
                 store = stack.enter_context(open_store(args, create=True))
             report = pull(store, remote, keyring, trusted, batch=args.batch_size,
                           limits=limits, on_results=tally)  # fmt: skip

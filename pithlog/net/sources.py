@@ -97,9 +97,15 @@ class ExportSource:
     def read(
         cls, stream: BinaryIO, limit: int = MAX_LINE_BYTES,
         on_refused: Callable[[int, DoorError], None] | None = None,
+        most: int | None = None,
     ) -> ExportSource:  # fmt: skip
         """The source over ``stream``; ``on_refused(line number from 1, why)`` is called
-        for every line the door refuses."""
+        for every line the door refuses. ``sync.limit`` as soon as the file holds more than
+        ``most`` distinct copies, the file read no further: a sync passes the copies its
+        store holds plus ``--max-copies``, as a file holding more lists more missing copies
+        than that (docs/transparency.md, "Sync's limits"). Without it, a file of millions
+        of copies was indexed whole (about 200 bytes a copy, then as much again to answer
+        for it) before the listing was refused."""
         source = cls(stream)
         for offset, number, line in spans(stream, limit):
             if line is None:
@@ -117,6 +123,11 @@ class ExportSource:
                 continue
             item = item_of(env.event_id, env.encoded)
             if item not in source._where:
+                if most is not None and len(source._offsets) >= most:
+                    raise SyncError("limit", f"line {number}: the export holds more than "
+                                    f"{most} distinct copies, more than the store holds and "
+                                    "--max-copies allows together; none was fetched: raise "
+                                    "--max-copies, or import the export")  # fmt: skip
                 source._where[item] = len(source._offsets)
                 source._offsets.append(offset)
                 source._lengths.append(len(line))

@@ -17,6 +17,7 @@ from storeevents import g
 from pithlog.cli import main
 from pithlog.errors import CODES
 from pithlog.protocol.keys import dump_key_file
+from pithlog.store import Store
 from pithlog.testing import test_key, test_keyring_entries
 
 ORIGIN = "registry.test.invalid/pith"
@@ -254,6 +255,28 @@ def test_sync_command(f: dict[str, Any]) -> None:
     status, _, err = run(["--store", c, "sync", "--from", str(f["tmp"] / "nothing"),
                           "--keyring", f["keyring"]])  # fmt: skip
     assert status == 2 and "[usage.unreadable]" in err
+
+
+def test_sync_from_a_file_of_too_many_copies_stops_reading_it(f: dict[str, Any]) -> None:
+    """An export holding more copies than the store holds plus --max-copies is refused
+    where it goes past them, not once indexed whole; the store is left as it was."""
+    export = f["tmp"] / "all.jsonl"
+    export.write_bytes(b"".join(g.encoded(e) + b"\n" for e in f["events"]))
+    total = len(f["events"])
+    b = str(f["tmp"] / "b")
+    append(f, f["first"], store=b)  # the first 20 copies of the file
+    args = ["--store", b, "sync", "--from", str(export), "--keyring", f["keyring"]]
+    status, _, err = run([*args, "--max-copies", str(total - 21)])
+    assert status == 2 and "[sync.limit]" in err and f"line {total}: " in err, err
+    with Store.open(b, create=False, readonly=True) as store:
+        assert store.tree_size() == 20
+    status, out, err = run([*args, "--max-copies", str(total - 20)])
+    assert status == 0 and json.loads(out)["needed"] == total - 20, err
+    # a store that does not exist yet holds nothing: none is made
+    c = f["tmp"] / "c"
+    status, _, err = run(["--store", str(c), "sync", "--from", str(export), "--keyring",
+                          f["keyring"], "--max-copies", "3"])  # fmt: skip
+    assert status == 2 and "line 4: the export holds more than 3" in err and not c.exists()
 
 
 def test_a_mirror_behind_the_checkpoint_is_behind_not_forked(f: dict[str, Any]) -> None:

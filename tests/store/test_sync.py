@@ -167,6 +167,31 @@ def test_an_export_source_holds_no_copy_in_memory(tmp_path: Path) -> None:
             assert report.statuses["stored"] == len(events)
 
 
+class _Counted(io.BytesIO):
+    """An export stream that counts the bytes read from it."""
+
+    taken = 0
+
+    def readline(self, size: int | None = -1) -> bytes:
+        line = super().readline(size)
+        self.taken += len(line)
+        return line
+
+
+def test_an_export_of_too_many_copies_is_refused_as_it_is_read() -> None:
+    """Past ``most`` distinct copies the file is read no further: a file of millions of
+    copies was indexed whole (about 200 bytes a copy) before sync refused its listing."""
+    lines = [g.encoded(g.record(f"cap{i}")) + b"\n" for i in range(40)]
+    stream = _Counted(b"".join(lines))
+    with pytest.raises(SyncError, match="line 11: the export holds more than 10") as caught:
+        sources.ExportSource.read(stream, most=10)
+    assert caught.value.code == "sync.limit"
+    assert stream.taken == sum(map(len, lines[:11]))
+    # a copy seen again is no other copy; exactly ``most`` of them are taken
+    source = sources.ExportSource.read(_Counted(b"".join(lines[:10] * 3)), most=10)
+    assert len(source) == 10 and source.refused == 0
+
+
 def test_an_export_source_holds_no_refused_line(tmp_path: Path) -> None:
     """Refused lines are handed on as they are read, not held: three million lines of junk
     held 9 GB of refusals, each with its traceback."""

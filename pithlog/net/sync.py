@@ -92,7 +92,8 @@ MAX_ROUNDS = 32
 MAX_RECONCILE_BYTES = 256 << 20
 """Bytes of reconciliation (both ways, all rounds) of one sync."""
 MAX_NEEDED = 1_000_000
-"""Missing copies one sync may list (16 bytes each in memory, and every one fetched). A
+"""Missing copies one sync may list (every one fetched; the pulling side holds each as a
+16-byte short id object, about 60 bytes of memory once listed and 120 once ordered). A
 sync whose source lists more fetches nothing: a store further behind than that raises the
 limit (up to :data:`MAX_ORDERED`), or catches up from an export by ``import``, or from a
 served log by ``mirror``."""

@@ -158,37 +158,36 @@ _NO_HARD_LINKS = frozenset({errno.EPERM, errno.EOPNOTSUPP, errno.ENOTSUP, errno.
 """What link() answers on a filesystem without hard links (FAT, some FUSE mounts)."""
 
 
+_NO_UNNAMED_FILES = frozenset(
+    {errno.EOPNOTSUPP, errno.EISDIR, errno.EINVAL, errno.ENOENT, errno.EXDEV}
+)
+"""What open(O_TMPFILE) answers where the filesystem or kernel has no unnamed files
+(EISDIR: a kernel older than 3.11 reads the flag as O_DIRECTORY), and what the link
+through /proc answers where /proc is not mounted (ENOENT) or its link is not followed
+(EXDEV: the /proc entry itself would be linked)."""
+
+
 def _write_private(path: Path, data: bytes, force: bool) -> None:
     """Write a secret file with mode 0600, never half-written, never over one by accident.
 
-    The temporary file is given its name by a hard link, not a rename, unless ``force``:
-    a link fails when the name is taken, so a key file made there after the check below
-    (another keygen with the same ``--out``, whose entry was printed) is kept, where a
-    rename would silently replace it. The folder is synced after: until then a crash can
-    lose the new name, and with it a key whose keyring entry was already printed."""
+    On Linux the bytes go to an unnamed ``O_TMPFILE`` file in the target folder, given its
+    name by ``linkat(AT_SYMLINK_FOLLOW)`` of ``/proc/self/fd/N``: a kill at any moment
+    leaves the key file or nothing, never a second named copy of the key. Where that is
+    unavailable a named temporary file is written and linked instead.
+
+    A hard link, not a rename, gives the name unless ``force``: a link fails when the name
+    is taken, so a key file made there after the check below (another keygen with the
+    same ``--out``, whose entry was printed) is kept, where a rename would silently
+    replace it. The folder is synced after: until then a crash can lose the new name, and
+    with it a key whose keyring entry was already printed."""
     if path.exists() and not force:
         raise UsageError("exists", f"{path} exists; pass --force to replace it")
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        if force:
-            os.replace(tmp, path)
-        else:
-            try:
-                os.link(tmp, path)
-            except FileExistsError:
-                raise UsageError("exists", f"{path} exists; pass --force to replace "
-                                 "it") from None  # fmt: skip
-            except OSError as exc:
-                if exc.errno not in _NO_HARD_LINKS:
-                    raise
-                os.replace(tmp, path)  # no hard links here: the check above is all there is
         folder = os.open(path.parent, os.O_RDONLY)
         try:
+            if not _write_unnamed(folder, path, tmp, data, force):
+                _write_named(path, tmp, data, force)
             os.fsync(folder)
         finally:
             os.close(folder)
@@ -198,6 +197,72 @@ def _write_private(path: Path, data: bytes, force: bool) -> None:
     finally:
         with contextlib.suppress(OSError):
             tmp.unlink()  # after a link (or a failure); after a rename it is already gone
+
+
+def _link(source: str | Path, path: Path, tmp: Path, force: bool, folder: int | None) -> None:
+    """Give ``path`` to the file at ``source``: a link that fails when the name is taken,
+    or with ``force`` a link to ``tmp`` renamed over it (a rename replaces atomically).
+    With ``folder`` (the fd of ``path``'s folder) the link is ``linkat`` with
+    ``AT_SYMLINK_FOLLOW``: CPython calls plain ``link()``, which does not follow a
+    symbolic link such as ``/proc/self/fd/N``, unless a folder fd is given."""
+
+    def link(name: Path) -> None:
+        if folder is None:
+            os.link(source, name)
+        else:
+            os.link(source, name.name, dst_dir_fd=folder)
+
+    try:
+        link(path)
+    except FileExistsError:
+        if not force:
+            raise UsageError("exists", f"{path} exists; pass --force to replace "
+                             "it") from None  # fmt: skip
+        link(tmp)
+        os.replace(tmp, path)
+
+
+def _write_unnamed(folder: int, path: Path, tmp: Path, data: bytes, force: bool) -> bool:
+    """Write ``path`` through an unnamed ``O_TMPFILE`` file; False (nothing written)
+    where there are none, or no /proc to name one through."""
+    flag = getattr(os, "O_TMPFILE", None)
+    if flag is None:  # not Linux (where linkat, for dst_dir_fd, is always there)
+        return False
+    try:
+        fd = os.open(path.parent, flag | os.O_WRONLY, 0o600)
+    except OSError as exc:
+        if exc.errno in _NO_UNNAMED_FILES:
+            return False
+        raise
+    with os.fdopen(fd, "wb") as handle:
+        handle.write(data)
+        handle.flush()
+        os.fsync(fd)
+        try:
+            _link(f"/proc/self/fd/{fd}", path, tmp, force, folder)
+        except OSError as exc:
+            if exc.errno in _NO_UNNAMED_FILES or exc.errno in _NO_HARD_LINKS:
+                return False
+            raise
+    return True
+
+
+def _write_named(path: Path, tmp: Path, data: bytes, force: bool) -> None:
+    """Write ``path`` through the named temporary file ``tmp`` (the caller unlinks it)."""
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "wb") as handle:
+        handle.write(data)
+        handle.flush()
+        os.fsync(handle.fileno())
+    if force:
+        os.replace(tmp, path)
+        return
+    try:
+        _link(tmp, path, tmp, force, None)
+    except OSError as exc:
+        if exc.errno not in _NO_HARD_LINKS:
+            raise
+        os.replace(tmp, path)  # no hard links here: the check above is all there is
 
 
 def cmd_keygen(args: argparse.Namespace, out: Out) -> int:

@@ -405,7 +405,7 @@ def test_keygen_keeps_a_key_file_made_while_it_wrote_its_own(
     # a filesystem without hard links still gets its key file
     monkeypatch.setattr(os, "fsync", real_fsync)
 
-    def no_links(src: object, dst: object) -> None:
+    def no_links(src: object, dst: object, **names: object) -> None:
         raise PermissionError(errno.EPERM, "Operation not permitted")
 
     monkeypatch.setattr(os, "link", no_links)

@@ -5,17 +5,19 @@ A command's pool removes its folder at shutdown, and its workers remove it when 
 command is killed alone; a ``kill -9`` of the whole process group (or a machine that loses
 power) ends every process that could, and the folder stayed for good. So each process that
 uses a folder holds a shared ``flock`` on it for as long as it lives (the kernel lets go of
-it however the process ends), and each new pool first removes every folder of this user
-whose lock it can take exclusively (:func:`remove_stale`): no process that may still write
-or read there is alive. ``flock`` rather than the owner's pid in the name: a pid says
-nothing of a process in another pid namespace sharing ``/tmp`` (a container), nor after
-it is reused; the pid in the name is for the human who lists ``$TMPDIR``.
+it however the process ends), and each new pool first removes the folders of this user
+whose lock it can take exclusively (:func:`remove_stale`, a bounded number per start): no
+process that may still write or read there is alive. ``flock`` rather than the owner's
+pid in the name: a pid says nothing of a process in another pid namespace sharing
+``/tmp`` (a container), nor after it is reused; the pid in the name is for the human who
+lists ``$TMPDIR``.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import random
 import re
 import secrets
 import shutil
@@ -32,6 +34,17 @@ PREFIX = "pithlog-results-"
 _NAME = re.compile(re.escape(PREFIX) + r"[0-9]+-[0-9a-f]{16}")
 """The folders :func:`remove_stale` may remove: only those named by :func:`name` (a folder
 named otherwise may belong to a live command of a pithlog that did not lock it)."""
+
+
+MAX_REMOVED = 64
+"""Stale folders :func:`remove_stale` removes at most per pool start: a ``$TMPDIR`` holding
+thousands (a machine where commands are killed often) delays no start by more than this
+many removals; the rest go at later starts."""
+MAX_EXAMINED = 4 * MAX_REMOVED
+"""Folders it opens (and tries the lock of) at most per start, chosen at random among
+those named as results' folders, so that folders it cannot remove (in use, or another
+user's in a shared ``/tmp``) neither cost each start an open apiece nor hide, by coming
+first in every listing, the stale ones behind them."""
 
 
 def name() -> str:
@@ -168,14 +181,21 @@ def remove_stale(tmpdir: str) -> None:
     (:func:`made`): left by commands killed with all their workers. Only this user's, and
     never one in use: its lock is taken exclusively first, which fails while any process
     holds it, and the folder is removed while that lock is held, so no worker can take it
-    up meanwhile (its shared lock fails and it sends its results through the pipe)."""
+    up meanwhile (its shared lock fails and it sends its results through the pipe).
+    Bounded per call (:data:`MAX_REMOVED`, :data:`MAX_EXAMINED`); the listing of
+    ``tmpdir`` is not, but reads names only."""
     if fcntl is None:
         return
     try:
         entries = [e.name for e in os.scandir(tmpdir) if _NAME.fullmatch(e.name)]
     except OSError:
         return
+    if len(entries) > MAX_EXAMINED:
+        entries = random.sample(entries, MAX_EXAMINED)
+    removed = 0
     for entry in entries:
+        if removed == MAX_REMOVED:
+            return
         path = os.path.join(tmpdir, entry)
         flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
         try:
@@ -197,5 +217,6 @@ def remove_stale(tmpdir: str) -> None:
             continue
         try:
             shutil.rmtree(path, ignore_errors=True)
+            removed += 1
         finally:
             os.close(fd)

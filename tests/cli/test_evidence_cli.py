@@ -286,3 +286,42 @@ def test_a_keyring_other_than_the_stores_says_both_and_what_to_do(
                    "the store was reduced under (pithlog stats: keyring_digest; pithlog "
                    "keyring digest KEYRING), or bring the store under this one first with "
                    "pithlog rekey --keyring KEYRING\n")  # fmt: skip
+
+
+def test_an_evidence_file_past_1_mib_is_read_and_one_past_the_limit_refused(
+    tmp_path: Path,
+) -> None:
+    """The envelopes of a slot may be large (a line is up to 8 MiB): a valid equivocation
+    proof of two 600 KB statements (1.2 MB) is verified whole; a file past
+    MAX_EVIDENCE_BYTES (64 MiB) is refused unread, with its code."""
+    from pithlog.transparency.evidence import MAX_EVIDENCE_BYTES
+    from tests.store.eventgen import attestation
+
+    key = tmp_path / "registry.key"
+    key.write_bytes(dump_key_file(test_key("registry")))
+    keys = test_keyring_entries(TRUSTED)
+    keyring = tmp_path / "keyring.json"
+    keyring.write_text(json.dumps({"keyring_version": "1", "keys": keys}))
+    first = record("2501.00001")
+    pith = first["pith_number"]
+    events = [first, *(attestation(pith, 10, statement=c * 600_000) for c in "ab")]
+    with Store.open(tmp_path / "s") as store:
+        store.append([jcs(e) for e in events], make_keyring(keys), keep_invalid=True)
+    status, proof, err = run(["--store", str(tmp_path / "s"), "prove", "equivocation", pith,
+                              "--key", str(key), "--origin", ORIGIN, "--keyring",
+                              str(keyring)])  # fmt: skip
+    assert status == 0, err
+    assert 1 << 20 < len(proof) < 2 << 20
+    (tmp_path / "proof.json").write_bytes(proof)
+    status, out, err = run(["verify-proof", "--keyring", str(keyring),
+                            str(tmp_path / "proof.json")])  # fmt: skip
+    assert status == 0, err
+    assert json.loads(out)["proof"] == "pith-equivocation-proof"
+    huge = tmp_path / "huge.json"
+    with huge.open("wb") as f:  # sparse past its first byte: nothing is written to disk
+        f.write(b"{")
+        f.truncate(MAX_EVIDENCE_BYTES + 1)
+    status, out, err = run(["verify-proof", "--keyring", str(keyring), str(huge)])
+    assert (status, out) == (2, b"")
+    assert err == (f"pithlog: [evidence.malformed] an evidence file is limited to "
+                   f"{MAX_EVIDENCE_BYTES} bytes\n")  # fmt: skip

@@ -135,6 +135,7 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
         self._stall_timer: asyncio.TimerHandle | None = None
         self._stall_buffered = 0
         self._received = b""
+        self._begun_in_read = 0  # requests begun in the read being parsed
         # uvicorn answers past its concurrency limit in plain text: the limit is counted
         # here instead, as uvicorn counts it, and answered by _busy
         self._limit, self.limit_concurrency = self.limit_concurrency, None
@@ -211,6 +212,7 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
     def on_message_begin(self) -> None:
         super().on_message_begin()
         self._in_head, self._began, self._head_bytes = True, True, 0
+        self._begun_in_read += 1
         self._head_started = True
         if self._head_timer is None:
             self._head_timer = self.loop.call_later(HEAD_SECONDS, self._head_late)
@@ -247,6 +249,7 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
 
     def data_received(self, data: bytes) -> None:
         self._began = False
+        self._begun_in_read = 0
         self._received = data  # what send_400_response may look at
         super().data_received(data)
         self._received = b""
@@ -260,8 +263,13 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
     def send_400_response(self, msg: str) -> None:
         # uvicorn calls this as it handles the parser's error: llhttp knows a fixed
         # list of methods, and refuses any other as it refuses bytes that are not HTTP;
-        # a request line with such a method (at the read's start) is 501, not 400
+        # a request line with such a method (at the read's start) is 501, not 400. Only
+        # the read's first request starts there: when another one ended in the same read
+        # (a body longer than its Content-Length, a pipelined request), the refused bytes
+        # start at an offset the parser does not tell, and those bytes ('{}' after a
+        # body's last counted byte) need not be a request line at all: 400
         unknown = isinstance(sys.exc_info()[1], httptools.HttpParserInvalidMethodError)
-        method = unknown and _REQUEST_LINE.match(self._received) is not None
+        method = (unknown and self._begun_in_read <= 1
+                  and _REQUEST_LINE.match(self._received) is not None)  # fmt: skip
         self.transport.write(_refusal(self._too_large, method=method))
         self.transport.close()

@@ -135,6 +135,23 @@ def test_a_request_that_is_not_http_is_a_json_400(server: Server) -> None:
     assert json.loads(body)["error"] == "serve.bad_request"
 
 
+def test_bytes_past_a_body_are_a_json_400_not_a_method_501(server: Server) -> None:
+    # a body longer than its Content-Length: what follows it, in the same read, is not a
+    # request line; it was answered 501 "not a method this server implements", the
+    # request line at the read's start (the first request's) taken for it
+    for extra in (b"{}\n{}\n", b"x"):
+        with socket.create_connection(server.address) as sock:
+            sock.sendall(b"POST /submit HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}"
+                         + extra)  # fmt: skip
+            answer = _answer(sock)
+        assert b"HTTP/1.1 400 " in answer and b"HTTP/1.1 501 " not in answer, answer[:300]
+        assert b'"serve.bad_request"' in answer
+    # an unknown method at a read's start stays 501
+    with socket.create_connection(server.address) as sock:
+        sock.sendall(b"BREW /checkpoint HTTP/1.1\r\nHost: x\r\n\r\n")
+        assert _answer(sock).startswith(b"HTTP/1.1 501 ")
+
+
 def test_without_httptools_serve_refuses_to_start(files: Files, tmp_path: Path) -> None:
     # under h11 uvicorn times out neither a head nor an unread answer (a connection that
     # sent nothing, or half a head, stayed open past HEAD_SECONDS for ever), so serve does

@@ -20,6 +20,7 @@ import pytest
 
 from pithlog.cli import main
 from pithlog.net.pages import REASON_MEANINGS
+from pithlog.protocol.event_types import prepare_record_created
 from pithlog.protocol.events import sign_event
 from pithlog.protocol.keys import SigningKey, dump_key_file, load_keyring
 from pithlog.testing import test_key
@@ -28,6 +29,8 @@ ROOT = Path(__file__).resolve().parents[2]
 CASES = ROOT / "vectors" / "cases"
 OUTPUT = Path(__file__).resolve().parent / "output"
 ORIGIN = "registry.test.invalid/pith"
+VERSIONED = "2607.00001"
+"""An arXiv id of two records (its versions 1 and 2): its search lists them."""
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "net"))
@@ -88,9 +91,19 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]
     stranger = SigningKey.from_seed(bytes(32), "test-rlo", "\u202eevil", "author")
     reversing_signer = sign_event(stranger, "author_attestation", pith, "record",
                                   "2026-08-01T00:00:03Z", {"statement": "hi"})  # fmt: skip
+    # two versions of one paper: a search of its arXiv id lists both records
+    versions = []
+    for version in (1, 2):
+        record = {"metadata": {"submitted_at": "2026-07-01T00:00:00Z", "title": "Versions"},
+                  "schema_version": "1.0",
+                  "source": {"id": VERSIONED, "kind": "arxiv", "version": version}}  # fmt: skip
+        number, payload = prepare_record_created(test_key("registry"),
+                                                 {"canonical_record": record})  # fmt: skip
+        versions.append(sign_event(test_key("registry"), "record_created", number, "record",
+                                   f"2026-08-01T00:00:1{version}Z", payload))  # fmt: skip
     path = tmp / "hostile.jsonl"
-    path.write_text("".join(json.dumps(e) + "\n" for e in (hostile, unbroken, reversing,
-                                                           reversing_signer)))  # fmt: skip
+    signed = (hostile, unbroken, reversing, reversing_signer, *versions)
+    path.write_text("".join(json.dumps(e) + "\n" for e in signed))
     _run(["--store", store, "append", "--keep-invalid", "--keyring", keyring, str(path)])
     with serve_process(Path(store), "--key", str(key), "--origin", ORIGIN) as server:
         yield {"url": server.url, "pith": pith, "hostile": hostile, "unbroken": unbroken,
@@ -252,3 +265,42 @@ def test_a_right_to_left_override_in_a_string_reverses_nothing_after_it(
         return s.endsWith(".") && at(s.lastIndexOf("l")) < at(end);
     }""")
     page.close()
+
+
+PHONES = (320, 360)
+"""Phone widths, in CSS pixels: the narrowest in use, and the most common."""
+
+
+def test_every_page_is_one_column_on_a_phone(served: dict[str, Any], browser: Any) -> None:
+    """At 360 px the header's search form (its label, a field as wide as its placeholder and
+    the button, none of them allowed to shrink) was 24 px wider than the screen on every
+    page, so every page scrolled sideways. No page is wider than a phone's screen: the front
+    page, records (the hostile strings, the equivocations), events, a search that lists
+    records, and the 404 pages."""
+    paths = {  # a path, what it shows, the name of its screenshot
+        "/": ("copies logged", "home"),
+        f"/pith/{served['pith']}": ("Graph snapshots", "pith-seed"),
+        f"/pith/{served['equivocated']['pith_number']}": ("equivocation", "pith-equivocations"),
+        "/event/" + served["hostile"]["event_id"]: ("<script>", "event-hostile"),
+        "/event/" + served["unbroken"]["event_id"]: ("claim:AAAA", "event-unbroken"),
+        "/search?q=" + VERSIONED: ("names 2 records", "search-several"),
+        "/search?q=doi:10.1/none": ("Nothing found", "search-none"),
+        "/pith/pith:2024:AAAAAAAAAAAAAAAAAAAAAAAAAA": ("Unknown", "pith-unknown"),
+        "/event/sha256:" + "0" * 64: ("Unknown event", "event-unknown"),
+    }
+    wide = []
+    for width in PHONES:
+        page = browser.new_page(viewport={"width": width, "height": 740})
+        for path, (shown, name) in paths.items():
+            answer = page.goto(served["url"] + path)
+            assert answer is not None
+            assert shown in page.inner_text("body"), path
+            accessible(page)
+            if name.endswith("-unknown"):
+                assert answer.status == 404 and page.locator("h1").count() == 1
+            shot(page, f"phone-{width}-{name}")
+            scrolled = page.evaluate("document.documentElement.scrollWidth")
+            if scrolled > width:
+                wide.append(f"{path} at {width} px: {scrolled} px wide")
+        page.close()
+    assert not wide, wide

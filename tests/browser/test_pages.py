@@ -302,5 +302,11 @@ def test_every_page_is_one_column_on_a_phone(served: dict[str, Any], browser: An
             scrolled = page.evaluate("document.documentElement.scrollWidth")
             if scrolled > width:
                 wide.append(f"{path} at {width} px: {scrolled} px wide")
+            # an equivocation's copies side by side: each card as wide as its column (a
+            # column of at least 16rem was wider than a 320 px screen's section)
+            cards = page.evaluate("[...document.querySelectorAll('.side-by-side > .card')]"
+                                  ".map(c => [c.offsetWidth, c.parentElement.clientWidth])")
+            wide += [f"{path} at {width} px: a card {card} px in {room} px"
+                     for card, room in cards if card > room]
         page.close()
     assert not wide, wide

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import gc
 import random
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +12,7 @@ import eventgen as g
 import pytest
 from damage import valid
 
+from pithlog.errors import DoorError
 from pithlog.store import Store
 
 
@@ -23,3 +25,18 @@ def damaged(tmp_path: Path) -> Iterator[tuple[Store, list[dict[str, Any]]]]:
     assert store.replay(g.KEYRING).ok
     yield store, events
     store.close()
+
+
+@pytest.fixture
+def collector_paused() -> Iterator[Callable[[], int]]:
+    """The cyclic collector paused, as every command, its helpers and the server's workers
+    run it (:mod:`pithlog.cli`), after a collection: what is freed then is freed by
+    reference counts alone. Yields a count of the door's refusals alive."""
+    was = gc.isenabled()
+    gc.collect()
+    gc.disable()
+    try:
+        yield lambda: sum(isinstance(o, DoorError) for o in gc.get_objects())
+    finally:
+        if was:
+            gc.enable()

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-import gc
 import random
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -254,23 +254,16 @@ def test_an_append_on_one_core_verifies_before_its_write_transaction(
     assert seen and not any(seen)
 
 
-def test_refused_lines_of_an_append_are_freed_with_the_collector_paused(tmp_path: Path) -> None:
+def test_refused_lines_of_an_append_are_freed_with_the_collector_paused(
+    tmp_path: Path, collector_paused: Callable[[], int]
+) -> None:
     """Every command runs with the cyclic collector paused. An append in this process (no
     helpers: one core) kept each refusal with its traceback, whose frame holds the batch's
     list of items: a reference cycle, so every refused line stayed for the command's life
     (400,000 junk lines: 1.4 GB of RSS)."""
-    def refusals() -> int:
-        return sum(isinstance(o, pithlog.errors.DoorError) for o in gc.get_objects())
-
-    was = gc.isenabled()
-    gc.collect()
-    gc.disable()
-    try:
-        before = refusals()
-        with Store.open(tmp_path / "s") as store:
-            results = store.append([b"junk %d" % n for n in range(500)], g.KEYRING)
-        assert {r.status for r in results} == {"refused"}
-        assert refusals() == before
-    finally:
-        if was:
-            gc.enable()
+    refusals = collector_paused
+    before = refusals()
+    with Store.open(tmp_path / "s") as store:
+        results = store.append([b"junk %d" % n for n in range(500)], g.KEYRING)
+    assert {r.status for r in results} == {"refused"}
+    assert refusals() == before

@@ -4,10 +4,10 @@ structure pass in its own process)."""
 
 from __future__ import annotations
 
-import gc
 import json
 import os
 import random
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -183,11 +183,12 @@ def test_replay_by_default_uses_a_worker_per_core_above_the_threshold(
 
 
 def test_stored_copies_the_door_refuses_are_freed_with_the_collector_paused(
-    tmp_path: Path,
+    tmp_path: Path, collector_paused: Callable[[], int]
 ) -> None:
     """Replay and its workers run with the cyclic collector paused. A stored copy that no
     longer passes the door was kept with its traceback, whose frame holds the pith's
     copies: a cycle, so each one stayed for the replay's life."""
+    refusals = collector_paused
     rng = random.Random(42)
     events = valid(g.mixed_events(rng, piths=1, per_pith=12))
     pith = events[0]["pith_number"]
@@ -196,19 +197,8 @@ def test_stored_copies_the_door_refuses_are_freed_with_the_collector_paused(
         for e in events:
             eid = e["event_id"]
             overwrite_copy(store, bytes.fromhex(eid[7:]), b"junk " + eid.encode())
-
-        def refusals() -> int:
-            return sum(isinstance(o, pithlog.errors.DoorError) for o in gc.get_objects())
-
-        was = gc.isenabled()
-        gc.collect()
-        gc.disable()
-        try:
-            before = refusals()
-            read = store._read(lambda txn, dbs: _read_pith(txn, dbs, pith, []))
-            assert sum(isinstance(v, pithlog.errors.DoorError) for v in read.passed.values()) > 5
-            del read
-            assert refusals() == before
-        finally:
-            if was:
-                gc.enable()
+        before = refusals()
+        read = store._read(lambda txn, dbs: _read_pith(txn, dbs, pith, []))
+        assert sum(isinstance(v, pithlog.errors.DoorError) for v in read.passed.values()) > 5
+        del read
+        assert refusals() == before

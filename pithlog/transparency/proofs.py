@@ -50,7 +50,6 @@ register(
         "is damaged",
         "proof.mismatch": "the proof and the checkpoints or the event id given do not belong "
         "together (sizes, origin or event id differ)",
-        "proof.size": "a tree size must lie between 0 and the store's current tree size",
         "proof.event_id": "EVENT_ID is sha256: followed by 64 lowercase hex digits",
     }
 )

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ast
 import inspect
+from collections.abc import Iterable
 from pathlib import Path
 
 from pithlog import errors
@@ -118,3 +119,51 @@ def test_the_reading_sees_what_it_must() -> None:
     assert "pithlog.errors" in _imports("pithlog.net.sync", trees["pithlog.net.sync"],
                                         set(trees))
     assert "mirror.fetch" in errors.CODES
+
+
+def _strings(nodes: Iterable[ast.AST]) -> set[str]:
+    return {n.value for n in nodes if isinstance(n, ast.Constant) and isinstance(n.value, str)}
+
+
+def _used(tree: ast.Module) -> set[str]:
+    """The codes ``tree`` may raise or answer: ``family.detail`` for each string in the
+    first argument of a call (``SomeError("detail", ...)``, a module's
+    ``_refuse("detail", ...)``, ``StoreError("readonly" if ... else "io")``) and each
+    family whose error class the module names; and each whole code passed to a call or
+    held as a dict's value (``error_response(404, "serve.pending", ...)``,
+    ``{"error": "serve.head_too_large", ...}``)."""
+    names = {node.id for node in ast.walk(tree) if isinstance(node, ast.Name)}
+    families = {family for cls, family in FAMILIES.items() if cls in names}
+    details: set[str] = set()
+    whole: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            if node.args:
+                details |= _strings(ast.walk(node.args[0]))
+            whole |= _strings([*node.args, *(k.value for k in node.keywords)])
+        elif isinstance(node, ast.Dict):
+            whole |= _strings(v for v in node.values if v is not None)
+    return whole | {f"{family}.{detail}" for family in families for detail in details}
+
+
+def test_every_registered_code_is_raised_somewhere() -> None:
+    """A code registered (and listed in docs/errors.md) that no module raises or answers
+    is a promise nobody keeps: ``proof.size`` was listed beside ``store.tree_size``,
+    which is what a tree size out of range raises."""
+    import importlib
+    import pkgutil
+
+    import pithlog
+
+    for module in pkgutil.walk_packages(pithlog.__path__, "pithlog."):
+        if module.name != "pithlog.__main__":
+            importlib.import_module(module.name)  # modules register codes of their own
+    trees = _source()
+    used = set().union(*(_used(tree) for tree in trees.values()))
+    never = sorted(set(errors.CODES) - used)
+    assert not never, never
+    # the reading finds each way a code is raised or answered
+    assert "door.bom" in _used(trees["pithlog.protocol.canonical"])  # _refuse("bom", ...)
+    assert "store.io" in _used(trees["pithlog.store.environment"])  # an IfExp
+    assert "serve.head_too_large" in _used(trees["pithlog.net.http_head"])  # a dict's value
+    assert "serve.pending" in _used(trees["pithlog.net.app"])  # error_response's argument

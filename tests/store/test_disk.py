@@ -192,6 +192,32 @@ def test_lmdb_disk_errors_are_store_disk() -> None:
     assert _store_error(lmdb.Error("mdb_put: Invalid argument")).code == "store.lmdb"
 
 
+@pytest.mark.parametrize(("name", "code"), [
+    ("CorruptedError", "store.corrupted"),
+    ("PanicError", "store.corrupted"),
+    ("PageNotFoundError", "store.corrupted"),
+    ("InvalidError", "store.not_a_store"),
+    ("VersionMismatchError", "store.not_a_store"),
+    ("IncompatibleError", "store.not_a_store"),
+    ("ReadersFullError", "store.readers_full"),
+    ("TxnFullError", "store.txn_full"),
+    ("ReadonlyError", "store.readonly"),
+    ("DiskError", "store.disk"),
+    ("LockError", "store.lock"),
+])  # fmt: skip
+def test_each_lmdb_error_class_has_its_store_code(name: str, code: str) -> None:
+    """What cannot be provoked on demand (a transaction of too many dirty pages, a lock
+    held against this process, damage) is mapped by LMDB's error class: each keeps the
+    code docs/errors.md gives it, with LMDB's text as the message."""
+    import lmdb
+
+    from pithlog.store.environment_errors import _store_error
+
+    error = _store_error(getattr(lmdb, name)("mdb_env_open: some cause"))
+    assert (error.code, error.exit_status) == (code, 2)
+    assert "some cause" in error.message
+
+
 # --- damaged store files --------------------------------------------------------------------
 
 

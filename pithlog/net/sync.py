@@ -73,8 +73,9 @@ from pithlog.net.syncmsg import (
 
 register(
     {
-        "sync.source": "the sync source is neither a pithlog store folder nor a readable JSON "
-        "Lines export file: check --from",
+        "sync.source": "the export file given to --from changed while it was synced from "
+        "(a line read again no longer passes the door): run the sync again once nothing "
+        "writes the file",
         "sync.mismatch": "the source sent a copy that is not the one asked for (its hash is "
         "not the short id, or it fails the door): the source is hostile or broken",
     }

@@ -146,6 +146,20 @@ def test_sync_from_an_export_file(tmp_path: Path) -> None:
         assert again.needed == report.statuses["rejected"] == again.statuses["rejected"]
 
 
+def test_an_export_that_changes_while_it_is_synced_from_is_sync_source(tmp_path: Path) -> None:
+    """A copy is read again from its place in the file when it is sent: a line that no
+    longer passes the door there is ``sync.source``, the one refusal the code names."""
+    with Store.open(tmp_path / "a") as a, Store.open(tmp_path / "b") as b:
+        _append(a, _events(2))
+        stream = _export([data for _, data in a.export()])
+        source = sources.ExportSource.read(stream)
+        stream.getbuffer()[0:1] = b"x"  # the first line's "{" overwritten
+        with pytest.raises(SyncError) as caught:
+            sp.pull(b, source.responder(), g.KEYRING)
+    assert caught.value.code == "sync.source"
+    assert "changed while it was synced from" in caught.value.message
+
+
 def test_an_export_source_holds_no_copy_in_memory(tmp_path: Path) -> None:
     """Reading an export keeps each copy's item and place, not its bytes."""
     pith = g.record("big")["pith_number"]

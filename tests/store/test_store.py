@@ -388,6 +388,32 @@ def test_a_store_whose_creation_never_committed_is_missing_not_foreign(tmp_path:
     env.close()
 
 
+@pytest.mark.parametrize(("key", "value"), [(b"format", b"99"),
+                                          (b"merge_version", b"pith-open-graph-merge-v9")])
+def test_a_store_of_another_format_is_refused_by_the_cli_in_one_line(
+    tmp_path: Path, key: bytes, value: bytes
+) -> None:
+    """A store written by another pithlog (a newer store format, another merge version):
+    every command refuses it with ``store.format`` in one line, exit 2, writing nothing."""
+    store_dir = tmp_path / "s"
+    with Store.open(store_dir) as store:
+        store.append([g.encoded(g.record("2501.00002"))], g.KEYRING)
+    env = lmdb.open(str(store_dir), max_dbs=64)
+    with env.begin(write=True) as txn:
+        txn.put(key, value, db=env.open_db(b"meta", txn=txn, create=False))
+    env.close()
+    for command in (["stats"], ["export"]):
+        done = subprocess.run([sys.executable, "-m", "pithlog", "--store", str(store_dir),
+                               *command], capture_output=True, text=True, timeout=120)  # fmt: skip
+        assert done.returncode == 2, done.stderr
+        assert done.stderr.startswith("pithlog: [store.format] "), done.stderr
+        assert done.stderr.count("\n") == 1 and done.stdout == "", done.stderr
+    with pytest.raises(StoreError) as caught:
+        Store.open(store_dir, create=False)
+    assert caught.value.code == "store.format"
+    assert value.decode() in caught.value.message
+
+
 def test_the_prefix_scan_stops_at_the_first_key_without_the_prefix(tmp_path: Path) -> None:
     # layout.prefixed is the one prefix scan behind evidence, by_pith, the index of a pith
     # and the leaves of an event: neighbours on both sides stay out, and delete=True

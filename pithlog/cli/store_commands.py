@@ -232,6 +232,14 @@ class _Shard:
         os.fsync(self.handle.fileno())
         self.handle.close()
         os.replace(self.tmp, self.path)
+        # the rename is an entry of the folder: until the folder is synced, a crash can take
+        # the name back, and the shard's line (which --after resumes from) would name a shard
+        # that is not there
+        folder = os.open(self.path.parent, os.O_RDONLY)
+        try:
+            os.fsync(folder)
+        finally:
+            os.close(folder)
         return jcs({"file": self.path.name, "first_seq": self.first, "last_seq": self.last,
                     "envelopes": self.count, "sha256": self.digest.hexdigest()}) + b"\n"
 

@@ -516,3 +516,34 @@ def test_export_into_shards_stops_where_its_output_closes(files: dict[str, Any])
     assert run([*argv[:2], "export", "--out", str(whole), "--shard-size", "7"])[0] == 0
     assert {p.name: p.read_bytes() for p in shards.iterdir()} == {
         p.name: p.read_bytes() for p in whole.iterdir()}  # fmt: skip
+
+
+def test_a_shard_is_durable_under_its_name_before_its_line_is_printed(
+    files: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A shard's line tells an operator (and ``--after``) that the shard is written: its
+    data is synced before the rename, and its folder after it, or a crash could take the
+    name back (the rename lives in the folder, which was never synced)."""
+    import stat
+
+    from pithlog.cli import store_commands
+
+    assert append(files, "--keep-invalid")[0] == 0
+    shards = files["tmp"] / "shards"
+    synced: list[str] = []
+    real_fsync = os.fsync
+
+    def fsync(fd: int) -> None:
+        mode = os.fstat(fd).st_mode
+        names = sorted(p.name for p in shards.iterdir() if not p.name.startswith("."))
+        synced.append(f"folder:{','.join(names)}" if stat.S_ISDIR(mode) else "file")
+        real_fsync(fd)
+
+    monkeypatch.setattr(store_commands.os, "fsync", fsync)
+    status, manifest, err = run(["--store", files["store"], "export", "--out", str(shards),
+                                 "--shard-size", "20"])  # fmt: skip
+    assert status == 0, err
+    names = [m["file"] for m in lines(manifest)]
+    # each shard: its file synced, then the folder holding it under its name
+    assert synced == [step for n in range(1, len(names) + 1)
+                      for step in ("file", f"folder:{','.join(names[:n])}")]  # fmt: skip

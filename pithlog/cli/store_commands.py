@@ -261,7 +261,14 @@ def _export_shards(args: argparse.Namespace, out: Out) -> int:
     if args.with_seq:
         raise UsageError("arguments", "--with-seq cannot be sharded: shards are what "
                          "import and reduce read")  # fmt: skip
+    if args.out == "":  # `--out "$DIR"` with DIR unset: not the current folder, silently
+        raise UsageError("arguments", "--out is empty: give the folder of the shards")
     folder = Path(args.out)
+    inside = Path(store_path(args)).resolve()
+    if folder.resolve() == inside or inside in folder.resolve().parents:
+        # shards among the store's own files: a backup that goes with the store it backs up
+        raise UsageError("arguments", f"--out {folder} is inside the store {inside}: give "
+                         "a folder of its own for the shards")  # fmt: skip
     if folder.exists() and not folder.is_dir():
         raise UsageError("unwritable", f"--out {folder} is a file, not a folder: give the "
                          "folder of the shards (made if need be)")  # fmt: skip

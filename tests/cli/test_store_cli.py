@@ -497,6 +497,26 @@ def test_export_into_shards_it_cannot_write_says_so_not_that_it_cannot_read(
     assert "Not a directory" in err and err.count("\n") == 1
 
 
+def test_export_into_shards_refuses_an_empty_out_and_the_stores_own_folder(
+    files: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``--out "$DIR"`` with DIR unset wrote the shards into the current folder, and
+    ``--out`` naming the store (or a folder in it) wrote them among the store's files:
+    both are refused, nothing written."""
+    assert append(files, "--keep-invalid")[0] == 0
+    monkeypatch.chdir(files["tmp"])
+    before = sorted(p.name for p in files["tmp"].iterdir())
+    for given, said in (("", "--out is empty"),
+                        (files["store"], "is inside the store"),
+                        (str(Path(files["store"]) / "shards"), "is inside the store")):
+        status, out, err = run(["--store", files["store"], "export", "--out", given])
+        assert (status, out) == (2, b""), err
+        assert err.startswith("pithlog: [usage.arguments] ") and said in err, err
+    assert sorted(p.name for p in files["tmp"].iterdir()) == before
+    assert not (Path(files["store"]) / "shards").exists()
+    assert not any(p.name.startswith("export-") for p in Path(files["store"]).iterdir())
+
+
 def test_export_into_shards_stops_where_its_output_closes(files: dict[str, Any]) -> None:
     """``export --out DIR | head -1``: each shard is on disk before its line is printed;
     the export stops at the line that cannot be, says through which seq the shards are

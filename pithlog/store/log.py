@@ -49,7 +49,7 @@ from pithlog.store.environment_walk import Walkers
 from pithlog.store.layout import eid_bytes
 from pithlog.store.log_network import NetworkReads
 from pithlog.store.log_reads import ContentReads
-from pithlog.store.lookup import require_keyring
+from pithlog.store.lookup import require_count, require_keyring
 from pithlog.store.replay_processes import EarlyWorkers, replay, structure
 from pithlog.store.replay_report import Discrepancy as Discrepancy
 from pithlog.store.replay_report import Progress as Progress
@@ -298,6 +298,7 @@ class Store(ContentReads, NetworkReads):
         in as many processes.
         """
         require_keyring(keyring, "replay")
+        require_count(jobs, "replay", "jobs", none=True)
         return replay(self, keyring, verify, jobs, progress, early)
 
     def _structure(
@@ -325,6 +326,7 @@ class Store(ContentReads, NetworkReads):
         ``cap``), key_ids changed and, with ``count_events``, the events of the piths to
         re-reduce; ``None`` when the store is under it already."""
         require_keyring(keyring, "rekey_plan")
+        require_count(cap, "rekey_plan", "cap", least=0, none=True)
         return self._read(lambda txn, dbs: rekey.plan(txn, dbs, keyring, cap, count_events))
 
     def apply_keyring(
@@ -340,6 +342,8 @@ class Store(ContentReads, NetworkReads):
         does it. What :meth:`append` does first; returns the plan it applied (``None``:
         nothing to do)."""
         require_keyring(keyring, "apply_keyring")
+        require_count(limit, "apply_keyring", "limit", least=0)
+        require_count(event_limit, "apply_keyring", "event_limit", least=0)
         return rekey.apply_keyring(self, keyring, limit, progress, event_limit)
 
     def rekey(
@@ -356,6 +360,8 @@ class Store(ContentReads, NetworkReads):
         piece committed. ``keyring_digest`` changes with the last piece. Returns counts:
         copies judged, piths re-reduced, pieces."""
         require_keyring(keyring, "rekey")
+        require_count(piece_copies, "rekey", "piece_copies")
+        require_count(piece_events, "rekey", "piece_events")
         return rekey.rekey(self, keyring, progress, piece_copies, piece_events)
 
     # --- transparency: the Merkle tree over the append sequence ---------------------------

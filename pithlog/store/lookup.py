@@ -42,3 +42,15 @@ def require_keyring(value: object, method: str) -> None:
     if not isinstance(value, Keyring):
         raise StoreError("argument", f"Store.{method}: the keyring is a {type(value).__name__}, "
                          "not a pithlog.Keyring: read it with pithlog.load_keyring")  # fmt: skip
+
+
+def require_count(value: object, method: str, name: str, least: int = 1,
+                  none: bool = False) -> None:  # fmt: skip
+    """Raise ``store.argument`` unless ``value`` is an ``int`` of at least ``least`` (or
+    ``None`` when ``none``): a piece of 0 events never ended (its loop took no pith), one of
+    0 copies indexed an empty list, and a ``str`` failed in a comparison deep inside."""
+    if value is None and none:
+        return
+    if not isinstance(value, int) or isinstance(value, bool) or value < least:
+        raise StoreError("argument", f"Store.{method}({name}={value!r}): {name} is an int, "
+                         f"{least} or more{' (or None)' if none else ''}")  # fmt: skip

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -236,3 +237,45 @@ def test_each_pith_walks_what_piths_lists_a_chunk_at_a_time(tmp_path: Path) -> N
             with pytest.raises(StoreError) as caught:
                 store.each_pith(chunk)  # type: ignore[arg-type]
             assert caught.value.code == "store.argument"
+
+
+def test_a_size_argument_out_of_its_range_is_store_argument(tmp_path: Path) -> None:
+    """``rekey(piece_events=0)`` never ended (each piece re-reduced no pith, and the next
+    piece was tried again), ``piece_copies=0`` was an IndexError, a ``str`` for a cap, a
+    limit or ``replay``'s ``jobs`` a TypeError from a comparison inside, and ``jobs=0``
+    was taken: each is store.argument, naming the method and the argument, before any
+    work (bounded here by an alarm: the loop this guards against never ended)."""
+    record = record_event()
+    changed = test_keyring(registry={"not_after": "2027-01-01T00:00:00Z"})
+    calls = [
+        lambda s: s.rekey(changed, piece_events=0),
+        lambda s: s.rekey(changed, piece_copies=0),
+        lambda s: s.rekey(changed, piece_copies="10"),
+        lambda s: s.rekey_plan(changed, cap="10"),
+        lambda s: s.rekey_plan(changed, cap=-1),
+        lambda s: s.apply_keyring(changed, limit="10"),
+        lambda s: s.apply_keyring(changed, event_limit=None),
+        lambda s: s.replay(test_keyring(), jobs=0),
+        lambda s: s.replay(test_keyring(), jobs="2"),
+        lambda s: s.replay(test_keyring(), jobs=1.5),
+    ]
+
+    def hung(*_: object) -> None:
+        raise TimeoutError("the call did not end")
+
+    was = signal.signal(signal.SIGALRM, hung)
+    try:
+        with Store.open(tmp_path / "s") as store:
+            store.append([jcs(record)], test_keyring())
+            for call in calls:
+                signal.alarm(10)
+                with pytest.raises(StoreError) as caught:
+                    call(store)
+                signal.alarm(0)
+                assert caught.value.code == "store.argument", caught.value
+                assert caught.value.message.startswith("Store.")
+            assert store.keyring_digest() == test_keyring().digest
+            assert store.rekey(changed, piece_events=1)["piths"] == 1
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, was)

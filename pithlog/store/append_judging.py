@@ -25,7 +25,7 @@ import functools
 import gc
 import os
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from concurrent.futures import Future
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
@@ -97,6 +97,9 @@ def require_batch(batch: object) -> None:
     if isinstance(batch, (dict, str, Envelope, *RAW)):
         raise StoreError("item", f"the batch is one {type(batch).__name__}, not a list of "
                          "items: pass [item] for one line or event")  # fmt: skip
+    if not isinstance(batch, Iterable):  # None, a number: a TypeError from the walk
+        raise StoreError("item", f"the batch is a {type(batch).__name__}, not a list of "
+                         "items (lines as bytes, event dicts or Envelopes)")  # fmt: skip
 
 
 def judging_pool(stack: contextlib.ExitStack, path: str, keyring: Keyring) -> Pool:

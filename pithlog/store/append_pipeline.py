@@ -165,6 +165,7 @@ def append_batches(
 
         try:
             for number, batch in enumerate(batches):
+                require_batch(batch)  # before it is measured or handed to the helpers
                 if number == 0 and cores > 1 and _at_least(batch, ALONE_POOL_MIN):
                     # a large first batch has nothing to overlap with: its
                     # signatures need the helpers as much

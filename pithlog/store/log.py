@@ -244,6 +244,10 @@ class Store(ContentReads, NetworkReads):
         A keyring other than the store's is first applied as :meth:`apply_keyring` does
         (when the pipeline starts), or refused."""
         require_keyring(keyring, "append_batches")
+        if not isinstance(batches, Iterable) or isinstance(batches, (str, bytes, dict)):
+            raise StoreError("item", f"Store.append_batches: the batches are a "
+                             f"{type(batches).__name__}, not an iterable of batches (lists "
+                             "of items)")  # fmt: skip
         self.apply_keyring(keyring)
         return append_batches(self, batches, keyring, keep_invalid, vet)
 

@@ -113,6 +113,24 @@ def test_an_item_of_another_type_is_refused_before_its_batch_is_written(
         assert store.append([bytearray(line)], test_keyring())[0].status == STORED
 
 
+def test_a_batch_or_batches_that_are_no_list_are_store_item(tmp_path: Path) -> None:
+    """``append(None, keyring)``, ``append_batches(None, keyring)`` or a batch of None
+    among the batches was a TypeError ("'NoneType' object is not iterable") from inside
+    the pipeline; each is store.item now, and nothing is written."""
+    record = record_event()
+    with Store.open(tmp_path / "s") as store:
+        calls = (lambda: store.append(None, test_keyring()),  # type: ignore[arg-type]
+                 lambda: store.append(7, test_keyring()),  # type: ignore[arg-type]
+                 lambda: list(store.append_batches(None, test_keyring())),  # type: ignore[arg-type]
+                 lambda: list(store.append_batches([None], test_keyring())),  # type: ignore[list-item]
+                 lambda: list(store.append_batches([[jcs(record)], 3], test_keyring())))  # type: ignore[list-item]  # fmt: skip
+        for call in calls:
+            with pytest.raises(StoreError) as caught:
+                call()
+            assert caught.value.code == "store.item", caught.value
+        assert store.tree_size() == 0
+
+
 def test_a_batch_that_is_one_item_is_refused_saying_so(tmp_path: Path) -> None:
     """``store.append(event, keyring)`` (one event, not a list of them) walked the dict's
     member names and said its item 0 was a ``str``, to be read in binary mode; one line of

@@ -94,7 +94,10 @@ class Store(ContentReads, NetworkReads):
         take parts of that walk (:mod:`pithlog.store.environment_walk`: replay's workers
         before they start on the piths).
         """
-        where = os.fspath(path)
+        where = os.fspath(path) if isinstance(path, (str, os.PathLike)) else path
+        if not isinstance(where, str):  # None, bytes: a TypeError from os.path, or "\0" in
+            raise StoreError("argument", f"Store.open({path!r}): the store path is a str "
+                             "or a path-like object of one")  # fmt: skip
         if not where:  # a variable left unset: realpath("") is the current folder
             raise StoreError("argument", "Store.open(''): the store path is empty; give "
                              "the store's folder ('.' for the current one)")  # fmt: skip

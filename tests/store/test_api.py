@@ -297,3 +297,17 @@ def test_a_size_argument_out_of_its_range_is_store_argument(tmp_path: Path) -> N
     finally:
         signal.alarm(0)
         signal.signal(signal.SIGALRM, was)
+
+
+def test_a_store_path_of_another_type_is_store_argument(tmp_path: Path) -> None:
+    """``Store.open(None)`` (a setting left unset) or a path as bytes was a TypeError, for
+    bytes one that named neither the path nor the fix ("a bytes-like object is required,
+    not 'str'"); each is store.argument now, and nothing is created."""
+    for wrong in (None, 7, bytes(tmp_path / "s"), bytearray(b"s")):
+        with pytest.raises(StoreError) as caught:
+            Store.open(wrong)  # type: ignore[arg-type]
+        assert caught.value.code == "store.argument", caught.value
+        assert caught.value.message.startswith("Store.open(")
+    assert not (tmp_path / "s").exists()
+    with Store.open(tmp_path / "s") as store:
+        assert store.tree_size() == 0

@@ -77,6 +77,10 @@ register(
         "store",
         "store.io": "the store's folder cannot be created or read: check the path",
         "store.lmdb": "LMDB refused the operation: the message names the cause",
+        "store.forked": "the store was opened in the process this one was forked from "
+        "(a prefork server's workers, multiprocessing's fork), and LMDB forbids using it "
+        "in the child: open the store in each process after it is forked, or start child "
+        "processes with the spawn method",
         "store.argument": "an argument of a Store method is not of its type (a keyring "
         "that is not a Keyring, an after that is not an int) or out of its range: the "
         "message names it",
@@ -488,7 +492,7 @@ def _lmdb_open(real: str, create: bool, map_size: int, readonly: bool) -> lmdb.E
             if _FORKED and "already open in this process" in str(exc):
                 # py-lmdb's own record of open environments crosses fork(), and pithlog
                 # cannot clear it: the store was open in the process this one forked from
-                raise StoreError("lmdb", f"{real} was open in the process this one was forked "
+                raise StoreError("forked", f"{real} was open in the process this one was forked "
                                  "from, and LMDB (py-lmdb) refuses it in the child: start "
                                  "child processes with the spawn method, or open the store "
                                  "in the parent only after they are forked") from exc  # fmt: skip

@@ -135,7 +135,7 @@ class Store(ContentReads, NetworkReads):
         if self._shared.pid != os.getpid():
             # LMDB: an environment must not be used in a child made by fork(); using the
             # parent's (its reader slots, its writer lock) from here is undefined behaviour
-            raise StoreError("lmdb", f"the Store of {self.path} was opened in the process "
+            raise StoreError("forked", f"the Store of {self.path} was opened in the process "
                              "this one was forked from, and LMDB forbids using it in the "
                              "child: start child processes with the spawn method and open "
                              "the store there, or open it in the parent only after "

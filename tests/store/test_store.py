@@ -469,8 +469,9 @@ def test_an_event_given_as_a_dict_meets_the_door_as_bytes_do(
 @pytest.mark.skipif(not hasattr(__import__("os"), "fork"), reason="needs fork()")
 def test_a_forked_child_opens_other_stores_and_says_why_not_its_parents(tmp_path: Path) -> None:
     """py-lmdb's record of open environments crosses fork(), and pithlog cannot clear it:
-    a child cannot open a store its parent holds open. It says so (store.lmdb, naming
-    fork and spawn), and opens any other store."""
+    a child cannot open a store its parent holds open. It says so (store.forked, a code
+    of its own rather than LMDB's catch-all store.lmdb, naming fork and spawn), and opens
+    any other store."""
     import os
 
     with Store.open(tmp_path / "held"):
@@ -481,7 +482,7 @@ def test_a_forked_child_opens_other_stores_and_says_why_not_its_parents(tmp_path
                 try:
                     Store.open(tmp_path / "held", readonly=True)
                 except StoreError as exc:
-                    if exc.code == "store.lmdb" and "forked" in exc.message \
+                    if exc.code == "store.forked" and "forked" in exc.message \
                             and "spawn" in exc.message:  # fmt: skip
                         with Store.open(tmp_path / "other") as other:
                             status = 0 if other.tree_size() == 0 else 1
@@ -530,24 +531,28 @@ def test_stats_counts_the_piths_once_per_commit_and_again_after_any(tmp_path: Pa
 def test_a_forked_child_cannot_use_its_parents_store_object(tmp_path: Path) -> None:
     """A Store object the child inherits through fork() shared the parent's LMDB
     environment, which LMDB forbids in a child: reads and even appends ran on it. Every
-    use in the child is now refused (store.lmdb, naming fork), and nothing is written."""
+    use in the child is now refused (store.forked, a code a server can tell from LMDB's
+    catch-all store.lmdb, naming fork), iterators taken before the fork included, and
+    nothing is written."""
     import os
 
     rec, other = g.record("2501.00021"), g.record("2501.00022")
     with Store.open(tmp_path / "s") as store:
         store.append([g.encoded(rec)], g.KEYRING)
+        walk, piths = store.export(chunk=1), store.each_pith(chunk=1)
         pid = os.fork()
         if pid == 0:  # the child: its verdict is its exit status
             status = 1
             try:
                 refused = 0
                 for use in (lambda: store.state(rec["pith_number"]),
-                            lambda: store.append([g.encoded(other)], g.KEYRING)):
+                            lambda: store.append([g.encoded(other)], g.KEYRING),
+                            lambda: next(walk), lambda: next(piths)):  # fmt: skip
                     try:
                         use()
                     except StoreError as exc:
-                        refused += exc.code == "store.lmdb" and "forked" in exc.message
-                status = 0 if refused == 2 else 1
+                        refused += exc.code == "store.forked" and "forked" in exc.message
+                status = 0 if refused == 4 else 1
             finally:
                 os._exit(status)
         _, status = os.waitpid(pid, 0)

@@ -177,6 +177,9 @@ class Judging:
         the requests before them are written, and in parts large enough that handing a
         part to a helper costs little beside judging it."""
         at = 0
+        if not isinstance(batches, list):  # None: a TypeError from the walk
+            raise StoreError("item", f"send_each takes a list of batches (lists of lines), "
+                             f"not a {type(batches).__name__}")  # fmt: skip
         for batch in batches:
             require_batch(batch)
             for line in batch:

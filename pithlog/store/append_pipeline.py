@@ -123,6 +123,9 @@ def append(
 
 def _same_keyring(judging: Helpers, keyring: Keyring) -> None:
     # the helpers' verdicts would be written as the append's: refused before any is used
+    if not isinstance(getattr(judging, "keyring", None), Keyring):  # an AttributeError
+        raise StoreError("argument", f"judging is a {type(judging).__name__}, not judging "
+                         "helpers: make them with store.judging(keyring)")  # fmt: skip
     if judging.keyring.digest != keyring.digest:
         raise StoreError("judging_keyring", f"the judging helpers judge under keyring "
                          f"{judging.keyring.digest}, this append is under {keyring.digest}")
@@ -134,6 +137,9 @@ def append_judged(
 ) -> list[AppendResult]:  # fmt: skip
     """:meth:`Store.append_judged`: the batches ``judging`` was sent, as one batch."""
     _same_keyring(judging, keyring)
+    if not isinstance(sent, list) or not all(isinstance(b, SentBatch) for b in sent):
+        raise StoreError("item", "append_judged takes a list of the SentBatch objects "
+                         "judging.send_each returned")  # fmt: skip
     joined = SentBatch([part for batch in sent for part in batch.parts])
     return store._finish_append(joined, keyring, keep_invalid)
 

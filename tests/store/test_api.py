@@ -311,3 +311,33 @@ def test_a_store_path_of_another_type_is_store_argument(tmp_path: Path) -> None:
     assert not (tmp_path / "s").exists()
     with Store.open(tmp_path / "s") as store:
         assert store.tree_size() == 0
+
+
+def test_judging_arguments_of_another_type_are_store_errors(tmp_path: Path) -> None:
+    """``append_judged(None, ...)``, a list of lines where the SentBatch objects go,
+    ``judging=None`` (or any object that is no helpers) and ``send_each(None)`` were a
+    TypeError or an AttributeError ("'NoneType' object has no attribute 'keyring'"); they
+    are store.item (what was to be appended) or store.argument (the helpers), and
+    nothing is written."""
+    line = jcs(record_event())
+    keyring = test_keyring()
+    with Store.open(tmp_path / "s") as store:
+        judging = store.judging(keyring)
+        try:
+            calls = {
+                "store.item": (lambda: store.append_judged(None, keyring, judging),  # type: ignore[arg-type]
+                               lambda: store.append_judged([[line]], keyring, judging),  # type: ignore[list-item]
+                               lambda: judging.send_each(None)),  # type: ignore[arg-type]
+                "store.argument": (lambda: store.append_judged([], keyring, None),  # type: ignore[arg-type]
+                                   lambda: store.append([line], keyring, judging=object())),  # type: ignore[arg-type]
+            }
+            for code, uses in calls.items():
+                for use in uses:
+                    with pytest.raises(StoreError) as caught:
+                        use()
+                    assert caught.value.code == code, caught.value
+            assert store.tree_size() == 0
+            sent = judging.send_each([[line]])
+            assert [r.status for r in store.append_judged(sent, keyring, judging)] == [STORED]
+        finally:
+            judging.close()

@@ -21,6 +21,7 @@ from pithlog.cli.edge import (
 )
 from pithlog.cli.streams import Out, read_keyring
 from pithlog.errors import EXIT_OK, EXIT_VERIFY_FAILED, MirrorError
+from pithlog.transparency.checkpoint import parse_checkpoint_text, parse_note
 
 
 def cmd_audit(args: argparse.Namespace, out: Out) -> int:
@@ -78,7 +79,11 @@ def cmd_audit(args: argparse.Namespace, out: Out) -> int:
                 nonlocal mirrored, held_whole
                 held = store.tree_size()
                 mirrored = mirror.mirror_once(store, origin, keyring, args.origin, evidence)
-                held_whole = store.accepted_checkpoint(mirrored.origin)
+                # the checkpoint accepted, unless it is one a stopped pass accepted and this
+                # one, served an older checkpoint (a cache's), did not complete
+                accepted = store.accepted_checkpoint(mirrored.origin)
+                if accepted is not None and _size(accepted) <= store.tree_size():
+                    held_whole = accepted
                 # grown, not a newer checkpoint accepted: a catch-up that stopped midway
                 # (its leaves not fetched) accepted the checkpoint the next one completes,
                 # and the state compared before it was of the shorter tree
@@ -120,6 +125,11 @@ def cmd_audit(args: argparse.Namespace, out: Out) -> int:
             f"{counts['equivocation']} equivocation(s) proven, {counts['split_view']} split "
             f"view(s)")  # fmt: skip
     return EXIT_VERIFY_FAILED if found else EXIT_OK
+
+
+def _size(note: bytes) -> int:
+    """The tree size of a signed checkpoint (C2SP tlog-checkpoint)."""
+    return parse_checkpoint_text(parse_note(note).text).size
 
 
 def add_commands(sub: Any, store_parser: StoreParser) -> None:

@@ -696,3 +696,56 @@ def test_a_pith_that_first_comes_in_a_catch_up_is_compared(
     assert status == 0, (lines, err)
     assert lines[-1]["compared_size"] == lines[-1]["size"] == size_before + 4
     assert lines[-1]["latest_size"] == size_before + 6
+
+
+def test_a_stale_checkpoint_after_a_catch_up_stopped_midway_leaves_the_proofs_held_whole(
+    tmp_path: Path,
+) -> None:
+    """A catch-up that stopped midway had accepted the registry's newer checkpoint; the
+    next one was served an older checkpoint (a cache's) and brought nothing. The proofs were
+    then made against the checkpoint accepted, whose tree the store does not hold: the audit
+    ended with store.tree_size after its findings, no proof and no summary. The checkpoint
+    the proofs are against is one whose tree the mirror holds whole."""
+    from pithlog.protocol.keys import load_keyring
+
+    files = case_files(tmp_path, "equivocations")
+    keyring = load_keyring(files.keyring.read_bytes())
+    where: dict[str, Any] = {"grown": False, "failed": 0, "lies": 0, "stale": None}
+
+    async def forward(request: Request) -> Response:
+        path = request.url.path
+        answer = await upstream(where["upstream"] + path)
+        body = answer.content
+        if path == "/checkpoint" and where["stale"] is None:
+            where["stale"] = body  # the checkpoint of before the log grew, as a cache keeps it
+        elif path == "/checkpoint" and where["failed"]:
+            body = where["stale"]  # after the stopped pass: the cache's older checkpoint
+        if path.startswith("/state/") and answer.status_code == 200 and where["lies"] < 2:
+            where["lies"] += 1  # two states lie: each calls for a catch-up
+            if not where["grown"]:
+                where["grown"] = True
+                with Store.open(files.store) as registry:
+                    registry.append([g.encoded(g.record("2603.00001"))], keyring,
+                                    keep_invalid=True)  # fmt: skip
+            body = altered(body)
+        elif path.startswith("/tile/entries/") and where["grown"] and not where["failed"]:
+            where["failed"] += 1  # the catch-up's first bundle: its pass stops midway
+            return Response(b"upstream gone", 503)
+        return Response(body, answer.status_code,
+                        media_type=answer.headers.get("content-type"))  # fmt: skip
+
+    with serving(files) as server:
+        where["upstream"] = server.url
+        for proxy in proxied(forward, where):
+            status, lines, err = audit(proxy["url"], files, tmp_path / "auditor",
+                                       tmp_path / "ev")  # fmt: skip
+    assert where["failed"] == 1 and where["lies"] == 2
+    assert status == 1, err
+    assert lines[-1].get("summary"), (lines, err)
+    assert lines[-1]["state_mismatch"] == 1  # the second lie, served at the size compared
+    proofs = [f for f in lines[:-1] if f["finding"] == "equivocation"]
+    assert proofs and lines[-1]["equivocation"] == len(proofs)
+    for finding in proofs:
+        status, _, err = run(["verify-proof", "--keyring", str(files.keyring),
+                                "--origin", ORIGIN, finding["proof"]])  # fmt: skip
+        assert status == 0, err

@@ -388,6 +388,7 @@ def test_a_page_lays_out_at_most_most_laid_out_on_a_page_values(tmp_path: Path) 
 
 @pytest.mark.parametrize(("cross", "shown"), [
     (5, "cs.DC, 5"), (True, "cs.DC, yes"), ("cs.AI", "cs.DC, cs.AI"), (None, "cs.DC"),
+    ("", "cs.DC, <span class=\"muted\">(empty)</span>"),
     (["cs.DC", "cs.AI", "math.CO"], "cs.DC, cs.AI, math.CO"),
 ])  # fmt: skip
 def test_a_record_whose_cross_categories_are_not_a_list_has_a_page(

@@ -264,8 +264,11 @@ def _export_shards(args: argparse.Namespace, out: Out) -> int:
     if args.out == "":  # `--out "$DIR"` with DIR unset: not the current folder, silently
         raise UsageError("arguments", "--out is empty: give the folder of the shards")
     folder = Path(args.out)
-    inside = Path(store_path(args)).resolve()
-    if folder.resolve() == inside or inside in folder.resolve().parents:
+    # realpath, not Path.resolve: a link that loops (in --out or the store's path) made
+    # resolve raise RuntimeError, a traceback; left as it is, open or mkdir says why
+    inside = Path(os.path.realpath(store_path(args)))
+    target = Path(os.path.realpath(folder))
+    if target == inside or inside in target.parents:
         # shards among the store's own files: a backup that goes with the store it backs up
         raise UsageError("arguments", f"--out {folder} is inside the store {inside}: give "
                          "a folder of its own for the shards")  # fmt: skip

@@ -517,6 +517,23 @@ def test_export_into_shards_refuses_an_empty_out_and_the_stores_own_folder(
     assert not any(p.name.startswith("export-") for p in Path(files["store"]).iterdir())
 
 
+def test_export_into_shards_says_a_looping_link_in_one_line(files: dict[str, Any]) -> None:
+    """A symbolic link that loops, in ``--out`` or in the store's path, is the one-line
+    error of the mkdir or the open that meets it, not a traceback from the check that
+    ``--out`` is not inside the store."""
+    assert append(files, "--keep-invalid")[0] == 0
+    loop = files["tmp"] / "loop"
+    loop.symlink_to(loop)
+    status, out, err = run(["--store", files["store"], "export", "--out", str(loop / "x")])
+    assert (status, out) == (2, b""), err
+    assert err.startswith("pithlog: [usage.unwritable] cannot make the folder "), err
+    assert err.count("\n") == 1, err
+    status, out, err = run(["--store", str(loop), "export", "--out",
+                            str(files["tmp"] / "shards")])  # fmt: skip
+    assert (status, out) == (2, b""), err
+    assert err.startswith("pithlog: [store.io] ") and err.count("\n") == 1, err
+
+
 def test_export_into_shards_stops_where_its_output_closes(files: dict[str, Any]) -> None:
     """``export --out DIR | head -1``: each shard is on disk before its line is printed;
     the export stops at the line that cannot be, says through which seq the shards are

@@ -108,10 +108,7 @@ def append(
 ) -> list[AppendResult]:
     """:meth:`Store.append` under the store's keyring: the batch judged by the helpers of
     ``judging`` (on a machine with more than one core), else here, then written."""
-    if judging is not None:
-        # on one core too, where the helpers are not used: the same call is refused on
-        # every machine
-        _same_keyring(judging, keyring)
+    require_append(batch, keyring, judging)
     if judging is not None and usable_cores() > 1:
         started = store._start_append(batch, keyring, judging.pool(), True)
         if isinstance(started, SentBatch):
@@ -119,6 +116,26 @@ def append(
     else:
         started = store._start_append(batch, keyring)
     return store._finish_append(started, keyring, keep_invalid)
+
+
+def require_append(batch: object, keyring: Keyring, judging: Helpers | None) -> None:
+    """The argument checks of :meth:`Store.append`, made before its keyring is applied: a
+    refused call changes nothing, not even the store's keyring (a rekey of up to
+    :data:`~pithlog.store.rekey.INLINE_MAX_COPIES` copies)."""
+    require_batch(batch)
+    if judging is not None:
+        # on one core too, where the helpers are not used: the same call is refused on
+        # every machine
+        _same_keyring(judging, keyring)
+
+
+def require_judged(sent: object, keyring: Keyring, judging: Helpers) -> None:
+    """The argument checks of :meth:`Store.append_judged`, made before its keyring is
+    applied (as :func:`require_append`)."""
+    _same_keyring(judging, keyring)
+    if not isinstance(sent, list) or not all(isinstance(b, SentBatch) for b in sent):
+        raise StoreError("item", "append_judged takes a list of the SentBatch objects "
+                         "judging.send_each returned")  # fmt: skip
 
 
 def _same_keyring(judging: Helpers, keyring: Keyring) -> None:
@@ -136,10 +153,7 @@ def append_judged(
     keep_invalid: KeepInvalid,
 ) -> list[AppendResult]:  # fmt: skip
     """:meth:`Store.append_judged`: the batches ``judging`` was sent, as one batch."""
-    _same_keyring(judging, keyring)
-    if not isinstance(sent, list) or not all(isinstance(b, SentBatch) for b in sent):
-        raise StoreError("item", "append_judged takes a list of the SentBatch objects "
-                         "judging.send_each returned")  # fmt: skip
+    require_judged(sent, keyring, judging)
     joined = SentBatch([part for batch in sent for part in batch.parts])
     return store._finish_append(joined, keyring, keep_invalid)
 

@@ -181,6 +181,7 @@ class Store(ContentReads, NetworkReads):
         made beside it (``pithlog rekey``).
         """
         require_keyring(keyring, "append")
+        append_pipeline.require_append(batch, keyring, judging)  # before the keyring's change
         if change_keyring:
             self.apply_keyring(keyring)
         return append_pipeline.append(self, batch, keyring, keep_invalid, judging)
@@ -212,6 +213,7 @@ class Store(ContentReads, NetworkReads):
         written; what the store came to hold meanwhile is a duplicate, as in any append.
         ``change_keyring``: as for :meth:`append`."""
         require_keyring(keyring, "append_judged")
+        append_pipeline.require_judged(sent, keyring, judging)  # before the keyring's change
         if change_keyring:
             self.apply_keyring(keyring)
         return append_pipeline.append_judged(self, sent, keyring, judging, keep_invalid)

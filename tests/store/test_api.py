@@ -341,3 +341,37 @@ def test_judging_arguments_of_another_type_are_store_errors(tmp_path: Path) -> N
             assert [r.status for r in store.append_judged(sent, keyring, judging)] == [STORED]
         finally:
             judging.close()
+
+
+def test_a_refused_append_leaves_the_stores_keyring_as_it_was(tmp_path: Path) -> None:
+    """A batch that is no batch, helpers of another kind or under another keyring, and
+    sent batches that are no SentBatch objects are refused before the append's keyring is
+    applied: such a call under a new keyring re-judged the store's copies under it (the
+    store's keyring changed) and only then said what was wrong."""
+    from pithlog.protocol.keys import make_keyring
+    from pithlog.testing import test_keyring_entries
+
+    keyring = test_keyring()
+    other = make_keyring(test_keyring_entries(("registry",)))  # the registry's key alone
+    assert other.digest != keyring.digest
+    line = jcs(record_event())
+    with Store.open(tmp_path / "s") as store:
+        assert [r.status for r in store.append([line], keyring)] == [STORED]
+        judging, under_other = store.judging(keyring), store.judging(other)
+        try:
+            refused = {
+                "store.item": (lambda: store.append(None, other),  # type: ignore[arg-type]
+                               lambda: store.append_judged(None, other, under_other)),  # type: ignore[arg-type]
+                "store.argument": (lambda: store.append([line], other, judging=object()),  # type: ignore[arg-type]
+                                   lambda: store.append_judged([], other, None)),  # type: ignore[arg-type]
+                "store.judging_keyring": (lambda: store.append([line], other, judging=judging),),
+            }
+            for code, uses in refused.items():
+                for use in uses:
+                    with pytest.raises(StoreError) as caught:
+                        use()
+                    assert caught.value.code == code, caught.value
+                    assert store.stats()["keyring_digest"] == keyring.digest, code
+        finally:
+            judging.close()
+            under_other.close()

@@ -172,8 +172,11 @@ def _write_private(path: Path, data: bytes, force: bool) -> None:
 
     On Linux the bytes go to an unnamed ``O_TMPFILE`` file in the target folder, given its
     name by ``linkat(AT_SYMLINK_FOLLOW)`` of ``/proc/self/fd/N``: a kill at any moment
-    leaves the key file or nothing, never a second named copy of the key. Where that is
-    unavailable a named temporary file is written and linked instead.
+    leaves the key file or nothing, never a second named copy of the key, except with
+    ``force``, where the new key is linked to a hidden name and renamed over the old file
+    (a kill between the two leaves it under the hidden name: no name can be replaced
+    by an unnamed file). Where that is unavailable a named temporary file is written and
+    linked instead.
 
     A hard link, not a rename, gives the name unless ``force``: a link fails when the name
     is taken, so a key file made there after the check below (another keygen with the

@@ -191,7 +191,8 @@ def remove_stale(tmpdir: str) -> None:
     except OSError:
         return
     if len(entries) > MAX_EXAMINED:
-        entries = random.sample(entries, MAX_EXAMINED)
+        # a generator of its own: the shared one's sequence is the embedding program's
+        entries = random.Random().sample(entries, MAX_EXAMINED)
     removed = 0
     for entry in entries:
         if removed == MAX_REMOVED:

@@ -66,6 +66,31 @@ def proxied(forward: Any, where: dict[str, Any]) -> Iterator[dict[str, Any]]:
         yield where
 
 
+def first_bundle_cut(path: str, where: dict[str, Any]) -> Response | None:
+    """A 503 for the first entry bundle asked for once the log has grown (``grown``): the
+    catch-up's pass stops midway, its newer checkpoint accepted and its leaves not."""
+    if path.startswith("/tile/entries/") and where["grown"] and not where["failed"]:
+        where["failed"] += 1
+        return Response(b"upstream gone", 503)
+    return None
+
+
+def grow(files: Files, keyring: Any, pith: str = "2603.00001") -> None:
+    """The registry's log grown by one record (kept even if invalid) while it is audited."""
+    with Store.open(files.store) as registry:
+        registry.append([g.encoded(g.record(pith))], keyring, keep_invalid=True)
+
+
+def audit_through(forward: Any, where: dict[str, Any], files: Files,
+                  tmp_path: Path) -> tuple[int, list[Any], str]:  # fmt: skip
+    """``audit`` of a real ``serve`` of ``files`` through the proxy ``forward``."""
+    with serving(files) as server:
+        where["upstream"] = server.url
+        for proxy in proxied(forward, where):
+            return audit(proxy["url"], files, tmp_path / "auditor", tmp_path / "ev")
+    raise AssertionError("no proxy")
+
+
 @pytest.fixture
 def altering_proxy() -> Iterator[dict[str, Any]]:
     """A proxy on 127.0.0.1 in front of ``upstream`` (set by the test) that changes the one
@@ -568,18 +593,13 @@ def test_a_catch_up_stopped_midway_leaves_no_state_named_for_its_log(tmp_path: P
                     (result,) = registry.append([g.encoded(g.correction(
                         pith, 10 + number, f"notice {number}"))], g.KEYRING)  # fmt: skip
                     assert result.status == "stored", result
-        elif path.startswith("/tile/entries/") and where["grown"] and not where["failed"]:
-            where["failed"] += 1  # the catch-up's first bundle: its pass stops midway
-            return Response(b"upstream gone", 503)
+        elif (cut := first_bundle_cut(path, where)) is not None:
+            return cut
         answer = await upstream(where["upstream"] + path)
         return Response(answer.content, answer.status_code,
                         media_type=answer.headers.get("content-type"))  # fmt: skip
 
-    with serving(files) as server:
-        where["upstream"] = server.url
-        for proxy in proxied(forward, where):
-            status, lines, err = audit(proxy["url"], files, tmp_path / "auditor",
-                                       tmp_path / "ev")  # fmt: skip
+    status, lines, err = audit_through(forward, where, files, tmp_path)
     assert where["failed"] == 1
     assert [(f["finding"], f.get("first_pith_number")) for f in lines[:-1]] == [
         ("state_not_checked", first)], (lines, err)  # fmt: skip
@@ -605,21 +625,14 @@ def test_equivocations_are_proven_after_a_catch_up_that_stopped_midway(tmp_path:
         body = answer.content
         if path.startswith("/state/") and not where["grown"]:
             where["grown"] = True  # the log grows, and this state is a lie
-            with Store.open(files.store) as registry:
-                registry.append([g.encoded(g.record("2603.00001"))], keyring,
-                                keep_invalid=True)  # fmt: skip
+            grow(files, keyring)
             body = altered(body)
-        elif path.startswith("/tile/entries/") and where["grown"] and not where["failed"]:
-            where["failed"] += 1  # the catch-up's first bundle: its pass stops midway
-            return Response(b"upstream gone", 503)
+        elif (cut := first_bundle_cut(path, where)) is not None:
+            return cut
         return Response(body, answer.status_code,
                         media_type=answer.headers.get("content-type"))  # fmt: skip
 
-    with serving(files) as server:
-        where["upstream"] = server.url
-        for proxy in proxied(forward, where):
-            status, lines, err = audit(proxy["url"], files, tmp_path / "auditor",
-                                       tmp_path / "ev")  # fmt: skip
+    status, lines, err = audit_through(forward, where, files, tmp_path)
     assert where["failed"] == 1
     assert status == 1, err
     assert lines[-1].get("summary"), (lines, err)
@@ -724,21 +737,14 @@ def test_a_stale_checkpoint_after_a_catch_up_stopped_midway_leaves_the_proofs_he
             where["lies"] += 1  # two states lie: each calls for a catch-up
             if not where["grown"]:
                 where["grown"] = True
-                with Store.open(files.store) as registry:
-                    registry.append([g.encoded(g.record("2603.00001"))], keyring,
-                                    keep_invalid=True)  # fmt: skip
+                grow(files, keyring)
             body = altered(body)
-        elif path.startswith("/tile/entries/") and where["grown"] and not where["failed"]:
-            where["failed"] += 1  # the catch-up's first bundle: its pass stops midway
-            return Response(b"upstream gone", 503)
+        elif (cut := first_bundle_cut(path, where)) is not None:
+            return cut
         return Response(body, answer.status_code,
                         media_type=answer.headers.get("content-type"))  # fmt: skip
 
-    with serving(files) as server:
-        where["upstream"] = server.url
-        for proxy in proxied(forward, where):
-            status, lines, err = audit(proxy["url"], files, tmp_path / "auditor",
-                                       tmp_path / "ev")  # fmt: skip
+    status, lines, err = audit_through(forward, where, files, tmp_path)
     assert where["failed"] == 1 and where["lies"] == 2
     assert status == 1, err
     assert lines[-1].get("summary"), (lines, err)

@@ -107,8 +107,8 @@ def append(
     judging: Judging | None,
 ) -> list[AppendResult]:
     """:meth:`Store.append` under the store's keyring: the batch judged by the helpers of
-    ``judging`` (on a machine with more than one core), else here, then written."""
-    require_append(batch, keyring, judging)
+    ``judging`` (on a machine with more than one core), else here, then written. Its
+    arguments were checked by :func:`require_append` (before the keyring's change)."""
     if judging is not None and usable_cores() > 1:
         started = store._start_append(batch, keyring, judging.pool(), True)
         if isinstance(started, SentBatch):
@@ -152,8 +152,8 @@ def append_judged(
     store: Store, sent: list[SentBatch], keyring: Keyring, judging: Helpers,
     keep_invalid: KeepInvalid,
 ) -> list[AppendResult]:  # fmt: skip
-    """:meth:`Store.append_judged`: the batches ``judging`` was sent, as one batch."""
-    require_judged(sent, keyring, judging)
+    """:meth:`Store.append_judged`: the batches ``judging`` was sent, as one batch (its
+    arguments checked by :func:`require_judged`, before the keyring's change)."""
     joined = SentBatch([part for batch in sent for part in batch.parts])
     return store._finish_append(joined, keyring, keep_invalid)
 

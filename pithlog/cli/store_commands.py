@@ -28,6 +28,12 @@ from pithlog.protocol.canonical import jcs
 from pithlog.protocol.keys import Keyring
 from pithlog.protocol.records import is_pith_number
 from pithlog.store import PendingPith, Store
+from pithlog.store.rekey import (
+    INLINE_MAX_COPIES,
+    INLINE_MAX_EVENTS,
+    PIECE_COPIES,
+    PIECE_EVENTS,
+)
 from pithlog.store.replay_processes import (
     COPIES_PER_WORKER,
     POOL_MIN_COPIES,
@@ -372,10 +378,12 @@ def add_commands(sub: Any, store_parser: StoreParser) -> None:
         help="bring the store under another keyring by what the change touches",
         description="Judge again the stored copies signed by the keys that KEYRING adds, "
         "removes or changes (by key_id), re-pick their events' preferred copies and "
-        "re-reduce the piths they belong to, in transactions of 2,000 copies or about "
-        "20,000 events; nothing else is read. A change killed midway resumes when the "
-        "same command is run again; the store's keyring digest changes with the last "
-        "transaction. `append` does this itself for a change of at most 10,000 copies.",
+        f"re-reduce the piths they belong to, in transactions of {PIECE_COPIES:,} copies or "
+        f"about {PIECE_EVENTS:,} events; nothing else is read. A change killed midway "
+        "resumes when the same command is run again; the store's keyring digest changes "
+        "with the last transaction. `append` does this itself for a change of at most "
+        f"{INLINE_MAX_COPIES:,} copies whose piths hold at most {INLINE_MAX_EVENTS:,} "
+        "events to re-reduce (it refuses a larger one: store.keyring_changed).",
     )
     keyring_option(p)
     progress_option(p, "progress")

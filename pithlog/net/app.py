@@ -41,6 +41,7 @@ from pithlog.net.answers import (
     send_error,
     status_of,
 )
+from pithlog.net.body_bytes import HeldAnswer
 from pithlog.net.encoding import compressed, encodes, packed_apart
 from pithlog.net.served_log import Log, ServeConfig
 from pithlog.net.submit_route import PATH as SUBMIT_PATH
@@ -208,11 +209,16 @@ async def _conditional(request: Request, body: bytes, etag: str, media: str) -> 
     headers the ``200`` would have carried (RFC 9110 15.4.5; ``Vary``: the ``200`` may be
     compressed, and its ETag is then weak, :class:`~pithlog.net.encoding.WeakTags`)."""
     if _none_match(request.headers.get("if-none-match"), etag):
-        sent = "W/" + etag if encodes(request.headers, len(body)) else etag
-        return Response(status_code=304, headers={**answer_headers(REVALIDATE), "ETag": sent,
-                                                  "Vary": "Accept-Encoding"})  # fmt: skip
+        return _not_modified(request, len(body), etag)
     body, coded = await packed_apart(request.headers, body)
     return respond(body, media, REVALIDATE, ETag=etag, **coded)
+
+
+def _not_modified(request: Request, size: int, etag: str) -> Response:
+    """The ``304`` of an answer of ``size`` bytes tagged ``etag`` (:func:`_conditional`)."""
+    sent = "W/" + etag if encodes(request.headers, size) else etag
+    return Response(status_code=304, headers={**answer_headers(REVALIDATE), "ETag": sent,
+                                              "Vary": "Accept-Encoding"})  # fmt: skip
 
 
 def _none_match(header: str | None, etag: str) -> bool:
@@ -230,21 +236,31 @@ class _Digest(msgspec.Struct):
 
 
 async def get_state(request: Request) -> Response:
-    """``/state/<pith>``: the state document, byte for byte ``pithlog state``'s."""
+    """``/state/<pith>``: the state document, byte for byte ``pithlog state``'s, built and
+    held within the worker's bounds (:mod:`pithlog.net.state_builds`)."""
     log = _log(request)
     pith = request.path_params["pith"]
     if not is_pith_number(pith):
         raise ServeError("bad_path", f"{pith[:80]!r} is not a pith number")
-    # the state, or else the pith's status, in one snapshot (Store.lookup)
-    state = await log.read(log.store.lookup, pith)
-    if state is None:
-        raise _not_found(f"the log holds no event of {pith}")
-    if isinstance(state, PendingPith):
-        return error_response(404, "serve.pending", f"{pith} is pending: "
-                              f"{state.event_count} events, no valid record_created yet",
-                              pith={**dataclasses.asdict(state), "status": "pending"})  # fmt: skip
-    digest = msgspec.json.decode(state, type=_Digest).state_sha256
-    return await _conditional(request, state + b"\n", f'"{digest}"', JSON)
+    async with log.states.place():
+        # the state, or else the pith's status, in one snapshot (Store.lookup)
+        state = await log.read(log.store.lookup, pith)
+        if state is None:
+            raise _not_found(f"the log holds no event of {pith}")
+        if isinstance(state, PendingPith):
+            status = {**dataclasses.asdict(state), "status": "pending"}
+            return error_response(404, "serve.pending", f"{pith} is pending: "
+                                  f"{state.event_count} events, no valid record_created yet",
+                                  pith=status)  # fmt: skip
+        digest = msgspec.json.decode(state, type=_Digest).state_sha256
+        etag = f'"{digest}"'
+        if _none_match(request.headers.get("if-none-match"), etag):
+            return _not_modified(request, len(state) + 1, etag)
+        body, coded = await packed_apart(request.headers, state + b"\n")
+        del state  # the answer's bytes are what is held from here
+        held = await log.states.hold(len(body))
+    headers = {**answer_headers(REVALIDATE), "ETag": etag, **coded}
+    return HeldAnswer(body, JSON, headers, log.states.answers, held)
 
 
 # --- proofs against the published checkpoint ----------------------------------------------

@@ -23,6 +23,9 @@ from __future__ import annotations
 import asyncio
 from collections import deque
 
+from starlette.responses import Response
+from starlette.types import Receive, Scope, Send
+
 
 class NoRoom(Exception):
     """A body refused its bytes: every byte held is held by bodies waiting for more, and
@@ -96,3 +99,38 @@ class BodyBytes:
             if holds:
                 future.set_exception(NoRoom())
                 return
+
+
+ANSWER_PIECE = 256 << 10
+"""Bytes of an answer handed to the connection at a time: the server writes the next piece
+only once the connection has taken the last (uvicorn's flow control), so an answer
+whose client does not read it stays out of the connection's buffer, and counted."""
+
+
+class HeldAnswer(Response):
+    """An answer of which ``held`` bytes were taken out of ``room``, given back once it is
+    sent, or its client gone; sent :data:`ANSWER_PIECE` bytes at a time, so that what is
+    not sent yet stays in its one body (handed whole to uvicorn, an answer was copied into
+    the connection's buffer and held there, uncounted, until its client read it)."""
+
+    def __init__(self, body: bytes, media_type: str, headers: dict[str, str],
+                 room: BodyBytes, held: int) -> None:  # fmt: skip
+        super().__init__(body, media_type=media_type, headers=headers)
+        self._room = room
+        self._held = held
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await send({"type": "http.response.start", "status": self.status_code,
+                        "headers": self.raw_headers})  # fmt: skip
+            body = memoryview(self.body)
+            at = 0
+            while True:
+                piece = bytes(body[at : at + ANSWER_PIECE])
+                at += len(piece)
+                more = at < len(body)
+                await send({"type": "http.response.body", "body": piece, "more_body": more})
+                if not more:
+                    return
+        finally:
+            self._room.give(self._held)

@@ -16,6 +16,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.routing import BaseRoute
 
 from pithlog.errors import PithlogError
+from pithlog.net.state_builds import StateBuilds
 from pithlog.net.submit import GroupCommit, Limits
 from pithlog.net.witness_client import WitnessAhead
 from pithlog.protocol.keys import Keyring, SigningKey
@@ -75,6 +76,7 @@ class Log:
         self._published: Published | None = None
         self.submissions = (GroupCommit.over(config.store, config.keyring, config.limits)
                             if config.keyring is not None else None)  # fmt: skip
+        self.states = StateBuilds()
         self._full_tiles: OrderedDict[tuple[int, int], bytes] = OrderedDict()
         self._cosigning: tuple[asyncio.AbstractEventLoop, asyncio.Lock] | None = None
         self._cosign_failed: tuple[float, PithlogError] | None = None

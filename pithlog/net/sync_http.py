@@ -30,12 +30,11 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
-from starlette.types import Receive, Scope, Send
 
 from pithlog.errors import DoorError, ServeError, SyncError, register, shown
 from pithlog.net.answers import NO_STORE, answer_headers, status_of
 from pithlog.net.app import error_response
-from pithlog.net.body_bytes import BodyBytes
+from pithlog.net.body_bytes import BodyBytes, HeldAnswer
 from pithlog.net.deadline import AnswerDeadline, deadline_client
 from pithlog.net.encoding import ACCEPT_ENCODING, read_answer
 from pithlog.net.sources import store_responder
@@ -94,13 +93,7 @@ asked. So the making takes at most about a tenth of a core, and a sync answers f
 at most that old (a store of a million copies: some seconds)."""
 
 
-ANSWER_PIECE = 256 << 10
-"""Bytes of an answer handed to the connection at a time: the server writes the next piece
-only once the connection has taken the last (uvicorn's flow control), so an answer
-whose client does not read it stays out of the connection's buffer, and counted."""
-
-
-class SyncAnswer(Response):
+class SyncAnswer(HeldAnswer):
     """An answer to ``POST /sync``, whose bytes were taken out of ``room``
     (:data:`MAX_SYNCS` messages per worker) and are given back once it is sent, or its
     client gone. Each answer was held in the server's memory until its client read it:
@@ -108,24 +101,7 @@ class SyncAnswer(Response):
     430 MB, and a thousand connections could hold 32 GiB."""
 
     def __init__(self, reply: bytes, headers: dict[str, str], room: BodyBytes) -> None:
-        super().__init__(reply, media_type=MEDIA, headers=headers)
-        self._room = room
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        try:
-            await send({"type": "http.response.start", "status": self.status_code,
-                        "headers": self.raw_headers})  # fmt: skip
-            body = memoryview(self.body)
-            at = 0
-            while True:
-                piece = bytes(body[at : at + ANSWER_PIECE])
-                at += len(piece)
-                more = at < len(body)
-                await send({"type": "http.response.body", "body": piece, "more_body": more})
-                if not more:
-                    return
-        finally:
-            self._room.give(len(self.body))
+        super().__init__(reply, MEDIA, headers, room, len(reply))
 
 
 class SyncEndpoint:

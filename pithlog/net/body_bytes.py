@@ -26,6 +26,18 @@ from collections import deque
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
+from pithlog.errors import register
+
+register(
+    {
+        # here, below every route that holds bytes or places: submissions, syncs, state
+        # documents, and the connections and requests of http_head
+        "serve.busy": "the server holds as many requests of that kind as it takes at once "
+        "(submissions, syncs, state documents, the bytes of their bodies or answers, or "
+        "connections and requests in all: docs/network.md, limits): retry later",
+    }
+)
+
 
 class NoRoom(Exception):
     """A body refused its bytes: every byte held is held by bodies waiting for more, and

@@ -39,9 +39,6 @@ register(
         "request (docs/network.md, limits): split it",
         "serve.timeout": "the request (its head, or a POST body) did not arrive in time "
         "(docs/network.md, limits)",
-        "serve.busy": "the server holds as many requests of that kind as it takes at once "
-        "(submissions, syncs, the bytes of their bodies, or connections and requests in all: "
-        "docs/network.md, limits): retry later",
         "serve.bad_request": "the request is malformed (its Content-Length, or its body is "
         "not JSON Lines)",
         "serve.unsupported_encoding": "the request body was sent in a Content-Encoding "

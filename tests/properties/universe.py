@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from pithlog.protocol.canonical import digest
 from pithlog.protocol.event_types import prepare_record_created
 from pithlog.protocol.events import Envelope, admit, sign_event
-from pithlog.protocol.reduce import Pending, reduce_events
+from pithlog.protocol.reduce import Pending, Reduction, reduce_events
 from pithlog.protocol.state import render, state_document
 from pithlog.protocol.text_forms import encode_b64
 from pithlog.testing import test_key as fixed_key
@@ -254,3 +254,16 @@ def states(items: list[Envelope]) -> dict[str, Any]:
 def any_sets() -> st.SearchStrategy[list[tuple[Any, ...]]]:
     """:func:`event_sets` or :func:`crowded_sets`."""
     return st.one_of(event_sets(), crowded_sets())
+
+
+def partitioned(results: dict[str, Reduction | Pending], items: list[Envelope]) -> None:
+    """The reduction's counts partition the distinct events of ``items``: each counted once,
+    in one pith, as applied, an equivocation's loser or invalid (spec 8)."""
+    assert sum(r.event_count for r in results.values()) == len({e.event_id for e in items})
+    for result in results.values():
+        if isinstance(result, Reduction):
+            applied = [e.event_id for e in result.applied]
+            losers = [e.event_id for q in result.equivocations for e in q.events[1:]]
+            everything = applied + losers + list(result.invalid)
+            assert len(everything) == len(set(everything)) == result.event_count
+            assert result.valid_event_count == len(applied) + len(losers)

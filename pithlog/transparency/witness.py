@@ -211,9 +211,9 @@ def judge_add_checkpoint(
     """tlog-witness ``add-checkpoint``: ``known(origin)`` is the ``(size, root)`` the witness
     last cosigned for ``origin``, or ``None``. Statuses: 400 (malformed, or old > new); 404
     (no keyring key may sign for the origin); 403 (no trusted signature); 409 (old is not
-    the known size, answered as ``text/x.tlog.size``); 422 (a tree of size 0 without the
-    empty tree's root, the consistency proof fails, or the same size with another root);
-    200 (the cosignature line)."""
+    the known size, or it is and the checkpoint is of that size with another root: answered
+    as ``text/x.tlog.size``); 422 (a tree of size 0 without the empty tree's root, or the
+    consistency proof fails); 200 (the cosignature line)."""
     try:
         request = parse_add_checkpoint(body)
         note = parse_note(request.checkpoint)
@@ -241,9 +241,10 @@ def judge_add_checkpoint(
         return Verdict(422, b"a checkpoint of size 0 has the empty tree's root, the SHA-256 "
                        b"of no bytes (RFC 6962, 2.1)\n")  # fmt: skip
     if request.old == cp.size and size and root != cp.root:
-        # tlog-witness: 422, not 409: a 409 names the size to prove from, and a client
-        # proving from this very size would be sent back here without end
-        return Verdict(422, f"another root was cosigned at size {size}\n".encode("ascii"))
+        # tlog-witness: "If they don't match, the witness MUST respond with a 409
+        # Conflict", its body the size as for any 409: a client that proved from this very
+        # size reads there that the witness holds another tree of that size
+        return Verdict(409, f"{size}\n".encode("ascii"), "text/x.tlog.size")
     if request.old == 0:
         if request.proof:
             return Verdict(422, b"the proof must be empty from size 0\n")

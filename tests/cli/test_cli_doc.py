@@ -12,7 +12,7 @@ from pithlog.cli import EPILOG, build_parser
 ROOT = Path(__file__).resolve().parents[2]
 CLI_DOC = ROOT / "docs" / "cli.md"
 # commands that --help alone describes, or that a table of cli.md sums up
-NO_SECTION = {"append", "import", "state", "pending", "stats", "show", "piths", "event"}
+NO_SECTION = {"state", "pending", "stats", "show", "piths", "event"}
 OPTION = r"--[a-z][a-z-]*"
 
 
@@ -43,11 +43,12 @@ def sections() -> dict[str, tuple[str, str]]:
     parts = re.split(r"^(#{2,3} .*)$", text, flags=re.M)
     found: dict[str, tuple[str, str]] = {}
     for heading, body in zip(parts[1::2], parts[2::2], strict=True):
-        named = re.search(r"`pithlog (?:--store DIR )?([a-z-]+)(?: ([a-z|]+)\b)?", heading)
+        named = re.search(r"`pithlog (?:--store DIR )?([a-z|-]+)(?: ([a-z|]+)\b)?", heading)
         if named is None:
             continue
         command, subs = named.groups()
-        names = [f"{command} {s}" for s in subs.split("|")] if subs else [command]
+        # ``append|import``: two commands of one section; ``keyring new|add``: subcommands
+        names = [f"{command} {s}" for s in subs.split("|")] if subs else command.split("|")
         for name in names:
             found[name] = (heading, heading + body)
     return found

@@ -175,3 +175,16 @@ def test_early_workers_follow_the_data_file_size(
             early = rp.early_workers(stack, str(tmp_path), 3)  # --jobs 3: what was asked
             assert early is not None and early.processes == 3
         assert started == ([] if expected is None else [expected]) + [3]  # pools of that size
+
+
+def test_the_docs_state_replays_worker_count_as_replay_jobs_gives_it() -> None:
+    """docs/api.md said ``jobs=None`` put any log of 5,000 copies in one worker per core,
+    where replay_jobs keeps a replay on cached verdicts in this process and gives a
+    verifying one at most a worker per COPIES_PER_WORKER copies."""
+    root = Path(__file__).resolve().parents[2]
+    api = (root / "docs" / "api.md").read_text(encoding="utf-8")
+    said = " ".join(api.split("`jobs=None` runs", 1)[1].split("the same report")[0].split())
+    assert f"{POOL_MIN_COPIES:,} copies" in said
+    assert f"one per {COPIES_PER_WORKER:,} copies" in said
+    assert "cached verdicts" in said and "verify=True" in said
+    assert replay_jobs(None, 10**9, False) == 1

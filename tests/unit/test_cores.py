@@ -188,3 +188,12 @@ def test_the_docs_state_replays_worker_count_as_replay_jobs_gives_it() -> None:
     assert f"one per {COPIES_PER_WORKER:,} copies" in said
     assert "cached verdicts" in said and "verify=True" in said
     assert replay_jobs(None, 10**9, False) == 1
+
+
+def test_store_md_states_the_data_file_size_that_starts_replays_workers_early() -> None:
+    """docs/store.md said 5 MiB, where EARLY_MIN_BYTES is 5,000 KiB (5,120,000 bytes)."""
+    from pithlog.store.replay_processes import EARLY_MIN_BYTES
+
+    store_md = (Path(__file__).resolve().parents[2] / "docs" / "store.md").read_text("utf-8")
+    said = " ".join(store_md.split("`replay_processes.early_workers`")[0].split()[-12:])
+    assert f"a data file of {EARLY_MIN_BYTES // 1024:,} KiB or more" in said, said

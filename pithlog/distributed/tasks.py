@@ -39,6 +39,8 @@ from pithlog.protocol.events import Envelope
 from pithlog.protocol.keys import Keyring, load_keyring
 from pithlog.protocol.records import is_pith_number
 from pithlog.protocol.reduce import MERGE_VERSION, STREAM_BATCH, Kept, Pending, rank, reduce_kept
+from pithlog.protocol.state import digest_document
+from pithlog.protocol.state_verify import STATE_MAX_DEPTH
 
 Versions = tuple[str, str]
 
@@ -348,13 +350,29 @@ Difference = dict[str, Any]
 """One line of the ``--compare`` report, before the client numbers its published line."""
 
 
-def _sha(data: bytes) -> str | None:
-    try:
-        value = parse(data)
-    except DoorError:
-        return None
-    sha = value.get("state_sha256") if isinstance(value, dict) else None
-    return sha if isinstance(sha, str) else None
+def _state(data: bytes) -> Any:
+    """A state document's value, read with a state's limits (as ``verify-state`` reads it):
+    it nests :data:`~pithlog.protocol.state_verify.STATE_MAX_DEPTH` deep, and its length is
+    the pith's, not a line's of the log."""
+    return parse(data, max_depth=STATE_MAX_DEPTH, max_bytes=None)
+
+
+def _claimed(value: Any) -> str | None:
+    """The ``state_sha256`` member of a state document's value, if it is a string."""
+    claimed = value.get("state_sha256") if isinstance(value, dict) else None
+    return claimed if isinstance(claimed, str) else None
+
+
+def _hashes(data: bytes) -> dict[str, str | None]:
+    """The two hashes of a published state line that ``--compare`` reports
+    (docs/distributed.md): ``published_sha256``, its ``state_sha256`` recomputed from the
+    document as published (spec section 8: ``digest(state without state_sha256)``), which
+    equals ``expected_sha256`` exactly when the two documents agree in every other member;
+    and ``claimed_sha256``, the ``state_sha256`` member it carries (``None`` when it has
+    none, or not a string). The claim alone cannot show a difference: a document edited
+    without its claim updated still claims the expected hash."""
+    value = _state(data)  # it came through read_published's door: an object
+    return {"published_sha256": digest_document(value), "claimed_sha256": _claimed(value)}
 
 
 def _same(expected: bytes, published: bytes) -> bool:
@@ -387,7 +405,7 @@ def compare_range(
         counts["published"] += len(lines)
         state = result if isinstance(result, bytes) else None
         counts["states" if state is not None else "pending"] += kept is not None
-        wanted = _sha(state) if state is not None else None
+        wanted = _claimed(_state(state)) if state is not None else None
         if not lines:
             if state is not None:
                 out.append({"pith_number": pith, "status": "missing",
@@ -404,6 +422,6 @@ def compare_range(
             else:
                 status = "differs"
             out.append({"pith_number": pith, "status": status, "expected_sha256": wanted,
-                        "published_sha256": _sha(data), "where": where})  # fmt: skip
+                        **_hashes(data), "where": where})  # fmt: skip
     return out, counts
 

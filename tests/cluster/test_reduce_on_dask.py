@@ -32,6 +32,7 @@ from pithlog.distributed import connect
 from pithlog.distributed.graph import LOCAL_CONFIG, job_errors, local_config
 from pithlog.errors import DaskError, UsageError
 from pithlog.protocol.canonical import jcs
+from pithlog.protocol.state import digest_document
 from pithlog.testing import test_keyring_entries
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -501,5 +502,9 @@ def test_compare_reports_only_the_differences(cluster: Client, tmp_path: Path) -
     }
     differs = next(r for r in report if r["status"] == "differs")
     assert differs["expected_sha256"] == state_of(states[0])["state_sha256"]
+    # edited without its state_sha256 updated: it claims the expected hash, but its own
+    # recomputed hash is another
+    assert differs["claimed_sha256"] == differs["expected_sha256"]
+    assert differs["published_sha256"] == digest_document(changed) != differs["expected_sha256"]
     assert differs["source"] == str(published)
     assert "5 differences" in err

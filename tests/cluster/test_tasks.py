@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import pickle
 import random
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -15,6 +17,7 @@ from pithlog.distributed.sources import blocks, expand
 from pithlog.distributed.tasks import (
     LISTED_REFUSALS,
     check_block,
+    compare_range,
     event_bucket,
     read_published,
     step0,
@@ -24,6 +27,7 @@ from pithlog.errors import DaskError, UsageError
 from pithlog.lines import too_long
 from pithlog.protocol.canonical import MAX_LINE_BYTES, jcs
 from pithlog.protocol.reduce import MERGE_VERSION
+from pithlog.protocol.state import digest_document
 from pithlog.testing import test_keyring_entries
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -158,3 +162,38 @@ def test_an_overlong_line_is_named_by_its_line_in_the_file(tmp_path: Path) -> No
     refused = {r.line: r.message for r in _numbered(reports, files, {})}
     assert sorted(refused) == [1, 2, 3, 4, 5, 6, 7]
     assert refused[6] == too_long(6).describe() and "(at line 6)" in refused[6]
+
+
+def compared(events: list[dict[str, Any]], published: list[bytes]) -> list[dict[str, Any]]:
+    """``compare_range`` over one range holding ``events`` (all valid) and ``published``."""
+    winners = [(e["pith_number"], None, jcs(e)) for e in events]
+    states = [(json.loads(line)["pith_number"], (0, 0, n), line)
+              for n, line in enumerate(published, 1)]  # fmt: skip
+    packed = [(0, "e", pickle.dumps(winners)), (0, "p", pickle.dumps(states))]
+    return compare_range([(0, packed)], versions())[0]
+
+
+def test_a_differing_state_shows_its_claimed_and_its_recomputed_hash() -> None:
+    """A published state edited without its state_sha256 updated still claims the expected
+    hash: ``published_sha256`` is the hash recomputed from what was published, and the
+    claim is reported apart, as ``claimed_sha256``."""
+    record = eventgen.record("2411.00001")
+    events = [record, eventgen.attestation(record["pith_number"], 5)]
+    ((pith, state),) = eventgen.expected_states(events).items()
+    value = json.loads(state)
+    assert compared(events, [state]) == []
+    edited = {**value, "event_count": value["event_count"] + 1}
+    reclaimed = {**value, "state_sha256": "0" * 64}
+    consistent = {**edited, "state_sha256": digest_document(edited)}
+    for document, published, claimed in (
+        (edited, digest_document(edited), value["state_sha256"]),
+        (reclaimed, value["state_sha256"], "0" * 64),
+        (consistent, digest_document(edited), digest_document(edited)),
+    ):
+        (found,) = compared(events, [jcs(document)])
+        assert found == {"pith_number": pith, "status": "differs",
+                         "expected_sha256": value["state_sha256"], "published_sha256": published,
+                         "claimed_sha256": claimed, "where": (0, 0, 1)}  # fmt: skip
+    assert digest_document(edited) != value["state_sha256"]
+    (found,) = compared(events, [jcs({k: v for k, v in edited.items() if k != "state_sha256"})])
+    assert found["claimed_sha256"] is None

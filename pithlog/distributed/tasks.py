@@ -318,21 +318,36 @@ def reduce_range(groups: list[tuple[int, list[Packed]]], expected: Versions) -> 
 # --- --compare -----------------------------------------------------------------------
 
 
+def _state(data: bytes) -> Any:
+    """A state document's value, read with a state's limits (as ``verify-state`` reads it):
+    it nests :data:`~pithlog.protocol.state_verify.STATE_MAX_DEPTH` deep, and its length is
+    the pith's, not a line's of the log."""
+    return parse(data, max_depth=STATE_MAX_DEPTH, max_bytes=None)
+
+
+PUBLISHED_LINE_BYTES = 256 << 20
+"""The longest published state line read: what bounds the memory of a line being framed.
+Not the log's 8 MiB line limit: a state holds every projection of its pith, and ``reduce``
+prints one of any length; a state past this is a pith beyond what one task of steps 1-5
+holds (docs/distributed.md, "Memory per worker")."""
+
+
 @collector_paused
 def read_published(block: Block, expected: Versions) -> tuple[list[Published], BlockReport]:
     """The published state lines of ``block``, each filed under its ``pith_number`` (read
-    through the door); a line that cannot be read is reported, not shuffled."""
+    through the door with a state's limits, as ``verify-state`` reads one); a line that
+    cannot be read is reported, not shuffled."""
     require(expected)
     states: list[Published] = []
     report = BlockReport(block.source, block.index, 0)
     with opened(block) as handle:
         stream = RangeStream(handle, block.start, block.end)
-        for number, line in iter_lines(cast(BinaryIO, stream)):
+        for number, line in iter_lines(cast(BinaryIO, stream), PUBLISHED_LINE_BYTES):
             if line is None:
-                report.refuse(number, "the line is longer than 8 MiB")
+                report.refuse(number, f"the line is longer than {PUBLISHED_LINE_BYTES >> 20} MiB")
                 continue
             try:
-                value = parse(line)
+                value = _state(line)
             except DoorError as exc:
                 report.refuse(number, exc.describe())
                 continue
@@ -348,13 +363,6 @@ def read_published(block: Block, expected: Versions) -> tuple[list[Published], B
 
 Difference = dict[str, Any]
 """One line of the ``--compare`` report, before the client numbers its published line."""
-
-
-def _state(data: bytes) -> Any:
-    """A state document's value, read with a state's limits (as ``verify-state`` reads it):
-    it nests :data:`~pithlog.protocol.state_verify.STATE_MAX_DEPTH` deep, and its length is
-    the pith's, not a line's of the log."""
-    return parse(data, max_depth=STATE_MAX_DEPTH, max_bytes=None)
 
 
 def _claimed(value: Any) -> str | None:
@@ -381,7 +389,7 @@ def _same(expected: bytes, published: bytes) -> bool:
     if expected == published:
         return True
     try:
-        return jcs(parse(expected)) == jcs(parse(published))
+        return jcs(_state(expected)) == jcs(_state(published))
     except DoorError:
         return False
 

@@ -25,10 +25,11 @@ from pithlog.distributed.tasks import (
 )
 from pithlog.errors import DaskError, UsageError
 from pithlog.lines import too_long
-from pithlog.protocol.canonical import MAX_LINE_BYTES, jcs
+from pithlog.protocol.canonical import MAX_DEPTH, MAX_LINE_BYTES, jcs
+from pithlog.protocol.events import sign_event
 from pithlog.protocol.reduce import MERGE_VERSION
 from pithlog.protocol.state import digest_document
-from pithlog.testing import test_keyring_entries
+from pithlog.testing import test_key, test_keyring_entries
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests" / "store"))
@@ -197,3 +198,30 @@ def test_a_differing_state_shows_its_claimed_and_its_recomputed_hash() -> None:
     assert digest_document(edited) != value["state_sha256"]
     (found,) = compared(events, [jcs({k: v for k, v in edited.items() if k != "state_sha256"})])
     assert found["claimed_sha256"] is None
+
+
+def test_a_state_deeper_or_longer_than_an_event_line_is_read_and_compared(
+    tmp_path: Path,
+) -> None:
+    """Published states are read with a state's limits, as ``verify-state`` reads them: a
+    payload may nest as deep as its envelope allows, three levels deeper in the state, and
+    a pith's state may hold more than the 8 MiB of one event line. Both were refused as
+    unreadable (and their pith reported missing) though the log gives exactly them."""
+    deep: Any = "x"
+    for _ in range(MAX_DEPTH - 3):
+        deep = [deep]
+    nested = eventgen.record("2411.00001")
+    large = eventgen.record("2411.00002")
+    events = [nested, large,
+              sign_event(test_key("author"), "author_attestation", nested["pith_number"],
+                         "record", eventgen.ts(1), {"statement": "s", "deep": deep}),
+              *(eventgen.attestation(large["pith_number"], n, "y" * 1_000_000, f"claim:{n}")
+                for n in range(9))]  # fmt: skip
+    states = sorted(s for s in eventgen.expected_states(events).values())
+    assert max(len(s) for s in states) > MAX_LINE_BYTES
+    (tmp_path / "published.jsonl").write_bytes(b"".join(s + b"\n" for s in states))
+    block = blocks(expand([str(tmp_path / "published.jsonl")]), 1 << 30)[0]
+    published, report = read_published(block, versions())
+    assert (report.read, report.refused) == (2, [])
+    assert sorted(p[2] for p in published) == states
+    assert compared(events, [p[2] for p in published]) == []

@@ -163,6 +163,12 @@ def connect(address: str, timeout: float = CONNECT_TIMEOUT) -> Iterator[Client]:
         except (OSError, TimeoutError, ValueError) as exc:
             raise DaskError("scheduler", f"cannot reach the Dask scheduler at {address}: "
                             f"{exc}") from exc  # fmt: skip
+        except TypeError as exc:
+            # Dask's tls:// comm raises TypeError when its configuration gives it no
+            # certificates (distributed.comm.tls.*): the user's setting, not a bug here
+            raise DaskError("scheduler", f"cannot reach the Dask scheduler at {address}: "
+                            f"{exc}; a tls:// scheduler needs Dask's TLS settings "
+                            "(distributed.comm.tls.* in its configuration)") from exc  # fmt: skip
         stack.enter_context(client)
         try:
             client.wait_for_workers(1, timeout=timeout)

@@ -379,6 +379,15 @@ def test_an_unreachable_scheduler_is_one_error() -> None:
     assert caught.value.code == "dask.scheduler"
 
 
+def test_a_tls_scheduler_without_tls_settings_is_one_error() -> None:
+    """Dask's tls:// comm raises TypeError without certificates in its configuration: that
+    went through as a traceback."""
+    with pytest.raises(DaskError) as caught, connect("tls://127.0.0.1:9", timeout=1):
+        pass
+    assert caught.value.code == "dask.scheduler"
+    assert "distributed.comm.tls" in caught.value.message
+
+
 def test_local_starts_and_stops_its_own_cluster(tmp_path: Path) -> None:
     case = ROOT / "vectors" / "cases" / "step0-copies"
     argv = ["reduce", "--keyring", str(case / "keyring.json"), str(case / "events.jsonl")]

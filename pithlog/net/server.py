@@ -157,8 +157,9 @@ def open_witness(settings: Settings) -> tuple[Store, Keyring, SigningKey]:
     cosigned per origin), the keyring naming the logs it follows, and its key."""
     key = load_key_file(_read(settings.key))
     if key.signer_type not in WITNESS_SIGNER_TYPES:
-        raise UsageError("arguments", f"key {shown(key.key_id)} is a {key.signer_type} key; a "
-                         "witness cosigns with a mirror or pith_registry key")  # fmt: skip
+        article = "an" if key.signer_type[0] in "aeiou" else "a"  # "an author key"
+        raise UsageError("arguments", f"key {shown(key.key_id)} is {article} {key.signer_type} "
+                         "key; a witness cosigns with a mirror or pith_registry key")  # fmt: skip
     if not is_key_name(key.signer_id):
         # the signer_id is the cosignatures' key name (signed-note: no space, no '+'):
         # cosign() refused it on every add-checkpoint, each a 500

@@ -327,6 +327,23 @@ def test_a_witness_key_whose_signer_id_is_no_key_name_is_refused(tmp_path: Path)
     assert "'my witness' is not a signed-note key name" in refused.value.message
 
 
+@pytest.mark.parametrize(("signer", "said"), [("author", "is an author key"),
+                                               ("indexer", "is a citation_indexer key")])
+def test_a_witness_key_of_another_signer_type_is_refused(
+    tmp_path: Path, signer: str, said: str
+) -> None:
+    from pithlog.errors import UsageError
+    from pithlog.net.server import Settings, witness_app
+
+    key = tmp_path / "witness.key"
+    key.write_bytes(dump_key_file(test_key(signer)))
+    with pytest.raises(UsageError) as refused:
+        witness_app(Settings(store=str(tmp_path / "state"), key=str(key), origin="",
+                             keyring=str(key), witness=True))  # fmt: skip
+    assert said in refused.value.message
+    assert "a witness cosigns with a mirror or pith_registry key" in refused.value.message
+
+
 def test_a_path_or_method_the_witness_does_not_serve_is_a_json_error(
     witness: dict[str, Any],
 ) -> None:

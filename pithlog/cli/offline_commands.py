@@ -391,8 +391,8 @@ def add_commands(sub: Any, store_parser: StoreParser) -> None:
     p.add_argument("--compare", metavar="PUBLISHED", default=None,
                    help="with --dask: compare the states with PUBLISHED (JSON Lines, one state "
                    "per line; a path, glob or URL) on the workers and print only the "
-                   "differences, one JSON line each; exit 1 when any state differs or is "
-                   "missing")
+                   "differences, one JSON line each; exit 1 when there is any: a state that "
+                   "differs, is missing or unexpected, a duplicate or an unreadable line")
     p.add_argument("--blocksize", type=at_least(1), default=None, metavar="BYTES",
                    help="with --dask: bytes of a file per task (default: the input spread over "
                    "2 tasks per worker thread, between 1 MiB and 128 MiB)")

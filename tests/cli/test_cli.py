@@ -493,6 +493,17 @@ def test_verify_state_help_names_the_rules_of_section_6_and_the_slots() -> None:
     assert "the checks of section 6" in text and "cannot be checked" in text
 
 
+def test_reduce_help_says_every_difference_of_compare_fails_it() -> None:
+    """--compare exits 1 on any line of its report (docs/distributed.md): its --help said
+    only a state that differs or is missing did, as if a state published for a pending
+    pith, a second line for one pith or an unreadable line passed."""
+    status, out, _ = run(["reduce", "--help"])
+    text = " ".join(out.decode().split())
+    assert status == 0
+    assert ("exit 1 when there is any: a state that differs, is missing or unexpected, a "
+            "duplicate or an unreadable line") in text
+
+
 def test_a_bar_shown_at_its_first_report_counts_its_rate_from_the_start() -> None:
     """A bar appears at its first report, often once a whole batch was committed: its rate
     counted from that moment was the batch over no time (22,724,876 pith/s for a rekey's

@@ -258,7 +258,9 @@ async def get_state(request: Request) -> Response:
             return _not_modified(request, len(state) + 1, etag)
         body, coded = await packed_apart(request.headers, state + b"\n")
         del state  # the answer's bytes are what is held from here
-        held = await log.states.hold(len(body))
+    # out of its place: a state waiting for the bytes of others unread holds no place that
+    # a small state (which takes none) waits for
+    held = await log.states.hold(len(body))
     headers = {**answer_headers(REVALIDATE), "ETag": etag, **coded}
     return HeldAnswer(body, JSON, headers, log.states.answers, held)
 

@@ -11,9 +11,14 @@ reading nothing grew the worker to 1.56 GB, 32 to 2.0 GB, and 16 asking for its 
 Here a build takes one of :data:`STATE_BUILDS` places (they share the interpreter lock,
 so more at once built no faster), and an answer of ``/state/`` past one piece
 (:data:`~pithlog.net.body_bytes.ANSWER_PIECE`) takes its bytes out of
-:data:`STATE_BYTES` while it holds its place (a larger one takes them all), given back
-once it is sent (:class:`~pithlog.net.body_bytes.HeldAnswer`), as ``POST /sync`` holds
-its answers. A request that waits :data:`WAIT_SECONDS` for either is ``503 serve.busy``.
+:data:`STATE_BYTES` (a larger one takes them all), given back once it is sent
+(:class:`~pithlog.net.body_bytes.HeldAnswer`). An answer waits for its bytes once it has
+left its place (:class:`~pithlog.net.body_bytes.AnswerRoom`), and only while fewer than
+:data:`STATE_BUILDS` others wait: waiting in its place, two states that clients read
+slowly or not at all held both places, and a small state, which takes no bytes, waited
+behind them until their time was up. A request that waits :data:`WAIT_SECONDS` for a
+place or for its bytes, or finds :data:`STATE_BUILDS` answers waiting already, is
+``503 serve.busy``.
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ import contextlib
 from collections.abc import AsyncIterator
 
 from pithlog.errors import ServeError
-from pithlog.net.body_bytes import ANSWER_PIECE, BodyBytes
+from pithlog.net.body_bytes import AnswerRoom
 
 STATE_BUILDS = 2
 """State documents built at once per worker (``/state/`` and the record's page)."""
@@ -41,7 +46,8 @@ class StateBuilds:
                  wait: float = WAIT_SECONDS) -> None:  # fmt: skip
         self.builds = builds
         self.wait = wait
-        self.answers = BodyBytes(most)
+        self.answers = AnswerRoom(most, builds, wait, "the state documents being sent hold "
+                                  "all the memory the server gives them; retry later")
         self.building = 0
         """Builds holding a place now (what the tests watch)."""
         self._slots: tuple[asyncio.AbstractEventLoop, asyncio.Semaphore] | None = None
@@ -70,16 +76,7 @@ class StateBuilds:
             slots.release()
 
     async def hold(self, size: int) -> int:
-        """Take the bytes of an answer of ``size`` bytes (none for one piece or less, at
-        most :attr:`answers`' all); what was taken, to give back once it is sent.
-        ``serve.busy`` after :attr:`wait` seconds without them."""
-        if size <= ANSWER_PIECE:  # sent whole at once, as every other small answer
-            return 0
-        n = min(size, self.answers.most)
-        try:
-            async with asyncio.timeout(self.wait):
-                await self.answers.take(n)
-        except TimeoutError:
-            raise ServeError("busy", "the state documents being sent hold all the memory "
-                             "the server gives them; retry later") from None  # fmt: skip
-        return n
+        """Take the bytes of an answer of ``size`` bytes, out of its place
+        (:meth:`AnswerRoom.hold <pithlog.net.body_bytes.AnswerRoom.hold>`): what was taken,
+        to give back once it is sent."""
+        return await self.answers.hold(size)

@@ -168,3 +168,55 @@ def test_the_state_answers_not_yet_read_are_bounded_by_their_bytes(tmp_path: Pat
 async def _until_async(check: Any) -> None:
     while not check():
         await asyncio.sleep(0.02)
+
+
+def _unread(address: tuple[str, int], path: str) -> socket.socket:
+    """A request whose client reads nothing of its answer, over a connection with a
+    segment size of the Internet's (on 127.0.0.1 the kernel would take in a megabyte of
+    the answer at once) and a small receive buffer."""
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_MAXSEG, 1400)
+    sock.settimeout(30)
+    sock.connect(address)
+    sock.sendall(f"GET {path} HTTP/1.1\r\nHost: x\r\nAccept-Encoding: identity\r\n"
+                 "Connection: close\r\n\r\n".encode())  # fmt: skip
+    return sock
+
+
+def test_a_small_state_does_not_wait_for_the_room_of_large_ones(tmp_path: Path) -> None:
+    """A state answer waited for its bytes holding its place to build one: with the bytes
+    held by clients that read nothing, two more large states held both places, and a
+    state of 3 KB (which takes no bytes) waited until their time was up (27.7 s by
+    default; here 6 s). It is answered at once; a large one past those waiting for bytes
+    is 503 serve.busy at once."""
+    store = _big_state(tmp_path / "store")
+    small = [line.encode() for line in
+             (CASES / "mixed-piths" / "events.jsonl").read_text().splitlines()]  # fmt: skip
+    keyring = load_keyring(json.dumps({"keyring_version": "1",
+                                       "keys": test_keyring_entries()}).encode())  # fmt: skip
+    store.append(small, keyring, keep_invalid=True)
+    other = next(p for p in sorted({json.loads(line)["pith_number"] for line in small})
+                 if p != PITH and store.state(p) is not None)  # fmt: skip
+    size = len(store.state(PITH) or b"") + 1
+    app = create_app(ServeConfig(store, test_key("registry"), ORIGIN))
+    states = StateBuilds(most=2 * size, wait=6.0)  # room for two answers
+    app.state.log.states = states
+    try:
+        with in_thread(app) as url:
+            address = ("127.0.0.1", int(url.rsplit(":", 1)[1]))
+            unread = [_unread(address, f"/state/{PITH}") for _ in range(2)]
+            _until(lambda: states.answers.held == states.answers.most)
+            unread += [_unread(address, f"/state/{PITH}") for _ in range(STATE_BUILDS)]
+            _until(lambda: states.answers.waiting == STATE_BUILDS)
+            began = time.monotonic()
+            status, body = _status(_get(address, f"/state/{other}"))
+            assert status == 200 and json.loads(body)["pith_number"] == other
+            assert time.monotonic() - began < 2.0
+            status, body = _status(_get(address, f"/state/{PITH}"))
+            assert (status, json.loads(body)["error"]) == (503, "serve.busy")
+            assert time.monotonic() - began < 2.0
+            for sock in unread:
+                sock.close()
+    finally:
+        store.close()

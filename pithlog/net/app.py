@@ -176,7 +176,9 @@ async def get_copies(request: Request) -> Response:
 
 
 async def get_copy(request: Request) -> Response:
-    """``/copy/<64 hex>``: a copy by the SHA-256 of its JCS bytes."""
+    """``/copy/<64 hex>``: a copy by the SHA-256 of its JCS bytes, its bytes held
+    out of the worker's room for copies until they are sent
+    (:data:`~pithlog.net.served_log.COPY_BYTES`)."""
     log = _log(request)
     h = request.path_params["hash"]
     if not _HEX64.fullmatch(h):
@@ -185,7 +187,9 @@ async def get_copy(request: Request) -> Response:
     if copy is None:
         raise _not_found(f"no copy {h}")
     body, coded = await packed_apart(request.headers, copy)
-    return respond(body, JSON, IMMUTABLE, **coded)
+    del copy  # the answer's bytes are what is held from here
+    held = await log.copies.hold(len(body))
+    return HeldAnswer(body, JSON, {**answer_headers(IMMUTABLE), **coded}, log.copies, held)
 
 
 async def get_event(request: Request) -> Response:
@@ -207,11 +211,15 @@ def _copy_etag(copy: bytes) -> str:
 async def _conditional(request: Request, body: bytes, etag: str, media: str) -> Response:
     """A revalidated answer: ``304`` when the client holds this ETag already, with the
     headers the ``200`` would have carried (RFC 9110 15.4.5; ``Vary``: the ``200`` may be
-    compressed, and its ETag is then weak, :class:`~pithlog.net.encoding.WeakTags`)."""
+    compressed, and its ETag is then weak, :class:`~pithlog.net.encoding.WeakTags`). Its
+    bytes are held out of the copies' room until they are sent (a copy is up to 1 MiB)."""
     if _none_match(request.headers.get("if-none-match"), etag):
         return _not_modified(request, len(body), etag)
     body, coded = await packed_apart(request.headers, body)
-    return respond(body, media, REVALIDATE, ETag=etag, **coded)
+    log = _log(request)
+    held = await log.copies.hold(len(body))
+    return HeldAnswer(body, media, {**answer_headers(REVALIDATE), "ETag": etag, **coded},
+                      log.copies, held)  # fmt: skip
 
 
 def _not_modified(request: Request, size: int, etag: str) -> Response:

@@ -16,7 +16,8 @@ from starlette.concurrency import run_in_threadpool
 from starlette.routing import BaseRoute
 
 from pithlog.errors import PithlogError
-from pithlog.net.state_builds import StateBuilds
+from pithlog.net.body_bytes import AnswerRoom
+from pithlog.net.state_builds import WAIT_SECONDS, StateBuilds
 from pithlog.net.submit import GroupCommit, Limits
 from pithlog.net.witness_client import WitnessAhead
 from pithlog.protocol.keys import Keyring, SigningKey
@@ -39,6 +40,17 @@ COSIGN_ROUNDS = 3
 """Trees a worker signs and has cosigned, at most, for one publication: a witness that
 cosigned a larger tree (another worker's, read later) takes no older one, so the worker
 reads its tree again and asks for that (:meth:`Log.checkpoint`)."""
+COPY_BYTES = 64 << 20
+"""Bytes of ``/copy/`` and ``/event/`` answers a worker holds until their clients read them
+(:class:`~pithlog.net.body_bytes.AnswerRoom`; one of a piece or less takes none): 64
+copies of the largest, 1 MiB. Handed whole to the connection, each was held there until
+its client read it: 300 clients that asked for a copy of 850 KB over connections of the
+Internet's segment size (1,400 bytes) and read nothing grew the worker by 252 MB, and a
+worker serves 1,000 connections."""
+COPY_WAITERS = 16
+"""Copies read and waiting for their bytes at once, per worker (16 MiB at most); one more
+is ``503 serve.busy`` at once."""
+
 
 @dataclass
 class ServeConfig:
@@ -77,6 +89,8 @@ class Log:
         self.submissions = (GroupCommit.over(config.store, config.keyring, config.limits)
                             if config.keyring is not None else None)  # fmt: skip
         self.states = StateBuilds()
+        self.copies = AnswerRoom(COPY_BYTES, COPY_WAITERS, WAIT_SECONDS, "the copies being "
+                                 "sent hold all the memory the server gives them; retry later")
         self._full_tiles: OrderedDict[tuple[int, int], bytes] = OrderedDict()
         self._cosigning: tuple[asyncio.AbstractEventLoop, asyncio.Lock] | None = None
         self._cosign_failed: tuple[float, PithlogError] | None = None

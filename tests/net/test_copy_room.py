@@ -1,0 +1,108 @@
+"""The bytes of /copy/ and /event/ answers a worker holds until their clients read them are
+bounded (pithlog/net/served_log.py COPY_BYTES; docs/network.md, limits), against a real
+uvicorn on 127.0.0.1."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import socket
+import time
+from pathlib import Path
+from typing import Any
+
+from served import in_thread
+
+from pithlog import Store, load_keyring, sign_event
+from pithlog.net.app import create_app
+from pithlog.net.body_bytes import AnswerRoom
+from pithlog.net.served_log import ServeConfig
+from pithlog.testing import test_key, test_keyring_entries
+
+CASES = Path(__file__).resolve().parents[2] / "vectors" / "cases"
+SEED = (CASES / "seed-2411.00284" / "events.jsonl").read_text().splitlines()
+PITH = json.loads(SEED[0])["pith_number"]
+ORIGIN = "registry.test.invalid/pith"
+
+
+def _store(path: Path) -> tuple[Store, str, bytes]:
+    """A store with a copy of about 550 KB (a graph snapshot of 70,000 edges): the store,
+    its event id and the copy."""
+    keyring = load_keyring(json.dumps({"keyring_version": "1",
+                                       "keys": test_keyring_entries()}).encode())  # fmt: skip
+    snapshot = json.loads(SEED[1])["payload"]
+    graph = {**snapshot["graph_snapshot"], "edges": [[1, i % 900] for i in range(70_000)]}
+    event = sign_event(test_key("registry"), "graph_snapshot", PITH, "graph",
+                       "2026-08-01T00:00:01Z", {**snapshot, "graph_snapshot": graph})
+    store = Store.open(path)
+    store.append([*(line.encode() for line in SEED), json.dumps(event).encode()], keyring)
+    copy = store.event(event["event_id"])
+    assert copy is not None and len(copy) > 500_000
+    return store, event["event_id"], copy
+
+
+def _ask(address: tuple[str, int], path: str, unread: bool = False) -> socket.socket:
+    """``GET path``; ``unread``: from a client that reads nothing of its answer, over a
+    connection of the Internet's segment size (on 127.0.0.1 the kernel would take in a
+    megabyte of the answer at once) and a small receive buffer."""
+    sock = socket.socket()
+    if unread:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_MAXSEG, 1400)
+    sock.settimeout(10)
+    sock.connect(address)
+    sock.sendall(f"GET {path} HTTP/1.1\r\nHost: x\r\nAccept-Encoding: identity\r\n"
+                 "Connection: close\r\n\r\n".encode())  # fmt: skip
+    return sock
+
+
+def _answer(sock: socket.socket) -> tuple[int, bytes]:
+    answer = b""
+    while chunk := sock.recv(1 << 20):
+        answer += chunk
+    sock.close()
+    head, _, body = answer.partition(b"\r\n\r\n")
+    return int(head.split(b" ")[1]), body
+
+
+def _until(check: Any) -> None:
+    deadline = time.monotonic() + 10
+    while not check():
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+
+
+def test_copies_not_read_are_bounded_by_their_bytes(tmp_path: Path) -> None:
+    """A /copy/ or /event/ answer (a copy is up to 1 MiB) was handed whole to the
+    connection and held there until its client read it: 300 clients that read nothing of
+    a copy of 850 KB grew the worker by 252 MB. The answers take their bytes out of the
+    worker's room for copies; past it, a few wait, one more is 503 serve.busy at once, a
+    small answer takes none, and a client gone gives its bytes back."""
+    store, event_id, copy = _store(tmp_path / "store")
+    small = json.loads(SEED[0])["event_id"]
+    app = create_app(ServeConfig(store, test_key("registry"), ORIGIN))
+    room = AnswerRoom(2 * len(copy), 1, 5.0, "busy")  # room for two copies, one waiting
+    app.state.log.copies = room
+    by_hash = "/copy/" + hashlib.sha256(copy).hexdigest()
+    try:
+        with in_thread(app) as url:
+            address = ("127.0.0.1", int(url.rsplit(":", 1)[1]))
+            unread = [_ask(address, by_hash, unread=True),
+                      _ask(address, f"/event/{event_id}", unread=True)]  # fmt: skip
+            _until(lambda: room.held == room.most)
+            unread.append(_ask(address, by_hash, unread=True))
+            _until(lambda: room.waiting == 1)
+            began = time.monotonic()
+            for path in (by_hash, f"/event/{event_id}"):
+                status, body = _answer(_ask(address, path))
+                assert (status, json.loads(body)["error"]) == (503, "serve.busy")
+            status, body = _answer(_ask(address, f"/event/{small}"))
+            assert status == 200 and json.loads(body)["event_id"] == small
+            assert time.monotonic() - began < 2.0
+            for sock in unread:
+                sock.close()
+            _until(lambda: room.held == 0)
+            assert _answer(_ask(address, f"/event/{event_id}")) == (200, copy)
+            _until(lambda: room.held == 0)  # given back once the last piece is sent
+    finally:
+        store.close()

@@ -26,7 +26,7 @@ import msgspec
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import ClientDisconnect, Request
-from starlette.responses import Response, StreamingResponse
+from starlette.responses import Response
 from starlette.routing import Route
 
 from pithlog.errors import PithlogError, ServeError, StoreError, register
@@ -41,11 +41,12 @@ from pithlog.net.answers import (
     send_error,
     status_of,
 )
-from pithlog.net.body_bytes import HeldAnswer
+from pithlog.net.body_bytes import HeldAnswer, HeldStream
 from pithlog.net.encoding import compressed, encodes, packed_apart
 from pithlog.net.served_log import Log, ServeConfig
 from pithlog.net.submit_route import PATH as SUBMIT_PATH
 from pithlog.net.submit_route import SubmitRoute
+from pithlog.protocol.canonical import MAX_ENVELOPE_BYTES
 from pithlog.protocol.events import is_event_id
 from pithlog.protocol.records import is_pith_number
 from pithlog.store import PendingPith
@@ -86,6 +87,9 @@ it): a bundle of 256 copies of a few KB in one read, and at most 2 MiB held for 
 request, a copy being 1 MiB at most. Read 16 copies at a time instead, a mirror's pull of
 50,000 events cost the server 25-29 us of CPU per event (worker-thread hand-offs, and the
 compressor fed 16 times a bundle); one read a bundle, 14."""
+COPIES_CHUNK_MOST = COPIES_READ_BYTES + MAX_ENVELOPE_BYTES + tiles.WIDTH
+"""The most bytes one chunk of ``/copies/`` may be: a read's bytes, up to the copy (of
+1 MiB at most) that passes :data:`COPIES_READ_BYTES`, and a newline after each copy."""
 _HEX64 = re.compile(r"[0-9a-f]{64}")
 _DECIMAL = re.compile(r"0|[1-9][0-9]{0,18}")
 
@@ -154,7 +158,10 @@ async def _entries(log: Log, tile: tiles.Tile) -> Response:
 async def get_copies(request: Request) -> Response:
     """``/copies/<N>[.p/<W>]``: the copies of the leaves of bundle N, JSON Lines, streamed
     about :data:`COPIES_READ_BYTES` at a time (a copy may be 1 MiB: 256 of them are not
-    held at once)."""
+    held at once). The answer holds its bytes out of the worker's room for copies
+    (:data:`~pithlog.net.served_log.COPY_BYTES`): those of its one chunk, or
+    :data:`COPIES_CHUNK_MOST` while it streams several; ``503 serve.busy`` before it
+    starts when there is no room."""
     log = _log(request)
     tile = _tile_ref(request, "entries/")
     first, end = tile.index * tiles.WIDTH, tile.index * tiles.WIDTH + tile.width
@@ -162,17 +169,25 @@ async def get_copies(request: Request) -> Response:
         raise _not_found(f"copies {tile.index} of width {tile.width}: the tree has not that "
                          "many leaves")  # fmt: skip
 
-    async def lines() -> AsyncIterator[bytes]:
-        start = first
-        while start < end:
-            copies = await log.read(log.store.leaf_copies, start, end - start,
-                                    COPIES_READ_BYTES)  # fmt: skip
-            if not copies:  # cannot happen in an append-only log: end <= size
-                raise _not_found(f"leaves {start} to {end}")
-            yield b"".join(c + b"\n" for c in copies)
-            start += len(copies)
+    async def chunk(start: int) -> tuple[bytes, int]:
+        copies = await log.read(log.store.leaf_copies, start, end - start,
+                                COPIES_READ_BYTES)  # fmt: skip
+        if not copies:  # cannot happen in an append-only log: end <= size
+            raise _not_found(f"leaves {start} to {end}")
+        return b"".join(c + b"\n" for c in copies), start + len(copies)
 
-    return StreamingResponse(lines(), media_type=JSON_LINES, headers=answer_headers(IMMUTABLE))
+    async def lines(data: bytes, start: int) -> AsyncIterator[bytes]:
+        yield data
+        del data
+        while start < end:
+            data, start = await chunk(start)
+            yield data
+            del data
+
+    data, after = await chunk(first)
+    held = await log.copies.hold(len(data) if after >= end else COPIES_CHUNK_MOST)
+    return HeldStream(lines(data, after), JSON_LINES, answer_headers(IMMUTABLE), log.copies,
+                      held)  # fmt: skip
 
 
 async def get_copy(request: Request) -> Response:

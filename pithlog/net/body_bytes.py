@@ -22,8 +22,9 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
+from collections.abc import AsyncIterator
 
-from starlette.responses import Response
+from starlette.responses import Response, StreamingResponse
 from starlette.types import Receive, Scope, Send
 
 from pithlog.errors import ServeError, register
@@ -154,6 +155,39 @@ class HeldAnswer(Response):
         finally:
             self._room.give(self._held)
 
+
+
+class HeldStream(StreamingResponse):
+    """A streamed answer (``/copies/``) for which ``held`` bytes were taken out of ``room``,
+    the most that one of its chunks may be, given back once it is sent, or its client
+    gone. Each chunk is sent :data:`ANSWER_PIECE` bytes at a time, so that the next one is
+    made only once the connection has taken all but the last piece of this one: handed
+    whole to the connection, a chunk was held there until its client read it, and the next
+    one made meanwhile."""
+
+    def __init__(self, chunks: AsyncIterator[bytes], media_type: str,
+                 headers: dict[str, str], room: BodyBytes, held: int) -> None:  # fmt: skip
+        super().__init__(chunks, media_type=media_type, headers=headers)
+        self._room = room
+        self._held = held
+
+    async def stream_response(self, send: Send) -> None:
+        await send({"type": "http.response.start", "status": self.status_code,
+                    "headers": self.raw_headers})  # fmt: skip
+        async for chunk in self.body_iterator:
+            assert isinstance(chunk, bytes)
+            body = memoryview(chunk)
+            for at in range(0, len(body), ANSWER_PIECE):
+                await send({"type": "http.response.body",
+                            "body": bytes(body[at : at + ANSWER_PIECE]), "more_body": True})
+            del chunk, body  # the next chunk is made with this one's bytes given up
+        await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            self._room.give(self._held)
 
 class AnswerRoom(BodyBytes):
     """The bytes of a route's answers being sent (:class:`HeldAnswer`), at most ``most``:

@@ -14,7 +14,7 @@ from typing import Any
 from served import in_thread
 
 from pithlog import Store, load_keyring, sign_event
-from pithlog.net.app import create_app
+from pithlog.net.app import COPIES_CHUNK_MOST, create_app
 from pithlog.net.body_bytes import AnswerRoom
 from pithlog.net.served_log import ServeConfig
 from pithlog.testing import test_key, test_keyring_entries
@@ -25,20 +25,25 @@ PITH = json.loads(SEED[0])["pith_number"]
 ORIGIN = "registry.test.invalid/pith"
 
 
-def _store(path: Path) -> tuple[Store, str, bytes]:
-    """A store with a copy of about 550 KB (a graph snapshot of 70,000 edges): the store,
-    its event id and the copy."""
+def _store(path: Path, large: int = 1) -> tuple[Store, str, bytes]:
+    """A store with ``large`` copies of about 550 KB (graph snapshots of 70,000 edges) after
+    the seed's events: the store, the first's event id and copy."""
     keyring = load_keyring(json.dumps({"keyring_version": "1",
                                        "keys": test_keyring_entries()}).encode())  # fmt: skip
     snapshot = json.loads(SEED[1])["payload"]
-    graph = {**snapshot["graph_snapshot"], "edges": [[1, i % 900] for i in range(70_000)]}
-    event = sign_event(test_key("registry"), "graph_snapshot", PITH, "graph",
-                       "2026-08-01T00:00:01Z", {**snapshot, "graph_snapshot": graph})
+    events = []
+    for n in range(large):
+        graph = {**snapshot["graph_snapshot"],
+                 "edges": [[n, i % 900] for i in range(70_000)]}  # fmt: skip
+        events.append(sign_event(test_key("registry"), "graph_snapshot", PITH, "graph",
+                                 f"2026-08-01T00:00:0{n}Z",
+                                 {**snapshot, "graph_snapshot": graph}))  # fmt: skip
     store = Store.open(path)
-    store.append([*(line.encode() for line in SEED), json.dumps(event).encode()], keyring)
-    copy = store.event(event["event_id"])
+    store.append([*(line.encode() for line in SEED),
+                  *(json.dumps(event).encode() for event in events)], keyring)  # fmt: skip
+    copy = store.event(events[0]["event_id"])
     assert copy is not None and len(copy) > 500_000
-    return store, event["event_id"], copy
+    return store, events[0]["event_id"], copy
 
 
 def _ask(address: tuple[str, int], path: str, unread: bool = False) -> socket.socket:
@@ -62,6 +67,15 @@ def _answer(sock: socket.socket) -> tuple[int, bytes]:
         answer += chunk
     sock.close()
     head, _, body = answer.partition(b"\r\n\r\n")
+    if b"transfer-encoding: chunked" in head.lower():
+        whole = b""
+        while True:
+            size, _, body = body.partition(b"\r\n")
+            if not int(size, 16):
+                break
+            whole += body[: int(size, 16)]
+            body = body[int(size, 16) + 2 :]
+        body = whole
     return int(head.split(b" ")[1]), body
 
 
@@ -104,5 +118,43 @@ def test_copies_not_read_are_bounded_by_their_bytes(tmp_path: Path) -> None:
             _until(lambda: room.held == 0)
             assert _answer(_ask(address, f"/event/{event_id}")) == (200, copy)
             _until(lambda: room.held == 0)  # given back once the last piece is sent
+    finally:
+        store.close()
+
+
+def test_copies_streams_not_read_are_bounded_by_their_bytes(tmp_path: Path) -> None:
+    """/copies/ streamed its chunks (a megabyte and a copy each) to the connection as they
+    were read, uncounted: each client that read nothing held two of them, and 300 of them
+    on a bundle of copies of 550 KB grew the worker by 649 MB. A stream of several chunks
+    takes COPIES_CHUNK_MOST out of the room for copies before it starts (a stream of one
+    chunk, that chunk's bytes), and past the room is 503 serve.busy before it starts; a
+    client gone gives the bytes back."""
+    store, _, _ = _store(tmp_path / "store", large=3)
+    app = create_app(ServeConfig(store, test_key("registry"), ORIGIN))
+    room = AnswerRoom(2 * COPIES_CHUNK_MOST, 1, 5.0, "busy")  # two streams, one waiting
+    app.state.log.copies = room
+    size = store.tree_size()
+    bundle = f"/copies/000.p/{size}"
+    seed_only = f"/copies/000.p/{size - 3}"  # a few KB: takes nothing
+    try:
+        with in_thread(app) as url:
+            address = ("127.0.0.1", int(url.rsplit(":", 1)[1]))
+            whole = _answer(_ask(address, bundle))
+            assert whole[0] == 200 and len(whole[1].splitlines()) == size
+            _until(lambda: room.held == 0)  # given back once the last piece is sent
+            unread = [_ask(address, bundle, unread=True) for _ in range(2)]
+            _until(lambda: room.held == room.most)
+            unread.append(_ask(address, bundle, unread=True))
+            _until(lambda: room.waiting == 1)
+            began = time.monotonic()
+            status, body = _answer(_ask(address, bundle))
+            assert (status, json.loads(body)["error"]) == (503, "serve.busy")
+            status, body = _answer(_ask(address, seed_only))
+            assert status == 200 and len(body.splitlines()) == size - 3
+            assert time.monotonic() - began < 2.0
+            for sock in unread:
+                sock.close()
+            _until(lambda: room.held == 0)
+            assert _answer(_ask(address, bundle)) == whole
     finally:
         store.close()

@@ -41,6 +41,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
+from weakref import WeakKeyDictionary
 
 from pithlog.errors import DoorError, MirrorError, shown
 from pithlog.net.mirror_consistency import _consistent, _prefix
@@ -212,10 +213,11 @@ def _batches(store: Store, origin: Origin, verified: tiles.VerifiedTiles, fetche
 
     ahead: deque[Future[tuple[bytes, bytes, list[bytes]]]] = deque()
     queued = iter(indexes)
+    slots = _fetch_slots(origin)
     try:
         for index in indexes:
             while len(ahead) < LOOKAHEAD + 1 and (following := next(queued, None)) is not None:
-                ahead.append(_in_background(fetch, following))
+                ahead.append(_in_background(fetch, following, slots))
             level0, bundle, copies = ahead.popleft().result()
             width = tiles.tile_width(0, index, size)
             fetched.ahead = {tiles.Tile(0, index, width): level0}  # only this bundle's
@@ -249,22 +251,55 @@ def _batches(store: Store, origin: Origin, verified: tiles.VerifiedTiles, fetche
 T = TypeVar("T")
 
 
-def _in_background(fetch: Callable[[int], T], index: int) -> Future[T]:
-    """``fetch(index)`` in a daemon thread of its own: a pool's threads are joined when the
-    interpreter exits, so one Ctrl-C or SIGTERM would wait for a slow origin's answers in
-    flight (a byte a minute: until their deadline). Threads are started per bundle of 256
-    leaves, at most :data:`LOOKAHEAD` + 1 at once."""
+_SLOTS: WeakKeyDictionary[Origin, threading.Semaphore] = WeakKeyDictionary()
+_SLOTS_MADE = threading.Lock()
+
+
+def _fetch_slots(origin: Origin) -> threading.Semaphore:
+    """The :data:`LOOKAHEAD` + 1 fetches in flight that ``origin`` is given, over all the
+    passes that use it (``--follow``, an audit's catch-ups): a pass that stops leaves its
+    fetches in flight to end by themselves, and the next pass waits for their places. Per
+    pass, an origin that failed the first fetch at once and held the four others until
+    their deadline (about 12 minutes) left four more threads, connections and partial
+    bundles of copies (256 MiB each at most) behind at every poll of ``--follow 1``."""
+    with _SLOTS_MADE:
+        slots = _SLOTS.get(origin)
+        if slots is None:
+            slots = _SLOTS[origin] = threading.Semaphore(LOOKAHEAD + 1)
+        return slots
+
+
+def _in_background(fetch: Callable[[int], T], index: int,
+                   slots: threading.Semaphore) -> Future[T]:  # fmt: skip
+    """``fetch(index)`` in a daemon thread of its own, once one of ``slots`` is free (held
+    until the fetch ends, however the pass that asked for it ended): a pool's threads are
+    joined when the interpreter exits, so one Ctrl-C or SIGTERM would wait for a slow
+    origin's answers in flight (a byte a minute: until their deadline). Threads are
+    started per bundle of 256 leaves, at most :data:`LOOKAHEAD` + 1 at once. The wait for
+    a slot is a lock's, which a signal interrupts."""
+    slots.acquire()
     future: Future[T] = Future()
 
     def run() -> None:
-        if not future.set_running_or_notify_cancel():
-            return
+        done: Callable[[], object]
         try:
-            future.set_result(fetch(index))
-        except BaseException as exc:  # handed to the consumer, which raises it
-            future.set_exception(exc)
+            if not future.set_running_or_notify_cancel():
+                return
+            try:
+                result = fetch(index)
+            except BaseException as exc:  # handed to the consumer, which raises it
+                done = functools.partial(future.set_exception, exc)
+            else:
+                done = functools.partial(future.set_result, result)
+        finally:
+            slots.release()  # before the consumer is woken to ask for the next one
+        done()
 
-    threading.Thread(target=run, name="pithlog-mirror", daemon=True).start()
+    try:
+        threading.Thread(target=run, name="pithlog-mirror", daemon=True).start()
+    except BaseException:
+        slots.release()
+        raise
     return future
 
 

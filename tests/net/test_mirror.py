@@ -841,6 +841,46 @@ def test_an_origin_that_drips_is_cut_off_and_one_sigterm_stops_the_mirror(
             assert process.stderr.read().strip().endswith("pithlog: terminated")
 
 
+def test_the_fetches_a_stopped_pass_left_in_flight_hold_the_next_pass_s_places(
+    tmp_path: Path,
+) -> None:
+    """A pass that stops leaves its fetches in flight to end by themselves; the next pass
+    of the same origin (``--follow``, an audit's catch-up) waits for their places before it
+    starts more. An origin that failed the first bundle at once and held the four fetched
+    ahead left four more threads (and connections, and what they had read) at each pass:
+    8 after the second."""
+    from pithlog.testing import test_key, test_keyring
+    from pithlog.transparency.checkpoint import Checkpoint, sign_checkpoint
+
+    key = test_key("registry")
+    note = sign_checkpoint(Checkpoint(key.signer_id, 5 * 256, bytes(32)), key)
+    held = threading.Event()
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        if request.url.path == "/checkpoint":
+            return httpx.Response(200, content=note)
+        if request.url.path != "/tile/0/000":
+            held.wait(20)  # the fetches ahead, held
+        return httpx.Response(500)
+
+    def in_flight() -> int:
+        return sum(t.name == "pithlog-mirror" for t in threading.enumerate())
+
+    origin = mm.Origin("http://origin.invalid", httpx.Client(
+        transport=httpx.MockTransport(answer)))  # fmt: skip
+    threading.Timer(1.0, held.set).start()
+    try:
+        with Store.open(tmp_path / "mirror") as store:
+            for _ in range(2):
+                with pytest.raises(MirrorError) as caught:
+                    mm.mirror_once(store, origin, test_keyring(), key.signer_id)
+                assert caught.value.code == "mirror.fetch"
+                assert in_flight() <= mm.LOOKAHEAD + 1
+                assert store.tree_size() == 0
+    finally:
+        held.set()
+
+
 def test_a_copy_stored_during_the_pass_is_another_mirrors_not_the_origins_fault(
     tmp_path: Path,
 ) -> None:

@@ -218,11 +218,20 @@ def _frames_end(data: bytes | bytearray) -> bool:
 
 
 def _gzip(raw: Iterator[bytes]) -> Iterator[bytes]:
+    """The members of a gzip stream, one after the other (RFC 1952 2.2: a gzip file is a
+    series of members, and Python's gzip reads them all); bytes after a member that do not
+    begin another are refused by the next one's header check. Only the first was read, and
+    the rest dropped unread: two members were taken as the first one's bytes alone, and a
+    member followed by junk as the member."""
     decompressor = zlib.decompressobj(16 + zlib.MAX_WBITS)
     for data in raw:
-        while data and not decompressor.eof:
+        while data:
             yield decompressor.decompress(data, READ)  # at most READ bytes each time
             data = decompressor.unconsumed_tail
+            if decompressor.eof:
+                data = decompressor.unused_data
+                if data:  # the next member begins here
+                    decompressor = zlib.decompressobj(16 + zlib.MAX_WBITS)
     if not decompressor.eof:
         raise ValueError("the gzip stream ends early")
 

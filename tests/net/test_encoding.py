@@ -226,6 +226,38 @@ def test_a_cut_gzip_answer_is_refused_not_taken_as_its_first_part() -> None:
     assert read_answer(answer, 1 << 20, ValueError) == plain
 
 
+def test_a_gzip_answer_of_several_members_is_read_whole_and_junk_after_one_refused() -> None:
+    """RFC 1952 2.2: a gzip stream is a series of members (a proxy that compresses as it
+    streams may send several), read one after the other as Python's gzip reads them, even
+    when a member ends at the end of a network chunk; bytes after a member that are not
+    another are refused. The first member alone was taken as the answer, and what followed
+    it dropped unread."""
+    first, second = gzip.compress(b"origin\n"), gzip.compress(b"42\n")
+
+    def read(raw: bytes, step: int) -> bytes:
+        chunks = [raw[at : at + step] for at in range(0, len(raw), step)]
+        answer = httpx.Response(200, headers={"Content-Encoding": "gzip"},
+                                stream=_Chunked(chunks))  # fmt: skip
+        return read_answer(answer, 1 << 20, ValueError)
+
+    for step in (1, len(first), 1 << 20):
+        assert read(first + second, step) == b"origin\n42\n"
+        with pytest.raises(ValueError, match="does not decode"):
+            read(first + b"junk", step)
+        with pytest.raises(ValueError, match="gzip stream ends early"):
+            read(first + second[:-4], step)
+
+
+class _Chunked(httpx.SyncByteStream):
+    """A body that comes in the chunks given."""
+
+    def __init__(self, chunks: list[bytes]) -> None:
+        self._chunks = chunks
+
+    def __iter__(self) -> Iterator[bytes]:
+        yield from self._chunks
+
+
 def test_encoded_bytes_are_bounded_at_the_limit_exactly() -> None:
     """``limit`` bounds the bytes received as well as the decoded ones: exactly ``limit``
     encoded bytes are read, one more refused, however small the body they decode to."""

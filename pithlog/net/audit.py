@@ -22,6 +22,7 @@ from pithlog.net.origin import Origin
 from pithlog.protocol.canonical import digest, parse, shape
 from pithlog.protocol.events import readmit
 from pithlog.protocol.keys import Keyring
+from pithlog.protocol.state_verify import STATE_MAX_DEPTH
 from pithlog.store import Store
 from pithlog.transparency.checkpoint import parse_checkpoint_text, parse_note
 from pithlog.transparency.evidence import Included, equivocation_proof
@@ -82,11 +83,15 @@ def _claimed(state: bytes | None) -> str | None:
 
 def _computed(state: bytes | None) -> str | None:
     """``state_sha256`` computed from a document (spec 8: the digest of the document
-    without that member), through the door; ``None`` when it does not pass it."""
+    without that member), through the door as a state document goes (``verify-state``:
+    three levels deeper than an envelope, and no bound on its length but the one it was
+    read with, :func:`state_cap`); ``None`` when it does not pass it. Read as an envelope,
+    a state over 8 MiB, or holding a payload nested near the envelope's bound, had no
+    hash in its finding, as if it were not JSON."""
     if state is None:
         return None
     try:
-        value = parse(state)
+        value = parse(state, max_depth=STATE_MAX_DEPTH, max_bytes=None)
     except DoorError:
         return None
     if not isinstance(value, dict):

@@ -176,6 +176,23 @@ def test_a_served_state_nested_past_any_reader_is_a_mismatch_not_a_crash(
     assert lines[-1]["state_mismatch"] == 1
 
 
+def test_a_served_state_is_hashed_as_a_state_not_as_an_envelope() -> None:
+    """The served state's hash in a mismatch finding is computed through the door as a
+    state document goes (verify-state): one over 8 MiB, or nesting a payload deeper than an
+    envelope may alone (a state nests its events' payloads three levels deeper), is JSON
+    with a hash; it was null, as for bytes that are not JSON."""
+    from pithlog.net.audit import _computed
+    from pithlog.protocol.canonical import MAX_DEPTH, MAX_LINE_BYTES, digest
+
+    deep: Any = 0
+    for _ in range(MAX_DEPTH + 1):
+        deep = {"x": deep}
+    for value in ({"events": [deep]}, {"events": ["a" * MAX_LINE_BYTES]}):
+        served = json.dumps({**value, "state_sha256": "sha256:" + "0" * 64}).encode()
+        assert _computed(served) == digest(value)
+    assert _computed(b"[" * 100_000) is None
+
+
 def test_a_state_too_long_or_unanswered_is_a_finding_and_the_audit_goes_on(
     tmp_path: Path, altering_proxy: dict[str, Any]
 ) -> None:

@@ -195,9 +195,7 @@ def append_batches(
                     if cores > 1 and large and executor is None:
                         executor = helpers(batch)
                     # after the helper pool, so that it is shut down (waited for) first
-                    writer = stack.enter_context(
-                        ThreadPoolExecutor(1, thread_name_prefix="pithlog-append")
-                    )
+                    writer = _writer(stack)
                 started = store._start_append(batch, keyring, executor, judging)
                 if previous is not None:
                     assert writer is not None
@@ -215,8 +213,17 @@ def append_batches(
                 writing = None
                 yield committed
             if previous is not None:
+                # the last batch is written in the writer's thread too, never this one: an
+                # interrupt (SIGINT, raised in this thread) after its commit would otherwise
+                # take its results with it, committed but never handed out; while waiting
+                # here, the interrupt finds it in `writing` and its results are yielded below
                 last, previous = previous, None
-                yield store._finish_append(last, keyring, keep_invalid, None, vet)
+                writer = writer or _writer(stack)
+                writing = writer.submit(store._finish_append, last, keyring, keep_invalid,
+                                        None, vet)  # fmt: skip
+                committed = writing.result()
+                writing = None
+                yield committed
         except GeneratorExit:
             abandon.set()
             raise
@@ -232,6 +239,11 @@ def append_batches(
                 if finished is not None:
                     yield finished
             raise
+
+
+def _writer(stack: contextlib.ExitStack) -> ThreadPoolExecutor:
+    """The thread that writes and commits the batches, shut down (waited for) on exit."""
+    return stack.enter_context(ThreadPoolExecutor(1, thread_name_prefix="pithlog-append"))
 
 
 def _length(started: Started) -> int:

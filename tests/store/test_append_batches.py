@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import random
+import signal
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -267,3 +270,36 @@ def test_refused_lines_of_an_append_are_freed_with_the_collector_paused(
         results = store.append([b"junk %d" % n for n in range(500)], g.KEYRING)
     assert {r.status for r in results} == {"refused"}
     assert refusals() == before
+
+
+@pytest.mark.parametrize("count", [1, 3])
+def test_an_interrupt_after_the_last_commit_still_hands_out_its_results(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, count: int
+) -> None:
+    """Ctrl-C while the last batch is committed (its fsync): the batch is stored, so its
+    results are yielded before the interrupt is raised. Written in the interrupted thread
+    itself, they were lost with the interrupt, and a mirror's line (each poll of
+    ``--follow`` is one batch) left the batch out of ``appended``."""
+    lines = _lines(5)
+    size = -(-len(lines) // count)
+    batches = [lines[i : i + size] for i in range(0, len(lines), size)]
+    write = Store._write
+    writes: list[int] = []
+
+    def interrupted(self: Store, work: Any) -> Any:
+        done = write(self, work)
+        writes.append(1)
+        if len(writes) == len(batches):  # after the last commit, as SIGINT would come
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(1)  # the handler runs in the main thread, at its next bytecode
+        return done
+
+    monkeypatch.setattr(Store, "_write", interrupted)
+    with Store.open(tmp_path / "s") as store:
+        done: list[AppendResult] = []
+        with pytest.raises(KeyboardInterrupt):
+            for results in store.append_batches(iter(batches), g.KEYRING):
+                done += results
+        assert len(writes) == len(batches)
+        assert len(done) == len(lines)
+        assert store.stats()["counts"]["seq"] == sum(r.status == "stored" for r in done)

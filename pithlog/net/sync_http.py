@@ -34,7 +34,7 @@ from starlette.routing import BaseRoute, Route
 from pithlog.errors import DoorError, ServeError, SyncError, register, shown
 from pithlog.net.answers import NO_STORE, answer_headers, status_of
 from pithlog.net.app import error_response
-from pithlog.net.body_bytes import BodyBytes, HeldAnswer
+from pithlog.net.body_bytes import AnswerRoom, BodyBytes, HeldAnswer
 from pithlog.net.deadline import AnswerDeadline, deadline_client
 from pithlog.net.encoding import ACCEPT_ENCODING, read_answer
 from pithlog.net.sources import store_responder
@@ -94,14 +94,16 @@ at most that old (a store of a million copies: some seconds)."""
 
 
 class SyncAnswer(HeldAnswer):
-    """An answer to ``POST /sync``, whose bytes were taken out of ``room``
-    (:data:`MAX_SYNCS` messages per worker) and are given back once it is sent, or its
-    client gone. Each answer was held in the server's memory until its client read it:
-    100 clients that sent an order for a store's 4 MB of copies and read nothing held
+    """An answer to ``POST /sync``, whose ``held`` bytes were taken out of ``room``
+    (:data:`MAX_SYNCS` messages per worker; none for an answer of one piece,
+    :class:`~pithlog.net.body_bytes.AnswerRoom`) and are given back once it is sent, or
+    its client gone. Each answer was held in the server's memory until its client read
+    it: 100 clients that sent an order for a store's 4 MB of copies and read nothing held
     430 MB, and a thousand connections could hold 32 GiB."""
 
-    def __init__(self, reply: bytes, headers: dict[str, str], room: BodyBytes) -> None:
-        super().__init__(reply, MEDIA, headers, room, len(reply))
+    def __init__(self, reply: bytes, headers: dict[str, str], room: BodyBytes,
+                 held: int) -> None:  # fmt: skip
+        super().__init__(reply, MEDIA, headers, room, held)
 
 
 class SyncEndpoint:
@@ -126,8 +128,13 @@ class SyncEndpoint:
         self._bodies = BodyBytes(MAX_SYNCS * self.limits.max_message)
         """The places and the event loop they belong to: an asyncio semaphore binds to the
         loop it first waits on, and an app served again on another loop needs its own."""
-        self.answers = BodyBytes(MAX_SYNCS * self.limits.max_message)
-        """The bytes of the answers being sent (:class:`SyncAnswer`)."""
+        self.answers = AnswerRoom(MAX_SYNCS * self.limits.max_message, MAX_SYNCS,
+                                  body_seconds, "the answers being sent hold all the "
+                                  "memory the server gives them; retry later")  # fmt: skip
+        """The bytes of the answers being sent (:class:`SyncAnswer`), awaited out of the
+        places: waiting in its place, an answer of MAX_SYNCS large ones that clients did
+        not read held every place, and a reconcile message, whose answer takes no bytes,
+        waited behind them until their time was up."""
 
     def responder(self, store: Store) -> Responder:
         """The responder over the store's copies: made again when the tree has grown (the
@@ -191,23 +198,20 @@ class SyncEndpoint:
             except SyncError as exc:
                 status = 413 if exc.code == "sync.limit" else 400
                 return error_response(status, exc.code, exc.message)
-            else:
-                # the answer takes its room while it holds its place: the answers made
-                # and not yet sent stay within the room and MAX_SYNCS more
-                try:
-                    async with asyncio.timeout(self._body.body_seconds):
-                        await self.answers.take(len(reply))
-                except TimeoutError:
-                    return error_response(503, "serve.busy", "the answers being sent hold "
-                                          "all the memory the server gives them; retry "
-                                          "later")  # fmt: skip
             finally:
                 slots.release()
         finally:
             self._bodies.give(len(body))
+        del body  # answered: not held while the answer waits for its bytes
+        try:
+            # out of its place (AnswerRoom): the answers made and not yet sent stay within
+            # the room and MAX_SYNCS more, and a small one, which takes no bytes, is sent
+            held = await self.answers.hold(len(reply))
+        except ServeError as exc:
+            return error_response(503, exc.code, exc.message)
         return SyncAnswer(reply, {**answer_headers(NO_STORE),
                                   COPIES_HEADER: str(len(responder.items))},
-                          self.answers)  # fmt: skip
+                          self.answers, held)  # fmt: skip
 
 
 def sync_routes(limits: Limits | None = None) -> list[BaseRoute]:

@@ -543,3 +543,70 @@ def test_a_message_in_a_content_coding_is_415_before_it_is_read(tmp_path: Path,
                            headers={"Content-Encoding": "identity"})  # fmt: skip
         assert reply.status_code == 200 and reply.headers["x-pithlog-copies"] == "10"
         assert b"Traceback" not in sa.stderr
+
+
+def test_a_small_message_does_not_wait_for_the_room_of_large_answers() -> None:
+    """An answer waited for its bytes holding one of the MAX_SYNCS places: with the room
+    held by clients that read nothing, MAX_SYNCS more large answers held every place, and
+    a reconcile message, whose answer of a few bytes takes no room, waited until their
+    time was up and got 503 (30 s by default; here 6 s). It is answered at once; a large
+    answer past those waiting for bytes is ``503 serve.busy`` at once."""
+    from served import in_thread
+    from starlette.applications import Starlette
+    from starlette.routing import Route
+
+    from pithlog.net.sync import Responder
+
+    items = sorted(bytes([i]) * m.ITEM for i in range(1, 40))
+    blob = b"x" * (1 << 20)
+
+    class Big(sync_http.SyncEndpoint):  # every copy 1 MiB
+        def responder(self, store: Store) -> Any:
+            return Responder(items, list, lambda keys: [blob] * len(keys),
+                             limits=self.limits)  # fmt: skip
+
+    limits = Limits(max_message=4 << 20)  # answers of 3 MiB, 5 of them in the room
+    endpoint = Big(limits, lambda request: None, 6.0)  # type: ignore[arg-type, return-value]
+    app = Starlette(routes=[Route("/sync", endpoint.handle, methods=["POST"])])
+    fetch = m.encode_shorts(b"G", [m.short_id(i) for i in items])
+    small = m.encode_reconcile([m.Entry(m.INFINITY, m.SKIP)])
+    head = b"POST /sync HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: %d\r\n\r\n"
+
+    def unread(address: tuple[str, int]) -> socket.socket:
+        # the Internet's segment size and a small receive buffer: on 127.0.0.1 the
+        # kernel would take in a megabyte of each answer at once
+        sock = socket.socket()
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_MAXSEG, 1400)
+        sock.settimeout(20)
+        sock.connect(address)
+        sock.sendall(head % len(fetch) + fetch)
+        return sock
+
+    def until(check: Any) -> None:
+        deadline = time.monotonic() + 20
+        while not check():
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+
+    socks: list[socket.socket] = []
+    with in_thread(app) as url:
+        address = ("127.0.0.1", int(url.rsplit(":", 1)[1]))
+        try:
+            socks += [unread(address) for _ in range(5)]
+            until(lambda: endpoint.answers.held > 5 * 3 << 20)
+            socks += [unread(address) for _ in range(sync_http.MAX_SYNCS)]
+            until(lambda: endpoint.answers.waiting == sync_http.MAX_SYNCS)
+            began = time.monotonic()
+            status, body = _answered(_raw(address, head % len(small) + small))
+            assert status == 200 and m.decode_reconcile(body, m.BRANCHES)
+            assert time.monotonic() - began < 2.0
+            status, body = _answered(_raw(address, head % len(fetch) + fetch))
+            assert (status, json.loads(body)["error"]) == (503, "serve.busy")
+            assert time.monotonic() - began < 2.0
+        finally:
+            for sock in socks:
+                sock.close()
+        until(lambda: endpoint.answers.held == 0)  # the clients gone, their room given back
+        reply = httpx.post(url + "/sync", content=fetch, timeout=30)
+        assert reply.status_code == 200 and len(reply.content) > 3 << 20

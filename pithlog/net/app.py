@@ -42,7 +42,14 @@ from pithlog.net.answers import (
     status_of,
 )
 from pithlog.net.body_bytes import HeldAnswer, HeldStream
-from pithlog.net.encoding import compressed, encodes, packed_apart
+from pithlog.net.encoding import (
+    APART_BYTES,
+    apart_coding,
+    compressed,
+    encodes,
+    packed_apart,
+    packed_stream,
+)
 from pithlog.net.served_log import Log, ServeConfig
 from pithlog.net.submit_route import PATH as SUBMIT_PATH
 from pithlog.net.submit_route import SubmitRoute
@@ -186,8 +193,15 @@ async def get_copies(request: Request) -> Response:
 
     data, after = await chunk(first)
     held = await log.copies.hold(len(data) if after >= end else COPIES_CHUNK_MOST)
-    return HeldStream(lines(data, after), JSON_LINES, answer_headers(IMMUTABLE), log.copies,
-                      held)  # fmt: skip
+    body, headers = lines(data, after), answer_headers(IMMUTABLE)
+    # a large bundle is compressed chunk by chunk in a worker thread (packed_stream), as
+    # a large whole answer is (packed_apart); a small one is left to the middleware
+    coding = apart_coding(request.headers)
+    if coding is not None and (len(data) >= APART_BYTES or after < end):
+        body = packed_stream(body, coding)
+        headers.update({"Content-Encoding": coding, "Vary": "Accept-Encoding"})
+    del data
+    return HeldStream(body, JSON_LINES, headers, log.copies, held)
 
 
 async def get_copy(request: Request) -> Response:

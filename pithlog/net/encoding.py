@@ -23,7 +23,7 @@ import gzip
 import io
 import time
 import zlib
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from typing import IO, cast
 
 import anyio
@@ -93,14 +93,49 @@ async def packed_apart(request_headers: Headers,
     ``br`` had its large answers compressed by the middleware, on the event loop."""
     if len(body) < APART_BYTES:
         return body, {}
-    # every Accept-Encoding line, as the middleware reads them: the first alone left a
-    # coding of a second line to the middleware, on the event loop
-    accepted = parse_accept_encoding(",".join(request_headers.getlist("accept-encoding")))
-    coding = next((c for c in ("zstd", "br", "gzip") if c in accepted), None)
+    coding = apart_coding(request_headers)
     if coding is None:
         return body, {}
     packed = await anyio.to_thread.run_sync(pack, body, coding)
     return packed, {"Content-Encoding": coding, "Vary": "Accept-Encoding"}
+
+
+def apart_coding(request_headers: Headers) -> str | None:
+    """The coding the middleware would answer in: the first of zstd, brotli and gzip that
+    the request accepts (``None``: none)."""
+    # every Accept-Encoding line, as the middleware reads them: the first alone left a
+    # coding of a second line to the middleware, on the event loop
+    accepted = parse_accept_encoding(",".join(request_headers.getlist("accept-encoding")))
+    return next((c for c in ("zstd", "br", "gzip") if c in accepted), None)
+
+
+def _stream_packer(coding: str) -> tuple[Callable[[bytes], bytes], Callable[[], bytes]]:
+    """One stream in ``coding``, at the levels of :func:`compressed`: what takes each
+    chunk, and what ends the stream."""
+    if coding == "zstd":
+        zstd = zstandard.ZstdCompressor(level=LEVEL).compressobj()
+        return zstd.compress, zstd.flush
+    if coding == "br":
+        br = brotli.Compressor(quality=BROTLI_QUALITY)
+        return br.process, br.finish
+    deflate = zlib.compressobj(6, zlib.DEFLATED, 16 + zlib.MAX_WBITS)  # a gzip member
+    return deflate.compress, deflate.flush
+
+
+async def packed_stream(chunks: AsyncIterator[bytes], coding: str) -> AsyncIterator[bytes]:
+    """``chunks`` as one stream in ``coding``, each compressed in a worker thread (the
+    streamed :func:`packed_apart`; the answer says its ``Content-Encoding``, and
+    starlette-compress passes it through). A ``/copies/`` bundle of 9.4 MB, streamed a
+    chunk of about 1 MiB at a time and compressed by the middleware on the event loop,
+    held the worker's other requests up to 531 ms in gzip, 296 ms in brotli and 86 ms in
+    zstd."""
+    feed, end = _stream_packer(coding)
+    async for chunk in chunks:
+        packed = await anyio.to_thread.run_sync(feed, chunk)
+        del chunk  # not held while the next one is read
+        if packed:
+            yield packed
+    yield await anyio.to_thread.run_sync(end)
 
 
 MINIMUM_BYTES = 1024

@@ -40,7 +40,8 @@ def cmd_audit(args: argparse.Namespace, out: Out) -> int:
         out.write(json_line({"finding": finding.kind, **finding.doc}))
 
     with mirror.Origin(args.url) as origin, \
-            open_store_reached(args, origin.checkpoint) as store:  # fmt: skip
+            open_store_reached(args, lambda: mirror.verified_checkpoint(
+                origin, keyring, args.origin)) as store:  # fmt: skip
         bar = Bar(out, show_progress(args, out), "audit: mirror", unit="leaf")
         out.bar = bar
         try:

@@ -178,8 +178,9 @@ def open_store(
 def open_store_reached(args: argparse.Namespace, reach: Callable[[], object]) -> Store:
     """The store of ``--store`` for a command that pulls a log from elsewhere (``mirror``,
     ``audit``), made if need be; a store that does not exist yet is made only once
-    ``reach()`` (a fetch of the origin's checkpoint) answered, so that a URL that does not
-    answer leaves no empty store behind (``./pithlog-store`` without ``--store``)."""
+    ``reach()`` (a fetch of the origin's checkpoint, verified) returned, so that a URL that
+    does not answer, or answers with a checkpoint that does not verify, leaves no empty
+    store behind (``./pithlog-store`` without ``--store``)."""
     if not (Path(store_path(args)) / "data.mdb").exists():
         reach()
     return open_store(args, create=True)

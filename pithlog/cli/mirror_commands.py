@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import gc
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from pithlog.cli.edge import (
@@ -28,7 +29,6 @@ from pithlog.transparency.witness import may_witness
 
 if TYPE_CHECKING:
     from pithlog.net.mirror import MirrorReport
-    from pithlog.net.origin import Origin
 
 LEAST_FOLLOW = 1.0
 """The shortest poll of ``--follow``: ``pithlog serve`` answers ``/checkpoint`` with
@@ -64,8 +64,11 @@ def cmd_mirror(args: argparse.Namespace, out: Out) -> int:
         # would be silently required of nobody
         raise UsageError("arguments", "--witness-quorum is between 1 and the number of "
                          "distinct witness keys given with --witness-key")  # fmt: skip
+    # a store that does not exist yet is made for a checkpoint that verifies only
     with mirror.Origin(args.url) as origin, \
-            open_store_reached(args, lambda: _reached(origin, args, out)) as store:  # fmt: skip
+            open_store_reached(args, lambda: _reached(
+                lambda: mirror.verified_checkpoint(origin, keyring, args.origin, witnesses,
+                                                   quorum), args, out)) as store:  # fmt: skip
         while True:
             bar = Bar(out, show_progress(args, out), "mirror", unit="leaf")
             out.bar = bar
@@ -105,13 +108,15 @@ def cmd_mirror(args: argparse.Namespace, out: Out) -> int:
             time.sleep(args.follow)
 
 
-def _reached(origin: Origin, args: argparse.Namespace, out: Out) -> bytes:
-    """The origin's checkpoint, fetched before a store that does not exist yet is made:
-    with ``--follow``, an origin not reachable yet is polled until it answers, as it is
-    once the store exists (a mirror started before its origin stopped at once)."""
+def _reached(verified: Callable[[], object], args: argparse.Namespace, out: Out) -> object:
+    """The origin's checkpoint, fetched and verified (``verified()``) before a store that
+    does not exist yet is made: with ``--follow``, an origin not reachable yet is polled
+    until it answers, as it is once the store exists (a mirror started before its origin
+    stopped at once); a checkpoint that does not verify stops the mirror, and no store is
+    made."""
     while True:
         try:
-            return origin.checkpoint()
+            return verified()
         except MirrorError as exc:
             _try_again(exc, args, out)
         time.sleep(args.follow)

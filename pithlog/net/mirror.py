@@ -51,7 +51,12 @@ from pithlog.protocol.keys import KeyEntry, Keyring
 from pithlog.store import DUPLICATE, Store
 from pithlog.store.layout import eid_bytes
 from pithlog.transparency import merkle, tiles
-from pithlog.transparency.checkpoint import parse_checkpoint_text, parse_note, verify_checkpoint
+from pithlog.transparency.checkpoint import (
+    Checkpoint,
+    parse_checkpoint_text,
+    parse_note,
+    verify_checkpoint,
+)
 from pithlog.transparency.witness import require_quorum
 
 BATCH_BUNDLES = 4
@@ -98,6 +103,21 @@ Progress = Callable[[int, int], None]
 """``progress(leaves held, leaves of the checkpoint)`` after each committed batch."""
 
 
+def verified_checkpoint(origin: Origin, keyring: Keyring, origin_name: str | None = None,
+                        witnesses: Sequence[KeyEntry] = (),
+                        quorum: int = 0) -> tuple[bytes, Checkpoint]:  # fmt: skip
+    """Step 1: the origin's checkpoint, its signature verified against ``keyring`` (and
+    ``origin_name`` required of it), and cosigned by ``quorum`` of ``witnesses``; else
+    ``checkpoint.*``, ``witness.quorum`` or ``mirror.fetch``. Also what a store that does
+    not exist yet is made for (:func:`pithlog.cli.edge.open_store_reached`): any answer of
+    ``/checkpoint``, junk too, made one, left empty by the error that followed."""
+    note = origin.checkpoint()
+    cp = verify_checkpoint(note, keyring, origin_name).checkpoint
+    if quorum:  # before anything else is believed: the log's word alone is not enough
+        require_quorum(note, witnesses, quorum)
+    return note, cp
+
+
 def mirror_once(
     store: Store,
     origin: Origin,
@@ -120,10 +140,7 @@ def mirror_once(
     # ``--follow`` reuses one Origin for every pass: its count runs on, the report is this
     # pass's bytes
     fetched_before = origin.fetched
-    note = origin.checkpoint()
-    cp = verify_checkpoint(note, keyring, origin_name).checkpoint
-    if quorum:  # before anything else is believed: the log's word alone is not enough
-        require_quorum(note, witnesses, quorum)
+    note, cp = verified_checkpoint(origin, keyring, origin_name, witnesses, quorum)
     previous = store.accepted_checkpoint(cp.origin)
     held = store.tree_size()
     old = parse_checkpoint_text(parse_note(previous).text) if previous is not None else None

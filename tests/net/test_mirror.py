@@ -245,9 +245,52 @@ def test_a_checkpoint_of_another_origin_than_the_one_required_is_not_mirrored(
         status, _, err = run(["--store", str(copy), "mirror", server.url, "--keyring",
                               str(keys.keyring), "--origin", ORIGIN + "/other"])  # fmt: skip
     assert status == 1 and "[checkpoint.origin]" in err, err
-    if copy.exists():
-        with Store.open(copy, readonly=True) as m:
-            assert m.tree_size() == 0 and m.accepted_checkpoint(ORIGIN) is None
+    assert not copy.exists()  # a new store is made for a checkpoint that verifies only
+
+
+def test_a_checkpoint_that_does_not_verify_leaves_no_store_behind(
+    tmp_path: Path, keys: Keys
+) -> None:
+    """mirror and audit make a new store only for a checkpoint that verifies: any answer
+    of /checkpoint made it, and junk, a checkpoint signed by a key the keyring lacks or
+    one short of its witnesses' quorum left an empty store (checkpoint.malformed, ...)."""
+    from served import in_thread
+    from starlette.applications import Starlette
+    from starlette.requests import Request
+    from starlette.responses import Response
+    from starlette.routing import Route
+
+    from pithlog.testing import test_keyring_entries
+
+    origin = _store(tmp_path / "origin", _events(12, piths=4))
+    with serving(origin, keys) as server:
+        signed = httpx.get(server.url + "/checkpoint").content
+    # a keyring that does not hold the registry's key
+    stranger = tmp_path / "stranger.json"
+    stranger.write_text(json.dumps({"keyring_version": "1", "keys": test_keyring_entries(
+        ("author", "mirror"))}))  # fmt: skip
+    answers = {"junk": b"junk", "signed": signed}
+
+    async def checkpoint(request: Request) -> Response:
+        return Response(answers[request.path_params["kind"]], 200)
+
+    app = Starlette(routes=[Route("/{kind}/checkpoint", checkpoint)])
+    with in_thread(app) as url:
+        for command in ("mirror", "audit"):
+            for kind, keyring, extra, code in [
+                ("junk", keys.keyring, [], "checkpoint.malformed"),
+                ("signed", stranger, [], "checkpoint.untrusted"),
+                ("signed", keys.keyring, ["--witness-key", "test-mirror"],
+                 "witness.quorum"),
+            ]:  # fmt: skip
+                if command == "audit" and extra:
+                    continue  # audit takes no witnesses
+                store = tmp_path / f"{command}-{kind}-{len(extra)}"
+                status, out, err = run(["--store", str(store), command, f"{url}/{kind}",
+                                        "--keyring", str(keyring), *extra])  # fmt: skip
+                assert status in (1, 2) and out == b"" and "Traceback" not in err, err
+                assert f"[{code}]" in err, err
+                assert not store.exists(), (command, kind, err)
 
 
 def test_a_mirror_with_leaves_of_its_own_says_what_to_do(tmp_path: Path, keys: Keys) -> None:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+import time
 from typing import Any
 
 from pithlog.cli.edge import (
@@ -16,6 +17,7 @@ from pithlog.cli.edge import (
     net_module,
     open_store_reached,
     progress_option,
+    seconds,
     served_url,
     show_progress,
 )
@@ -29,6 +31,8 @@ def cmd_audit(args: argparse.Namespace, out: Out) -> int:
     audit = net_module("audit", "pithlog audit")
     mirror = net_module("mirror", "pithlog audit")
     served_url(args.url)
+    # --max-time counts from here: the mirror's time (step 1) is taken from the states'
+    ends = None if args.max_time is None else time.monotonic() + args.max_time
     keyring = read_keyring(args.keyring)
     evidence = evidence_folder(args.evidence_dir)
     counts = {"state_mismatch": 0, "state_unanswered": 0, "state_not_checked": 0,
@@ -57,6 +61,7 @@ def cmd_audit(args: argparse.Namespace, out: Out) -> int:
             out.bar = None
         audited = mirrored  # the checkpoint whose every pith is compared (at its size or later)
         compared = None  # the size whose every pith was compared after its last leaf there
+        walk = audit.Walk()
         if mirrored is not None:
             # the states compared and the keys the proofs carry are K's: a mirror already up
             # to date appended nothing, so a store reduced under another keyring would be
@@ -90,11 +95,11 @@ def cmd_audit(args: argparse.Namespace, out: Out) -> int:
                 # and the state compared before it was of the shorter tree
                 return store.tree_size() > held
 
-            walk = audit.Walk()
             try:
                 for finding in audit.compare_states(store, origin, progress=bar,
                                                     max_unanswered=args.max_unanswered,
-                                                    catch_up=catch_up, walk=walk):  # fmt: skip
+                                                    catch_up=catch_up, walk=walk,
+                                                    ends=ends):  # fmt: skip
                     report(finding)
                 # the piths the catch-ups touched all compared after them: the last tree's
                 # every pith was; too many of them, the first tree's only
@@ -111,11 +116,12 @@ def cmd_audit(args: argparse.Namespace, out: Out) -> int:
                 report(finding)
     # size: the checkpoint first accepted; latest_size: the last, which the proofs are
     # against; compared_size: the one whose every pith was compared after its last leaf
-    # there (or is counted in a finding), null when a split view ended the comparing
+    # there (or is counted in a finding), null when a split view ended the comparing;
+    # stopped: why states were left not asked for (max_unanswered, max_time), or null
     summary = {"summary": True, "origin": None if audited is None else audited.origin,
                "size": None if audited is None else audited.size,
                "latest_size": None if mirrored is None else mirrored.size,
-               "compared_size": compared, **counts}  # fmt: skip
+               "compared_size": compared, "stopped": walk.stopped, **counts}  # fmt: skip
     out.write(json_line(summary))
     # a state left unanswered is no evidence against the registry, but the audit did not
     # see it serve what its log implies: not a pass (the counts tell the two apart)
@@ -124,7 +130,9 @@ def cmd_audit(args: argparse.Namespace, out: Out) -> int:
             f"{counts['state_unanswered']} state(s) unanswered, "
             f"{counts['state_not_checked']} not checked, "
             f"{counts['equivocation']} equivocation(s) proven, {counts['split_view']} split "
-            f"view(s)")  # fmt: skip
+            f"view(s)" + {None: "", "max_time": "; stopped short: --max-time ran out",
+                          "max_unanswered": "; stopped short: --max-unanswered states in a "
+                          "row went unanswered"}[walk.stopped])  # fmt: skip
     return EXIT_VERIFY_FAILED if found else EXIT_OK
 
 
@@ -151,7 +159,8 @@ def add_commands(sub: Any, store_parser: StoreParser) -> None:
         "summary's compared_size is the tree whose every pith was compared. "
         "Prints one JSON line per finding (state_mismatch, state_unanswered, equivocation, "
         "split_view; state_not_checked once --max-unanswered states in a row went "
-        "unanswered), then a summary line; exit 0 when the registry serves exactly what its "
+        "unanswered or --max-time ran out), then a summary line (its stopped member says "
+        "which, or is null); exit 0 when the registry serves exactly what its "
         "log implies and nobody equivocated, 1 otherwise (a state it left unanswered or "
         "not checked too). A log that cannot be mirrored ends the audit with the mirror's "
         "error, as in pithlog mirror (no summary; 2 when it could not be read).",
@@ -165,5 +174,13 @@ def add_commands(sub: Any, store_parser: StoreParser) -> None:
                    help="stop asking for states after N in a row went unanswered (a "
                    "time-out each can take a minute); the rest are counted as "
                    "state_not_checked (default 16; 0: ask for every state)")  # fmt: skip
+    p.add_argument("--max-time", type=seconds, metavar="SECONDS",
+                   help="stop asking for states SECONDS after the audit began (up to "
+                   "86,400), an answer in flight cut there; the rest are counted as "
+                   "state_not_checked and the equivocations are still proven. The mirror "
+                   "of the log (and a catch-up begun) is not cut short: its own fetches "
+                   "are bounded as in pithlog mirror. Default: no limit; --max-unanswered counts "
+                   "states in a row only, so a registry that lets every other request "
+                   "time out holds the audit about 30 s a pith")  # fmt: skip
     progress_option(p, "the leaves mirrored and the states compared")
     p.set_defaults(func=cmd_audit)

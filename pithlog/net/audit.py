@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -57,6 +58,11 @@ sixteen in a row is no passing failure of one request."""
 
 class _TooLong(Exception):
     """A served state longer than :func:`state_cap` (once decoded, or sent as is)."""
+
+
+class _OutOfTime(Exception):
+    """The audit's time (``ends`` of :func:`compare_states`) ran out before a state could
+    be told the same or not: the registry is not to blame, the pith is not checked."""
 
 
 @dataclass(frozen=True)
@@ -116,6 +122,10 @@ class Walk:
     finding): every pith of the last tree mirrored was then compared with the state that
     tree gives it. ``False`` once more than :data:`CAUGHT_UP_PITHS` were touched: only the
     piths of the tree the walk began with are then all compared."""
+    stopped: str | None = None
+    """Why the walk stopped asking for states before the last pith, if it did:
+    ``max_unanswered`` (that many states unanswered in a row) or ``max_time`` (its time
+    ran out); the piths left are counted in one ``state_not_checked`` finding."""
 
 
 CAUGHT_UP_PITHS = 100_000
@@ -138,6 +148,7 @@ def compare_states(
     max_unanswered: int = UNANSWERED_IN_A_ROW,
     catch_up: Callable[[], bool] | None = None,
     walk: Walk | None = None,
+    ends: float | None = None,
 ) -> Iterator[Finding]:
     """``state_mismatch`` for every pith with a state in ``store`` whose served document is
     not the same bytes (one trailing newline aside), is longer than :func:`state_cap`, or
@@ -146,7 +157,11 @@ def compare_states(
     state could not be read (an error status, a time-out, a body that does not decode).
     Either way the next pith is compared: a registry that fails one answer is not spared
     the others. After ``max_unanswered`` states unanswered in a row (0: never) the rest are
-    not asked for: one ``state_not_checked`` finding counts them.
+    not asked for: one ``state_not_checked`` finding counts them. So are they once the
+    clock (:func:`time.monotonic`) reaches ``ends`` (``audit --max-time``), the pith whose
+    answer it cut short or whose catch-up it came before included: ``max_unanswered``
+    counts states unanswered in a row only, and a registry that let every other request
+    time out (a minute) held the audit half a minute a pith whatever it was.
 
     ``catch_up()`` brings ``store`` up to the registry's checkpoint of now and says whether
     its tree grew. A state that differs is a ``state_mismatch`` only once ``catch_up`` finds
@@ -204,10 +219,12 @@ def compare_states(
         """The finding of ``pith`` after the catch-ups its state calls for, and whether
         it counts as a state unanswered."""
         for caught_up in range(CATCH_UPS + 1):
-            finding = _compare(store, origin, pith)
+            finding = _compare(store, origin, pith, ends)
             unanswered = finding is not None and finding.kind == "state_unanswered"
             if finding is None or finding.kind != "state_mismatch" or catch_up is None:
                 break
+            if ends is not None and time.monotonic() >= ends:
+                raise _OutOfTime  # not a mismatch until the catch-up says the tree is still
             before = store.tree_size()
             try:
                 grew = catch_up()
@@ -234,19 +251,31 @@ def compare_states(
                                "size"})  # fmt: skip
         return finding, unanswered
 
+    def not_checked(pith: str, stopped: str, problem: str) -> Finding:
+        walk.stopped = stopped
+        # counted by walking the rest, not from ``total``: a catch-up may have grown the
+        # log since, and the piths it brought are walked too (``total - done + 1`` then
+        # came out short, zero or below zero)
+        return Finding("state_not_checked", {"count": 1 + sum(1 for _ in each),
+                                             "first_pith_number": pith,
+                                             "problem": problem})  # fmt: skip
+
+    out_of_time = "the audit's time ran out (--max-time): the rest were not asked for"
     in_a_row = 0
     each = piths()
     for done, pith in enumerate(each, 1):
         if max_unanswered and in_a_row >= max_unanswered:
-            # counted by walking the rest, not from ``total``: a catch-up may have grown
-            # the log since, and the piths it brought are walked too (``total - done + 1``
-            # then came out short, zero or below zero)
-            yield Finding("state_not_checked", {
-                "count": 1 + sum(1 for _ in each), "first_pith_number": pith,
-                "problem": f"{in_a_row} states in a row went unanswered: the rest were not "
-                           "asked for"})  # fmt: skip
+            yield not_checked(pith, "max_unanswered", f"{in_a_row} states in a row went "
+                              "unanswered: the rest were not asked for")  # fmt: skip
             return
-        finding, unanswered = settle(pith)
+        if ends is not None and time.monotonic() >= ends:
+            yield not_checked(pith, "max_time", out_of_time)
+            return
+        try:
+            finding, unanswered = settle(pith)
+        except _OutOfTime:
+            yield not_checked(pith, "max_time", out_of_time)
+            return
         owed.pop(pith, None)  # a catch-up of its own touched it: compared after that
         in_a_row = in_a_row + 1 if unanswered else 0
         if finding is not None:
@@ -255,20 +284,27 @@ def compare_states(
             progress(done, max(total, done))
 
 
-def _compare(store: Store, origin: Origin, pith: str) -> Finding | None:
-    """The finding of one served state against the store's (``None``: the same)."""
+def _compare(store: Store, origin: Origin, pith: str, ends: float | None = None) -> Finding | None:
+    """The finding of one served state against the store's (``None``: the same), asked
+    for until ``ends`` at most (:func:`time.monotonic`; an answer cut there is
+    :class:`_OutOfTime`)."""
     # a pending pith has no state: the log implies a 404, and a document served for it
     # is one the log does not imply, however long (read only to a cap); read again on
     # each call, as a catch-up may have given the pith its state
     ours = store.state(pith)
     cap = PENDING_CAP if ours is None else state_cap(ours)
+    left = None if ends is None else ends - time.monotonic()
+    if left is not None and left <= 0:
+        raise _OutOfTime
     try:
-        served = origin.get(f"state/{pith}", cap, _TooLong)
+        served = origin.get(f"state/{pith}", cap, _TooLong, left)
     except _TooLong:
         return _mismatch(pith, ours, None, True, {"served_problem": f"an answer of over "
                          f"{cap} bytes; " + (f"the log's state is {len(ours)}" if ours
                          else "the log implies no state (the pith is pending)")})  # fmt: skip
     except MirrorError as exc:  # no answer to compare: not evidence, but not a pass
+        if ends is not None and time.monotonic() >= ends:
+            raise _OutOfTime from exc  # cut short by the audit's own time, maybe
         return Finding("state_unanswered", {"pith_number": pith,
                                             "log_state_sha256": _claimed(ours),
                                             "problem": exc.message})  # fmt: skip

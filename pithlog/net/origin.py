@@ -80,13 +80,15 @@ class Origin:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def get(self, path: str, limit: int,
-            too_long: Callable[[str], Exception] | None = None) -> bytes | None:  # fmt: skip
+    def get(self, path: str, limit: int, too_long: Callable[[str], Exception] | None = None,
+            most: float | None = None) -> bytes | None:  # fmt: skip
         """The body at ``path`` (``None``: 404), read up to ``limit`` bytes; a body over
-        ``limit`` is ``too_long(why)`` when given (:func:`read_answer`), else mirror.fetch."""
+        ``limit`` is ``too_long(why)`` when given (:func:`read_answer`), else mirror.fetch.
+        ``most``: seconds the answer may take when that is less than its deadline (what is
+        left of the caller's own time, ``audit --max-time``)."""
         url = f"{self.url}/{path}"
         # the whole answer, its head too, within answer_seconds of its cap
-        deadline = AnswerDeadline(limit)
+        deadline = AnswerDeadline(limit, most)
         try:
             headers = {"Accept-Encoding": ACCEPT_ENCODING}
             with deadline, self._client.stream("GET", url, headers=headers) as response:

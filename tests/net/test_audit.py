@@ -149,8 +149,9 @@ def test_an_honest_registry_passes_and_one_altered_state_is_named(
         assert status == 0, err
         assert lines == [{"summary": True, "origin": ORIGIN, "size": lines[-1]["size"],
                           "latest_size": lines[-1]["size"], "compared_size": lines[-1]["size"],
-                          "state_mismatch": 0, "state_unanswered": 0, "state_not_checked": 0,
-                          "equivocation": 0, "split_view": 0}]  # fmt: skip
+                          "stopped": None, "state_mismatch": 0, "state_unanswered": 0,
+                          "state_not_checked": 0, "equivocation": 0,
+                          "split_view": 0}]  # fmt: skip
         altering_proxy["upstream"], altering_proxy["pith"] = server.url, piths[1]
         status, lines, err = audit(altering_proxy["url"], files, tmp_path / "auditor2",
                                    tmp_path / "ev2")  # fmt: skip
@@ -223,8 +224,8 @@ def test_a_state_too_long_or_unanswered_is_a_finding_and_the_audit_goes_on(
     assert (altered["finding"], altered["pith_number"]) == ("state_mismatch", piths[2])
     assert {k: v for k, v in lines[-1].items() if k not in ("origin", "size", "latest_size",
                                                           "compared_size")} == {
-        "summary": True, "state_mismatch": 2, "state_unanswered": 1, "state_not_checked": 0,
-        "equivocation": 0, "split_view": 0}  # fmt: skip
+        "summary": True, "stopped": None, "state_mismatch": 2, "state_unanswered": 1,
+        "state_not_checked": 0, "equivocation": 0, "split_view": 0}  # fmt: skip
     assert "2 state mismatch(es), 1 state(s) unanswered" in err
 
 
@@ -327,9 +328,75 @@ def test_states_that_time_out_in_a_row_stop_the_audit_asking(
     assert set(kinds[2:]) == {"equivocation"}
     assert lines[-1]["state_unanswered"] == 1
     assert lines[-1]["state_not_checked"] == len(piths) - 1
+    assert lines[-1]["stopped"] == "max_unanswered"
     assert lines[-1]["equivocation"] == len(kinds) - 2 > 0
     assert len(asked) == 1 and took < 30
     assert f"1 state(s) unanswered, {len(piths) - 1} not checked" in err
+
+
+def test_max_time_bounds_an_audit_that_every_other_state_holds(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """--max-unanswered counts states unanswered in a row: a registry that let every other
+    /state/ request time out (here after 1 s) and answered the others at once never
+    reached it, and held the audit half the deadline a pith, weeks over a large log. With
+    --max-time the audit stops asking when its time is up (an answer in flight cut
+    there), counts the rest as state_not_checked, says why in the summary's stopped, and
+    exits 1."""
+    import asyncio
+
+    from pithlog.net import encoding
+
+    records = [g.record(f"2602.{i:05d}") for i in range(1, 31)]
+    keyring = tmp_path / "keyring.json"
+    keyring.write_text(json.dumps({"keyring_version": "1", "keys": test_keyring_entries()}))
+    key = tmp_path / "registry.key"
+    key.write_bytes(dump_key_file(test_key("registry")))
+    with Store.open(tmp_path / "registry") as registry:
+        registry.append([g.encoded(e) for e in records], g.KEYRING)
+    files = Files(tmp_path, tmp_path / "registry", key, keyring, records)
+    asked: list[str] = []
+
+    async def forward(request: Request) -> Response:
+        path = request.url.path
+        if path.startswith("/state/"):
+            asked.append(path)
+            if len(asked) % 2:
+                await asyncio.sleep(3)  # past the deadline of 1 s
+                return Response(b"late", 503)
+        async with httpx.AsyncClient() as client:
+            answer = await client.get(where + path, headers={"accept-encoding": "identity"})
+        return Response(answer.content, answer.status_code)
+
+    monkeypatch.setattr(encoding, "ANSWER_GRACE", 1.0)
+    monkeypatch.setattr(encoding, "SLOWEST_RATE", 1 << 40)  # the cap adds no time
+    with serving(files) as server, \
+            in_thread(Starlette(routes=[Route("/{rest:path}", forward)])) as url:  # fmt: skip
+        where = server.url
+        started = time.monotonic()
+        status, out, err = run(["--store", str(tmp_path / "auditor"), "audit", url,
+                                "--keyring", str(keyring), "--evidence-dir",
+                                str(tmp_path / "ev"), "--max-time", "3"])  # fmt: skip
+        took = time.monotonic() - started
+    assert status == 1 and "Traceback" not in err, err
+    lines = [json.loads(line) for line in out.splitlines()]
+    summary, findings = lines[-1], lines[:-1]
+    # 15 states unanswered a second each, without the bound
+    assert took < 8 and len(asked) < 10, (took, asked)
+    assert findings[-1]["finding"] == "state_not_checked"
+    assert "time ran out (--max-time)" in findings[-1]["problem"]
+    assert {f["finding"] for f in findings[:-1]} <= {"state_unanswered"}
+    assert summary["stopped"] == "max_time" and summary["state_mismatch"] == 0
+    assert summary["state_not_checked"] == findings[-1]["count"] > 0
+    # every pith a pass, unanswered or not checked (the one whose answer the time cut
+    # too, if any): none left out
+    assert summary["state_unanswered"] == len(findings) - 1
+    assert 30 - summary["state_not_checked"] in (len(asked), len(asked) - 1)
+    assert "stopped short: --max-time ran out" in err
+    # without a bound hit, the summary says so
+    with serving(files) as server:
+        status, lines, err = audit(server.url, files, tmp_path / "auditor", tmp_path / "ev")
+    assert status == 0 and lines[-1]["stopped"] is None, err
 
 
 def test_an_up_to_date_mirror_is_audited_under_the_keyring_given(tmp_path: Path) -> None:
@@ -462,8 +529,9 @@ def test_a_registry_that_grows_while_audited_is_not_named_and_a_lie_still_is(
         assert status == 0, (lines, err)
         assert lines == [{"summary": True, "origin": ORIGIN, "size": size_before,
                           "latest_size": size_after, "compared_size": size_after,
-                          "state_mismatch": 0, "state_unanswered": 0, "state_not_checked": 0,
-                          "equivocation": 0, "split_view": 0}]  # fmt: skip
+                          "stopped": None, "state_mismatch": 0, "state_unanswered": 0,
+                          "state_not_checked": 0, "equivocation": 0,
+                          "split_view": 0}]  # fmt: skip
         assert size_after == size_before + 2
         with Store.open(tmp_path / "auditor", readonly=True) as auditor:
             assert auditor.state(piths["grown"]) == after["grown"]
@@ -518,7 +586,8 @@ def test_the_piths_not_checked_are_counted_in_a_log_grown_while_audited(tmp_path
     asked: list[str] = []
 
     class Registry:  # the first state served before the log grew, two unanswered later
-        def get(self, path: str, cap: int, too_long: type[Exception]) -> bytes | None:
+        def get(self, path: str, cap: int, too_long: type[Exception],
+                most: float | None = None) -> bytes | None:  # fmt: skip
             pith = path.removeprefix("state/")
             asked.append(pith)
             if pith in later[2:4]:
@@ -561,7 +630,8 @@ def test_a_checkpoint_unanswered_in_a_catch_up_spares_no_other_pith(tmp_path: Pa
     asked: list[str] = []
 
     class Registry:  # the first state a lie, the third a mismatch too
-        def get(self, path: str, cap: int, too_long: type[Exception]) -> bytes | None:
+        def get(self, path: str, cap: int, too_long: type[Exception],
+                most: float | None = None) -> bytes | None:  # fmt: skip
             pith = path.removeprefix("state/")
             asked.append(pith)
             return b"{}" if pith in (piths[0], piths[2]) else store.state(pith)

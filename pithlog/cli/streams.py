@@ -20,17 +20,36 @@ if TYPE_CHECKING:
     from pithlog.cli.edge import Bar
 
 
+_READ_PIECE = 1 << 20
+"""The bytes :func:`read_bytes` asks for at once under a limit."""
+
+
+def _read_up_to(stream: BinaryIO, size: int) -> bytes:
+    """At most ``size`` bytes of ``stream``, read a piece at a time: ``read(size)``
+    allocates ``size`` bytes before it reads any, so a large limit (``verify-state
+    --max-bytes 4611686018427387904``) was a MemoryError, one past the index range an
+    OverflowError, each a traceback, for a file of a few bytes."""
+    pieces = []
+    while size > 0:
+        piece = stream.read(min(size, _READ_PIECE))
+        if not piece:
+            break
+        pieces.append(piece)
+        size -= len(piece)
+    return b"".join(pieces)
+
+
 def read_bytes(path: str, limit: int | None = None) -> bytes:
     """The bytes of ``path`` (``-``: standard input); with ``limit``, at most ``limit + 1``
     of them, so that a caller refusing more than ``limit`` never holds a huge file."""
-    size = -1 if limit is None else limit + 1
     try:
         if path == "-":
             if sys.stdin is None:  # started with standard input closed (`<&-`)
                 raise OSError(errno.EBADF, "standard input is closed")
-            return sys.stdin.buffer.read(size)
+            stream = sys.stdin.buffer
+            return stream.read() if limit is None else _read_up_to(stream, limit + 1)
         with open(path, "rb") as stream:
-            return stream.read(size)
+            return stream.read() if limit is None else _read_up_to(stream, limit + 1)
     except OSError as exc:
         raise UsageError("unreadable", f"cannot read {path}: {exc.strerror or exc}; "
                          "check the path and its permissions") from exc

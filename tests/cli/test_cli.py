@@ -89,6 +89,16 @@ def test_verify_state_reads_no_further_than_max_bytes(tmp_path: Path) -> None:
     assert (status, out) == (2, b"") and "longer than 268,435,456 bytes" in err, err
 
 
+@pytest.mark.parametrize("limit", [str(1 << 62), str(1 << 63), "9" * 30])
+def test_verify_state_takes_a_max_bytes_past_memory(limit: str) -> None:
+    """A --max-bytes past what memory or an index holds was read(limit) at once, which
+    allocates the limit first: a MemoryError or an OverflowError traceback, for the seed
+    of a few kilobytes. Read a piece at a time, the seed conforms under any limit."""
+    status, out, err = run(["verify-state", "--max-bytes", limit, str(SEED)])
+    assert (status, out) == (0, b""), err
+    assert "conforms" in err
+
+
 def test_verify_state_not_json_is_a_failed_rule(tmp_path: Path) -> None:
     (tmp_path / "s.json").write_bytes(SEED.read_bytes()[:-1])
     status, out, _ = run(["verify-state", str(tmp_path / "s.json")])

@@ -396,3 +396,23 @@ def evidence_folder(name: str) -> Path:
         raise UsageError("arguments", f"--evidence-dir {name}: {nearest} cannot be written "
                          "by this user; give a folder it can write")  # fmt: skip
     return path
+
+
+def not_a_file(path: Path) -> str | None:
+    """What is at ``path`` (through symbolic links) when it is there and not a regular
+    file (``a folder``, ``a device``, ``a FIFO``, ...), else ``None``. ``--force`` replaces
+    a file by renaming the new one over its name: over ``/dev/null`` that renamed a key
+    file over the device node itself, which every other program then wrote into."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return None  # nothing there, or a link to nothing: the write gives the name
+    if stat.S_ISREG(mode):
+        return None
+    if stat.S_ISDIR(mode):
+        return "a folder"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    if stat.S_ISFIFO(mode):
+        return "a FIFO"
+    return "not a regular file"

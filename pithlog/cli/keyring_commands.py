@@ -16,7 +16,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from pithlog.cli.edge import CommandParser, StoreParser
+from pithlog.cli.edge import CommandParser, StoreParser, not_a_file
 from pithlog.cli.streams import Out, keyring_bytes, read_bytes
 from pithlog.errors import EXIT_OK, KeyringError, UsageError, shown
 from pithlog.protocol.canonical import MAX_LINE_BYTES
@@ -46,6 +46,10 @@ def write_atomically(path: Path, data: bytes, replace: bool) -> None:
     # keyring) is edited where it is: renamed over, the link would become a copy and the
     # keyring it points at stay as it was
     path = Path(os.path.realpath(path))
+    what = not_a_file(path)
+    if what is not None:
+        raise KeyringError("unwritable", f"{path} is {what}, not a keyring file: give the "
+                           "path of the keyring file to write")  # fmt: skip
     mode = path.stat().st_mode & 0o777 if path.exists() else None
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     try:

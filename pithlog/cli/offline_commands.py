@@ -12,7 +12,14 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from pithlog.cli.edge import StoreParser, at_least, keyring_option, progress_option, reading
+from pithlog.cli.edge import (
+    StoreParser,
+    at_least,
+    keyring_option,
+    not_a_file,
+    progress_option,
+    reading,
+)
 from pithlog.cli.on_dask import reduce_on_dask
 from pithlog.cli.streams import Out, open_input, read_bytes, read_keyring
 from pithlog.cli.tally import InvalidTally
@@ -185,6 +192,10 @@ def _write_private(path: Path, data: bytes, force: bool) -> None:
     with it a key whose keyring entry was already printed."""
     if path.exists() and not force:
         raise UsageError("exists", f"{path} exists; pass --force to replace it")
+    what = not_a_file(path)
+    if what is not None:
+        raise KeyFileError("unwritable", f"{path} is {what}: --force replaces a key file "
+                           "only; give the path of the key file to write")  # fmt: skip
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     try:
         folder = os.open(path.parent, os.O_RDONLY)

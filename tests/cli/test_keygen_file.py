@@ -119,3 +119,20 @@ def test_force_replaces_and_a_taken_name_is_kept(tmp_path: Path) -> None:
     assert status == 0 and key_file.read_bytes() != before
     _check_written(tmp_path, "k.key", out)
     assert sorted(os.listdir(tmp_path)) == ["k.key"]
+
+
+@pytest.mark.parametrize("kind", ["fifo", "folder"])
+def test_force_replaces_a_file_only(tmp_path: Path, kind: str) -> None:
+    """--force renamed the new key file over whatever had the name: a FIFO, or a device
+    such as /dev/null (as root), became a key file. It now replaces a file only."""
+    target = tmp_path / "k.key"
+    if kind == "fifo":
+        os.mkfifo(target)
+    else:
+        target.mkdir()
+    status, out, err = run([*ARGV, str(target), "--force"])
+    assert (status, out) == (2, b"") and "[key_file.unwritable]" in err, err
+    assert len(err.splitlines()) == 1
+    mode = os.stat(target).st_mode
+    assert stat.S_ISFIFO(mode) if kind == "fifo" else stat.S_ISDIR(mode)
+    assert sorted(os.listdir(tmp_path)) == ["k.key"]

@@ -321,3 +321,18 @@ def test_an_entry_given_inline_may_start_with_spaces(tmp_path: Path) -> None:
     status, _, err = run(["keyring", "add", ring, "\n  " + entry.read_text()])
     assert status == 0, err
     assert list(load_keyring(Path(ring).read_bytes())) == ["reg-1"]
+
+
+def test_keyring_new_force_replaces_a_file_only(tmp_path: Path) -> None:
+    """keyring new --force renamed the new keyring over whatever had the name: a FIFO,
+    or a device such as /dev/null (as root), became a keyring file. It now replaces a file
+    only, through a symbolic link as well."""
+    fifo = tmp_path / "k.fifo"
+    os.mkfifo(fifo)
+    (tmp_path / "link.json").symlink_to(fifo)
+    for name in ("k.fifo", "link.json"):
+        status, out, err = run(["keyring", "new", "--force", str(tmp_path / name)])
+        assert (status, out) == (2, b"") and "[keyring.unwritable]" in err, err
+        assert "a FIFO" in err
+    assert fifo.is_fifo() and (tmp_path / "link.json").is_symlink()
+    assert sorted(os.listdir(tmp_path)) == ["k.fifo", "link.json"]

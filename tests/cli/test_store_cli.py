@@ -7,14 +7,17 @@ import json
 import os
 import random
 import re
+import tracemalloc
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import pytest
 from storeevents import g
 from tqdm import tqdm
 
 from pithlog.cli import main
+from pithlog.lines import iter_lines
 from pithlog.testing import test_keyring_entries
 
 
@@ -380,6 +383,57 @@ def test_a_broken_first_line_is_not_a_reason_to_read_everything(files: dict[str,
     assert second == (2, good.rstrip(b"\n"))
     assert stream.taken <= MAX_LINE_BYTES + (2 << 20)  # not the 3 x 8 MiB of the input
     assert sum(1 for _ in items) == 3 * MAX_LINE_BYTES // len(good) - 1
+
+
+def test_a_first_line_without_lf_is_read_no_further_than_a_line_may_be(
+    files: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A first line starting with '{' was searched for its LF to the end of the input:
+    with none, the whole input was read and held (and joined again at every read, in time
+    the square of its size) before the line framing, which drops an overlong line's bytes
+    as it reads, had it. It now gets it after at most the door's 8 MiB."""
+    from pithlog.cli import append_commands
+    from pithlog.protocol.canonical import MAX_LINE_BYTES
+
+    stream = _Counting(b'{"a":"' + b"x" * (3 * MAX_LINE_BYTES))
+    framed_at = []
+
+    def framing(lines: BinaryIO) -> Iterator[tuple[int, bytes | None]]:
+        framed_at.append(stream.taken)
+        return iter_lines(lines)
+
+    monkeypatch.setattr(append_commands, "iter_lines", framing)
+    items = list(append_commands._iter_events(stream))
+    assert len(items) == 1 and items[0][0] == 1
+    assert isinstance(items[0][1], append_commands.DoorError)
+    assert items[0][1].code == "door.line_too_long"
+    assert framed_at[0] <= MAX_LINE_BYTES + (2 << 20)  # not the 3 x 8 MiB of the input
+
+
+def test_blank_lines_before_the_first_event_are_counted_not_held(files: dict[str, Any]) -> None:
+    """The blank lines an input starts with were held whole and stripped again at every
+    read (40 MB of LFs: 40 s). They are now counted and dropped as read: the events after
+    them keep their line numbers, a blank start longer than a line is still that line
+    refused as too long."""
+    from pithlog.cli import append_commands
+    from pithlog.protocol.canonical import MAX_LINE_BYTES
+
+    good = g.encoded(files["events"][0])
+    blank = b"\n" * (2 * MAX_LINE_BYTES)
+    stream = _Counting(blank + b" \r\n  " + good + b"\n" + good + b"\n")
+    tracemalloc.start()
+    try:
+        items = list(append_commands._iter_events(stream))
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert items == [(2 * MAX_LINE_BYTES + 2, b"  " + good), (2 * MAX_LINE_BYTES + 3, good)]
+    assert peak < MAX_LINE_BYTES // 2  # not the 16 MiB of LFs
+    stream = _Counting(b" " * (MAX_LINE_BYTES + 1) + good + b"\n" + good)
+    refused, kept = list(append_commands._iter_events(stream))
+    assert refused[0] == 1 and isinstance(refused[1], append_commands.DoorError)
+    assert kept == (2, good)
+    assert list(append_commands._iter_events(_Counting(b"\n \t\r\n" * 1000))) == []
 
 
 def test_a_json_array_over_the_limit_is_refused_unread(

@@ -179,7 +179,10 @@ def verify_inclusion_proof(
 
 def _event_id_bytes(event_id: str) -> bytes:
     if not is_event_id(event_id):
-        raise _malformed(f"{event_id!r} is not an event_id (sha256: + 64 lowercase hex)")
+        # the event_id asked about is wrong, not the proof file: proof.malformed would send
+        # the user to check a file that is fine
+        raise ProofError("event_id", f"{event_id!r} is not an event_id (sha256: + 64 "
+                         "lowercase hex)")  # fmt: skip
     return bytes.fromhex(event_id[7:])
 
 

@@ -125,6 +125,9 @@ def test_inclusion_proofs(f: dict[str, Any]) -> None:
     assert run([*args, "--event-id", eid, str(proofs[3])])[0] == 0
     status, _, err = run([*args, "--event-id", eid, str(proofs[4])])
     assert status == 1 and "[proof.mismatch]" in err
+    # an --event-id that is no event_id is the option's fault, not the proof file's
+    status, _, err = run([*args, "--event-id", eid.upper(), str(proofs[3])])
+    assert status == 2 and "[proof.event_id]" in err
     # an older tree size
     status, out, _ = run(["--store", f["store"], "prove", "inclusion", eid, "--size", "4",
                           "--key", f["key"], "--origin", ORIGIN])  # fmt: skip

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+from pathlib import Path
 
 import pytest
 
@@ -214,3 +215,14 @@ def test_a_consistency_proof_of_other_sizes_is_a_mismatch_not_a_rewritten_histor
         verify_consistency_proof(data, checkpoint(3), checkpoint(7, ORIGIN + "/b"),
                                  test_keyring(), ORIGIN)  # fmt: skip
     assert wrong.value.code == "checkpoint.origin"
+
+
+def test_documented_proof_carries_leaf_data() -> None:
+    """docs/transparency.md shows a proof pithlog writes: its extra line is the 64-byte leaf
+    data, since a 32-byte extra (store format 2) is refused as malformed."""
+    doc = (Path(__file__).parents[2] / "docs" / "transparency.md").read_text("utf-8")
+    extras = [line for line in doc.split("\n") if line.startswith("extra ")]
+    assert extras
+    for line in extras:
+        raw = base64.b64decode(line[len("extra ") :], validate=True)
+        assert len(raw) == 64, line

@@ -87,7 +87,7 @@ def _report(run: Run, out: Out) -> int:
         differences += bad.count
     for difference in run.differences():
         out.write(json_line(difference))
-        differences += 1
+        differences += difference.get("count", 1)  # a listed line and those counted with it
     counts = run.counts
     out.say(f"compare: {run.read} events read, {run.refused_lines} lines refused, "
             f"{counts.get('states', 0)} states, {counts.get('pending', 0)} pending, "

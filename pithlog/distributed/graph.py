@@ -390,8 +390,13 @@ def start(
     ]  # fmt: skip
     states = _gathered([s for s, _ in pub_read], pub_files, threads) if pub_read else None
     ranges = shuffled_partitions(winners.npartitions + (states.npartitions if states else 0))
-    per = max(1, -(-SAMPLES * ranges // winners.npartitions))
-    sampled = winners.map_partitions(sample_piths, per).to_delayed(optimize_graph=False)
+    # The published piths are sampled with the winners': PUBLISHED comes from the registry
+    # being checked, and piths the log does not have (all below its first pith, say) would
+    # otherwise all fall in one range, and one task.
+    sampled_bags = [winners] if states is None else [winners, states]
+    per = max(1, -(-SAMPLES * ranges // sum(b.npartitions for b in sampled_bags)))
+    sampled = [part for bag in sampled_bags
+               for part in bag.map_partitions(sample_piths, per).to_delayed(optimize_graph=False)]
     bounds = delayed(boundaries)(sampled, ranges)
     tagged = winners.map_partitions(tag_ranges, "e", bounds)
     if states is not None:

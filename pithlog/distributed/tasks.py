@@ -22,6 +22,7 @@ import bisect
 import contextlib
 import functools
 import gc
+import hashlib
 import pickle
 import threading
 from collections.abc import Callable, Iterator
@@ -50,8 +51,13 @@ Copy = tuple[str, str | None, str, bytes]
 Winner = tuple[str, str | None, bytes]
 """The copy step 0 keeps of one ``event_id``: ``(pith_number, reason or None, JCS)``."""
 
-Published = tuple[str, tuple[int, int, int], bytes]
-"""A published state line: ``(pith_number, (file, range, line in the range), bytes)``."""
+Hashes = tuple[str, str | None, str, str | None]
+"""A published state line's SHA-256, its JCS form's, its recomputed ``state_sha256`` and
+the one it claims (:func:`_hashes`)."""
+
+Published = tuple[str, tuple[int, int, int], Hashes, int]
+"""A published state line, as its hashes: ``(pith_number, (file, range, line in the
+range), hashes, lines of the pith after it in the range, counted only)``."""
 
 Packed = tuple[int, str, bytes]
 """What the shuffles move: ``(bucket, kind, pickled list)``, the items of one partition
@@ -263,10 +269,10 @@ def step0(groups: list[tuple[int, list[Packed]]]) -> list[Winner]:
     return [(pith, reason, data) for _, reason, pith, data in best.values()]
 
 
-def sample_piths(winners: list[Winner], size: int) -> list[str]:
-    """About ``size`` piths of a partition, evenly spaced in pith order, one per event (so
-    that the ranges cut by :func:`boundaries` hold about as many events each)."""
-    piths = sorted(w[0] for w in winners)
+def sample_piths(items: list[Winner] | list[Published], size: int) -> list[str]:
+    """About ``size`` piths of a partition, evenly spaced in pith order, one per event or
+    published line (so that the ranges cut by :func:`boundaries` hold about as many each)."""
+    piths = sorted(item[0] for item in items)
     if len(piths) <= size:
         return piths
     return [piths[len(piths) * i // size] for i in range(size)]
@@ -331,14 +337,56 @@ Not the log's 8 MiB line limit: a state holds every projection of its pith, and 
 prints one of any length; a state past this is a pith beyond what one task of steps 1-5
 holds (docs/distributed.md, "Memory per worker")."""
 
+LISTED_PER_PITH = 2
+"""Published lines of one pith that a range of PUBLISHED passes on: the first (compared)
+and the first duplicate (listed); the others are counted only. The file comes from the
+registry being checked: a million lines of one pith would otherwise all reach the one task
+that compares that pith, and end the job with every worker it ran on killed."""
+
+
+def _sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _claimed(value: Any) -> str | None:
+    """The ``state_sha256`` member of a state document's value, if it is a string."""
+    claimed = value.get("state_sha256") if isinstance(value, dict) else None
+    return claimed if isinstance(claimed, str) else None
+
+
+def _canonical_sha256(value: Any) -> str | None:
+    """SHA-256 of the JCS form of a state's value (``None`` if it has none): two states
+    that parse to the same JSON value have the same (a registry may publish another
+    serialization of a state: JCS, say, where ``reduce`` prints display form)."""
+    try:
+        return _sha256(jcs(value))
+    except DoorError:
+        return None
+
+
+def _hashes(line: bytes, value: Any) -> Hashes:
+    """What ``--compare`` needs of a published state line, in place of its bytes: the
+    SHA-256 of the line and of its JCS form (to compare it with the state the log gives),
+    and the two hashes it reports (docs/distributed.md): ``published_sha256``, its
+    ``state_sha256`` recomputed from the document as published (spec section 8:
+    ``digest(state without state_sha256)``), which equals ``expected_sha256`` exactly when
+    the two documents agree in every other member; and ``claimed_sha256``, the
+    ``state_sha256`` member it carries (``None`` when it has none, or not a string). The
+    claim alone cannot show a difference: a document edited without its claim updated
+    still claims the expected hash."""
+    return (_sha256(line), _canonical_sha256(value), digest_document(value), _claimed(value))
+
 
 @collector_paused
 def read_published(block: Block, expected: Versions) -> tuple[list[Published], BlockReport]:
     """The published state lines of ``block``, each filed under its ``pith_number`` (read
-    through the door with a state's limits, as ``verify-state`` reads one); a line that
-    cannot be read is reported, not shuffled."""
+    through the door with a state's limits, as ``verify-state`` reads one) as its hashes,
+    not its bytes; of each pith, the first :data:`LISTED_PER_PITH` lines, the last of them
+    counting the lines after it. A line that cannot be read is reported, not shuffled.
+
+    Memory: a record of about 300 bytes per pith of the range, and one line being read."""
     require(expected)
-    states: list[Published] = []
+    held: dict[str, list[Published]] = {}
     report = BlockReport(block.source, block.index, 0)
     with opened(block) as handle:
         stream = RangeStream(handle, block.start, block.end)
@@ -356,42 +404,27 @@ def read_published(block: Block, expected: Versions) -> tuple[list[Published], B
                 report.refuse(number, "not a state document: no pith_number")
                 continue
             report.read += 1
-            states.append((pith, (block.source, block.index, number), line))
+            records = held.setdefault(pith, [])
+            if len(records) < LISTED_PER_PITH:
+                records.append((pith, (block.source, block.index, number), _hashes(line, value), 0))
+            else:  # counted on the last one kept, not hashed
+                last = records[-1]
+                records[-1] = (*last[:3], last[3] + 1)
     report.lfs = stream.lfs
-    return states, report
+    return [record for records in held.values() for record in records], report
 
 
 Difference = dict[str, Any]
 """One line of the ``--compare`` report, before the client numbers its published line."""
 
 
-def _claimed(value: Any) -> str | None:
-    """The ``state_sha256`` member of a state document's value, if it is a string."""
-    claimed = value.get("state_sha256") if isinstance(value, dict) else None
-    return claimed if isinstance(claimed, str) else None
-
-
-def _hashes(data: bytes) -> dict[str, str | None]:
-    """The two hashes of a published state line that ``--compare`` reports
-    (docs/distributed.md): ``published_sha256``, its ``state_sha256`` recomputed from the
-    document as published (spec section 8: ``digest(state without state_sha256)``), which
-    equals ``expected_sha256`` exactly when the two documents agree in every other member;
-    and ``claimed_sha256``, the ``state_sha256`` member it carries (``None`` when it has
-    none, or not a string). The claim alone cannot show a difference: a document edited
-    without its claim updated still claims the expected hash."""
-    value = _state(data)  # it came through read_published's door: an object
-    return {"published_sha256": digest_document(value), "claimed_sha256": _claimed(value)}
-
-
-def _same(expected: bytes, published: bytes) -> bool:
+def _same(state: bytes, value: Any, hashes: Hashes) -> bool:
     """Equal bytes, or equal JSON values (a registry may publish another serialization of
     the same document: JCS, say, where ``reduce`` prints display form)."""
-    if expected == published:
+    if _sha256(state) == hashes[0]:
         return True
-    try:
-        return jcs(_state(expected)) == jcs(_state(published))
-    except DoorError:
-        return False
+    canonical = _canonical_sha256(value)
+    return canonical is not None and canonical == hashes[1]
 
 
 @collector_paused
@@ -399,7 +432,10 @@ def compare_range(
     groups: list[tuple[int, list[Packed]]], expected: Versions
 ) -> tuple[list[Difference], dict[str, int]]:
     """Steps 1-5 for every pith of one range, compared with the states published for it:
-    the differences only, in pith order, and counts."""
+    the differences only, in pith order, and counts. Of a pith's published lines the first
+    is compared and the second listed (``duplicate``, or ``unexpected`` for a pith the log
+    gives no state), with ``count``, the lines it stands for, when the others were
+    counted only (:data:`LISTED_PER_PITH`)."""
     require(expected)
     events, published = _by_pith(groups)
     counts = {"states": 0, "pending": 0, "published": 0, "equal": 0}
@@ -410,26 +446,29 @@ def compare_range(
         if kept is not None:
             result = rendered(reduce_kept(pith, kept))
         lines = sorted(published.pop(pith, []), key=lambda p: p[1])
-        counts["published"] += len(lines)
+        total = len(lines) + sum(p[3] for p in lines)
+        counts["published"] += total
         state = result if isinstance(result, bytes) else None
         counts["states" if state is not None else "pending"] += kept is not None
-        wanted = _claimed(_state(state)) if state is not None else None
+        value = _state(state) if state is not None else None
+        wanted = _claimed(value)
         if not lines:
             if state is not None:
                 out.append({"pith_number": pith, "status": "missing",
                             "expected_sha256": wanted})  # fmt: skip
             continue
-        for n, (_, where, data) in enumerate(lines):
+        for n, (_, where, hashes, _) in enumerate(lines[:LISTED_PER_PITH]):
             if state is None:
                 status = "unexpected"
             elif n > 0:
                 status = "duplicate"
-            elif _same(state, data):
+            elif _same(state, value, hashes):
                 counts["equal"] += 1
                 continue
             else:
                 status = "differs"
+            more = {"count": total - 1} if n > 0 and total > LISTED_PER_PITH else {}
             out.append({"pith_number": pith, "status": status, "expected_sha256": wanted,
-                        **_hashes(data), "where": where})  # fmt: skip
+                        "published_sha256": hashes[2], "claimed_sha256": hashes[3],
+                        "where": where, **more})  # fmt: skip
     return out, counts
-

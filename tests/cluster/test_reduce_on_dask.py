@@ -29,7 +29,7 @@ from distributed.diagnostics.plugin import WorkerPlugin
 
 from pithlog.cli import main
 from pithlog.distributed import connect
-from pithlog.distributed.graph import LOCAL_CONFIG, job_errors, local_config
+from pithlog.distributed.graph import LOCAL_CONFIG, job_errors, local_config, start
 from pithlog.errors import DaskError, UsageError
 from pithlog.protocol.canonical import jcs
 from pithlog.protocol.state import digest_document
@@ -517,3 +517,54 @@ def test_compare_reports_only_the_differences(cluster: Client, tmp_path: Path) -
     assert differs["published_sha256"] == digest_document(changed) != differs["expected_sha256"]
     assert differs["source"] == str(published)
     assert "5 differences" in err
+
+
+def invented_pith(n: int) -> str:
+    """A pith number below every pith of the log (year 0000)."""
+    return "pith:0000:" + f"{n:026d}".translate(str.maketrans("0123456789", "ABCDEFGHIJ"))
+
+
+def test_published_piths_the_log_lacks_spread_over_the_ranges(
+    cluster: Client, tmp_path: Path
+) -> None:
+    """PUBLISHED comes from the registry being checked: piths the log does not have, all
+    below its first, are cut into ranges with the log's, not all compared by the first
+    range's task (which a file of millions of them would kill, on every worker)."""
+    rng = random.Random(11)
+    events, groups = generated(rng)
+    keyring = tmp_path / "keyring.json"
+    keyring.write_bytes(jcs({"keyring_version": "1", "keys": test_keyring_entries()}))
+    paths = shard(tmp_path, events, 2, rng, groups)
+    invented = 3000
+    published = tmp_path / "published.jsonl"
+    published.write_bytes(b"".join(jcs({"pith_number": invented_pith(n)}) + b"\n"
+                                   for n in range(invented)))  # fmt: skip
+    with job_errors():
+        run = start(cluster, paths, keyring.read_bytes(), 20_000, [str(published)])
+        run.wait_reports()
+        shares = []
+        for future in run._outputs:
+            part, _ = future.result()
+            shares.append(sum(d["status"] == "unexpected" for d in part))
+    assert sum(shares) == invented and len(shares) > 2
+    assert max(shares) < invented / 2
+
+
+def test_a_pith_published_many_times_is_one_line_with_its_count(
+    cluster: Client, tmp_path: Path
+) -> None:
+    case = ROOT / "vectors" / "cases" / "equivocations"
+    states = lines((case / "expected.jsonl").read_bytes())
+    copies = 5000
+    published = tmp_path / "published.jsonl"
+    published.write_bytes(b"".join(s + b"\n" for s in states)
+                          + b"".join(states[0] + b"\n" for _ in range(copies)))  # fmt: skip
+    status, report, err = run(on_dask(cluster, case / "keyring.json",
+                                      [str(case / "events.jsonl")], "--compare", str(published),
+                                      "--blocksize", "100000"))  # fmt: skip
+    listed = [json.loads(line) for line in lines(report)]
+    (duplicate,) = listed
+    assert status == 1 and duplicate["status"] == "duplicate"
+    assert duplicate["line"] == len(states) + 1 and duplicate["count"] == copies
+    assert f"{len(states) + copies} published states read" in err
+    assert f"{len(states)} equal, {copies} differences" in err

@@ -15,7 +15,10 @@ import pytest
 from pithlog.distributed.graph import _numbered
 from pithlog.distributed.sources import blocks, expand
 from pithlog.distributed.tasks import (
+    LISTED_PER_PITH,
     LISTED_REFUSALS,
+    _hashes,
+    _state,
     check_block,
     compare_range,
     event_bucket,
@@ -168,7 +171,7 @@ def test_an_overlong_line_is_named_by_its_line_in_the_file(tmp_path: Path) -> No
 def compared(events: list[dict[str, Any]], published: list[bytes]) -> list[dict[str, Any]]:
     """``compare_range`` over one range holding ``events`` (all valid) and ``published``."""
     winners = [(e["pith_number"], None, jcs(e)) for e in events]
-    states = [(json.loads(line)["pith_number"], (0, 0, n), line)
+    states = [(json.loads(line)["pith_number"], (0, 0, n), _hashes(line, _state(line)), 0)
               for n, line in enumerate(published, 1)]  # fmt: skip
     packed = [(0, "e", pickle.dumps(winners)), (0, "p", pickle.dumps(states))]
     return compare_range([(0, packed)], versions())[0]
@@ -223,5 +226,38 @@ def test_a_state_deeper_or_longer_than_an_event_line_is_read_and_compared(
     block = blocks(expand([str(tmp_path / "published.jsonl")]), 1 << 30)[0]
     published, report = read_published(block, versions())
     assert (report.read, report.refused) == (2, [])
-    assert sorted(p[2] for p in published) == states
-    assert compared(events, [p[2] for p in published]) == []
+    assert len(published) == 2
+    assert compared(events, states) == []
+
+
+def test_a_pith_published_many_times_is_counted_not_held(tmp_path: Path) -> None:
+    """PUBLISHED comes from the registry being checked: the lines of one pith are all
+    compared by one task, so a range passes on its first two (the compared one and the
+    first duplicate) as hashes, and counts the others; the report lists the first
+    duplicate with the count of them all."""
+    record = eventgen.record("2411.00001")
+    events = [record, eventgen.attestation(record["pith_number"], 5)]
+    ((pith, state),) = eventgen.expected_states(events).items()
+    copies = 50_000
+    path = tmp_path / "published.jsonl"
+    path.write_bytes(state + b"\n" + b"".join(jcs({"pith_number": pith, "n": n}) + b"\n"
+                                              for n in range(copies)))  # fmt: skip
+    files = expand([str(path)])
+    whole = blocks(files, files[0].size)[0]
+    half = files[0].size // 2
+    ranges = [dataclasses.replace(whole, end=half),
+              dataclasses.replace(whole, index=1, start=half)]  # fmt: skip
+    read = [read_published(r, versions()) for r in ranges]
+    assert sum(report.read for _, report in read) == copies + 1
+    records = [record for held, _ in read for record in held]
+    assert len(records) == 2 * LISTED_PER_PITH
+    assert len(pickle.dumps(records)) < 2_000
+    packed = [(0, "e", pickle.dumps([(e["pith_number"], None, jcs(e)) for e in events])),
+              (0, "p", pickle.dumps(records))]  # fmt: skip
+    report, counts = compare_range([(0, packed)], versions())
+    (duplicate,) = report
+    assert duplicate["status"] == "duplicate" and duplicate["where"] == (0, 0, 2)
+    assert duplicate["count"] == copies and counts["published"] == copies + 1
+    assert counts["equal"] == 1
+    assert duplicate["published_sha256"] == digest_document({"pith_number": pith, "n": 0})
+

@@ -27,7 +27,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import math
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from concurrent.futures import CancelledError
 from dataclasses import dataclass, field
 from typing import Any
@@ -294,12 +294,19 @@ class Run:
 
     def wait_reports(self) -> None:
         """Wait for every range to be read, then number the refused lines in their files."""
-        reports: list[BlockReport] = [f.result() for f in self._reports]
-        published: list[BlockReport] = [f.result() for f in self._published_reports]
-        self.read = sum(r.read for r in reports)
-        self.published_read = sum(r.read for r in published)
-        self.refused = _numbered(reports, self.files, {})
-        self.unreadable = _numbered(published, self.published_files, self._offsets)
+        # One report at a time, in range order (as blocks() lists them): each may list
+        # LISTED_REFUSALS lines, and the ranges may be thousands.
+        self.refused = _numbered(self._read(self._reports, "read"), self.files, {})
+        self.unreadable = _numbered(self._read(self._published_reports, "published_read"),
+                                    self.published_files, self._offsets)  # fmt: skip
+
+    def _read(self, futures: list[Any], total: str) -> Iterator[BlockReport]:
+        """Each report as it is fetched, its lines read added to ``total``."""
+        for future in futures:
+            report: BlockReport = future.result()
+            future.release()
+            setattr(self, total, getattr(self, total) + report.read)
+            yield report
 
     def results(self) -> Iterator[Result]:
         """``(pith, state bytes | Pending)`` in pith order, one output range at a time."""
@@ -337,27 +344,56 @@ def _in_order(last: str, pith: str, strict: bool = True) -> None:
         raise RuntimeError(f"pith ranges came back out of order ({last} before {pith})")
 
 
+LISTED_IN_ALL = 10_000
+"""Refused lines the client names one by one, over all ranges; those after them are
+counted, in one line per file. A range lists up to :data:`~pithlog.distributed.tasks.
+LISTED_REFUSALS`: over the 14,000 ranges of a large junk input that was 1.4 GB held on the
+client."""
+
+
 def _numbered(
-    reports: list[BlockReport], files: list[SourceFile], offsets: dict[tuple[int, int], int]
+    reports: Iterable[BlockReport], files: list[SourceFile], offsets: dict[tuple[int, int], int]
 ) -> list[Refusal]:
     """Each report's refused lines numbered in its file (ranges frame their lines
-    exactly: a range's first line follows the previous range's LFs); ``offsets`` is
-    filled with each range's first line number less one."""
+    exactly: a range's first line follows the previous range's LFs); ``reports`` come in
+    file and range order, and ``offsets`` is filled with each range's first line number
+    less one. The first :data:`LISTED_IN_ALL` are listed, the rest counted per file."""
     at: dict[int, int] = {}
     out: list[Refusal] = []
-    for report in sorted(reports, key=lambda r: (r.source, r.index)):
+    listed = 0
+
+    def add(name: str, first: int, last: int, count: int, message: str) -> None:
+        nonlocal listed
+        if listed < LISTED_IN_ALL:
+            listed += 1
+            out.append(Refusal(name, first, message, count, last if count > 1 else 0))
+            return
+        # reports come in file order: a file's lines past the cap are one Refusal, the last
+        held = out[-1] if out and out[-1].source == name and out[-1].message.endswith(_FOLDED) \
+            else None  # fmt: skip
+        if held is None:
+            held = Refusal(name, first, "", 0, first)
+            out.append(held)
+        held.count += count
+        held.last = last
+        held.message = f"{held.count} lines refused, not listed: at most {LISTED_IN_ALL}{_FOLDED}"
+
+    for report in reports:
         base = at.get(report.source, 0)
         offsets[(report.source, report.index)] = base
         name = files[report.source].name
-        out.extend(Refusal(name, base + n, too_long(base + n).describe() if why is None else why)
-                   for n, why in report.refused)  # fmt: skip
+        for n, why in report.refused:
+            add(name, base + n, base + n, 1, too_long(base + n).describe() if why is None else why)
         if report.unlisted:
             first, last = report.unlisted_lines
-            out.append(Refusal(name, base + first, f"{report.unlisted} lines refused, not "
-                               f"listed: a range lists the first {LISTED_REFUSALS} it "
-                               "refuses", report.unlisted, base + last))  # fmt: skip
+            add(name, base + first, base + last, report.unlisted,
+                f"{report.unlisted} lines refused, not listed: a range lists the first "
+                f"{LISTED_REFUSALS} it refuses")  # fmt: skip
         at[report.source] = base + report.lfs
     return out
+
+
+_FOLDED = " refused lines are listed in all"
 
 
 def start(

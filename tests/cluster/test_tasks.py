@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from pithlog.distributed import graph
 from pithlog.distributed.graph import _numbered
 from pithlog.distributed.sources import blocks, expand
 from pithlog.distributed.tasks import (
@@ -261,3 +262,23 @@ def test_a_pith_published_many_times_is_counted_not_held(tmp_path: Path) -> None
     assert counts["equal"] == 1
     assert duplicate["published_sha256"] == digest_document({"pith_number": pith, "n": 0})
 
+
+
+def test_the_client_lists_a_bounded_number_of_refused_lines_in_all(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each range lists up to LISTED_REFUSALS lines; over thousands of ranges the client
+    lists LISTED_IN_ALL in all and counts the rest, one line per file, every line counted."""
+    monkeypatch.setattr(graph, "LISTED_IN_ALL", 5)
+    for name in ("a", "b"):
+        (tmp_path / f"{name}.jsonl").write_bytes(b"x\n" * 4000)
+    files = expand([str(tmp_path / "a.jsonl"), str(tmp_path / "b.jsonl")])
+    reports = [check_block(b, KEYRING, versions(), 2)[1] for b in blocks(files, 2000)]
+    assert len(reports) == 8 and len(reports[0].refused) == 1000
+    refused = _numbered(iter(reports), files, {})
+    assert [(r.line, r.count) for r in refused[:5]] == [(n, 1) for n in range(1, 6)]
+    assert [(r.source, r.line, r.last, r.count) for r in refused[5:]] == [
+        (files[0].name, 6, 4000, 3995), (files[1].name, 1, 4000, 4000)]
+    assert refused[5].message == "3995 lines refused, not listed: at most 5 refused lines " \
+        "are listed in all"  # fmt: skip
+    assert sum(r.count for r in refused) == 8000

@@ -191,6 +191,10 @@ def stats(store: Store) -> dict[str, Any]:
         kd = txn.get(META_KEYRING, db=dbs["meta"])
         target = txn.get(META_REKEY_TARGET, db=dbs["meta"])
         next_seq = txn.get(META_NEXT_SEQ, db=dbs["meta"])
+        if next_seq is not None and len(next_seq) != SEQ.size:
+            # as a damaged piths entry is (_summary): an error, never a struct.error
+            raise StoreError("corrupted", f"meta next_seq is {len(next_seq)} bytes, not an "
+                             "8-byte counter; run `pithlog replay --verify`")  # fmt: skip
         return {
             "counts": counts,
             "pages": pages,

@@ -258,6 +258,21 @@ def test_the_reads_of_a_damaged_summary_are_store_corrupted(
     assert any(line.startswith(f"index: {pith}: ") for line in lines(store))
 
 
+@pytest.mark.parametrize("damage", [b"\x01", b"\x00" * 9])
+def test_stats_of_a_damaged_next_seq_is_store_corrupted(
+    damaged: tuple[Store, list[Any]], damage: bytes
+) -> None:
+    """stats unpacked meta next_seq as it found it: a struct.error, a traceback of the CLI
+    and a 500 from a server's /stats, where replay names the damage."""
+    store, _ = damaged
+    store._write(lambda txn, dbs: txn.put(b"next_seq", damage, db=dbs["meta"]))
+    with pytest.raises(StoreError) as refused:
+        store.stats()
+    assert refused.value.code == "store.corrupted"
+    assert "meta next_seq" in refused.value.message
+    assert f"meta: next_seq: is {damage!r}, not an 8-byte counter" in lines(store)
+
+
 def test_a_summary_count_equal_in_python_but_not_in_bytes_is_a_state_difference(
     tmp_path: Path,
 ) -> None:

@@ -302,6 +302,9 @@ def state_parts(
     decoded = envelopes or {}
 
     def preferred(event_id: bytes) -> bytes | None:
+        if len(event_id) != 32:
+            # a damaged index key; an empty one is a key LMDB refuses (MDB_BAD_VALSIZE)
+            raise KeyError(f"an index key names {event_id.hex() or 'nothing'}, not an event id")
         pointer = txn.get(event_id, db=dbs["events"])
         if pointer is None:
             return None

@@ -9,10 +9,12 @@ from pathlib import Path
 from typing import Any
 
 import eventgen as g
+import pytest
 from damage import attestation, lines, rewrite_summary
 
+from pithlog.errors import StoreError
 from pithlog.store import Store
-from pithlog.store.layout import copy_hash, prefer
+from pithlog.store.layout import copy_hash, prefer, prefixed
 
 
 def _eid(event: dict[str, Any]) -> bytes:
@@ -75,3 +77,23 @@ def test_replay_names_a_summary_whose_counts_differ(
         assert found and f'"{member}":{summary[member] + 1}' in found[0], found
         store._write(lambda txn, dbs, w=was: txn.put(pith.encode(), w, db=dbs["piths"]))
     assert store.replay(g.KEYRING).ok
+
+
+def test_an_applied_key_without_its_event_id_is_index_damage(
+    damaged: tuple[Store, list[Any]],
+) -> None:
+    """The event_id of an applied key was looked up as it was cut: an empty one is a key
+    LMDB refuses (MDB_BAD_VALSIZE), which stopped replay with store.lmdb and made state
+    say store.lmdb, where the index is damaged."""
+    store, events = damaged
+    pith = next(e["pith_number"] for e in events if e["event_type"] == "record_created")
+    first = store._read(lambda txn, dbs: next(iter(prefixed(txn, dbs["applied"],
+                                                            pith.encode()))))  # fmt: skip
+    cut = first[0][: len(pith) + 21]  # pith + list index + created_at, no event_id
+    store._write(lambda txn, dbs: txn.put(cut, first[1], db=dbs["applied"]))
+    found = lines(store)
+    assert (f"index: {pith}: the state cannot be assembled from the index: an index key "
+            "names nothing, not an event id") in found, found  # fmt: skip
+    with pytest.raises(StoreError) as refused:
+        store.state(pith)
+    assert refused.value.code == "store.corrupted"

@@ -301,9 +301,12 @@ def evidence_of(
 
 
 def pith_eids(txn: Txn, dbs: dict[str, Any], pith: str) -> list[bytes]:
-    """The raw event_ids ``by_pith`` lists under ``pith``, in order."""
+    """The raw event_ids ``by_pith`` lists under ``pith``, in order. A damaged key whose
+    tail is not 32 bytes names no event and is left out (replay's structure pass reports
+    it): looked up, an empty one is a key LMDB refuses (``MDB_BAD_VALSIZE``)."""
     prefix = pith.encode("ascii")
-    return [key[len(prefix) :] for key, _ in prefixed(txn, dbs["by_pith"], prefix)]
+    n = len(prefix)
+    return [key[n:] for key, _ in prefixed(txn, dbs["by_pith"], prefix) if len(key) == n + 32]
 
 
 def distinct_piths(txn: Txn, dbs: dict[str, Any]) -> list[str]:

@@ -97,3 +97,22 @@ def test_an_applied_key_without_its_event_id_is_index_damage(
     with pytest.raises(StoreError) as refused:
         store.state(pith)
     assert refused.value.code == "store.corrupted"
+
+
+def test_a_by_pith_key_without_its_event_id_is_named_and_left_out(
+    damaged: tuple[Store, list[Any]],
+) -> None:
+    """by_pith's event_ids were looked up as cut from the keys: a key holding the pith
+    alone gave an empty one, a key LMDB refuses (MDB_BAD_VALSIZE), which stopped replay
+    with store.lmdb, and an append that re-reduces the pith too."""
+    store, _ = damaged
+    rec = g.record("2501.00003", at=100)  # the fixture's pending pith gets its record
+    pith = rec["pith_number"]
+    assert store.status(pith) is not None and store.state(pith) is None
+    key = pith.encode()
+    store._write(lambda txn, dbs: txn.put(key, b"", db=dbs["by_pith"]))
+    said = f"by_pith: key {key.hex()}: is not pith_number + event id"
+    assert lines(store) == [said]
+    assert [r.status for r in store.append([g.encoded(rec)], g.KEYRING)] == ["stored"]
+    assert store.state(pith) is not None
+    assert lines(store) == [said]

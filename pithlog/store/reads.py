@@ -142,6 +142,10 @@ def export(store: Store, after: int, chunk: int) -> Iterator[tuple[int, bytes]]:
         if not cursor.set_range(SEQ.pack(start)):
             return out
         for key, value in cursor:
+            if len(key) != SEQ.size:
+                # a damaged key sorts among the sequence numbers: no struct.error from it
+                raise StoreError("corrupted", f"seq key {key.hex()} is not an 8-byte sequence "
+                                 "number; run `pithlog replay --verify`")  # fmt: skip
             data = stored_copy(txn, dbs, key)
             if data is None:
                 raise StoreError(

@@ -37,7 +37,7 @@ import lmdb
 
 from pithlog.errors import StoreError, register
 from pithlog.store import codec, format6, format7
-from pithlog.store.environment_errors import _lmdb_errors, _store_error
+from pithlog.store.environment_errors import _begin, _lmdb_errors, _store_error
 from pithlog.store.environment_files import (
     _allocate_lock_file,
     _catch_up_merkle,
@@ -234,7 +234,7 @@ class SharedEnvironment:
                 with self.gate.shared():
                     self._require_open()
                     try:
-                        txn = self.env.begin(write=write)
+                        txn = _begin(self.env, write)
                     except lmdb.MapResizedError:
                         resize = self._adopt_size
                     else:
@@ -415,7 +415,7 @@ def _open_lmdb(
             _walk(env, real, None if check is True else check)
         if readonly:
             dbs = _open_existing(env, real)
-            with _lmdb_errors(), env.begin() as txn:
+            with _lmdb_errors(), _begin(env, False) as txn:
                 _check_format(txn, dbs, real, readonly)
         else:
             env.reader_check()  # clear reader slots of processes that died (SIGKILL)

@@ -2,7 +2,8 @@
 "Map size, processes, crashes"; the codes are registered by
 :mod:`pithlog.store.environment`): a full or failing disk is ``store.disk``, damage
 ``store.corrupted``, a foreign file ``store.not_a_store``, and so on. Every environment
-module raises LMDB's errors through here.
+module raises LMDB's errors through here. A read that finds LMDB's table of readers full
+clears the slots of dead processes first (:func:`_begin`).
 """
 
 from __future__ import annotations
@@ -40,6 +41,20 @@ def _store_error(exc: lmdb.Error) -> StoreError:
     if isinstance(exc, lmdb.LockError):
         return StoreError("lock", text)
     return StoreError("lmdb", text)
+
+
+def _begin(env: lmdb.Environment, write: bool) -> lmdb.Transaction[bytes]:
+    """``env.begin``; a read transaction that finds LMDB's table of readers full clears the
+    slots of processes that died holding one (LMDB's ``mdb_reader_check``) and begins once
+    more. Only an open clears them otherwise (``docs/store.md``, "Map size, processes,
+    crashes"): a process that keeps a store open (``pithlog serve``) would fail its reads
+    with ``store.readers_full`` once enough readers were killed meanwhile."""
+    try:
+        return env.begin(write=write)
+    except lmdb.ReadersFullError:
+        if write or not env.reader_check():
+            raise
+        return env.begin(write=write)
 
 
 @contextlib.contextmanager

@@ -13,6 +13,7 @@ import random
 import select
 import shutil
 import subprocess
+import sys
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -274,3 +275,53 @@ def test_a_writable_open_beside_a_read_only_one_in_the_same_process(tmp_path: Pa
             reader.append([g.encoded(g.record("2501.09998"))], g.KEYRING)
         assert refused.value.code == "store.readonly"
     reader.close()
+
+
+HOLD_A_READ = """
+import sys, lmdb
+env = lmdb.open(sys.argv[1], readonly=True, max_dbs=32)
+txn = env.begin()
+print("reading", flush=True)
+sys.stdin.read()
+"""
+
+
+def test_reader_slots_of_killed_readers_are_cleared_by_a_process_that_keeps_the_store_open(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A process that keeps a store open (``pithlog serve``) is the only one left to clear
+    the reader slots of readers killed meanwhile: a read that finds every slot taken
+    clears them (LMDB's reader_check) and begins again, rather than failing with
+    store.readers_full until another process opens the store for writing."""
+    import lmdb
+
+    from pithlog.store import environment
+
+    lmdb_open = lmdb.open
+    # a table of 4 readers, not 254: LMDB sizes it from a new lock file left to it
+    monkeypatch.setattr(lmdb, "open", lambda *a, **kw: lmdb_open(*a, max_readers=4, **kw))
+    monkeypatch.setattr(environment, "_allocate_lock_file", lambda real: None)
+    path = tmp_path / "store"
+    make_store(path)
+    with Store.open(path, create=False, readonly=True) as store:
+        readers = []
+        try:
+            for _ in range(8):  # until the table is full
+                child = subprocess.Popen([sys.executable, "-c", HOLD_A_READ, str(path)],
+                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                         stderr=subprocess.PIPE)  # fmt: skip
+                assert child.stdout is not None
+                if child.stdout.readline() != b"reading\n":
+                    child.communicate()
+                    break
+                readers.append(child)
+            else:
+                pytest.fail("the reader table never filled")
+        finally:
+            for child in readers:
+                child.kill()
+                child.communicate()
+        assert readers
+        # two reads at once: the second needs a slot of its own
+        nested = store._read(lambda txn, dbs: store._read(lambda txn, dbs: store.piths()))
+        assert nested == store.piths()

@@ -29,7 +29,12 @@ def _store_error(exc: lmdb.Error) -> StoreError:
     if isinstance(exc, (lmdb.InvalidError, lmdb.VersionMismatchError, lmdb.IncompatibleError)):
         return StoreError("not_a_store", f"not an LMDB environment pithlog can open: {text}")
     if isinstance(exc, lmdb.ReadersFullError):
-        return StoreError("readers_full", text)
+        # py-lmdb's hint ("use a larger Environment(max_readers=)") is for a program that
+        # opens LMDB itself: pithlog's user can only have fewer processes read at once
+        cause = text.split(" (Please use a larger", 1)[0]
+        return StoreError("readers_full", f"too many processes are reading the store at "
+                          f"once ({cause}): close some of them, or wait for their reads to "
+                          "finish, and retry")  # fmt: skip
     if isinstance(exc, lmdb.TxnFullError):
         return StoreError("txn_full", text)
     if isinstance(exc, lmdb.ReadonlyError):

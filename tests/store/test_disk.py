@@ -192,6 +192,21 @@ def test_lmdb_disk_errors_are_store_disk() -> None:
     assert _store_error(lmdb.Error("mdb_put: Invalid argument")).code == "store.lmdb"
 
 
+def test_readers_full_says_what_a_user_can_do() -> None:
+    """store.readers_full tells the user to have fewer processes read at once, not to pass
+    py-lmdb a larger max_readers, which no pithlog command takes."""
+    import lmdb
+
+    from pithlog.store.environment_errors import _store_error
+
+    error = _store_error(lmdb.ReadersFullError(
+        "mdb_txn_begin: MDB_READERS_FULL: Environment maxreaders limit reached "
+        "(Please use a larger Environment(max_readers=) parameter)"))  # fmt: skip
+    assert error.code == "store.readers_full"
+    assert "max_readers" not in error.message and "Please use" not in error.message
+    assert "MDB_READERS_FULL" in error.message and "close some of them" in error.message
+
+
 @pytest.mark.parametrize(("name", "code"), [
     ("CorruptedError", "store.corrupted"),
     ("PanicError", "store.corrupted"),

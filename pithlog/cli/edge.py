@@ -416,3 +416,40 @@ def not_a_file(path: Path) -> str | None:
     if stat.S_ISFIFO(mode):
         return "a FIFO"
     return "not a regular file"
+
+
+def remove_leftovers(path: Path) -> None:
+    """Remove the hidden temporary files ``.NAME.tmp-PID`` beside ``path`` that a write of
+    it killed outright (``SIGKILL``, a crash) left behind: a rerun has another PID and
+    never meets them, and one of ``keygen --force`` holds a private key. Only regular files
+    of this user whose process is gone are removed (this process has not made its own
+    yet); a live process's file may be a write under way."""
+    prefix = f".{path.name}.tmp-"
+    try:
+        names = os.listdir(path.parent)
+    except OSError:
+        return  # the write reports the folder
+    for name in names:
+        pid = name[len(prefix):]
+        if not name.startswith(prefix) or not pid.isdecimal() or pid != str(int(pid)):
+            continue
+        leftover = path.parent / name
+        try:
+            st = os.lstat(leftover)
+            if not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid():
+                continue
+            if int(pid) != os.getpid() and _alive(int(pid)):
+                continue
+            leftover.unlink()
+        except OSError:
+            continue  # not ours to remove after all: the write goes on beside it
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (OSError, OverflowError):
+        return True  # another user's process (EPERM), or no PID pithlog wrote: kept
+    return True

@@ -16,7 +16,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from pithlog.cli.edge import CommandParser, StoreParser, not_a_file
+from pithlog.cli.edge import CommandParser, StoreParser, not_a_file, remove_leftovers
 from pithlog.cli.streams import Out, keyring_bytes, read_bytes
 from pithlog.errors import EXIT_OK, KeyringError, UsageError, shown
 from pithlog.protocol.canonical import MAX_LINE_BYTES
@@ -51,6 +51,7 @@ def write_atomically(path: Path, data: bytes, replace: bool) -> None:
         raise KeyringError("unwritable", f"{path} is {what}, not a keyring file: give the "
                            "path of the keyring file to write")  # fmt: skip
     mode = path.stat().st_mode & 0o777 if path.exists() else None
+    remove_leftovers(path)  # from a write killed before its rename
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     try:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644 if mode is None else mode)

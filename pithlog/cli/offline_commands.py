@@ -19,6 +19,7 @@ from pithlog.cli.edge import (
     not_a_file,
     progress_option,
     reading,
+    remove_leftovers,
 )
 from pithlog.cli.on_dask import reduce_on_dask
 from pithlog.cli.streams import Out, open_input, read_bytes, read_keyring
@@ -182,8 +183,8 @@ def _write_private(path: Path, data: bytes, force: bool) -> None:
     leaves the key file or nothing, never a second named copy of the key, except with
     ``force``, where the new key is linked to a hidden name and renamed over the old file
     (a kill between the two leaves it under the hidden name: no name can be replaced
-    by an unnamed file). Where that is unavailable a named temporary file is written and
-    linked instead.
+    by an unnamed file; the next write of the path removes it, :func:`remove_leftovers`).
+    Where that is unavailable a named temporary file is written and linked instead.
 
     A hard link, not a rename, gives the name unless ``force``: a link fails when the name
     is taken, so a key file made there after the check below (another keygen with the
@@ -196,6 +197,7 @@ def _write_private(path: Path, data: bytes, force: bool) -> None:
     if what is not None:
         raise KeyFileError("unwritable", f"{path} is {what}: --force replaces a key file "
                            "only; give the path of the key file to write")  # fmt: skip
+    remove_leftovers(path)  # a key under a hidden name, from a --force killed midway
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     try:
         folder = os.open(path.parent, os.O_RDONLY)

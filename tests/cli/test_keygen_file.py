@@ -136,3 +136,37 @@ def test_force_replaces_a_file_only(tmp_path: Path, kind: str) -> None:
     mode = os.stat(target).st_mode
     assert stat.S_ISFIFO(mode) if kind == "fifo" else stat.S_ISDIR(mode)
     assert sorted(os.listdir(tmp_path)) == ["k.key"]
+
+
+def _dead_pid() -> int:
+    child = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                           capture_output=True, text=True, timeout=60, check=True)  # fmt: skip
+    return int(child.stdout)
+
+
+@pytest.mark.parametrize("command", ["keygen", "keyring"])
+def test_hidden_leftovers_of_a_killed_write_are_removed_by_the_next(
+    tmp_path: Path, command: str
+) -> None:
+    """A write killed between naming its hidden temporary file and renaming it (keygen
+    --force: a private key) leaves ``.NAME.tmp-PID``, which a rerun, with another PID,
+    never met: the next write of the path removes such files of processes that are gone,
+    and keeps those of a live process (a write under way) and anything not a regular file."""
+    name = "k.key" if command == "keygen" else "keyring.json"
+    dead = tmp_path / f".{name}.tmp-{_dead_pid()}"
+    dead.write_bytes(b"a private key")
+    live = tmp_path / f".{name}.tmp-{os.getppid()}"
+    live.write_bytes(b"a write under way")
+    (tmp_path / f".{name}.tmp-1234567").mkdir()
+    other = tmp_path / f".other.tmp-{_dead_pid()}"
+    other.write_bytes(b"another file's")
+    if command == "keygen":
+        (tmp_path / name).write_bytes(b"old key")
+        status, _, err = run([*ARGV, str(tmp_path / name), "--force"])
+    else:
+        (tmp_path / name).write_text(json.dumps({"keyring_version": "1", "keys": []}))
+        entry = run([*ARGV, str(tmp_path / "new.key")])[1]
+        status, _, err = run(["keyring", "add", str(tmp_path / name), entry.decode()])
+    assert status == 0, err
+    assert not dead.exists()
+    assert live.exists() and other.exists() and (tmp_path / f".{name}.tmp-1234567").is_dir()

@@ -212,6 +212,11 @@ def parse_consistency_proof(data: bytes) -> ConsistencyProof:
         raise _malformed("lines 2 and 3 are 'old M' and 'new N'")
     old = _decimal(lines[1][4:], "old size")
     new = _decimal(lines[2][4:], "new size")
+    if old > new:
+        # RFC 9162 2.1.4.1 defines PROOF(m, D[n]) for m <= n only: such a file proves
+        # nothing, and failing it as proof.consistency would report a rewritten log
+        raise _malformed(f"the old size {old} is past the new size {new}: a consistency "
+                         "proof is from a tree to one at least as large")  # fmt: skip
     return ConsistencyProof(old, new, tuple(_hashes(lines[3:], 4)))
 
 

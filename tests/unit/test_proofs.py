@@ -181,6 +181,7 @@ def test_a_proof_file_is_limited_to_1_mib() -> None:
     b"something else\n",
     b"pithlog-consistency-proof@v1\nold 1\nnew 12",  # no final newline: not "new 1"
     b"pithlog-consistency-proof@v2\nold 1\nnew 2\n",
+    b"pithlog-consistency-proof@v1\nold 2\nnew 1\n",  # old past new
 ])  # fmt: skip
 def test_malformed_consistency_proofs(data: bytes) -> None:
     with pytest.raises(ProofError, match="malformed"):
@@ -215,6 +216,18 @@ def test_a_consistency_proof_of_other_sizes_is_a_mismatch_not_a_rewritten_histor
         verify_consistency_proof(data, checkpoint(3), checkpoint(7, ORIGIN + "/b"),
                                  test_keyring(), ORIGIN)  # fmt: skip
     assert wrong.value.code == "checkpoint.origin"
+
+
+def test_a_consistency_proof_from_a_larger_size_is_malformed_not_a_rewritten_history() -> None:
+    """A proof whose old size exceeds its new size is no proof of anything (RFC 9162
+    2.1.4.1: PROOF(m, D[n]) for m <= n): passed with checkpoints of those sizes in that
+    order it is proof.malformed (exit 2), not evidence of a rewritten log."""
+    path = tuple(merkle.consistency_path(3, 7, SUBTREE))
+    data = ConsistencyProof(7, 3, path).encoded()
+    with pytest.raises(ProofError) as refused:
+        verify_consistency_proof(data, checkpoint(7), checkpoint(3), test_keyring())
+    assert (refused.value.code, refused.value.exit_status) == ("proof.malformed", 2)
+    assert "the old size 7 is past the new size 3" in refused.value.message
 
 
 def test_documented_proof_carries_leaf_data() -> None:

@@ -259,6 +259,9 @@ class Pages:
                 "leaf": seq - 1, "event_id": event.get("event_id"),
                 "event_type": _event_type(event),
                 "pith_number": event.get("pith_number"),
+                # not "signed by" the signer it names (event.html)
+                "reason": log.store.invalid_reason(event.get("pith_number"),
+                                                   event.get("event_id")),
                 "signer_id": _cut(signer.get("signer_id") if isinstance(signer, dict)
                                   else None),
                 "created_at": _cut(event.get("created_at")),
@@ -382,7 +385,11 @@ class Pages:
                                       f"This log holds no event {event_id}.")
         event = msgspec.json.decode(copy)
         event["event_type"] = _event_type(event)
-        return await self.render(request, "event.html", event=event)
+        # a kept invalid copy (evidence) names whatever signer its maker wrote: its page
+        # showed "signed by" the registry for a payload the registry never signed
+        reason = await log.read(log.store.invalid_reason, event.get("pith_number"), event_id)
+        return await self.render(request, "event.html", event=event, reason=reason,
+                                 reasons=REASON_MEANINGS)  # fmt: skip
 
     def routes(self) -> list[BaseRoute]:
         return [

@@ -82,6 +82,17 @@ class ContentReads:
         key = eid_bytes(event_id)
         return self._read(lambda txn, dbs: event_copy(txn, dbs, key))
 
+    def invalid_reason(self, pith_number: str, event_id: str) -> str | None:
+        """The reason code (spec 6) for which the reduction of ``pith_number`` holds
+        ``event_id`` invalid, or ``None`` (valid, or no event of that pith): one read of the
+        ``invalid`` index. A kept invalid copy names any signer it likes; whoever shows it
+        must say it is invalid."""
+        if not is_pith_number(pith_number) or not is_event_id(event_id):
+            return None
+        key = pith_number.encode("ascii") + eid_bytes(event_id)
+        raw = self._read(lambda txn, dbs: txn.get(key, db=dbs["invalid"]))
+        return None if raw is None else bytes(raw).decode("ascii")
+
     def evidence(self, event_id: str) -> list[bytes]:
         """The other copies kept under ``event_id`` (evidence), in copy-hash order."""
         if not is_event_id(event_id):

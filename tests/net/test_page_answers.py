@@ -512,3 +512,40 @@ def test_the_front_page_counts_hold_no_list_of_every_pith(tmp_path: Path) -> Non
             assert "<strong>2000</strong>" in client.get("/", headers=HTML).text
     assert totals["piths"] == 2000 and totals["events"] == 2000
     assert peak < 100_000, peak
+
+
+@pytest.mark.parametrize("forged", ["payload", "signature"])
+def test_a_kept_invalid_event_is_not_shown_as_signed_by_the_signer_it_names(
+    store: Store, forged: str
+) -> None:
+    """A kept invalid copy (evidence) names whatever signer its maker wrote: a copy of the
+    registry's attestation with its payload changed (event_id_mismatch), or with a signature
+    of another key (bad_signature), had a page saying "signed by" the registry over the
+    changed payload, and the front page listed it as any other event. Both say it is
+    invalid and why; a valid event's page says "signed by"."""
+    signed = sign_event(test_key("registry"), "author_attestation", PITH, "record",
+                        "2026-08-01T00:00:00Z", {"statement": "hi"})  # fmt: skip
+    if forged == "payload":
+        copy, reason = {**signed, "payload": {"statement": "The registry retracts it"}}, \
+            "event_id_mismatch"  # fmt: skip
+    else:
+        other = sign_event(test_key("author"), "author_attestation", PITH, "record",
+                           "2026-08-01T00:00:00Z", {"statement": "hi"})  # fmt: skip
+        copy, reason = {**signed, "signature_b64": other["signature_b64"]}, "bad_signature"
+    [kept] = store.append([json.dumps(copy).encode()], KEYRING, keep_invalid=True)
+    assert kept.status == "stored" and kept.reason == reason
+    with _client(store) as client:
+        page = client.get(f"/event/{copy['event_id']}", headers=HTML).text
+        home = client.get("/", headers=HTML).text
+        valid = client.get(f"/event/{_cases_first_id()}", headers=HTML).text
+    assert "<dt>signed by</dt>" not in page and "<dt>names as signer</dt>" in page
+    assert "<dt>signed at</dt>" not in page
+    assert f"<code>{reason}</code>" in page and '<span class="badge bad">invalid</span>' in page
+    row = re.search(rf'<a href="/event/{copy["event_id"]}">[^<]*</a>(.*?)</td>', home)
+    assert row is not None and "invalid" in row.group(1)
+    assert "<dt>signed by</dt>" in valid and "badge bad" not in valid
+
+
+def _cases_first_id() -> str:
+    """The event id of the seed's record_created (valid)."""
+    return str(json.loads(_cases()[0])["event_id"])

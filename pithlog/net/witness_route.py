@@ -14,10 +14,16 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from pithlog.errors import ServeError
+from pithlog.net.answers import answer_headers
 from pithlog.net.submit import TAKEN_CODINGS, check_coding
 from pithlog.protocol.keys import Keyring, SigningKey
 from pithlog.store import Store
 from pithlog.transparency.witness import MAX_BODY_BYTES, Verdict, judge_add_checkpoint
+
+NO_STORE = answer_headers("no-store")
+"""The headers of every answer of the route, as of every other route's: ``nosniff`` (a
+plain-text error must never be taken for a page), and never cached (a cosignature or a
+refusal holds for the witness's state at the moment asked)."""
 
 BODY_SECONDS = 30.0
 """Seconds a body may take to arrive, as ``POST /sync``'s: a client that sends it a byte at a
@@ -48,15 +54,15 @@ def witness_routes(
             check_coding(request.headers.getlist("content-encoding"))
         except ServeError as exc:
             return Response(exc.message + "\n", 415, media_type="text/plain",
-                            headers={"Accept-Encoding": TAKEN_CODINGS})  # fmt: skip
+                            headers={**NO_STORE, "Accept-Encoding": TAKEN_CODINGS})  # fmt: skip
         with anyio.move_on_after(BODY_SECONDS) as reading:
             body = await _body(request)
         if reading.cancelled_caught:
             return Response(f"the body did not arrive within {BODY_SECONDS:g} s\n", 408,
-                            media_type="text/plain")  # fmt: skip
+                            media_type="text/plain", headers=NO_STORE)  # fmt: skip
         if body is None:
             return Response(f"the body is over {MAX_BODY_BYTES} bytes\n", 413,
-                            media_type="text/plain")  # fmt: skip
+                            media_type="text/plain", headers=NO_STORE)  # fmt: skip
 
         def judge() -> Verdict:
             return store.witness_add(
@@ -68,6 +74,6 @@ def witness_routes(
         # media_type, and tlog-witness's 409 MUST be exactly text/x.tlog.size (clients
         # that check it, sigsum-go's among them, could not recover otherwise)
         return Response(verdict.body, verdict.status,
-                        headers={"Content-Type": verdict.content_type})  # fmt: skip
+                        headers={**NO_STORE, "Content-Type": verdict.content_type})  # fmt: skip
 
     return [Route("/add-checkpoint", add_checkpoint, methods=["POST"])]

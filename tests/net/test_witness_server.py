@@ -225,6 +225,10 @@ def test_a_body_that_does_not_arrive_in_time_is_408(
                              b"Content-Length: 100\r\n\r\nold 0\n")  # fmt: skip
                 answer = sock.recv(65536)
     assert answer.startswith(b"HTTP/1.1 408 "), answer[:200]
+    # every answer of the witness, its plain-text errors too, as every other route's
+    head = answer.partition(b"\r\n\r\n")[0].lower()
+    assert b"\r\nx-content-type-options: nosniff\r\n" in head, head
+    assert b"\r\ncache-control: no-store\r\n" in head, head
 
 
 @pytest.mark.parametrize("size", [b"9" * 5000, b"1" + b"0" * 19])
@@ -506,6 +510,9 @@ def test_a_body_over_the_witness_s_limit_is_413_and_one_at_it_is_judged(tmp_path
         at = httpx.post(url + "/add-checkpoint", content=b"x" * MAX_BODY_BYTES, timeout=20)
     assert over.status_code == 413, over.text
     assert at.status_code == 400, at.text
+    for answer in (over, at):  # a plain-text error is never taken for a page, nor cached
+        assert answer.headers["x-content-type-options"] == "nosniff"
+        assert answer.headers["cache-control"] == "no-store"
 
 
 def test_a_body_in_a_content_coding_is_415_before_it_is_read(tmp_path: Path) -> None:
@@ -527,6 +534,7 @@ def test_a_body_in_a_content_coding_is_415_before_it_is_read(tmp_path: Path) -> 
             head = answer.partition(b"\r\n\r\n")[0].lower()
             assert head.startswith(b"http/1.1 415 "), answer[:200]
             assert b"\r\naccept-encoding: identity\r\n" in head
+            assert b"\r\nx-content-type-options: nosniff\r\n" in head
         said = httpx.post(url + "/add-checkpoint", content=b"old 0\n\nx\n", timeout=10,
                           headers={"Content-Encoding": "identity"})  # fmt: skip
     assert said.status_code == 400, said.text  # read and judged: malformed

@@ -173,6 +173,10 @@ def test_mutated_proofs_fail() -> None:
             assert not m.verify_inclusion(HASHES[i], i, n, proof[::-1], root) or len(
                 set(proof)) == 1  # fmt: skip
         assert not m.verify_inclusion(HASHES[i], i, n, [*proof, root], root)
+        # One hash past the root, with the root it leads to: only the size can refuse it
+        # (RFC 9162 2.1.3.2 step 6: ``sn`` is 0 with path left), since the hashes agree.
+        extended = m.node_hash(HASHES[0], root)
+        assert not m.verify_inclusion(HASHES[i], i, n, [*proof, HASHES[0]], extended)
         assert not m.verify_inclusion(HASHES[i], i, n, [*proof, b"\x00" * 31], root)
     for a, b in _consistency_cases()[::9]:
         proof = m.consistency_path(a, b, SUBTREE)

@@ -443,6 +443,10 @@ def test_dense_input_keeps_every_refusal(hidden: bytes, code: str | None) -> Non
 
 @pytest.mark.parametrize("members", [SORT_SAFE_MEMBERS, SORT_SAFE_MEMBERS + 1])
 def test_dense_input_with_a_wide_object_is_written_in_jcs_order(members: int) -> None:
-    wide = {f"m{i:04d}" if i else "\U0001f600": i for i in range(members, 0, -1)}
+    # Descending, and two names whose UTF-16 order (spec 1, RFC 8785 3.2.3) is not their
+    # code point order: U+1F600 (D83D DE00) before U+FFFF.
+    wide = {f"m{i:04d}": i for i in range(members - 2, 0, -1)}
+    wide.update({"\uffff": 0, "\U0001f600": -1})
+    assert len(wide) == members
     data = json.dumps({"pad": [{"k": 0}] * 300, "w": wide}).encode()
     assert decode(data)[1] == jcs_reference(json.loads(data))

@@ -8,9 +8,8 @@ import argparse
 import re
 from typing import Any
 
-import pytest
-
 from pithlog.cli.store_commands import DEFAULT_SHARD
+from pithlog.net import audit, mirror, submit
 from pithlog.net.sync import MAX_SECONDS
 from pithlog.store import rekey
 from tests.cli.test_cli_doc import commands
@@ -22,7 +21,6 @@ STATED = re.compile(r"\(default:? (\d[\d,]*(?:\.\d+)?)(?: ([KMG]iB))?[;,)]")
 def _sentinel_defaults() -> dict[tuple[str, str], Any]:
     """Options whose parser default is ``None`` (the command then takes a constant of
     its own), with the value the command uses."""
-    submit = pytest.importorskip("pithlog.net.submit")
     return {
         ("export", "--shard-size"): DEFAULT_SHARD,
         ("sync", "--max-time"): MAX_SECONDS,
@@ -67,8 +65,6 @@ def test_every_default_number_a_help_states_is_the_default_used() -> None:
 
 def test_parser_defaults_are_the_library_defaults() -> None:
     """A literal parser default restates a library constant: the two must agree."""
-    mirror = pytest.importorskip("pithlog.net.mirror")
-    audit = pytest.importorskip("pithlog.net.audit")
     found = commands()
 
     def default(command: str, option: str) -> Any:

@@ -18,6 +18,7 @@ from pithlog.cli.edge import (
     keyring_option,
     open_store,
     progress_option,
+    remove_leftovers,
     show_progress,
     store_path,
 )
@@ -218,6 +219,9 @@ class _Shard:
         if self.path.exists():
             raise UsageError("exists", f"{self.path} exists: export into an empty folder, or "
                              "resume with --after the last seq exported there")  # fmt: skip
+        # a shard's temporary file that an export killed outright left (SIGKILL, a crash):
+        # the rerun that resumes here has another PID and would never meet it
+        remove_leftovers(self.path)
         self.tmp = folder / f".{self.path.name}.tmp-{os.getpid()}"
         self.handle = open(self.tmp, "wb")  # noqa: SIM115 - closed in close()
         self.digest = hashlib.sha256()

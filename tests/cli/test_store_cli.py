@@ -533,6 +533,30 @@ def test_export_into_shards_on_a_full_disk_is_one_error_and_leaves_no_part(
     assert list(shards.iterdir()) == []
 
 
+def test_export_into_shards_removes_the_part_an_export_killed_outright_left(
+    files: dict[str, Any],
+) -> None:
+    """A shard's hidden temporary file ``.export-<seq>.jsonl.tmp-PID`` that an export
+    killed outright left (its process gone) is removed by the export that writes that
+    shard again; one of a live process is a write under way and stays."""
+    import subprocess
+
+    assert append(files, "--keep-invalid")[0] == 0
+    shards = files["tmp"] / "shards"
+    shards.mkdir()
+    gone = subprocess.Popen(["true"])
+    gone.wait()  # a PID whose process has ended
+    dead = shards / f".export-000000000001.jsonl.tmp-{gone.pid}"
+    live = shards / f".export-000000000001.jsonl.tmp-{os.getppid()}"
+    dead.write_bytes(b"half a shard\n")
+    live.write_bytes(b"a write under way\n")
+    status, _, err = run(["--store", files["store"], "export", "--out", str(shards)])
+    assert status == 0, err
+    assert not dead.exists() and live.exists()
+    assert sorted(p.name for p in shards.iterdir()) == sorted(
+        [live.name, "export-000000000001.jsonl"])  # fmt: skip
+
+
 def test_export_into_shards_it_cannot_write_says_so_not_that_it_cannot_read(
     files: dict[str, Any],
 ) -> None:

@@ -1,0 +1,127 @@
+"""The numbers docs/network.md states, tied to the constants they describe: the limits
+tables of ``serve`` and of ``POST /sync``, compression and caching. A constant changed
+without its row (or a row without its constant) fails here."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from pithlog.cli.edge import MOST_SECONDS
+from pithlog.net import (
+    app,
+    encoding,
+    http_head,
+    served_log,
+    server,
+    state_builds,
+    submit,
+    sync,
+    sync_http,
+    syncmsg,
+)
+from pithlog.net.body_bytes import ANSWER_PIECE
+
+DOC = (Path(__file__).parents[2] / "docs" / "network.md").read_text("utf-8")
+
+
+def size(n: int) -> str:
+    """A byte count as the doc writes it: ``64 MiB``, ``256 KiB``."""
+    for unit, shift in (("MiB", 20), ("KiB", 10)):
+        if n >= 1 << shift and n % (1 << shift) == 0:
+            return f"{n >> shift} {unit}"
+    raise AssertionError(f"{n} is not a whole number of KiB")
+
+
+def row(starts: str) -> str:
+    """The one table row whose first cell begins with ``starts``."""
+    found = [line for line in DOC.splitlines() if line.startswith("| " + starts)]
+    assert len(found) == 1, f"{len(found)} rows begin with {starts!r}"
+    return found[0]
+
+
+def says(text: str, *parts: str) -> None:
+    for part in parts:
+        assert part in text, f"{part!r} not in {text[:200]!r}..."
+
+
+def test_the_submit_limits_are_the_defaults() -> None:
+    limits = submit.Limits()
+    says(row("body of `POST /submit`"), size(limits.max_body))
+    says(row("lines per `POST /submit`"), f"{limits.max_lines:,}",
+         f"a body of {size(submit.SPLIT_APART_BYTES)} or more")  # fmt: skip
+    assert MOST_SECONDS == 86_400.0
+    says(row("time to receive a `POST /submit` body"), f"{limits.body_seconds:g} s",
+         "at most a day")  # fmt: skip
+    says(row("`POST /submit` requests checked"), f"| {limits.max_pending} |")
+    says(row("bytes of `POST /submit` bodies"),
+         f"({size(limits.max_pending * limits.max_body)} by default)")  # fmt: skip
+
+
+def test_the_state_rows_are_state_builds_constants() -> None:
+    waited = f"after {state_builds.WAIT_SECONDS:g} s"
+    says(row("state documents built at once"), f"| {state_builds.STATE_BUILDS} (`STATE_BUILDS`",
+         waited)  # fmt: skip
+    says(row("bytes of `/state/` answers"), f"{size(state_builds.STATE_BYTES)} (`STATE_BYTES`)",
+         f"an answer of {size(ANSWER_PIECE)} or less is not counted",
+         f"at most {state_builds.STATE_BUILDS} answers at once",
+         f"when {state_builds.STATE_BUILDS} wait already", waited)  # fmt: skip
+
+
+def test_the_copy_row_is_the_copies_room() -> None:
+    text = row("bytes of `/copy/`, `/event/` and `/copies/` answers")
+    says(text, f"{size(served_log.COPY_BYTES)} (`COPY_BYTES`",
+         f"an answer of {size(ANSWER_PIECE)} or less is not counted",
+         f"(`COPIES_CHUNK_MOST`, about {round(app.COPIES_CHUNK_MOST / (1 << 20))} MiB)",
+         f"at most {served_log.COPY_WAITERS} answers at once (`COPY_WAITERS`)",
+         f"when {served_log.COPY_WAITERS} wait already",
+         f"after {state_builds.WAIT_SECONDS:g} s")  # fmt: skip
+    assert size(app.COPIES_READ_BYTES) == "1 MiB"
+    says(DOC, "streamed about 1 MiB of copies per store read (`COPIES_READ_BYTES`")
+
+
+def test_the_connection_rows_are_the_server_settings() -> None:
+    says(row("request head"), size(http_head.MAX_HEAD_BYTES))
+    says(row("connections and requests in flight per worker"), f"{server.LIMIT_CONCURRENCY:,}")
+    says(row("idle keep-alive connection"), f"| {server.TIMEOUT_KEEP_ALIVE} s |")
+    says(row("time to send a request head"), f"{http_head.HEAD_SECONDS:g} s (`HEAD_SECONDS`)")
+    says(row("time an answer waits for its client"),
+         f"{http_head.SEND_STALL_SECONDS:g} s (`SEND_STALL_SECONDS`)")  # fmt: skip
+
+
+def test_the_sync_rows_are_the_sync_constants() -> None:
+    message = size(sync.MAX_MESSAGE)
+    held = f"{sync_http.MAX_SYNCS} x {message}"
+    says(row("request body (one message)"), message)
+    says(row("time to receive a request body"), f"{sync_http.BODY_SECONDS:g} s")
+    says(row("requests answered at once per worker"), f"{sync_http.MAX_SYNCS} (`MAX_SYNCS`",
+         f"after {sync_http.BODY_SECONDS:g} s")  # fmt: skip
+    says(row("bytes of `/sync` bodies"), held)
+    says(row("bytes of `/sync` answers"), held,
+         f"an answer of {size(ANSWER_PIECE)} or less is not counted",
+         f"at most {sync_http.MAX_SYNCS} answers at once (`MAX_SYNCS`)",
+         f"when {sync_http.MAX_SYNCS} wait already")  # fmt: skip
+    says(row("an answer, read by the client"), message)
+    says(row("a `list all` answered by listing"), f"{sync.MAX_LISTED:,} short ids")
+    says(row("inclusion proofs asked"), f"{sync.MAX_PROOFS:,} (`MAX_PROOFS`)")
+    says(row("ranges asked about"), f"{sync.MAX_RANGES:,} (`MAX_RANGES`)")
+    says(row("short ids in the item lists"), f"{sync.MAX_ASKED_ITEMS:,} (`MAX_ASKED_ITEMS`)")
+    says(row("rounds, reconciliation bytes"),
+         f"{sync.MAX_ROUNDS}; {size(sync.MAX_RECONCILE_BYTES)}; {syncmsg.BRANCHES} per range",
+         f"{sync.MAX_NEEDED:,} (`--max-copies`, at most {sync.MAX_ORDERED:,})")  # fmt: skip
+    says(row("a whole sync"), f"{sync.MAX_SECONDS:,.0f} s (`--max-time`, at most "
+         f"{MOST_SECONDS:,.0f})")  # fmt: skip
+    assert sync_http.REBUILD_SHARE == 10
+    says(" ".join(DOC.split()), "ten times as long as that reading took (`REBUILD_SHARE`")
+
+
+def test_compression_and_caching_are_the_constants() -> None:
+    prose = " ".join(DOC.split())
+    says(prose, f"answers of {size(encoding.MINIMUM_BYTES)} or more are compressed with zstd",
+         f"level {encoding.LEVEL})",
+         f"An answer of {size(encoding.APART_BYTES)} or more",
+         f"brotli (quality {encoding.BROTLI_QUALITY})",
+         f"a window over {size(encoding.MAX_WINDOW)}")  # fmt: skip
+    says(row("`/checkpoint` | the signed checkpoint"), f"`{app.CHECKPOINT_CACHE}` |")
+    assert app.IMMUTABLE.endswith("immutable") and app.REVALIDATE == "no-cache"
+    assert re.search(rf"keeps the {served_log.FULL_TILES_KEPT:,} full hash\s+tiles", DOC)

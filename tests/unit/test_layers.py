@@ -59,6 +59,9 @@ HOMES = {
     "rfc8785": {"pithlog.protocol.jcs"},
     "starlette": {"pithlog.net"},
     "starlette_compress": {"pithlog.net.encoding"},
+    "brotli": {"pithlog.net.encoding"},  # large answers compressed in a worker thread
+    "httptools": {"pithlog.net.http_head"},
+    "httpcore": {"pithlog.net.deadline"},
     "uvicorn": {"pithlog.net", "pithlog.cli"},
     "httpx": {"pithlog.net"},
     "jinja2": {"pithlog.net"},

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from pithlog.cli.edge import MOST_SECONDS
 from pithlog.net import (
+    answers,
     app,
     encoding,
     http_head,
@@ -125,3 +126,21 @@ def test_compression_and_caching_are_the_constants() -> None:
     says(row("`/checkpoint` | the signed checkpoint"), f"`{app.CHECKPOINT_CACHE}` |")
     assert app.IMMUTABLE.endswith("immutable") and app.REVALIDATE == "no-cache"
     assert re.search(rf"keeps the {served_log.FULL_TILES_KEPT:,} full hash\s+tiles", DOC)
+
+
+def test_the_errors_section_gives_every_status_of_a_code() -> None:
+    """Each code with a status of its own (``answers.STATUS``) is in the section's list of
+    status codes, with that status: the list once left ``503 serve.stopping`` out."""
+    section = " ".join(DOC.split("\n## Errors\n")[1].split("\n## ")[0].split())
+    for code, status in answers.STATUS.items():
+        named = re.escape(code)
+        assert re.search(rf"`{status} {named}`|`{status}` \([^)]*`{named}`", section), code
+
+
+def test_the_command_line_names_every_option_of_serve() -> None:
+    synopsis = DOC.split("\n## The command\n")[1].strip().split("\n\n")[0]
+    options = set(re.findall(r"--[a-z][-a-z]*", synopsis))
+    for option in ("--listen", "--key", "--origin", "--submit", "--keyring", "--max-body",
+                   "--max-lines", "--body-timeout", "--max-pending", "--witness-url",
+                   "--witness-keyring", "--witness-quorum", "--workers", "--witness"):  # fmt: skip
+        assert option in options, option

@@ -39,7 +39,8 @@ register(
         "request (docs/network.md, limits): split it",
         "serve.timeout": "the request (its head, or a POST body) did not arrive in time "
         "(docs/network.md, limits)",
-        "serve.bad_request": "the request is malformed (its Content-Length, or its body is "
+        "serve.bad_request": "the request is malformed (its head is not HTTP/1.1 as the "
+        "parser reads it, its Host missing or doubled, its Content-Length, or its body is "
         "not JSON Lines)",
         "serve.unsupported_encoding": "the request body was sent in a Content-Encoding "
         "(gzip, zstd, ...): the server reads request bodies only as they are; send it "

@@ -48,6 +48,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import (
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import door
+import reaped
 import stages
 import workload
 from memory_rows import reduce_memory, replay_memory
@@ -224,9 +225,10 @@ def _cli(argv: list[str]) -> None:
     """``pithlog ARGV`` as users run it: a process of its own (its start counted), output
     dropped. In this process instead, the helpers a command spawns would each import this
     script again as their ``__main__`` (``multiprocessing``'s spawn), which no user's
-    command pays."""
-    done = subprocess.run([sys.executable, "-m", "pithlog", *argv], stdout=subprocess.DEVNULL,
-                          stderr=subprocess.PIPE, check=False)  # fmt: skip
+    command pays. Run by :func:`reaped.run`, so that the CPU time of the processes it
+    leaves to end on their own (``--dask local:N``'s fork server and workers) is counted."""
+    done = reaped.run([sys.executable, "-m", "pithlog", *argv], stdout=subprocess.DEVNULL,
+                      stderr=subprocess.PIPE, check=False)  # fmt: skip
     assert done.returncode == 0, done.stderr.decode(errors="replace")[-2000:]
 
 

@@ -30,6 +30,7 @@ import json
 import os
 import shutil
 import tempfile
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -330,8 +331,19 @@ def _submit_round(table: Any, folder: Path, lines: list[bytes], key: Path, keyri
     print(f"  {SUBMITTERS} submitters, --workers {workers}: {got.events:,} events in "
           f"{got.seconds:.1f} s, {rate:,.0f} events/s ({rate / local:.2f}x verify; "
           f"{statuses})", flush=True)  # fmt: skip
+    require_stored(got.statuses)
     return _Submitted(rate / local / a, rate, appended, f"{got.events:,} of "
                       f"{len(lines) - 1:,} sent", own, descendants, local)  # fmt: skip
+
+
+def require_stored(statuses: Counter[str]) -> None:
+    """Every event submitted was ``stored``: the store is fresh and the events distinct, as
+    append's are, so any other answer (``rejected``, ``refused``: a ``200`` with the line's
+    error) would make the rate one of refusals, cheaper than storing, set against append's
+    stores."""
+    others = {status: count for status, count in statuses.items() if status != "stored"}
+    if others:
+        raise SystemExit(f"/submit: not every event was stored: {json.dumps(others)}")
 
 
 def endpoint_rows(table: Any, url: str, pith: str) -> None:

@@ -88,3 +88,16 @@ def test_removing_the_last_rounds_store_is_not_timed_with_append(tmp_path: Path)
     rate, _ = net_rows._timed_rate(_Table(), "append", 1000, timed_run, slow_setup)
     assert calls == ["setup", "run"] and seen[-1] is False
     assert rate > 1000 / 0.2  # the setup's 0.2 s not in the rate
+
+
+def test_a_submitters_round_counts_stored_events_only() -> None:
+    """An answer ``200`` whose line says ``rejected`` or ``refused`` is no stored event: a
+    round with one stops instead of giving a rate of refusals against append's stores."""
+    from collections import Counter
+
+    import net_rows
+
+    net_rows.require_stored(Counter({"stored": 19_999}))
+    for other in ("rejected", "refused", "duplicate"):
+        with pytest.raises(SystemExit, match=other):
+            net_rows.require_stored(Counter({"stored": 10, other: 1}))

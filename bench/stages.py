@@ -1,9 +1,11 @@
 """Where the time of one event goes: each stage of pithlog's path timed alone, on one core.
 
 Run by `make bench` after the throughput table (or alone: `python bench/stages.py FILE`).
-Each figure is microseconds per event over the whole file, the best of three passes, with
-the cyclic garbage collector paused as the CLI pauses it; the last column is the share of
-the raw verify time of one signature measured in the same run.
+Each figure is microseconds per event over the whole file, with the cyclic garbage
+collector paused as the CLI pauses it: the best of three passes, but for the signatures
+(one pass: thousands of verifies are long enough to time) and the store's row (one append,
+less one pass each of the door and the checks); the last column is the share of the raw
+verify time of one signature measured in the same run.
 """
 
 from __future__ import annotations

@@ -440,6 +440,20 @@ def test_sign_refuses_an_invalid_event(signer: dict[str, Path]) -> None:
     assert status == 0 and json.loads(out)["event_type"] == "author_attestation"
 
 
+def test_sign_allow_invalid_prints_an_event_with_a_bad_target(signer: dict[str, Path]) -> None:
+    """--allow-invalid prints an event that fails any of checks 1-12: one whose target the
+    type does not allow (check 9) was refused with usage.target all the same."""
+    payload = signer["snapshot"].parent / "fix.json"
+    payload.write_text('{"correction_type": "erratum", "notice": "Fixed a typo."}')
+    argv = ["sign", "--key", str(signer["key"]), "--type", "correction",
+            "--pith", "pith:2024:4F47WZKMWXPUQ7DX6KAARP5YKA", "--target", "claim:c1",
+            "--payload", str(payload), "--created-at", "2026-07-05T09:31:31Z"]  # fmt: skip
+    status, out, err = run(argv)
+    assert status == 2 and out == b"" and "[usage.target]" in err
+    status, out, _ = run([*argv, "--allow-invalid"])
+    assert status == 0 and json.loads(out)["target"] == "claim:c1"
+
+
 def test_sign_record_created_derives_and_checks_pith(signer: dict[str, Path]) -> None:
     base = ["sign", "--key", str(signer["key"]), "--type", "record_created",
             "--payload", str(signer["record"]), "--created-at", "2026-07-05T09:31:31Z"]  # fmt: skip

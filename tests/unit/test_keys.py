@@ -313,6 +313,19 @@ def test_revoked_before_not_before_is_never_valid() -> None:
         assert not e.valid_at(t)
 
 
+def test_a_loaded_keyring_may_hold_no_key_or_one_key_under_two_key_ids() -> None:
+    """docs/protocol.md, choice 20: the spec asks only that key_ids be unique; a keyring
+    file is taken as its author wrote it (``pithlog keyring add`` refuses the second name)."""
+    assert len(load_keyring(keyring_bytes([]))) == 0
+    twice = load_keyring(keyring_bytes([
+        entry("registry", revoked_at="2026-05-01T00:00:00Z"),
+        entry("registry", key_id="registry-again"),
+    ]))  # fmt: skip
+    assert twice["registry-again"].public_key == twice[fixed_key("registry").key_id].public_key
+    assert twice["registry-again"].valid_at("2027-01-01T00:00:00Z")
+    assert not twice[fixed_key("registry").key_id].valid_at("2027-01-01T00:00:00Z")
+
+
 # --- key files ---------------------------------------------------------------------------
 
 

@@ -111,3 +111,14 @@ def test_the_text_convention_examples() -> None:
 def test_the_codes_the_door_section_names_are_registered(reason: str) -> None:
     errors = (Path(__file__).resolve().parents[2] / "docs" / "errors.md").read_text("utf-8")
     assert f"`{reason}`" in errors and f"`{reason}`" in DOC
+
+
+def test_an_anchor_target_names_its_event_in_lowercase_hex() -> None:
+    """The table of event types said ``event:sha256:<64 hex>``; an upper-case digit makes
+    the target ``bad_target`` (spec 5: 64 lowercase hex)."""
+    from pithlog.protocol.event_types import EVENT_TYPES
+
+    assert "`event:sha256:<64 lowercase hex>`" in TEXT
+    target_ok = EVENT_TYPES["timestamp_anchor"].target_ok
+    assert target_ok("event:sha256:" + "ab" * 32)
+    assert not target_ok("event:sha256:" + "AB" * 32)

@@ -29,7 +29,7 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from pithlog.errors import PithlogError, ServeError, StoreError, register
+from pithlog.errors import PithlogError, ServeError, StoreError, TileError, register
 from pithlog.net.answers import (
     IMPLEMENTED_METHODS,
     JSON,
@@ -129,13 +129,21 @@ async def get_checkpoint(request: Request) -> Response:
     return respond(published.note, TEXT, CHECKPOINT_CACHE)
 
 
-def _tile_ref(request: Request, prefix: str = "") -> tiles.Tile:
+def _tile_ref(request: Request, prefix: str = "", asked: str | None = None) -> tiles.Tile:
     """The tile the path names, in its one spelling: a path with a percent-encoded byte
     (``/tile/0%2F000``) names the tile of its decoded form under another URL, a second
-    copy in every cache, and is refused."""
+    copy in every cache, and is refused. ``asked``: the path's prefix as the client wrote
+    it, named in the error where it is not ``prefix`` (``copies/``, read as ``entries/``)."""
     if b"%" in request.scope.get("raw_path", b""):
         raise ServeError("bad_path", "a tile's path is written without percent-encoding")
-    return tiles.parse_tile_path(prefix + request.path_params["rest"])
+    rest = request.path_params["rest"]
+    try:
+        return tiles.parse_tile_path(prefix + rest)
+    except TileError as exc:
+        if asked is None:
+            raise
+        read, said = repr((prefix + rest)[:200]), repr((asked + rest)[:200])
+        raise TileError("path", exc.message.replace(read, said, 1)) from None
 
 
 async def get_tile(request: Request) -> Response:
@@ -170,7 +178,7 @@ async def get_copies(request: Request) -> Response:
     :data:`COPIES_CHUNK_MOST` while it streams several; ``503 serve.busy`` before it
     starts when there is no room."""
     log = _log(request)
-    tile = _tile_ref(request, "entries/")
+    tile = _tile_ref(request, "entries/", "copies/")
     first, end = tile.index * tiles.WIDTH, tile.index * tiles.WIDTH + tile.width
     if end > await log.read(log.store.tree_size):
         raise _not_found(f"copies {tile.index} of width {tile.width}: the tree has not that "

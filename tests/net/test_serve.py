@@ -330,6 +330,13 @@ def test_malformed_paths_and_methods_get_json_errors(server: Server) -> None:
         got = get(server, path)
         assert (got.status_code, got.json()["error"]) == (status, code), path
         assert got.json()["error"] in CODES and got.headers["cache-control"] == "no-store"
+    # a bundle of copies is read as the entry bundle of the same N: its path error named
+    # 'entries/000.p/0', a path the client never asked for
+    for path in ("/copies/000.p/0", "/copies/abc", "/copies/000.p/256"):
+        got = get(server, path)
+        assert (got.status_code, got.json()["error"]) == (400, "tile.path"), path
+        message = got.json()["message"]
+        assert message.startswith(repr(path.removeprefix("/"))) and "entries" not in message
     for method, path, allow in (("POST", "/checkpoint", "GET, HEAD"),
                                 ("POST", "/tile/0/000", "GET, HEAD"),
                                 ("GET", "/submit", "POST")):  # fmt: skip

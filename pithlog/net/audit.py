@@ -253,6 +253,8 @@ def compare_states(
 
     def not_checked(pith: str, stopped: str, problem: str) -> Finding:
         walk.stopped = stopped
+        # a catch-up of its own (one the time cut short) owes it again: counted here once
+        owed.pop(pith, None)
         # counted by walking the rest, not from ``total``: a catch-up may have grown the
         # log since, and the piths it brought are walked too (``total - done + 1`` then
         # came out short, zero or below zero)

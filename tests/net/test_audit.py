@@ -842,3 +842,42 @@ def test_a_stale_checkpoint_after_a_catch_up_stopped_midway_leaves_the_proofs_he
         status, _, err = run(["verify-proof", "--keyring", str(files.keyring),
                                 "--origin", ORIGIN, finding["proof"]])  # fmt: skip
         assert status == 0, err
+
+
+def test_a_pith_whose_catch_up_the_time_cut_is_counted_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A state that differs brings a catch-up, and the piths its leaves touch are owed a
+    comparison after it: the pith's own among them. When --max-time ran out before the
+    pith was compared again, its state_not_checked line counted it, and then once more
+    among the piths owed: 3 piths, a count of 4."""
+    from pithlog.net import audit
+    from pithlog.net.audit import compare_states
+
+    events = sorted((g.record(f"2604.{i:05d}") for i in range(3)),
+                    key=lambda event: event["pith_number"])  # fmt: skip
+    piths = [event["pith_number"] for event in events]
+    store = Store.open(tmp_path / "auditor")
+    store.append([g.encoded(event) for event in events], g.KEYRING)
+    clock = [0.0]
+    monkeypatch.setattr(audit.time, "monotonic", lambda: clock[0])
+
+    class Registry:  # the first state a lie
+        def get(self, path: str, cap: int, too_long: type[Exception],
+                most: float | None = None) -> bytes | None:  # fmt: skip
+            pith = path.removeprefix("state/")
+            return b"{}" if pith == piths[0] else store.state(pith)
+
+    def catch_up() -> bool:  # the first pith's log grows, and the time runs out meanwhile
+        store.append([g.encoded(g.correction(piths[0], 500, "late notice"))], g.KEYRING)
+        clock[0] = 10.0
+        return True
+
+    try:
+        findings = list(compare_states(store, Registry(), catch_up=catch_up,  # type: ignore[arg-type]
+                                       ends=5.0))  # fmt: skip
+    finally:
+        store.close()
+    assert [f.kind for f in findings] == ["state_not_checked"]
+    assert findings[0].doc["first_pith_number"] == piths[0]
+    assert findings[0].doc["count"] == len(piths)

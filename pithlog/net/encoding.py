@@ -135,6 +135,9 @@ async def packed_stream(chunks: AsyncIterator[bytes], coding: str) -> AsyncItera
         del chunk  # not held while the next one is read
         if packed:
             yield packed
+        # nor its compressed bytes, as many again for copies that do not compress: the
+        # answer holds one chunk's bytes in its room (HeldStream)
+        del packed
     yield await anyio.to_thread.run_sync(end)
 
 

@@ -48,8 +48,10 @@ its client read it: 300 clients that asked for a copy of 850 KB over connections
 Internet's segment size (1,400 bytes) and read nothing grew the worker by 252 MB, and a
 worker serves 1,000 connections."""
 COPY_WAITERS = 16
-"""Copies read and waiting for their bytes at once, per worker (16 MiB at most); one more
-is ``503 serve.busy`` at once."""
+"""Answers of copies read and waiting for their bytes at once, per worker (a /copy/ or
+/event/ answer holds its copy, at most 1 MiB; a /copies/ stream its first chunk, at most
+about 2 MiB, ``COPIES_CHUNK_MOST``: about 32 MiB in all); one more is ``503 serve.busy``
+at once."""
 
 
 @dataclass

@@ -6,12 +6,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-import socket
 import time
 from pathlib import Path
-from typing import Any
 
 from served import in_thread
+from slow_clients import answer, asked, get_request, until
 
 from pithlog import Store, load_keyring, sign_event
 from pithlog.net.app import COPIES_CHUNK_MOST, create_app
@@ -46,46 +45,6 @@ def _store(path: Path, large: int = 1) -> tuple[Store, str, bytes]:
     return store, events[0]["event_id"], copy
 
 
-def _ask(address: tuple[str, int], path: str, unread: bool = False) -> socket.socket:
-    """``GET path``; ``unread``: from a client that reads nothing of its answer, over a
-    connection of the Internet's segment size (on 127.0.0.1 the kernel would take in a
-    megabyte of the answer at once) and a small receive buffer."""
-    sock = socket.socket()
-    if unread:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_MAXSEG, 1400)
-    sock.settimeout(10)
-    sock.connect(address)
-    sock.sendall(f"GET {path} HTTP/1.1\r\nHost: x\r\nAccept-Encoding: identity\r\n"
-                 "Connection: close\r\n\r\n".encode())  # fmt: skip
-    return sock
-
-
-def _answer(sock: socket.socket) -> tuple[int, bytes]:
-    answer = b""
-    while chunk := sock.recv(1 << 20):
-        answer += chunk
-    sock.close()
-    head, _, body = answer.partition(b"\r\n\r\n")
-    if b"transfer-encoding: chunked" in head.lower():
-        whole = b""
-        while True:
-            size, _, body = body.partition(b"\r\n")
-            if not int(size, 16):
-                break
-            whole += body[: int(size, 16)]
-            body = body[int(size, 16) + 2 :]
-        body = whole
-    return int(head.split(b" ")[1]), body
-
-
-def _until(check: Any) -> None:
-    deadline = time.monotonic() + 10
-    while not check():
-        assert time.monotonic() < deadline
-        time.sleep(0.02)
-
-
 def test_copies_not_read_are_bounded_by_their_bytes(tmp_path: Path) -> None:
     """A /copy/ or /event/ answer (a copy is up to 1 MiB) was handed whole to the
     connection and held there until its client read it: 300 clients that read nothing of
@@ -101,23 +60,23 @@ def test_copies_not_read_are_bounded_by_their_bytes(tmp_path: Path) -> None:
     try:
         with in_thread(app) as url:
             address = ("127.0.0.1", int(url.rsplit(":", 1)[1]))
-            unread = [_ask(address, by_hash, unread=True),
-                      _ask(address, f"/event/{event_id}", unread=True)]  # fmt: skip
-            _until(lambda: room.held == room.most)
-            unread.append(_ask(address, by_hash, unread=True))
-            _until(lambda: room.waiting == 1)
+            unread = [asked(address, get_request(by_hash), unread=True),
+                      asked(address, get_request(f"/event/{event_id}"), unread=True)]  # fmt: skip
+            until(lambda: room.held == room.most)
+            unread.append(asked(address, get_request(by_hash), unread=True))
+            until(lambda: room.waiting == 1)
             began = time.monotonic()
             for path in (by_hash, f"/event/{event_id}"):
-                status, body = _answer(_ask(address, path))
+                status, body = answer(asked(address, get_request(path)))
                 assert (status, json.loads(body)["error"]) == (503, "serve.busy")
-            status, body = _answer(_ask(address, f"/event/{small}"))
+            status, body = answer(asked(address, get_request(f"/event/{small}")))
             assert status == 200 and json.loads(body)["event_id"] == small
             assert time.monotonic() - began < 2.0
             for sock in unread:
                 sock.close()
-            _until(lambda: room.held == 0)
-            assert _answer(_ask(address, f"/event/{event_id}")) == (200, copy)
-            _until(lambda: room.held == 0)  # given back once the last piece is sent
+            until(lambda: room.held == 0)
+            assert answer(asked(address, get_request(f"/event/{event_id}"))) == (200, copy)
+            until(lambda: room.held == 0)  # given back once the last piece is sent
     finally:
         store.close()
 
@@ -139,22 +98,22 @@ def test_copies_streams_not_read_are_bounded_by_their_bytes(tmp_path: Path) -> N
     try:
         with in_thread(app) as url:
             address = ("127.0.0.1", int(url.rsplit(":", 1)[1]))
-            whole = _answer(_ask(address, bundle))
+            whole = answer(asked(address, get_request(bundle)))
             assert whole[0] == 200 and len(whole[1].splitlines()) == size
-            _until(lambda: room.held == 0)  # given back once the last piece is sent
-            unread = [_ask(address, bundle, unread=True) for _ in range(2)]
-            _until(lambda: room.held == room.most)
-            unread.append(_ask(address, bundle, unread=True))
-            _until(lambda: room.waiting == 1)
+            until(lambda: room.held == 0)  # given back once the last piece is sent
+            unread = [asked(address, get_request(bundle), unread=True) for _ in range(2)]
+            until(lambda: room.held == room.most)
+            unread.append(asked(address, get_request(bundle), unread=True))
+            until(lambda: room.waiting == 1)
             began = time.monotonic()
-            status, body = _answer(_ask(address, bundle))
+            status, body = answer(asked(address, get_request(bundle)))
             assert (status, json.loads(body)["error"]) == (503, "serve.busy")
-            status, body = _answer(_ask(address, seed_only))
+            status, body = answer(asked(address, get_request(seed_only)))
             assert status == 200 and len(body.splitlines()) == size - 3
             assert time.monotonic() - began < 2.0
             for sock in unread:
                 sock.close()
-            _until(lambda: room.held == 0)
-            assert _answer(_ask(address, bundle)) == whole
+            until(lambda: room.held == 0)
+            assert answer(asked(address, get_request(bundle))) == whole
     finally:
         store.close()

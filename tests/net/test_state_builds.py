@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import asyncio
 import json
-import socket
 import threading
 import time
 from pathlib import Path
 from typing import Any
 
 from served import in_thread
+from slow_clients import answer, asked, get_request, until
 
 from pithlog import Store, load_keyring, sign_event
 from pithlog.net.app import create_app
@@ -24,6 +24,7 @@ CASES = Path(__file__).resolve().parents[2] / "vectors" / "cases"
 SEED = (CASES / "seed-2411.00284" / "events.jsonl").read_text().splitlines()
 PITH = json.loads(SEED[0])["pith_number"]
 ORIGIN = "registry.test.invalid/pith"
+HTML = "Accept: text/html"
 
 
 def _big_state(path: Path) -> Store:
@@ -40,28 +41,6 @@ def _big_state(path: Path) -> Store:
     store = Store.open(path)
     store.append(lines, keyring)
     return store
-
-
-def _get(address: tuple[str, int], path: str) -> socket.socket:
-    sock = socket.create_connection(address, timeout=30)
-    sock.sendall(f"GET {path} HTTP/1.1\r\nHost: x\r\nAccept: text/html\r\n"
-                 "Accept-Encoding: identity\r\nConnection: close\r\n\r\n".encode())  # fmt: skip
-    return sock
-
-
-def _status(sock: socket.socket) -> tuple[int, bytes]:
-    answer = b""
-    while chunk := sock.recv(1 << 20):
-        answer += chunk
-    head, _, body = answer.partition(b"\r\n\r\n")
-    return int(head.split(b" ")[1]), body
-
-
-def _until(check: Any) -> None:
-    deadline = time.monotonic() + 30
-    while not check():
-        assert time.monotonic() < deadline
-        time.sleep(0.02)
 
 
 def test_at_most_state_builds_states_are_built_at_once(tmp_path: Path) -> None:
@@ -92,13 +71,13 @@ def test_at_most_state_builds_states_are_built_at_once(tmp_path: Path) -> None:
     try:
         with in_thread(app) as url:
             address = ("127.0.0.1", int(url.rsplit(":", 1)[1]))
-            socks = [_get(address, f"/{kind}/{PITH}")
+            socks = [asked(address, get_request(f"/{kind}/{PITH}", HTML))
                      for kind in ("state", "pith") for _ in range(4)]  # fmt: skip
-            _until(lambda: inside[0] >= STATE_BUILDS)
+            until(lambda: inside[0] >= STATE_BUILDS)
             time.sleep(0.5)  # a chance for the others to start building, were they let
             assert most[0] == STATE_BUILDS
             gate.set()
-            assert [_status(sock)[0] for sock in socks] == [200] * 8
+            assert [answer(sock)[0] for sock in socks] == [200] * 8
             for sock in socks:
                 sock.close()
             assert most[0] == STATE_BUILDS
@@ -170,20 +149,6 @@ async def _until_async(check: Any) -> None:
         await asyncio.sleep(0.02)
 
 
-def _unread(address: tuple[str, int], path: str) -> socket.socket:
-    """A request whose client reads nothing of its answer, over a connection with a
-    segment size of the Internet's (on 127.0.0.1 the kernel would take in a megabyte of
-    the answer at once) and a small receive buffer."""
-    sock = socket.socket()
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_MAXSEG, 1400)
-    sock.settimeout(30)
-    sock.connect(address)
-    sock.sendall(f"GET {path} HTTP/1.1\r\nHost: x\r\nAccept-Encoding: identity\r\n"
-                 "Connection: close\r\n\r\n".encode())  # fmt: skip
-    return sock
-
-
 def test_a_small_state_does_not_wait_for_the_room_of_large_ones(tmp_path: Path) -> None:
     """A state answer waited for its bytes holding its place to build one: with the bytes
     held by clients that read nothing, two more large states held both places, and a
@@ -205,15 +170,16 @@ def test_a_small_state_does_not_wait_for_the_room_of_large_ones(tmp_path: Path) 
     try:
         with in_thread(app) as url:
             address = ("127.0.0.1", int(url.rsplit(":", 1)[1]))
-            unread = [_unread(address, f"/state/{PITH}") for _ in range(2)]
-            _until(lambda: states.answers.held == states.answers.most)
-            unread += [_unread(address, f"/state/{PITH}") for _ in range(STATE_BUILDS)]
-            _until(lambda: states.answers.waiting == STATE_BUILDS)
+            large = get_request(f"/state/{PITH}")
+            unread = [asked(address, large, unread=True) for _ in range(2)]
+            until(lambda: states.answers.held == states.answers.most)
+            unread += [asked(address, large, unread=True) for _ in range(STATE_BUILDS)]
+            until(lambda: states.answers.waiting == STATE_BUILDS)
             began = time.monotonic()
-            status, body = _status(_get(address, f"/state/{other}"))
+            status, body = answer(asked(address, get_request(f"/state/{other}", HTML)))
             assert status == 200 and json.loads(body)["pith_number"] == other
             assert time.monotonic() - began < 2.0
-            status, body = _status(_get(address, f"/state/{PITH}"))
+            status, body = answer(asked(address, get_request(f"/state/{PITH}", HTML)))
             assert (status, json.loads(body)["error"]) == (503, "serve.busy")
             assert time.monotonic() - began < 2.0
             for sock in unread:

@@ -16,6 +16,7 @@ from typing import Any
 import httpx
 import pytest
 from serving import ORIGIN, Keys, g, make_keys, serving
+from slow_clients import asked, until
 
 from pithlog.cli import main
 from pithlog.errors import SyncError
@@ -572,30 +573,16 @@ def test_a_small_message_does_not_wait_for_the_room_of_large_answers() -> None:
     small = m.encode_reconcile([m.Entry(m.INFINITY, m.SKIP)])
     head = b"POST /sync HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: %d\r\n\r\n"
 
-    def unread(address: tuple[str, int]) -> socket.socket:
-        # the Internet's segment size and a small receive buffer: on 127.0.0.1 the
-        # kernel would take in a megabyte of each answer at once
-        sock = socket.socket()
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_MAXSEG, 1400)
-        sock.settimeout(20)
-        sock.connect(address)
-        sock.sendall(head % len(fetch) + fetch)
-        return sock
-
-    def until(check: Any) -> None:
-        deadline = time.monotonic() + 20
-        while not check():
-            assert time.monotonic() < deadline
-            time.sleep(0.02)
+    large = head % len(fetch) + fetch
 
     socks: list[socket.socket] = []
     with in_thread(app) as url:
         address = ("127.0.0.1", int(url.rsplit(":", 1)[1]))
         try:
-            socks += [unread(address) for _ in range(5)]
+            socks += [asked(address, large, unread=True, timeout=20) for _ in range(5)]
             until(lambda: endpoint.answers.held > 5 * 3 << 20)
-            socks += [unread(address) for _ in range(sync_http.MAX_SYNCS)]
+            socks += [asked(address, large, unread=True, timeout=20)
+                      for _ in range(sync_http.MAX_SYNCS)]  # fmt: skip
             until(lambda: endpoint.answers.waiting == sync_http.MAX_SYNCS)
             began = time.monotonic()
             status, body = _answered(_raw(address, head % len(small) + small))

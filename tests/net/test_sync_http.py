@@ -309,12 +309,10 @@ def test_the_bodies_held_are_bounded_by_their_bytes(tmp_path: Path) -> None:
         store.close()
 
 
-def test_the_answers_not_yet_read_are_bounded_by_their_bytes() -> None:
-    """An answer is held until its client reads it: clients that send a few bytes and read
-    nothing made the server hold an answer each (100 orders for a store's 4 MB of copies:
-    430 MB). The answers being sent take MAX_SYNCS messages' bytes at most; one more gets
-    ``503 serve.busy`` when no room frees in time, and a client gone gives its room back."""
-    from served import in_thread
+def _copies_of_a_mebibyte(max_message: int, wait: float) -> tuple[Any, Any, list[bytes]]:
+    """A ``POST /sync`` endpoint (messages of at most ``max_message`` bytes, ``wait``
+    seconds for room) over 39 items whose every copy is 1 MiB, in an app of its own:
+    ``(endpoint, app, items)``."""
     from starlette.applications import Starlette
     from starlette.routing import Route
 
@@ -323,14 +321,26 @@ def test_the_answers_not_yet_read_are_bounded_by_their_bytes() -> None:
     items = sorted(bytes([i]) * m.ITEM for i in range(1, 40))
     blob = b"x" * (1 << 20)
 
-    class Big(sync_http.SyncEndpoint):  # every copy 1 MiB
+    class Big(sync_http.SyncEndpoint):
         def responder(self, store: Store) -> Any:
             return Responder(items, list, lambda keys: [blob] * len(keys),
                              limits=self.limits)  # fmt: skip
 
-    limits = Limits(max_message=16 << 20)  # answers of 15 MiB, 4 of them in the room
-    endpoint = Big(limits, lambda request: None, 1.0)  # type: ignore[arg-type, return-value]
+    endpoint = Big(Limits(max_message=max_message), lambda request: None,  # type: ignore[arg-type, return-value]
+                   wait)  # fmt: skip
     app = Starlette(routes=[Route("/sync", endpoint.handle, methods=["POST"])])
+    return endpoint, app, items
+
+
+def test_the_answers_not_yet_read_are_bounded_by_their_bytes() -> None:
+    """An answer is held until its client reads it: clients that send a few bytes and read
+    nothing made the server hold an answer each (100 orders for a store's 4 MB of copies:
+    430 MB). The answers being sent take MAX_SYNCS messages' bytes at most; one more gets
+    ``503 serve.busy`` when no room frees in time, and a client gone gives its room back."""
+    from served import in_thread
+
+    # answers of 15 MiB, 4 of them in the room
+    endpoint, app, items = _copies_of_a_mebibyte(16 << 20, 1.0)
     message = m.encode_shorts(b"G", [m.short_id(i) for i in items])
     head = b"POST /sync HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: %d\r\n\r\n"
     unread: list[socket.socket] = []
@@ -349,7 +359,7 @@ def test_the_answers_not_yet_read_are_bounded_by_their_bytes() -> None:
                 time.sleep(0.05)
             status, body = _answered(_raw(address, head % len(message) + message))
             assert (status, json.loads(body)["error"]) == (503, "serve.busy")
-            assert endpoint.answers.held <= sync_http.MAX_SYNCS * limits.max_message
+            assert endpoint.answers.held <= sync_http.MAX_SYNCS * endpoint.limits.max_message
         finally:
             for sock in unread:
                 sock.close()
@@ -553,22 +563,9 @@ def test_a_small_message_does_not_wait_for_the_room_of_large_answers() -> None:
     time was up and got 503 (30 s by default; here 6 s). It is answered at once; a large
     answer past those waiting for bytes is ``503 serve.busy`` at once."""
     from served import in_thread
-    from starlette.applications import Starlette
-    from starlette.routing import Route
 
-    from pithlog.net.sync import Responder
-
-    items = sorted(bytes([i]) * m.ITEM for i in range(1, 40))
-    blob = b"x" * (1 << 20)
-
-    class Big(sync_http.SyncEndpoint):  # every copy 1 MiB
-        def responder(self, store: Store) -> Any:
-            return Responder(items, list, lambda keys: [blob] * len(keys),
-                             limits=self.limits)  # fmt: skip
-
-    limits = Limits(max_message=4 << 20)  # answers of 3 MiB, 5 of them in the room
-    endpoint = Big(limits, lambda request: None, 6.0)  # type: ignore[arg-type, return-value]
-    app = Starlette(routes=[Route("/sync", endpoint.handle, methods=["POST"])])
+    # answers of 3 MiB, 5 of them in the room
+    endpoint, app, items = _copies_of_a_mebibyte(4 << 20, 6.0)
     fetch = m.encode_shorts(b"G", [m.short_id(i) for i in items])
     small = m.encode_reconcile([m.Entry(m.INFINITY, m.SKIP)])
     head = b"POST /sync HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: %d\r\n\r\n"

@@ -94,7 +94,10 @@ def _iter_events(stream: BinaryIO) -> Iterator[tuple[int, bytes | DoorError]]:
             pieces.append(chunk)
             size += len(chunk)
         head = b"".join(pieces)
-        line = head.split(b"\n", 1)[0]
+        # the input's first line, blank when blank lines were dropped before it: whether
+        # it is one whole object must not hang on where a 64 KiB read ended (a blank start
+        # read in one piece is in ``head``, one read in several is counted in ``skipped``)
+        line = b"" if skipped else head.split(b"\n", 1)[0]
         if not is_json(line):
             # One object written over several lines is at most one event's worth of input
             # (the door's 8 MiB): reading further in the hope of one would hold a whole

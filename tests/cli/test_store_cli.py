@@ -436,6 +436,20 @@ def test_blank_lines_before_the_first_event_are_counted_not_held(files: dict[str
     assert list(append_commands._iter_events(_Counting(b"\n \t\r\n" * 1000))) == []
 
 
+@pytest.mark.parametrize("blanks", [1, 3, (1 << 16) - 1, 1 << 16, (1 << 16) + 1, 3 << 16])
+def test_one_object_after_blank_lines_is_read_alike_wherever_a_read_ends(
+    files: dict[str, Any], blanks: int
+) -> None:
+    """One object after blank lines is the one-object input, position 1, however many blank
+    lines there are: past a 64 KiB read it was taken for JSON Lines and numbered after the
+    blank lines, as if where a read ended were part of the input."""
+    from pithlog.cli import append_commands
+
+    good = g.encoded(files["events"][0])
+    for start in (b"\n" * blanks, b" " * blanks + b"\r\n "):
+        assert list(append_commands._iter_events(_Counting(start + good + b"\n"))) == [(1, good)]
+
+
 def test_a_json_array_over_the_limit_is_refused_unread(
     files: dict[str, Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:

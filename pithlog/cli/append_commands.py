@@ -61,7 +61,7 @@ def _iter_events(stream: BinaryIO) -> Iterator[tuple[int, bytes | DoorError]]:
     or one JSON object (pretty-printed or not). The position is the line number for JSON
     Lines, the element number (from 1) for an array, 1 for a single object. Every event's
     bytes still go through the door (the store's append)."""
-    skipped, head = _blank_start(stream)
+    skipped, overlong, head = _blank_start(stream)
     if not head:
         return
     first = head.lstrip(_JSON_SPACE)[:1]
@@ -101,9 +101,10 @@ def _iter_events(stream: BinaryIO) -> Iterator[tuple[int, bytes | DoorError]]:
         if not is_json(line):
             # One object written over several lines is at most one event's worth of input
             # (the door's 8 MiB): reading further in the hope of one would hold a whole
-            # JSON Lines file whose first line is broken.
+            # JSON Lines file whose first line is broken. A blank line longer than that
+            # before it makes the input more than one object's worth too.
             data = head + _read_at_most(stream, MAX_LINE_BYTES + 1 - len(head))
-            if len(data) <= MAX_LINE_BYTES and is_json(data):
+            if not overlong and len(data) <= MAX_LINE_BYTES and is_json(data):
                 yield 1, data.strip(_JSON_SPACE)
                 return
             stream = _Prefixed(data, stream)  # type: ignore[assignment]
@@ -111,6 +112,8 @@ def _iter_events(stream: BinaryIO) -> Iterator[tuple[int, bytes | DoorError]]:
             stream = _Prefixed(head, stream)  # type: ignore[assignment]
     else:
         stream = _Prefixed(head, stream)  # type: ignore[assignment]
+    for number in overlong:
+        yield number, DoorError("line_too_long", "line is longer than 8 MiB", f"line {number}")
     for number, raw in iter_lines(stream):
         if raw is None:
             yield skipped + number, DoorError("line_too_long", "line is longer than 8 MiB",
@@ -119,26 +122,32 @@ def _iter_events(stream: BinaryIO) -> Iterator[tuple[int, bytes | DoorError]]:
             yield skipped + number, raw
 
 
-def _blank_start(stream: BinaryIO) -> tuple[int, bytes]:
-    """The blank lines the input starts with, counted and dropped, and the bytes read after
-    them: from the start of the first line that is not blank (``b""`` when there is none).
-    They were held whole and stripped again at every read: a stream of blank lines took
-    memory without bound and time in its square (40 MB of LFs: 40 s). A blank start of
-    that line longer than a line may be is kept as ``MAX_LINE_BYTES + 1`` spaces: that
-    line is refused as too long whatever its blanks were."""
+def _blank_start(stream: BinaryIO) -> tuple[int, list[int], bytes]:
+    """The blank lines the input starts with, counted and dropped, the numbers of those
+    longer than a line may be, and the bytes read after them: from the start of the first
+    line that is not blank (``b""`` when there is none). They were held whole and stripped
+    again at every read: a stream of blank lines took memory without bound and time in its
+    square (40 MB of LFs: 40 s). A blank line over ``MAX_LINE_BYTES`` is refused as too
+    long as any other line is (spec section 1; :func:`pithlog.lines.iter_lines` counts
+    every byte before the LF), so its number is kept; a blank start of the first line
+    that is not blank longer than that is kept as ``MAX_LINE_BYTES + 1`` spaces: that line
+    is refused as too long whatever its blanks were."""
     skipped = 0
+    overlong: list[int] = []
     pieces: list[bytes] = []
     size = 0
     while True:
         chunk = stream.read(1 << 16)
         if not chunk:
-            return skipped, b""
+            return skipped, overlong, b""
         if chunk.lstrip(_JSON_SPACE):
             if size > MAX_LINE_BYTES:
                 pieces = [b" " * (MAX_LINE_BYTES + 1)]
-            return skipped, b"".join([*pieces, chunk])
+            return skipped, overlong, b"".join([*pieces, chunk])
         end = chunk.rfind(b"\n")
         if end >= 0:
+            if size + chunk.find(b"\n") > MAX_LINE_BYTES:
+                overlong.append(skipped + 1)
             skipped += chunk.count(b"\n")
             pieces, size = [chunk[end + 1 :]], len(chunk) - end - 1
         else:

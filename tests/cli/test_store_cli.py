@@ -436,6 +436,24 @@ def test_blank_lines_before_the_first_event_are_counted_not_held(files: dict[str
     assert list(append_commands._iter_events(_Counting(b"\n \t\r\n" * 1000))) == []
 
 
+def test_a_blank_line_too_long_before_the_first_event_is_refused(files: dict[str, Any]) -> None:
+    """A blank line longer than a line may be is refused as too long wherever it is: among
+    the blank lines an input starts with it was dropped unreported when a 64 KiB read of
+    blank lines only followed it, and a single object after it taken as the whole input."""
+    from pithlog.cli import append_commands
+    from pithlog.protocol.canonical import MAX_LINE_BYTES
+
+    good = g.encoded(files["events"][0])
+    for tail in (good + b"\n" + good + b"\n", good + b"\n"):
+        stream = _Counting(b"\n" + b" " * (MAX_LINE_BYTES + 1) + b"\n" * 70_000 + tail)
+        items = list(append_commands._iter_events(stream))
+        assert items[0][0] == 2 and isinstance(items[0][1], append_commands.DoorError)
+        assert items[0][1].code == "door.line_too_long"
+        assert items[1] == (70_002, good)
+    stream = _Counting(b" " * (MAX_LINE_BYTES - 1) + b"\r\n" * 70_000 + good + b"\n" + good)
+    assert list(append_commands._iter_events(stream)) == [(70_001, good), (70_002, good)]
+
+
 @pytest.mark.parametrize("blanks", [1, 3, (1 << 16) - 1, 1 << 16, (1 << 16) + 1, 3 << 16])
 def test_one_object_after_blank_lines_is_read_alike_wherever_a_read_ends(
     files: dict[str, Any], blanks: int

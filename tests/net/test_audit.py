@@ -8,7 +8,7 @@ from __future__ import annotations
 import io
 import json
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -282,29 +282,24 @@ def test_every_equivocation_comes_out_as_a_proof_that_verifies(tmp_path: Path) -
         assert json.loads(out)["event_ids"] == finding["event_ids"]
 
 
-def test_states_that_time_out_in_a_row_stop_the_audit_asking(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """A registry that lets every /state/<pith> request time out held the audit the whole
-    deadline of each (a minute), for every pith: after --max-unanswered in a row (here 1,
-    and a deadline of 1 s) the audit asks for no more, counts the piths left as
-    state_not_checked, proves the equivocations all the same and exits 1."""
+def _audit_stalled(
+    files: Files, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, asked: list[str],
+    stalls: Callable[[int], bool], *options: str,
+) -> tuple[int, str, str, float]:  # fmt: skip
+    """``pithlog audit`` of ``files``'s registry behind a proxy that lets the n-th
+    ``/state/`` request (counted from 1, each path put in ``asked``) time out when
+    ``stalls(n)``, with a deadline of 1 s: the audit's status, out, err and seconds."""
     import asyncio
 
     from pithlog.net import encoding
-
-    files = case_files(tmp_path, "equivocations")
-    with Store.open(files.store, readonly=True) as registry:
-        piths = [p["pith_number"] for p in registry.piths() if p["status"] == "state"]
-    assert len(piths) >= 2
-    asked: list[str] = []
 
     async def forward(request: Request) -> Response:
         path = request.url.path
         if path.startswith("/state/"):
             asked.append(path)
-            await asyncio.sleep(3)  # past the deadline
-            return Response(b"late", 503)
+            if stalls(len(asked)):
+                await asyncio.sleep(3)  # past the deadline of 1 s
+                return Response(b"late", 503)
         async with httpx.AsyncClient() as client:
             answer = await client.get(where + path, headers={"accept-encoding": "identity"})
         return Response(answer.content, answer.status_code)
@@ -317,8 +312,26 @@ def test_states_that_time_out_in_a_row_stop_the_audit_asking(
         started = time.monotonic()
         status, out, err = run(["--store", str(tmp_path / "auditor"), "audit", url,
                                 "--keyring", str(files.keyring), "--evidence-dir",
-                                str(tmp_path / "ev"), "--max-unanswered", "1"])  # fmt: skip
-        took = time.monotonic() - started
+                                str(tmp_path / "ev"), *options])  # fmt: skip
+        return status, out, err, time.monotonic() - started
+
+
+def test_states_that_time_out_in_a_row_stop_the_audit_asking(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A registry that lets every /state/<pith> request time out held the audit the whole
+    deadline of each (a minute), for every pith: after --max-unanswered in a row (here 1,
+    and a deadline of 1 s) the audit asks for no more, counts the piths left as
+    state_not_checked, proves the equivocations all the same and exits 1."""
+
+
+    files = case_files(tmp_path, "equivocations")
+    with Store.open(files.store, readonly=True) as registry:
+        piths = [p["pith_number"] for p in registry.piths() if p["status"] == "state"]
+    assert len(piths) >= 2
+    asked: list[str] = []
+    status, out, err, took = _audit_stalled(files, tmp_path, monkeypatch, asked, lambda n: True,
+                                            "--max-unanswered", "1")  # fmt: skip
     assert status == 1 and "Traceback" not in err, err
     lines = [json.loads(line) for line in out.splitlines()]
     kinds = [line.get("finding") for line in lines[:-1]]
@@ -343,9 +356,7 @@ def test_max_time_bounds_an_audit_that_every_other_state_holds(
     --max-time the audit stops asking when its time is up (an answer in flight cut
     there), counts the rest as state_not_checked, says why in the summary's stopped, and
     exits 1."""
-    import asyncio
 
-    from pithlog.net import encoding
 
     records = [g.record(f"2602.{i:05d}") for i in range(1, 31)]
     keyring = tmp_path / "keyring.json"
@@ -357,27 +368,8 @@ def test_max_time_bounds_an_audit_that_every_other_state_holds(
     files = Files(tmp_path, tmp_path / "registry", key, keyring, records)
     asked: list[str] = []
 
-    async def forward(request: Request) -> Response:
-        path = request.url.path
-        if path.startswith("/state/"):
-            asked.append(path)
-            if len(asked) % 2:
-                await asyncio.sleep(3)  # past the deadline of 1 s
-                return Response(b"late", 503)
-        async with httpx.AsyncClient() as client:
-            answer = await client.get(where + path, headers={"accept-encoding": "identity"})
-        return Response(answer.content, answer.status_code)
-
-    monkeypatch.setattr(encoding, "ANSWER_GRACE", 1.0)
-    monkeypatch.setattr(encoding, "SLOWEST_RATE", 1 << 40)  # the cap adds no time
-    with serving(files) as server, \
-            in_thread(Starlette(routes=[Route("/{rest:path}", forward)])) as url:  # fmt: skip
-        where = server.url
-        started = time.monotonic()
-        status, out, err = run(["--store", str(tmp_path / "auditor"), "audit", url,
-                                "--keyring", str(keyring), "--evidence-dir",
-                                str(tmp_path / "ev"), "--max-time", "3"])  # fmt: skip
-        took = time.monotonic() - started
+    status, out, err, took = _audit_stalled(files, tmp_path, monkeypatch, asked,
+                                            lambda n: n % 2 == 1, "--max-time", "3")  # fmt: skip
     assert status == 1 and "Traceback" not in err, err
     lines = [json.loads(line) for line in out.splitlines()]
     summary, findings = lines[-1], lines[:-1]

@@ -185,7 +185,7 @@ async def get_copies(request: Request) -> Response:
                          "many leaves")  # fmt: skip
 
     async def chunk(start: int) -> tuple[bytes, int]:
-        copies = await log.read(log.store.leaf_copies, start, end - start,
+        copies = await log.read_copies(log.store.leaf_copies, start, end - start,
                                 COPIES_READ_BYTES)  # fmt: skip
         if not copies:  # cannot happen in an append-only log: end <= size
             raise _not_found(f"leaves {start} to {end}")
@@ -220,13 +220,29 @@ async def get_copy(request: Request) -> Response:
     h = request.path_params["hash"]
     if not _HEX64.fullmatch(h):
         raise ServeError("bad_path", "a copy is named by 64 lowercase hex digits (its SHA-256)")
-    copy = await log.read(log.store.copy, bytes.fromhex(h))
+    copy = await log.read_copies(log.store.copy, bytes.fromhex(h))
     if copy is None:
         raise _not_found(f"no copy {h}")
-    body, coded = await packed_apart(request.headers, copy)
+    body, coded, held = await _packed_held(request, copy)
     del copy  # the answer's bytes are what is held from here
-    held = await log.copies.hold(len(body))
     return HeldAnswer(body, JSON, {**answer_headers(IMMUTABLE), **coded}, log.copies, held)
+
+
+async def _packed_held(request: Request, copy: bytes) -> tuple[bytes, dict[str, str], int]:
+    """A copy's answer (:func:`~pithlog.net.encoding.packed_apart`), its headers, and the
+    bytes it holds out of the worker's room for copies, taken before it is compressed, so
+    that a request finds the room full (``503 serve.busy``, or a wait among
+    :data:`~pithlog.net.served_log.COPY_WAITERS`) before it uses a thread to compress:
+    taken after, 900 clients asking at once for copies of 960 KB each held its copy while
+    it waited for a thread to compress it, and grew the worker to 1.26 GB."""
+    log = _log(request)
+    held = await log.copies.hold(len(copy))
+    try:
+        body, coded = await packed_apart(request.headers, copy)
+    except BaseException:
+        log.copies.give(held)
+        raise
+    return body, coded, log.copies.keep(held, len(body))
 
 
 async def get_event(request: Request) -> Response:
@@ -235,7 +251,7 @@ async def get_event(request: Request) -> Response:
     event_id = request.path_params["event_id"]
     if not is_event_id(event_id):
         raise ServeError("bad_path", "an event is named sha256: and 64 lowercase hex digits")
-    copy = await log.read(log.store.event, event_id)
+    copy = await log.read_copies(log.store.event, event_id)
     if copy is None:
         raise _not_found(f"no event {event_id}")
     return await _conditional(request, copy, _copy_etag(copy), JSON)
@@ -252,9 +268,8 @@ async def _conditional(request: Request, body: bytes, etag: str, media: str) -> 
     bytes are held out of the copies' room until they are sent (a copy is up to 1 MiB)."""
     if _none_match(request.headers.get("if-none-match"), etag):
         return _not_modified(request, len(body), etag)
-    body, coded = await packed_apart(request.headers, body)
+    body, coded, held = await _packed_held(request, body)
     log = _log(request)
-    held = await log.copies.hold(len(body))
     return HeldAnswer(body, media, {**answer_headers(REVALIDATE), "ETag": etag, **coded},
                       log.copies, held)  # fmt: skip
 

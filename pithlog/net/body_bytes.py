@@ -226,3 +226,13 @@ class AnswerRoom(BodyBytes):
         finally:
             self.waiting -= 1
         return n
+
+    def keep(self, held: int, size: int) -> int:
+        """Of ``held`` bytes taken for an answer, keep those that its final ``size`` bytes
+        take (:meth:`hold`), and give back the rest: an answer takes its bytes before it
+        is compressed, and its compressed bytes are what is held while it is sent."""
+        needs = 0 if size <= ANSWER_PIECE else min(size, self.most)
+        if needs >= held:  # compressed no smaller: held as it was taken
+            return held
+        self.give(held - needs)
+        return needs

@@ -19,6 +19,7 @@ more than the limit allows, and a zstd frame may not ask for a window over
 
 from __future__ import annotations
 
+import asyncio
 import gzip
 import io
 import time
@@ -38,6 +39,8 @@ from starlette_compress import CompressMiddleware, add_compress_type
 # the middleware's own reading of Accept-Encoding, so that an answer compressed apart is
 # negotiated as the middleware negotiates the rest
 from starlette_compress._utils import parse_accept_encoding
+
+from pithlog.parallel.cores import usable_cores
 
 ACCEPT_ENCODING = "zstd, gzip"
 """What pithlog's clients ask for; they decode it themselves (:func:`read_answer`)."""
@@ -73,6 +76,24 @@ APART_BYTES = 256 << 10
 every other request of the worker for 111-131 ms, and brotli of a 5.9 MB one 389 ms."""
 
 
+_packers: tuple[asyncio.AbstractEventLoop, anyio.CapacityLimiter] | None = None
+
+
+def packers() -> anyio.CapacityLimiter:
+    """The worker threads that read copies and compress large answers, as many at once as
+    the usable cores (:func:`~pithlog.parallel.cores.usable_cores`; more work no faster),
+    per event loop (a limiter binds to the loop it first waits on). Their own, not the 40
+    of anyio's pool that the other store reads and the commits of submissions run in: 900
+    clients asking at once for copies of 960 KB in brotli filled the pool with their reads
+    and compressions, and a ``/checkpoint`` waited 3.8 s for a thread, a submission of one
+    event 6.0 s."""
+    global _packers
+    loop = asyncio.get_running_loop()
+    if _packers is None or _packers[0] is not loop:
+        _packers = (loop, anyio.CapacityLimiter(usable_cores()))
+    return _packers[1]
+
+
 def pack(body: bytes, coding: str) -> bytes:
     """``body`` in ``coding`` (``zstd``, ``br`` or ``gzip``), at the levels of
     :func:`compressed`."""
@@ -86,7 +107,8 @@ def pack(body: bytes, coding: str) -> bytes:
 
 async def packed_apart(request_headers: Headers,
                        body: bytes) -> tuple[bytes, dict[str, str]]:  # fmt: skip
-    """``body``, and the headers to send it with: compressed in a worker thread when it is
+    """``body``, and the headers to send it with: compressed in a worker thread of
+    :func:`packers` when it is
     at least :data:`APART_BYTES` and the request accepts zstd, brotli or gzip (the first
     of them, as the middleware chooses); else as it is, for :func:`compressed` to weigh.
     Every coding the middleware answers in is made here: a request that accepted only
@@ -96,7 +118,7 @@ async def packed_apart(request_headers: Headers,
     coding = apart_coding(request_headers)
     if coding is None:
         return body, {}
-    packed = await anyio.to_thread.run_sync(pack, body, coding)
+    packed = await anyio.to_thread.run_sync(pack, body, coding, limiter=packers())
     return packed, {"Content-Encoding": coding, "Vary": "Accept-Encoding"}
 
 
@@ -131,14 +153,14 @@ async def packed_stream(chunks: AsyncIterator[bytes], coding: str) -> AsyncItera
     zstd."""
     feed, end = _stream_packer(coding)
     async for chunk in chunks:
-        packed = await anyio.to_thread.run_sync(feed, chunk)
+        packed = await anyio.to_thread.run_sync(feed, chunk, limiter=packers())
         del chunk  # not held while the next one is read
         if packed:
             yield packed
         # nor its compressed bytes, as many again for copies that do not compress: the
         # answer holds one chunk's bytes in its room (HeldStream)
         del packed
-    yield await anyio.to_thread.run_sync(end)
+    yield await anyio.to_thread.run_sync(end, limiter=packers())
 
 
 MINIMUM_BYTES = 1024

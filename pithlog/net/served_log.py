@@ -12,11 +12,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+import anyio
 from starlette.concurrency import run_in_threadpool
 from starlette.routing import BaseRoute
 
 from pithlog.errors import PithlogError
 from pithlog.net.body_bytes import AnswerRoom
+from pithlog.net.encoding import packers
 from pithlog.net.state_builds import WAIT_SECONDS, StateBuilds
 from pithlog.net.submit import GroupCommit, Limits
 from pithlog.net.witness_client import WitnessAhead
@@ -114,6 +116,12 @@ class Log:
     async def read(self, work: Callable[..., T], *args: Any) -> T:
         """A store read, in a worker thread."""
         return await run_in_threadpool(work, *args)
+
+    async def read_copies(self, work: Callable[..., T], *args: Any) -> T:
+        """A store read of copies (up to 1 MiB each), in a thread of the large answers'
+        (:func:`~pithlog.net.encoding.packers`): queued in anyio's pool, a flood of them
+        held ``/checkpoint``'s read of the tree behind them."""
+        return await anyio.to_thread.run_sync(work, *args, limiter=packers())
 
     async def checkpoint(self) -> Published:
         """The signed checkpoint of the current tree, signed again only when the tree has

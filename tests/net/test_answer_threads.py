@@ -1,0 +1,106 @@
+"""Large answers (copies read and compressed) run in threads of their own, and take their
+room before they are compressed, so that a flood of them leaves ``/checkpoint``, the tiles
+and the commits of submissions answering (docs/network.md, limits), against a real
+uvicorn on 127.0.0.1."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from served import in_thread
+from slow_clients import answer, asked, until
+
+from pithlog import Store, load_keyring, sign_event
+from pithlog.net import encoding
+from pithlog.net.app import create_app
+from pithlog.net.body_bytes import AnswerRoom
+from pithlog.net.served_log import ServeConfig
+from pithlog.parallel.cores import ENV
+from pithlog.testing import test_key, test_keyring_entries
+
+CASES = Path(__file__).resolve().parents[2] / "vectors" / "cases"
+SEED = (CASES / "seed-2411.00284" / "events.jsonl").read_text().splitlines()
+PITH = json.loads(SEED[0])["pith_number"]
+ORIGIN = "registry.test.invalid/pith"
+KEYRING = load_keyring(json.dumps({"keyring_version": "1",
+                                   "keys": test_keyring_entries()}).encode())  # fmt: skip
+FLOOD = 48
+"""Requests for a large copy at once: more than anyio's 40 threads."""
+
+
+def _snapshot(n: int, edges: int) -> dict[str, object]:
+    snapshot = json.loads(SEED[1])["payload"]
+    graph = {**snapshot["graph_snapshot"], "edges": [[n, i % 900] for i in range(edges)]}
+    payload = {**snapshot, "graph_snapshot": graph}
+    return sign_event(test_key("registry"), "graph_snapshot", PITH, "graph",
+                      f"2026-08-01T00:00:{n:02d}Z", payload)  # fmt: skip
+
+
+@pytest.fixture
+def blocked(monkeypatch: pytest.MonkeyPatch) -> Iterator[threading.Event]:
+    """Every compression waits until the event is set (at most 10 s); one core, so that
+    submissions are judged in the commit's thread and one thread compresses."""
+    monkeypatch.setenv(ENV, "1")
+    release = threading.Event()
+    pack = encoding.pack
+
+    def slow(body: bytes, coding: str) -> bytes:
+        release.wait(10)
+        return pack(body, coding)
+
+    monkeypatch.setattr(encoding, "pack", slow)
+    yield release
+    release.set()
+
+
+def _request(path: str) -> bytes:
+    return (f"GET {path} HTTP/1.1\r\nHost: x\r\nAccept-Encoding: zstd\r\n"
+            "Connection: close\r\n\r\n").encode()  # fmt: skip
+
+
+def test_a_flood_of_large_copies_leaves_the_log_answering(
+    tmp_path: Path, blocked: threading.Event
+) -> None:
+    """48 requests at once for a copy of 550 KB in zstd each took a thread of anyio's 40
+    to compress it (after reading it in another), and /checkpoint, the tiles and the
+    commit of a submission of one event waited for a thread behind them all; each held
+    its copy while it waited, and learnt that the room for copies was full (503) only
+    once compressed. Now copies are read and compressed in threads of their own, and a
+    copy takes its room before it is compressed: the rest are 503 at once."""
+    store = Store.open(tmp_path / "store")
+    large = _snapshot(0, 70_000)
+    store.append([*(line.encode() for line in SEED), json.dumps(large).encode()], KEYRING)
+    copy = store.event(str(large["event_id"]))
+    assert copy is not None and len(copy) > 500_000
+    app = create_app(ServeConfig(store, test_key("registry"), ORIGIN, keyring=KEYRING))
+    room = AnswerRoom(4 * len(copy), 2, 10.0, "busy")  # four copies, two waiting
+    app.state.log.copies = room
+    path = "/copy/" + hashlib.sha256(copy).hexdigest()
+    try:
+        with in_thread(app) as url:
+            address = ("127.0.0.1", int(url.rsplit(":", 1)[1]))
+            flood = [asked(address, _request(path), timeout=20) for _ in range(FLOOD)]
+            until(lambda: room.held == room.most and room.waiting == 2, 10)
+            began = time.monotonic()
+            with httpx.Client(base_url=url, timeout=5) as client:
+                assert client.get("/checkpoint").status_code == 200
+                assert client.get("/tile/0/000.p/1").status_code == 200
+                event = _snapshot(1, 10)
+                got = client.post("/submit", content=json.dumps(event).encode() + b"\n")
+                assert got.status_code == 200, got.text
+                assert json.loads(got.text.splitlines()[0])["status"] == "stored"
+            assert time.monotonic() - began < 3.0
+            blocked.set()
+            statuses = [answer(sock)[0] for sock in flood]
+            # the requests past the room and its waiters were refused before compressing
+            assert statuses.count(200) == 6 and statuses.count(503) == FLOOD - 6
+            until(lambda: room.held == 0, 10)
+    finally:
+        store.close()

@@ -46,8 +46,10 @@ def _snapshot(n: int, edges: int) -> dict[str, object]:
 @pytest.fixture
 def blocked(monkeypatch: pytest.MonkeyPatch) -> Iterator[threading.Event]:
     """Every compression waits until the event is set (at most 10 s); one core, so that
-    submissions are judged in the commit's thread and one thread compresses."""
+    submissions are judged in the commit's thread, and 8 threads for the copies, so that
+    those in the room block 4 and the others are read meanwhile."""
     monkeypatch.setenv(ENV, "1")
+    monkeypatch.setattr(encoding, "usable_cores", lambda: 8)
     release = threading.Event()
     pack = encoding.pack
 
@@ -102,5 +104,50 @@ def test_a_flood_of_large_copies_leaves_the_log_answering(
             # the requests past the room and its waiters were refused before compressing
             assert statuses.count(200) == 6 and statuses.count(503) == FLOOD - 6
             until(lambda: room.held == 0, 10)
+    finally:
+        store.close()
+
+
+def test_head_of_a_large_answer_compresses_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A HEAD of a copy, an event or a state of 550 KB compressed it, and a HEAD of a bundle of
+    copies read and compressed the whole bundle, only to drop the bytes. Now a HEAD has
+    the GET's headers, without the Content-Length that only the compression would tell,
+    and nothing is compressed."""
+    store = Store.open(tmp_path / "store")
+    events = [_snapshot(n, 70_000) for n in range(3)]
+    store.append([*(line.encode() for line in SEED),
+                  *(json.dumps(event).encode() for event in events)], KEYRING)  # fmt: skip
+    copy = store.event(str(events[0]["event_id"]))
+    state = store.lookup(PITH)
+    assert copy is not None and isinstance(state, bytes) and len(state) > 500_000
+    size = store.tree_size()
+    packed: list[int] = []
+    pack, stream = encoding.pack, encoding._stream_packer
+    monkeypatch.setattr(encoding, "pack", lambda b, c: packed.append(len(b)) or pack(b, c))
+    monkeypatch.setattr(encoding, "_stream_packer",
+                        lambda c: packed.append(0) or stream(c))  # fmt: skip
+    app = create_app(ServeConfig(store, test_key("registry"), ORIGIN))
+    paths = ["/copy/" + hashlib.sha256(copy).hexdigest(), f"/event/{events[0]['event_id']}",
+             f"/copies/000.p/{size}", f"/state/{PITH}"]  # fmt: skip
+    try:
+        with in_thread(app) as url, httpx.Client(base_url=url, timeout=10) as client:
+            for path in paths:
+                for coding in ("zstd", "br", "gzip", "identity"):
+                    accept = {"Accept-Encoding": coding}
+                    head = client.head(path, headers=accept)
+                    assert not packed, (path, coding)
+                    got = client.get(path, headers=accept)
+                    assert head.status_code == got.status_code == 200
+                    assert got.content.startswith(b'{"')  # decoded by httpx
+                    # framing: uvicorn sends a HEAD no Transfer-Encoding (RFC 9112 6.1)
+                    expected = {k: v for k, v in got.headers.items() if k not in
+                                ("content-length", "date", "transfer-encoding")}  # fmt: skip
+                    sent = {k: v for k, v in head.headers.items() if k != "date"}
+                    if "content-length" in sent:
+                        assert sent.pop("content-length") == got.headers["content-length"]
+                    assert sent == expected, (path, coding)
+                    packed.clear()
     finally:
         store.close()

@@ -50,6 +50,7 @@ from pithlog.net.encoding import (
     packed_apart,
     packed_stream,
 )
+from pithlog.net.large_answers import head_coded, head_only, packed_held
 from pithlog.net.served_log import Log, ServeConfig
 from pithlog.net.submit_route import PATH as SUBMIT_PATH
 from pithlog.net.submit_route import SubmitRoute
@@ -210,7 +211,7 @@ async def get_copies(request: Request) -> Response:
         headers.update({"Content-Encoding": coding, "Vary": "Accept-Encoding"})
     if request.method == "HEAD" and (coding is not None or after < end):
         # not one the middleware compresses, though it says that it varies, as the GET's
-        return _head({**headers, "Vary": "Accept-Encoding"}, JSON_LINES)
+        return head_only({**headers, "Vary": "Accept-Encoding"}, JSON_LINES)
     held = await log.copies.hold(len(data) if after >= end else COPIES_CHUNK_MOST)
     body = lines(data, after)
     if coding is not None:
@@ -230,50 +231,11 @@ async def get_copy(request: Request) -> Response:
     copy = await log.read_copies(log.store.copy, bytes.fromhex(h))
     if copy is None:
         raise _not_found(f"no copy {h}")
-    if (coded := _head_coded(request, len(copy))) is not None:
-        return _head({**answer_headers(IMMUTABLE), **coded}, JSON)
-    body, coded, held = await _packed_held(request, copy)
+    if (coded := head_coded(request, len(copy))) is not None:
+        return head_only({**answer_headers(IMMUTABLE), **coded}, JSON)
+    body, coded, held = await packed_held(request, copy)
     del copy  # the answer's bytes are what is held from here
     return HeldAnswer(body, JSON, {**answer_headers(IMMUTABLE), **coded}, log.copies, held)
-
-
-def _head_coded(request: Request, size: int) -> dict[str, str] | None:
-    """For a ``HEAD`` whose ``GET`` would be compressed apart
-    (:func:`~pithlog.net.encoding.packed_apart`), the headers that say so (``None``:
-    answered as a ``GET``): its body of ``size`` bytes is not compressed only to be
-    dropped."""
-    if request.method != "HEAD" or size < APART_BYTES:
-        return None
-    coding = apart_coding(request.headers)
-    return None if coding is None else {"Content-Encoding": coding, "Vary": "Accept-Encoding"}
-
-
-def _head(headers: dict[str, str], media: str) -> Response:
-    """The answer to a ``HEAD`` whose ``GET`` is compressed apart, or streamed: the
-    ``GET``'s headers without its body, nor the ``Content-Length`` that only compressing
-    it would tell (RFC 9110 9.3.2 lets a ``HEAD`` omit it). A ``HEAD`` of a bundle of
-    copies read and compressed all of it (256 copies, up to 1 MiB each), a ``HEAD`` of a
-    copy compressed it, each to drop the bytes."""
-    answer = Response(None, media_type=media, headers=headers)
-    del answer.headers["content-length"]
-    return answer
-
-
-async def _packed_held(request: Request, copy: bytes) -> tuple[bytes, dict[str, str], int]:
-    """A copy's answer (:func:`~pithlog.net.encoding.packed_apart`), its headers, and the
-    bytes it holds out of the worker's room for copies, taken before it is compressed, so
-    that a request finds the room full (``503 serve.busy``, or a wait among
-    :data:`~pithlog.net.served_log.COPY_WAITERS`) before it uses a thread to compress:
-    taken after, 900 clients asking at once for copies of 960 KB each held its copy while
-    it waited for a thread to compress it, and grew the worker to 1.26 GB."""
-    log = _log(request)
-    held = await log.copies.hold(len(copy))
-    try:
-        body, coded = await packed_apart(request.headers, copy)
-    except BaseException:
-        log.copies.give(held)
-        raise
-    return body, coded, log.copies.keep(held, len(body))
 
 
 async def get_event(request: Request) -> Response:
@@ -299,9 +261,9 @@ async def _conditional(request: Request, body: bytes, etag: str, media: str) -> 
     bytes are held out of the copies' room until they are sent (a copy is up to 1 MiB)."""
     if _none_match(request.headers.get("if-none-match"), etag):
         return _not_modified(request, len(body), etag)
-    if (coded := _head_coded(request, len(body))) is not None:
-        return _head({**answer_headers(REVALIDATE), "ETag": etag, **coded}, media)
-    body, coded, held = await _packed_held(request, body)
+    if (coded := head_coded(request, len(body))) is not None:
+        return head_only({**answer_headers(REVALIDATE), "ETag": etag, **coded}, media)
+    body, coded, held = await packed_held(request, body)
     log = _log(request)
     return HeldAnswer(body, media, {**answer_headers(REVALIDATE), "ETag": etag, **coded},
                       log.copies, held)  # fmt: skip
@@ -349,8 +311,8 @@ async def get_state(request: Request) -> Response:
         etag = f'"{digest}"'
         if _none_match(request.headers.get("if-none-match"), etag):
             return _not_modified(request, len(state) + 1, etag)
-        if (coded := _head_coded(request, len(state) + 1)) is not None:
-            return _head({**answer_headers(REVALIDATE), "ETag": etag, **coded}, JSON)
+        if (coded := head_coded(request, len(state) + 1)) is not None:
+            return head_only({**answer_headers(REVALIDATE), "ETag": etag, **coded}, JSON)
         body, coded = await packed_apart(request.headers, state + b"\n")
         del state  # the answer's bytes are what is held from here
     # out of its place: a state waiting for the bytes of others unread holds no place that

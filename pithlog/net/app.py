@@ -24,22 +24,19 @@ from typing import Any
 
 import msgspec
 from starlette.applications import Starlette
-from starlette.exceptions import HTTPException
-from starlette.requests import ClientDisconnect, Request
+from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from pithlog.errors import PithlogError, ServeError, StoreError, TileError, register
+from pithlog.errors import ServeError, TileError, register
 from pithlog.net.answers import (
     IMPLEMENTED_METHODS,
     JSON,
     JSON_LINES,
     NO_STORE,
     answer_headers,
-    error_body,
     not_implemented_message,
     send_error,
-    status_of,
 )
 from pithlog.net.body_bytes import HeldAnswer, HeldStream
 from pithlog.net.encoding import (
@@ -50,6 +47,7 @@ from pithlog.net.encoding import (
     packed_apart,
     packed_stream,
 )
+from pithlog.net.error_answers import error_handlers, error_response
 from pithlog.net.large_answers import head_coded, head_only, packed_held
 from pithlog.net.served_log import Log, ServeConfig
 from pithlog.net.submit_route import PATH as SUBMIT_PATH
@@ -109,13 +107,6 @@ def _log(request: Request) -> Log:
 
 def respond(body: bytes, media: str, cache: str, **headers: str) -> Response:
     return Response(body, media_type=media, headers={**answer_headers(cache), **headers})
-
-
-def error_response(status: int, code: str, message: str, **extra: Any) -> Response:
-    """``{"error": code, "message": ...}``; never cached (a tile missing now is there
-    after the next append)."""
-    return Response(error_body(code, message, **extra), status_code=status, media_type=JSON,
-                    headers=answer_headers(NO_STORE))
 
 
 def _not_found(what: str) -> ServeError:
@@ -376,44 +367,6 @@ async def get_healthz(request: Request) -> Response:
     log = _log(request)
     size = await log.read(log.store.tree_size)
     return respond(msgspec.json.encode({"ok": True, "tree_size": size}) + b"\n", JSON, NO_STORE)
-
-
-# --- errors -------------------------------------------------------------------------------
-
-
-async def _pithlog_error(request: Request, exc: Exception) -> Response:
-    assert isinstance(exc, PithlogError)
-    return error_response(status_of(exc), exc.code, exc.message)
-
-
-async def _http_error(request: Request, exc: Exception) -> Response:
-    assert isinstance(exc, HTTPException)
-    if exc.status_code == 405:
-        answer = error_response(405, "serve.method", f"{request.method} is not allowed here")
-        if exc.headers and "Allow" in exc.headers:  # RFC 9110 15.5.6: a 405 says what is
-            answer.headers["Allow"] = exc.headers["Allow"]
-        return answer
-    if exc.status_code == 404:
-        return error_response(404, "serve.not_found", "no such endpoint")
-    return error_response(exc.status_code, "serve.bad_request", str(exc.detail))
-
-
-async def _gone(request: Request, exc: Exception) -> Response:
-    # the client closed the connection mid-body: nothing was stored, nobody reads this
-    return error_response(400, "serve.bad_request", "the client went away mid-request")
-
-
-async def _internal(request: Request, exc: Exception) -> Response:
-    if isinstance(exc, StoreError):
-        return await _pithlog_error(request, exc)
-    return error_response(500, "serve.internal", "the server failed to answer")
-
-
-def error_handlers() -> dict[Any, Any]:
-    """Starlette's exception handlers of every app ``pithlog serve`` runs (a log, or a
-    witness): each error a JSON answer with a stable code (docs/network.md, "Errors")."""
-    return {PithlogError: _pithlog_error, HTTPException: _http_error,
-            ClientDisconnect: _gone, Exception: _internal}  # fmt: skip
 
 
 def routes(submit: SubmitRoute) -> list[Route]:

@@ -39,7 +39,8 @@ from uvicorn.supervisors import Multiprocess
 
 from pithlog.errors import StoreError, UsageError, shown
 from pithlog.net import http_head, uvicorn_logs
-from pithlog.net.app import ServeApp, create_app, error_handlers
+from pithlog.net.app import ServeApp, create_app
+from pithlog.net.error_answers import error_handlers
 from pithlog.net.held_signals import HeldServer
 from pithlog.net.pages import page_routes
 from pithlog.net.served_log import ServeConfig

@@ -33,10 +33,10 @@ from starlette.routing import BaseRoute, Route
 
 from pithlog.errors import DoorError, ServeError, SyncError, register, shown
 from pithlog.net.answers import NO_STORE, answer_headers, status_of
-from pithlog.net.app import error_response
 from pithlog.net.body_bytes import AnswerRoom, BodyBytes, HeldAnswer
 from pithlog.net.deadline import AnswerDeadline, deadline_client
 from pithlog.net.encoding import ACCEPT_ENCODING, read_answer
+from pithlog.net.error_answers import error_response
 from pithlog.net.sources import store_responder
 from pithlog.net.submit import TAKEN_CODINGS, check_coding, check_declared, read_body
 from pithlog.net.submit import Limits as BodyLimits

@@ -1,0 +1,58 @@
+"""The JSON errors of the Starlette apps ``pithlog serve`` runs (a log, or a witness): the
+answer of an error code (``{"error": code, "message": ...}``, never cached) and the
+exception handlers that turn every failure of a route into one (docs/network.md,
+"Errors"): a :class:`~pithlog.errors.PithlogError` its own code, Starlette's 404 and 405
+theirs, a client gone mid-body a 400, anything else a 500 without a traceback."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from starlette.exceptions import HTTPException
+from starlette.requests import ClientDisconnect, Request
+from starlette.responses import Response
+
+from pithlog.errors import PithlogError, StoreError
+from pithlog.net.answers import JSON, NO_STORE, answer_headers, error_body, status_of
+
+
+def error_response(status: int, code: str, message: str, **extra: Any) -> Response:
+    """``{"error": code, "message": ...}``; never cached (a tile missing now is there
+    after the next append)."""
+    return Response(error_body(code, message, **extra), status_code=status, media_type=JSON,
+                    headers=answer_headers(NO_STORE))
+
+
+async def _pithlog_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, PithlogError)
+    return error_response(status_of(exc), exc.code, exc.message)
+
+
+async def _http_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, HTTPException)
+    if exc.status_code == 405:
+        answer = error_response(405, "serve.method", f"{request.method} is not allowed here")
+        if exc.headers and "Allow" in exc.headers:  # RFC 9110 15.5.6: a 405 says what is
+            answer.headers["Allow"] = exc.headers["Allow"]
+        return answer
+    if exc.status_code == 404:
+        return error_response(404, "serve.not_found", "no such endpoint")
+    return error_response(exc.status_code, "serve.bad_request", str(exc.detail))
+
+
+async def _gone(request: Request, exc: Exception) -> Response:
+    # the client closed the connection mid-body: nothing was stored, nobody reads this
+    return error_response(400, "serve.bad_request", "the client went away mid-request")
+
+
+async def _internal(request: Request, exc: Exception) -> Response:
+    if isinstance(exc, StoreError):
+        return await _pithlog_error(request, exc)
+    return error_response(500, "serve.internal", "the server failed to answer")
+
+
+def error_handlers() -> dict[Any, Any]:
+    """Starlette's exception handlers of every app ``pithlog serve`` runs (a log, or a
+    witness): each error a JSON answer with a stable code (docs/network.md, "Errors")."""
+    return {PithlogError: _pithlog_error, HTTPException: _http_error,
+            ClientDisconnect: _gone, Exception: _internal}  # fmt: skip

@@ -95,8 +95,7 @@ def _iter_events(stream: BinaryIO) -> Iterator[tuple[int, bytes | DoorError]]:
             size += len(chunk)
         head = b"".join(pieces)
         # the input's first line, blank when blank lines were dropped before it: whether
-        # it is one whole object must not hang on where a 64 KiB read ended (a blank start
-        # read in one piece is in ``head``, one read in several is counted in ``skipped``)
+        # it is one whole object must not hang on where a 64 KiB read ended
         line = b"" if skipped else head.split(b"\n", 1)[0]
         if not is_json(line):
             # One object written over several lines is at most one event's worth of input
@@ -140,20 +139,24 @@ def _blank_start(stream: BinaryIO) -> tuple[int, list[int], bytes]:
         chunk = stream.read(1 << 16)
         if not chunk:
             return skipped, overlong, b""
-        if chunk.lstrip(_JSON_SPACE):
+        rest = chunk.lstrip(_JSON_SPACE)
+        # the blank lines of the read that ends the blank start are dropped too: kept in
+        # the head, they counted in the size of a single object after them when they came
+        # in its read and not when they filled reads before it
+        blank = chunk[: len(chunk) - len(rest)]
+        end = blank.rfind(b"\n")
+        if end >= 0:
+            if size + blank.find(b"\n") > MAX_LINE_BYTES:
+                overlong.append(skipped + 1)
+            skipped += blank.count(b"\n")
+            pieces, size, chunk = [], 0, chunk[end + 1 :]
+        if rest:
             if size > MAX_LINE_BYTES:
                 pieces = [b" " * (MAX_LINE_BYTES + 1)]
             return skipped, overlong, b"".join([*pieces, chunk])
-        end = chunk.rfind(b"\n")
-        if end >= 0:
-            if size + chunk.find(b"\n") > MAX_LINE_BYTES:
-                overlong.append(skipped + 1)
-            skipped += chunk.count(b"\n")
-            pieces, size = [chunk[end + 1 :]], len(chunk) - end - 1
-        else:
-            size += len(chunk)
-            if size <= MAX_LINE_BYTES:
-                pieces.append(chunk)
+        size += len(chunk)
+        if size <= MAX_LINE_BYTES:
+            pieces.append(chunk)
 
 
 MAX_ARRAY_BYTES = 64 << 20

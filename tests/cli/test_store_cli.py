@@ -468,6 +468,20 @@ def test_one_object_after_blank_lines_is_read_alike_wherever_a_read_ends(
         assert list(append_commands._iter_events(_Counting(start + good + b"\n"))) == [(1, good)]
 
 
+def test_a_large_object_after_blank_lines_is_one_object_wherever_a_read_ends() -> None:
+    """The blank lines read with the start of a single object were counted in its size,
+    those that filled reads before it were not: an object near the door's 8 MiB after
+    1,000 LFs was taken for JSON Lines (each of its lines refused), after 65,536 as one
+    object. Neither counts now."""
+    from pithlog.cli import append_commands
+    from pithlog.protocol.canonical import MAX_LINE_BYTES
+
+    obj = b'{\n "a": "' + b"x" * (MAX_LINE_BYTES - 600) + b'"\n}'
+    for blanks in (1000, 1 << 16):
+        stream = _Counting(b"\n" * blanks + obj + b"\n")
+        assert list(append_commands._iter_events(stream)) == [(1, obj)], blanks
+
+
 def test_a_json_array_over_the_limit_is_refused_unread(
     files: dict[str, Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -62,7 +62,9 @@ def _iter_events(stream: BinaryIO) -> Iterator[tuple[int, bytes | DoorError]]:
     Lines, the element number (from 1) for an array, 1 for a single object. Every event's
     bytes still go through the door (the store's append)."""
     skipped, overlong, head = _blank_start(stream)
-    if not head:
+    if not head:  # blank lines only: each too long is refused, as among events
+        for number in overlong:
+            yield number, DoorError("line_too_long", "line is longer than 8 MiB", f"line {number}")
         return
     first = head.lstrip(_JSON_SPACE)[:1]
     if first == b"[":
@@ -138,6 +140,8 @@ def _blank_start(stream: BinaryIO) -> tuple[int, list[int], bytes]:
     while True:
         chunk = stream.read(1 << 16)
         if not chunk:
+            if size > MAX_LINE_BYTES:  # the last line, with no LF
+                overlong.append(skipped + 1)
             return skipped, overlong, b""
         rest = chunk.lstrip(_JSON_SPACE)
         # the blank lines of the read that ends the blank start are dropped too: kept in

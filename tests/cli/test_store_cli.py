@@ -454,6 +454,22 @@ def test_a_blank_line_too_long_before_the_first_event_is_refused(files: dict[str
     assert list(append_commands._iter_events(stream)) == [(70_001, good), (70_002, good)]
 
 
+def test_a_blank_line_too_long_in_an_input_of_blank_lines_only_is_refused() -> None:
+    """An input of blank lines only had its blank lines over 8 MiB dropped unreported
+    ("no events: nothing to do"), where among events the same line is refused as too
+    long; the last one too when no LF ends it."""
+    from pithlog.cli import append_commands
+    from pithlog.protocol.canonical import MAX_LINE_BYTES
+
+    long = b" " * (MAX_LINE_BYTES + 1)
+    for data, where in ((b"\n" + long + b"\r\n\n", 2), (b"\n\n" + long, 3)):
+        items = list(append_commands._iter_events(_Counting(data)))
+        assert [number for number, _ in items] == [where]
+        assert isinstance(items[0][1], append_commands.DoorError)
+        assert items[0][1].code == "door.line_too_long"
+    assert list(append_commands._iter_events(_Counting(b"\n" + long[1:] + b"\n"))) == []
+
+
 @pytest.mark.parametrize("blanks", [1, 3, (1 << 16) - 1, 1 << 16, (1 << 16) + 1, 3 << 16])
 def test_one_object_after_blank_lines_is_read_alike_wherever_a_read_ends(
     files: dict[str, Any], blanks: int

@@ -25,6 +25,7 @@ from pithlog import __version__
 from pithlog.errors import PithlogError, ServeError
 from pithlog.net.answers import answer_headers, status_of
 from pithlog.net.app import get_event
+from pithlog.net.body_bytes import HeldAnswer
 from pithlog.net.encoding import compressed, packed_apart
 from pithlog.net.page_state import decoded, event_payload, raw_values, shown_state
 from pithlog.net.served_log import Log
@@ -207,19 +208,17 @@ class Pages:
         :data:`~pithlog.net.encoding.APART_BYTES` or more is compressed in a worker thread
         too, as the JSON routes' large answers are."""
         log: Log = request.app.state.log
-        template_of = self.env.get_template(template)
-        page = await anyio.to_thread.run_sync(lambda: template_of.render(
+        page = await anyio.to_thread.run_sync(self._page, request, log, template, context)
+        body, coded = await packed_apart(request.headers, page)
+        return HTMLResponse(body, status, headers=_page_headers(coded))
+
+    def _page(self, request: Request, log: Log, template: str,
+              context: dict[str, Any]) -> bytes:  # fmt: skip
+        """The bytes of the page ``template`` renders with ``context`` (in a thread)."""
+        return self.env.get_template(template).render(
             origin=log.config.origin, version=__version__,
             query=request.query_params.get("q", "")[:MAX_QUERY], layout=Layout(), **context,
-        ).encode())  # fmt: skip
-        body, coded = await packed_apart(request.headers, page)
-        return HTMLResponse(body, status, headers={
-            **answer_headers("no-cache"),
-            # nothing on these pages runs or loads from elsewhere
-            "Content-Security-Policy": "default-src 'none'; style-src 'self'; img-src 'self'; "
-            "form-action 'self'; base-uri 'none'; frame-ancestors 'none'",
-            **coded,
-        })  # fmt: skip
+        ).encode()  # fmt: skip
 
     async def message(self, request: Request, status: int, heading: str, text: str,
                       links: list[tuple[str, str]] | None = None) -> HTMLResponse:  # fmt: skip
@@ -379,17 +378,37 @@ class Pages:
         if not is_event_id(event_id):
             return await self.message(request, 400, "Not an event id", "An event id reads "
                                       "sha256: and 64 lowercase hex digits.")
-        copy = await log.read(log.store.event, event_id)
+        # read, decoded and rendered as the JSON route's copies are (docs/network.md,
+        # limits): in the threads of the large answers, holding the room for copies. In
+        # anyio's 40 threads, with the copy decoded on the event loop, 400 requests at once
+        # for the page of a copy of 960 KB kept a /checkpoint waiting 15 s.
+        copy = await log.read_copies(log.store.event, event_id)
         if copy is None:
             return await self.message(request, 404, "Unknown event",
                                       f"This log holds no event {event_id}.")
+        try:
+            held = await log.copies.hold(len(copy))
+        except ServeError as exc:  # serve.busy
+            return await self.message(request, status_of(exc), "Busy", exc.message)
+        try:
+            page = await log.read_copies(self._event_page, request, log, event_id, copy)
+            del copy  # the page's bytes are what is held from here
+            body, coded = await packed_apart(request.headers, page)
+        except BaseException:
+            log.copies.give(held)
+            raise
+        return HeldAnswer(body, "text/html", _page_headers(coded), log.copies,
+                          log.copies.keep(held, len(body)))  # fmt: skip
+
+    def _event_page(self, request: Request, log: Log, event_id: str, copy: bytes) -> bytes:
+        """The page of the event of ``copy`` (in a thread of the large answers)."""
         event = msgspec.json.decode(copy)
         event["event_type"] = _event_type(event)
         # a kept invalid copy (evidence) names whatever signer its maker wrote: its page
         # showed "signed by" the registry for a payload the registry never signed
-        reason = await log.read(log.store.invalid_reason, event.get("pith_number"), event_id)
-        return await self.render(request, "event.html", event=event, reason=reason,
-                                 reasons=REASON_MEANINGS)  # fmt: skip
+        reason = log.store.invalid_reason(event.get("pith_number"), event_id)
+        return self._page(request, log, "event.html", {"event": event, "reason": reason,
+                                                        "reasons": REASON_MEANINGS})
 
     def routes(self) -> list[BaseRoute]:
         return [
@@ -399,6 +418,17 @@ class Pages:
             Route("/event/{event_id}", self.event, middleware=compressed()),
             Route("/static/style.css", _stylesheet),
         ]
+
+
+def _page_headers(coded: dict[str, str]) -> dict[str, str]:
+    """The headers of a page, with those of its compression (``coded``)."""
+    return {
+        **answer_headers("no-cache"),
+        # nothing on these pages runs or loads from elsewhere
+        "Content-Security-Policy": "default-src 'none'; style-src 'self'; img-src 'self'; "
+        "form-action 'self'; base-uri 'none'; frame-ancestors 'none'",
+        **coded,
+    }  # fmt: skip
 
 
 def _event_type(event: dict[str, Any]) -> str:

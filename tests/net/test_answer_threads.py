@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
+import jinja2
 import pytest
 from served import in_thread
 from slow_clients import answer, asked, until
@@ -21,6 +22,7 @@ from pithlog import Store, load_keyring, sign_event
 from pithlog.net import encoding
 from pithlog.net.app import create_app
 from pithlog.net.body_bytes import AnswerRoom
+from pithlog.net.pages import page_routes
 from pithlog.net.served_log import ServeConfig
 from pithlog.parallel.cores import ENV
 from pithlog.testing import test_key, test_keyring_entries
@@ -150,4 +152,61 @@ def test_head_of_a_large_answer_compresses_nothing(
                     assert sent == expected, (path, coding)
                     packed.clear()
     finally:
+        store.close()
+
+
+def test_a_flood_of_event_pages_leaves_the_log_answering(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """48 browsers at once asking for the page of an event of 550 KB (``Accept:
+    text/html``) each read its copy and rendered its page in anyio's 40 threads, the copy
+    decoded on the event loop meanwhile, with no room taken: against a real server, 400 of
+    them for a copy of 960 KB kept a /checkpoint waiting 15 s. Now a page is read and
+    rendered in the threads of the large answers, holding the room for copies: the
+    requests past the room are a 503 page at once, and the log answers meanwhile."""
+    monkeypatch.setenv(ENV, "1")
+    monkeypatch.setattr(encoding, "usable_cores", lambda: 8)
+    release = threading.Event()
+    render = jinja2.Template.render
+
+    def slow(self: jinja2.Template, *args: object, **kwargs: object) -> str:
+        if self.name == "event.html":  # the 503 pages are rendered at once
+            release.wait(10)
+        return render(self, *args, **kwargs)
+
+    monkeypatch.setattr(jinja2.Template, "render", slow)
+    store = Store.open(tmp_path / "store")
+    large = _snapshot(0, 70_000)
+    store.append([*(line.encode() for line in SEED), json.dumps(large).encode()], KEYRING)
+    copy = store.event(str(large["event_id"]))
+    assert copy is not None and len(copy) > 500_000
+    app = create_app(ServeConfig(store, test_key("registry"), ORIGIN, keyring=KEYRING,
+                                 extra_routes=page_routes()))  # fmt: skip
+    room = AnswerRoom(4 * len(copy), 2, 10.0, "busy")  # four copies, two waiting
+    app.state.log.copies = room
+    request = (f"GET /event/{large['event_id']} HTTP/1.1\r\nHost: x\r\n"
+               "Accept: text/html\r\nConnection: close\r\n\r\n").encode()  # fmt: skip
+    try:
+        with in_thread(app) as url:
+            address = ("127.0.0.1", int(url.rsplit(":", 1)[1]))
+            flood = [asked(address, request, timeout=20) for _ in range(FLOOD)]
+            until(lambda: room.held == room.most and room.waiting == 2, 10)
+            began = time.monotonic()
+            with httpx.Client(base_url=url, timeout=5) as client:
+                assert client.get("/checkpoint").status_code == 200
+                assert client.get("/tile/0/000.p/1").status_code == 200
+                event = _snapshot(1, 10)
+                got = client.post("/submit", content=json.dumps(event).encode() + b"\n")
+                assert got.status_code == 200, got.text
+                assert json.loads(got.text.splitlines()[0])["status"] == "stored"
+            assert time.monotonic() - began < 3.0
+            release.set()
+            answers = [answer(sock) for sock in flood]
+            statuses = [status for status, _ in answers]
+            assert statuses.count(200) == 6 and statuses.count(503) == FLOOD - 6
+            busy = next(body for status, body in answers if status == 503)
+            assert busy.startswith(b"<!doctype html>") and b"Busy" in busy
+            until(lambda: room.held == 0, 10)
+    finally:
+        release.set()
         store.close()

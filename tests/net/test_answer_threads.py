@@ -69,6 +69,20 @@ def _request(path: str) -> bytes:
             "Connection: close\r\n\r\n").encode()  # fmt: skip
 
 
+def _log_answers(url: str) -> None:
+    """``/checkpoint``, a tile and the commit of a submission of one event answer, all
+    three within 3 s."""
+    began = time.monotonic()
+    with httpx.Client(base_url=url, timeout=5) as client:
+        assert client.get("/checkpoint").status_code == 200
+        assert client.get("/tile/0/000.p/1").status_code == 200
+        event = _snapshot(1, 10)
+        got = client.post("/submit", content=json.dumps(event).encode() + b"\n")
+        assert got.status_code == 200, got.text
+        assert json.loads(got.text.splitlines()[0])["status"] == "stored"
+    assert time.monotonic() - began < 3.0
+
+
 def test_a_flood_of_large_copies_leaves_the_log_answering(
     tmp_path: Path, blocked: threading.Event
 ) -> None:
@@ -92,15 +106,7 @@ def test_a_flood_of_large_copies_leaves_the_log_answering(
             address = ("127.0.0.1", int(url.rsplit(":", 1)[1]))
             flood = [asked(address, _request(path), timeout=20) for _ in range(FLOOD)]
             until(lambda: room.held == room.most and room.waiting == 2, 10)
-            began = time.monotonic()
-            with httpx.Client(base_url=url, timeout=5) as client:
-                assert client.get("/checkpoint").status_code == 200
-                assert client.get("/tile/0/000.p/1").status_code == 200
-                event = _snapshot(1, 10)
-                got = client.post("/submit", content=json.dumps(event).encode() + b"\n")
-                assert got.status_code == 200, got.text
-                assert json.loads(got.text.splitlines()[0])["status"] == "stored"
-            assert time.monotonic() - began < 3.0
+            _log_answers(url)
             blocked.set()
             statuses = [answer(sock)[0] for sock in flood]
             # the requests past the room and its waiters were refused before compressing
@@ -191,15 +197,7 @@ def test_a_flood_of_event_pages_leaves_the_log_answering(
             address = ("127.0.0.1", int(url.rsplit(":", 1)[1]))
             flood = [asked(address, request, timeout=20) for _ in range(FLOOD)]
             until(lambda: room.held == room.most and room.waiting == 2, 10)
-            began = time.monotonic()
-            with httpx.Client(base_url=url, timeout=5) as client:
-                assert client.get("/checkpoint").status_code == 200
-                assert client.get("/tile/0/000.p/1").status_code == 200
-                event = _snapshot(1, 10)
-                got = client.post("/submit", content=json.dumps(event).encode() + b"\n")
-                assert got.status_code == 200, got.text
-                assert json.loads(got.text.splitlines()[0])["status"] == "stored"
-            assert time.monotonic() - began < 3.0
+            _log_answers(url)
             release.set()
             answers = [answer(sock) for sock in flood]
             statuses = [status for status, _ in answers]

@@ -316,6 +316,17 @@ def _audit_stalled(
         return status, out, err, time.monotonic() - started
 
 
+def _equivocations_proven(lines: list[dict[str, Any]], files: Files) -> None:
+    """The audit's output ``lines`` hold equivocations, as many as its summary counts, and
+    ``verify-proof`` accepts the proof of each."""
+    proofs = [f for f in lines[:-1] if f["finding"] == "equivocation"]
+    assert proofs and lines[-1]["equivocation"] == len(proofs)
+    for finding in proofs:
+        status, _, err = run(["verify-proof", "--keyring", str(files.keyring),
+                              "--origin", ORIGIN, finding["proof"]])  # fmt: skip
+        assert status == 0, err
+
+
 def test_states_that_time_out_in_a_row_stop_the_audit_asking(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -715,12 +726,7 @@ def test_equivocations_are_proven_after_a_catch_up_that_stopped_midway(tmp_path:
     assert where["failed"] == 1
     assert status == 1, err
     assert lines[-1].get("summary"), (lines, err)
-    proofs = [f for f in lines[:-1] if f["finding"] == "equivocation"]
-    assert proofs and lines[-1]["equivocation"] == len(proofs)
-    for finding in proofs:
-        status, _, err = run(["verify-proof", "--keyring", str(files.keyring),
-                                "--origin", ORIGIN, finding["proof"]])  # fmt: skip
-        assert status == 0, err
+    _equivocations_proven(lines, files)
 
 
 def test_an_equivocation_past_the_tree_held_whole_is_found_without_a_proof(
@@ -828,12 +834,7 @@ def test_a_stale_checkpoint_after_a_catch_up_stopped_midway_leaves_the_proofs_he
     assert status == 1, err
     assert lines[-1].get("summary"), (lines, err)
     assert lines[-1]["state_mismatch"] == 1  # the second lie, served at the size compared
-    proofs = [f for f in lines[:-1] if f["finding"] == "equivocation"]
-    assert proofs and lines[-1]["equivocation"] == len(proofs)
-    for finding in proofs:
-        status, _, err = run(["verify-proof", "--keyring", str(files.keyring),
-                                "--origin", ORIGIN, finding["proof"]])  # fmt: skip
-        assert status == 0, err
+    _equivocations_proven(lines, files)
 
 
 def test_a_pith_whose_catch_up_the_time_cut_is_counted_once(

@@ -229,10 +229,20 @@ class AnswerRoom(BodyBytes):
 
     def keep(self, held: int, size: int) -> int:
         """Of ``held`` bytes taken for an answer, keep those that its final ``size`` bytes
-        take (:meth:`hold`), and give back the rest: an answer takes its bytes before it
-        is compressed, and its compressed bytes are what is held while it is sent."""
+        take (:meth:`hold`), giving back the rest, or taking the more it needs (past
+        :data:`ANSWER_PIECE` more) if they are free now; else ``serve.busy``, ``held``
+        given back. An answer takes its bytes
+        before it is made (compressed, or a page rendered), and its final bytes are what
+        is held while it is sent: the page of a kept invalid event whose strings are all
+        ``<`` is five times its copy, once escaped."""
         needs = 0 if size <= ANSWER_PIECE else min(size, self.most)
-        if needs >= held:  # compressed no smaller: held as it was taken
+        if needs > held + ANSWER_PIECE:  # up to a piece more, as an answer of a piece:
+            # not counted (a compressed copy a few bytes larger than it is)
+            if not self.take_now(needs - held):
+                self.give(held)
+                raise ServeError("busy", self.busy)
+            return needs
+        if needs >= held:
             return held
         self.give(held - needs)
         return needs

@@ -397,8 +397,11 @@ class Pages:
         except BaseException:
             log.copies.give(held)
             raise
-        return HeldAnswer(body, "text/html", _page_headers(coded), log.copies,
-                          log.copies.keep(held, len(body)))  # fmt: skip
+        try:  # the page escaped can be larger than its copy: the more it holds, or 503
+            kept = log.copies.keep(held, len(body))
+        except ServeError as exc:  # serve.busy
+            return await self.message(request, status_of(exc), "Busy", exc.message)
+        return HeldAnswer(body, "text/html", _page_headers(coded), log.copies, kept)
 
     def _event_page(self, request: Request, log: Log, event_id: str, copy: bytes) -> bytes:
         """The page of the event of ``copy`` (in a thread of the large answers)."""

@@ -10,7 +10,8 @@ from collections.abc import AsyncIterator
 import pytest
 
 from pithlog.errors import ServeError
-from pithlog.net.body_bytes import BodyBytes, NoRoom
+from pithlog.net import body_bytes
+from pithlog.net.body_bytes import AnswerRoom, BodyBytes, NoRoom
 from pithlog.net.submit import Limits, read_body
 
 
@@ -206,3 +207,27 @@ def test_a_body_refused_or_cut_off_by_its_client_gives_its_bytes_back() -> None:
         return too_large.value.code, after_413, held.held
 
     assert asyncio.run(run()) == ("serve.too_large", 0, 0)
+
+
+def test_an_answer_larger_once_made_holds_its_final_bytes_or_is_busy() -> None:
+    """An answer takes its room before it is made (a copy before it is compressed, an
+    event's page before it is rendered), and keeps what its final bytes take. The page of
+    a kept invalid event whose strings are all ``<`` is about five times its copy once
+    escaped, and held only its copy's bytes: it now takes the more it needs, or is
+    ``serve.busy`` with what it held given back. Up to a piece more (a copy that
+    compresses a few bytes larger) is held as taken."""
+    piece = body_bytes.ANSWER_PIECE
+    room = AnswerRoom(10 * piece, 2, 1.0, "room full")
+    held = asyncio.run(room.hold(2 * piece))
+    assert (held, room.held) == (2 * piece, 2 * piece)
+    assert room.keep(held, 2 * piece + 10) == 2 * piece  # a few bytes more: as taken
+    assert room.keep(held, 8 * piece) == 8 * piece and room.held == 8 * piece  # more taken
+    room.give(8 * piece)
+    assert room.keep(asyncio.run(room.hold(2 * piece)), piece + 1) == piece + 1
+    assert room.held == piece + 1  # smaller: the rest given back
+    room.give(piece + 1)
+    other = asyncio.run(room.hold(7 * piece))
+    held = asyncio.run(room.hold(2 * piece))
+    with pytest.raises(ServeError) as refused:  # 10 pieces more are not free: busy
+        room.keep(held, 10 * piece)
+    assert refused.value.code == "serve.busy" and room.held == other

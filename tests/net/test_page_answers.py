@@ -549,3 +549,28 @@ def test_a_kept_invalid_event_is_not_shown_as_signed_by_the_signer_it_names(
 def _cases_first_id() -> str:
     """The event id of the seed's record_created (valid)."""
     return str(json.loads(_cases()[0])["event_id"])
+
+
+def test_an_event_page_larger_than_its_copy_holds_its_own_bytes(store: Store) -> None:
+    """An event's page holds room for copies before it is rendered, and kept only its
+    copy's bytes: the page of a kept invalid event whose strings are all ``<`` is about
+    four times its copy once escaped, held a quarter of what it sent. It takes the more
+    it needs, or is the Busy page with what it held given back."""
+    from pithlog.net.body_bytes import AnswerRoom
+
+    signed = sign_event(test_key("registry"), "author_attestation", PITH, "record",
+                        "2026-08-01T00:00:00Z", {"statement": "hi"})  # fmt: skip
+    copy = {**signed, "payload": {"statement": "<" * (300 << 10)}}  # event_id_mismatch
+    [kept] = store.append([json.dumps(copy).encode()], KEYRING, keep_invalid=True)
+    assert kept.status == "stored"
+    asked = {**HTML, "accept-encoding": "identity"}
+    with _client(store) as client:
+        room = AnswerRoom(2 << 20, 2, 1.0, "the room is full")
+        client.app.state.log.copies = room  # type: ignore[attr-defined]
+        page = client.get(f"/event/{copy['event_id']}", headers=asked)
+        assert page.status_code == 200 and len(page.content) > 3 * (300 << 10)
+        assert room.held == 0  # given back once sent
+        assert room.take_now(1 << 20)  # half the room held by another answer
+        busy = client.get(f"/event/{copy['event_id']}", headers=asked)
+        assert busy.status_code == 503 and "Busy" in busy.text, busy.text[:300]
+        assert room.held == 1 << 20

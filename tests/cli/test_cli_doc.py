@@ -77,3 +77,22 @@ def test_the_main_help_lists_every_exit_status_of_cli_md() -> None:
     statuses = re.findall(r"^\| `(\d+)` \|", table, flags=re.M)
     listed = re.findall(r"(?:^|[\s;])(\d+) [a-z]", EPILOG.split("exit status:", 1)[1])
     assert statuses and set(statuses) <= set(listed), (statuses, listed)
+
+
+def test_a_heading_names_each_option_value_as_its_help_does() -> None:
+    """A heading's ``--option VALUE`` uses the metavar ``--help`` shows (``--origin NAME``
+    of sync, mirror and audit read ``--origin O`` here, a name their --help never used).
+    ``HOST:PORT`` is one metavar; an option with choices (``--signer-type``) shows them in
+    --help, so any word stands for them."""
+    found = commands()
+    wrong: list[str] = []
+    for name, (heading, _) in sections().items():
+        by_option = {o: a for a in found[name]._actions for o in a.option_strings}
+        for option, value in re.findall(r"(--[a-z][a-z-]*) ([A-Z][A-Z_:]*)\b", heading):
+            action = by_option.get(option)
+            if action is None or action.choices is not None:
+                continue
+            shown = action.metavar or action.dest.upper()
+            if value != shown:
+                wrong.append(f"{name}: {option} {value} in cli.md, {option} {shown} in --help")
+    assert not wrong, wrong

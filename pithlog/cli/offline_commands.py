@@ -398,7 +398,7 @@ def add_commands(sub: Any, store_parser: StoreParser) -> None:
                    help="JSON Lines file(s) of events, read in order as one input, or - for "
                    "stdin; with --dask also globs and fsspec URLs (s3://bucket/export-*.jsonl)")
     p.add_argument("--jobs", type=int, default=1, metavar="N",
-                   help="reduce the piths in N processes (same output)")
+                   help=f"reduce the piths in N processes, 1 to {MOST_CORES} (same output)")
     p.add_argument("--dask", metavar="ADDRESS", default=None,
                    help="reduce on a Dask cluster: its scheduler (tcp://host:port), or local[:N] "
                    "for N worker processes started here (same output; needs pithlog[dask]; "

@@ -108,6 +108,16 @@ MOST_LAID_OUT = 2_000
 # (0.3 s with this bound).
 MOST_LAID_OUT_ON_A_PAGE = 10_000
 
+PAGE_MAKING = 28
+"""Bytes that making an event's page takes at its peak, per byte of its copy, the copy
+included: the room for copies it takes before its copy is decoded (docs/network.md,
+limits). Its strings are escaped (``&`` and ``'`` to five characters) and each is copied
+again by every macro that lays it out: the page of a copy of 1 MiB of ``&`` strings is
+5 MB, and took 27.1 times its copy while decoded and rendered (tracemalloc; ``<``
+strings 22.2, plain ones 7). Taking only the copy's bytes before, 400 requests at once for
+the pages of copies of 1 MiB of ``<`` that their clients did not read grew a worker to
+277 MB, with a room for copies of 64 MiB."""
+
 
 def _environment() -> jinja2.Environment:
     templates = resources.files("pithlog.net") / "templates"
@@ -386,8 +396,8 @@ class Pages:
         if copy is None:
             return await self.message(request, 404, "Unknown event",
                                       f"This log holds no event {event_id}.")
-        try:
-            held = await log.copies.hold(len(copy))
+        try:  # what making the page takes, before the copy is decoded (PAGE_MAKING)
+            held = await log.copies.hold(len(copy) * PAGE_MAKING)
         except ServeError as exc:  # serve.busy
             return await self.message(request, status_of(exc), "Busy", exc.message)
         try:
@@ -397,7 +407,7 @@ class Pages:
         except BaseException:
             log.copies.give(held)
             raise
-        try:  # the page escaped can be larger than its copy: the more it holds, or 503
+        try:  # what the page's bytes take while sent, the rest given back
             kept = log.copies.keep(held, len(body))
         except ServeError as exc:  # serve.busy
             return await self.message(request, status_of(exc), "Busy", exc.message)

@@ -574,3 +574,43 @@ def test_an_event_page_larger_than_its_copy_holds_its_own_bytes(store: Store) ->
         busy = client.get(f"/event/{copy['event_id']}", headers=asked)
         assert busy.status_code == 503 and "Busy" in busy.text, busy.text[:300]
         assert room.held == 1 << 20
+
+
+@pytest.mark.parametrize("member", ["payload", "target"])
+def test_an_event_page_holds_what_making_it_takes_before_its_copy_is_decoded(
+    store: Store, monkeypatch: pytest.MonkeyPatch, member: str
+) -> None:
+    """Making the page of a copy of 600 KB of ``&`` strings (each escaped to five
+    characters, and copied by every macro that lays it out) took about 27 times its copy,
+    while the room for copies held only the copy's bytes: 400 requests at once for pages
+    of such copies grew a worker to 277 MB with a room of 64 MiB. The room held while the
+    page is made now covers what making it takes (its copy, decoded and rendered)."""
+    signed = sign_event(test_key("registry"), "author_attestation", PITH, "record",
+                        "2026-08-01T00:00:00Z", {"statement": "hi"})  # fmt: skip
+    odd: Any = {"statement": "&" * (600 << 10)} if member == "payload" else "&" * (600 << 10)
+    copy = {**signed, member: odd}  # event_id_mismatch: kept
+    [kept] = store.append([json.dumps(copy).encode()], KEYRING, keep_invalid=True)
+    assert kept.status == "stored"
+    seen: list[tuple[int, int, int]] = []
+    make = Pages._event_page
+
+    def measured(self: Pages, request: Any, log: Any, event_id: str, raw: bytes) -> bytes:
+        held = log.copies.held
+        tracemalloc.start()
+        try:
+            page = make(self, request, log, event_id, raw)
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+        seen.append((held, len(raw) + peak, len(page)))
+        return page
+
+    monkeypatch.setattr(Pages, "_event_page", measured)
+    asked = {**HTML, "accept-encoding": "identity"}
+    with _client(store) as client:
+        room = client.app.state.log.copies  # type: ignore[attr-defined]
+        page = client.get(f"/event/{copy['event_id']}", headers=asked)
+        assert page.status_code == 200 and len(page.content) > 4 * (600 << 10)
+        [(held, took, size)] = seen
+        assert held >= took > 20 * (600 << 10), (held, took)  # 27 times the copy
+        assert size == len(page.content) and room.held == 0

@@ -57,6 +57,7 @@ from pithlog.protocol.events import is_event_id
 from pithlog.protocol.records import is_pith_number
 from pithlog.store import PendingPith
 from pithlog.transparency import tiles
+from pithlog.transparency.checkpoint import decimal_of
 from pithlog.transparency.proofs import ConsistencyProof, InclusionProof
 
 register(
@@ -97,7 +98,6 @@ COPIES_CHUNK_MOST = COPIES_READ_BYTES + MAX_ENVELOPE_BYTES + tiles.WIDTH
 """The most bytes one chunk of ``/copies/`` may be: a read's bytes, up to the copy (of
 1 MiB at most) that passes :data:`COPIES_READ_BYTES`, and a newline after each copy."""
 _HEX64 = re.compile(r"[0-9a-f]{64}")
-_DECIMAL = re.compile(r"0|[1-9][0-9]{0,18}")
 
 
 def _log(request: Request) -> Log:
@@ -343,10 +343,12 @@ async def get_consistency(request: Request) -> Response:
     format, for sizes up to the tree's."""
     log = _log(request)
     old, new = request.path_params["old"], request.path_params["new"]
-    if not (_DECIMAL.fullmatch(old) and _DECIMAL.fullmatch(new)) or int(old) > int(new):
-        raise ServeError("bad_path", "OLD and NEW are tree sizes, decimals, OLD <= NEW")
-    size, path = await log.read(log.store.consistency_path, int(old), int(new))
-    return respond(ConsistencyProof(int(old), size, tuple(path)).encoded(), TEXT, IMMUTABLE)
+    first, second = decimal_of(old), decimal_of(new)
+    if first is None or second is None or first > second:
+        raise ServeError("bad_path", "OLD and NEW are tree sizes, decimals without leading "
+                         "zeros up to 2**63-1, OLD <= NEW")  # fmt: skip
+    size, path = await log.read(log.store.consistency_path, first, second)
+    return respond(ConsistencyProof(first, size, tuple(path)).encoded(), TEXT, IMMUTABLE)
 
 
 # --- the rest -----------------------------------------------------------------------------

@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from pithlog.errors import CheckpointError, register, shown
 from pithlog.protocol.keys import KeyEntry, Keyring, SigningKey, verify_signature
 from pithlog.protocol.text_forms import decode_b64, encode_b64
-from pithlog.transparency.merkle import EMPTY_ROOT
+from pithlog.transparency.merkle import EMPTY_ROOT, MAX_TREE_SIZE
 
 register(
     {
@@ -76,9 +76,14 @@ _DECIMAL = re.compile(r"0|[1-9][0-9]{0,18}")
 
 def decimal_of(text: str) -> int | None:
     """The number ``text`` writes as c2sp.org/tlog-checkpoint writes a tree size (ASCII
-    decimal, no leading zero; at most 19 digits, so it fits in 64 bits), or ``None``. The
-    one reading of a tree size or leaf index, here and in :mod:`pithlog.transparency.proofs`."""
-    return int(text) if _DECIMAL.fullmatch(text) else None
+    decimal, no leading zero), up to :data:`MAX_TREE_SIZE` (``2**63-1``, Go's ``int64``),
+    or ``None``. The one reading of a tree size or leaf index from outside: checkpoints,
+    proof files (:mod:`pithlog.transparency.proofs`), a witness's ``old N`` and its 409
+    size, and ``/proof/consistency/OLD/NEW``."""
+    if not _DECIMAL.fullmatch(text):
+        return None
+    number = int(text)
+    return number if number <= MAX_TREE_SIZE else None
 
 
 def _malformed(message: str) -> CheckpointError:
@@ -195,7 +200,8 @@ def parse_checkpoint_text(text: bytes, empty_root: bool = True) -> Checkpoint:
     origin, size_line, root = lines[:3]
     size = decimal_of(size_line)
     if size is None:
-        raise _malformed(f"tree size {size_line!r} is not a decimal without leading zeros")
+        raise _malformed(f"tree size {size_line[:40]!r} is not a decimal without leading "
+                         "zeros, at most 2**63-1")  # fmt: skip
     raw = decode_b64(root)
     if raw is None or len(raw) != 32:
         raise _malformed("the root hash line is not base64 of 32 bytes")
@@ -228,6 +234,9 @@ def sign_checkpoint(checkpoint: Checkpoint, key: SigningKey) -> bytes:
     if not is_key_name(checkpoint.origin):
         raise CheckpointError("malformed", f"origin {checkpoint.origin!r} is not usable as a "
                               "key name: no spaces, no '+', not empty")  # fmt: skip
+    if not 0 <= checkpoint.size <= MAX_TREE_SIZE:
+        raise CheckpointError("malformed", f"a tree size is 0 to 2**63-1, not "
+                              f"{checkpoint.size}")  # fmt: skip
     if not may_sign(key.signer_type, key.signer_id, checkpoint.origin):
         raise CheckpointError(
             "key",

@@ -24,6 +24,10 @@ from collections.abc import Callable, Iterator, Sequence
 HASH_SIZE = 32
 EMPTY_ROOT = hashlib.sha256(b"").digest()
 """``MTH({})``: the root of the empty tree."""
+MAX_TREE_SIZE = (1 << 63) - 1
+"""The largest tree size, leaf index or tile index pithlog reads or writes: Go's
+``golang.org/x/mod/sumdb/tlog`` holds them in an ``int64`` (``Tree.N``, ``Tile.N``), so a
+checkpoint of more leaves is one a Go client refuses (docs/transparency.md)."""
 
 SubtreeHash = Callable[[int, int], bytes]
 """``subtree(a, b)`` = ``MTH(D[a:b])`` for ``0 <= a < b``."""

@@ -66,7 +66,8 @@ def _malformed(message: str) -> ProofError:
 def _decimal(value: str, what: str) -> int:
     number = decimal_of(value)
     if number is None:
-        raise _malformed(f"{what} {value!r} is not a decimal without leading zeros")
+        raise _malformed(f"{what} {value[:40]!r} is not a decimal without leading zeros, "
+                         "at most 2**63-1")  # fmt: skip
     return number
 
 

@@ -60,7 +60,8 @@ MAX_ENTRY = 0xFFFF
 """An entry of a bundle is at most 65,535 bytes (its uint16 length prefix)."""
 
 _GROUPS = 7
-"""Groups of three digits in ``N``: enough for every index below 10**21 (> 2**64)."""
+"""Groups of three digits in ``N``: enough for every index up to ``2**63-1``, the most
+(:data:`~pithlog.transparency.merkle.MAX_TREE_SIZE`, Go's ``int64`` ``Tile.N``)."""
 
 _DECIMAL = re.compile(r"0|[1-9][0-9]{0,2}")
 _LENGTH = struct.Struct(">H")
@@ -141,6 +142,8 @@ def parse_index(elements: Sequence[str], path: str = "") -> int:
         if at == 0 and not last and digits == "000":
             raise _path_error(path, "N has no leading x000 element")
         value = value * 1000 + int(digits)
+    if value > merkle.MAX_TREE_SIZE:
+        raise _path_error(path, "N is at most 2**63-1")
     return value
 
 

@@ -25,7 +25,6 @@ Pure: no clock (the caller passes the timestamp), no file, no network.
 from __future__ import annotations
 
 import hashlib
-import re
 import struct
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -39,6 +38,7 @@ from pithlog.transparency.checkpoint import (
     NoteSignature,
     VerifiedCheckpoint,
     checkpoint_keys,
+    decimal_of,
     is_key_name,
     may_sign,
     parse_checkpoint_text,
@@ -63,7 +63,6 @@ MAX_PROOF_LINES = 63
 MAX_BODY_BYTES = 64 << 10
 """The largest add-checkpoint body a witness reads: 63 proof lines and a checkpoint."""
 WITNESS_SIGNER_TYPES = frozenset({"mirror", "pith_registry"})
-_DECIMAL = re.compile(r"0|[1-9][0-9]{0,18}")
 _STAMP = struct.Struct(">Q")
 
 
@@ -176,8 +175,10 @@ def parse_add_checkpoint(body: bytes) -> AddCheckpoint:
         lines = head.decode("ascii").split("\n")
     except UnicodeDecodeError as exc:
         raise WitnessError("malformed", "the old-size and proof lines are ASCII") from exc
-    if not lines[0].startswith("old ") or not _DECIMAL.fullmatch(lines[0][4:]):
-        raise WitnessError("malformed", "the first line is 'old N' (decimal, no leading zero)")
+    old = decimal_of(lines[0][4:]) if lines[0].startswith("old ") else None
+    if old is None:
+        raise WitnessError("malformed", "the first line is 'old N' (decimal, no leading zero, "
+                           "at most 2**63-1)")  # fmt: skip
     if len(lines) - 1 > MAX_PROOF_LINES:
         raise WitnessError("malformed", f"more than {MAX_PROOF_LINES} proof lines")
     proof = []
@@ -186,7 +187,7 @@ def parse_add_checkpoint(body: bytes) -> AddCheckpoint:
         if raw is None or len(raw) != merkle.HASH_SIZE:
             raise WitnessError("malformed", "a proof line is not base64 of a 32-byte hash")
         proof.append(raw)
-    return AddCheckpoint(int(lines[0][4:]), tuple(proof), checkpoint)
+    return AddCheckpoint(old, tuple(proof), checkpoint)
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,9 @@ from pithlog.testing import test_key, test_keyring, test_keyring_entries
 from pithlog.transparency.checkpoint import (
     MAX_NOTE_BYTES,
     MAX_SIGNATURES,
+    MAX_TREE_SIZE,
     Checkpoint,
+    Note,
     decimal_of,
     key_id,
     may_sign,
@@ -202,9 +204,26 @@ def test_a_tree_size_or_index_is_ascii_decimal_without_a_leading_zero() -> None:
     # The one reading of sizes and indexes, for checkpoints and proof files alike.
     assert decimal_of("0") == 0
     assert decimal_of("1204") == 1204
-    assert decimal_of("9" * 19) == 10**19 - 1  # fits in 64 bits
-    for text in ("", "01", "00", "-1", "+1", " 1", "1 ", "1_000", "9" * 20, "\u0661", "0x1"):
+    assert decimal_of(str(2**63 - 1)) == 2**63 - 1  # Go's int64, tlog.Tree.N
+    for text in ("", "01", "00", "-1", "+1", " 1", "1 ", "1_000", "9" * 20, "\u0661", "0x1",
+                 str(2**63), "9" * 19):  # fmt: skip
         assert decimal_of(text) is None, text  # int() alone would take some of these
+
+
+def test_a_tree_of_more_than_2_63_minus_1_leaves_is_neither_signed_nor_accepted() -> None:
+    """Go's golang.org/x/mod/sumdb/tlog reads a tree size as an int64: a checkpoint of
+    2**63 leaves, which pithlog signed and verified, is one a Go client refuses."""
+    assert MAX_TREE_SIZE == 2**63 - 1
+    largest = Checkpoint(ORIGIN, MAX_TREE_SIZE, ROOT)
+    assert verify_checkpoint(sign_checkpoint(largest, test_key("registry")),
+                             test_keyring()).checkpoint == largest  # fmt: skip
+    over = Checkpoint(ORIGIN, MAX_TREE_SIZE + 1, ROOT)
+    with pytest.raises(CheckpointError, match="malformed"):
+        sign_checkpoint(over, test_key("registry"))
+    text = over.text()
+    note = Note(text, (sign_note(text, ORIGIN, test_key("registry")),)).encoded()
+    err = _refused(note, "malformed")
+    assert "2**63-1" in err.message
 
 
 def test_an_empty_tree_has_the_empty_root_only() -> None:

@@ -182,6 +182,7 @@ def test_a_proof_file_is_limited_to_1_mib() -> None:
     b"pithlog-consistency-proof@v1\nold 1\nnew 12",  # no final newline: not "new 1"
     b"pithlog-consistency-proof@v2\nold 1\nnew 2\n",
     b"pithlog-consistency-proof@v1\nold 2\nnew 1\n",  # old past new
+    b"pithlog-consistency-proof@v1\nold 1\nnew 9223372036854775808\n",  # over 2**63-1
 ])  # fmt: skip
 def test_malformed_consistency_proofs(data: bytes) -> None:
     with pytest.raises(ProofError, match="malformed"):

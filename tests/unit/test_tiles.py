@@ -48,11 +48,22 @@ class Tree:
 @pytest.mark.parametrize(
     ("index", "path"),
     [(0, "000"), (5, "005"), (999, "999"), (1000, "x001/000"), (1234067, "x001/x234/067"),
-     (2**64 - 1, "x018/x446/x744/x073/x709/x551/615")],
+     (2**63 - 1, "x009/x223/x372/x036/x854/x775/807")],
 )  # fmt: skip
 def test_index_paths(index: int, path: str) -> None:
     assert t.encode_index(index) == path
     assert t.parse_index(path.split("/")) == index
+
+
+def test_a_tile_index_is_at_most_2_63_minus_1() -> None:
+    """As a tree size is (Go's tlog.Tile.N is an int64): N of 2**63 was read, and
+    reached the store as a tile of leaves past 2**71."""
+    for path in ("x009/x223/x372/x036/x854/x775/808", "x018/x446/x744/x073/x709/x551/615",
+                 "x999/x999/x999/x999/x999/x999/999"):  # fmt: skip
+        with pytest.raises(TileError, match=r"tile\.path"):
+            t.parse_index(path.split("/"))
+        with pytest.raises(TileError, match=r"tile\.path"):
+            t.parse_tile_path("entries/" + path)
 
 
 def test_tile_paths() -> None:

@@ -115,6 +115,7 @@ def test_add_checkpoint_round_trip_and_limits() -> None:
     assert len(most.proof) == MAX_PROOF_LINES
     for bad, says in (
         (b"old 01\n\n" + signed(3), "'old N'"),
+        (f"old {2**63}\n\n".encode() + signed(3), "'old N'"),  # over Go's int64
         (b"old 3\n" + b"AAAA\n" + b"\n" + signed(3), "32-byte hash"),
         (b"no empty line", "no empty line"),
         (b"old 1\n" + b"A" * 44 + b"\n\n" + signed(3), "32-byte hash"),  # 33 bytes

@@ -212,9 +212,9 @@ def judge_add_checkpoint(
     """tlog-witness ``add-checkpoint``: ``known(origin)`` is the ``(size, root)`` the witness
     last cosigned for ``origin``, or ``None``. Statuses: 400 (malformed, or old > new); 404
     (no keyring key may sign for the origin); 403 (no trusted signature); 409 (old is not
-    the known size, or it is and the checkpoint is of that size with another root: answered
-    as ``text/x.tlog.size``); 422 (a tree of size 0 without the empty tree's root, or the
-    consistency proof fails); 200 (the cosignature line)."""
+    the known size: answered as ``text/x.tlog.size``); 422 (a tree of size 0 without the
+    empty tree's root, the known size with another root, or the consistency proof fails);
+    200 (the cosignature line)."""
     try:
         request = parse_add_checkpoint(body)
         note = parse_note(request.checkpoint)
@@ -242,10 +242,11 @@ def judge_add_checkpoint(
         return Verdict(422, b"a checkpoint of size 0 has the empty tree's root, the SHA-256 "
                        b"of no bytes (RFC 6962, 2.1)\n")  # fmt: skip
     if request.old == cp.size and size and root != cp.root:
-        # tlog-witness: "If they don't match, the witness MUST respond with a 409
-        # Conflict", its body the size as for any 409: a client that proved from this very
-        # size reads there that the witness holds another tree of that size
-        return Verdict(409, f"{size}\n".encode("ascii"), "text/x.tlog.size")
+        # tlog-witness: "If they don't match, the witness MUST respond with a 422
+        # Unprocessable Entity" (C2SP #280; it was 409, whose body named the very size the
+        # client had sent: every 409 now names a size to prove from)
+        return Verdict(422, f"the tree of size {size} cosigned here has another root\n"
+                       .encode("ascii"))  # fmt: skip
     if request.old == 0:
         if request.proof:
             return Verdict(422, b"the proof must be empty from size 0\n")

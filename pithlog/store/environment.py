@@ -413,12 +413,13 @@ def _open_lmdb(
     try:
         if check:
             _walk(env, real, None if check is True else check)
+        with _lmdb_errors():  # the slots of readers that died (SIGKILL); read-only too
+            env.reader_check()
         if readonly:
             dbs = _open_existing(env, real)
             with _lmdb_errors(), _begin(env, False) as txn:
                 _check_format(txn, dbs, real, readonly)
         else:
-            env.reader_check()  # clear reader slots of processes that died (SIGKILL)
             # the store's own transaction runner (map growth in one place) for the opening
             opener = SharedEnvironment((), real, env, {})
             dbs = opener.write(lambda txn, _: _open_dbs(env, txn, real, create))

@@ -1,0 +1,122 @@
+"""The slots that readers killed while reading (SIGKILL) leave in LMDB's table of readers
+(docs/store.md, "Map size, processes, crashes"): every open that gets a slot clears them,
+read-only ones too.
+
+LMDB starts the table afresh when a process opens the store while no other process has it
+open, so each test keeps it open in a process of its own (as ``pithlog serve`` would) while
+readers are killed beside it. The table holds as many readers as the lock file pithlog makes
+has room for (254); the readers are forked from one process, each opening the store and
+beginning a read transaction, until LMDB refuses one."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from test_readers import in_child, make_store, run
+
+pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork()")
+
+HOLD_OPEN = """
+import sys, lmdb
+env = lmdb.open(sys.argv[1], readonly=True, max_dbs=32)
+print("open", flush=True)
+sys.stdin.read()
+"""
+
+FILL = """
+import os, signal, sys
+path, limit, free = sys.argv[1], int(sys.argv[2]), sys.argv[3] == "free"
+readers = []
+for _ in range(limit):
+    said_r, said_w = os.pipe()
+    quit_r, quit_w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(said_r)
+        os.close(quit_w)
+        try:
+            import lmdb
+            env = lmdb.open(path, readonly=True, max_dbs=32)
+            txn = env.begin()
+        except lmdb.ReadersFullError:
+            os._exit(1)
+        os.write(said_w, b"r")
+        os.read(quit_r, 1)
+        txn.abort()
+        env.close()
+        os._exit(0)
+    os.close(said_w)
+    os.close(quit_r)
+    said = os.read(said_r, 1)
+    os.close(said_r)
+    if said != b"r":
+        _, status = os.waitpid(pid, 0)
+        assert os.waitstatus_to_exitcode(status) == 1, status
+        break
+    readers.append((pid, quit_w))
+else:
+    sys.exit("the table of readers never filled")
+held = len(readers)
+if free:
+    pid, quit_w = readers.pop(0)
+    os.write(quit_w, b"q")
+    os.waitpid(pid, 0)
+for pid, _ in readers:
+    os.kill(pid, signal.SIGKILL)
+for pid, _ in readers:
+    _, status = os.waitpid(pid, 0)
+    assert os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL, status
+print(held)
+"""
+
+LIMIT = 1024
+"""Readers forked at most: four times the table pithlog's lock file makes room for."""
+
+
+@contextlib.contextmanager
+def held_open(path: Path) -> Iterator[None]:
+    """The store kept open by another process, which holds no reader slot."""
+    holder = subprocess.Popen([sys.executable, "-c", HOLD_OPEN, str(path)],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE)  # fmt: skip
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == b"open\n"
+        yield
+    finally:
+        holder.communicate(timeout=60)
+        assert holder.returncode == 0
+
+
+def kill_readers(path: Path, free: bool = False) -> int:
+    """Fill the table of readers, then SIGKILL every reader (but the first, which closes the
+    store and gives its slot back, with ``free``); how many readers held a slot."""
+    filled = subprocess.run([sys.executable, "-c", FILL, str(path), str(LIMIT),
+                             "free" if free else "kill"],
+                            capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert filled.returncode == 0, filled.stderr
+    return int(filled.stdout)
+
+
+def cli(argv: list[str], uid: int | None = None) -> Any:
+    """A command run in a forked child (this process keeps no store open): its status and
+    what it said on stderr."""
+    return in_child(lambda: run(argv)[::2], uid=uid)["ok"]
+
+
+def test_a_read_only_open_clears_the_slots_of_killed_readers(tmp_path: Path) -> None:
+    """All but one slot taken by killed readers: a reader gets the free one, and clears the
+    others (LMDB's reader_check), so that as many readers fit after it as at first; before,
+    a read-only open left them, and one reader fit after ``pithlog stats``."""
+    path = tmp_path / "s"
+    make_store(path)
+    with held_open(path):
+        slots = kill_readers(path, free=True)
+        assert slots >= 126  # LMDB's default table; pithlog's lock file holds 254
+        assert cli(["--store", str(path), "stats"])[0] == 0
+        assert kill_readers(path) == slots

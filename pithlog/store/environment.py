@@ -68,7 +68,8 @@ register(
         "record_created yet): see `pithlog pending`",
         "store.corrupted": "the store's files are damaged: run `pithlog replay --verify`, "
         "restore from a backup or re-import an export",
-        "store.readers_full": "too many processes read the store at once; retry",
+        "store.readers_full": "too many processes read the store at once, or readers killed "
+        "while reading left LMDB's table of readers full: the message says what to do",
         "store.txn_full": "the transaction is too large for LMDB: append in smaller batches",
         "store.disk": "the disk is full or failing: free space and retry",
         "store.lock": "the store's lock file cannot be used: check permissions",
@@ -497,4 +498,4 @@ def _lmdb_open(real: str, create: bool, map_size: int, readonly: bool) -> lmdb.E
                                  "from, and LMDB (py-lmdb) refuses it in the child: start "
                                  "child processes with the spawn method, or open the store "
                                  "in the parent only after they are forked") from exc  # fmt: skip
-            raise _store_error(exc) from exc
+            raise _store_error(exc, opening=real) from exc

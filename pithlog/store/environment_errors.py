@@ -3,7 +3,8 @@
 :mod:`pithlog.store.environment`): a full or failing disk is ``store.disk``, damage
 ``store.corrupted``, a foreign file ``store.not_a_store``, and so on. Every environment
 module raises LMDB's errors through here. A read that finds LMDB's table of readers full
-clears the slots of dead processes first (:func:`_begin`).
+clears the slots of dead processes first (:func:`_begin`); an open that finds it full says
+what to do (:func:`_readers_full_at_open`).
 """
 
 from __future__ import annotations
@@ -22,12 +23,15 @@ _DISK_ERRORS = (os.strerror(errno.EIO), os.strerror(errno.ENOSPC), os.strerror(e
 (``mdb_page_flush``: "short write, filesystem full?"), and py-lmdb has no class for EIO."""
 
 
-def _store_error(exc: lmdb.Error) -> StoreError:
+def _store_error(exc: lmdb.Error, opening: str | None = None) -> StoreError:
+    """``opening``: the store whose open (``lmdb.open``) failed."""
     text = str(exc)
     if isinstance(exc, (lmdb.CorruptedError, lmdb.PanicError, lmdb.PageNotFoundError)):
         return StoreError("corrupted", f"LMDB reports damage: {text}")
     if isinstance(exc, (lmdb.InvalidError, lmdb.VersionMismatchError, lmdb.IncompatibleError)):
         return StoreError("not_a_store", f"not an LMDB environment pithlog can open: {text}")
+    if isinstance(exc, lmdb.ReadersFullError) and opening is not None:
+        return _readers_full_at_open(opening, exc)
     if isinstance(exc, lmdb.ReadersFullError):
         # py-lmdb's hint ("use a larger Environment(max_readers=)") is for a program that
         # opens LMDB itself: pithlog's user can only have fewer processes read at once
@@ -46,6 +50,23 @@ def _store_error(exc: lmdb.Error) -> StoreError:
     if isinstance(exc, lmdb.LockError):
         return StoreError("lock", text)
     return StoreError("lmdb", text)
+
+
+def _readers_full_at_open(real: str, exc: lmdb.ReadersFullError) -> StoreError:
+    """An open that finds every slot of LMDB's table of readers taken: it cannot clear the
+    slots of readers that died (``mdb_reader_check`` needs the environment, which py-lmdb
+    returns only once a read transaction has begun on it), and LMDB starts the table afresh
+    only when no process has the store open (``docs/store.md``, "Map size, processes,
+    crashes")."""
+    lock = os.path.join(real, "lock.mdb")
+    cause = str(exc).split(" (Please use a larger", 1)[0]
+    return StoreError("readers_full", f"cannot open the store at {real}: every slot of LMDB's "
+                      f"table of readers in {lock} is taken ({cause}), by processes reading "
+                      "it now, or left by readers killed while reading (SIGKILL), which an "
+                      "open must get a slot to clear. Let the reads finish and retry; if "
+                      "readers were killed, stop the processes that keep the store open "
+                      f"(`fuser -v {lock}` lists them: `pithlog serve`, `mirror --follow`): "
+                      "once none has it open, the next open starts the table afresh")  # fmt: skip
 
 
 def _begin(env: lmdb.Environment, write: bool) -> lmdb.Transaction[bytes]:

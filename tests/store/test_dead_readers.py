@@ -1,6 +1,7 @@
 """The slots that readers killed while reading (SIGKILL) leave in LMDB's table of readers
 (docs/store.md, "Map size, processes, crashes"): every open that gets a slot clears them,
-read-only ones too.
+read-only ones too; an open that finds every slot taken says what to do; a reader who cannot
+write the lock file takes no slot.
 
 LMDB starts the table afresh when a process opens the store while no other process has it
 open, so each test keeps it open in a process of its own (as ``pithlog serve`` would) while
@@ -19,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_readers import in_child, make_store, run
+from test_readers import NOBODY, in_child, keyring_file, make_store, run, world_readable_folder
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork()")
 
@@ -120,3 +121,43 @@ def test_a_read_only_open_clears_the_slots_of_killed_readers(tmp_path: Path) -> 
         assert slots >= 126  # LMDB's default table; pithlog's lock file holds 254
         assert cli(["--store", str(path), "stats"])[0] == 0
         assert kill_readers(path) == slots
+
+
+def test_an_open_that_finds_every_slot_taken_says_what_to_do(tmp_path: Path) -> None:
+    """Every slot taken by killed readers: an open cannot clear them (py-lmdb begins a read
+    transaction before it returns the environment), read-only or writable; it says so and
+    what to do, and doing it (the process keeping the store open stopped) is enough."""
+    path = tmp_path / "s"
+    pith = make_store(path)[0]["pith_number"]
+    lock = str(path / "lock.mdb")
+    with held_open(path):
+        assert kill_readers(path) >= 126
+        for argv in (["stats"], ["state", pith],
+                     ["append", "--keyring", keyring_file(tmp_path)]):  # fmt: skip
+            status, err = cli(["--store", str(path), *argv])
+            assert status != 0 and "[store.readers_full]" in err, (argv, err)
+            assert "killed while reading" in err and f"fuser -v {lock}" in err, err
+            assert "Please use a larger" not in err
+    assert cli(["--store", str(path), "stats"])[0] == 0
+
+
+def test_a_reader_who_cannot_write_the_lock_file_reads_beside_a_full_table() -> None:
+    """A reader who cannot write ``lock.mdb`` opens the store without it (LMDB's
+    MDB_NOLOCK, docs/store.md, "Readers") and takes no slot: a table full of killed
+    readers does not stop it. As root, that reader is user nobody (chmod does not stop
+    root); as another user, the lock file is made read-only."""
+    with world_readable_folder() as base:
+        path = base / "s"
+        pith = make_store(path)[0]["pith_number"]
+        with held_open(path):
+            assert kill_readers(path) >= 126
+            assert cli(["--store", str(path), "stats"])[0] != 0  # this user takes a slot
+            if os.geteuid() == 0:
+                uid: int | None = NOBODY
+            else:
+                uid = None
+                (path / "lock.mdb").chmod(0o444)
+            status, err = cli(["--store", str(path), "stats"], uid=uid)
+            assert status == 0, err
+            status, err = cli(["--store", str(path), "state", pith], uid=uid)
+            assert status == 0, err

@@ -87,8 +87,10 @@ def cosign(note_text: bytes, key: SigningKey, timestamp: int) -> NoteSignature:
         raise WitnessError("key", f"key {shown(key.key_id)} ({key.signer_type}, "
                            f"{key.signer_id!r}) "
                            "may not cosign as a witness")  # fmt: skip
-    if not 0 <= timestamp < 1 << 63:
-        raise WitnessError("malformed", f"timestamp {timestamp} is out of range")
+    # tlog-cosignature: at most 2^63 - 1; tlog-witness: a witness's "timestamp MUST NOT be
+    # zero" (a clock before 1970-01-01T00:00:01 cosigns nothing)
+    if not 0 < timestamp < 1 << 63:
+        raise WitnessError("malformed", f"timestamp {timestamp} is out of range: 1 to 2^63 - 1")
     signature = key.sign(cosigned_message(note_text, timestamp))
     return NoteSignature(key.signer_id, cosignature_key_id(key.signer_id, key.public_key),
                          _STAMP.pack(timestamp) + signature)  # fmt: skip

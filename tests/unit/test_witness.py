@@ -6,12 +6,14 @@ from __future__ import annotations
 import base64
 import hashlib
 import struct
+from pathlib import Path
 
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from pithlog.errors import WitnessError
 from pithlog.protocol.keys import SigningKey, make_keyring
+from pithlog.store import Store
 from pithlog.testing import test_key, test_keyring, test_keyring_entries
 from pithlog.transparency import merkle
 from pithlog.transparency.checkpoint import (
@@ -291,3 +293,24 @@ def test_a_body_of_exactly_the_limit_is_read() -> None:
     assert len(exact) == MAX_BODY_BYTES and parse_add_checkpoint(exact).old == 1
     with pytest.raises(WitnessError, match="over"):
         parse_add_checkpoint(exact + b"x")
+
+
+def test_a_cosignature_is_never_timestamped_zero(tmp_path: Path) -> None:
+    """tlog-witness: "The cosignature MUST NOT omit the timestamp, i.e. the timestamp MUST
+    NOT be zero". A witness whose clock read before 1970-01-01T00:00:01 answered 200 with a
+    cosignature of time 0 and recorded the tree; it now cosigns nothing and records
+    nothing (the store's transaction is undone: a 500 from the route)."""
+    note = signed(10)
+    text = note[: note.index(b"\n\n") + 1]
+    with pytest.raises(WitnessError) as zero:
+        cosign(text, WITNESS, 0)
+    assert zero.value.code == "witness.malformed" and "timestamp 0" in zero.value.message
+    assert cosign(text, WITNESS, 1).line()  # the first second is a time
+    with Store.open(tmp_path / "w") as store:
+        with pytest.raises(WitnessError):
+            store.witness_add(lambda known: judge_add_checkpoint(body(0, 10), KEYRING, known,
+                                                                 WITNESS, 0))  # fmt: skip
+        assert store.witness_state(ORIGIN) is None
+        store.witness_add(lambda known: judge_add_checkpoint(body(0, 10), KEYRING, known,
+                                                             WITNESS, 1))  # fmt: skip
+        assert store.witness_state(ORIGIN) == (10, merkle.root(10, SUB))

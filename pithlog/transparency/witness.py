@@ -60,8 +60,10 @@ register({
 COSIGNATURE_V1 = 0x04
 """The signed-note signature type of an Ed25519 cosignature (tlog-cosignature)."""
 MAX_PROOF_LINES = 63
-MAX_BODY_BYTES = 64 << 10
-"""The largest add-checkpoint body a witness reads: 63 proof lines and a checkpoint."""
+MAX_BODY_BYTES = 128 << 10
+"""The largest add-checkpoint body a witness reads: 63 proof lines and a checkpoint. C2SP
+signed-note: verifiers MUST accept notes of at least 16 signatures, which may be nearly 5 kB
+each (ML-DSA-87: 16 such lines are about 99 KB); 64 KiB refused such a checkpoint."""
 WITNESS_SIGNER_TYPES = frozenset({"mirror", "pith_registry"})
 _STAMP = struct.Struct(">Q")
 

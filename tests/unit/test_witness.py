@@ -314,3 +314,23 @@ def test_a_cosignature_is_never_timestamped_zero(tmp_path: Path) -> None:
         store.witness_add(lambda known: judge_add_checkpoint(body(0, 10), KEYRING, known,
                                                              WITNESS, 1))  # fmt: skip
         assert store.witness_state(ORIGIN) == (10, merkle.root(10, SUB))
+
+
+def test_a_checkpoint_with_sixteen_large_foreign_signatures_is_judged() -> None:
+    """C2SP signed-note: a verifier MUST accept notes of at least 16 signatures, each of
+    which may be nearly 5 kB (an ML-DSA-87 signature is 4,627 bytes). Such a checkpoint,
+    with a full consistency proof, is about 100 KB: read and cosigned, the lines of keys the
+    witness does not know ignored; the 64 KiB limit before refused it (413)."""
+    foreign = b"".join(
+        f"\u2014 witness{i:02d}.example/w ".encode()
+        + base64.b64encode(struct.pack(">I", 0x1000 + i) + bytes([i]) * 4627) + b"\n"
+        for i in range(16)
+    )
+    checkpoint = signed(40) + foreign
+    proof = tuple(bytes([i]) * 32 for i in range(MAX_PROOF_LINES))
+    padded = AddCheckpoint(20, proof, checkpoint).encoded()
+    assert 64 << 10 < len(padded) <= MAX_BODY_BYTES
+    known = {ORIGIN: (20, merkle.root(20, SUB))}
+    verdict = judge_add_checkpoint(body(20, 40, checkpoint), KEYRING, known.get, WITNESS, 7)
+    assert verdict.status == 200, verdict.body
+    assert verdict.body.startswith("\u2014 ".encode())

@@ -234,8 +234,13 @@ def test_not_before_must_be_earlier_than_not_after(not_before: str, not_after: s
 
 
 def test_one_second_window_is_allowed() -> None:
-    load_keyring(keyring_bytes([entry(not_before="2026-01-01T00:00:00Z",
-                                      not_after="2026-01-01T00:00:01Z")]))
+    ring = load_keyring(keyring_bytes([entry(not_before="2026-01-01T00:00:00Z",
+                                             not_after="2026-01-01T00:00:01Z")]))  # fmt: skip
+    # the window is kept as written, and is that one second: [not_before, not_after)
+    e = ring["test-registry"]
+    assert (e.not_before, e.not_after) == ("2026-01-01T00:00:00Z", "2026-01-01T00:00:01Z")
+    assert e.valid_at("2026-01-01T00:00:00Z")
+    assert not e.valid_at("2025-12-31T23:59:59Z") and not e.valid_at("2026-01-01T00:00:01Z")
 
 
 @pytest.mark.parametrize("version", ["2", 1, "1.0", None, " 1"])

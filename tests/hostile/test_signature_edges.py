@@ -104,7 +104,9 @@ def _refused_code(entries: list[dict[str, Any]]) -> str:
 
 
 def test_a_large_order_key_is_accepted() -> None:
-    make_keyring([_entry(test_key("registry").public_key)])
+    """The control of the refusals below: a real key loads, and is kept as given."""
+    keyring = make_keyring([_entry(test_key("registry").public_key)])
+    assert list(keyring) == ["k"] and keyring["k"].public_key == test_key("registry").public_key
 
 
 @pytest.mark.parametrize("index", range(8))

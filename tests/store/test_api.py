@@ -235,8 +235,10 @@ def test_lookup_reads_the_state_and_the_status_in_one_snapshot(
     record = record_event()
     with Store.open(tmp_path / "s") as store:
         store.append([record], test_keyring())
+        state = store.state(record["pith_number"])
+        assert isinstance(state, bytes)
         monkeypatch.setattr(Store, "state", lambda self, pith_number: None)
-        assert isinstance(store.lookup(record["pith_number"]), bytes)
+        assert store.lookup(record["pith_number"]) == state
 
 
 def test_each_pith_walks_what_piths_lists_a_chunk_at_a_time(tmp_path: Path) -> None:

@@ -573,7 +573,7 @@ def test_append_into_a_closed_output_stops_and_says_so(files: dict[str, Any]) ->
         len(statuses) - 15)  # fmt: skip
 
 
-@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs RLIMIT_FSIZE")
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork() (RLIMIT_FSIZE set in a child)")
 def test_export_into_shards_on_a_full_disk_is_one_error_and_leaves_no_part(
     files: dict[str, Any],
 ) -> None:

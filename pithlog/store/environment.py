@@ -408,8 +408,7 @@ def _open_lmdb(
     """Open the environment and its named databases; a writable open also catches the
     Merkle tree up (or migrates the format), a read-only one refuses a store that needs it
     (``store.upgrade``). ``check``: the data file's pages are walked (:func:`_walk`; in
-    parts by the processes of ``check`` when it is :class:`Walkers`)
-    before LMDB reads any page but the meta pages."""
+    parts by the processes of ``check``, :class:`Walkers`) before LMDB reads any but its meta."""
     env = _lmdb_open(real, create, map_size, readonly)
     try:
         if check:

@@ -173,14 +173,14 @@ def test_a_flood_of_event_pages_leaves_the_log_answering(
     monkeypatch.setenv(ENV, "1")
     monkeypatch.setattr(encoding, "usable_cores", lambda: 8)
     release = threading.Event()
-    render = jinja2.Template.render
+    generate = jinja2.Template.generate
 
-    def slow(self: jinja2.Template, *args: object, **kwargs: object) -> str:
+    def slow(self: jinja2.Template, *args: object, **kwargs: object) -> Iterator[str]:
         if self.name == "event.html":  # the 503 pages are rendered at once
             release.wait(10)
-        return render(self, *args, **kwargs)
+        return generate(self, *args, **kwargs)
 
-    monkeypatch.setattr(jinja2.Template, "render", slow)
+    monkeypatch.setattr(jinja2.Template, "generate", slow)
     store = Store.open(tmp_path / "store")
     large = _snapshot(0, 70_000)
     store.append([*(line.encode() for line in SEED), json.dumps(large).encode()], KEYRING)

@@ -411,8 +411,8 @@ def test_pages_are_rendered_off_the_event_loop(
     from pithlog.net.pages import page_routes
 
     on_loop: list[bool] = []
-    monkeypatch.setattr(jinja2.Template, "render",
-                        loop_watched(on_loop, jinja2.Template.render))  # fmt: skip
+    monkeypatch.setattr(jinja2.Template, "generate",
+                        loop_watched(on_loop, jinja2.Template.generate))  # fmt: skip
     with Store.open(files.store, readonly=True) as store:
         pith = next(p["pith_number"] for p in store.piths() if p["status"] == "state")
         app = create_app(ServeConfig(store, load_key_file(files.key.read_bytes()), ORIGIN,

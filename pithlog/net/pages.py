@@ -119,6 +119,20 @@ Taking only the copy's bytes before, 400 requests at once for the pages of copie
 of ``<`` that their clients did not read grew a worker to 277 MB, with a room for copies
 of 64 MiB."""
 
+PITH_PAGE_MAKING = 84
+"""Bytes that making a record's page takes at its peak, per byte of its state, the state
+included: what it takes of the room for copies (``COPY_BYTES``), as an event's page, before
+the state is decoded (docs/network.md, limits). A page lays out at most
+:data:`MOST_LAID_OUT_ON_A_PAGE` values, but a value may be a string of most of a 1 MiB
+event, escaped (``&`` to five characters): 200 valid attestations of 50,000 ``&`` (a state
+of 10 MB) made a page of 50 MB, 11 times the state while decoded and rendered (16 times,
+40.8 with an emoji, before a page's pieces were encoded as made); a title of 900,000 ``&``
+and an emoji, shown four times (the tab, the heading, the record, its snapshot), 83.9
+times its state of 0.9 MB (a page of 18 MB). Sent as any other page, outside every room,
+200 requests at once for the page of a state of 1 MB (200 attestations of 5,000 ``&``, a
+page of 5 MB), unread by their clients, grew a worker to 1.1 GB (VmHWM; 400 requests
+2.1 GB); now 129 MB (132 MB)."""
+
 
 def _environment() -> jinja2.Environment:
     templates = resources.files("pithlog.net") / "templates"
@@ -350,6 +364,11 @@ class Pages:
         return {"state": state, "totals": totals, "pith": pith, "equivocations": equivocations,
                 "title": title, "lists": lists, "reasons": REASON_MEANINGS}  # fmt: skip
 
+    def _pith_page(self, request: Request, log: Log, pith: str, state_bytes: bytes) -> bytes:
+        """The record's page of the state ``state_bytes`` (in a worker thread)."""
+        context = self._pith_context(log, pith, state_bytes)
+        return self._page(request, log, "pith.html", context)
+
     async def pith(self, request: Request) -> Response:
         log: Log = request.app.state.log
         pith = request.path_params["pith"]
@@ -358,16 +377,31 @@ class Pages:
                                       "pith:YYYY: and 26 base32 characters.")
         try:
             # a place among the worker's state builds (pithlog.net.state_builds) while the
-            # state is built and read: a 20 MB state takes 106 MB at its peak
+            # state is built: a 20 MB state takes 106 MB at its peak
             async with log.states.place():
                 # the state, or else the pith's status, in one snapshot (Store.lookup)
                 found = await log.read(log.store.lookup, pith)
-                if isinstance(found, bytes):
-                    context = await log.read(self._pith_context, log, pith, found)
-                    del found  # the page holds what it shows, not the state
-                    return await self.render(request, "pith.html", **context)
+            if isinstance(found, bytes):
+                # out of its place (as /state/'s answer: a page waiting for room holds no
+                # place), what making the page takes, before the state is decoded: from
+                # the room of the answers made of events, as an event's page (16 may wait)
+                held = await log.copies.hold(len(found) * PITH_PAGE_MAKING)
         except ServeError as exc:  # serve.busy
             return await self.message(request, status_of(exc), "Busy", exc.message)
+        if isinstance(found, bytes):
+            room = log.copies
+            try:
+                page = await log.read(self._pith_page, request, log, pith, found)
+                del found  # the page's bytes are what is held from here
+                body, coded = await packed_apart(request.headers, page)
+            except BaseException:
+                room.give(held)
+                raise
+            try:  # what the page's bytes take while sent, the rest given back
+                kept = room.keep(held, len(body))
+            except ServeError as exc:  # serve.busy
+                return await self.message(request, status_of(exc), "Busy", exc.message)
+            return HeldAnswer(body, "text/html", _page_headers(coded), room, kept)
         if found is None:
             return await self.message(request, 404, "Unknown record",
                                       f"This log holds no event of {pith}.")

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import itertools
+import os
 import threading
 from collections.abc import Callable, Generator, Iterable, Iterator, Sized
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -167,6 +168,7 @@ def append_batches(
 ) -> Generator[list[AppendResult], None, None]:
     """:meth:`Store.append_batches` (whose docstring says what it promises)."""
     cores = usable_cores()
+    here = os.getpid()
     with contextlib.ExitStack() as stack:
         executor: Pool | None = None
         judging = False  # the executor's helpers judge raw lines whole (append_judging)
@@ -207,11 +209,13 @@ def append_batches(
                     )
                     if committed is not None:
                         yield committed
+                        _resumed(store, here, stack)
                 previous = started
             if writing is not None:
                 committed = writing.result()
                 writing = None
                 yield committed
+                _resumed(store, here, stack)
             if previous is not None:
                 # the last batch is written in the writer's thread too, never this one: an
                 # interrupt (SIGINT, raised in this thread) after its commit would otherwise
@@ -224,11 +228,16 @@ def append_batches(
                 committed = writing.result()
                 writing = None
                 yield committed
+                _resumed(store, here, stack)
         except GeneratorExit:
             abandon.set()
+            if os.getpid() != here:  # dropped in a forked child: see _resumed
+                stack.pop_all()
             raise
         except BaseException:
-            if writing is not None:
+            if os.getpid() != here:
+                stack.pop_all()
+            elif writing is not None:
                 # the input failed (or an interrupt came) while a batch was being written:
                 # finish it and hand out its results, then raise; when that batch's own
                 # transaction failed, its error is the one raised
@@ -239,6 +248,19 @@ def append_batches(
                 if finished is not None:
                     yield finished
             raise
+
+
+def _resumed(store: Store, here: int, stack: contextlib.ExitStack) -> None:
+    """Raise ``store.closed`` or ``store.forked`` when the pipeline is resumed on a
+    closed Store or in a child made by fork() (its consumer took it before the fork).
+
+    In the child the writer thread and the helper processes are the parent's (a thread
+    does not cross fork()): a batch handed to the writer was never written and its result
+    never came, and shutting them down there would wait on them. They are left to the
+    parent, as the child's copy of the Store is."""
+    if os.getpid() != here:
+        stack.pop_all()
+    store._env  # noqa: B018 -- raises store.closed or store.forked
 
 
 def _writer(stack: contextlib.ExitStack) -> ThreadPoolExecutor:

@@ -303,3 +303,32 @@ def test_an_interrupt_after_the_last_commit_still_hands_out_its_results(
         assert len(writes) == len(batches)
         assert len(done) == len(lines)
         assert store.stats()["counts"]["seq"] == sum(r.status == "stored" for r in done)
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork()")
+def test_a_pipeline_taken_before_fork_is_store_forked_in_the_child(tmp_path: Path) -> None:
+    """``append_batches`` taken before fork() and resumed in the child waited for ever:
+    its writer thread is not in the child, so the batch handed to it was never written
+    and its result never came. It is ``store.forked`` at its next use in the child, as
+    the Store's other iterators are, nothing is written, and the parent's pipeline goes
+    on. (The child is bounded by an alarm: a hang kills it.)"""
+    first, second = g.record("2501.00061"), g.record("2501.00062")
+    with Store.open(tmp_path / "s") as store:
+        pipeline = store.append_batches([[g.encoded(first)], [g.encoded(second)]], g.KEYRING)
+        assert [r.status for r in next(pipeline)] == ["stored"]
+        pid = os.fork()
+        if pid == 0:  # the child: its verdict is its exit status
+            status = 1
+            try:
+                signal.alarm(30)
+                try:
+                    next(pipeline)
+                except pithlog.errors.StoreError as exc:
+                    status = 0 if exc.code == "store.forked" else 1
+            finally:
+                os._exit(status)
+        _, status = os.waitpid(pid, 0)
+        assert os.waitstatus_to_exitcode(status) == 0
+        assert store.tree_size() == 1 and store.event(second["event_id"]) is None
+        assert [r.status for r in next(pipeline)] == ["stored"]
+        assert store.tree_size() == 2

@@ -107,6 +107,14 @@ def worker_pool(
     return pool
 
 
+def _remove_here(pid: int, folder: str, reader: results_folder.Reader) -> None:
+    """:func:`results_folder.remove`, in the process ``pid`` that made the pool only: the
+    copy of a pool that a child made by fork() holds is its parent's, and the child
+    removed the parent's folder at its exit, losing the results in it."""
+    if os.getpid() == pid:
+        results_folder.remove(folder, reader)
+
+
 class Pool(ProcessPoolExecutor):
     """One command's helper or worker processes, on the public API of
     :class:`~concurrent.futures.ProcessPoolExecutor` only: no task is ever cancelled
@@ -137,7 +145,8 @@ class Pool(ProcessPoolExecutor):
         else:
             self._reader = results_folder.Reader(self._spill)
             # removed at shutdown, or when the pool is collected or the program ends first
-            self._removal = weakref.finalize(self, results_folder.remove, self._spill,
+            # (in this process only: a child made by fork() runs its copy at its exit)
+            self._removal = weakref.finalize(self, _remove_here, os.getpid(), self._spill,
                                              self._reader)  # fmt: skip
             # and those of commands killed with all their workers, by this one
             results_folder.remove_stale(tmpdir)

@@ -328,3 +328,31 @@ def test_a_result_that_cannot_be_written_whole_leaves_no_part_behind() -> None:
         assert pool.submit(bytes, 1 << 20).result() == bytes(1 << 20)  # through the pipe
         assert pool._spill is not None
         assert os.listdir(pool._spill) == []  # not 64 KiB of it until the command ends
+
+
+@pytest.mark.skipif(not hasattr(__import__("os"), "fork"), reason="needs fork()")
+def test_a_forked_child_that_exits_leaves_the_parents_results_folder(tmp_path: Path) -> None:
+    """A pool's folder of large results was removed by its finalizer at the end of any
+    child made by fork() while the pool lived (the finalizer runs at exit, and the
+    child's copy of it is the parent's): a result in flight was lost, and the parent
+    redid the work with a HelperLost warning. Only the process that made the pool
+    removes it."""
+    import subprocess
+    import sys
+
+    script = (
+        "import contextlib, os, sys\n"
+        "import pithlog.parallel\n"
+        "if __name__ == '__main__':\n"
+        "    with contextlib.ExitStack() as stack:\n"
+        "        quiet = pithlog.parallel.leave_interrupts_to_parent\n"
+        "        pool = pithlog.parallel.worker_pool(stack, 1, quiet, ())\n"
+        "        assert pool.submit(bytes, 3 << 20).result() == bytes(3 << 20)\n"
+        "        if os.fork() == 0:\n"
+        "            os.close(2)  # multiprocessing's own complaint at a fork child's exit\n"
+        "            sys.exit(0)  # the interpreter's exit runs the finalizers\n"
+        "        os.wait()\n"
+        "        print(os.path.isdir(pool._spill))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, timeout=120)
+    assert (done.returncode, done.stdout, done.stderr) == (0, b"True\n", b"")

@@ -17,7 +17,7 @@ from pithlog.cli.edge import (
     net_module,
     open_store_reached,
     progress_option,
-    seconds,
+    seconds_or_zero,
     served_url,
     show_progress,
 )
@@ -31,8 +31,10 @@ def cmd_audit(args: argparse.Namespace, out: Out) -> int:
     audit = net_module("audit", "pithlog audit")
     mirror = net_module("mirror", "pithlog audit")
     served_url(args.url)
-    # --max-time counts from here: the mirror's time (step 1) is taken from the states'
-    ends = None if args.max_time is None else time.monotonic() + args.max_time
+    # --max-time counts from here: the mirror's time (step 1) is taken from the states';
+    # an hour unless told (0: no limit), as a sync from a URL
+    limit = audit.MAX_SECONDS if args.max_time is None else args.max_time
+    ends = time.monotonic() + limit if limit else None
     keyring = read_keyring(args.keyring)
     evidence = evidence_folder(args.evidence_dir)
     counts = {"state_mismatch": 0, "state_unanswered": 0, "state_not_checked": 0,
@@ -174,13 +176,15 @@ def add_commands(sub: Any, store_parser: StoreParser) -> None:
                    help="stop asking for states after N in a row went unanswered (a "
                    "time-out each can take a minute); the rest are counted as "
                    "state_not_checked (default 16; 0: ask for every state)")  # fmt: skip
-    p.add_argument("--max-time", type=seconds, metavar="SECONDS",
+    p.add_argument("--max-time", type=seconds_or_zero, metavar="SECONDS",
                    help="stop asking for states SECONDS after the audit began (up to "
                    "86,400), an answer in flight cut there; the rest are counted as "
                    "state_not_checked and the equivocations are still proven. The mirror "
                    "of the log (and a catch-up begun) is not cut short: its own fetches "
-                   "are bounded as in pithlog mirror. Default: no limit; --max-unanswered counts "
-                   "states in a row only, so a registry that lets every other request "
-                   "time out holds the audit about 30 s a pith")  # fmt: skip
+                   "are bounded as in pithlog mirror (default 3,600, as sync's; 0: no "
+                   "limit, for a log whose states take longer to ask for). Each answer has "
+                   "a deadline, but a registry may answer every one just in time, and "
+                   "--max-unanswered counts states in a row only: a registry that lets "
+                   "every other request time out holds the audit about 30 s a pith")  # fmt: skip
     progress_option(p, "the leaves mirrored and the states compared")
     p.set_defaults(func=cmd_audit)

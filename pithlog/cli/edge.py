@@ -327,6 +327,22 @@ seconds = seconds_from()
 """Seconds above 0 and at most :data:`MOST_SECONDS` (:func:`seconds_from`)."""
 
 
+def seconds_or_zero(text: str) -> float:
+    """An argparse type: 0 (no limit, where an option's default is one), or
+    :func:`seconds`."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if value == 0:
+        return 0.0
+    try:
+        return seconds(text)
+    except argparse.ArgumentTypeError:
+        raise argparse.ArgumentTypeError(f"{text!r}: give 0 (no limit), or seconds above 0 "
+                                         f"and at most {MOST_SECONDS:,.0f}") from None
+
+
 def at_least(least: int) -> Callable[[str], int]:
     """An argparse type: a decimal integer of at least ``least``."""
 

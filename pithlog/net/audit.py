@@ -56,6 +56,16 @@ minute a pith (:func:`pithlog.net.encoding.answer_seconds`), weeks over a large 
 sixteen in a row is no passing failure of one request."""
 
 
+MAX_SECONDS = 3600.0
+"""Seconds an audit may take in all by default (``pithlog audit --max-time``; 0 there: no
+limit), as a sync from a URL (:data:`pithlog.net.sync.MAX_SECONDS`). Each answer has a
+deadline of its own (:func:`pithlog.net.encoding.answer_seconds`), but a registry may
+answer every one just in time: one that took half a second a state held an audit of
+100,000 piths about 14 hours, and one that answered each just before its minute, weeks.
+What the mirror committed stays stored and the next audit goes on from it; the states
+left are counted as ``state_not_checked`` (no pass)."""
+
+
 class _TooLong(Exception):
     """A served state longer than :func:`state_cap` (once decoded, or sent as is)."""
 

@@ -24,6 +24,7 @@ def _sentinel_defaults() -> dict[tuple[str, str], Any]:
     return {
         ("export", "--shard-size"): DEFAULT_SHARD,
         ("sync", "--max-time"): MAX_SECONDS,
+        ("audit", "--max-time"): audit.MAX_SECONDS,
         ("serve", "--max-body"): submit.Limits.max_body,
         ("serve", "--max-lines"): submit.Limits.max_lines,
         ("serve", "--body-timeout"): submit.Limits.body_seconds,

@@ -358,6 +358,19 @@ def test_states_that_time_out_in_a_row_stop_the_audit_asking(
     assert f"1 state(s) unanswered, {len(piths) - 1} not checked" in err
 
 
+def _thirty_piths(tmp_path: Path) -> Files:
+    """A registry's store of 30 records, one pith each, and nothing else: an audit of it
+    passes, one state asked for at a time."""
+    records = [g.record(f"2602.{i:05d}") for i in range(1, 31)]
+    keyring = tmp_path / "keyring.json"
+    keyring.write_text(json.dumps({"keyring_version": "1", "keys": test_keyring_entries()}))
+    key = tmp_path / "registry.key"
+    key.write_bytes(dump_key_file(test_key("registry")))
+    with Store.open(tmp_path / "registry") as registry:
+        registry.append([g.encoded(e) for e in records], g.KEYRING)
+    return Files(tmp_path, tmp_path / "registry", key, keyring, records)
+
+
 def test_max_time_bounds_an_audit_that_every_other_state_holds(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -368,15 +381,7 @@ def test_max_time_bounds_an_audit_that_every_other_state_holds(
     there), counts the rest as state_not_checked, says why in the summary's stopped, and
     exits 1."""
 
-
-    records = [g.record(f"2602.{i:05d}") for i in range(1, 31)]
-    keyring = tmp_path / "keyring.json"
-    keyring.write_text(json.dumps({"keyring_version": "1", "keys": test_keyring_entries()}))
-    key = tmp_path / "registry.key"
-    key.write_bytes(dump_key_file(test_key("registry")))
-    with Store.open(tmp_path / "registry") as registry:
-        registry.append([g.encoded(e) for e in records], g.KEYRING)
-    files = Files(tmp_path, tmp_path / "registry", key, keyring, records)
+    files = _thirty_piths(tmp_path)
     asked: list[str] = []
 
     status, out, err, took = _audit_stalled(files, tmp_path, monkeypatch, asked,
@@ -400,6 +405,37 @@ def test_max_time_bounds_an_audit_that_every_other_state_holds(
     with serving(files) as server:
         status, lines, err = audit(server.url, files, tmp_path / "auditor", tmp_path / "ev")
     assert status == 0 and lines[-1]["stopped"] is None, err
+
+
+def test_an_audit_has_a_time_by_default_and_max_time_0_lifts_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without --max-time an audit had no bound but each answer's deadline: a registry
+    that answered every state just in time held it as long as its piths took (one that let
+    every other /state/ request time out, here after 1 s, 15 s for these 30 piths; half a
+    second a state, 14 hours over 100,000). It now has audit.MAX_SECONDS (an hour; here
+    3 s) unless told, and stops as --max-time stops it; --max-time 0 is no limit."""
+    from pithlog.net import audit as net_audit
+
+    files = _thirty_piths(tmp_path)
+    asked: list[str] = []
+    monkeypatch.setattr(net_audit, "MAX_SECONDS", 3.0)
+    status, out, err, _ = _audit_stalled(files, tmp_path, monkeypatch, asked,
+                                         lambda n: n % 2 == 1)  # fmt: skip
+    assert status == 1 and "Traceback" not in err, err
+    lines = [json.loads(line) for line in out.splitlines()]
+    summary, findings = lines[-1], lines[:-1]
+    assert summary["stopped"] == "max_time" and findings[-1]["finding"] == "state_not_checked"
+    assert summary["state_not_checked"] == findings[-1]["count"] > 0 and len(asked) < 30
+    assert "stopped short: --max-time ran out" in err
+    # 0: no limit, whatever the default
+    monkeypatch.setattr(net_audit, "MAX_SECONDS", 1e-9)
+    with serving(files) as server:
+        status, out, err = run(["--store", str(tmp_path / "auditor2"), "audit", server.url,
+                                "--keyring", str(files.keyring), "--evidence-dir",
+                                str(tmp_path / "ev2"), "--max-time", "0"])  # fmt: skip
+    assert status == 0, err
+    assert json.loads(out.splitlines()[-1])["stopped"] is None
 
 
 def test_an_up_to_date_mirror_is_audited_under_the_keyring_given(tmp_path: Path) -> None:

@@ -48,6 +48,10 @@ def test_the_bounds_of_seconds_and_counts() -> None:
             edge.seconds(bad)
     with pytest.raises(argparse.ArgumentTypeError):
         edge.seconds_from(0.5)("0.49")
+    assert edge.seconds_or_zero("0") == 0 and edge.seconds_or_zero("2.5") == 2.5
+    for bad in ("-1", "nan", "inf", "x", str(edge.MOST_SECONDS + 1)):
+        with pytest.raises(argparse.ArgumentTypeError):
+            edge.seconds_or_zero(bad)
     assert edge.at_least(1)("1") == 1
     with pytest.raises(argparse.ArgumentTypeError):
         edge.at_least(1)("0")

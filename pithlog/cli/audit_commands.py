@@ -45,85 +45,109 @@ def cmd_audit(args: argparse.Namespace, out: Out) -> int:
         counts[finding.kind] += finding.doc["count"] if finding.kind == "state_not_checked" else 1
         out.write(json_line({"finding": finding.kind, **finding.doc}))
 
-    with mirror.Origin(args.url) as origin, \
-            open_store_reached(args, lambda: mirror.verified_checkpoint(
-                origin, keyring, args.origin)) as store:  # fmt: skip
-        bar = Bar(out, show_progress(args, out), "audit: mirror", unit="leaf")
-        out.bar = bar
-        try:
-            mirrored = mirror.mirror_once(store, origin, keyring, args.origin, evidence,
-                                          progress=bar)  # fmt: skip
-        except MirrorError as exc:
-            if exc.code != "mirror.split_view":
-                raise
-            report(audit.split_view(exc))
-            mirrored = None
-        finally:
-            bar.close()
-            out.bar = None
-        audited = mirrored  # the checkpoint whose every pith is compared (at its size or later)
-        compared = None  # the size whose every pith was compared after its last leaf there
-        walk = audit.Walk()
-        if mirrored is not None:
-            # the states compared and the keys the proofs carry are K's: a mirror already up
-            # to date appended nothing, so a store reduced under another keyring would be
-            # compared as it was (and a signer K lacks would have no entry to carry); the
-            # change is made as append makes it, or refused with store.keyring_changed
-            applied = store.apply_keyring(keyring)
-            if applied is not None:
-                out.say(f"audit: the keyring changed ({applied.keys} key(s)): "
-                        f"{applied.copies} stored copies judged again first")  # fmt: skip
-            bar = Bar(out, show_progress(args, out), "audit: states")
+    # every answer of the origin is held to the audit's time, step 1's and the catch-ups'
+    # too: each batch a mirror commits is a transaction, and a mirror cut short is resumed
+    # by the next run; stopped is "max_time" when the time ran out before step 1 was done
+    stopped = None
+    begun: list[Any] = []  # the report of step 1's pass, once its checkpoint is accepted
+    audited: Any = None  # step 1's report (mirror.MirrorReport)
+    mirrored: Any = None  # the last pass's
+    compared = None  # the size whose every pith was compared after its last leaf there
+    walk = audit.Walk()
+    opened = False
+    try:
+        with mirror.Origin(args.url, ends=ends) as origin, \
+                open_store_reached(args, lambda: mirror.verified_checkpoint(
+                    origin, keyring, args.origin)) as store:  # fmt: skip
+            opened = True
+            bar = Bar(out, show_progress(args, out), "audit: mirror", unit="leaf")
             out.bar = bar
-            # the checkpoint whose tree the store holds whole, which step 3 proves against:
-            # a catch-up that stops midway has accepted a newer one, and fetched only part
-            # of its leaves
-            held_whole = store.accepted_checkpoint(mirrored.origin)
-
-            def catch_up() -> bool:
-                # a registry that takes submissions grows while it is audited: its newer
-                # checkpoint mirrored (verified as the first), a differing state is
-                # compared again with the longer log
-                nonlocal mirrored, held_whole
-                held = store.tree_size()
-                mirrored = mirror.mirror_once(store, origin, keyring, args.origin, evidence)
-                # the checkpoint accepted, unless it is one a stopped pass accepted and this
-                # one, served an older checkpoint (a cache's), did not complete
-                accepted = store.accepted_checkpoint(mirrored.origin)
-                if accepted is not None and _size(accepted) <= store.tree_size():
-                    held_whole = accepted
-                # grown, not a newer checkpoint accepted: a catch-up that stopped midway
-                # (its leaves not fetched) accepted the checkpoint the next one completes,
-                # and the state compared before it was of the shorter tree
-                return store.tree_size() > held
-
             try:
-                for finding in audit.compare_states(store, origin, progress=bar,
-                                                    max_unanswered=args.max_unanswered,
-                                                    catch_up=catch_up, walk=walk,
-                                                    ends=ends):  # fmt: skip
-                    report(finding)
-                # the piths the catch-ups touched all compared after them: the last tree's
-                # every pith was; too many of them, the first tree's only
-                compared = mirrored.size if walk.followed else audited.size
+                mirrored = mirror.mirror_once(store, origin, keyring, args.origin, evidence,
+                                              progress=bar, begun=begun.append)  # fmt: skip
             except MirrorError as exc:
-                if exc.code != "mirror.split_view":
+                if audit.out_of_time(exc, ends):
+                    # what was verified is committed, batch by batch; nothing is compared
+                    # with a log held in part, nor proven against a tree not held whole
+                    stopped = "max_time"
+                    _mirror_stopped(out, store, begun)
+                elif exc.code != "mirror.split_view":
                     raise
-                report(audit.split_view(exc))  # no state is compared with a split log
+                else:
+                    report(audit.split_view(exc))
+                mirrored = None
             finally:
                 bar.close()
                 out.bar = None
-            assert held_whole is not None  # mirror_once accepted it
-            for finding in audit.prove_equivocations(store, keyring, held_whole, evidence):
-                report(finding)
+            # the checkpoint whose every pith is compared (at its size or later)
+            audited = mirrored
+            if mirrored is not None:
+                # the states compared and the keys the proofs carry are K's: a mirror already up
+                # to date appended nothing, so a store reduced under another keyring would be
+                # compared as it was (and a signer K lacks would have no entry to carry); the
+                # change is made as append makes it, or refused with store.keyring_changed
+                applied = store.apply_keyring(keyring)
+                if applied is not None:
+                    out.say(f"audit: the keyring changed ({applied.keys} key(s)): "
+                            f"{applied.copies} stored copies judged again first")  # fmt: skip
+                bar = Bar(out, show_progress(args, out), "audit: states")
+                out.bar = bar
+                # the checkpoint whose tree the store holds whole, which step 3 proves against:
+                # a catch-up that stops midway has accepted a newer one, and fetched only part
+                # of its leaves
+                held_whole = store.accepted_checkpoint(mirrored.origin)
+
+                def catch_up() -> bool:
+                    # a registry that takes submissions grows while it is audited: its newer
+                    # checkpoint mirrored (verified as the first), a differing state is
+                    # compared again with the longer log
+                    nonlocal mirrored, held_whole
+                    held = store.tree_size()
+                    mirrored = mirror.mirror_once(store, origin, keyring, args.origin, evidence)
+                    # the checkpoint accepted, unless it is one a stopped pass accepted and this
+                    # one, served an older checkpoint (a cache's), did not complete
+                    accepted = store.accepted_checkpoint(mirrored.origin)
+                    if accepted is not None and _size(accepted) <= store.tree_size():
+                        held_whole = accepted
+                    # grown, not a newer checkpoint accepted: a catch-up that stopped midway
+                    # (its leaves not fetched) accepted the checkpoint the next one completes,
+                    # and the state compared before it was of the shorter tree
+                    return store.tree_size() > held
+
+                try:
+                    for finding in audit.compare_states(store, origin, progress=bar,
+                                                        max_unanswered=args.max_unanswered,
+                                                        catch_up=catch_up, walk=walk,
+                                                        ends=ends):  # fmt: skip
+                        report(finding)
+                    # the piths the catch-ups touched all compared after them: the last tree's
+                    # every pith was; too many of them, the first tree's only
+                    compared = mirrored.size if walk.followed else audited.size
+                except MirrorError as exc:
+                    if exc.code != "mirror.split_view":
+                        raise
+                    report(audit.split_view(exc))  # no state is compared with a split log
+                finally:
+                    bar.close()
+                    out.bar = None
+                assert held_whole is not None  # mirror_once accepted it
+                for finding in audit.prove_equivocations(store, keyring, held_whole, evidence):
+                    report(finding)
+    except MirrorError as exc:
+        if opened or not audit.out_of_time(exc, ends):
+            raise
+        stopped = "max_time"  # no checkpoint fetched in time: no store made, none mirrored
     # size: the checkpoint first accepted; latest_size: the last, which the proofs are
     # against; compared_size: the one whose every pith was compared after its last leaf
     # there (or is counted in a finding), null when a split view ended the comparing;
     # stopped: why states were left not asked for (max_unanswered, max_time), or null
-    summary = {"summary": True, "origin": None if audited is None else audited.origin,
-               "size": None if audited is None else audited.size,
+    # (a mirror cut short by the time: the checkpoint it accepted, if it did)
+    stopped = stopped or walk.stopped
+    first = audited if audited is not None else next(iter(begun), None)
+    summary = {"summary": True, "origin": None if first is None else first.origin,
+               "size": None if first is None else first.size,
                "latest_size": None if mirrored is None else mirrored.size,
-               "compared_size": compared, "stopped": walk.stopped, **counts}  # fmt: skip
+               "compared_size": compared, "stopped": stopped, **counts}  # fmt: skip
     out.write(json_line(summary))
     # a state left unanswered is no evidence against the registry, but the audit did not
     # see it serve what its log implies: not a pass (the counts tell the two apart)
@@ -134,8 +158,23 @@ def cmd_audit(args: argparse.Namespace, out: Out) -> int:
             f"{counts['equivocation']} equivocation(s) proven, {counts['split_view']} split "
             f"view(s)" + {None: "", "max_time": "; stopped short: --max-time ran out",
                           "max_unanswered": "; stopped short: --max-unanswered states in a "
-                          "row went unanswered"}[walk.stopped])  # fmt: skip
-    return EXIT_VERIFY_FAILED if found else EXIT_OK
+                          "row went unanswered"}[stopped])  # fmt: skip
+    # stopped short, the audit did not see the registry serve what its log implies: not a
+    # pass, though the mirror cut short has no finding to count
+    return EXIT_VERIFY_FAILED if found or stopped else EXIT_OK
+
+
+def _mirror_stopped(out: Out, store: Any, begun: list[Any]) -> None:
+    """Says how far step 1's mirror got when the audit's time ran out."""
+    if not begun:
+        out.say("audit: --max-time ran out before the registry's checkpoint was accepted: "
+                "nothing mirrored")  # fmt: skip
+        return
+    report = begun[0]
+    out.say(f"audit: --max-time ran out while mirroring {report.origin} at size "
+            f"{report.size}: the store holds {store.tree_size()} leaves ({report.held_before} "
+            "before), every one verified and committed; the next audit continues from "
+            "there")  # fmt: skip
 
 
 def _size(note: bytes) -> int:
@@ -164,8 +203,9 @@ def add_commands(sub: Any, store_parser: StoreParser) -> None:
         "unanswered or --max-time ran out), then a summary line (its stopped member says "
         "which, or is null); exit 0 when the registry serves exactly what its "
         "log implies and nobody equivocated, 1 otherwise (a state it left unanswered or "
-        "not checked too). A log that cannot be mirrored ends the audit with the mirror's "
-        "error, as in pithlog mirror (no summary; 2 when it could not be read).",
+        "not checked too, or a mirror --max-time cut short). A log that cannot be "
+        "mirrored ends the audit with the mirror's error, as in pithlog mirror (no "
+        "summary; 2 when it could not be read).",
     )
     p.add_argument("url", metavar="URL", help="the registry's served log")
     keyring_option(p)
@@ -180,9 +220,11 @@ def add_commands(sub: Any, store_parser: StoreParser) -> None:
                    help="stop asking for states SECONDS after the audit began (up to "
                    "86,400), an answer in flight cut there; the rest are counted as "
                    "state_not_checked and the equivocations are still proven. The mirror "
-                   "of the log (and a catch-up begun) is not cut short: its own fetches "
-                   "are bounded as in pithlog mirror (default 3,600, as sync's; 0: no "
-                   "limit, for a log whose states take longer to ask for). Each answer has "
+                   "of the log and its catch-ups are held to it too: a mirror cut short "
+                   "ends the audit (what it committed stays, and the next audit continues "
+                   "from it; the summary's stopped max_time, exit 1) (default 3,600, as "
+                   "sync's; 0: no limit, for a log whose states take longer to ask for). "
+                   "Each answer has "
                    "a deadline, but a registry may answer every one just in time, and "
                    "--max-unanswered counts states in a row only: a registry that lets "
                    "every other request time out holds the audit about 30 s a pith")  # fmt: skip

@@ -19,7 +19,7 @@ from typing import Any
 
 from pithlog.errors import DoorError, MirrorError, ProofError
 from pithlog.net.evidence_files import write_evidence
-from pithlog.net.origin import Origin
+from pithlog.net.origin import Origin, out_of_time
 from pithlog.protocol.canonical import digest, parse, shape
 from pithlog.protocol.events import readmit
 from pithlog.protocol.keys import Keyring
@@ -169,7 +169,9 @@ def compare_states(
     the others. After ``max_unanswered`` states unanswered in a row (0: never) the rest are
     not asked for: one ``state_not_checked`` finding counts them. So are they once the
     clock (:func:`time.monotonic`) reaches ``ends`` (``audit --max-time``), the pith whose
-    answer it cut short or whose catch-up it came before included: ``max_unanswered``
+    answer it cut short or whose catch-up it came before or cut short (a fetch of the
+    catch-up's failed at or after ``ends``: :func:`~pithlog.net.origin.out_of_time`)
+    included: ``max_unanswered``
     counts states unanswered in a row only, and a registry that let every other request
     time out (a minute) held the audit half a minute a pith whatever it was.
 
@@ -239,6 +241,11 @@ def compare_states(
             try:
                 grew = catch_up()
             except MirrorError as exc:
+                if out_of_time(exc, ends):
+                    # the catch-up cut short by the audit's time: what it committed stays
+                    # (each batch is a transaction), its piths counted among those left
+                    touch(before, store.tree_size())
+                    raise _OutOfTime from exc
                 if exc.code != "mirror.fetch":
                     raise  # a checkpoint that does not verify ends the audit, as the first
                 # a pass that failed may have stored leaves all the same: theirs are owed
@@ -272,7 +279,7 @@ def compare_states(
                                              "first_pith_number": pith,
                                              "problem": problem})  # fmt: skip
 
-    out_of_time = "the audit's time ran out (--max-time): the rest were not asked for"
+    ran_out = "the audit's time ran out (--max-time): the rest were not asked for"
     in_a_row = 0
     each = piths()
     for done, pith in enumerate(each, 1):
@@ -281,12 +288,12 @@ def compare_states(
                               "unanswered: the rest were not asked for")  # fmt: skip
             return
         if ends is not None and time.monotonic() >= ends:
-            yield not_checked(pith, "max_time", out_of_time)
+            yield not_checked(pith, "max_time", ran_out)
             return
         try:
             finding, unanswered = settle(pith)
         except _OutOfTime:
-            yield not_checked(pith, "max_time", out_of_time)
+            yield not_checked(pith, "max_time", ran_out)
             return
         owed.pop(pith, None)  # a catch-up of its own touched it: compared after that
         in_a_row = in_a_row + 1 if unanswered else 0

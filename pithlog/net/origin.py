@@ -6,6 +6,7 @@ verifies everything before it stores anything."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -57,16 +58,30 @@ def _said(response: httpx.Response) -> str:
     return ": " + "".join(c if c.isprintable() else " " for c in said)
 
 
+def out_of_time(exc: PithlogError, ends: float | None) -> bool:
+    """Whether ``exc`` may be of ``ends`` passed (:attr:`Origin.ends`, :func:`time.monotonic`):
+    an answer cut there or not asked for (``mirror.fetch``), or the tiles that tell a
+    spoiled consistency proof from a split view left unread (``mirror.unproven``). What the
+    origin served that does not verify is never."""
+    return (ends is not None and time.monotonic() >= ends
+            and exc.code in ("mirror.fetch", "mirror.unproven"))  # fmt: skip
+
+
 class Origin:
     """The HTTP client of a served log at ``url``: bounded GETs, and the tlog-tiles
-    fallback from a dropped partial tile to its full tile."""
+    fallback from a dropped partial tile to its full tile. ``ends`` (:func:`time.monotonic`),
+    when given, bounds every answer of this origin, from any thread: an answer in flight
+    then is cut there, and none is asked for after it (``mirror.fetch``, which a caller
+    tells apart with :func:`out_of_time`). ``pithlog audit --max-time`` holds its mirror,
+    catch-ups and states to it."""
 
     def __init__(self, url: str, client: httpx.Client | None = None,
-                 limits: Limits = LIMITS) -> None:  # fmt: skip
+                 limits: Limits = LIMITS, ends: float | None = None) -> None:  # fmt: skip
         self.url = url.rstrip("/")
         self._client = client or deadline_client(timeout=TIMEOUT, follow_redirects=False)
         self._own = client is None
         self.limits = limits
+        self.ends = ends
         self.fetched = 0
         """Bytes received (bodies, decompressed)."""
 
@@ -87,6 +102,11 @@ class Origin:
         ``most``: seconds the answer may take when that is less than its deadline (what is
         left of the caller's own time, ``audit --max-time``)."""
         url = f"{self.url}/{path}"
+        if self.ends is not None:
+            left = self.ends - time.monotonic()
+            if left <= 0:
+                raise MirrorError("fetch", f"{url}: not asked for: the time given ran out")
+            most = left if most is None else min(most, left)
         # the whole answer, its head too, within answer_seconds of its cap
         deadline = AnswerDeadline(limit, most)
         try:

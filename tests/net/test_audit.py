@@ -358,17 +358,20 @@ def test_states_that_time_out_in_a_row_stop_the_audit_asking(
     assert f"1 state(s) unanswered, {len(piths) - 1} not checked" in err
 
 
-def _thirty_piths(tmp_path: Path) -> Files:
-    """A registry's store of 30 records, one pith each, and nothing else: an audit of it
-    passes, one state asked for at a time."""
-    records = [g.record(f"2602.{i:05d}") for i in range(1, 31)]
+def _valid_only(tmp_path: Path, events: list[dict[str, Any]]) -> Files:
+    """A registry's store of ``events``, all valid: an audit of it passes."""
     keyring = tmp_path / "keyring.json"
     keyring.write_text(json.dumps({"keyring_version": "1", "keys": test_keyring_entries()}))
     key = tmp_path / "registry.key"
     key.write_bytes(dump_key_file(test_key("registry")))
     with Store.open(tmp_path / "registry") as registry:
-        registry.append([g.encoded(e) for e in records], g.KEYRING)
-    return Files(tmp_path, tmp_path / "registry", key, keyring, records)
+        registry.append([g.encoded(e) for e in events], g.KEYRING)
+    return Files(tmp_path, tmp_path / "registry", key, keyring, events)
+
+
+def _thirty_piths(tmp_path: Path) -> Files:
+    """A registry of 30 records, one pith each: one state asked for at a time."""
+    return _valid_only(tmp_path, [g.record(f"2602.{i:05d}") for i in range(1, 31)])
 
 
 def test_max_time_bounds_an_audit_that_every_other_state_holds(
@@ -436,6 +439,106 @@ def test_an_audit_has_a_time_by_default_and_max_time_0_lifts_it(
                                 str(tmp_path / "ev2"), "--max-time", "0"])  # fmt: skip
     assert status == 0, err
     assert json.loads(out.splitlines()[-1])["stopped"] is None
+
+
+def test_max_time_cuts_the_mirror_short_and_the_next_audit_resumes_it(
+    tmp_path: Path,
+) -> None:
+    """--max-time bounded the states only: the mirror of step 1 ran to its end, however
+    slowly the registry served it (a bundle of copies may take 9.5 minutes, each). Through
+    a proxy that held every bundle of copies after the eighth 30 s, an audit given 8 s ran
+    past 30 s, mirrored the whole log and then checked no state. Its mirror now stops when
+    the time runs out, the answer in flight cut there: the first batch (4 bundles, 1,024
+    leaves), verified and committed, stays, and nothing of the second, which the append
+    pipeline had through the door and not yet written; no state is compared with a log
+    held in part (no finding, the summary's stopped max_time, exit 1). The next audit
+    fetches only the bundles the first did not commit, and passes."""
+    import asyncio
+    import threading
+
+    piths = [g.record(f"2603.{i:05d}") for i in range(1, 11)]
+    files = _valid_only(tmp_path, piths + [g.attestation(r["pith_number"], n, f"said {n}")
+                                           for n in range(1, 231) for r in piths])  # fmt: skip
+    total = len(files.events)
+    assert 9 * 256 < total < 10 * 256  # 10 bundles: the third batch begins at the 9th
+    asked: list[str] = []
+    where: dict[str, Any] = {"slow": True}
+    release = threading.Event()
+
+    def bundle(path: str) -> int:  # /copies/006 or /copies/006.p/74: 6 (under 1,000)
+        return int(path.removeprefix("/copies/")[:3])
+
+    async def forward(request: Request) -> Response:
+        path = request.url.path
+        asked.append(path)
+        if where["slow"] and path.startswith("/copies/") and bundle(path) >= 8:
+            for _ in range(600):  # 30 s, within the answer's deadline; released at the end
+                if release.is_set():
+                    return Response(b"released", 503)
+                await asyncio.sleep(0.05)
+        async with httpx.AsyncClient() as client:
+            answer = await client.get(where["upstream"] + path,
+                                      headers={"accept-encoding": "identity"})  # fmt: skip
+        return Response(answer.content, answer.status_code)
+
+    mirror = tmp_path / "auditor"
+    try:
+        with serving(files) as server:
+            where["upstream"] = server.url
+            for proxy in proxied(forward, where):
+                status, out, err = run(["--store", str(mirror), "audit", proxy["url"],
+                                        "--keyring", str(files.keyring), "--evidence-dir",
+                                        str(tmp_path / "ev"), "--max-time", "8"])  # fmt: skip
+                assert status == 1 and "Traceback" not in err, err
+                assert [json.loads(line) for line in out.splitlines()] == [{
+                    "summary": True, "origin": ORIGIN, "size": total, "latest_size": None,
+                    "compared_size": None, "stopped": "max_time", "state_mismatch": 0,
+                    "state_unanswered": 0, "state_not_checked": 0, "equivocation": 0,
+                    "split_view": 0}]  # fmt: skip
+                assert not [p for p in asked if p.startswith("/state/")]
+                assert "--max-time ran out while mirroring" in err
+                assert "stopped short: --max-time ran out" in err
+                with Store.open(mirror, readonly=True) as held, \
+                        Store.open(files.store, readonly=True) as registry:  # fmt: skip
+                    assert held.tree_size() == 4 * 256
+                    assert held.tree_root() == registry.tree_root(4 * 256)
+                where["slow"] = False
+                release.set()
+                asked.clear()
+                status, out, err = run(["--store", str(mirror), "audit", proxy["url"],
+                                        "--keyring", str(files.keyring), "--evidence-dir",
+                                        str(tmp_path / "ev")])  # fmt: skip
+                assert status == 0, err
+                assert json.loads(out)["stopped"] is None
+                # resumed: the bundles the first left, not the four it committed
+                assert {bundle(p) for p in asked if p.startswith("/copies/")} == set(
+                    range(4, 10))  # fmt: skip
+    finally:
+        release.set()
+    with Store.open(mirror, readonly=True) as held, \
+            Store.open(files.store, readonly=True) as registry:  # fmt: skip
+        assert held.tree_root() == registry.tree_root()
+
+
+def test_max_time_holds_the_first_checkpoint_too(tmp_path: Path) -> None:
+    """The checkpoint fetched before a new store is made is step 1's too: from a server
+    whose answer's head comes a line at a time (within its 62 s deadline), an audit given
+    1 s waited 30 s and ended with that answer's error, exit 2. It stops at 1 s with the
+    summary (stopped max_time, nothing accepted), exit 1, and makes no store."""
+    from served import slow_head
+
+    keyring = tmp_path / "keyring.json"
+    keyring.write_text(json.dumps({"keyring_version": "1", "keys": test_keyring_entries()}))
+    with slow_head() as url:
+        status, out, err = run(["--store", str(tmp_path / "auditor"), "audit", url,
+                                "--keyring", str(keyring), "--evidence-dir",
+                                str(tmp_path / "ev"), "--max-time", "1"])  # fmt: skip
+    assert status == 1 and "Traceback" not in err, err
+    assert json.loads(out) == {
+        "summary": True, "origin": None, "size": None, "latest_size": None,
+        "compared_size": None, "stopped": "max_time", "state_mismatch": 0,
+        "state_unanswered": 0, "state_not_checked": 0, "equivocation": 0, "split_view": 0}
+    assert not (tmp_path / "auditor").exists()
 
 
 def test_an_up_to_date_mirror_is_audited_under_the_keyring_given(tmp_path: Path) -> None:

@@ -144,3 +144,80 @@ def test_the_command_line_names_every_option_of_serve() -> None:
                    "--max-lines", "--body-timeout", "--max-pending", "--witness-url",
                    "--witness-keyring", "--witness-quorum", "--workers", "--witness"):  # fmt: skip
         assert option in options, option
+
+
+def nginx_blocks() -> dict[str, list[list[str]]]:
+    """The directives of the nginx example of "Running a registry", by the block they are
+    in: ``""`` for those outside any ``location`` (the http and server levels), else the
+    location's argument (``/pith/``, ``= /pith/submit``)."""
+    text = DOC.split("```nginx\n")[1].split("```")[0]
+    blocks: dict[str, list[list[str]]] = {"": []}
+    where = ""
+    for raw in text.splitlines():
+        line = raw.split("#")[0].strip()
+        if not line:
+            continue
+        if line.startswith("location ") and line.endswith("{"):
+            where = line.removeprefix("location ").removesuffix("{").strip()
+            blocks[where] = []
+        elif line.endswith("{"):  # map: its body is no directive
+            blocks[""].append(line.removesuffix("{").split())
+            where = "map"
+        elif line == "}":
+            where = ""
+        elif where != "map":
+            assert line.endswith(";"), line
+            blocks[where].append(line.removesuffix(";").split())
+    return blocks
+
+
+def test_the_nginx_example_puts_each_directive_where_nginx_takes_it() -> None:
+    """``client_header_timeout`` sat in a ``location``, which nginx refuses ("not allowed
+    here"); ``limit_req`` in ``location /`` limited every request, not ``/submit``; the
+    zones it named were declared nowhere; and ``proxy_cache`` on ``/state/`` and
+    ``/event/`` (``no-cache``: never stored) replaced the client's ``If-None-Match``,
+    so no ``304`` came through."""
+    blocks = nginx_blocks()
+    outside = {d[0]: d for d in blocks[""]}
+    assert outside["client_header_timeout"][1] == f"{http_head.HEAD_SECONDS:g}s"
+    for where, directives in blocks.items():
+        if where:
+            names = {d[0] for d in directives}
+            assert not names & {"client_header_timeout", "proxy_cache_path",
+                                "limit_req_zone", "map"}, where  # fmt: skip
+            assert "proxy_pass" in names, where
+    limited = {w for w, ds in blocks.items() for d in ds if d[0] == "limit_req"}
+    assert limited == {"= /pith/submit", "= /pith/sync"}
+    zones = {d[1].removeprefix("zone=") for ds in blocks.values() for d in ds
+             if d[0] == "limit_req"}  # fmt: skip
+    assert {w.split(":")[0].removeprefix("zone=")
+            for w in outside["limit_req_zone"] if w.startswith("zone=")} == zones  # fmt: skip
+    cached = {d[1] for ds in blocks.values() for d in ds if d[0] == "proxy_cache"}
+    declared = {w.split(":")[0].removeprefix("keys_zone=")
+                for w in outside["proxy_cache_path"] if w.startswith("keys_zone=")}  # fmt: skip
+    assert declared == cached
+    for where in ("/pith/state/", "/pith/event/"):
+        assert "proxy_cache" not in {d[0] for d in blocks[where]}, where
+    assert app.REVALIDATE == "no-cache"  # what nginx never stores
+
+    def body_cap(where: str) -> str:
+        return next(d[1] for d in blocks[where] if d[0] == "client_max_body_size")
+
+    assert body_cap("= /pith/submit") == f"{submit.Limits().max_body >> 20}m"
+    assert body_cap("= /pith/sync") == f"{sync.MAX_MESSAGE >> 20}m"
+
+
+def test_the_nginx_example_takes_the_prefix_off_as_the_client_wrote_it() -> None:
+    """``serve`` answers at its root: the ``map`` takes ``/pith`` off ``$request_uri``
+    (undecoded, with its query), and every ``proxy_pass`` passes that."""
+    text = DOC.split("```nginx\n")[1].split("```")[0]
+    pattern, value = re.search(r"\n\s+~(\S+) (\$\w+);", text).groups()  # type: ignore[union-attr]
+    python = re.compile(pattern.replace("(?<", "(?P<"))
+    for uri, passed in (("/pith/tile/0/000", "/tile/0/000"),
+                        ("/pith/tile/0%2F000", "/tile/0%2F000"),
+                        ("/pith/proof/inclusion/x?copy=c", "/proof/inclusion/x?copy=c"),
+                        ("/other/checkpoint", None)):  # fmt: skip
+        found = python.match(uri)
+        assert (found.group(value.removeprefix("$")) if found else None) == passed, uri
+    passes = {d[1] for ds in nginx_blocks().values() for d in ds if d[0] == "proxy_pass"}
+    assert passes == {"http://127.0.0.1:8080$pith_uri"}

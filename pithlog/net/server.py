@@ -39,6 +39,7 @@ from uvicorn.supervisors import Multiprocess
 
 from pithlog.errors import StoreError, UsageError, shown
 from pithlog.net import http_head, uvicorn_logs
+from pithlog.net.answers import answer_headers
 from pithlog.net.app import ServeApp, create_app
 from pithlog.net.error_answers import error_handlers
 from pithlog.net.held_signals import HeldServer
@@ -181,7 +182,8 @@ def witness_app(settings: Settings) -> Starlette:
     store, keyring, key = open_witness(settings)
 
     async def healthz(request: Request) -> Response:
-        return Response(b"ok\n", media_type="text/plain")
+        # the headers of every answer (network.md): never cached, nosniff
+        return Response(b"ok\n", media_type="text/plain", headers=answer_headers("no-store"))
 
     # the log's error answers: an unknown path or method, or a failure, is JSON with a
     # stable code here too (Starlette's own are plain text)

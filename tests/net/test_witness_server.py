@@ -367,6 +367,19 @@ def test_a_path_or_method_the_witness_does_not_serve_is_a_json_error(
             assert {m.strip() for m in got.headers["allow"].split(",")} == allow
 
 
+def test_the_witness_s_healthz_carries_the_headers_of_every_answer(
+    witness: dict[str, Any],
+) -> None:
+    """network.md: every answer carries ``nosniff``, and ``/healthz`` is ``no-store``. The
+    witness's ``/healthz`` had neither (a cache could hold a witness's "ok" after it died)."""
+    for method in ("GET", "HEAD"):
+        got = httpx.request(method, witness["url"] + "/healthz", timeout=20)
+        assert got.status_code == 200 and got.headers["cache-control"] == "no-store"
+        assert got.headers["x-content-type-options"] == "nosniff"
+        assert got.headers["content-type"] == "text/plain; charset=utf-8"
+        assert got.content == (b"ok\n" if method == "GET" else b"")
+
+
 def test_a_worker_that_a_witness_finds_behind_signs_its_newer_tree(tmp_path: Path) -> None:
     """The workers of ``serve --workers N --witness-url`` each ask the witnesses for the
     tree they read: when another worker had the witness cosign a larger tree between this

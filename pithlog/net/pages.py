@@ -377,7 +377,7 @@ class Pages:
                                       "pith:YYYY: and 26 base32 characters.")
         try:
             # a place among the worker's state builds (pithlog.net.state_builds) while the
-            # state is built: a 20 MB state takes 106 MB at its peak
+            # state is built: a 20 MB state takes 43 MB at its peak
             async with log.states.place():
                 # the state, or else the pith's status, in one snapshot (Store.lookup)
                 found = await log.read(log.store.lookup, pith)

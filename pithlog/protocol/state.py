@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import heapq
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -172,16 +173,22 @@ class Fragment:
     signer: bytes
     payload: bytes
 
+    def head(self, before: bytes = b"") -> bytes:
+        """``before``, then its display form up to its payload: event_id, target,
+        created_at, signer, and the payload's name."""
+        return b"".join((before, b'{"event_id":"', self.event_id.encode("ascii"),
+                         b'","target":', self.target, b',"created_at":"',
+                         self.created_at.encode("ascii"), b'","signer":', self.signer,
+                         b',"payload":'))  # fmt: skip
+
     def display(self) -> bytes:
         """Display order: event_id, target, created_at, signer, payload."""
-        return b"".join((b'{"event_id":"', self.event_id.encode("ascii"), b'","target":',
-                         self.target, b',"created_at":"', self.created_at.encode("ascii"),
-                         b'","signer":', self.signer, b',"payload":', self.payload,
-                         b"}"))  # fmt: skip
+        return b"".join((self.head(), self.payload, b"}"))
 
-    def canonical(self) -> bytes:
-        """JCS member order: created_at, event_id, payload, signer, target."""
-        return b"".join((b'{"created_at":"', self.created_at.encode("ascii"),
+    def canonical(self, before: bytes = b"") -> bytes:
+        """``before``, then its JCS: member order created_at, event_id, payload, signer,
+        target."""
+        return b"".join((before, b'{"created_at":"', self.created_at.encode("ascii"),
                          b'","event_id":"', self.event_id.encode("ascii"), b'","payload":',
                          self.payload, b',"signer":', self.signer, b',"target":', self.target,
                          b"}"))  # fmt: skip
@@ -226,21 +233,80 @@ class StateParts:
     """``(event_id, reason)`` sorted by event_id."""
 
 
-def _json_list(items: list[bytes]) -> msgspec.Raw:
-    return msgspec.Raw(b"[" + b",".join(items) + b"]")
+class _Listed(tuple[Fragment, ...]):
+    """A list of ``current`` (:meth:`_Out.value`), written fragment by fragment."""
+
+
+class _Out:
+    """Where :func:`assemble` writes a document: its display form as pieces, joined once
+    into the answer, or its JCS form only into a hash.
+
+    A display fragment is two pieces, its :meth:`Fragment.head` (which closes the one
+    before) and its payload, the payload never copied before the join: the join holds a
+    ``Py_buffer`` of 80 bytes a piece, so a piece per member held about 1 KB an event
+    (as much as a small event)."""
+
+    def __init__(self, shown: bool) -> None:
+        self.shown = shown
+        self.hash = hashlib.sha256()
+        self.pieces: list[bytes] = []
+        self.one: Callable[[bytes], object] = self.pieces.append if shown else self.hash.update
+
+    def value(self, value: Any) -> None:
+        """``value`` as msgspec writes it, members in their dict order when shown, else
+        sorted: every member name written here is ASCII, so that is JCS order. The two
+        objects of the state's own (``dict``), its lists of fragments (:class:`_Listed`), a
+        :class:`Fragment` and pre-encoded JSON (``bytes``) are written in place."""
+        if isinstance(value, dict):
+            for i, name in enumerate(value if self.shown else sorted(value)):
+                self.one(b"{" if i == 0 else b",")
+                self.one(_ENCODER.encode(name) + b":")
+                self.value(value[name])
+            self.one(b"}" if value else b"{}")
+        elif isinstance(value, _Listed):
+            self.one(b"[")
+            self.fragments(value)
+            self.one(b"]")
+        elif isinstance(value, Fragment):
+            self.fragments((value,))
+        elif isinstance(value, bytes):
+            self.one(value)
+        else:
+            self.one((_ENCODER if self.shown else _SORTED).encode(value))
+
+    def fragments(self, fragments: tuple[Fragment, ...]) -> None:
+        """Fragments, comma-separated."""
+        if not self.shown:  # into the hash: one fragment's JCS at a time
+            for i, f in enumerate(fragments):
+                self.one(f.canonical(b"," if i else b""))
+            return
+        for i, f in enumerate(fragments):
+            self.one(f.head(b"}," if i else b""))
+            self.one(f.payload)
+        if fragments:
+            self.one(b"}")
 
 
 def assemble(parts: StateParts) -> bytes:
     """The display serialization of the state document of ``parts`` (spec 8), with its
-    ``state_sha256``: the digest is taken over the JCS form, assembled from the same
-    fragments in JCS member order, so no payload is encoded twice."""
+    ``state_sha256``: the digest is taken over the JCS form, written from the same
+    fragments in JCS member order straight into the hash, so no payload is encoded twice
+    and the JCS form is never held; the display form's pieces are joined once.
+    At its peak a build holds the fragments and the answer, about twice the state: built
+    as two msgspec documents of joined fragment lists, it held five times the state (the
+    fragments, the JCS form's lists and bytes, then the display form's lists, their join
+    and their encoding)."""
     others = heapq.merge(*parts.lists.values(), key=lambda f: f.order)
     applied = [parts.record.event_id, *(f.event_id for f in others)]
     aliases = source_aliases(parts.canonical_record, parts.canonical_sha256,
                              parts.record.created_at)  # fmt: skip
-    record_jcs = msgspec.Raw(jcs(parts.canonical_record))
+    record_jcs = jcs(parts.canonical_record)
     invalid = [{"event_id": e, "reason": r} for e, r in parts.invalid]
-    header: dict[str, Any] = {
+    current: dict[str, Any] = {"canonical_record": record_jcs, "source_aliases": aliases}
+    for name in STATE_LISTS:
+        current[name] = _Listed(parts.lists.get(name, ()))
+    current["record_created"] = parts.record
+    document: dict[str, Any] = {
         "state_type": STATE_TYPE,
         "state_version": STATE_VERSION,
         "pith_number": parts.pith_number,
@@ -249,27 +315,17 @@ def assemble(parts: StateParts) -> bytes:
         "valid_event_count": parts.valid_event_count,
         "invalid_event_count": len(parts.invalid),
         "equivocation_count": len(parts.equivocations),
+        "current": current,
+        "equivocations": parts.equivocations,
+        "invalid_events": invalid,
+        "applied_event_ids": applied,
     }
-
-    def document(shown: bool) -> dict[str, Any]:
-        current: dict[str, Any] = {"canonical_record": record_jcs, "source_aliases": aliases}
-        for name in STATE_LISTS:
-            fragments = parts.lists.get(name, [])
-            current[name] = _json_list(
-                [f.display() for f in fragments] if shown else [f.canonical() for f in fragments]
-            )
-        current["record_created"] = msgspec.Raw(
-            parts.record.display() if shown else parts.record.canonical()
-        )
-        return {**header, "current": current, "equivocations": parts.equivocations,
-                "invalid_events": invalid, "applied_event_ids": applied}  # fmt: skip
-
-    # Every member name at this level is ASCII, so msgspec's sorted order is JCS order;
-    # the fragments inside are JCS already.
-    canonical = _SORTED.encode(document(shown=False))
-    display = document(shown=True)
-    display["state_sha256"] = hashlib.sha256(canonical).hexdigest()
-    return _ENCODER.encode(display)
+    canonical = _Out(shown=False)
+    canonical.value(document)
+    document["state_sha256"] = canonical.hash.hexdigest()
+    display = _Out(shown=True)
+    display.value(document)
+    return b"".join(display.pieces)
 
 
 _SORTED = msgspec.json.Encoder(order="sorted")

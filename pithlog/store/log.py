@@ -44,12 +44,23 @@ from pithlog.store.append_pipeline import (
     finish_append,
     start_append,
 )
+from pithlog.store.arguments import (
+    is_int,
+    require_bool,
+    require_callable,
+    require_count,
+    require_event_ids,
+    require_items,
+    require_keep_invalid,
+    require_keyring,
+    require_str,
+    require_tree_int,
+)
 from pithlog.store.environment import DEFAULT_MAP_SIZE, SharedEnvironment, Work, acquire, release
 from pithlog.store.environment_walk import Walkers
 from pithlog.store.layout import eid_bytes
 from pithlog.store.log_network import NetworkReads
 from pithlog.store.log_reads import ContentReads
-from pithlog.store.lookup import require_count, require_keyring
 from pithlog.store.replay_processes import EarlyWorkers, replay, structure
 from pithlog.store.replay_report import Discrepancy as Discrepancy
 from pithlog.store.replay_report import Progress as Progress
@@ -104,7 +115,12 @@ class Store(ContentReads, NetworkReads):
         if "\0" in where:  # no file name holds one: os.stat raised ValueError
             raise StoreError("io", f"the store path {where!r} holds a NUL character, which "
                              "no path can: check the path")  # fmt: skip
-        if not isinstance(map_size, int) or not 0 <= map_size < 1 << 64:
+        for name, flag in (("create", create), ("readonly", readonly), ("check", check)):
+            require_bool(flag, "open", name)
+        if walkers is not None and not isinstance(walkers, Walkers):
+            raise StoreError("argument", f"Store.open(walkers={walkers!r}): walkers is a "
+                             "pithlog.store.environment_walk.Walkers, or None")  # fmt: skip
+        if not is_int(map_size) or not 0 <= map_size < 1 << 64:
             # LMDB's size_t: py-lmdb raised OverflowError past it
             raise StoreError("argument", f"Store.open(map_size={map_size!r}): the map size "
                              "is a number of bytes from 0 to 2^64 - 1")  # fmt: skip
@@ -181,6 +197,8 @@ class Store(ContentReads, NetworkReads):
         made beside it (``pithlog rekey``).
         """
         require_keyring(keyring, "append")
+        require_keep_invalid(keep_invalid, "append")
+        require_bool(change_keyring, "append", "change_keyring")
         append_pipeline.require_append(batch, keyring, judging)  # before the keyring's change
         if change_keyring:
             self.apply_keyring(keyring)
@@ -213,6 +231,8 @@ class Store(ContentReads, NetworkReads):
         written; what the store came to hold meanwhile is a duplicate, as in any append.
         ``change_keyring``: as for :meth:`append`."""
         require_keyring(keyring, "append_judged")
+        require_keep_invalid(keep_invalid, "append_judged")
+        require_bool(change_keyring, "append_judged", "change_keyring")
         append_pipeline.require_judged(sent, keyring, judging)  # before the keyring's change
         if change_keyring:
             self.apply_keyring(keyring)
@@ -249,6 +269,8 @@ class Store(ContentReads, NetworkReads):
         A keyring other than the store's is first applied as :meth:`apply_keyring` does
         (when the pipeline starts), or refused."""
         require_keyring(keyring, "append_batches")
+        require_keep_invalid(keep_invalid, "append_batches")
+        require_callable(vet, "append_batches", "vet")
         if not isinstance(batches, Iterable) or isinstance(batches, (str, bytes, dict)):
             raise StoreError("item", f"Store.append_batches: the batches are a "
                              f"{type(batches).__name__}, not an iterable of batches (lists "
@@ -307,7 +329,9 @@ class Store(ContentReads, NetworkReads):
         in as many processes.
         """
         require_keyring(keyring, "replay")
+        require_bool(verify, "replay", "verify")
         require_count(jobs, "replay", "jobs", none=True)
+        require_callable(progress, "replay", "progress")
         return replay(self, keyring, verify, jobs, progress, early)
 
     def _structure(
@@ -324,6 +348,7 @@ class Store(ContentReads, NetworkReads):
         write transaction, so readers see the old store or the new one, never a mixture.
         Returns counts: copies judged, preferred copies changed, piths reduced."""
         require_keyring(keyring, "rebuild")
+        require_callable(progress, "rebuild", "progress")
         return self._write(rebuild_work(keyring, progress))
 
     # --- a keyring change, by what it changes (pithlog.store.rekey) -----------------------
@@ -336,6 +361,7 @@ class Store(ContentReads, NetworkReads):
         re-reduce; ``None`` when the store is under it already."""
         require_keyring(keyring, "rekey_plan")
         require_count(cap, "rekey_plan", "cap", least=0, none=True)
+        require_bool(count_events, "rekey_plan", "count_events")
         return self._read(lambda txn, dbs: rekey.plan(txn, dbs, keyring, cap, count_events))
 
     def apply_keyring(
@@ -353,6 +379,7 @@ class Store(ContentReads, NetworkReads):
         require_keyring(keyring, "apply_keyring")
         require_count(limit, "apply_keyring", "limit", least=0)
         require_count(event_limit, "apply_keyring", "event_limit", least=0)
+        require_callable(progress, "apply_keyring", "progress")
         return rekey.apply_keyring(self, keyring, limit, progress, event_limit)
 
     def rekey(
@@ -371,6 +398,7 @@ class Store(ContentReads, NetworkReads):
         require_keyring(keyring, "rekey")
         require_count(piece_copies, "rekey", "piece_copies")
         require_count(piece_events, "rekey", "piece_events")
+        require_callable(progress, "rekey", "progress")
         return rekey.rekey(self, keyring, progress, piece_copies, piece_events)
 
     # --- transparency: the Merkle tree over the append sequence ---------------------------
@@ -388,6 +416,7 @@ class Store(ContentReads, NetworkReads):
         """``(leaf index, copy hash)`` of every stored copy of ``event_id`` (leaf index =
         seq - 1), in append order. Two copies of one event_id are two leaves with the same
         leaf hash."""
+        require_str(event_id, "leaves_of", "event_id")
         if not is_event_id(event_id):
             return []
         eid = eid_bytes(event_id)
@@ -408,13 +437,13 @@ class Store(ContentReads, NetworkReads):
 
     def copy_seqs(self, keys: Iterable[bytes]) -> list[int | None]:
         """The sequence number of each copy named by ``keys`` (``None``: not stored)."""
-        wanted = list(keys)
+        wanted = require_items(keys, "copy_seqs", "keys", bytes)
         return self._read(lambda txn, dbs: tree.copy_seqs(txn, dbs, wanted))
 
     def copies(self, keys: Iterable[bytes]) -> list[tuple[int, bytes]]:
         """``(seq, JCS bytes)`` of the stored copies named by ``keys`` (event_id + copy
         hash), in append order; keys of copies not stored are left out."""
-        wanted = list(keys)
+        wanted = require_items(keys, "copies", "keys", bytes)
         return self._read(lambda txn, dbs: tree.copies(txn, dbs, wanted))
 
     # --- what an equivocation proof carries (pithlog.transparency.evidence) -------------
@@ -426,5 +455,9 @@ class Store(ContentReads, NetworkReads):
         leaf index and its inclusion path in the tree of ``size`` leaves: what an
         equivocation proof carries (:mod:`pithlog.transparency.evidence`). Raises
         ``proof.not_found`` for a copy that is not a leaf of that tree."""
-        return leaves.applied_copies_in_tree(self, event_ids, size)
+        wanted = require_event_ids(event_ids, "applied_copies_in_tree")
+        require_tree_int(size, "tree size")
+        if size < 0:  # else proof.not_found: no copy is a leaf of it
+            raise StoreError("tree_size", f"tree size {size} is not between 0 and the store's")
+        return leaves.applied_copies_in_tree(self, wanted, size)
 

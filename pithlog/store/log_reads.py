@@ -16,6 +16,7 @@ from pithlog.errors import StoreError
 from pithlog.protocol.events import is_event_id
 from pithlog.protocol.records import is_pith_number
 from pithlog.store import aliases, reads
+from pithlog.store.arguments import require_count, require_int, require_str
 from pithlog.store.environment import Work
 from pithlog.store.layout import META_KEYRING, eid_bytes, event_copy, evidence_of
 from pithlog.store.lookup import PendingPith, require_pith_number
@@ -77,6 +78,7 @@ class ContentReads:
 
     def event(self, event_id: str) -> bytes | None:
         """The preferred copy stored under ``event_id`` (JCS bytes), or ``None``."""
+        require_str(event_id, "event", "event_id")
         if not is_event_id(event_id):
             return None
         key = eid_bytes(event_id)
@@ -87,6 +89,8 @@ class ContentReads:
         ``event_id`` invalid, or ``None`` (valid, or no event of that pith): one read of the
         ``invalid`` index. A kept invalid copy names any signer it likes; whoever shows it
         must say it is invalid."""
+        require_str(pith_number, "invalid_reason", "pith_number")
+        require_str(event_id, "invalid_reason", "event_id")
         if not is_pith_number(pith_number) or not is_event_id(event_id):
             return None
         key = pith_number.encode("ascii") + eid_bytes(event_id)
@@ -95,6 +99,7 @@ class ContentReads:
 
     def evidence(self, event_id: str) -> list[bytes]:
         """The other copies kept under ``event_id`` (evidence), in copy-hash order."""
+        require_str(event_id, "evidence", "event_id")
         if not is_event_id(event_id):
             return []
         key = eid_bytes(event_id)
@@ -102,6 +107,7 @@ class ContentReads:
 
     def status(self, pith_number: str) -> dict[str, Any] | None:
         """The ``piths`` entry of a pith: status, event counts (``None`` when unknown)."""
+        require_str(pith_number, "status", "pith_number")
         if not is_pith_number(pith_number):
             return None
         return self._read(lambda txn, dbs: reads.status(txn, dbs, pith_number))
@@ -113,9 +119,7 @@ class ContentReads:
     def each_pith(self, chunk: int = 1000) -> Iterator[dict[str, Any]]:
         """What :meth:`piths` lists, one summary at a time, read ``chunk`` piths per short
         transaction: a walk over a million piths holds one chunk, not the list."""
-        if not isinstance(chunk, int) or chunk < 1:
-            raise StoreError("argument", f"each_pith(chunk={chunk!r}): chunk is the piths "
-                             "read in one transaction, 1 or more")  # fmt: skip
+        require_count(chunk, "each_pith", "chunk")  # the piths read in one transaction
         return reads.each_pith(cast("Store", self), chunk)
 
     def pith_totals(self) -> dict[str, int]:
@@ -136,9 +140,8 @@ class ContentReads:
         """Every distinct stored envelope (preferred copies and evidence) in append order,
         as ``(seq, JCS bytes)``, starting after sequence number ``after``. Each chunk is read
         in its own short transaction, so an export does not pin old pages for long."""
-        if not isinstance(chunk, int) or chunk < 1:  # 0 read nothing, and then indexed it
-            raise StoreError("argument", f"export(chunk={chunk!r}): chunk is the copies read "
-                             "in one transaction, 1 or more")  # fmt: skip
+        require_int(after, "export", "after")  # a float raised struct.error when packed
+        require_count(chunk, "export", "chunk")  # 0 read nothing, and then indexed it
         return reads.export(cast("Store", self), after, chunk)
 
     def stats(self) -> dict[str, Any]:

@@ -1,5 +1,6 @@
-"""What :meth:`pithlog.store.Store.lookup` answers beside a state document, and the checks
-of the pith numbers and keyrings the store's methods are given (``docs/api.md``)."""
+"""What :meth:`pithlog.store.Store.lookup` answers beside a state document, and the check
+of the pith numbers :meth:`~pithlog.store.Store.state` and ``lookup`` are given
+(``docs/api.md``; the other arguments' are in :mod:`pithlog.store.arguments`)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from pithlog.errors import StoreError, register
-from pithlog.protocol.keys import Keyring
 from pithlog.protocol.records import is_pith_number
 
 register({"store.pith_number": "a pith number is pith:YYYY:<26 base32 characters A-Z2-7>: "
@@ -33,24 +33,3 @@ def require_pith_number(value: str) -> None:
     if not is_pith_number(value):
         raise StoreError("pith_number", f"{value!r} is not a pith number "
                          "(pith:YYYY:<26 base32 characters>): check it")  # fmt: skip
-
-
-def require_keyring(value: object, method: str) -> None:
-    """Raise ``store.argument`` unless ``value`` is a :class:`~pithlog.protocol.keys.Keyring`:
-    a keyring's file bytes, its parsed JSON or ``None`` failed deep inside (an
-    ``AttributeError`` on ``digest``), or only once the helpers had started."""
-    if not isinstance(value, Keyring):
-        raise StoreError("argument", f"Store.{method}: the keyring is a {type(value).__name__}, "
-                         "not a pithlog.Keyring: read it with pithlog.load_keyring")  # fmt: skip
-
-
-def require_count(value: object, method: str, name: str, least: int = 1,
-                  none: bool = False) -> None:  # fmt: skip
-    """Raise ``store.argument`` unless ``value`` is an ``int`` of at least ``least`` (or
-    ``None`` when ``none``): a piece of 0 events never ended (its loop took no pith), one of
-    0 copies indexed an empty list, and a ``str`` failed in a comparison deep inside."""
-    if value is None and none:
-        return
-    if not isinstance(value, int) or isinstance(value, bool) or value < least:
-        raise StoreError("argument", f"Store.{method}({name}={value!r}): {name} is an int, "
-                         f"{least} or more{' (or None)' if none else ''}")  # fmt: skip

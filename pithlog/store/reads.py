@@ -128,9 +128,6 @@ def each_pith(store: Store, chunk: int) -> Iterator[dict[str, Any]]:
 def export(store: Store, after: int, chunk: int) -> Iterator[tuple[int, bytes]]:
     """:meth:`Store.export`: each chunk of ``chunk`` copies read in a transaction of its
     own."""
-    if not isinstance(after, int):  # a float raised struct.error when packed
-        raise StoreError("argument", f"export(after={after!r}): after is a sequence "
-                         "number, an int")  # fmt: skip
     position = max(after, 0) + 1
     if position >= 1 << (8 * SEQ.size):
         # past any sequence number a store can hold (and past what SEQ can pack)

@@ -12,6 +12,7 @@ import struct
 from typing import Any
 
 from pithlog.errors import StoreError, register
+from pithlog.store.arguments import require_tree_int
 from pithlog.store.codec import unpack
 from pithlog.store.layout import (
     FORMAT_3,
@@ -67,18 +68,11 @@ def merkle_size(txn: Txn, dbs: dict[str, Any]) -> int:
     return SEQ.unpack(raw)[0] if raw is not None and len(raw) == SEQ.size else 0
 
 
-def _require_int(value: object, what: str) -> None:
-    """``store.tree_size`` for a size or index that is not an int (a str of digits from a
-    URL, a float, ``True``): compared as it was, a TypeError from inside the read."""
-    if not isinstance(value, int) or isinstance(value, bool):
-        raise StoreError("tree_size", f"{what} {value!r} is not an int")
-
-
 def tree_size_arg(txn: Txn, dbs: dict[str, Any], size: int | None) -> int:
     current = merkle_size(txn, dbs)
     if size is None:
         return current
-    _require_int(size, "tree size")
+    require_tree_int(size, "tree size")
     if not 0 <= size <= current:
         raise StoreError("tree_size", f"tree size {size} is not between 0 and the store's "
                          f"{current}")  # fmt: skip
@@ -194,7 +188,7 @@ def inclusion_path(
 ) -> tuple[int, list[bytes]]:
     """What :meth:`pithlog.store.Store.inclusion_path` returns."""
     n = tree_size_arg(txn, dbs, size)
-    _require_int(index, "leaf index")
+    require_tree_int(index, "leaf index")
     if not 0 <= index < n:
         raise StoreError("tree_size", f"leaf {index} is not in the tree of {n} leaves")
     return n, merkle.inclusion_path(index, n, subtree(txn, dbs))
@@ -205,7 +199,7 @@ def consistency_path(
 ) -> tuple[int, list[bytes]]:
     """What :meth:`pithlog.store.Store.consistency_path` returns."""
     n = tree_size_arg(txn, dbs, new)
-    _require_int(old, "old size")
+    require_tree_int(old, "old size")
     if not 0 <= old <= n:
         # n may be the NEW asked for, not the store's size: say which it is
         raise StoreError("tree_size", f"old size {old} is not between 0 and the new size {n}")

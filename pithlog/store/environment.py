@@ -50,7 +50,7 @@ from pithlog.store.environment_files import (
 )
 from pithlog.store.environment_walk import Walkers
 from pithlog.store.layout import DB_NAMES, Txn
-from pithlog.store.place import check_path, check_place
+from pithlog.store.place import check_path, check_place, unreadable
 
 register(
     {
@@ -381,10 +381,7 @@ def _open_env(
     except FileNotFoundError:
         there = False
     except OSError as exc:  # a folder this user may not enter: not "no store"
-        if os.path.isfile(real):
-            raise StoreError("not_a_store", f"{real} is a file, not a store's folder") from exc
-        raise StoreError("io", f"cannot read {real}: {exc.strerror or exc}; check its "
-                         "permissions") from exc  # fmt: skip
+        raise unreadable(real, exc) from exc
     if not there:
         if not create:
             raise StoreError("missing", f"no store at {real} (no data.mdb)")

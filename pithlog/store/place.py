@@ -48,3 +48,15 @@ def check_place(path: str) -> None:
         raise StoreError("not_a_store", f"{path} is a folder holding other files ({shown}) "
                          "and no pithlog store: check --store, or give a new or empty "
                          "folder")  # fmt: skip
+
+
+def unreadable(path: str, exc: OSError) -> StoreError:
+    """What ``os.stat`` of the ``data.mdb`` of ``path`` failing otherwise than by its
+    absence means. ``path`` itself not a folder (a file, or a device such as
+    ``/dev/null`` or a FIFO, which ``isfile`` did not count: its ``ENOTDIR`` was said to
+    be a matter of permissions) is ``store.not_a_store``; else the folder cannot be
+    entered (or a file stands on the way to it)."""
+    if os.path.exists(path) and not os.path.isdir(path):
+        return StoreError("not_a_store", f"{path} is a file, not a store's folder")
+    return StoreError("io", f"cannot read {path}: {exc.strerror or exc}; check its "
+                      "permissions")  # fmt: skip

@@ -377,3 +377,15 @@ def test_a_refused_append_leaves_the_stores_keyring_as_it_was(tmp_path: Path) ->
         finally:
             judging.close()
             under_other.close()
+
+
+def test_a_device_for_a_store_path_is_not_a_store() -> None:
+    """``Store.open("/dev/null")`` said ``store.io``, "cannot read /dev/null: Not a
+    directory; check its permissions": the stat of its data.mdb failed with ENOTDIR, and
+    only a regular file was told apart. A path that exists and is no folder is
+    store.not_a_store, whether the store may be created, must exist or is read."""
+    for options in ({}, {"create": False}, {"readonly": True}):
+        with pytest.raises(StoreError) as caught:
+            Store.open("/dev/null", **options)
+        assert caught.value.code == "store.not_a_store", caught.value
+        assert "/dev/null is a file, not a store's folder" in caught.value.message

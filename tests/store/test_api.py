@@ -389,3 +389,23 @@ def test_a_device_for_a_store_path_is_not_a_store() -> None:
             Store.open("/dev/null", **options)
         assert caught.value.code == "store.not_a_store", caught.value
         assert "/dev/null is a file, not a store's folder" in caught.value.message
+
+
+def test_an_iterator_hands_out_its_chunk_read_before_close_then_is_store_closed(
+    tmp_path: Path,
+) -> None:
+    """What docs/api.md says of ``export`` and ``each_pith`` after ``close()``: the rows of
+    the chunk read before it are handed out, and the next read from the store raises
+    store.closed (no check on every row: export would pay a getpid() a copy)."""
+    records = [record_event(canonical_record(version=n)) for n in range(1, 4)]
+    store = Store.open(tmp_path / "s")
+    store.append(records, test_keyring())
+    walk, piths = store.export(chunk=2), store.each_pith(chunk=2)
+    first = (next(walk)[0], next(piths)["pith_number"])
+    store.close()
+    assert next(walk)[0] == first[0] + 1
+    assert next(piths)["pith_number"] > first[1]
+    for iterator in (walk, piths):
+        with pytest.raises(StoreError) as caught:
+            next(iterator)
+        assert caught.value.code == "store.closed"

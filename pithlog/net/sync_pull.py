@@ -6,7 +6,8 @@ in :mod:`pithlog.net.sync`; the messages in :mod:`pithlog.net.syncmsg`. A :class
 passes the messages to a responder in memory; :mod:`pithlog.net.sync_http` carries them
 over HTTP. :func:`pull` holds to the limits against a hostile source: at most
 ``max_rounds`` rounds and ``max_reconcile_bytes`` bytes of reconciliation, at most
-:data:`~pithlog.net.syncmsg.BRANCHES` ranges per range asked, at most ``max_needed``
+:data:`~pithlog.net.syncmsg.BRANCHES` ranges per range asked, at most as many differing
+ranges left to ask about in a round as the store's copies and ``max_needed``, at most ``max_needed``
 missing copies listed; every fetched copy through the door and checked against the short
 id asked for; copies failing checks 1-12 kept only when proven leaves of a trusted
 checkpoint.
@@ -112,12 +113,17 @@ def reconcile(
         request = [Entry(INFINITY, LIST_ALL)]
     need: set[bytes] = set()
     rounds = spent = 0
+    # the ranges a round may leave to ask about: each differs, so holds an item of one side
+    # only, the pulling side's (at most len(local)) or one it lacks (at most max_needed)
+    most_ranges = len(local) + limits.max_needed
     while any(e.mode != SKIP for e in request):
         rounds += 1
         if rounds > limits.max_rounds:
             raise SyncError("limit", f"reconciliation did not end in {limits.max_rounds} "
                             "rounds: the source keeps answering with new ranges")  # fmt: skip
-        reply: list[Entry] = []
+        following: list[Entry] = []
+        asking = 0
+        lower = 0
         for asked, after, upto in _messages(request, limits.max_ranges):
             message = encode_reconcile(asked)
             answer = _ask(channel, message, limits)
@@ -135,32 +141,42 @@ def reconcile(
                     raise
                 raise SyncError("limit", f"an answer of more than {most} ranges to "
                                 f"{len(asked)} asked (at most {BRANCHES} each)") from None
-            reply += _within(answered, after, upto)
-        request = []
-        lower = 0
-        for e in reply:
-            upper = max(lower, position(local, e.bound))
-            lo, hi = lower, upper
-            lower = hi
-            if e.mode == ITEMS:
-                mine = {short_id(item) for item in local[lo:hi]}
-                need.update(item for item in e.items if item not in mine)
-                if len(need) > limits.max_needed:
-                    raise SyncError("limit", f"the source lists more than {limits.max_needed} "
-                                    "copies this store lacks, and none was fetched: raise "
-                                    "--max-copies, or import an export / mirror the "
-                                    "log")  # fmt: skip
-                request.append(Entry(e.bound, SKIP))
-            elif e.mode == FINGERPRINT_MODE:
-                if e.fingerprint == fingerprint(local, lo, hi):
-                    request.append(Entry(e.bound, SKIP))
+            # each answer is taken in as it comes, not held with the round's others: a
+            # source cutting every range in 16 held 11 million ranges of a round at once
+            # within the bytes of reconciliation (2.4 GB)
+            for e in _within(answered, after, upto):
+                upper = max(lower, position(local, e.bound))
+                lo, hi = lower, upper
+                lower = hi
+                if e.mode == ITEMS:
+                    mine = {short_id(item) for item in local[lo:hi]}
+                    need.update(item for item in e.items if item not in mine)
+                    if len(need) > limits.max_needed:
+                        raise SyncError("limit", f"the source lists more than "
+                                        f"{limits.max_needed} copies this store lacks, and "
+                                        "none was fetched: raise --max-copies, or import "
+                                        "an export / mirror the log")  # fmt: skip
+                    following.append(Entry(e.bound, SKIP))
+                elif e.mode == FINGERPRINT_MODE:
+                    if e.fingerprint == fingerprint(local, lo, hi):
+                        following.append(Entry(e.bound, SKIP))
+                    else:
+                        following.append(Entry(e.bound, LIST_ALL if lo == hi else EXPAND))
+                        asking += 1
+                        if asking > most_ranges:
+                            raise SyncError("limit", f"the source leaves more than "
+                                            f"{most_ranges} differing ranges to ask about in "
+                                            "one round, more than the copies of this store "
+                                            "and those it may lack (--max-copies) "
+                                            "differ in")  # fmt: skip
+                elif e.mode == SKIP:
+                    following.append(Entry(e.bound, SKIP))
                 else:
-                    request.append(Entry(e.bound, LIST_ALL if lo == hi else EXPAND))
-            elif e.mode == SKIP:
-                request.append(Entry(e.bound, SKIP))
-            else:
-                raise SyncError("protocol", f"a reply may not use range mode {e.mode}")
-        request = merged(request)
+                    raise SyncError("protocol", f"a reply may not use range mode {e.mode}")
+                if following[-1].mode == SKIP and len(following) > 1 \
+                        and following[-2].mode == SKIP:  # fmt: skip
+                    following[-2:] = following[-1:]  # merged as it comes (skips between)
+        request = merged(following)
     return sorted(need), rounds
 
 

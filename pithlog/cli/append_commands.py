@@ -292,14 +292,19 @@ def _append_input(args: argparse.Namespace, out: Out, command: str) -> int:
             store.append_batches(raw_batches(), keyring, args.keep_invalid)
         )
         with pipeline as appended_batches:
-            interrupted: type[KeyboardInterrupt] | None = None
+            interrupted: type[KeyboardInterrupt] | None = None  # held, not yet raised
             while True:
                 # An interrupt held while a committed batch was printed is raised in the
-                # pipeline, which then finishes and hands out the batch it is writing: so
-                # every committed batch is printed whole (docs/cli.md).
+                # pipeline (once), which then finishes and hands out the batches it read
+                # and started, as for an interrupt that lands in it: so every committed
+                # batch is printed whole (docs/cli.md). One held while those are printed
+                # is a second interrupt: raised in the pipeline, it stops it there.
                 try:
-                    appended = (appended_batches.throw(interrupted()) if interrupted
-                                else next(appended_batches))  # fmt: skip
+                    if interrupted is not None:
+                        stop, interrupted = interrupted, None
+                        appended = appended_batches.throw(stop())
+                    else:
+                        appended = next(appended_batches)
                 except StopIteration:
                     break
                 batch = waiting.popleft()
@@ -313,7 +318,7 @@ def _append_input(args: argparse.Namespace, out: Out, command: str) -> int:
                             result = next(results)
                         counts[result.status] = counts.get(result.status, 0) + 1
                         _write_result(out, command, number, result)
-                interrupted = interrupted or came()
+                interrupted = came()
     total = sum(counts.values())
     shown = ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
     out.say(f"{command}: {total} events in {batches} transaction(s): {shown or 'nothing'}")

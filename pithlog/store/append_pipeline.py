@@ -13,6 +13,7 @@ import functools
 import itertools
 import os
 import threading
+from collections import deque
 from collections.abc import Callable, Generator, Iterable, Iterator, Sized
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -174,7 +175,9 @@ def append_batches(
         judging = False  # the executor's helpers judge raw lines whole (append_judging)
         writer: ThreadPoolExecutor | None = None
         abandon = threading.Event()
-        previous: Started | None = None
+        # the batches taken from the input and started, not yet handed to the writer: one
+        # between batches, two while the batch before them is waited for
+        taken: deque[Started] = deque()
         writing: Future[list[AppendResult]] | None = None
 
         def helpers(batch: object) -> Pool:
@@ -193,38 +196,35 @@ def append_batches(
                     # signatures need the helpers as much
                     executor = helpers(batch)
                 if number == 1:
-                    large = previous is not None and _length(previous) >= PIPELINE_MIN
+                    large = bool(taken) and _length(taken[0]) >= PIPELINE_MIN
                     if cores > 1 and large and executor is None:
                         executor = helpers(batch)
                     # after the helper pool, so that it is shut down (waited for) first
                     writer = _writer(stack)
-                started = store._start_append(batch, keyring, executor, judging)
-                if previous is not None:
+                taken.append(store._start_append(batch, keyring, executor, judging))
+                if len(taken) > 1:
                     assert writer is not None
                     # ``writing`` is cleared only once its results are in hand, so that an
                     # interrupt while waiting for them still hands them out (below)
                     committed = writing.result() if writing is not None else None
-                    writing = writer.submit(
-                        store._finish_append, previous, keyring, keep_invalid, abandon, vet
-                    )
+                    writing = writer.submit(store._finish_append, taken.popleft(), keyring,
+                                            keep_invalid, abandon, vet)  # fmt: skip
                     if committed is not None:
                         yield committed
                         _resumed(store, here, stack)
-                previous = started
             if writing is not None:
                 committed = writing.result()
                 writing = None
                 yield committed
                 _resumed(store, here, stack)
-            if previous is not None:
+            if taken:
                 # the last batch is written in the writer's thread too, never this one: an
                 # interrupt (SIGINT, raised in this thread) after its commit would otherwise
                 # take its results with it, committed but never handed out; while waiting
                 # here, the interrupt finds it in `writing` and its results are yielded below
-                last, previous = previous, None
                 writer = writer or _writer(stack)
-                writing = writer.submit(store._finish_append, last, keyring, keep_invalid,
-                                        None, vet)  # fmt: skip
+                writing = writer.submit(store._finish_append, taken.popleft(), keyring,
+                                        keep_invalid, None, vet)  # fmt: skip
                 committed = writing.result()
                 writing = None
                 yield committed
@@ -237,17 +237,52 @@ def append_batches(
         except BaseException:
             if os.getpid() != here:
                 stack.pop_all()
-            elif writing is not None:
-                # the input failed (or an interrupt came) while a batch was being written:
-                # finish it and hand out its results, then raise; when that batch's own
-                # transaction failed, its error is the one raised
-                try:
-                    finished = writing.result()
-                except BaseException:
-                    finished = None
-                if finished is not None:
-                    yield finished
+            else:
+                # the input failed, a batch could not be started, or an interrupt came: the
+                # batch being written and those taken after it are written and handed out,
+                # then the error is raised (unless one of them fails: see _written)
+                yield from _written(store, here, stack, writer, writing, taken, keyring,
+                                    keep_invalid, abandon, vet)  # fmt: skip
             raise
+
+
+def _written(
+    store: Store, here: int, stack: contextlib.ExitStack, writer: ThreadPoolExecutor | None,
+    writing: Future[list[AppendResult]] | None, taken: deque[Started], keyring: Keyring,
+    keep_invalid: KeepInvalid, abandon: threading.Event, vet: Vet | None,
+) -> Generator[list[AppendResult], None, None]:  # fmt: skip
+    """The end of a pipeline whose input failed (or a batch's start, or an interrupt came):
+    the batch ``writing`` finished, then each batch ``taken`` (through the door, its checks
+    started: a mirror's, verified against the tiles) written, in order, each one's results
+    yielded after its commit; the caller then raises its error. Taken from the input, they
+    are the input's as much as the batches committed before them: dropped, a mirror that
+    got one batch a run from a slow origin never advanced.
+
+    It stops, and the caller's error is raised, at the first batch that fails (its own
+    error, when it was the one raised: its transaction or ``vet`` refused it; nothing after
+    it is written), and when the store is closed or the pipeline resumed in a child made
+    by fork() between two batches. An interrupt while it waits (a second Ctrl-C) is raised
+    at once: the batch being written is then abandoned (aborted unless its commit had
+    begun), and nothing after it is written. So is an exception the consumer throws in, or
+    its close, at a yield here; nothing is being written then."""
+    while writing is not None or taken:
+        if writing is None:
+            writer = writer or _writer(stack)
+            writing = writer.submit(store._finish_append, taken.popleft(), keyring,
+                                    keep_invalid, abandon, vet)  # fmt: skip
+        try:
+            finished = writing.result()
+        except Exception:
+            return
+        except BaseException:
+            abandon.set()
+            raise
+        writing = None
+        yield finished
+        try:
+            _resumed(store, here, stack)
+        except StoreError:  # store.closed, store.forked
+            return
 
 
 def _resumed(store: Store, here: int, stack: contextlib.ExitStack) -> None:

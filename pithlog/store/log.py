@@ -256,11 +256,17 @@ class Store(ContentReads, NetworkReads):
 
         Nothing of a batch is written before the batches ahead of it are committed, and a
         batch whose transaction fails stops the pipeline before the next one is written.
-        When the input (or starting a batch) fails, the batch being written is finished
-        and its results yielded before the error is raised; when the consumer stops
-        between batches, the batch being written is abandoned before its commit if it has
-        not reached it (a batch whose results were not yielded is committed only when its
-        commit had already begun).
+        When the input fails (an exception from iterating ``batches``), or a batch cannot
+        be started (the store refuses it: ``store.item``), or an interrupt comes
+        (``KeyboardInterrupt``, ``SystemExit``), the batch being written is finished and
+        the batches taken from the input and started after it (at most two) are written,
+        in order, each one's results yielded after its commit; then the error is raised.
+        The refused batch itself, and anything after it, is never written. This stops at
+        the first of those batches whose transaction (or ``vet``) fails, and a second
+        interrupt while one is waited for is raised at once, that batch abandoned as
+        below. When the consumer stops between batches, the batch being written is
+        abandoned before its commit if it has not reached it (a batch whose results were
+        not yielded is committed only when its commit had already begun).
 
         ``vet``, when given, sees each batch after the door and checks 1-12 and before its
         write transaction (its items and copy hashes, in the batches' order); what it

@@ -424,8 +424,8 @@ def test_a_server_killed_mid_mirror_then_resumed(tmp_path: Path, keys: Keys,
 def _stopped_at_the_third_bundle(monkeypatch: pytest.MonkeyPatch, stop: Callable[[], None]
                                  ) -> None:  # fmt: skip
     """Bundles fetched one at a time, one per batch, and ``stop()`` called as the third
-    bundle's copies are fetched: the first batch is committed by then (the append pipeline
-    finishes the batch it writes when its input fails), the second is not."""
+    bundle's copies are fetched: the first batch is being written then, the second taken
+    through the door, and the append pipeline writes both when its input fails."""
     monkeypatch.setattr(mm, "LOOKAHEAD", 0)
     real = mm.Origin.copies
 
@@ -444,7 +444,12 @@ def test_a_pass_that_stops_midway_reports_the_leaves_it_committed(
     """A pass that stops after some of its batches were committed (its origin killed, or
     the mirror interrupted) put out no line: its leaves were in no line's ``appended``, and
     summing them undercounted the store's growth. Its line is put out, with the code that
-    stopped it in ``error``, and stderr says how far the store got."""
+    stopped it in ``error``, and stderr says how far the store got.
+
+    The batch verified and through the door, not yet written, when the origin failed
+    after the second bundle was thrown away: the pass kept 256 leaves of the 512 it had
+    verified, and the next fetched bundles 1-3 again. Both batches are kept now, and the
+    next pass fetches only the bundles after them."""
     events = _events(4, piths=100)
     origin = _store(tmp_path / "origin", events)
     copy = tmp_path / "mirror"
@@ -463,20 +468,29 @@ def test_a_pass_that_stops_midway_reports_the_leaves_it_committed(
     with Store.open(copy, readonly=True) as m:
         held = m.tree_size()
     assert first["error"] == code and first["held_before"] == 0
-    assert first["appended"] == held == 256 and first["accepted"], (first, err)
-    assert first["size"] == len(events) and sum(first["statuses"].values()) == 256
+    assert first["appended"] == held == 512 and first["accepted"], (first, err)
+    assert first["size"] == len(events) and sum(first["statuses"].values()) == 512
     said, stopped = err.rstrip("\n").splitlines()[-2:]
-    assert said == (f"mirror: {ORIGIN} at size {len(events)}: the pass stopped after 256 "
+    assert said == (f"mirror: {ORIGIN} at size {len(events)}: the pass stopped after 512 "
                     "leaves appended (0 held before); they are stored, and the next pass "
                     "continues from the last batch committed"), err  # fmt: skip
     assert stopped.startswith({"kill": "pithlog: [mirror.fetch]",
                                "interrupt": "pithlog: interrupted"}[stop]), err  # fmt: skip
     monkeypatch.undo()
+    fetched: list[int] = []
+    real = mm.Origin.copies
+
+    def copies(self: mm.Origin, index: int, width: int) -> list[bytes]:
+        fetched.append(index)
+        return real(self, index, width)
+
+    monkeypatch.setattr(mm.Origin, "copies", copies)
     with serving(origin, keys) as server:
         status, out, err = mirror(copy, server.url, keys)
     assert status == 0, err
+    assert sorted(fetched) == [2, 3] and len(events) - 512 <= 2 * 256  # only what it lacked
     second = json.loads(out)
-    assert "error" not in second and second["held_before"] == 256
+    assert "error" not in second and second["held_before"] == 512
     assert first["appended"] + second["appended"] == len(events)
     _same_log(origin, copy)
 
@@ -508,9 +522,9 @@ def test_a_following_pass_that_loses_its_origin_midway_reports_its_leaves_then_r
                       stdout=io.BufferedWriter(written), stderr=err)  # fmt: skip
     assert status == 130, err.getvalue()
     (line,) = [json.loads(line) for line in seen[0].splitlines()]  # out before the sleep
-    assert line["error"] == "mirror.fetch" and line["appended"] == 256, line
+    assert line["error"] == "mirror.fetch" and line["appended"] == 512, line
     said = err.getvalue().splitlines()
-    at = next(i for i, text in enumerate(said) if "the pass stopped after 256" in text)
+    at = next(i for i, text in enumerate(said) if "the pass stopped after 512" in text)
     assert said[at + 1].startswith("mirror: [mirror.fetch]")
     assert said[at + 1].endswith("trying again in 60 s"), said
 

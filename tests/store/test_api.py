@@ -116,19 +116,25 @@ def test_an_item_of_another_type_is_refused_before_its_batch_is_written(
 def test_a_batch_or_batches_that_are_no_list_are_store_item(tmp_path: Path) -> None:
     """``append(None, keyring)``, ``append_batches(None, keyring)`` or a batch of None
     among the batches was a TypeError ("'NoneType' object is not iterable") from inside
-    the pipeline; each is store.item now, and nothing is written."""
+    the pipeline; each is store.item now, and nothing of it is written. A batch before
+    the refused one is written, and handed out, first (``Store.append_batches``)."""
     record = record_event()
     with Store.open(tmp_path / "s") as store:
         calls = (lambda: store.append(None, test_keyring()),  # type: ignore[arg-type]
                  lambda: store.append(7, test_keyring()),  # type: ignore[arg-type]
                  lambda: list(store.append_batches(None, test_keyring())),  # type: ignore[arg-type]
-                 lambda: list(store.append_batches([None], test_keyring())),  # type: ignore[list-item]
-                 lambda: list(store.append_batches([[jcs(record)], 3], test_keyring())))  # type: ignore[list-item]  # fmt: skip
+                 lambda: list(store.append_batches([None], test_keyring())))  # type: ignore[list-item]  # fmt: skip
         for call in calls:
             with pytest.raises(StoreError) as caught:
                 call()
             assert caught.value.code == "store.item", caught.value
         assert store.tree_size() == 0
+        done = []
+        with pytest.raises(StoreError) as caught:
+            for results in store.append_batches([[jcs(record)], 3], test_keyring()):  # type: ignore[list-item]
+                done += results
+        assert caught.value.code == "store.item", caught.value
+        assert [r.status for r in done] == ["stored"] and store.tree_size() == 1
 
 
 def test_a_batch_that_is_one_item_is_refused_saying_so(tmp_path: Path) -> None:

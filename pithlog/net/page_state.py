@@ -1,7 +1,7 @@
 """The part of a state document (spec 8) that a record's page shows (docs/pages.md "Cost").
 
 A state holds every applied event of its pith, payloads whole, and grows with its events; a
-page shows the first :data:`~pithlog.net.pages.MOST_LISTED` items of each list. Decoding the
+page shows the first :data:`~pithlog.net.page_layout.MOST_LISTED` items of each list. Decoding the
 whole document into Python objects on every request cost what the state weighs, not what the
 page shows: a record of 20 graph snapshots of 75,000 edges each and 3,000 attestations (a
 state of 20 MB) took 0.55 s and 226 MB to decode and render per request (0.08 s and 0.7 MB
@@ -177,7 +177,7 @@ def decoded(value: Any) -> Any:
     return msgspec.json.decode(value) if isinstance(value, msgspec.Raw) else value
 
 
-# One JSON token of a value a page would count (_values in pages.py): an object's member
+# One JSON token of a value a page would count (_values in page_layout.py): an object's member
 # name (a string before a colon) is not a value; a string is read whole, escapes included,
 # so nothing inside it is taken for a token.
 _TOKEN = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"(\s*:)?|[\[{]|[-0-9][-+.0-9eE]*|true|false|null')
@@ -185,7 +185,7 @@ _TOKEN = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"(\s*:)?|[\[{]|[-0-9][-+.0-9eE]*|t
 
 def raw_values(raw: msgspec.Raw, most: int) -> int | None:
     """The number of JSON values in ``raw`` (valid JSON, as msgspec read it), itself
-    included, or ``None`` past ``most``: what ``_values`` in pages.py counts of its decoded
+    included, or ``None`` past ``most``: what ``_values`` in page_layout.py counts of its decoded
     value, read from the bytes and stopped at the bound."""
     count = 0
     for token in _TOKEN.finditer(memoryview(raw)):

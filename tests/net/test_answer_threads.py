@@ -22,7 +22,8 @@ from pithlog import Store, load_keyring, sign_event
 from pithlog.net import encoding
 from pithlog.net.app import create_app
 from pithlog.net.body_bytes import AnswerRoom
-from pithlog.net.pages import PAGE_MAKING, page_routes
+from pithlog.net.page_layout import PAGE_MAKING
+from pithlog.net.pages import page_routes
 from pithlog.net.served_log import ServeConfig
 from pithlog.parallel.cores import ENV
 from pithlog.testing import test_key, test_keyring_entries

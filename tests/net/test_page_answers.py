@@ -26,16 +26,14 @@ from pithlog.errors import ServeError, StoreError
 from pithlog.net import encoding
 from pithlog.net import server as server_module
 from pithlog.net.app import create_app
-from pithlog.net.pages import (
+from pithlog.net.page_layout import (
     MOST_LAID_OUT,
     MOST_LAID_OUT_ON_A_PAGE,
     MOST_LISTED,
     MOST_SIDE_BY_SIDE,
-    RECENT,
-    Pages,
     fits_layout,
-    page_routes,
 )
+from pithlog.net.pages import RECENT, Pages, page_routes
 from pithlog.net.served_log import ServeConfig
 from pithlog.protocol.event_types import prepare_record_created
 from pithlog.protocol.keys import dump_key_file

@@ -17,7 +17,8 @@ with warnings.catch_warnings():  # Starlette would have httpx2; httpx is what pi
 
 from pithlog import Store, load_keyring, sign_event
 from pithlog.net.app import create_app
-from pithlog.net.pages import MOST_CHARS_RECENT, MOST_LISTED, RECENT, page_routes
+from pithlog.net.page_layout import MOST_LISTED
+from pithlog.net.pages import MOST_CHARS_RECENT, RECENT, page_routes
 from pithlog.net.served_log import ServeConfig
 from pithlog.protocol.keys import SigningKey
 from pithlog.testing import test_key

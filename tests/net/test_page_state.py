@@ -19,8 +19,9 @@ with warnings.catch_warnings():  # Starlette would have httpx2; httpx is what pi
 
 from pithlog import Store, __version__, load_keyring, sign_event
 from pithlog.net.app import create_app
+from pithlog.net.page_layout import MOST_LISTED, Layout, _values
 from pithlog.net.page_state import raw_values, title_of
-from pithlog.net.pages import MOST_LISTED, Layout, Pages, _values, page_routes
+from pithlog.net.pages import Pages, page_routes
 from pithlog.net.served_log import ServeConfig
 from pithlog.testing import test_key, test_keyring_entries
 

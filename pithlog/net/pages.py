@@ -243,7 +243,7 @@ class Pages:
                 "title": title, "lists": lists, "reasons": REASON_MEANINGS}  # fmt: skip
 
     def _pith_page(self, request: Request, log: Log, pith: str, state_bytes: bytes) -> bytes:
-        """The record's page of the state ``state_bytes`` (in a worker thread)."""
+        """The record's page of the state ``state_bytes`` (in a thread of the large answers)."""
         context = self._pith_context(log, pith, state_bytes)
         return self._page(request, log, "pith.html", context)
 
@@ -269,7 +269,9 @@ class Pages:
         if isinstance(found, bytes):
             room = log.copies
             try:
-                page = await log.read(self._pith_page, request, log, pith, found)
+                # in the threads of the large answers, as an event's page: in anyio's
+                # 40, where /checkpoint and the tiles are read
+                page = await log.read_copies(self._pith_page, request, log, pith, found)
                 del found  # the page's bytes are what is held from here
                 body, coded = await packed_apart(request.headers, page)
             except BaseException:

@@ -13,6 +13,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+import anyio
 import pytest
 from served import loop_watched
 
@@ -23,7 +24,7 @@ with warnings.catch_warnings():  # Starlette would have httpx2; httpx is what pi
 from pithlog import Store, load_keyring, sign_event
 from pithlog.cli import main
 from pithlog.errors import ServeError, StoreError
-from pithlog.net import encoding
+from pithlog.net import encoding, served_log
 from pithlog.net import server as server_module
 from pithlog.net.app import create_app
 from pithlog.net.page_layout import (
@@ -698,3 +699,32 @@ def test_a_record_page_holds_what_making_it_takes_before_its_state_is_decoded(
             room.waiting = room.waiters  # lets wait: a 503 page at once, nothing made
             busy = client.get("/pith/" + PITH, headers=asked)
             assert busy.status_code == 503 and "Busy" in busy.text and len(seen) == 1
+
+
+def test_a_record_page_is_made_in_the_threads_of_the_large_answers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A record's page, up to tens of megabytes of Jinja's strings, was decoded and
+    rendered in anyio's 40 threads, where the store reads of /checkpoint and the tiles
+    run, while an event's page is made in the threads of the large answers, as many as
+    the cores (``packers``): it is now made in those too."""
+    made: list[tuple[int, int]] = []
+    limiter: list[anyio.CapacityLimiter] = []
+
+    def ours() -> anyio.CapacityLimiter:
+        if not limiter:
+            limiter.append(anyio.CapacityLimiter(3))
+        return limiter[0]
+
+    make = Pages._pith_page
+
+    def watched(self: Pages, request: Any, log: Any, pith: str, state: bytes) -> bytes:
+        made.append((limiter[0].borrowed_tokens if limiter else 0, len(state)))
+        return make(self, request, log, pith, state)
+
+    monkeypatch.setattr(served_log, "packers", ours)
+    monkeypatch.setattr(Pages, "_pith_page", watched)
+    with _long_attestations(tmp_path, 3, "a statement") as store, _client(store) as client:
+        page = client.get("/pith/" + PITH, headers=HTML)
+        assert page.status_code == 200 and "a statement" in page.text
+    assert [borrowed for borrowed, _ in made] == [1]

@@ -15,6 +15,7 @@ from typing import Any
 
 import jinja2
 import msgspec
+from markupsafe import Markup
 
 from pithlog.net.page_state import decoded, raw_values
 from pithlog.protocol.timestamps import is_ts
@@ -55,30 +56,67 @@ MOST_LAID_OUT = 2_000
 # (0.3 s with this bound).
 MOST_LAID_OUT_ON_A_PAGE = 10_000
 
-PAGE_MAKING = 28
-"""Bytes that making an event's page takes at its peak, per byte of its copy, the copy
-included: the room for copies it takes before its copy is decoded (docs/network.md,
-limits). Its strings are escaped (``&`` and ``'`` to five characters) and each is copied
-again by every macro that lays it out: the page of a copy of 1 MiB of ``&`` strings is
-5 MB, and took 27.1 times its copy while decoded and rendered (tracemalloc; ``<``
-strings 22.2, plain ones 7); 17.3 since a page's pieces are encoded as they are made.
-Taking only the copy's bytes before, 400 requests at once for the pages of copies of 1 MiB
-of ``<`` that their clients did not read grew a worker to 277 MB, with a room for copies
-of 64 MiB."""
+MOST_SHOWN = 256 << 10
+"""The most characters of strings a page shows in full (:meth:`Layout.shown`, and the
+strings and member names of the payloads it lays out, counted from their JSON bytes when
+not decoded): past them a payload is a link to its JSON, and any other string is cut,
+with an ellipsis, to what is left of :data:`MOST_CUT` characters. The values a page lays
+out are bounded (:data:`MOST_LAID_OUT_ON_A_PAGE`) but a value may be a string of most of a
+1 MiB event, and every character of it escaped (``&`` to five) and copied by each macro
+that lays it out, four bytes a character once one is past U+FFFF: the page of a copy of
+600 KB holding one string of ``&`` and an emoji took 65 times the copy to make, and a
+title of 900,000 ``&`` and an emoji, shown four times, 84 times its state."""
 
-PITH_PAGE_MAKING = 84
-"""Bytes that making a record's page takes at its peak, per byte of its state, the state
-included: what it takes of the room for copies (``COPY_BYTES``), as an event's page, before
-the state is decoded (docs/network.md, limits). A page lays out at most
-:data:`MOST_LAID_OUT_ON_A_PAGE` values, but a value may be a string of most of a 1 MiB
-event, escaped (``&`` to five characters): 200 valid attestations of 50,000 ``&`` (a state
-of 10 MB) made a page of 50 MB, 11 times the state while decoded and rendered (16 times,
-40.8 with an emoji, before a page's pieces were encoded as made); a title of 900,000 ``&``
-and an emoji, shown four times (the tab, the heading, the record, its snapshot), 83.9
-times its state of 0.9 MB (a page of 18 MB). Sent as any other page, outside every room,
-200 requests at once for the page of a state of 1 MB (200 attestations of 5,000 ``&``, a
-page of 5 MB), unread by their clients, grew a worker to 1.1 GB (VmHWM; 400 requests
-2.1 GB); now 129 MB (132 MB)."""
+MOST_CUT = 80
+"""The characters a string past :data:`MOST_SHOWN` keeps, an ellipsis after them, while
+the page has that many left (then fewer, down to none)."""
+
+SHOWN_MAKING = 66
+"""Bytes that making a page takes at its peak per character it shows in full (within
+:data:`MOST_SHOWN`), the string decoded included: a string of ``&`` with one character
+past U+FFFF is four bytes a character, escaped to five characters, and copied by each
+macro that lays it out. The page of a copy of 255 KiB holding one such string took 64.9
+times the copy to make (tracemalloc), one of a hundred such strings 64.9, a target of
+them 45.0; a page that shows :data:`MOST_SHOWN` characters takes at most 17.3 MB."""
+
+PAGE_MAKING = 28
+"""Bytes that making an event's page takes at its peak per byte of its copy, the copy
+included, besides what it shows (:func:`making`): the copy is decoded whole, and a copy of
+1 MiB of empty objects took 27.9 times its copy, of empty lists 25.4, though it shows
+none of them (its payload is past :data:`MOST_LAID_OUT`). Taking only the copy's bytes
+before, 400 requests at once for the pages of copies of 1 MiB of ``<`` that their clients
+did not read grew a worker to 277 MB, with a room for copies of 64 MiB."""
+
+PAGE_SHOWN = 40
+"""Bytes per byte of an event's copy that what its page shows takes to make, beyond
+:data:`PAGE_MAKING` (:func:`making`): 28 + 40 = 68 covers the 64.9 times its copy that
+the page of a copy of one string of ``&`` and an emoji took, shown in full."""
+
+PITH_PAGE_MAKING = 2
+"""Bytes that making a record's page takes at its peak per byte of its state, the state
+included, besides what it shows (:func:`making`): only the items shown are decoded (its
+lists stay slices of its bytes, :mod:`~pithlog.net.page_state`), so that a state of 12.7
+MB of graph snapshots took 1.07 times its state, one of 20 MB of 200 attestations of
+100,000 ``&`` and an emoji 1.36."""
+
+PITH_PAGE_SHOWN = 84
+"""Bytes per byte of a record's state that what its page shows takes to make, beyond
+:data:`PITH_PAGE_MAKING` (:func:`making`): a title is shown four times (the tab, the
+heading, the record, its snapshot), and a title of 64,512 ``&`` and an emoji took 78.6
+times its state of 70 KB. Before :data:`MOST_SHOWN`, a title of 900,000 took 83.9 times
+its state of 0.9 MB, and 84 times its state, at most the whole room for copies, was what
+every record's page took: any state over 0.8 MB took the whole room, and such pages were
+made one at a time."""
+
+
+def making(size: int, per_byte: int, shown_per_byte: int) -> int:
+    """The bytes of the room for copies a page of an event's copy or of a record's state
+    of ``size`` bytes takes while it is made (docs/network.md, limits), before the copy or
+    state is decoded: ``per_byte`` a byte, and what it shows, ``shown_per_byte`` a byte
+    but at most what showing :data:`MOST_SHOWN` characters takes (:data:`SHOWN_MAKING`
+    each). A record's page of a state of 1 MB takes 19.3 MB, of 20 MB 57.3 MB, where both
+    took the whole room (64 MiB)."""
+    return size * per_byte + min(size * shown_per_byte, MOST_SHOWN * SHOWN_MAKING)
 
 
 def environment() -> jinja2.Environment:
@@ -90,12 +128,14 @@ def environment() -> jinja2.Environment:
         lstrip_blocks=True,
     )
     env.filters["readable_time"] = _readable_time
+    env.filters["shown"] = _shown  # a string from an event, within MOST_SHOWN (Layout)
     env.filters["decoded"] = decoded  # a payload the page lays out (page_state)
     env.tests["hashlike"] = lambda v: isinstance(v, str) and bool(_HEX64.fullmatch(v))
     env.tests["timestamp"] = lambda v: isinstance(v, str) and is_ts(v)
     env.tests["laid_out"] = fits_layout  # a record's cross_cats_sorted (pith.html)
     env.globals["most_laid_out"] = MOST_LAID_OUT
     env.globals["most_laid_out_on_a_page"] = MOST_LAID_OUT_ON_A_PAGE
+    env.globals["most_shown"] = MOST_SHOWN
     env.globals["most_listed"] = MOST_LISTED
     env.globals["most_side_by_side"] = MOST_SIDE_BY_SIDE
     return env
@@ -127,22 +167,79 @@ def _values(value: Any, most: int) -> int | None:
     return count
 
 
+def _chars(value: Any) -> int:
+    """The characters of the strings and member names in ``value`` (a decoded payload
+    within :data:`MOST_LAID_OUT` values)."""
+    chars, pending = 0, [value]
+    while pending:
+        item = pending.pop()
+        if isinstance(item, str):
+            chars += len(item)
+        elif isinstance(item, dict):
+            chars += sum(len(key) for key in item)
+            pending.extend(item.values())
+        elif isinstance(item, list):
+            pending.extend(item)
+    return chars
+
+
+@jinja2.pass_context
+def _shown(context: jinja2.runtime.Context, value: Any, times: int = 1) -> Any:
+    """The filter ``shown``: ``value`` through the page's :meth:`Layout.shown`."""
+    layout: Layout = context["layout"]
+    return layout.shown(value, times)
+
+
 class Layout:
-    """What is left of one page's :data:`MOST_LAID_OUT_ON_A_PAGE`: each payload laid out on
-    it takes its count of values."""
+    """What is left of one page's :data:`MOST_LAID_OUT_ON_A_PAGE` and :data:`MOST_SHOWN`:
+    each payload laid out on it takes its count of values and the characters of its
+    strings, each other string shown in full its characters."""
 
     def __init__(self) -> None:
         self.left = MOST_LAID_OUT_ON_A_PAGE
+        self.chars = MOST_SHOWN
+        """What is left of the page's :data:`MOST_SHOWN` characters."""
 
     def fit(self, value: Any) -> str:
-        """``"laid_out"`` (and its values counted), ``"too_large"`` (more than
-        :data:`MOST_LAID_OUT` values) or ``"page_full"`` (more than the page has left).
+        """``"laid_out"`` (and its values and characters counted), ``"too_large"`` (more
+        than :data:`MOST_LAID_OUT` values), ``"page_full"`` (more than the page has left)
+        or ``"too_long"`` (more characters than the page has left to show in full).
         The count stops at the lesser bound: a full page costs each later payload a step.
         A payload not decoded (:class:`msgspec.Raw`, a record's page) is counted from its
-        bytes, and decoded only when laid out."""
+        bytes (its characters as its JSON's bytes, at least as many), and decoded only
+        when laid out."""
         most = min(MOST_LAID_OUT, self.left)
-        count = (raw_values if isinstance(value, msgspec.Raw) else _values)(value, most)
-        if count is not None:
-            self.left -= count
-            return "laid_out"
-        return "too_large" if self.left >= MOST_LAID_OUT else "page_full"
+        raw = isinstance(value, msgspec.Raw)
+        count = (raw_values if raw else _values)(value, most)
+        if count is None:
+            return "too_large" if self.left >= MOST_LAID_OUT else "page_full"
+        chars = len(value) if raw else _chars(value)
+        if chars > self.chars:
+            return "too_long"
+        self.left -= count
+        self.chars -= chars
+        return "laid_out"
+
+    def takes(self, value: Any) -> bool:
+        """Whether the page has the characters of ``value`` (decoded, within
+        :data:`MOST_LAID_OUT` values: a record's ``cross_cats_sorted``) left to show, and
+        if so counts them."""
+        chars = _chars(value)
+        if chars > self.chars:
+            return False
+        self.chars -= chars
+        return True
+
+    def shown(self, value: Any, times: int = 1) -> Any:
+        """``value`` as the page shows it ``times`` times: a string (or a list or an object,
+        which the page shows as Python writes it) whole while the page has its characters
+        left, else cut to what is left of :data:`MOST_CUT`, with an ellipsis."""
+        if isinstance(value, Markup) or not isinstance(value, str | dict | list):
+            return value  # a number, a boolean, null: a few characters
+        text = value if isinstance(value, str) else str(value)
+        if len(text) * times <= self.chars:
+            self.chars -= len(text) * times
+            return value
+        kept = min(MOST_CUT, self.chars // times)
+        self.chars -= kept * times
+        return text[:kept] + "…"

@@ -29,9 +29,12 @@ from pithlog.net.page_layout import (
     MOST_LISTED,
     MOST_SIDE_BY_SIDE,
     PAGE_MAKING,
+    PAGE_SHOWN,
     PITH_PAGE_MAKING,
+    PITH_PAGE_SHOWN,
     Layout,
     environment,
+    making,
 )
 from pithlog.net.page_state import event_payload, shown_state
 from pithlog.net.served_log import Log
@@ -263,7 +266,8 @@ class Pages:
                 # out of its place (as /state/'s answer: a page waiting for room holds no
                 # place), what making the page takes, before the state is decoded: from
                 # the room of the answers made of events, as an event's page (16 may wait)
-                held = await log.copies.hold(len(found) * PITH_PAGE_MAKING)
+                held = await log.copies.hold(making(len(found), PITH_PAGE_MAKING,
+                                                    PITH_PAGE_SHOWN))
         except ServeError as exc:  # serve.busy
             return await self.message(request, status_of(exc), "Busy", exc.message)
         if isinstance(found, bytes):
@@ -315,8 +319,8 @@ class Pages:
         if copy is None:
             return await self.message(request, 404, "Unknown event",
                                       f"This log holds no event {event_id}.")
-        try:  # what making the page takes, before the copy is decoded (PAGE_MAKING)
-            held = await log.copies.hold(len(copy) * PAGE_MAKING)
+        try:  # what making the page takes, before the copy is decoded (page_layout.making)
+            held = await log.copies.hold(making(len(copy), PAGE_MAKING, PAGE_SHOWN))
         except ServeError as exc:  # serve.busy
             return await self.message(request, status_of(exc), "Busy", exc.message)
         try:

@@ -22,7 +22,7 @@ from pithlog import Store, load_keyring, sign_event
 from pithlog.net import encoding
 from pithlog.net.app import create_app
 from pithlog.net.body_bytes import AnswerRoom
-from pithlog.net.page_layout import PAGE_MAKING
+from pithlog.net.page_layout import PAGE_MAKING, PAGE_SHOWN, making
 from pithlog.net.pages import page_routes
 from pithlog.net.served_log import ServeConfig
 from pithlog.parallel.cores import ENV
@@ -189,8 +189,8 @@ def test_a_flood_of_event_pages_leaves_the_log_answering(
     assert copy is not None and len(copy) > 500_000
     app = create_app(ServeConfig(store, test_key("registry"), ORIGIN, keyring=KEYRING,
                                  extra_routes=page_routes()))  # fmt: skip
-    # four pages being made (what making one takes: PAGE_MAKING), two waiting
-    room = AnswerRoom(4 * PAGE_MAKING * len(copy), 2, 10.0, "busy")
+    # four pages being made (what making one takes: page_layout.making), two waiting
+    room = AnswerRoom(4 * making(len(copy), PAGE_MAKING, PAGE_SHOWN), 2, 10.0, "busy")
     app.state.log.copies = room
     request = (f"GET /event/{large['event_id']} HTTP/1.1\r\nHost: x\r\n"
                "Accept: text/html\r\nConnection: close\r\n\r\n").encode()  # fmt: skip

@@ -28,10 +28,13 @@ from pithlog.net import encoding, served_log
 from pithlog.net import server as server_module
 from pithlog.net.app import create_app
 from pithlog.net.page_layout import (
+    MOST_CUT,
     MOST_LAID_OUT,
     MOST_LAID_OUT_ON_A_PAGE,
     MOST_LISTED,
+    MOST_SHOWN,
     MOST_SIDE_BY_SIDE,
+    Layout,
     fits_layout,
 )
 from pithlog.net.pages import RECENT, Pages, page_routes
@@ -560,7 +563,7 @@ def test_an_event_page_larger_than_its_copy_holds_its_own_bytes(store: Store) ->
 
     signed = sign_event(test_key("registry"), "author_attestation", PITH, "record",
                         "2026-08-01T00:00:00Z", {"statement": "hi"})  # fmt: skip
-    copy = {**signed, "payload": {"statement": "<" * (300 << 10)}}  # event_id_mismatch
+    copy = {**signed, "payload": {"statement": "<" * (250 << 10)}}  # event_id_mismatch
     [kept] = store.append([json.dumps(copy).encode()], KEYRING, keep_invalid=True)
     assert kept.status == "stored"
     asked = {**HTML, "accept-encoding": "identity"}
@@ -568,7 +571,7 @@ def test_an_event_page_larger_than_its_copy_holds_its_own_bytes(store: Store) ->
         room = AnswerRoom(2 << 20, 2, 1.0, "the room is full")
         client.app.state.log.copies = room  # type: ignore[attr-defined]
         page = client.get(f"/event/{copy['event_id']}", headers=asked)
-        assert page.status_code == 200 and len(page.content) > 3 * (300 << 10)
+        assert page.status_code == 200 and len(page.content) > 3 * (250 << 10)
         assert room.held == 0  # given back once sent
         assert room.take_now(1 << 20)  # half the room held by another answer
         busy = client.get(f"/event/{copy['event_id']}", headers=asked)
@@ -580,14 +583,17 @@ def test_an_event_page_larger_than_its_copy_holds_its_own_bytes(store: Store) ->
 def test_an_event_page_holds_what_making_it_takes_before_its_copy_is_decoded(
     store: Store, monkeypatch: pytest.MonkeyPatch, member: str
 ) -> None:
-    """Making the page of a copy of 600 KB of ``&`` strings (each escaped to five
-    characters, and copied by every macro that lays it out) took about 27 times its copy,
-    while the room for copies held only the copy's bytes: 400 requests at once for pages
-    of such copies grew a worker to 277 MB with a room of 64 MiB. The room held while the
-    page is made now covers what making it takes (its copy, decoded and rendered)."""
+    """Making the page of a copy of 250 KiB of ``&`` strings (each escaped to five
+    characters, and copied by every macro that lays it out) and an emoji (four bytes a
+    character, the whole string) took 64.9 times its copy (45.0 for a target), while the
+    room held 28 times it: 400 requests at once for pages of copies of 1 MiB of ``<``,
+    holding only their copies' bytes, grew a worker to 277 MB with a room of 64 MiB. The
+    room held while the page is made covers what making it takes (its copy, decoded, and
+    what it shows, rendered)."""
     signed = sign_event(test_key("registry"), "author_attestation", PITH, "record",
                         "2026-08-01T00:00:00Z", {"statement": "hi"})  # fmt: skip
-    odd: Any = {"statement": "&" * (600 << 10)} if member == "payload" else "&" * (600 << 10)
+    text = "&" * (250 << 10) + "\U0001f600"  # within MOST_SHOWN: shown in full
+    odd: Any = {"statement": text} if member == "payload" else text
     copy = {**signed, member: odd}  # event_id_mismatch: kept
     [kept] = store.append([json.dumps(copy).encode()], KEYRING, keep_invalid=True)
     assert kept.status == "stored"
@@ -610,9 +616,9 @@ def test_an_event_page_holds_what_making_it_takes_before_its_copy_is_decoded(
     with _client(store) as client:
         room = client.app.state.log.copies  # type: ignore[attr-defined]
         page = client.get(f"/event/{copy['event_id']}", headers=asked)
-        assert page.status_code == 200 and len(page.content) > 4 * (600 << 10)
+        assert page.status_code == 200 and len(page.content) > 4 * (250 << 10)
         [(held, took, size)] = seen
-        assert held >= took > 10 * (600 << 10), (held, took)  # 12 to 17 times the copy
+        assert held >= took > 40 * (250 << 10), (held, took)  # 45 to 65 times the copy
         assert size == len(page.content) and room.held == 0
 
 
@@ -637,8 +643,9 @@ def test_a_page_is_encoded_piece_by_piece_not_held_as_one_string(tmp_path: Path)
     emoji in a statement) made that string, and the pieces joined into it, four bytes a
     character. The record's page of 40 attestations of 20,000 ``&`` and one emoji took
     8 times its bytes to make; its pieces are now encoded as they are made (twice its
-    bytes: the pieces and the page)."""
-    with _long_attestations(tmp_path, 40, "&" * 20_000 + "\U0001f600") as store:
+    bytes: the pieces and the page). (Twelve: the page shows at most MOST_SHOWN
+    characters in full.)"""
+    with _long_attestations(tmp_path, 12, "&" * 20_000 + "\U0001f600") as store:
         state = store.state(PITH)
         assert state is not None
         with _client(store) as client:
@@ -653,52 +660,82 @@ def test_a_page_is_encoded_piece_by_piece_not_held_as_one_string(tmp_path: Path)
             finally:
                 tracemalloc.stop()
             assert page == client.get("/pith/" + PITH, headers=HTML).content
-    assert len(page) > 40 * 5 * 20_000 and "\U0001f600".encode() in page
+    assert len(page) > 12 * 5 * 20_000 and "\U0001f600".encode() in page
     assert peak < 3 * len(page), (peak, len(page))  # 8 times before
 
 
+def _titled(tmp_path: Path, title: str) -> Store:
+    """A store of the seed record and a graph snapshot of it whose paper's title is
+    ``title``."""
+    lines = (CASES / "seed-2411.00284" / "events.jsonl").read_text().splitlines()
+    snapshot = json.loads(lines[1])["payload"]
+    graph = snapshot["graph_snapshot"]
+    titled = {**snapshot, "graph_snapshot": {**graph, "paper": {**graph["paper"],
+                                                                "title": title}}}  # fmt: skip
+    said = sign_event(test_key("registry"), "graph_snapshot", PITH, "graph",
+                      "2026-08-01T00:00:00Z", titled)  # fmt: skip
+    store = Store.open(tmp_path / "store")
+    results = store.append([lines[0].encode(), json.dumps(said).encode()], KEYRING)
+    assert {r.status for r in results} == {"stored"}
+    return store
+
+
+@pytest.mark.parametrize("shown", ["attestations", "title"])
 def test_a_record_page_holds_what_making_it_takes_before_its_state_is_decoded(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, shown: str
 ) -> None:
     """A record's page lays out at most 10,000 values, but a value may be a long string:
-    the page of 20 valid attestations of 50,000 ``&`` (each escaped to five characters) is
-    five times its state, and took 11 times it to make, sent outside every room: 200
+    the page of 20 valid attestations of 50,000 ``&`` (each escaped to five characters) was
+    five times its state, and took 11 times it to make, sent outside every room (200
     requests for the page of such a state of 1 MB, unread by their clients, grew a worker
-    to 1.1 GB. The page now takes what making it takes out of the room for copies (as an
-    event's page) before its state is decoded, and keeps its bytes while sent."""
+    to 1.1 GB), and a title of 64,512 ``&`` and an emoji, shown four times, 78.6 times its
+    state. It then took 84 times its state, at most the whole room for copies: any state
+    over 0.8 MB took the whole room, and such pages were made one at a time. A page now
+    shows at most MOST_SHOWN characters in full (the attestations past them are links to
+    their JSON), and takes what making it takes: what its state takes, and what it shows,
+    bounded."""
     seen: list[tuple[int, int, int]] = []
-    make = Pages._page
-    with _long_attestations(tmp_path, 20, "&" * 50_000) as store:
+    make = Pages._pith_page
+    emoji = "\U0001f600"
+    made = (_long_attestations(tmp_path, 20, "&" * 50_000 + emoji) if shown == "attestations"
+            else _titled(tmp_path, "&" * (63 << 10) + emoji))  # fmt: skip
+    with made as store:
         state = store.state(PITH)
-        assert state is not None and len(state) > 1_000_000
+        assert state is not None
 
-        def measured(self: Pages, request: Any, log: Any, template: str,
-                     context: dict[str, Any]) -> bytes:  # fmt: skip
-            if template != "pith.html":
-                return make(self, request, log, template, context)
+        def measured(self: Pages, request: Any, log: Any, pith: str, raw: bytes) -> bytes:
             held = log.copies.held
+            gc.collect()
             tracemalloc.start()
-            try:  # the payloads are decoded as they are laid out
-                page = make(self, request, log, template, context)
+            try:  # the state decoded, and the page rendered
+                page = make(self, request, log, pith, raw)
                 peak = tracemalloc.get_traced_memory()[1]
             finally:
                 tracemalloc.stop()
-            seen.append((held, len(state) + peak, len(page)))
+            seen.append((held, len(raw) + peak, len(page)))
             return page
 
-        monkeypatch.setattr(Pages, "_page", measured)
+        monkeypatch.setattr(Pages, "_pith_page", measured)
         asked = {**HTML, "accept-encoding": "identity"}
         with _client(store) as client:
             room = client.app.state.log.copies  # type: ignore[attr-defined]
+            client.get("/pith/" + PITH, headers=asked)  # the templates compiled
             page = client.get("/pith/" + PITH, headers=asked)
-            assert page.status_code == 200 and len(page.content) > 4 * len(state)
-            [(held, took, size)] = seen
-            assert held >= took > 8 * len(state), (held, took)  # 11 times the state
+            assert page.status_code == 200
+            [_, (held, took, size)] = seen
             assert size == len(page.content) and room.held == 0
+            if shown == "attestations":  # 1 MB: five shown in full, fifteen links
+                assert len(state) > 1_000_000 and held < room.most // 2, (held, room.most)
+                assert page.text.count("&amp;" * 50_000) == 5
+                assert page.text.count("as many characters as it shows in full") == 15
+                assert held >= took > 4 * len(state), (held, took)  # 5.2 times the state
+            else:
+                assert page.text.count("&amp;" * (63 << 10)) == 4  # shown in full
+                assert held >= took > 60 * len(state), (held, took)  # 78.6 times the state
             room.take_now(room.most - 1000)  # the room full and as many waiting as it
             room.waiting = room.waiters  # lets wait: a 503 page at once, nothing made
             busy = client.get("/pith/" + PITH, headers=asked)
-            assert busy.status_code == 503 and "Busy" in busy.text and len(seen) == 1
+            assert busy.status_code == 503 and "Busy" in busy.text and len(seen) == 2
 
 
 def test_a_record_page_is_made_in_the_threads_of_the_large_answers(
@@ -728,3 +765,41 @@ def test_a_record_page_is_made_in_the_threads_of_the_large_answers(
         page = client.get("/pith/" + PITH, headers=HTML)
         assert page.status_code == 200 and "a statement" in page.text
     assert [borrowed for borrowed, _ in made] == [1]
+
+
+@pytest.mark.parametrize("member", ["payload", "target", "signer"])
+def test_a_page_shows_at_most_most_shown_characters_in_full(
+    store: Store, member: str
+) -> None:
+    """A page laid out at most 10,000 values, but each may be a string of most of a 1 MiB
+    event, escaped (``&`` to five characters), copied by every macro that lays it out, and
+    four bytes a character with one emoji: the page of a copy of 600 KB of one such string
+    took 65 times its copy to make. A page now shows at most MOST_SHOWN characters of
+    strings in full: past them a payload is a link to its JSON, as one past the values a
+    page lays out, and any other string is cut, with an ellipsis."""
+    signed = sign_event(test_key("registry"), "author_attestation", PITH, "record",
+                        "2026-08-01T00:00:00Z", {"statement": "hi"})  # fmt: skip
+    long = "&" * (600 << 10) + "\U0001f600"
+    odd: Any = {"payload": {"statement": long}, "target": long,
+                "signer": {**signed["signer"], "signer_id": long}}[member]  # fmt: skip
+    copy = {**signed, member: odd}  # event_id_mismatch: kept
+    [kept] = store.append([json.dumps(copy).encode()], KEYRING, keep_invalid=True)
+    assert kept.status == "stored"
+    with _client(store) as client:
+        page = client.get(f"/event/{copy['event_id']}", headers=HTML)
+        assert page.status_code == 200 and len(page.content) < 100_000, len(page.content)
+        if member == "payload":
+            assert (f"This page has shown as many characters as it shows in full "
+                    f"({MOST_SHOWN})") in page.text  # fmt: skip
+            assert f'<a href="/event/{copy["event_id"]}?format=json">' in page.text
+        else:
+            assert "&amp;" * MOST_CUT + "…" in page.text
+            assert "&amp;" * (MOST_CUT + 1) not in page.text
+        assert "\U0001f600" not in page.text
+    layout = Layout()
+    assert layout.shown("a" * 10) == "a" * 10 and layout.chars == MOST_SHOWN - 10
+    assert layout.shown("b" * MOST_SHOWN) == "b" * MOST_CUT + "…"
+    assert layout.shown("c" * 10, 2) == "c" * 10  # what is left, twice
+    layout.chars = 3
+    assert layout.shown("d" * 10) == "ddd…" and layout.chars == 0
+    assert layout.shown("e" * 10) == "…" and layout.shown(5) == 5

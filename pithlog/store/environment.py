@@ -1,12 +1,12 @@
 """A store's LMDB environment: opening it, sharing it within a process, and running read and
 write transactions on it (``docs/store.md``, "Map size, processes, crashes").
 
-The environment modules are the only ones that import :mod:`lmdb`: this one,
-:mod:`pithlog.store.environment_files` (what an open checks and brings up to date in the
-store's files), :mod:`pithlog.store.environment_errors` (LMDB's errors as
-:class:`pithlog.errors.StoreError`) and :mod:`pithlog.store.environment_scratch` (replay's
-throwaway index). The other modules of the store work on the transactions opened here
-(:class:`pithlog.store.layout.Txn`) without importing it.
+Only the environment modules import :mod:`lmdb`: this one (it registers the store's codes),
+``environment_files`` (what an open checks in the store's files and brings up to date),
+``environment_errors`` (LMDB's errors as :class:`pithlog.errors.StoreError`),
+``environment_sweep`` (the slots of killed readers cleared while a store is open),
+``environment_scratch``, ``environment_walk``; the other store modules work on its
+transactions (:class:`pithlog.store.layout.Txn`).
 
 - LMDB allows one ``Environment`` per file per process, so environments are shared through
   a process-wide registry, reference-counted (:func:`acquire`, :func:`release`); several
@@ -17,10 +17,6 @@ throwaway index). The other modules of the store work on the transactions opened
   adopts its size (:meth:`SharedEnvironment.write`, :meth:`SharedEnvironment.read`).
 - A read-only open uses LMDB's read-only mode and read transactions only: it never waits
   for a writer and never writes the store (:func:`acquire`, ``docs/store.md``, "Readers").
-- The store's files are checked before LMDB maps them, and brought up to date by a
-  writable open (:mod:`pithlog.store.environment_files`).
-- LMDB's errors become :class:`pithlog.errors.StoreError` with stable codes, registered
-  here.
 """
 
 from __future__ import annotations
@@ -36,7 +32,7 @@ from typing import Any, TypeVar
 import lmdb
 
 from pithlog.errors import StoreError, register
-from pithlog.store import codec, format6, format7
+from pithlog.store import codec, environment_sweep, format6, format7
 from pithlog.store.environment_errors import _begin, _lmdb_errors, _store_error
 from pithlog.store.environment_files import (
     _allocate_lock_file,
@@ -144,8 +140,7 @@ class _Gate:
 
 @dataclass(eq=False)
 class SharedEnvironment:
-    """One open LMDB environment, shared by every :class:`pithlog.store.Store` on it in this
-    process."""
+    """One open LMDB environment, shared by every :class:`pithlog.store.Store` of this process."""
 
     key: tuple[Any, ...]
     path: str
@@ -277,7 +272,6 @@ _REGISTRY_LOCK = threading.RLock()
 is opened, and finalize a :class:`pithlog.store.Store` left in a reference cycle, whose
 ``__del__`` releases its environment in the same thread (a plain lock waited for itself)."""
 
-
 _FORKED = False
 """Whether this process was made by fork() (:func:`_forget_inherited`)."""
 
@@ -341,6 +335,7 @@ def acquire(
             shared = _open_env(real, create and not readonly, map_size, readonly, walk)
             _REGISTRY[shared.key] = shared
             shared.refs += 1
+            environment_sweep.keep_sweeping(_open_now)
         else:
             # counted before the reopen: a Store of it finalized meanwhile by a garbage
             # collection in this thread must not close it (nor wait for the reopen's gate)
@@ -352,6 +347,11 @@ def acquire(
                     shared.refs -= 1
                     raise
         return shared
+
+
+def _open_now() -> list[SharedEnvironment]:
+    with _REGISTRY_LOCK:  # the environments environment_sweep clears: it ends when none is
+        return list(_REGISTRY.values()) if _REGISTRY else environment_sweep.ended()
 
 
 def release(shared: SharedEnvironment) -> None:

@@ -17,6 +17,7 @@ from collections.abc import Iterator
 import lmdb
 
 from pithlog.errors import StoreError
+from pithlog.store.environment_sweep import SWEEP_SECONDS
 
 _DISK_ERRORS = (os.strerror(errno.EIO), os.strerror(errno.ENOSPC), os.strerror(errno.EDQUOT))
 """LMDB's error texts for a full or failing disk: a short write is EIO in LMDB
@@ -63,10 +64,12 @@ def _readers_full_at_open(real: str, exc: lmdb.ReadersFullError) -> StoreError:
     return StoreError("readers_full", f"cannot open the store at {real}: every slot of LMDB's "
                       f"table of readers in {lock} is taken ({cause}), by processes reading "
                       "it now, or left by readers killed while reading (SIGKILL), which an "
-                      "open must get a slot to clear. Let the reads finish and retry; if "
-                      "readers were killed, stop the processes that keep the store open "
-                      f"(`fuser -v {lock}` lists them: `pithlog serve`, `mirror --follow`): "
-                      "once none has it open, the next open starts the table afresh")  # fmt: skip
+                      "open must get a slot to clear. Let the reads finish and retry; a "
+                      "pithlog process that keeps the store open (`pithlog serve`, `mirror "
+                      "--follow`) clears the slots of killed readers within "
+                      f"{SWEEP_SECONDS:g} s; else stop the processes that keep it open "
+                      f"(`fuser -v {lock}` lists them): once none has it open, the next "
+                      "open starts the table afresh")  # fmt: skip
 
 
 def _begin(env: lmdb.Environment, write: bool) -> lmdb.Transaction[bytes]:

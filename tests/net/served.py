@@ -31,6 +31,7 @@ from pithlog.testing import test_key, test_keyring_entries
 ORIGIN = "registry.test.invalid/pith"
 START_SECONDS = 30.0
 STOP_SECONDS = 10.0
+RUN_PITHLOG = "import runpy; runpy.run_module('pithlog', run_name='__main__', alter_sys=True)"
 
 
 def _load() -> ModuleType:
@@ -96,10 +97,12 @@ class Server:
 
 
 @contextlib.contextmanager
-def serve_process(store: Path, *args: str) -> Iterator[Server]:
+def serve_process(store: Path, *args: str, before: str = "") -> Iterator[Server]:
     """``pithlog --store STORE serve --listen 127.0.0.1:0 ARGS...`` (a log, or a witness);
-    stopped (SIGTERM, then SIGKILL) on leaving, whatever happened."""
-    argv = [sys.executable, "-m", "pithlog", "--store", str(store), "serve",
+    stopped (SIGTERM, then SIGKILL) on leaving, whatever happened. ``before``: Python run
+    in the server's process before ``python -m pithlog`` (a module constant shortened)."""
+    python = ["-c", f"{before}\n{RUN_PITHLOG}"] if before else ["-m", "pithlog"]
+    argv = [sys.executable, *python, "--store", str(store), "serve",
             "--listen", "127.0.0.1:0", *args]  # fmt: skip
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     process = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
@@ -123,12 +126,13 @@ def serve_process(store: Path, *args: str) -> Iterator[Server]:
 
 
 @contextlib.contextmanager
-def serving(files: Files, *extra: str, submit: bool = False) -> Iterator[Server]:
-    """``pithlog serve`` of ``files``' store, signed with its key for :data:`ORIGIN`."""
+def serving(files: Files, *extra: str, submit: bool = False, before: str = "") -> Iterator[Server]:
+    """``pithlog serve`` of ``files``' store, signed with its key for :data:`ORIGIN`
+    (``before``: as :func:`serve_process`'s)."""
     args = ["--key", str(files.key), "--origin", ORIGIN, *extra]
     if submit:
         args += ["--submit", "--keyring", str(files.keyring)]
-    with serve_process(files.store, *args) as server:
+    with serve_process(files.store, *args, before=before) as server:
         yield server
 
 

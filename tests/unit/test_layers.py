@@ -51,6 +51,7 @@ HOMES = {
         "pithlog.store.environment_errors",
         "pithlog.store.environment_files",
         "pithlog.store.environment_scratch",
+        "pithlog.store.environment_sweep",
         "pithlog.store.environment_walk",
     },
     "zstandard": {"pithlog.store", "pithlog.net.encoding"},  # stored values; HTTP answers

@@ -238,20 +238,20 @@ class _Chunks:
 
 
 def _zstd(raw: Iterator[bytes]) -> Iterator[bytes]:
-    held = bytearray()  # the frames as received: their ends are checked last
+    ends = _FrameEnds()  # the frames' ends, checked as they come, last
 
-    def keep() -> Iterator[bytes]:
+    def walked() -> Iterator[bytes]:
         for chunk in raw:
-            held.extend(chunk)
+            ends.feed(chunk)
             yield chunk
 
     decompressor = zstandard.ZstdDecompressor(max_window_size=MAX_WINDOW)
-    source = cast("IO[bytes]", _Chunks(keep()))  # all that zstd's reader calls is read()
+    source = cast("IO[bytes]", _Chunks(walked()))  # all that zstd's reader calls is read()
     with decompressor.stream_reader(source, read_size=READ, read_across_frames=True,
                                     closefd=False) as reader:  # fmt: skip
         while chunk := reader.read(READ):
             yield chunk
-    if not _frames_end(held):  # zstd's reader ends quietly where its input does
+    if not ends.whole():  # zstd's reader ends quietly where its input does
         raise ValueError("the zstd stream ends inside a frame")
 
 
@@ -259,34 +259,77 @@ _MAGIC = 0xFD2FB528
 _SKIPPABLE = 0x184D2A50  # ... to 0x184D2A5F (RFC 8878, 3.1.2)
 
 
-def _frames_end(data: bytes | bytearray) -> bool:
-    """Whether ``data`` is whole zstd frames (RFC 8878, 3.1): each frame's header, its
-    blocks up to the last, and its checksum when it has one, ending where ``data`` does.
-    Only headers are read; the decoder has checked what they frame."""
-    at = 0
-    while at < len(data):
-        if len(data) - at < 8:
-            return False
-        magic = int.from_bytes(data[at : at + 4], "little")
+class _FrameEnds:
+    """Whether the bytes :meth:`feed` was given are whole zstd frames (RFC 8878, 3.1):
+    each frame's header, its blocks up to the last, and its checksum when it has one,
+    ending where the bytes do. Only headers are read (the decoder checks what they frame),
+    as the bytes come, and only a header not yet whole is kept: the frames were kept
+    until the answer's end to be walked then, as many bytes again as the answer for
+    frames of stored blocks (an origin's incompressible bytes)."""
+
+    def __init__(self) -> None:
+        self._head = bytearray()  # a frame or block header, not yet whole
+        self._in_frame = False  # next: a block header (else a frame header)
+        self._checksum = False  # the frame being read ends in a checksum
+        self._skip = 0  # bytes framed by the last header, not yet come
+        self._bad = False  # not a frame where one begins
+
+    def _needed(self) -> int:
+        """The bytes of the header being read, as far as those come tell."""
+        head = self._head
+        if self._in_frame:
+            return 3
+        if len(head) < 4:
+            return 4
+        magic = int.from_bytes(head[:4], "little")
         if magic & 0xFFFFFFF0 == _SKIPPABLE:
-            at += 8 + int.from_bytes(data[at + 4 : at + 8], "little")
-            continue
+            return 8
         if magic != _MAGIC:
-            return False
-        descriptor = data[at + 4]
+            return 4
+        if len(head) < 5:
+            return 5
+        descriptor = head[4]
         single = descriptor >> 5 & 1
         fcs = (0 if not single else 1, 2, 4, 8)[descriptor >> 6]
-        at += 5 + (0 if single else 1) + (0, 1, 2, 4)[descriptor & 3] + fcs
-        last = False
-        while not last:
-            if len(data) - at < 3:
-                return False
-            header = int.from_bytes(data[at : at + 3], "little")
-            last = bool(header & 1)
+        return 5 + (0 if single else 1) + (0, 1, 2, 4)[descriptor & 3] + fcs
+
+    def feed(self, data: bytes) -> None:
+        at = 0
+        while at < len(data) and not self._bad:
+            if self._skip:
+                n = min(self._skip, len(data) - at)
+                at += n
+                self._skip -= n
+                continue
+            while len(self._head) < (needed := self._needed()) and at < len(data):
+                take = min(needed - len(self._head), len(data) - at)
+                self._head += data[at : at + take]
+                at += take
+            if len(self._head) == self._needed():
+                self._header()
+
+    def _header(self) -> None:
+        head, self._head = self._head, bytearray()
+        if self._in_frame:
+            header = int.from_bytes(head, "little")
             kind, size = header >> 1 & 3, header >> 3
-            at += 3 + (1 if kind == 1 else size)
-        at += 4 if descriptor >> 2 & 1 else 0  # Content_Checksum
-    return at == len(data)
+            self._skip = 1 if kind == 1 else size
+            if header & 1:  # the frame's last block
+                self._skip += 4 if self._checksum else 0  # Content_Checksum
+                self._in_frame = False
+            return
+        magic = int.from_bytes(head[:4], "little")
+        if magic & 0xFFFFFFF0 == _SKIPPABLE:
+            self._skip = int.from_bytes(head[4:8], "little")
+        elif magic != _MAGIC:
+            self._bad = True
+        else:
+            self._in_frame = True
+            self._checksum = bool(head[4] >> 2 & 1)
+
+    def whole(self) -> bool:
+        """The bytes fed end where a frame does."""
+        return not (self._bad or self._in_frame or self._head or self._skip)
 
 
 def _gzip(raw: Iterator[bytes]) -> Iterator[bytes]:

@@ -313,4 +313,4 @@ def _remote_error(response: httpx.Response) -> SyncError:
     # the source's words go into a one-line error, on the terminal: cut, as the mirror
     # cuts an origin's, and a line break or a terminal escape in them shown escaped
     return SyncError("remote", f"{response.url} answered {response.status_code}: "
-                     f"{shown(said)}")  # fmt: skip
+                     f"{shown(said) or '(no body)'}")  # fmt: skip

@@ -133,7 +133,7 @@ def ask_witness(
         if answer.status_code != 200:
             # the witness's words, on the terminal and in witness.quorum's one line: cut,
             # and a line break or a terminal escape in them shown escaped
-            said = shown(content.decode("utf-8", "replace").strip()[:200])
+            said = shown(content.decode("utf-8", "replace").strip()[:200]) or "(no body)"
             return Asked(url, b"", (), f"status {answer.status_code}: {said}")
         try:
             lines, found = witness_lines(note, content, witnesses)

@@ -153,7 +153,8 @@ def test_an_error_answer_nested_past_any_reader_is_shown_as_text(tmp_path: Path)
     rude = b'{"error":"serve.busy","message":"later\\n\\u001b[2J' + b"x" * 5000 + b'"}'
     for body, shown in ((deep, "[[[["), (coded, "[serve.busy] later"),
                         (rude, "[serve.busy] later\\u000a\\u001b[2Jxxx"),
-                        (b"no\n\x1b]0;owned\x07", "no\\u000a\\u001b]0;owned\\u0007")):
+                        (b"no\n\x1b]0;owned\x07", "no\\u000a\\u001b]0;owned\\u0007"),
+                        (b"", "answered 500: (no body)")):
         client = httpx.Client(transport=httpx.MockTransport(
             lambda request, body=body: httpx.Response(500, content=body)))  # fmt: skip
         with (Store.open(tmp_path / "b") as b, HttpTransport("http://x", client=client) as t,

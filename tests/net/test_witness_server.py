@@ -504,6 +504,10 @@ def test_what_a_witness_or_a_keyring_names_is_shown_escaped(
     said = caught.value.describe()
     assert "\n" not in said and "\x1b" not in said and "\x07" not in said, said
     assert "status 400: no\\u000a\\u001b]0;owned\\u0007 thanks" in said
+    with pytest.raises(WitnessError) as caught:  # a redirect, say: its empty body named
+        collect(["http://witness.invalid"], note, 6, lambda old: [], [], 1,
+                transport=httpx.MockTransport(lambda request: httpx.Response(302)))
+    assert "status 302: (no body)" in caught.value.describe()
     # a cosignature by that key that does not verify names it escaped
     spoiled = note[:-10] + (b"A" if note[-10:-9] != b"A" else b"B") + note[-9:]
     with pytest.raises(WitnessError) as caught:

@@ -36,11 +36,10 @@ from pithlog.store import codec, environment_sweep, format6, format7
 from pithlog.store.environment_errors import _begin, _lmdb_errors, _store_error
 from pithlog.store.environment_files import (
     _allocate_lock_file,
-    _catch_up_merkle,
     _check_data_file,
     _check_format,
+    _first_commit,
     _is_lmdb_file,
-    _open_dbs,
     _open_existing,
     _walk,
 )
@@ -403,7 +402,8 @@ def _open_lmdb(
     real: str, create: bool, map_size: int, readonly: bool, check: bool | Walkers = False
 ) -> tuple[lmdb.Environment, dict[str, Any]]:
     """Open the environment and its named databases; a writable open also catches the
-    Merkle tree up (or migrates the format), a read-only one refuses a store that needs it
+    Merkle tree up (or starts migrating the format) in the same first commit
+    (``environment_files._first_commit``), a read-only one refuses a store that needs it
     (``store.upgrade``). ``check``: the data file's pages are walked (:func:`_walk`; in
     parts by the processes of ``check``, :class:`Walkers`) before LMDB reads any but its meta."""
     env = _lmdb_open(real, create, map_size, readonly)
@@ -419,9 +419,8 @@ def _open_lmdb(
         else:
             # the store's own transaction runner (map growth in one place) for the opening
             opener = SharedEnvironment((), real, env, {})
-            dbs = opener.write(lambda txn, _: _open_dbs(env, txn, real, create))
+            dbs = opener.write(lambda txn, _: _first_commit(env, txn, real, create))
             opener.dbs = dbs
-            opener.write(_catch_up_merkle)
             if opener.read(lambda txn, dbs: format6.migrating(txn, dbs)):
                 # format 5 -> 6: the copies moved in bounded transactions, resumable
                 while opener.write(lambda txn, dbs: format6.step(txn, dbs)):

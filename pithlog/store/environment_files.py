@@ -8,7 +8,8 @@ processes, crashes", "Readers", "The disk"):
   request every page is walked first (:func:`_walk`).
 - The named databases are opened (:func:`_open_dbs`, :func:`_open_existing` read-only), the
   format and merge version checked (:func:`_check_format`), and a writable open migrates an
-  older format (:func:`_migrate`) or catches the Merkle tree up (:func:`_catch_up_merkle`).
+  older format (:func:`_migrate`) or catches the Merkle tree up (:func:`_catch_up_merkle`),
+  in the same first commit (:func:`_first_commit`: a new store is made whole).
 """
 
 from __future__ import annotations
@@ -46,6 +47,10 @@ from pithlog.store.layout import (
 LOCK_FILE_BYTES = 16 << 10
 """The size a new ``lock.mdb`` is allocated with: LMDB's table of readers (126 by default
 take 8 KiB; a larger file holds more, LMDB sizes its table from it)."""
+
+_OPEN_FOR_WRITING = ("open it once for writing, which completes it (`pithlog --store DIR "
+                     "append --keyring KEYRING < /dev/null`), then read it")
+"""What a ``store.upgrade`` message says to do: a read-only open never writes the store."""
 
 
 def _allocate_lock_file(real: str) -> None:
@@ -216,6 +221,19 @@ def _open_dbs(env: lmdb.Environment, txn: Txn, real: str, create: bool) -> dict[
     return dbs
 
 
+def _first_commit(env: lmdb.Environment, txn: Txn, real: str, create: bool) -> dict[str, Any]:
+    """The first write transaction of a writable open (``environment._open_lmdb``): the
+    named databases opened (made), the format recorded for a new store, and the Merkle tree
+    caught up (or a migration started), all in one commit. A new store is thus made whole
+    or not at all: a process killed while creating it leaves either nothing committed
+    (``store.missing``) or an empty store that any open reads. (They were two commits: a
+    kill between them left a store with a format and no ``merkle_size``, which a read-only
+    open refused with ``store.upgrade``.)"""
+    dbs = _open_dbs(env, txn, real, create)
+    _catch_up_merkle(txn, dbs)
+    return dbs
+
+
 LEGACY_DBS = (b"copy_seq",)
 """Databases of older formats that format 6 does without, deleted by a writable open:
 ``copy_seq`` (event_id + copy hash -> seq) is what the pointers of ``events`` and
@@ -248,7 +266,8 @@ def _open_existing(env: lmdb.Environment, real: str) -> dict[str, Any]:
                     with env.begin() as txn:
                         _no_meta(txn, real)
                 raise StoreError("upgrade", f"the store at {real} has no {name!r} database "
-                                 "yet") from None  # fmt: skip
+                                 "yet; a read-only open does not write it: "
+                                 f"{_OPEN_FOR_WRITING}") from None  # fmt: skip
     return dbs
 
 
@@ -260,7 +279,8 @@ def _check_format(txn: Txn, dbs: dict[str, Any], real: str, readonly: bool) -> N
         if txn.stat(dbs["events"])["entries"] or txn.stat(dbs["seq"])["entries"]:
             raise StoreError("not_a_store", f"{real} has events but no meta format")
         if readonly:
-            raise StoreError("upgrade", f"the store at {real} was never initialized")
+            raise StoreError("upgrade", f"the store at {real} was never initialized; a "
+                             f"read-only open does not write it: {_OPEN_FOR_WRITING}")  # fmt: skip
         txn.put(META_FORMAT, FORMAT_VERSION, db=meta)
         txn.put(META_MERGE, MERGE_VERSION.encode("ascii"), db=meta)
         txn.put(META_NEXT_SEQ, SEQ.pack(1), db=meta)
@@ -283,10 +303,16 @@ def _check_format(txn: Txn, dbs: dict[str, Any], real: str, readonly: bool) -> N
             # a migration a writable open began and did not finish (killed, a full disk):
             # the format recorded is already this one, the layout not yet
             what = f"is being migrated to format {FORMAT_VERSION.decode()}, not yet finished"
+        elif txn.get(META_MERKLE_SIZE, db=meta) is None and not txn.stat(dbs["seq"])["entries"]:
+            # an empty store of format 7 without merkle_size: a pithlog that made a new
+            # store in two commits (format and tables, then the tree's size), killed
+            # between them; a writable open now makes it in one (_first_commit)
+            what = ("is empty and its creation was interrupted before its Merkle tree was "
+                    "recorded (an older pithlog made a new store in two commits)")
         else:
             what = "has a Merkle tree behind its log, to be caught up"
         raise StoreError("upgrade", f"the store at {real} {what}; a read-only open does not "
-                         "write it")  # fmt: skip
+                         f"write it: {_OPEN_FOR_WRITING}")  # fmt: skip
 
 
 def _needs_catch_up(txn: Txn, dbs: dict[str, Any]) -> bool:

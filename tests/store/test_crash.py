@@ -1,6 +1,7 @@
 """Crashes (docs/store.md, "Map size, processes, crashes"): `pithlog append`, `pithlog
 import` and the migration of a store of every older format, each killed (SIGKILL) at random
-moments in a process of its own. After each kill the store opens (or is no store yet), a
+moments in a process of its own; the creation of a store, killed in and after its first
+commit. After each kill the store opens (or is no store yet), a
 replay with signatures is clean, it holds whole batches only (or an older format not yet
 migrated, which a reader refuses), and finishing the work gives the store that a run
 without a kill gives. A few kills each in the normal suite; `make test-large` (`-m large`)
@@ -25,6 +26,7 @@ from test_format6 import _snapshot
 
 from pithlog.errors import StoreError
 from pithlog.store import Store, format6, format7
+from pithlog.store.layout import META_MERKLE_SIZE
 from pithlog.testing import test_keyring_entries
 
 pytestmark = pytest.mark.skipif(not hasattr(signal, "SIGKILL"), reason="needs SIGKILL")
@@ -139,6 +141,75 @@ def test_append_and_import_killed_at_random_moments(tmp_path: Path, command: str
 @pytest.mark.parametrize("command", ["append", "import"])
 def test_append_and_import_killed_at_many_moments(tmp_path: Path, command: str) -> None:
     _kill_appends(tmp_path, command, piths=150, kills=30, seed=8)
+
+
+# --- the creation of a store ---------------------------------------------------------------
+
+
+CREATE = """
+import os, signal, sys
+from pithlog.store import Store, environment
+
+write = environment.SharedEnvironment.write
+
+def kill(*_):
+    os.kill(os.getpid(), signal.SIGKILL)
+
+def killed(self, work):
+    if sys.argv[2] == "inside":  # once its work is done, before its commit
+        write(self, lambda txn, dbs: (work(txn, dbs), kill()))
+    write(self, work)
+    kill()  # just after its commit
+
+environment.SharedEnvironment.write = killed
+Store.open(sys.argv[1], create=True)
+"""
+"""Create a store in a process that SIGKILLs itself in (``argv[2]`` "inside") or just after
+("after") the first write transaction of the open that creates it."""
+
+
+@pytest.mark.parametrize("when", ["inside", "after"])
+def test_a_store_killed_while_it_is_created_is_no_store_or_a_whole_empty_one(
+    tmp_path: Path, when: str
+) -> None:
+    store = tmp_path / "store"
+    child = subprocess.run([sys.executable, "-c", CREATE, str(store), when], timeout=120)
+    assert child.returncode == -signal.SIGKILL
+    assert (store / "data.mdb").exists()
+    if when == "inside":  # nothing committed: no store yet, for a reader and a writer
+        for readonly in (True, False):
+            with pytest.raises(StoreError) as raised:
+                Store.open(store, create=False, readonly=readonly)
+            assert raised.value.code == "store.missing", raised.value
+    else:  # the first commit made the whole store: a reader takes it as it is
+        with Store.open(store, create=False, readonly=True) as opened:
+            assert opened.tree_size() == 0
+            assert list(opened.export()) == []
+            assert opened.stats()["format"] == "7"
+    with Store.open(store) as opened:  # an append creates it, or appends to it
+        opened.append([g.encoded(e) for e in g.mixed_events(random.Random(3), piths=2,
+                                                            per_pith=3)], g.KEYRING)  # fmt: skip
+    _replays_clean(store)
+    assert len(_exported(store)) > 0
+
+
+def test_a_store_left_half_created_by_an_older_pithlog_is_completed_by_a_writable_open(
+    tmp_path: Path,
+) -> None:
+    # an older pithlog recorded the format and the tables in one commit and the Merkle
+    # tree's size in a second: killed between them, it left a store without merkle_size
+    store = tmp_path / "store"
+    Store.open(store).close()
+    with Store.open(store) as opened:
+        opened._write(lambda txn, dbs: txn.delete(META_MERKLE_SIZE, db=dbs["meta"]))
+    with pytest.raises(StoreError) as raised:
+        Store.open(store, create=False, readonly=True)
+    assert raised.value.code == "store.upgrade"
+    assert "creation was interrupted" in raised.value.message
+    assert "open it once for writing" in raised.value.message
+    Store.open(store, create=False).close()  # completes it
+    with Store.open(store, create=False, readonly=True) as opened:
+        assert opened.tree_size() == 0
 
 
 # --- the migration of every older format ----------------------------------------------------

@@ -125,13 +125,15 @@ class Pages:
         with one character past U+FFFF was that string at four bytes a character, and
         again in the pieces joined into it (8 times the page's bytes; now twice)."""
         pieces = self.env.get_template(template).generate(
-            origin=log.config.origin, version=__version__,
+            origin=log.config.origin, version=__version__, root=root_of(request),
             query=request.query_params.get("q", "")[:MAX_QUERY], layout=Layout(), **context,
         )  # fmt: skip
         return b"".join([piece.encode() for piece in pieces])
 
     async def message(self, request: Request, status: int, heading: str, text: str,
                       links: list[tuple[str, str]] | None = None) -> HTMLResponse:  # fmt: skip
+        """A page of one heading and one sentence; ``links`` are (path from the root the
+        server answers at, without its first ``/``; text)."""
         return await self.render(request, "message.html", status, heading=heading, text=text,
                                  links=links or [])  # fmt: skip
 
@@ -198,7 +200,8 @@ class Pages:
                                       "with or without its version), a DOI, a pith number or "
                                       "the first 8, 12 or 16 characters of one.")  # fmt: skip
         if is_pith_number(query):
-            return RedirectResponse(f"/pith/{query}", 303, headers=answer_headers("no-cache"))
+            return RedirectResponse(f"{root_of(request)}pith/{query}", 303,
+                                    headers=answer_headers("no-cache"))  # fmt: skip
         alias = alias_of(query)
         piths: list[str] = []
         if alias is not None:
@@ -211,7 +214,8 @@ class Pages:
                     raise
                 piths = []
         if len(piths) == 1:
-            return RedirectResponse(f"/pith/{piths[0]}", 303, headers=answer_headers("no-cache"))
+            return RedirectResponse(f"{root_of(request)}pith/{piths[0]}", 303,
+                                    headers=answer_headers("no-cache"))  # fmt: skip
         # what was typed, between FSI and PDI (Unicode bidi isolates): a right-to-left
         # override in it reversed the sentence around it
         shown = f"\u2068{query}\u2069"
@@ -222,7 +226,7 @@ class Pages:
             return await self.message(request, 200, "Several records match",
                                       f"{shown} names {len(piths)} records (versions of one "
                                       f"paper share its arXiv id){first}:",
-                                      [(f"/pith/{p}", p) for p in piths[:MOST_LISTED]])  # fmt: skip
+                                      [(f"pith/{p}", p) for p in piths[:MOST_LISTED]])  # fmt: skip
         return await self.message(request, 404, "Nothing found",
                                   f"No record of this log has the alias {shown}.")
 
@@ -354,6 +358,20 @@ class Pages:
             Route("/event/{event_id}", self.event, middleware=compressed()),
             Route("/static/style.css", _stylesheet),
         ]
+
+
+def root_of(request: Request) -> str:
+    """The way from the page ``request`` asks for to the root the server answers at, as a
+    relative reference (RFC 3986 section 4.2): ``./`` for ``/`` and ``/search``, ``../``
+    for ``/pith/<pith_number>`` and ``/event/<event_id>``. Every link of a page, and the
+    ``Location`` of the search's ``303`` (RFC 9110 section 10.2.2 resolves a relative one
+    against the request's URI), starts with it: behind a reverse proxy that serves the log
+    under a prefix (docs/network.md, "Running a registry": ``/pith/``), links from the root
+    (``/static/style.css``) led out of the prefix, to the proxy's own root, and every page
+    lost its stylesheet, its links and its search. ``./`` rather than nothing: a path whose
+    first segment holds a colon (``pith:2024:...``) would read as a scheme."""
+    depth = request.scope["path"].count("/") - 1
+    return "../" * depth if depth > 0 else "./"
 
 
 def _page_headers(coded: dict[str, str]) -> dict[str, str]:

@@ -34,7 +34,7 @@ VERSIONED = "2607.00001"
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "net"))
-from served import serve_process  # noqa: E402  (the network tests' real pithlog serve)
+from served import prefix_proxy, serve_process  # noqa: E402  (the network tests' helpers)
 
 playwright_api = pytest.importorskip(
     "playwright.sync_api", reason="Playwright for Python is not installed (make install)"
@@ -105,8 +105,10 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]
     signed = (hostile, unbroken, reversing, reversing_signer, *versions)
     path.write_text("".join(json.dumps(e) + "\n" for e in signed))
     _run(["--store", store, "append", "--keep-invalid", "--keyring", keyring, str(path)])
-    with serve_process(Path(store), "--key", str(key), "--origin", ORIGIN) as server:
-        yield {"url": server.url, "pith": pith, "hostile": hostile, "unbroken": unbroken,
+    with (serve_process(Path(store), "--key", str(key), "--origin", ORIGIN) as server,
+          prefix_proxy(server.url, "/pith") as proxied):  # fmt: skip
+        yield {"url": server.url, "proxied": proxied, "pith": pith, "hostile": hostile,
+               "unbroken": unbroken,
                "reversing_signer": reversing_signer,
                "equivocated": json.loads((CASES / "equivocations" / "expected.jsonl")
                                          .read_text().splitlines()[0])}  # fmt: skip
@@ -138,6 +140,11 @@ def accessible(page: Any) -> None:
         assert link.inner_text().strip() or link.get_attribute("aria-label")
 
 
+def styled(page: Any) -> bool:
+    """The page's stylesheet applies: the body's font is style.css's, not the browser's."""
+    return "system-ui" in page.evaluate("getComputedStyle(document.body).fontFamily")
+
+
 def test_search_an_arxiv_id_and_read_the_record(served: dict[str, Any], browser: Any) -> None:
     page = browser.new_page()
     page.goto(served["url"] + "/")
@@ -166,6 +173,32 @@ def test_search_an_arxiv_id_and_read_the_record(served: dict[str, Any], browser:
     page.close()
 
 
+def test_behind_a_proxy_under_a_prefix_the_pages_keep_their_style_links_and_search(
+    served: dict[str, Any], browser: Any
+) -> None:
+    """Served under ``/pith/`` by a reverse proxy (docs/network.md, "Running a registry"),
+    the pages linked from the server's root: the stylesheet was the proxy's 404 (the page
+    unstyled), and the search and every link left the prefix. Through such a proxy the
+    stylesheet applies, the search lands on the record, and its links stay under the
+    prefix."""
+    proxied = served["proxied"]
+    page = browser.new_page()
+    styles: list[int] = []
+    page.on("response", lambda r: styles.append(r.status) if r.url.endswith(".css") else None)
+    page.goto(proxied + "/")
+    assert styles == [200] and styled(page)
+    page.fill("input[type=search]", "2411.00284")
+    page.click("button[type=submit]")
+    page.wait_for_url(f"{proxied}/pith/{served['pith']}")
+    assert "Graph snapshots" in page.inner_text("main") and styled(page)
+    hrefs = page.eval_on_selector_all("a[href]", "(links) => links.map((a) => a.href)")
+    assert hrefs and all(h.startswith(proxied + "/") for h in hrefs), hrefs
+    page.click("text=its JSON >> nth=0")
+    doc = json.loads(page.inner_text("body"))
+    assert doc["pith_number"] == served["pith"]
+    page.close()
+
+
 def test_an_equivocation_and_invalid_events_read_as_such(
     served: dict[str, Any], browser: Any
 ) -> None:
@@ -190,7 +223,7 @@ def test_an_equivocation_and_invalid_events_read_as_such(
     rows = page.locator("section[aria-labelledby=invalid] tbody tr")
     assert rows.count() == len(state["invalid_events"]) > 0
     for row, invalid in zip(rows.all(), state["invalid_events"], strict=True):
-        assert row.locator("a").get_attribute("href") == "/event/" + invalid["event_id"]
+        assert row.locator("a").get_attribute("href") == "../event/" + invalid["event_id"]
         assert row.locator("code").inner_text() == invalid["reason"]
         assert row.locator("td").nth(2).inner_text() == REASON_MEANINGS[invalid["reason"]]
     shot(page, "pith-equivocations")

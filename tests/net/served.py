@@ -186,6 +186,42 @@ def in_thread(app: Any) -> Iterator[str]:
         sock.close()
 
 
+@contextlib.contextmanager
+def prefix_proxy(upstream: str, prefix: str = "/pith") -> Iterator[str]:
+    """A reverse proxy on 127.0.0.1 that serves ``upstream`` under ``prefix``, as the nginx
+    example of docs/network.md ("Running a registry") does: ``PREFIX/X`` passed on as
+    ``/X`` (the path as the client wrote it, its ``Accept`` and ``Accept-Encoding``),
+    anything else ``404``; the answer passed back as it came (its bytes as sent, its
+    headers, ``Location`` included), once read whole. Its
+    URL, the prefix included; stopped on exit."""
+    import httpx
+    from starlette.applications import Starlette
+    from starlette.requests import Request
+    from starlette.responses import Response
+    from starlette.routing import Route
+
+    async def forward(request: Request) -> Response:
+        raw = request.scope["raw_path"].decode("latin-1")
+        if not raw.startswith(prefix + "/"):
+            return Response(b"not under the prefix", 404)
+        query = request.scope["query_string"].decode("latin-1")
+        url = upstream + raw.removeprefix(prefix) + ("?" + query if query else "")
+        headers = {k: v for k, v in request.headers.items()
+                   if k in ("accept", "accept-encoding")}  # fmt: skip
+        # (no certificates loaded for each request: the upstream is plain HTTP)
+        async with httpx.AsyncClient(timeout=START_SECONDS, verify=False) as client:
+            answer = await client.send(client.build_request(request.method, url,
+                                                            headers=headers), stream=True)
+            body = b"".join([chunk async for chunk in answer.aiter_raw()])  # as it came
+        kept = {k: v for k, v in answer.headers.items()
+                if k not in ("content-length", "transfer-encoding", "connection")}  # fmt: skip
+        return Response(body, answer.status_code, headers=kept)
+
+    app = Starlette(routes=[Route("/{rest:path}", forward, methods=["GET", "HEAD"])])
+    with in_thread(app) as url:
+        yield url + prefix
+
+
 class _SlowHead(socketserver.StreamRequestHandler):
     """Answers with a header line every 0.1 s, for 30 s (it stops by itself)."""
 

@@ -167,7 +167,7 @@ def test_recent_events_of_an_unknown_type_are_links_with_text(
     store.append([json.dumps(odd).encode()], KEYRING, keep_invalid=True)
     with _client(store) as client:
         page = client.get("/", headers=HTML).text
-    assert f'<a href="/event/{odd["event_id"]}">unknown type</a>' in page
+    assert f'<a href="./event/{odd["event_id"]}">unknown type</a>' in page
 
 
 def test_a_search_the_store_fails_to_answer_is_not_nothing_found(
@@ -222,7 +222,7 @@ def test_a_payload_of_too_many_values_is_a_link_to_its_json(store: Store) -> Non
     store.append([json.dumps(e).encode() for e in (wide, fits, over)], KEYRING,
                  keep_invalid=True)  # fmt: skip
     assert fits_layout(fits["payload"]) and not fits_layout(over["payload"])
-    link = 'too many to lay out here: read <a href="/event/{}?format=json">its JSON</a>'
+    link = 'too many to lay out here: read <a href="../event/{}?format=json">its JSON</a>'
     with _client(store) as client:
         for event, laid_out in ((wide, False), (fits, True), (over, False)):
             page = client.get("/event/" + event["event_id"], headers=HTML)
@@ -385,7 +385,7 @@ def test_a_page_lays_out_at_most_most_laid_out_on_a_page_values(tmp_path: Path) 
     links = [e["event_id"] for e in applied[fit:]]
     for event_id in links:
         assert (f"as many payload values as it shows ({MOST_LAID_OUT_ON_A_PAGE}): read "
-                f'<a href="/event/{event_id}?format=json">its JSON</a>') in section
+                f'<a href="../event/{event_id}?format=json">its JSON</a>') in section
     assert "too many to lay out here" not in section
 
 
@@ -455,7 +455,7 @@ def test_a_search_that_finds_one_record_redirects_with_the_headers_of_every_answ
             got = client.get("/search", params={"q": query}, headers=HTML,
                              follow_redirects=False)  # fmt: skip
             assert got.status_code == 303
-            assert got.headers["location"] == f"/pith/{PITH}"
+            assert got.headers["location"] == f"./pith/{PITH}"
             assert got.headers["cache-control"] == "no-cache"
             assert got.headers["x-content-type-options"] == "nosniff"
 
@@ -544,7 +544,7 @@ def test_a_kept_invalid_event_is_not_shown_as_signed_by_the_signer_it_names(
     assert "<dt>signed by</dt>" not in page and "<dt>names as signer</dt>" in page
     assert "<dt>signed at</dt>" not in page
     assert f"<code>{reason}</code>" in page and '<span class="badge bad">invalid</span>' in page
-    row = re.search(rf'<a href="/event/{copy["event_id"]}">[^<]*</a>(.*?)</td>', home)
+    row = re.search(rf'<a href="./event/{copy["event_id"]}">[^<]*</a>(.*?)</td>', home)
     assert row is not None and "invalid" in row.group(1)
     assert "<dt>signed by</dt>" in valid and "badge bad" not in valid
 
@@ -650,7 +650,8 @@ def test_a_page_is_encoded_piece_by_piece_not_held_as_one_string(tmp_path: Path)
         assert state is not None
         with _client(store) as client:
             log = client.app.state.log  # type: ignore[attr-defined]
-            pages, asked = Pages(), SimpleNamespace(query_params={})
+            pages = Pages()
+            asked = SimpleNamespace(query_params={}, scope={"path": f"/pith/{PITH}"})
             context = pages._pith_context(log, PITH, state)
             gc.collect()
             tracemalloc.start()
@@ -791,7 +792,7 @@ def test_a_page_shows_at_most_most_shown_characters_in_full(
         if member == "payload":
             assert (f"This page has shown as many characters as it shows in full "
                     f"({MOST_SHOWN})") in page.text  # fmt: skip
-            assert f'<a href="/event/{copy["event_id"]}?format=json">' in page.text
+            assert f'<a href="../event/{copy["event_id"]}?format=json">' in page.text
         else:
             assert "&amp;" * MOST_CUT + "…" in page.text
             assert "&amp;" * (MOST_CUT + 1) not in page.text

@@ -51,11 +51,11 @@ def test_a_search_that_names_many_records_lists_at_most_most_listed(
     assert page.status_code == 200
     assert f"names {MOST_LISTED * 3} records" in page.text
     assert f"the first {MOST_LISTED}:" in page.text
-    assert re.findall(r'href="/pith/([^"]+)"', page.text) == piths[:MOST_LISTED]
+    assert re.findall(r'href="\./pith/([^"]+)"', page.text) == piths[:MOST_LISTED]
     monkeypatch.setattr(store, "piths_for_alias", lambda alias: piths[:MOST_LISTED])
     page = c.get("/search?q=2411.00284", headers=HTML)
     assert "the first" not in page.text
-    assert re.findall(r'href="/pith/([^"]+)"', page.text) == piths[:MOST_LISTED]
+    assert re.findall(r'href="\./pith/([^"]+)"', page.text) == piths[:MOST_LISTED]
 
 
 def test_the_front_page_cuts_a_kept_event_s_long_signer_id_and_time(

@@ -66,7 +66,7 @@ def test_a_record_page_decodes_what_it_shows_not_the_whole_state(tmp_path: Path)
 
             def page() -> str:
                 return pages.env.get_template("pith.html").render(
-                    origin=ORIGIN, version=__version__, query="", layout=Layout(),
+                    origin=ORIGIN, version=__version__, root="../", query="", layout=Layout(),
                     **pages._pith_context(log, PITH, state))
 
             page()  # its templates compiled before the count

@@ -1,0 +1,211 @@
+"""The links of the pages for people (docs/pages.md, "Links") are relative to the page, so
+that the pages work behind a reverse proxy that serves the log under a prefix
+(docs/network.md, "Running a registry": ``/pith/``): in process, every kind of page; then
+a real ``pithlog serve`` behind a proxy on 127.0.0.1 that takes the prefix off, every link
+of every page followed through it."""
+
+from __future__ import annotations
+
+import json
+import warnings
+from collections.abc import Iterator
+from html.parser import HTMLParser
+from pathlib import Path
+from urllib.parse import urljoin, urlsplit
+
+import httpx
+import pytest
+from served import prefix_proxy, serve_process
+
+with warnings.catch_warnings():  # Starlette would have httpx2; httpx is what pithlog uses
+    warnings.simplefilter("ignore")
+    from starlette.testclient import TestClient
+
+
+from pithlog import Store, load_keyring, sign_event
+from pithlog.errors import ServeError
+from pithlog.net.app import create_app
+from pithlog.net.pages import page_routes
+from pithlog.net.served_log import ServeConfig
+from pithlog.protocol.event_types import prepare_record_created
+from pithlog.protocol.keys import dump_key_file
+from pithlog.testing import test_key
+
+CASES = Path(__file__).resolve().parents[2] / "vectors" / "cases"
+KEYRING = load_keyring((CASES / "equivocations" / "keyring.json").read_bytes())
+PITH = json.loads((CASES / "seed-2411.00284" / "expected.jsonl").read_text())["pith_number"]
+EQUIVOCATED = json.loads((CASES / "equivocations" / "expected.jsonl").read_text()
+                         .splitlines()[0])["pith_number"]  # fmt: skip
+ORIGIN = "registry.test.invalid/pith"
+HTML = {"accept": "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8"}
+VERSIONED = "2607.00001"
+"""An arXiv id of two records: its search lists them."""
+PREFIX = "/pith"
+"""The prefix of docs/network.md's nginx example."""
+TIMEOUT = 30.0
+
+
+class Links(HTMLParser):
+    """Every URL an HTML page names: ``href``, ``src``, ``action``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.urls: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.urls += [v for k, v in attrs if k in ("href", "src", "action") and v is not None]
+
+
+def links(html: str) -> list[str]:
+    parser = Links()
+    parser.feed(html)
+    parser.close()
+    return parser.urls
+
+
+def _lines() -> list[bytes]:
+    lines = []
+    for case in ("seed-2411.00284", "equivocations"):
+        lines += (CASES / case / "events.jsonl").read_text().splitlines()
+    # two versions of one paper: a search of its arXiv id lists both records
+    for version in (1, 2):
+        record = {"metadata": {"submitted_at": "2026-07-01T00:00:00Z", "title": "Versions"},
+                  "schema_version": "1.0",
+                  "source": {"id": VERSIONED, "kind": "arxiv", "version": version}}  # fmt: skip
+        number, payload = prepare_record_created(test_key("registry"),
+                                                 {"canonical_record": record})  # fmt: skip
+        lines.append(json.dumps(sign_event(test_key("registry"), "record_created", number,
+                                           "record", f"2026-08-01T00:00:1{version}Z",
+                                           payload)))  # fmt: skip
+    # a payload of more values than a page lays out: a link to its JSON
+    lines.append(json.dumps(sign_event(test_key("author"), "author_attestation", PITH,
+                                       "record", "2026-08-01T00:00:20Z",
+                                       {"statement": "many", "list": list(range(3000))})))
+    return [line.encode() for line in lines if line]
+
+
+def _pages(event_id: str) -> dict[str, int]:
+    """Each kind of page -> its status (a search that finds one record: its 303)."""
+    return {
+        "/": 200, f"/pith/{PITH}": 200, f"/pith/{EQUIVOCATED}": 200,
+        f"/event/{event_id}": 200, f"/search?q={PITH}": 303, "/search?q=2411.00284": 303,
+        f"/search?q={VERSIONED}": 200, "/search?q=doi:10.1/none": 404, "/search?q=": 400,
+        "/pith/pith:2024:AAAAAAAAAAAAAAAAAAAAAAAAAA": 404, "/pith/nope": 400,
+        "/event/sha256:" + "0" * 64: 404, "/event/nope": 400,
+    }  # fmt: skip
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[Store]:
+    with Store.open(tmp_path / "store") as s:
+        s.append(_lines(), KEYRING, keep_invalid=True)
+        yield s
+
+
+def _client(store: Store) -> TestClient:
+    return TestClient(create_app(ServeConfig(store, test_key("registry"), ORIGIN,
+                                             extra_routes=page_routes())))  # fmt: skip
+
+
+def _under_prefix(page: str, url: str) -> str:
+    """The path on the server that ``url``, a link of the page at ``page`` (a path on the
+    server) reaches when the pages are served under :data:`PREFIX`; fails if it leaves it."""
+    base = "https://registry.example" + PREFIX + page
+    resolved = urlsplit(urljoin(base, url))
+    assert resolved.netloc == "registry.example", (page, url)
+    assert resolved.path.startswith(PREFIX + "/"), (page, url, resolved.path)
+    rest = resolved.path.removeprefix(PREFIX)
+    return rest + ("?" + resolved.query if resolved.query else "")
+
+
+def _at_root(page: str, url: str) -> str:
+    """The path on the server that ``url``, a link of the page at ``page``, reaches when the
+    pages are served at the root."""
+    resolved = urlsplit(urljoin("http://registry.example" + page, url))
+    return resolved.path + ("?" + resolved.query if resolved.query else "")
+
+
+def test_every_link_and_redirect_of_the_pages_is_relative(store: Store) -> None:
+    """Every link of every page was from the server's root (``/static/style.css``,
+    ``/pith/...``, the search's ``action="/search"`` and its ``303`` to ``/pith/...``):
+    under the prefix of docs/network.md's nginx example, each led to the proxy's own root,
+    and the pages lost their stylesheet, links and search. Each is relative now, and
+    reaches under the prefix what it reaches at the root."""
+    event_id = json.loads(_lines()[0])["event_id"]
+    with _client(store) as client:
+        seen = 0
+        for page, status in _pages(event_id).items():
+            got = client.get(page, headers=HTML, follow_redirects=False)
+            assert got.status_code == status, (page, got.text[:300])
+            if status == 303:
+                urls = [got.headers["location"]]
+            else:
+                assert got.headers["content-type"].startswith("text/html"), page
+                urls = links(got.text)
+                assert "static/style.css" in " ".join(urls), page
+            for url in urls:
+                assert not url.startswith("/") and not urlsplit(url).scheme, (page, url)
+                # under the prefix, the path it reaches at the server's root
+                assert _under_prefix(page, url) == _at_root(page, url), (page, url)
+                seen += 1
+        assert seen > 100
+        # the Busy pages (503) of a record and of an event
+        log = client.app.state.log  # type: ignore[attr-defined]
+
+        class Full:
+            async def hold(self, size: int) -> int:
+                raise ServeError("busy", "the room is full")
+
+        log.copies = Full()
+        for page in (f"/pith/{PITH}", f"/event/{event_id}"):
+            got = client.get(page, headers=HTML)
+            assert got.status_code == 503 and "Busy" in got.text, page
+            urls = links(got.text)
+            assert urls and not [u for u in urls if u.startswith("/")], (page, urls)
+            assert _under_prefix(page, urls[0]) == "/static/style.css"
+
+
+def test_behind_a_proxy_that_serves_the_log_under_a_prefix_every_link_is_reached(
+    tmp_path: Path,
+) -> None:
+    """A real ``pithlog serve`` behind a proxy on 127.0.0.1 that serves it under ``/pith/``
+    (docs/network.md's nginx example): every link of every page, the stylesheet, the
+    search form's action and its ``303``, followed through the proxy, is answered ``200``
+    (a page or the JSON of the log), and the search lands on the record's page. With links
+    from the root, the stylesheet and every link were the proxy's ``404``."""
+    event_id = json.loads(_lines()[0])["event_id"]
+    with Store.open(tmp_path / "store") as store:
+        store.append(_lines(), KEYRING, keep_invalid=True)
+    key = tmp_path / "registry.key"
+    key.write_bytes(dump_key_file(test_key("registry")))
+    with (serve_process(tmp_path / "store", "--key", str(key), "--origin", ORIGIN) as server,
+          prefix_proxy(server.url, PREFIX) as proxy,
+          httpx.Client(timeout=TIMEOUT, headers=HTML,
+                       follow_redirects=True) as client):  # fmt: skip
+        followed: dict[str, int] = {}
+        for page, status in _pages(event_id).items():
+            got = client.get(proxy + page)
+            assert got.status_code == (200 if status == 303 else status), (page, got.text[:300])
+            if status == 303:  # the search lands on the record's page, under the prefix
+                assert [r.status_code for r in got.history] == [303]
+                assert got.url.path.startswith(f"{PREFIX}/pith/pith:"), got.url
+                assert "<h1>" in got.text and "The canonical record" in got.text
+            for url in links(got.text):
+                target = urljoin(str(got.url), url)
+                if urlsplit(target).path.endswith("/search"):  # the form: with a query
+                    target += "?q=2411.00284"
+                if target not in followed:
+                    followed[target] = client.get(target).status_code
+        broken = {url: status for url, status in followed.items() if status != 200}
+        assert not broken, broken
+        kinds = {urlsplit(u).path.removeprefix(PREFIX).split("/")[1] for u in followed}
+        assert kinds >= {"", "static", "search", "checkpoint", "stats", "pith", "event",
+                         "state", "proof"}, kinds  # fmt: skip
+        # the stylesheet is the server's, through the proxy
+        style = client.get(f"{proxy}/static/style.css")
+        assert style.headers["content-type"].startswith("text/css") and "{" in style.text
+        # the search form as a browser sends it: its action resolved against the page
+        home = client.get(f"{proxy}/")
+        [action] = [u for u in links(home.text) if u.endswith("search")]
+        found = client.get(urljoin(str(home.url), action), params={"q": "2411.00284"})
+        assert found.status_code == 200 and str(found.url) == f"{proxy}/pith/{PITH}"

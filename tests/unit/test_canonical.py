@@ -159,6 +159,17 @@ def test_byte_order_mark_is_refused() -> None:
     assert refused(b"\xef\xbb\xbf") == "door.bom"
 
 
+def test_u_feff_past_the_first_byte_is_not_a_byte_order_mark() -> None:
+    # docs/protocol.md, choice 21: only the input's first three bytes can be a BOM; U+FEFF
+    # in a string (raw or escaped) or a name is content, and before the first value it is
+    # not JSON whitespace, so not a BOM either but a syntax error
+    assert parse(b'{"a":"\xef\xbb\xbf"}') == {"a": "\ufeff"}
+    assert parse(rb'{"a":"\ufeff"}') == {"a": "\ufeff"}
+    assert parse(b'{"\xef\xbb\xbf":1}') == {"\ufeff": 1}
+    assert refused(b' \xef\xbb\xbf{"a":1}') == "door.syntax"
+    assert refused(b'{"a":1}\xef\xbb\xbf') == "door.syntax"
+
+
 @pytest.mark.parametrize(
     "data",
     [b'"\xff"', b'"\xc3"', b'"\xc0\xaf"', b'"\xf4\x90\x80\x80"', b'{"a":"\x80"}'],

@@ -175,7 +175,8 @@ def open_witness(settings: Settings) -> tuple[Store, Keyring, SigningKey]:
 
 
 def witness_app(settings: Settings) -> Starlette:
-    """The app of a witness: ``POST /add-checkpoint`` (C2SP tlog-witness) and ``/healthz``.
+    """The app of a witness: ``POST /add-checkpoint`` and ``GET /<origin hash>/checkpoint``
+    (C2SP tlog-witness) and ``/healthz``.
     The cosignatures' time is this machine's clock. Another path or method is answered
     as by the log's app: JSON with a stable code (``404 serve.not_found``, ``405
     serve.method`` with ``Allow``, ``501 serve.not_implemented``)."""

@@ -1,10 +1,13 @@
 """``POST /add-checkpoint`` of ``pithlog serve --witness`` (C2SP tlog-witness,
 docs/witness.md): the verdict is :func:`pithlog.transparency.witness.judge_add_checkpoint`,
-judged and recorded in one write transaction of the store that keeps the witness's state.
+judged and recorded in one write transaction of the store that keeps the witness's state;
+and ``GET /<origin hash>/checkpoint``, the monitoring route (tlog-witness, "Monitor
+Retrieval Mechanism"), which serves the checkpoint recorded with that state.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 
 import anyio
@@ -18,12 +21,22 @@ from pithlog.net.answers import answer_headers
 from pithlog.net.submit import TAKEN_CODINGS, check_coding
 from pithlog.protocol.keys import Keyring, SigningKey
 from pithlog.store import Store
+from pithlog.transparency.checkpoint import checkpoint_keys, parse_checkpoint_text, parse_note
 from pithlog.transparency.witness import MAX_BODY_BYTES, Verdict, judge_add_checkpoint
 
 NO_STORE = answer_headers("no-store")
 """The headers of every answer of the route, as of every other route's: ``nosniff`` (a
 plain-text error must never be taken for a page), and never cached (a cosignature or a
 refusal holds for the witness's state at the moment asked)."""
+
+MONITOR_CACHE = answer_headers("public, max-age=60")
+"""The headers of a checkpoint served to monitors: cached a minute at most, by a browser or
+a CDN the monitoring prefix is delegated to (tlog-witness: a witness "MAY delay updating
+the checkpoint, but SHOULD NOT delay for more than an hour"); a monitor sees a new
+cosignature within that minute, and a CDN asks the witness once a minute per origin."""
+ORIGIN_HASH = re.compile(r"[0-9a-f]{64}")
+"""tlog-witness: "The origin hash is the SHA-256 hash of the log's origin, hex encoded, in
+lowercase"."""
 
 BODY_SECONDS = 30.0
 """Seconds a body may take to arrive, as ``POST /sync``'s: a client that sends it a byte at a
@@ -45,7 +58,7 @@ async def _body(request: Request) -> bytes | None:
 def witness_routes(
     store: Store, keyring: Keyring, key: SigningKey, clock: Callable[[], float]
 ) -> list[Route]:
-    """The witness's route: ``keyring`` names the logs it witnesses (a key allowed to sign
+    """The witness's routes: ``keyring`` names the logs it witnesses (a key allowed to sign
     an origin's checkpoints makes the origin known), ``key`` cosigns, ``clock`` gives the
     cosignatures' time (POSIX seconds)."""
 
@@ -76,4 +89,23 @@ def witness_routes(
         return Response(verdict.body, verdict.status,
                         headers={**NO_STORE, "Content-Type": verdict.content_type})  # fmt: skip
 
-    return [Route("/add-checkpoint", add_checkpoint, methods=["POST"])]
+    async def monitored_checkpoint(request: Request) -> Response:
+        origin_hash: str = request.path_params["origin_hash"]
+        if not ORIGIN_HASH.fullmatch(origin_hash):
+            return Response("the origin hash is the SHA-256 of the origin, 64 lowercase hex "
+                            "digits\n", 400, media_type="text/plain",
+                            headers=NO_STORE)  # fmt: skip
+        served = await run_in_threadpool(store.witness_checkpoint, bytes.fromhex(origin_hash))
+        # a log the keyring no longer names is one the witness no longer follows: as
+        # add-checkpoint's, its origin is unknown here (and what it last cosigned of it is
+        # no "recent checkpoint")
+        if served is None or not checkpoint_keys(
+            keyring, parse_checkpoint_text(parse_note(served).text, empty_root=False).origin
+        ):
+            return Response(f"no checkpoint cosigned for origin hash {origin_hash}\n", 404,
+                            media_type="text/plain", headers=NO_STORE)  # fmt: skip
+        return Response(served, 200, headers={**MONITOR_CACHE,
+                                              "Content-Type": "text/plain; charset=utf-8"})
+
+    return [Route("/add-checkpoint", add_checkpoint, methods=["POST"]),
+            Route("/{origin_hash}/checkpoint", monitored_checkpoint, methods=["GET"])]

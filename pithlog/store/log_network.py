@@ -102,3 +102,13 @@ class NetworkReads:
         require_str(origin, "witness_state", "origin")
         return self._read(lambda txn, dbs: witnessed.known(txn, dbs, origin))
 
+    def witness_checkpoint(self, origin_sha256: bytes) -> bytes | None:
+        """The checkpoint this store's witness serves monitors for the origin whose SHA-256
+        is ``origin_sha256`` (tlog-witness, "Monitor Retrieval Mechanism"): the last it
+        cosigned, with the log's signature lines it verified and its cosignature; ``None``
+        when it cosigned none for that origin, or none since it kept them."""
+        require_bytes(origin_sha256, "witness_checkpoint", "origin_sha256")
+        return self._read(
+            lambda txn, dbs: witnessed.served_checkpoint(txn, dbs, origin_sha256)
+        )
+

@@ -250,11 +250,14 @@ def sign_checkpoint(checkpoint: Checkpoint, key: SigningKey) -> bytes:
 
 @dataclass(frozen=True)
 class VerifiedCheckpoint:
-    """A checkpoint whose note verified; ``signers``: key_ids of the keys that signed it."""
+    """A checkpoint whose note verified; ``signers``: key_ids of the keys that signed it;
+    ``lines``: the signature lines that verified under them, each once, in the note's order
+    (a line by a key the keyring does not allow for the origin is not among them)."""
 
     checkpoint: Checkpoint
     signers: tuple[str, ...]
     note: bytes
+    lines: tuple[NoteSignature, ...] = ()
 
 
 def verify_checkpoint(
@@ -269,21 +272,24 @@ def verify_checkpoint(
         raise CheckpointError("origin", f"the checkpoint is for {checkpoint.origin!r}, not "
                               f"{origin!r}")  # fmt: skip
     known = checkpoint_keys(keyring, checkpoint.origin)
-    signers = _verified(note, checkpoint.origin, known)
+    signers, lines = _verified(note, checkpoint.origin, known)
     if not signers:
         raise CheckpointError(
             "untrusted",
             f"no signature from a key the keyring allows for {checkpoint.origin!r} "
             f"({len(note.signatures)} signature line(s), {len(known)} allowed key(s))",
         )
-    return VerifiedCheckpoint(checkpoint, tuple(signers), data)
+    return VerifiedCheckpoint(checkpoint, tuple(signers), data, tuple(lines))
 
 
-def _verified(note: Note, origin: str, known: Iterable[KeyEntry]) -> list[str]:
+def _verified(
+    note: Note, origin: str, known: Iterable[KeyEntry]
+) -> tuple[list[str], list[NoteSignature]]:
     by_id: dict[bytes, list[KeyEntry]] = {}
     for entry in known:
         by_id.setdefault(key_id(origin, entry.public_key), []).append(entry)
     signers: list[str] = []
+    lines: list[NoteSignature] = []
     for sig in note.signatures:
         if sig.name != origin:
             continue  # another key name: an unknown key, ignored (witnesses, rotation)
@@ -297,4 +303,6 @@ def _verified(note: Note, origin: str, known: Iterable[KeyEntry]) -> list[str]:
             names = ", ".join(shown(e.key_id) for e in candidates)
             raise CheckpointError("bad_signature", f"the signature by {names} does not verify")
         signers.extend(e.key_id for e in good if e.key_id not in signers)
-    return signers
+        if sig not in lines:
+            lines.append(sig)
+    return signers, lines

@@ -35,6 +35,8 @@ from pithlog.protocol.text_forms import decode_b64, encode_b64
 from pithlog.transparency import merkle
 from pithlog.transparency.checkpoint import (
     EM_DASH,
+    MAX_SIGNATURES,
+    Note,
     NoteSignature,
     VerifiedCheckpoint,
     checkpoint_keys,
@@ -197,13 +199,28 @@ def parse_add_checkpoint(body: bytes) -> AddCheckpoint:
 @dataclass(frozen=True)
 class Verdict:
     """What a witness answers: an HTTP status, a body and its content type, and, on 200,
-    the ``(size, root)`` to store for ``origin`` before answering."""
+    the ``(size, root)`` to store for ``origin`` before answering, with ``served``, the
+    checkpoint its monitoring route then serves (:func:`served_checkpoint`)."""
 
     status: int
     body: bytes
     content_type: str = "text/plain; charset=utf-8"
     origin: str | None = None
     record: tuple[int, bytes] | None = None
+    served: bytes | None = None
+
+
+def served_checkpoint(
+    text: bytes, verified: VerifiedCheckpoint, cosignature: NoteSignature
+) -> bytes:
+    """The checkpoint a witness serves to monitors once it cosigned the note ``text``
+    (tlog-witness, "Monitor Retrieval Mechanism"): the text, the log's signature lines the
+    witness verified (``verified.lines``: only those of keys the keyring allows for the
+    origin; a line by an unknown key, another witness's cosignature among them, is left
+    out) and the witness's ``cosignature``, as add-checkpoint returned it. At most
+    ``MAX_SIGNATURES`` lines, so that a signed-note parser takes it."""
+    lines = verified.lines[: MAX_SIGNATURES - 1]
+    return Note(text, (*lines, cosignature)).encoded()
 
 
 def judge_add_checkpoint(
@@ -218,7 +235,7 @@ def judge_add_checkpoint(
     (no keyring key may sign for the origin); 403 (no trusted signature); 409 (old is not
     the known size: answered as ``text/x.tlog.size``); 422 (a tree of size 0 without the
     empty tree's root, the known size with another root, or the consistency proof fails);
-    200 (the cosignature line)."""
+    200 (the cosignature line; ``served``, the checkpoint for monitors)."""
     try:
         request = parse_add_checkpoint(body)
         note = parse_note(request.checkpoint)
@@ -256,8 +273,10 @@ def judge_add_checkpoint(
             return Verdict(422, b"the proof must be empty from size 0\n")
     elif not merkle.verify_consistency(request.old, cp.size, root, cp.root, request.proof):
         return Verdict(422, f"not consistent with size {size}\n".encode("ascii"))
-    line = cosign(note.text, key, timestamp).line().encode("utf-8")
-    return Verdict(200, line, origin=origin, record=(cp.size, cp.root))
+    cosignature = cosign(note.text, key, timestamp)
+    return Verdict(200, cosignature.line().encode("utf-8"), origin=origin,
+                   record=(cp.size, cp.root),
+                   served=served_checkpoint(note.text, verified, cosignature))  # fmt: skip
 
 
 def with_cosignatures(note: bytes, lines: bytes) -> bytes:

@@ -603,14 +603,9 @@ def growing_files(root: Path) -> tuple[Files, dict[str, str]]:
     piths = {name: event["pith_number"] for name, event in records.items()}
     events = [records["still"], records["grown"],
               g.mirror_hint(piths["pending"], 1, "https://mirror.example/p")]  # fmt: skip
-    keyring = root / "keyring.json"
-    keyring.write_text(json.dumps({"keyring_version": "1", "keys": test_keyring_entries()}))
-    key = root / "registry.key"
-    key.write_bytes(dump_key_file(test_key("registry")))
-    with Store.open(root / "registry") as s:
-        s.append([g.encoded(e) for e in events], g.KEYRING)
+    files = _valid_only(root, events)
     piths["pending_record"] = g.encoded(records["pending"]).decode()
-    return Files(root, root / "registry", key, keyring, events), piths
+    return files, piths
 
 
 @pytest.fixture

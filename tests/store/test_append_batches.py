@@ -109,6 +109,16 @@ def test_a_large_first_batch_is_judged_in_helper_processes(
     assert not sent
 
 
+def _until_broken(store: Store, batches: Any, failure: type[BaseException]) -> list[Any]:
+    """The results ``append_batches`` hands out of ``batches``, whose input then breaks
+    with ``failure`` ("the input broke"), raised after them."""
+    done: list[Any] = []
+    with pytest.raises(failure, match="the input broke"):
+        for results in store.append_batches(batches, g.KEYRING):
+            done.append(results)
+    return done
+
+
 def _stored(done: list[list[AppendResult]]) -> int:
     return sum(r.status == "stored" for results in done for r in results)
 
@@ -136,10 +146,7 @@ def test_batches_taken_before_the_input_fails_are_written_and_handed_out(
         raise failure("the input broke")
 
     with Store.open(tmp_path / "s") as store:
-        done = []
-        with pytest.raises(failure, match="the input broke"):
-            for results in store.append_batches(batches(), g.KEYRING):
-                done.append(results)
+        done = _until_broken(store, batches(), failure)
         assert [len(results) for results in done] == [5, len(lines) - 5]
         assert _stored(done) > 0 and store.stats()["counts"]["seq"] == _stored(done)
         assert store.replay(g.KEYRING).ok
@@ -157,10 +164,7 @@ def test_an_input_failing_at_its_first_batch_writes_that_batch(tmp_path: Path) -
         raise RuntimeError("the input broke")
 
     with Store.open(tmp_path / "s") as store:
-        done = []
-        with pytest.raises(RuntimeError, match="the input broke"):
-            for results in store.append_batches(batches(), g.KEYRING):
-                done.append(results)
+        done = _until_broken(store, batches(), RuntimeError)
         assert [len(results) for results in done] == [len(lines)]
         assert store.stats()["counts"]["seq"] == _stored(done) > 0
 

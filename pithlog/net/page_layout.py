@@ -17,7 +17,15 @@ import jinja2
 import msgspec
 from markupsafe import Markup
 
-from pithlog.net.page_state import decoded, raw_values
+from pithlog.net.page_state import (
+    MOST_DECODED,
+    decoded,
+    is_string,
+    raw_chars,
+    raw_values,
+    string_chars,
+    string_head,
+)
 from pithlog.protocol.timestamps import is_ts
 
 _HEX64 = re.compile(r"(sha256:)?[0-9a-f]{64}")
@@ -79,18 +87,21 @@ macro that lays it out. The page of a copy of 255 KiB holding one such string to
 times the copy to make (tracemalloc), one of a hundred such strings 64.9, a target of
 them 45.0; a page that shows :data:`MOST_SHOWN` characters takes at most 17.3 MB."""
 
-PAGE_MAKING = 28
+PAGE_MAKING = 2
 """Bytes that making an event's page takes at its peak per byte of its copy, the copy
-included, besides what it shows (:func:`making`): the copy is decoded whole, and a copy of
-1 MiB of empty objects took 27.9 times its copy, of empty lists 25.4, though it shows
-none of them (its payload is past :data:`MOST_LAID_OUT`). Taking only the copy's bytes
-before, 400 requests at once for the pages of copies of 1 MiB of ``<`` that their clients
-did not read grew a worker to 277 MB, with a room for copies of 64 MiB."""
+included, besides what it shows (:func:`making`): only the members it shows are read
+(:func:`~pithlog.net.page_state.copy_members`), a long string counted from its bytes and
+decoded as far as shown, the payload counted from its bytes and decoded only once laid
+out, so that a copy of 1 MiB of empty objects, nested empty arrays or small strings took
+1.03 times its copy, of one string of ``&`` and an emoji not shown 1.38. Decoded whole,
+such copies took 28 times it (empty objects) and 38.8 (nested empty arrays), when an
+event's page took 28 times its copy and 40 more for what it shows."""
 
-PAGE_SHOWN = 40
+PAGE_SHOWN = SHOWN_MAKING
 """Bytes per byte of an event's copy that what its page shows takes to make, beyond
-:data:`PAGE_MAKING` (:func:`making`): 28 + 40 = 68 covers the 64.9 times its copy that
-the page of a copy of one string of ``&`` and an emoji took, shown in full."""
+:data:`PAGE_MAKING` (:func:`making`): a character shown is at least a byte of the copy,
+and takes at most :data:`SHOWN_MAKING`; the page of a copy of one string of ``&`` and an
+emoji, shown in full, took 64.9 times its copy."""
 
 PITH_PAGE_MAKING = 2
 """Bytes that making a record's page takes at its peak per byte of its state, the state
@@ -193,12 +204,15 @@ def _shown(context: jinja2.runtime.Context, value: Any, times: int = 1) -> Any:
 class Layout:
     """What is left of one page's :data:`MOST_LAID_OUT_ON_A_PAGE` and :data:`MOST_SHOWN`:
     each payload laid out on it takes its count of values and the characters of its
-    strings, each other string shown in full its characters."""
+    strings, each other string shown in full its characters. ``exact``: the characters of
+    a payload not decoded are counted exactly from its bytes (an event's page, which counted
+    them decoded), not as its bytes (a record's page)."""
 
-    def __init__(self) -> None:
+    def __init__(self, exact: bool = False) -> None:
         self.left = MOST_LAID_OUT_ON_A_PAGE
         self.chars = MOST_SHOWN
         """What is left of the page's :data:`MOST_SHOWN` characters."""
+        self.exact = exact
 
     def fit(self, value: Any) -> str:
         """``"laid_out"`` (and its values and characters counted), ``"too_large"`` (more
@@ -213,7 +227,7 @@ class Layout:
         count = (raw_values if raw else _values)(value, most)
         if count is None:
             return "too_large" if self.left >= MOST_LAID_OUT else "page_full"
-        chars = len(value) if raw else _chars(value)
+        chars = (raw_chars(value) if self.exact else len(value)) if raw else _chars(value)
         if chars > self.chars:
             return "too_long"
         self.left -= count
@@ -233,7 +247,12 @@ class Layout:
     def shown(self, value: Any, times: int = 1) -> Any:
         """``value`` as the page shows it ``times`` times: a string (or a list or an object,
         which the page shows as Python writes it) whole while the page has its characters
-        left, else cut to what is left of :data:`MOST_CUT`, with an ellipsis."""
+        left, else cut to what is left of :data:`MOST_CUT`, with an ellipsis. A member of
+        an event's copy longer than :data:`~pithlog.net.page_state.MOST_DECODED` is not
+        decoded (a :class:`msgspec.Raw`): a string is counted from its bytes and decoded as
+        far as shown, an object or an array not shown."""
+        if isinstance(value, msgspec.Raw):
+            return self._shown_raw(value, times)
         if isinstance(value, Markup) or not isinstance(value, str | dict | list):
             return value  # a number, a boolean, null: a few characters
         text = value if isinstance(value, str) else str(value)
@@ -243,3 +262,17 @@ class Layout:
         kept = min(MOST_CUT, self.chars // times)
         self.chars -= kept * times
         return text[:kept] + "…"
+
+    def _shown_raw(self, raw: msgspec.Raw, times: int) -> Any:
+        if not is_string(raw):
+            kind = {b"{": "an object", b"[": "an array"}.get(memoryview(raw)[:1].tobytes(),
+                                                               "a value")  # fmt: skip
+            return Markup('<span class="muted">({} of more than {:,} bytes, not shown here: '
+                          "read the event's JSON)</span>").format(kind, MOST_DECODED)
+        chars = string_chars(raw)
+        if chars * times <= self.chars:
+            self.chars -= chars * times
+            return decoded(raw)
+        kept = min(MOST_CUT, self.chars // times)
+        self.chars -= kept * times
+        return string_head(raw, kept) + "…"

@@ -36,6 +36,13 @@ KEYRING = load_keyring(json.dumps({"keyring_version": "1",
                                    "keys": test_keyring_entries()}).encode())  # fmt: skip
 FLOOD = 48
 """Requests for a large copy at once: more than anyio's 40 threads."""
+HELD_SECONDS = 120.0
+"""How long a flood of large copies or of event pages holds its state (four answers blocked
+while made, two waiting for room) until the test has seen the log answer and lets it go: a
+bound against a test that never ends, not a time the test expects. At 10 s, the time the
+test also gave itself to see that state, the two waiting answers gave up (503) on a loaded
+machine before it was seen ("the server never came to the state awaited"), or before the
+test let them go (five or four answers of 200, not six)."""
 
 
 def _snapshot(n: int, edges: int) -> dict[str, object]:
@@ -48,7 +55,7 @@ def _snapshot(n: int, edges: int) -> dict[str, object]:
 
 @pytest.fixture
 def blocked(monkeypatch: pytest.MonkeyPatch) -> Iterator[threading.Event]:
-    """Every compression waits until the event is set (at most 10 s); one core, so that
+    """Every compression waits until the event is set (at most HELD_SECONDS); one core, so that
     submissions are judged in the commit's thread, and 8 threads for the copies, so that
     those in the room block 4 and the others are read meanwhile."""
     monkeypatch.setenv(ENV, "1")
@@ -57,12 +64,27 @@ def blocked(monkeypatch: pytest.MonkeyPatch) -> Iterator[threading.Event]:
     pack = encoding.pack
 
     def slow(body: bytes, coding: str) -> bytes:
-        release.wait(10)
+        release.wait(HELD_SECONDS)
         return pack(body, coding)
 
     monkeypatch.setattr(encoding, "pack", slow)
     yield release
     release.set()
+
+
+def _asking(room: AnswerRoom) -> list[int]:
+    """The requests that have asked ``room`` for their bytes (the size each asked): once
+    all of the flood have, while two wait, each of the others has been refused (503) at
+    once, and none can find the room free later, once the test lets the first go."""
+    asked_for: list[int] = []
+    hold = room.hold
+
+    async def counted(size: int) -> int:
+        asked_for.append(size)
+        return await hold(size)
+
+    room.hold = counted  # type: ignore[method-assign]
+    return asked_for
 
 
 def _request(path: str) -> bytes:
@@ -99,20 +121,23 @@ def test_a_flood_of_large_copies_leaves_the_log_answering(
     copy = store.event(str(large["event_id"]))
     assert copy is not None and len(copy) > 500_000
     app = create_app(ServeConfig(store, test_key("registry"), ORIGIN, keyring=KEYRING))
-    room = AnswerRoom(4 * len(copy), 2, 10.0, "busy")  # four copies, two waiting
+    room = AnswerRoom(4 * len(copy), 2, HELD_SECONDS, "busy")  # four copies, two waiting
     app.state.log.copies = room
+    asking = _asking(room)
     path = "/copy/" + hashlib.sha256(copy).hexdigest()
     try:
         with in_thread(app) as url:
             address = ("127.0.0.1", int(url.rsplit(":", 1)[1]))
-            flood = [asked(address, _request(path), timeout=20) for _ in range(FLOOD)]
-            until(lambda: room.held == room.most and room.waiting == 2, 10)
+            flood = [asked(address, _request(path), timeout=HELD_SECONDS) for _ in range(FLOOD)]
+            # every request of the flood has asked for room: four hold it, two wait
+            until(lambda: len(asking) == FLOOD and room.held == room.most
+                  and room.waiting == 2, HELD_SECONDS / 2)  # fmt: skip
             _log_answers(url)
             blocked.set()
             statuses = [answer(sock)[0] for sock in flood]
             # the requests past the room and its waiters were refused before compressing
             assert statuses.count(200) == 6 and statuses.count(503) == FLOOD - 6
-            until(lambda: room.held == 0, 10)
+            until(lambda: room.held == 0, HELD_SECONDS / 2)
     finally:
         store.close()
 
@@ -178,7 +203,7 @@ def test_a_flood_of_event_pages_leaves_the_log_answering(
 
     def slow(self: jinja2.Template, *args: object, **kwargs: object) -> Iterator[str]:
         if self.name == "event.html":  # the 503 pages are rendered at once
-            release.wait(10)
+            release.wait(HELD_SECONDS)
         return generate(self, *args, **kwargs)
 
     monkeypatch.setattr(jinja2.Template, "generate", slow)
@@ -190,15 +215,19 @@ def test_a_flood_of_event_pages_leaves_the_log_answering(
     app = create_app(ServeConfig(store, test_key("registry"), ORIGIN, keyring=KEYRING,
                                  extra_routes=page_routes()))  # fmt: skip
     # four pages being made (what making one takes: page_layout.making), two waiting
-    room = AnswerRoom(4 * making(len(copy), PAGE_MAKING, PAGE_SHOWN), 2, 10.0, "busy")
+    # (waiting until the test lets the four go, however slow the machine)
+    room = AnswerRoom(4 * making(len(copy), PAGE_MAKING, PAGE_SHOWN), 2, HELD_SECONDS, "busy")
     app.state.log.copies = room
+    asking = _asking(room)
     request = (f"GET /event/{large['event_id']} HTTP/1.1\r\nHost: x\r\n"
                "Accept: text/html\r\nConnection: close\r\n\r\n").encode()  # fmt: skip
     try:
         with in_thread(app) as url:
             address = ("127.0.0.1", int(url.rsplit(":", 1)[1]))
-            flood = [asked(address, request, timeout=20) for _ in range(FLOOD)]
-            until(lambda: room.held == room.most and room.waiting == 2, 10)
+            flood = [asked(address, request, timeout=HELD_SECONDS) for _ in range(FLOOD)]
+            # every request of the flood has asked for room: four hold it, two wait
+            until(lambda: len(asking) == FLOOD and room.held == room.most
+                  and room.waiting == 2, HELD_SECONDS / 2)  # fmt: skip
             _log_answers(url)
             release.set()
             answers = [answer(sock) for sock in flood]
@@ -206,7 +235,7 @@ def test_a_flood_of_event_pages_leaves_the_log_answering(
             assert statuses.count(200) == 6 and statuses.count(503) == FLOOD - 6
             busy = next(body for status, body in answers if status == 503)
             assert busy.startswith(b"<!doctype html>") and b"Busy" in busy
-            until(lambda: room.held == 0, 10)
+            until(lambda: room.held == 0, HELD_SECONDS / 2)
     finally:
         release.set()
         store.close()

@@ -889,3 +889,47 @@ def test_a_long_object_where_a_string_belongs_is_not_shown(store: Store) -> None
     assert page.status_code == 200
     assert "(an object of more than 4,096 bytes, not shown here" in page.text
     assert "(an array of more than 4,096 bytes, not shown here" in page.text
+
+
+_ABSENT = object()
+_KINDS = [_ABSENT, None, True, False, 0, 7, "", "x", [], [1, "a"], {}, {"a": 1},
+          {"a": {"b": [1, {"c": None}], "d": []}}]  # fmt: skip
+"""Each JSON kind a member of a kept copy may be (the door takes no fraction), nested
+included, and none at all."""
+_SHOWN_MEMBERS = ["event_type", "target", "created_at", "signer", "payload",
+                  "signer.signer_id", "signer.signer_type", "signer.key_id"]  # fmt: skip
+"""What an event's page shows of its copy, but its event_id and pith_number: the door
+stores no copy without both, of their forms (door.event_id, door.pith_number)."""
+
+
+def test_an_event_page_shows_any_kept_copy(store: Store) -> None:
+    """A kept invalid copy (``append --keep-invalid``, or a mirror of a log that kept it)
+    may lack any member the page shows, or hold any JSON value there. One with no
+    ``signer`` was a 500 (``serve.internal``, JSON): the template read ``s.signer_id`` of
+    an undefined value. Each page, and the front page that lists the copy, is an HTML
+    page of 200."""
+    odd = []
+    for n, (member, kind) in enumerate(
+        ((m, k) for m in _SHOWN_MEMBERS for k in _KINDS), start=1
+    ):
+        copy = _odd(n)
+        outer, _, inner = member.partition(".")
+        where = copy
+        if inner:
+            where = copy[outer] = dict(copy[outer])
+        if kind is _ABSENT:
+            del where[inner or outer]
+        else:
+            where[inner or outer] = kind
+        odd.append((member, kind, copy))
+    app = create_app(ServeConfig(store, test_key("registry"), ORIGIN,
+                                 extra_routes=page_routes()))  # fmt: skip
+    with TestClient(app, raise_server_exceptions=False) as client:
+        for member, kind, copy in odd:
+            [kept] = store.append([json.dumps(copy).encode()], KEYRING, keep_invalid=True)
+            assert kept.status == "stored", (member, kind, kept)
+            for path in ("/event/" + copy["event_id"], "/"):
+                got = client.get(path, headers=HTML)
+                assert got.status_code == 200, (member, kind, path, got.text[:200])
+                assert got.headers["content-type"] == "text/html; charset=utf-8"
+                assert got.text.startswith("<!doctype html>")

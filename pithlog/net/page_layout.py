@@ -12,6 +12,7 @@ import datetime
 import re
 from importlib import resources
 from typing import Any
+from urllib.parse import quote
 
 import jinja2
 import msgspec
@@ -141,6 +142,7 @@ def environment() -> jinja2.Environment:
     env.filters["readable_time"] = _readable_time
     env.filters["shown"] = _shown  # a string from an event, within MOST_SHOWN (Layout)
     env.filters["decoded"] = decoded  # a payload the page lays out (page_state)
+    env.filters["segment"] = segment  # a value from an event, in a link
     env.tests["hashlike"] = lambda v: isinstance(v, str) and bool(_HEX64.fullmatch(v))
     env.tests["timestamp"] = lambda v: isinstance(v, str) and is_ts(v)
     env.tests["laid_out"] = fits_layout  # a record's cross_cats_sorted (pith.html)
@@ -150,6 +152,21 @@ def environment() -> jinja2.Environment:
     env.globals["most_listed"] = MOST_LISTED
     env.globals["most_side_by_side"] = MOST_SIDE_BY_SIDE
     return env
+
+
+def segment(value: Any) -> str:
+    """``value`` (an event id or a pith number from a copy or a state) as one path segment
+    of a link (RFC 3986 section 3.3): every character percent-encoded but the unreserved and
+    ``:`` (``pith:2024:...``, ``sha256:...``: a link of a value of its form is as it was).
+    The door stores no copy whose event_id or pith_number is not of its form, but a page
+    does not count on it: ``../../x``, ``?q=`` or ``#`` put into a link as it was led out of
+    its route. A value of one or two dots, which a link resolves as a step (RFC 3986 section
+    5.2.4; the WHATWG URL standard reads ``%2E`` as a dot too), ends with ``%20``: one
+    segment, of a value no route takes. A value that is not a string is its JSON."""
+    if isinstance(value, jinja2.Undefined):
+        value = ""
+    text = value if isinstance(value, str) else msgspec.json.encode(value).decode()
+    return quote(text, safe=":") + ("%20" if text in (".", "..") else "")
 
 
 def fits_layout(value: Any) -> bool:

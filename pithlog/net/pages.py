@@ -35,6 +35,7 @@ from pithlog.net.page_layout import (
     Layout,
     environment,
     making,
+    segment,
 )
 from pithlog.net.page_state import copy_members, event_payload, shown_state
 from pithlog.net.served_log import Log
@@ -134,7 +135,8 @@ class Pages:
     async def message(self, request: Request, status: int, heading: str, text: str,
                       links: list[tuple[str, str]] | None = None) -> HTMLResponse:  # fmt: skip
         """A page of one heading and one sentence; ``links`` are (path from the root the
-        server answers at, without its first ``/``; text)."""
+        server answers at, without its first ``/``, each value in it a
+        :func:`~pithlog.net.page_layout.segment`; text)."""
         return await self.render(request, "message.html", status, heading=heading, text=text,
                                  links=links or [])  # fmt: skip
 
@@ -201,7 +203,7 @@ class Pages:
                                       "with or without its version), a DOI, a pith number or "
                                       "the first 8, 12 or 16 characters of one.")  # fmt: skip
         if is_pith_number(query):
-            return RedirectResponse(f"{root_of(request)}pith/{query}", 303,
+            return RedirectResponse(f"{root_of(request)}pith/{segment(query)}", 303,
                                     headers=answer_headers("no-cache"))  # fmt: skip
         alias = alias_of(query)
         piths: list[str] = []
@@ -215,7 +217,7 @@ class Pages:
                     raise
                 piths = []
         if len(piths) == 1:
-            return RedirectResponse(f"{root_of(request)}pith/{piths[0]}", 303,
+            return RedirectResponse(f"{root_of(request)}pith/{segment(piths[0])}", 303,
                                     headers=answer_headers("no-cache"))  # fmt: skip
         # what was typed, between FSI and PDI (Unicode bidi isolates): a right-to-left
         # override in it reversed the sentence around it
@@ -227,7 +229,8 @@ class Pages:
             return await self.message(request, 200, "Several records match",
                                       f"{shown} names {len(piths)} records (versions of one "
                                       f"paper share its arXiv id){first}:",
-                                      [(f"pith/{p}", p) for p in piths[:MOST_LISTED]])  # fmt: skip
+                                      [(f"pith/{segment(p)}", p)
+                                       for p in piths[:MOST_LISTED]])  # fmt: skip
         return await self.message(request, 404, "Nothing found",
                                   f"No record of this log has the alias {shown}.")
 

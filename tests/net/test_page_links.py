@@ -11,7 +11,7 @@ import warnings
 from collections.abc import Iterator
 from html.parser import HTMLParser
 from pathlib import Path
-from urllib.parse import urljoin, urlsplit
+from urllib.parse import unquote, urljoin, urlsplit
 
 import httpx
 import pytest
@@ -209,3 +209,90 @@ def test_behind_a_proxy_that_serves_the_log_under_a_prefix_every_link_is_reached
         [action] = [u for u in links(home.text) if u.endswith("search")]
         found = client.get(urljoin(str(home.url), action), params={"q": "2411.00284"})
         assert found.status_code == 200 and str(found.url) == f"{proxy}/pith/{PITH}"
+
+
+HOSTILE = ["../../x", "..", ".", "", "?q=1", "#top", "a/b", "%2e%2e", ".%2E", "..\\x",
+           "//evil.example/x", "javascript:alert(1)", ".\t.", "pith:2024:Å ok",
+           "a b&c"]  # fmt: skip
+"""Values no link of a page should step out of its route with: the door stores no copy
+whose event_id or pith_number is not of its form, but a page should not count on it."""
+_ROUTES = {"pith", "event", "state"}
+_DOTS = {".", "..", "%2e", "%2e%2e", ".%2e", "%2e."}
+"""Dot segments, as RFC 3986 5.2.4 and the WHATWG URL standard (which reads ``%2e`` as a
+dot) remove them."""
+
+
+def _hostile(value: object, names: Iterator[str]) -> object:
+    """``value`` (a state or a copy, decoded) with each event id and pith number in it
+    replaced by the next of ``names``."""
+    if isinstance(value, dict):
+        return {k: next(names) if k in ("event_id", "applied_event_id", "pith_number")
+                else [next(names) for _ in v] if k == "event_ids" else _hostile(v, names)
+                for k, v in value.items()}  # fmt: skip
+    if isinstance(value, list):
+        return [_hostile(v, names) for v in value]
+    return value
+
+
+def _stays_in_its_route(page: str, url: str) -> str | None:
+    """The value ``url``, a link of the page at ``page``, names in a route of a record or
+    an event (``None`` for a link to a fixed page); fails if it leaves its route."""
+    # a browser takes tabs and newlines out of a URL and reads a backslash as a slash
+    assert not set(url) & {"\t", "\n", "\r", "\\"}, (page, url)
+    resolved = urlsplit(urljoin("https://registry.example" + PREFIX + page, url))
+    assert resolved.netloc == "registry.example" and not resolved.fragment, (page, url)
+    assert resolved.query in ("", "format=json"), (page, url)
+    parts = resolved.path.removeprefix(PREFIX).split("/")
+    assert resolved.path.startswith(PREFIX + "/") and parts[0] == "", (page, url)
+    if len(parts) == 2 or parts[1] == "static":
+        assert parts[1] in ("", "search", "checkpoint", "stats", "static"), (page, url)
+        return None
+    route = parts[1:-1]
+    assert route in (["pith"], ["event"], ["state"], ["proof", "inclusion"]), (page, url)
+    assert parts[-1].lower() not in _DOTS, (page, url)
+    return unquote(parts[-1])
+
+
+def test_a_value_in_a_link_stays_in_its_segment(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Event ids and pith numbers were put into links as they were: an event id of
+    ``../../x``, ``?q=`` or ``#`` made a link to elsewhere on the site. Each is now one
+    percent-encoded path segment of its route (``:`` kept), and a value that would be a dot
+    segment is not one; a link of a value of its form is what it was."""
+    real = {name: getattr(Store, name) for name in ("lookup", "event", "export")}
+    names = iter(HOSTILE * 10_000)
+
+    def lookup(self: Store, pith: str) -> object:
+        state = real["lookup"](self, EQUIVOCATED)
+        return json.dumps(_hostile(json.loads(state), names)).encode()
+
+    def event(self: Store, event_id: str) -> bytes | None:
+        copy = real["event"](self, json.loads(_lines()[-1])["event_id"])  # a large payload
+        return json.dumps(_hostile(json.loads(copy), names)).encode()
+
+    def export(self: Store, after: int = 0, chunk: int = 1000) -> Iterator[tuple[int, bytes]]:
+        for seq, copy in real["export"](self, after, chunk):
+            yield seq, json.dumps(_hostile(json.loads(copy), names)).encode()
+
+    monkeypatch.setattr(Store, "lookup", lookup)
+    monkeypatch.setattr(Store, "event", event)
+    monkeypatch.setattr(Store, "export", export)
+    found: list[str] = []
+    monkeypatch.setattr(Store, "piths_for_alias", lambda self, alias: list(found))
+    shown: set[str] = set()
+    with _client(store) as client:
+        for page in ("/", f"/pith/{EQUIVOCATED}", "/event/sha256:" + "1" * 64):
+            got = client.get(page, headers=HTML)
+            assert got.status_code == 200, (page, got.text[:300])
+            shown |= {v for url in links(got.text) if (v := _stays_in_its_route(page, url))}
+        found[:] = HOSTILE
+        got = client.get("/search?q=2411.00284", headers=HTML)
+        assert got.status_code == 200 and "Several records match" in got.text
+        shown |= {v for url in links(got.text) if (v := _stays_in_its_route("/search", url))}
+        for value in HOSTILE:
+            found[:] = [value]
+            got = client.get("/search?q=2411.00284", headers=HTML, follow_redirects=False)
+            assert got.status_code == 303, got.text
+            assert _stays_in_its_route("/search", got.headers["location"]) is not None
+    assert {v.rstrip(" ") for v in shown} >= set(HOSTILE) - {""}, shown

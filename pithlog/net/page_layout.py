@@ -27,6 +27,7 @@ from pithlog.net.page_state import (
     string_chars,
     string_head,
 )
+from pithlog.protocol.canonical import MAX_ENVELOPE_BYTES
 from pithlog.protocol.timestamps import is_ts
 
 _HEX64 = re.compile(r"(sha256:)?[0-9a-f]{64}")
@@ -119,6 +120,35 @@ times its state of 70 KB. Before :data:`MOST_SHOWN`, a title of 900,000 took 83.
 its state of 0.9 MB, and 84 times its state, at most the whole room for copies, was what
 every record's page took: any state over 0.8 MB took the whole room, and such pages were
 made one at a time."""
+
+
+EQUIVOCATED_COPIES = 2 * MAX_ENVELOPE_BYTES
+"""Bytes that the copies of equivocated slots take while a record's page is made (they are
+not in its state): each is read as the page lays it out and let go after (pith.html,
+:func:`~pithlog.net.page_state.stored_payload`), two at most at once (the one read, and
+the one before, named until it is). Read before the page was made, every copy shown was
+held together: a record of 40 slots of five copies of 1 MB took 201.3 MB to make (1.7 MB
+now), where the page held 4 MB of the room."""
+
+_EQUIVOCATION_COUNT = re.compile(rb'"equivocation_count":([0-9]+),')
+_HEAD = 512
+"""The bytes of a state that hold its ``equivocation_count``: its eighth member (spec 8,
+display order), after the state's type and version, its pith number, the merge version and
+three other counts."""
+
+
+def pith_making(state: bytes) -> int:
+    """The bytes of the room for copies a record's page of ``state`` takes while it is made
+    (:func:`making`), before the state is decoded. A record with equivocations reads copies
+    besides its state, and shows their payloads, which are not in it: it takes
+    :data:`EQUIVOCATED_COPIES` more, and what showing :data:`MOST_SHOWN` characters takes,
+    whatever the state's size: a state of 5 KB of 8 equivocated slots of five copies of
+    200,000 ``&`` and an emoji, one laid out in full, took 13.1 MB to make (20.9 MB when the
+    copies were all held), where it held 1 MB of the room; it holds 19.4 MB now."""
+    count = _EQUIVOCATION_COUNT.search(state, 0, _HEAD)
+    if count is not None and count.group(1) == b"0":
+        return making(len(state), PITH_PAGE_MAKING, PITH_PAGE_SHOWN)
+    return len(state) * PITH_PAGE_MAKING + MOST_SHOWN * SHOWN_MAKING + EQUIVOCATED_COPIES
 
 
 def making(size: int, per_byte: int, shown_per_byte: int) -> int:

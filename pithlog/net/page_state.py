@@ -279,6 +279,14 @@ def event_payload(copy: bytes) -> msgspec.Raw | None:
     return None if _first(payload) == b"n" else payload  # null
 
 
+def stored_payload(store: Any, event_id: str) -> msgspec.Raw | None:
+    """The payload of the copy ``store`` holds of ``event_id``, read now, not decoded
+    (``None``: no copy, or none of a payload): a record's page reads each copy of an
+    equivocated slot as it lays it out (pith.html), one at a time."""
+    copy = store.event(event_id)
+    return None if copy is None else event_payload(copy)
+
+
 def _first(raw: msgspec.Raw) -> bytes:
     """The first byte of a raw JSON value, which says its kind."""
     return memoryview(raw)[:1].tobytes()

@@ -10,6 +10,7 @@ on a page comes from signed but untrusted events. No JavaScript. The JSON endpoi
 from __future__ import annotations
 
 import re
+from functools import partial
 from importlib import resources
 from typing import Any
 
@@ -30,14 +31,13 @@ from pithlog.net.page_layout import (
     MOST_SIDE_BY_SIDE,
     PAGE_MAKING,
     PAGE_SHOWN,
-    PITH_PAGE_MAKING,
-    PITH_PAGE_SHOWN,
     Layout,
     environment,
     making,
+    pith_making,
     segment,
 )
-from pithlog.net.page_state import copy_members, event_payload, shown_state
+from pithlog.net.page_state import copy_members, shown_state, stored_payload
 from pithlog.net.served_log import Log
 from pithlog.protocol.event_types import EVENT_TYPES, STATE_LISTS
 from pithlog.protocol.events import is_event_id
@@ -240,14 +240,17 @@ class Pages:
         # the items shown, not the whole state (page_state): a state of 20 MB took 0.55 s
         # and 226 MB to decode and render, on every request, for a page of a few hundred
         state, totals, title = shown_state(state_bytes, MOST_LISTED)
+        # each copy of an equivocated slot is read as its page lays it out, and let go
+        # once laid out (stored_payload): read here, up to 200 slots of 6 copies of 1 MiB
+        # were all held while the page was made (40 slots of 5 copies of 1 MB: 201 MB,
+        # where the page held 4 MB of the room)
         equivocations = []
         for q in state["equivocations"]:
             events = []
             for raw in q["event_ids"][:MOST_SIDE_BY_SIDE]:
                 event_id = msgspec.json.decode(raw)
-                copy = log.store.event(event_id)
                 events.append({"event_id": event_id,
-                               "payload": event_payload(copy) if copy else None})  # fmt: skip
+                               "payload": partial(stored_payload, log.store, event_id)})
             equivocations.append({**q, "events": events})
         lists = [(name, _HEADINGS[name]) for name in STATE_LISTS if name in _HEADINGS]
         return {"state": state, "totals": totals, "pith": pith, "equivocations": equivocations,
@@ -274,8 +277,7 @@ class Pages:
                 # out of its place (as /state/'s answer: a page waiting for room holds no
                 # place), what making the page takes, before the state is decoded: from
                 # the room of the answers made of events, as an event's page (16 may wait)
-                held = await log.copies.hold(making(len(found), PITH_PAGE_MAKING,
-                                                    PITH_PAGE_SHOWN))
+                held = await log.copies.hold(pith_making(found))
         except ServeError as exc:  # serve.busy
             return await self.message(request, status_of(exc), "Busy", exc.message)
         if isinstance(found, bytes):

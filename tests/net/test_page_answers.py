@@ -933,3 +933,64 @@ def test_an_event_page_shows_any_kept_copy(store: Store) -> None:
                 assert got.status_code == 200, (member, kind, path, got.text[:200])
                 assert got.headers["content-type"] == "text/html; charset=utf-8"
                 assert got.text.startswith("<!doctype html>")
+
+
+def test_a_record_page_reads_the_copies_of_its_equivocations_one_at_a_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A record's page read every copy of the equivocated slots it shows (up to 200 slots of
+    6 copies of up to 1 MiB) before it was made, and held them all while it was, outside
+    the room it took, which counted its state alone: a record of 40 slots of five copies of
+    1 MB took 201.3 MB to make where it held 4 MB. Each copy is now read as the page lays it
+    out and let go after, and a record with equivocations takes the room of two copies and
+    of what it shows of them (they are not in its state)."""
+    registry, author = test_key("registry"), test_key("author")
+    keyring = load_keyring(json.dumps({"keyring_version": "1", "keys": [
+        registry.keyring_entry(), author.keyring_entry()]}).encode())  # fmt: skip
+    created = (CASES / "seed-2411.00284" / "events.jsonl").read_text().split("\n")[0]
+    long = "a" * 200_000
+    slots, copies = 8, 5
+    events = []
+    for slot in range(slots):
+        at = f"2026-08-01T00:00:{slot:02d}Z"
+        large = [sign_event(author, "author_attestation", PITH, "claim:x", at,
+                            {"statement": f"{n}{long}"}) for n in range(copies)]  # fmt: skip
+        for n in range(1000):  # the applied one, the smallest event id, is short
+            small = sign_event(author, "author_attestation", PITH, "claim:x", at,
+                               {"statement": f"short {n}"})  # fmt: skip
+            if small["event_id"] < min(e["event_id"] for e in large):
+                break
+        events += [small, *large]
+    seen: list[tuple[int, int]] = []
+    make = Pages._pith_page
+
+    def measured(self: Pages, request: Any, log: Any, pith: str, raw: bytes) -> bytes:
+        held = log.copies.held
+        gc.collect()
+        tracemalloc.start()
+        try:
+            page = make(self, request, log, pith, raw)
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+        seen.append((held, len(raw) + peak))
+        return page
+
+    monkeypatch.setattr(Pages, "_pith_page", measured)
+    with Store.open(tmp_path / "store") as store:
+        store.append([created.encode()] + [json.dumps(e).encode() for e in events], keyring)
+        state = store.state(PITH)
+        assert state is not None and len(json.loads(state)["equivocations"]) == slots
+        asked = {**HTML, "accept-encoding": "identity"}
+        with _client(store) as client:
+            client.get("/pith/" + PITH, headers=asked)  # the templates compiled
+            page = client.get("/pith/" + PITH, headers=asked)
+    assert page.status_code == 200
+    twinned = page.text[page.text.index('id="equivocations"'):page.text.index('id="invalid"')]
+    assert twinned.count('<span class="badge warn">not applied</span>') == slots * copies
+    assert twinned.count(long) == 1  # one laid out in full, the others links
+    assert twinned.count("as many characters as it shows in full") == slots * copies - 1
+    held, took = seen[-1]
+    stored = slots * copies * len(long)
+    assert took < stored // 4, (took, stored)
+    assert held >= took, (held, took)

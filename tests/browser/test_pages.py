@@ -20,7 +20,6 @@ import pytest
 
 from pithlog.cli import main
 from pithlog.net.pages import REASON_MEANINGS
-from pithlog.protocol.event_types import prepare_record_created
 from pithlog.protocol.events import sign_event
 from pithlog.protocol.keys import SigningKey, dump_key_file, load_keyring
 from pithlog.testing import test_key
@@ -34,7 +33,7 @@ VERSIONED = "2607.00001"
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "net"))
-from served import prefix_proxy, serve_process  # noqa: E402  (the network tests' helpers)
+from served import prefix_proxy, serve_process, two_versions  # noqa: E402  (the network tests' helpers)
 
 playwright_api = pytest.importorskip(
     "playwright.sync_api", reason="Playwright for Python is not installed (make install)"
@@ -92,15 +91,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]
     reversing_signer = sign_event(stranger, "author_attestation", pith, "record",
                                   "2026-08-01T00:00:03Z", {"statement": "hi"})  # fmt: skip
     # two versions of one paper: a search of its arXiv id lists both records
-    versions = []
-    for version in (1, 2):
-        record = {"metadata": {"submitted_at": "2026-07-01T00:00:00Z", "title": "Versions"},
-                  "schema_version": "1.0",
-                  "source": {"id": VERSIONED, "kind": "arxiv", "version": version}}  # fmt: skip
-        number, payload = prepare_record_created(test_key("registry"),
-                                                 {"canonical_record": record})  # fmt: skip
-        versions.append(sign_event(test_key("registry"), "record_created", number, "record",
-                                   f"2026-08-01T00:00:1{version}Z", payload))  # fmt: skip
+    versions = two_versions(VERSIONED)
     path = tmp / "hostile.jsonl"
     signed = (hostile, unbroken, reversing, reversing_signer, *versions)
     path.write_text("".join(json.dumps(e) + "\n" for e in signed))

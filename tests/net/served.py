@@ -24,6 +24,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from pithlog.protocol.event_types import prepare_record_created
+from pithlog.protocol.events import sign_event
 from pithlog.protocol.keys import dump_key_file
 from pithlog.store import Store
 from pithlog.testing import test_key, test_keyring_entries
@@ -283,3 +285,18 @@ def loop_watched(calls: list[bool], function: Callable[..., Any]) -> Callable[..
         return function(*args, **kwargs)
 
     return watched
+
+
+def two_versions(arxiv_id: str) -> list[dict[str, Any]]:
+    """The record_created events (the registry's) of versions 1 and 2 of one arXiv paper:
+    two records, which a search of its id lists both."""
+    events = []
+    for version in (1, 2):
+        record = {"metadata": {"submitted_at": "2026-07-01T00:00:00Z", "title": "Versions"},
+                  "schema_version": "1.0",
+                  "source": {"id": arxiv_id, "kind": "arxiv", "version": version}}  # fmt: skip
+        number, payload = prepare_record_created(test_key("registry"),
+                                                 {"canonical_record": record})  # fmt: skip
+        events.append(sign_event(test_key("registry"), "record_created", number, "record",
+                                 f"2026-08-01T00:00:1{version}Z", payload))  # fmt: skip
+    return events

@@ -600,29 +600,39 @@ def test_an_event_page_holds_what_making_it_takes_before_its_copy_is_decoded(
     copy = {**signed, member: odd}  # event_id_mismatch: kept
     [kept] = store.append([json.dumps(copy).encode()], KEYRING, keep_invalid=True)
     assert kept.status == "stored"
-    seen: list[tuple[int, int, int]] = []
-    make = Pages._event_page
-
-    def measured(self: Pages, request: Any, log: Any, event_id: str, raw: bytes) -> bytes:
-        held = log.copies.held
-        tracemalloc.start()
-        try:
-            page = make(self, request, log, event_id, raw)
-            peak = tracemalloc.get_traced_memory()[1]
-        finally:
-            tracemalloc.stop()
-        seen.append((held, len(raw) + peak, len(page)))
-        return page
-
-    monkeypatch.setattr(Pages, "_event_page", measured)
+    seen = _making_measured(monkeypatch, "_event_page")
     asked = {**HTML, "accept-encoding": "identity"}
     with _client(store) as client:
         room = client.app.state.log.copies  # type: ignore[attr-defined]
         page = client.get(f"/event/{copy['event_id']}", headers=asked)
         assert page.status_code == 200 and len(page.content) > 4 * (250 << 10)
-        [(held, took, size)] = seen
+        [(held, _, took, size)] = seen
         assert held >= took > 40 * (250 << 10), (held, took)  # 45 to 65 times the copy
         assert size == len(page.content) and room.held == 0
+
+
+def _making_measured(monkeypatch: pytest.MonkeyPatch, making: str) -> list[tuple[int, ...]]:
+    """``Pages.<making>`` (a page made from its raw bytes, in a thread) patched to note,
+    for each page it makes: the room for copies held as it began, its raw bytes, those and
+    the peak tracemalloc saw while making it (what making it took), and the page's
+    bytes."""
+    seen: list[tuple[int, ...]] = []
+    make = getattr(Pages, making)
+
+    def measured(self: Pages, request: Any, log: Any, key: str, raw: bytes) -> bytes:
+        held = log.copies.held
+        gc.collect()
+        tracemalloc.start()
+        try:
+            page: bytes = make(self, request, log, key, raw)
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+        seen.append((held, len(raw), len(raw) + peak, len(page)))
+        return page
+
+    monkeypatch.setattr(Pages, making, measured)
+    return seen
 
 
 _UNSHOWN = {
@@ -653,29 +663,14 @@ def test_an_event_page_of_a_copy_of_1_mib_takes_what_it_shows_and_little_more(
     copy = {**signed, member: value}  # event_id_mismatch: kept
     [kept] = store.append([json.dumps(copy).encode()], KEYRING, keep_invalid=True)
     assert kept.status == "stored"
-    seen: list[tuple[int, int, int]] = []
-    make = Pages._event_page
-
-    def measured(self: Pages, request: Any, log: Any, event_id: str, raw: bytes) -> bytes:
-        held = log.copies.held
-        gc.collect()
-        tracemalloc.start()
-        try:
-            page = make(self, request, log, event_id, raw)
-            peak = tracemalloc.get_traced_memory()[1]
-        finally:
-            tracemalloc.stop()
-        seen.append((held, len(raw), len(raw) + peak))
-        return page
-
     asked = {**HTML, "accept-encoding": "identity"}
     with _client(store) as client:
         first = json.loads(_cases()[0])["event_id"]  # the templates compiled
         assert client.get(f"/event/{first}", headers=asked).status_code == 200
-        monkeypatch.setattr(Pages, "_event_page", measured)
+        seen = _making_measured(monkeypatch, "_event_page")
         page = client.get(f"/event/{copy['event_id']}", headers=asked)
         assert page.status_code == 200 and len(page.content) < 200_000
-        [(held, size, took)] = seen
+        [(held, size, took, _)] = seen
         assert size > 1_000_000
         assert took <= PAGE_MAKING * size, (took / size, kind)  # 1.0 to 1.4
         assert took <= held < 20 << 20, (held, took)  # 46.7 MB before
@@ -754,8 +749,6 @@ def test_a_record_page_holds_what_making_it_takes_before_its_state_is_decoded(
     shows at most MOST_SHOWN characters in full (the attestations past them are links to
     their JSON), and takes what making it takes: what its state takes, and what it shows,
     bounded."""
-    seen: list[tuple[int, int, int]] = []
-    make = Pages._pith_page
     emoji = "\U0001f600"
     made = (_long_attestations(tmp_path, 20, "&" * 50_000 + emoji) if shown == "attestations"
             else _titled(tmp_path, "&" * (63 << 10) + emoji))  # fmt: skip
@@ -763,26 +756,14 @@ def test_a_record_page_holds_what_making_it_takes_before_its_state_is_decoded(
         state = store.state(PITH)
         assert state is not None
 
-        def measured(self: Pages, request: Any, log: Any, pith: str, raw: bytes) -> bytes:
-            held = log.copies.held
-            gc.collect()
-            tracemalloc.start()
-            try:  # the state decoded, and the page rendered
-                page = make(self, request, log, pith, raw)
-                peak = tracemalloc.get_traced_memory()[1]
-            finally:
-                tracemalloc.stop()
-            seen.append((held, len(raw) + peak, len(page)))
-            return page
-
-        monkeypatch.setattr(Pages, "_pith_page", measured)
+        seen = _making_measured(monkeypatch, "_pith_page")  # the state decoded, and rendered
         asked = {**HTML, "accept-encoding": "identity"}
         with _client(store) as client:
             room = client.app.state.log.copies  # type: ignore[attr-defined]
             client.get("/pith/" + PITH, headers=asked)  # the templates compiled
             page = client.get("/pith/" + PITH, headers=asked)
             assert page.status_code == 200
-            [_, (held, took, size)] = seen
+            [_, (held, _, took, size)] = seen
             assert size == len(page.content) and room.held == 0
             if shown == "attestations":  # 1 MB: five shown in full, fifteen links
                 assert len(state) > 1_000_000 and held < room.most // 2, (held, room.most)
@@ -961,22 +942,7 @@ def test_a_record_page_reads_the_copies_of_its_equivocations_one_at_a_time(
             if small["event_id"] < min(e["event_id"] for e in large):
                 break
         events += [small, *large]
-    seen: list[tuple[int, int]] = []
-    make = Pages._pith_page
-
-    def measured(self: Pages, request: Any, log: Any, pith: str, raw: bytes) -> bytes:
-        held = log.copies.held
-        gc.collect()
-        tracemalloc.start()
-        try:
-            page = make(self, request, log, pith, raw)
-            peak = tracemalloc.get_traced_memory()[1]
-        finally:
-            tracemalloc.stop()
-        seen.append((held, len(raw) + peak))
-        return page
-
-    monkeypatch.setattr(Pages, "_pith_page", measured)
+    seen = _making_measured(monkeypatch, "_pith_page")
     with Store.open(tmp_path / "store") as store:
         store.append([created.encode()] + [json.dumps(e).encode() for e in events], keyring)
         state = store.state(PITH)
@@ -990,7 +956,7 @@ def test_a_record_page_reads_the_copies_of_its_equivocations_one_at_a_time(
     assert twinned.count('<span class="badge warn">not applied</span>') == slots * copies
     assert twinned.count(long) == 1  # one laid out in full, the others links
     assert twinned.count("as many characters as it shows in full") == slots * copies - 1
-    held, took = seen[-1]
+    held, _, took, _ = seen[-1]
     stored = slots * copies * len(long)
     assert took < stored // 4, (took, stored)
     assert held >= took, (held, took)

@@ -15,7 +15,7 @@ from urllib.parse import unquote, urljoin, urlsplit
 
 import httpx
 import pytest
-from served import prefix_proxy, serve_process
+from served import prefix_proxy, serve_process, two_versions
 
 with warnings.catch_warnings():  # Starlette would have httpx2; httpx is what pithlog uses
     warnings.simplefilter("ignore")
@@ -27,7 +27,6 @@ from pithlog.errors import ServeError
 from pithlog.net.app import create_app
 from pithlog.net.pages import page_routes
 from pithlog.net.served_log import ServeConfig
-from pithlog.protocol.event_types import prepare_record_created
 from pithlog.protocol.keys import dump_key_file
 from pithlog.testing import test_key
 
@@ -68,15 +67,7 @@ def _lines() -> list[bytes]:
     for case in ("seed-2411.00284", "equivocations"):
         lines += (CASES / case / "events.jsonl").read_text().splitlines()
     # two versions of one paper: a search of its arXiv id lists both records
-    for version in (1, 2):
-        record = {"metadata": {"submitted_at": "2026-07-01T00:00:00Z", "title": "Versions"},
-                  "schema_version": "1.0",
-                  "source": {"id": VERSIONED, "kind": "arxiv", "version": version}}  # fmt: skip
-        number, payload = prepare_record_created(test_key("registry"),
-                                                 {"canonical_record": record})  # fmt: skip
-        lines.append(json.dumps(sign_event(test_key("registry"), "record_created", number,
-                                           "record", f"2026-08-01T00:00:1{version}Z",
-                                           payload)))  # fmt: skip
+    lines += [json.dumps(version) for version in two_versions(VERSIONED)]
     # a payload of more values than a page lays out: a link to its JSON
     lines.append(json.dumps(sign_event(test_key("author"), "author_attestation", PITH,
                                        "record", "2026-08-01T00:00:20Z",

@@ -234,7 +234,7 @@ def append_batches(
             if os.getpid() != here:  # dropped in a forked child: see _resumed
                 stack.pop_all()
             raise
-        except BaseException:
+        except BaseException as error:
             if os.getpid() != here:
                 stack.pop_all()
             else:
@@ -242,7 +242,7 @@ def append_batches(
                 # batch being written and those taken after it are written and handed out,
                 # then the error is raised (unless one of them fails: see _written)
                 yield from _written(store, here, stack, writer, writing, taken, keyring,
-                                    keep_invalid, abandon, vet)  # fmt: skip
+                                    keep_invalid, abandon, vet, error)  # fmt: skip
             raise
 
 
@@ -250,6 +250,7 @@ def _written(
     store: Store, here: int, stack: contextlib.ExitStack, writer: ThreadPoolExecutor | None,
     writing: Future[list[AppendResult]] | None, taken: deque[Started], keyring: Keyring,
     keep_invalid: KeepInvalid, abandon: threading.Event, vet: Vet | None,
+    error: BaseException,
 ) -> Generator[list[AppendResult], None, None]:  # fmt: skip
     """The end of a pipeline whose input failed (or a batch's start, or an interrupt came):
     the batch ``writing`` finished, then each batch ``taken`` (through the door, its checks
@@ -258,13 +259,19 @@ def _written(
     are the input's as much as the batches committed before them: dropped, a mirror that
     got one batch a run from a slow origin never advanced.
 
-    It stops, and the caller's error is raised, at the first batch that fails (its own
-    error, when it was the one raised: its transaction or ``vet`` refused it; nothing after
-    it is written), and when the store is closed or the pipeline resumed in a child made
-    by fork() between two batches. An interrupt while it waits (a second Ctrl-C) is raised
-    at once: the batch being written is then abandoned (aborted unless its commit had
-    begun), and nothing after it is written. So is an exception the consumer throws in, or
-    its close, at a yield here; nothing is being written then."""
+    It stops at the first batch that fails (its transaction or ``vet`` refused it; nothing
+    after it is written), raising that batch's error, with the caller's ``error`` as its
+    cause: a mirror's ``mirror.copy`` (the origin served a copy its leaf does not commit
+    to: evidence) outranks the ``mirror.fetch`` that ended its input, which said only "run
+    it again", and left the evidence to the next run. The caller's ``error`` stays the one
+    raised when it is that batch's own (the batch failed while the pipeline waited for it)
+    and when it is an interrupt (``KeyboardInterrupt``, ``SystemExit``: not made an
+    exception a caller may catch and go on from). It stops, and the caller's error is
+    raised, when the store is closed or the pipeline resumed in a child made by fork()
+    between two batches. An interrupt while it waits (a second Ctrl-C) is raised at once:
+    the batch being written is then abandoned (aborted unless its commit had begun), and
+    nothing after it is written. So is an exception the consumer throws in, or its close,
+    at a yield here; nothing is being written then."""
     while writing is not None or taken:
         if writing is None:
             writer = writer or _writer(stack)
@@ -272,8 +279,10 @@ def _written(
                                     keep_invalid, abandon, vet)  # fmt: skip
         try:
             finished = writing.result()
-        except Exception:
-            return
+        except Exception as failed:
+            if failed is error or not isinstance(error, Exception):
+                return
+            raise failed from error
         except BaseException:
             abandon.set()
             raise

@@ -262,11 +262,15 @@ class Store(ContentReads, NetworkReads):
         the batches taken from the input and started after it (at most two) are written,
         in order, each one's results yielded after its commit; then the error is raised.
         The refused batch itself, and anything after it, is never written. This stops at
-        the first of those batches whose transaction (or ``vet``) fails, and a second
-        interrupt while one is waited for is raised at once, that batch abandoned as
-        below. When the consumer stops between batches, the batch being written is
-        abandoned before its commit if it has not reached it (a batch whose results were
-        not yielded is committed only when its commit had already begun).
+        the first of those batches whose transaction (or ``vet``) fails, and raises that
+        batch's error, the first error as its ``__cause__``: what a batch's own check
+        finds (a mirror's ``mirror.copy``) outranks the input's failure (its
+        ``mirror.fetch``); an interrupt is raised all the same, not made an exception a
+        caller may catch and go on from. A second interrupt while one is waited for is
+        raised at once, that batch abandoned as below. When the consumer stops between
+        batches, the batch being written is abandoned before its commit if it has not
+        reached it (a batch whose results were not yielded is committed only when its
+        commit had already begun).
 
         ``vet``, when given, sees each batch after the door and checks 1-12 and before its
         write transaction (its items and copy hashes, in the batches' order); what it

@@ -495,6 +495,40 @@ def test_a_pass_that_stops_midway_reports_the_leaves_it_committed(
     _same_log(origin, copy)
 
 
+def test_a_copy_refused_in_a_batch_taken_before_a_fetch_fails_is_what_the_pass_says(
+    tmp_path: Path, keys: Keys, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The second batch's copies not the ones their leaves commit to (two swapped, as an
+    origin could commit to them; the mirror's vet sees it), and the origin gone as the
+    third bundle is fetched, while that batch waits to be written: the pass said
+    ``mirror.fetch`` (exit 2, "run it again") and the evidence waited for the next run. It
+    says ``mirror.copy`` (exit 1); the first batch is kept, nothing of the second."""
+    events = _events(4, piths=100)
+    origin = _store(tmp_path / "origin", events)
+    copy = tmp_path / "mirror"
+    real = mm._committed_copies
+    vetted: list[int] = []
+
+    def swapped(leaves: Any, items: list[Any], hashes: list[bytes | None]) -> None:
+        vetted.append(leaves[0][0])
+        if len(vetted) == 2:
+            items[0], items[1] = items[1], items[0]
+            hashes[0], hashes[1] = hashes[1], hashes[0]
+        real(leaves, items, hashes)
+
+    monkeypatch.setattr(mm, "_committed_copies", swapped)
+    with serving(origin, keys) as server:
+        _stopped_at_the_third_bundle(monkeypatch, server.kill)
+        status, out, err = mirror(copy, server.url, keys, "--batch-bundles", "1")
+    assert status == 1 and vetted == [0, 256], err
+    line = json.loads(out)
+    assert line["error"] == "mirror.copy" and line["appended"] == 256, line
+    assert err.rstrip("\n").splitlines()[-1].startswith(
+        "pithlog: [mirror.copy] leaf 256: the copy served is not the one"), err
+    with Store.open(copy, readonly=True) as m:
+        assert m.tree_size() == 256
+
+
 def test_a_following_pass_that_loses_its_origin_midway_reports_its_leaves_then_retries(
     tmp_path: Path, keys: Keys, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -115,6 +115,8 @@ CASES: list[tuple[str, Call, str, str]] = [
      ARGUMENT, "previous="),
     ("witness_state int", lambda s: s.witness_state(5), ARGUMENT, "origin="),
     ("witness_add None", lambda s: s.witness_add(None), ARGUMENT, "judge="),
+    ("witness_checkpoint str", lambda s: s.witness_checkpoint("ab" * 32), ARGUMENT,
+     "origin_sha256="),
 ]  # fmt: skip
 
 

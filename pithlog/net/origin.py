@@ -28,7 +28,10 @@ LEAF_DATA = 64
 
 @dataclass(frozen=True)
 class Limits:
-    """The most the mirror reads of each answer (an origin is not trusted with memory)."""
+    """The most the mirror reads of each answer (an origin is not trusted with memory).
+    ``tile``, ``bundle`` and ``copies`` are a full resource's (``WIDTH`` hashes, entries,
+    copies); a partial one of width ``W`` is read to ``W/WIDTH`` of it (:meth:`Origin.part`),
+    its full one, served in its place, to the whole."""
 
     checkpoint: int = MAX_NOTE_BYTES
     tile: int = WIDTH * merkle.HASH_SIZE
@@ -137,12 +140,20 @@ class Origin:
     def checkpoint(self) -> bytes:
         return self._required("checkpoint", self.limits.checkpoint)
 
+    @staticmethod
+    def part(limit: int, width: int) -> int:
+        """The cap of a partial resource of ``width`` whose full one's is ``limit``: ``width``
+        times the most one hash, entry or copy takes (a partial bundle of copies of width 1
+        is 1 MiB + 1, where it was read to the 256 MiB of a full one)."""
+        return -(-limit * width // WIDTH)
+
     def _partial_or_full(self, path: Callable[[int], str], width: int, limit: int) -> bytes:
-        """A partial resource of ``width``, or (dropped once its full one exists) the full
-        one, whose first ``width`` hashes or entries the caller keeps."""
+        """A partial resource of ``width`` (read to its own cap, :meth:`part`), or (dropped
+        once its full one exists, C2SP tlog-tiles) the full one, read to ``limit``, whose
+        first ``width`` hashes or entries the caller keeps."""
         if width == WIDTH:
             return self._required(path(WIDTH), limit)
-        data = self.get(path(width), limit)
+        data = self.get(path(width), self.part(limit, width))
         return data if data is not None else self._required(path(WIDTH), limit)
 
     def tile(self, tile: tiles.Tile) -> bytes:

@@ -31,6 +31,7 @@ from serving import ORIGIN, Keys, g, make_keys, serving
 from pithlog.cli import main
 from pithlog.errors import MirrorError, PithlogError, StoreError
 from pithlog.net import mirror as mm
+from pithlog.protocol.canonical import MAX_ENVELOPE_BYTES
 from pithlog.protocol.keys import load_keyring
 from pithlog.store import Store
 from pithlog.transparency import merkle
@@ -852,13 +853,15 @@ def test_a_leaf_whose_committed_copy_fails_the_door_or_names_another_event_stops
 
 def test_a_bundle_of_copies_is_read_line_by_line_up_to_its_width() -> None:
     """An answer of copies is cut into at most ``width`` lines: 8 KB of zstd hold 255 MiB
-    of newlines, which a split into every line made a list of 2.4 GB."""
+    of newlines, which a split into every line made a list of 2.4 GB. A partial bundle is
+    capped by its width; the full one served in its place (``.p/5`` dropped) is not."""
     import tracemalloc
 
     junk = b"\n" * (16 << 20)
-    answers = {"/copies/000.p/3": b'{"a":1}\n{"b":2}\n{"c":3}\n', "/copies/001.p/5": junk}
-    client = httpx.Client(transport=httpx.MockTransport(
-        lambda request: httpx.Response(200, content=answers[request.url.path])))  # fmt: skip
+    answers = {"/copies/000.p/3": b'{"a":1}\n{"b":2}\n{"c":3}\n', "/copies/001": junk}
+    client = httpx.Client(transport=httpx.MockTransport(lambda request: httpx.Response(
+        200, content=answers[request.url.path]) if request.url.path in answers
+        else httpx.Response(404)))  # fmt: skip
     with mm.Origin("http://origin", client=client) as origin:
         assert origin.copies(0, 3) == [b'{"a":1}', b'{"b":2}', b'{"c":3}']
         tracemalloc.start()
@@ -1401,3 +1404,82 @@ def test_follow_puts_out_the_line_of_each_pass_before_it_sleeps(
     assert status == 130
     assert [len(lines.splitlines()) for lines in seen] == [1, 2]
     assert json.loads(seen[0])["appended"] == 20
+
+
+
+@contextlib.contextmanager
+def _padding(upstream: str, part: str, pad: int) -> Iterator[str]:
+    """A proxy in front of ``upstream`` whose partial answers under ``part`` are the real
+    ones followed by ``pad`` bytes of no newline (in chunks of 64 KiB at most)."""
+    from served import in_thread
+    from starlette.applications import Starlette
+    from starlette.requests import Request
+    from starlette.responses import Response, StreamingResponse
+    from starlette.routing import Route
+
+    async def forward(request: Request) -> Response:
+        async with httpx.AsyncClient() as client:
+            answer = await client.get(upstream + request.url.path,
+                                      headers={"accept-encoding": "identity"})  # fmt: skip
+        if not (request.url.path.startswith(part) and ".p/" in request.url.path):
+            return Response(answer.content, answer.status_code)
+
+        async def padded() -> AsyncIterator[bytes]:
+            yield answer.content
+            for at in range(0, pad, 64 << 10):
+                yield b"x" * min(64 << 10, pad - at)
+
+        return StreamingResponse(padded())
+
+    with in_thread(Starlette(routes=[Route("/{rest:path}", forward)])) as url:
+        yield url
+
+
+class _Counted(httpx.HTTPTransport):
+    """A transport that counts the body bytes read of each answer, by path."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.read: dict[str, int] = {}
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        response = super().handle_request(request)
+        stream, path, read = response.stream, request.url.path, self.read
+        assert isinstance(stream, httpx.SyncByteStream)
+
+        class Counting(httpx.SyncByteStream):
+            def __iter__(self) -> Iterator[bytes]:
+                for chunk in stream:
+                    read[path] = read.get(path, 0) + len(chunk)
+                    yield chunk
+
+            def close(self) -> None:
+                stream.close()
+
+        response.stream = Counting()
+        return response
+
+
+@pytest.mark.parametrize(("part", "entry", "pad"), [
+    ("/copies/", MAX_ENVELOPE_BYTES + 1, 64 << 20), ("/tile/entries/", 66, 8 << 10),
+    ("/tile/0/", 32, 4 << 10),
+])  # fmt: skip
+def test_a_partial_answer_is_capped_by_its_width(tmp_path: Path, keys: Keys, part: str,
+                                                 entry: int, pad: int) -> None:  # fmt: skip
+    """A partial tile, bundle or bundle of copies of width ``W`` holds ``W`` hashes,
+    entries or copies: it is read to ``W`` times the most one takes, not to the cap of a
+    full one (a partial bundle of copies of width 1 was read to 256 MiB). The last bundle
+    of 257 leaves (width 1), served with more after it, is refused once past its cap (one
+    copy: 1 MiB + 1), not read to its end, and nothing of it is stored."""
+    origin = _store(tmp_path / "origin", _events(5, piths=40)[:257])
+    keyring = load_keyring(keys.keyring.read_bytes())
+    counted = _Counted()
+    with serving(origin, keys) as server, _padding(server.url, part, pad) as url, \
+            Store.open(tmp_path / "mirror") as copy, \
+            mm.Origin(url, httpx.Client(transport=counted)) as client:  # fmt: skip
+        with pytest.raises(MirrorError, match=rf"\.p/1: an answer of over {entry} bytes$"
+                           ) as caught:  # fmt: skip
+            mm.mirror_once(copy, client, keyring, ORIGIN)
+        assert caught.value.code == "mirror.fetch" and copy.tree_size() == 0
+    read = [n for path, n in counted.read.items() if path.startswith(part) and ".p/" in path]
+    assert read and all(entry < n <= entry + (64 << 10) for n in read)  # a chunk past it

@@ -2,10 +2,13 @@
 answer of an error code (``{"error": code, "message": ...}``, never cached) and the
 exception handlers that turn every failure of a route into one (docs/network.md,
 "Errors"): a :class:`~pithlog.errors.PithlogError` its own code, Starlette's 404 and 405
-theirs, a client gone mid-body a 400, anything else a 500 without a traceback."""
+theirs, a client gone mid-body a 400, anything else a 500 without a traceback (a page's
+route, :mod:`pithlog.net.pages`, answers a browser with a page of it: :data:`ERROR_PAGE`)."""
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Callable
 from typing import Any
 
 from starlette.exceptions import HTTPException
@@ -14,6 +17,15 @@ from starlette.responses import Response
 
 from pithlog.errors import PithlogError, StoreError
 from pithlog.net.answers import JSON, NO_STORE, answer_headers, error_body, status_of
+
+ERROR_PAGE = "pithlog.error_page"
+"""The key of a request's ASGI scope under which a route that answers with pages puts
+what answers its unexpected failure (``500 serve.internal``): ``page(request)``, an HTML
+page of it, or ``None`` for a client that did not ask for HTML (it gets the JSON). The
+handler runs outside the router (Starlette's ``ServerErrorMiddleware``), where the route
+is known only by what it put in the scope."""
+
+ErrorPage = Callable[[Request], Response | None]
 
 
 def error_response(status: int, code: str, message: str, **extra: Any) -> Response:
@@ -48,6 +60,14 @@ async def _gone(request: Request, exc: Exception) -> Response:
 async def _internal(request: Request, exc: Exception) -> Response:
     if isinstance(exc, StoreError):
         return await _pithlog_error(request, exc)
+    page: ErrorPage | None = request.scope.get(ERROR_PAGE)
+    if page is not None:
+        # a page that cannot be made either is the JSON answer (the failure raised on, past
+        # the answer, to the server's log, is the first)
+        with contextlib.suppress(Exception):
+            answer = page(request)
+            if answer is not None:
+                return answer
     return error_response(500, "serve.internal", "the server failed to answer")
 
 

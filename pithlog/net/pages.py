@@ -10,7 +10,8 @@ on a page comes from signed but untrusted events. No JavaScript. The JSON endpoi
 from __future__ import annotations
 
 import re
-from functools import partial
+from collections.abc import Awaitable, Callable
+from functools import partial, wraps
 from importlib import resources
 from typing import Any
 
@@ -22,10 +23,11 @@ from starlette.routing import BaseRoute, Route
 
 from pithlog import __version__
 from pithlog.errors import PithlogError, ServeError
-from pithlog.net.answers import answer_headers, status_of
+from pithlog.net.answers import NO_STORE, answer_headers, status_of
 from pithlog.net.app import get_event
 from pithlog.net.body_bytes import HeldAnswer
 from pithlog.net.encoding import compressed, packed_apart
+from pithlog.net.error_answers import ERROR_PAGE
 from pithlog.net.page_layout import (
     MOST_LISTED,
     MOST_SIDE_BY_SIDE,
@@ -139,6 +141,36 @@ class Pages:
         :func:`~pithlog.net.page_layout.segment`; text)."""
         return await self.render(request, "message.html", status, heading=heading, text=text,
                                  links=links or [])  # fmt: skip
+
+    def failed(self, request: Request) -> Response | None:
+        """The answer of a page that failed to be made (``500 serve.internal``) when the
+        client asked for HTML (a browser): a page that names the code and nothing of the
+        failure (the server's log has it), never cached. ``None`` for any other client,
+        which gets the JSON of every route (docs/network.md, "Errors"). Rendered on the
+        event loop: a page of a few hundred bytes, of nothing the store holds."""
+        if not _wants_html(request):
+            return None
+        log: Log = request.app.state.log
+        page = self._page(request, log, "message.html", {
+            "heading": "Server error", "links": [],
+            "text": "The server failed to make this page (serve.internal); the operator's "
+                    "log has the details.",
+        })  # fmt: skip
+        headers = {**_page_headers({}), "Cache-Control": NO_STORE, "Vary": "Accept"}
+        return HTMLResponse(page, 500, headers=headers)
+
+    def _route(self, endpoint: Callable[[Request], Awaitable[Response]]
+               ) -> Callable[[Request], Awaitable[Response]]:  # fmt: skip
+        """``endpoint`` as a page's route: its unexpected failure is answered by
+        :meth:`failed` (:data:`~pithlog.net.error_answers.ERROR_PAGE`), not by the JSON
+        ``500`` a browser showed raw."""
+
+        @wraps(endpoint)
+        async def route(request: Request) -> Response:
+            request.scope[ERROR_PAGE] = self.failed
+            return await endpoint(request)
+
+        return route
 
     # --- the front page ---------------------------------------------------------------------
 
@@ -362,10 +394,10 @@ class Pages:
 
     def routes(self) -> list[BaseRoute]:
         return [
-            Route("/", self.home),
-            Route("/search", self.search),
-            Route("/pith/{pith}", self.pith),
-            Route("/event/{event_id}", self.event, middleware=compressed()),
+            Route("/", self._route(self.home)),
+            Route("/search", self._route(self.search)),
+            Route("/pith/{pith}", self._route(self.pith)),
+            Route("/event/{event_id}", self._route(self.event), middleware=compressed()),
             Route("/static/style.css", _stylesheet),
         ]
 

@@ -162,10 +162,17 @@ def making(size: int, per_byte: int, shown_per_byte: int) -> int:
 
 
 def environment() -> jinja2.Environment:
+    """The environment of the pages' templates: autoescaping on for every template, and a
+    strict undefined (docs/pages.md, "Templates"): a name a template reads that its context
+    lacks fails the page (``500``, the HTML page of ``serve.internal`` for a browser), where
+    it was rendered as nothing, so that a typo or a member a record need not have (spec 5.1
+    requires nothing of the metadata but ``submitted_at``) was an empty field, silently.
+    The templates read each member a copy or a record may lack only where it is defined."""
     templates = resources.files("pithlog.net") / "templates"
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(templates)),
         autoescape=True,  # every template, whatever its name
+        undefined=jinja2.StrictUndefined,  # a name read that is not there fails the page
         trim_blocks=True,
         lstrip_blocks=True,
     )

@@ -914,6 +914,8 @@ def test_an_event_page_shows_any_kept_copy(store: Store) -> None:
                 assert got.status_code == 200, (member, kind, path, got.text[:200])
                 assert got.headers["content-type"] == "text/html; charset=utf-8"
                 assert got.text.startswith("<!doctype html>")
+                # a member the copy lacks reads "none", never Python's None
+                assert "<td>None</td>" not in got.text, (member, kind, path)
 
 
 def test_a_record_page_reads_the_copies_of_its_equivocations_one_at_a_time(

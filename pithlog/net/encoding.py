@@ -24,7 +24,7 @@ import gzip
 import io
 import time
 import zlib
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Generator, Iterator
 from typing import IO, cast
 
 import anyio
@@ -370,6 +370,7 @@ def read_answer(
     limit: int,
     refuse: Callable[[str], Exception],
     too_long: Callable[[str], Exception] | None = None,
+    prefix: bool = False,
 ) -> bytes:
     """The body of a streamed ``response``, decoded by its ``Content-Encoding`` (none,
     ``gzip`` or ``zstd``): at most ``limit`` bytes before and after decoding, or
@@ -381,15 +382,26 @@ def read_answer(
     ``too_long(why)``, when given, is raised in place of ``refuse`` when the body itself
     (decoded, or sent unencoded) passes ``limit``: for a caller that knows how long the
     answer can be (``pithlog audit``), that is a wrong answer, where too many encoded
-    bytes, like the other refusals, are only an answer it could not read."""
+    bytes, like the other refusals, are only an answer it could not read.
+
+    ``prefix``: the caller keeps the first ``limit`` bytes of a body that may be longer (a
+    full tile, bundle or bundle of copies served in place of a dropped partial one, C2SP
+    tlog-tiles): those are returned, and nothing after them is read (the caller closes the
+    answer). Encoded, it is read to :func:`prefix_raw` of ``limit`` at most, or refused."""
     longer = too_long or refuse
     if response.is_stream_consumed:  # made in memory (a transport of the caller's), read
+        if prefix:
+            return response.content[:limit]
         if len(response.content) > limit:
             raise longer(f"an answer of over {limit} bytes")
         return response.content
     coding = response.headers.get("content-encoding", "identity").strip().lower()
     sent = longer if coding in ("", "identity") else refuse  # raw bytes: the body, or not
-    raw = _in_time(_bounded(response.iter_raw(), limit, sent), answer_seconds(limit), refuse)
+    # a prefix unencoded is its own bound: the decoded bytes stop it at the chunk that
+    # passes ``limit``, before its raw bound is passed
+    most = prefix_raw(limit) if prefix and coding not in ("", "identity") else limit
+    raw = _in_time(_bounded(response.iter_raw(), most, sent, prefix), answer_seconds(most),
+                   refuse)  # fmt: skip
     decoded: Iterator[bytes]
     if coding in ("", "identity"):
         decoded = raw
@@ -406,11 +418,33 @@ def read_answer(
     try:
         for chunk in decoded:
             if body.tell() + len(chunk) > limit:
-                raise longer(f"an answer of over {limit} bytes")
-            body.write(chunk)
+                if not prefix:
+                    raise longer(f"an answer of over {limit} bytes")
+                body.write(memoryview(chunk)[: limit - body.tell()])
+            else:
+                body.write(chunk)
+            if prefix and body.tell() >= limit:
+                break  # the rest is not asked for
     except (zlib.error, zstandard.ZstdError, ValueError) as exc:
         raise refuse(f"an answer whose {coding} encoding does not decode: {exc}") from None
+    finally:
+        if isinstance(decoded, Generator):  # its decoder let go now, not when collected
+            decoded.close()
     return body.getvalue()
+
+
+PREFIX_SLACK = 4 * READ
+"""The raw bytes past a prefix's own that :func:`prefix_raw` allows: what a decoder reads
+ahead (a chunk of its input) and the end of the last block it decodes."""
+
+
+def prefix_raw(limit: int) -> int:
+    """The most read of an encoded answer whose first ``limit`` bytes are kept
+    (:func:`read_answer`'s ``prefix``): ``limit``, what the encoding adds to bytes that do
+    not compress (zstd's and gzip's stored blocks: 3 and 5 bytes a block of 128 and 64
+    KiB, well under 1/64), and :data:`PREFIX_SLACK`. A bundle of copies of width 1 (1 MiB
+    + 1) is read to 1.27 MiB, where the whole full one was read to 256 MiB."""
+    return limit + limit // 64 + PREFIX_SLACK
 
 
 def _in_time(
@@ -424,11 +458,19 @@ def _in_time(
 
 
 def _bounded(
-    chunks: Iterator[bytes], limit: int, refuse: Callable[[str], Exception]
+    chunks: Iterator[bytes], limit: int, refuse: Callable[[str], Exception],
+    prefix: bool = False,
 ) -> Iterator[bytes]:
+    """``chunks`` up to ``limit`` bytes; past it, ``refuse``. A ``prefix``'s reader stops
+    by itself, so the chunk that passes ``limit`` is still given it: past it, only the next
+    one asked for is refused."""
     seen = 0
-    for chunk in chunks:
+    while not (prefix and seen >= limit):  # not another chunk asked for past a prefix's
+        chunk = next(chunks, None)
+        if chunk is None:
+            return
         seen += len(chunk)
-        if seen > limit:
+        if seen > limit and not prefix:
             raise refuse(f"an answer of over {limit} bytes")
         yield chunk
+    raise refuse(f"an answer of over {limit} bytes")

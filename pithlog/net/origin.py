@@ -31,7 +31,7 @@ class Limits:
     """The most the mirror reads of each answer (an origin is not trusted with memory).
     ``tile``, ``bundle`` and ``copies`` are a full resource's (``WIDTH`` hashes, entries,
     copies); a partial one of width ``W`` is read to ``W/WIDTH`` of it (:meth:`Origin.part`),
-    its full one, served in its place, to the whole."""
+    and so is its full one served in its place, of which the first ``W`` are kept."""
 
     checkpoint: int = MAX_NOTE_BYTES
     tile: int = WIDTH * merkle.HASH_SIZE
@@ -99,11 +99,13 @@ class Origin:
         self.close()
 
     def get(self, path: str, limit: int, too_long: Callable[[str], Exception] | None = None,
-            most: float | None = None) -> bytes | None:  # fmt: skip
+            most: float | None = None, prefix: bool = False) -> bytes | None:  # fmt: skip
         """The body at ``path`` (``None``: 404), read up to ``limit`` bytes; a body over
         ``limit`` is ``too_long(why)`` when given (:func:`read_answer`), else mirror.fetch.
         ``most``: seconds the answer may take when that is less than its deadline (what is
-        left of the caller's own time, ``audit --max-time``)."""
+        left of the caller's own time, ``audit --max-time``). ``prefix``: the first
+        ``limit`` bytes of a body that may be longer, the rest left unread
+        (:func:`read_answer`)."""
         url = f"{self.url}/{path}"
         if self.ends is not None:
             left = self.ends - time.monotonic()
@@ -122,7 +124,7 @@ class Origin:
                                       f"{_said(response)}")  # fmt: skip
                 body = read_answer(response, limit,
                                    lambda why: MirrorError("fetch", f"{url}: {why}"),
-                                   too_long)  # fmt: skip
+                                   too_long, prefix)  # fmt: skip
         except (httpx.HTTPError, httpx.InvalidURL, UnicodeError) as exc:
             # a URL httpx cannot parse (InvalidURL), or a host name IDNA cannot encode
             # (UnicodeError, from the resolver): the URL is wrong, as for a host not found
@@ -131,8 +133,8 @@ class Origin:
         self.fetched += len(body)
         return bytes(body)
 
-    def _required(self, path: str, limit: int) -> bytes:
-        data = self.get(path, limit)
+    def _required(self, path: str, limit: int, prefix: bool = False) -> bytes:
+        data = self.get(path, limit, prefix=prefix)
         if data is None:
             raise MirrorError("fetch", f"{self.url}/{path} is not there (404)")
         return data
@@ -149,12 +151,15 @@ class Origin:
 
     def _partial_or_full(self, path: Callable[[int], str], width: int, limit: int) -> bytes:
         """A partial resource of ``width`` (read to its own cap, :meth:`part`), or (dropped
-        once its full one exists, C2SP tlog-tiles) the full one, read to ``limit``, whose
-        first ``width`` hashes or entries the caller keeps."""
+        once its full one exists, C2SP tlog-tiles) the first bytes of the full one, as many
+        as the partial's cap: the first ``width`` hashes, entries or copies, which are all
+        the caller keeps, and the rest left unread. An origin that answered 404 for every
+        partial one had the full one read to ``limit`` (256 MiB of copies for one leaf)."""
         if width == WIDTH:
             return self._required(path(WIDTH), limit)
-        data = self.get(path(width), self.part(limit, width))
-        return data if data is not None else self._required(path(WIDTH), limit)
+        cap = self.part(limit, width)
+        data = self.get(path(width), cap)
+        return data if data is not None else self._required(path(WIDTH), cap, prefix=True)
 
     def tile(self, tile: tiles.Tile) -> bytes:
         data = self._partial_or_full(lambda w: tiles.Tile(tile.level, tile.index, w).path(),

@@ -323,3 +323,50 @@ def test_a_stream_compressed_apart_holds_one_chunk_while_the_next_is_read(coding
     decoded = {"zstd": lambda b: zstandard.ZstdDecompressor().decompressobj().decompress(b),
                "br": brotli.decompress, "gzip": gzip.decompress}[coding](body)  # fmt: skip
     assert decoded == b"".join(chunks)
+
+
+def test_a_prefix_is_read_to_its_limit_and_no_further() -> None:
+    """``prefix``: the first ``limit`` bytes of a longer body (a full tile, bundle or bundle
+    of copies served in place of a dropped partial one), plain, zstd or gzip, read to a
+    chunk past them and no further (encoded: to :func:`prefix_raw` at most); a body of
+    ``limit`` bytes or fewer whole; encoded bytes that decode to nothing refused at
+    :func:`prefix_raw`, not read on."""
+    import os
+
+    from pithlog.net.encoding import prefix_raw
+
+    step = 64 << 10
+    body = os.urandom(4 << 20)  # does not compress: its encoding is longer than it
+    limit = 1 << 20
+
+    taken = [0]  # the raw bytes of the last answer read
+
+    def read(raw: bytes, coding: str | None) -> bytes:
+        chunks = [raw[at : at + step] for at in range(0, len(raw), step)]
+        taken[0] = 0
+
+        class Counted(_Chunked):
+            def __iter__(self) -> Iterator[bytes]:
+                for chunk in chunks:
+                    taken[0] += len(chunk)
+                    yield chunk
+
+        headers = {} if coding is None else {"Content-Encoding": coding}
+        answer = httpx.Response(200, headers=headers, stream=Counted(chunks))
+        return read_answer(answer, limit, ValueError, _Longer, prefix=True)
+
+    def encoded(data: bytes, coding: str | None) -> bytes:
+        return data if coding is None else zstandard.ZstdCompressor().compress(data) \
+            if coding == "zstd" else gzip.compress(data)  # fmt: skip
+
+    for coding in (None, "zstd", "gzip"):
+        assert read(encoded(body, coding), coding) == body[:limit]
+        assert taken[0] <= (limit + step if coding is None else prefix_raw(limit) + step)
+        for short in (body[:limit], body[:1000], b""):
+            assert read(encoded(short, coding), coding) == short
+    skippable = (0x184D2A50).to_bytes(4, "little") + (step - 8).to_bytes(4, "little")
+    nothing = {"zstd": (skippable + bytes(step - 8)) * 64, "gzip": gzip.compress(b"") * 300_000}
+    for coding, raw in nothing.items():
+        with pytest.raises(ValueError, match=f"over {prefix_raw(limit)} bytes"):
+            read(raw, coding)
+        assert prefix_raw(limit) < taken[0] <= prefix_raw(limit) + step < len(raw)

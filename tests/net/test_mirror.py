@@ -854,7 +854,8 @@ def test_a_leaf_whose_committed_copy_fails_the_door_or_names_another_event_stops
 def test_a_bundle_of_copies_is_read_line_by_line_up_to_its_width() -> None:
     """An answer of copies is cut into at most ``width`` lines: 8 KB of zstd hold 255 MiB
     of newlines, which a split into every line made a list of 2.4 GB. A partial bundle is
-    capped by its width; the full one served in its place (``.p/5`` dropped) is not."""
+    capped by its width, and so is the full one served in its place (``.p/5`` dropped):
+    its first 5 MiB + 5 bytes are read, no more."""
     import tracemalloc
 
     junk = b"\n" * (16 << 20)
@@ -1408,9 +1409,15 @@ def test_follow_puts_out_the_line_of_each_pass_before_it_sleeps(
 
 
 @contextlib.contextmanager
-def _padding(upstream: str, part: str, pad: int) -> Iterator[str]:
+def _padding(upstream: str, part: str, pad: int, dropped: bool = False,
+             coding: str = "identity", noise: bool = False) -> Iterator[str]:  # fmt: skip
     """A proxy in front of ``upstream`` whose partial answers under ``part`` are the real
-    ones followed by ``pad`` bytes of no newline (in chunks of 64 KiB at most)."""
+    ones followed by ``pad`` bytes of no newline (in chunks of 64 KiB at most). ``dropped``:
+    those partial answers are 404 (dropped, as C2SP tlog-tiles allows once the full one
+    exists) and the full one, which the origin has not yet, is its partial of width 1 so
+    padded, in ``coding`` (``identity`` or ``zstd``), the padding random bytes with
+    ``noise`` (which do not compress)."""
+    import zstandard
     from served import in_thread
     from starlette.applications import Starlette
     from starlette.requests import Request
@@ -1418,18 +1425,31 @@ def _padding(upstream: str, part: str, pad: int) -> Iterator[str]:
     from starlette.routing import Route
 
     async def forward(request: Request) -> Response:
+        path = request.url.path
+        partial = path.startswith(part) and ".p/" in path
         async with httpx.AsyncClient() as client:
-            answer = await client.get(upstream + request.url.path,
-                                      headers={"accept-encoding": "identity"})  # fmt: skip
-        if not (request.url.path.startswith(part) and ".p/" in request.url.path):
-            return Response(answer.content, answer.status_code)
+            answer = await client.get(upstream + path, headers={"accept-encoding": "identity"})
+            if dropped and partial:
+                return Response(b"", 404)
+            if dropped and path.startswith(part) and answer.status_code == 404:
+                answer = await client.get(upstream + path + ".p/1",
+                                          headers={"accept-encoding": "identity"})  # fmt: skip
+            elif not partial or dropped:
+                return Response(answer.content, answer.status_code)
+        junk = random.Random(pad)
+        pack = zstandard.ZstdCompressor(level=1).compressobj() if coding == "zstd" else None
 
         async def padded() -> AsyncIterator[bytes]:
-            yield answer.content
+            yield pack.compress(answer.content) if pack else answer.content
             for at in range(0, pad, 64 << 10):
-                yield b"x" * min(64 << 10, pad - at)
+                n = min(64 << 10, pad - at)
+                chunk = junk.randbytes(n).replace(b"\n", b"x") if noise else b"x" * n
+                yield pack.compress(chunk) if pack else chunk
+            if pack:
+                yield pack.flush()
 
-        return StreamingResponse(padded())
+        headers = {"content-encoding": coding} if pack else None
+        return StreamingResponse(padded(), headers=headers)
 
     with in_thread(Starlette(routes=[Route("/{rest:path}", forward)])) as url:
         yield url
@@ -1483,3 +1503,33 @@ def test_a_partial_answer_is_capped_by_its_width(tmp_path: Path, keys: Keys, par
         assert caught.value.code == "mirror.fetch" and copy.tree_size() == 0
     read = [n for path, n in counted.read.items() if path.startswith(part) and ".p/" in path]
     assert read and all(entry < n <= entry + (64 << 10) for n in read)  # a chunk past it
+
+
+@pytest.mark.parametrize(("coding", "noise"), [("identity", False), ("zstd", True),
+                                               ("zstd", False)])  # fmt: skip
+def test_the_full_answer_in_place_of_a_partial_one_is_read_to_the_partial_cap(
+        tmp_path: Path, keys: Keys, coding: str, noise: bool) -> None:  # fmt: skip
+    """An origin may drop a partial bundle of copies once the full one exists (C2SP
+    tlog-tiles), and the mirror then reads the full one: only its first ``W`` copies are
+    kept, so it is read to the cap of ``W`` (one copy: 1 MiB + 1), not to a full bundle's
+    256 MiB. The full bundle served in place of the last partial one (width 1) of 257
+    leaves, the right copy followed by 64 MiB more, plain or in zstd (random bytes, or a
+    bomb of one byte), is read to its first copy's cap and no further, and the mirror
+    stores the log as the origin's."""
+    origin = _store(tmp_path / "origin", _events(5, piths=40)[:257])
+    keyring = load_keyring(keys.keyring.read_bytes())
+    counted = _Counted()
+    cap = MAX_ENVELOPE_BYTES + 1
+    with serving(origin, keys) as server, \
+            _padding(server.url, "/copies/", 64 << 20, True, coding, noise) as url, \
+            Store.open(tmp_path / "mirror") as copy, \
+            mm.Origin(url, httpx.Client(transport=counted)) as client:  # fmt: skip
+        mm.mirror_once(copy, client, keyring, ORIGIN)
+        assert copy.tree_size() == 257
+        fetched = client.fetched
+    _same_log(origin, tmp_path / "mirror")
+    # a chunk past the cap, and for zstd what its stored blocks add (under 1/64) and what
+    # the decoder reads ahead (a chunk)
+    slack = (64 << 10) if coding == "identity" else cap // 64 + (4 * 64 << 10)
+    assert 0 < counted.read["/copies/001"] <= cap + slack
+    assert fetched < cap + (2 << 20)  # decoded: the first copy's cap, and the rest's answers

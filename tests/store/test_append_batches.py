@@ -282,6 +282,25 @@ def test_a_vet_that_raises_stops_the_pipeline_before_that_batch_is_written(
         assert store.replay(g.KEYRING).ok
 
 
+def _second_refused(lines: list[bytes], failure: type[BaseException]) -> tuple[Any, Any, list[int]]:
+    """An input of two batches (five lines, then the rest) that then raises ``failure``
+    ("the input broke"), a vet that refuses the second batch, and the batch sizes the vet
+    saw."""
+    seen: list[int] = []
+
+    def batches() -> Any:
+        yield lines[:5]
+        yield lines[5:]
+        raise failure("the input broke")
+
+    def vet(items: list[Any], hashes: list[bytes | None]) -> None:
+        seen.append(len(items))
+        if len(seen) == 2:
+            raise ValueError("not the copies this batch should hold")
+
+    return batches(), vet, seen
+
+
 @pytest.mark.parametrize("helpers", [False, True])
 def test_a_taken_batch_the_vet_refuses_outranks_the_input_s_error(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, helpers: bool
@@ -295,22 +314,11 @@ def test_a_taken_batch_the_vet_refuses_outranks_the_input_s_error(
         monkeypatch.setattr(pithlog.store.append_pipeline, "PIPELINE_MIN", 0)
         monkeypatch.setenv("PITHLOG_CORES", "2")
     lines = _lines(10)
-    seen: list[int] = []
-
-    def batches() -> Any:
-        yield lines[:5]
-        yield lines[5:]
-        raise RuntimeError("the input broke")
-
-    def vet(items: list[Any], hashes: list[bytes | None]) -> None:
-        seen.append(len(items))
-        if len(seen) == 2:
-            raise ValueError("not the copies this batch should hold")
-
+    batches, vet, seen = _second_refused(lines, RuntimeError)
     with Store.open(tmp_path / "s") as store:
         done = []
         with pytest.raises(ValueError, match="not the copies") as caught:
-            for results in store.append_batches(batches(), g.KEYRING, vet=vet):
+            for results in store.append_batches(batches, g.KEYRING, vet=vet):
                 done.append(results)
         assert isinstance(caught.value.__cause__, RuntimeError)
         assert seen == [5, len(lines) - 5] and [len(results) for results in done] == [5]
@@ -325,22 +333,11 @@ def test_an_interrupt_outranks_a_taken_batch_s_failure(
     """An interrupt is not made an exception a caller may catch and go on from: it is
     raised, and the batch the vet refused is not written."""
     lines = _lines(11)
-    seen: list[int] = []
-
-    def batches() -> Any:
-        yield lines[:5]
-        yield lines[5:]
-        raise failure("the input broke")
-
-    def vet(items: list[Any], hashes: list[bytes | None]) -> None:
-        seen.append(len(items))
-        if len(seen) == 2:
-            raise ValueError("not the copies this batch should hold")
-
+    batches, vet, seen = _second_refused(lines, failure)
     with Store.open(tmp_path / "s") as store:
         done = []
         with pytest.raises(failure, match="the input broke"):
-            for results in store.append_batches(batches(), g.KEYRING, vet=vet):
+            for results in store.append_batches(batches, g.KEYRING, vet=vet):
                 done.append(results)
         assert seen == [5, len(lines) - 5] and [len(results) for results in done] == [5]
         assert store.stats()["counts"]["seq"] == _stored(done) > 0

@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Awaitable, Callable
 from functools import partial, wraps
+from http import HTTPStatus
 from importlib import resources
 from typing import Any
 
@@ -74,6 +75,9 @@ REASON_MEANINGS = {
     "record_mismatch": "the payload disagrees with the record (source, anchored hash or paper)",
 }
 """Reason code (spec 6) -> what it means, in a sentence for a reader."""
+
+_STATUSES = frozenset(HTTPStatus)
+"""The statuses :class:`http.HTTPStatus` names (an error page's heading)."""
 
 _HEADINGS = {
     "graph_snapshots": "Graph snapshots", "author_attestations": "Author attestations",
@@ -142,28 +146,38 @@ class Pages:
         return await self.render(request, "message.html", status, heading=heading, text=text,
                                  links=links or [])  # fmt: skip
 
-    def failed(self, request: Request) -> Response | None:
-        """The answer of a page that failed to be made (``500 serve.internal``) when the
-        client asked for HTML (a browser): a page that names the code and nothing of the
-        failure (the server's log has it), never cached. ``None`` for any other client,
-        which gets the JSON of every route (docs/network.md, "Errors"). Rendered on the
-        event loop: a page of a few hundred bytes, of nothing the store holds."""
+    def failed(self, request: Request, status: int, code: str, message: str
+               ) -> Response | None:  # fmt: skip
+        """The answer of a page that failed to be made, of the error ``code`` (the handlers
+        of :mod:`pithlog.net.error_answers`), when the client asked for HTML (a browser): a
+        page of the JSON answer's status that names the code, never cached. An unexpected
+        failure (``500 serve.internal``) says nothing of itself (the server's log has it);
+        a known error (``503 store.readers_full``, ``503 serve.busy``, ...) says its
+        message, one line escaped as every string of a page, between Unicode bidi isolates
+        as what a search typed (it may quote a witness's words). ``None`` for any other
+        client, which gets the JSON of every route (docs/network.md, "Errors"). Rendered
+        on the event loop: a page of a few hundred bytes, of nothing the store holds."""
         if not _wants_html(request):
             return None
+        if code == "serve.internal":
+            heading = "Server error"
+            text = (f"The server failed to make this page ({code}); the operator's log has "
+                    "the details.")  # fmt: skip
+        else:
+            heading = HTTPStatus(status).phrase if status in _STATUSES else "Error"
+            text = f"\u2068{message}\u2069 ({code})"
         log: Log = request.app.state.log
         page = self._page(request, log, "message.html", {
-            "heading": "Server error", "links": [],
-            "text": "The server failed to make this page (serve.internal); the operator's "
-                    "log has the details.",
+            "heading": heading, "links": [], "text": text,
         })  # fmt: skip
         headers = {**_page_headers({}), "Cache-Control": NO_STORE, "Vary": "Accept"}
-        return HTMLResponse(page, 500, headers=headers)
+        return HTMLResponse(page, status, headers=headers)
 
     def _route(self, endpoint: Callable[[Request], Awaitable[Response]]
                ) -> Callable[[Request], Awaitable[Response]]:  # fmt: skip
-        """``endpoint`` as a page's route: its unexpected failure is answered by
-        :meth:`failed` (:data:`~pithlog.net.error_answers.ERROR_PAGE`), not by the JSON
-        ``500`` a browser showed raw."""
+        """``endpoint`` as a page's route: its errors, known or not, are answered by
+        :meth:`failed` (:data:`~pithlog.net.error_answers.ERROR_PAGE`), not by the JSON a
+        browser showed raw."""
 
         @wraps(endpoint)
         async def route(request: Request) -> Response:

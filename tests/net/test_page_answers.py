@@ -177,8 +177,9 @@ def test_a_search_the_store_fails_to_answer_is_not_nothing_found(
     store: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A store read that failed (too many readers: retry) was a 404 page saying no record
-    has the alias; it is the error of its code. A query that is no form of alias is still
-    a 404 page."""
+    has the alias; it is the error of its code (a page of it for a browser, the JSON for
+    any other client: test_page_failures). A query that is no form of alias is still a
+    404 page."""
 
     def full(alias: str) -> list[str]:
         raise StoreError("readers_full", "too many readers")
@@ -187,7 +188,10 @@ def test_a_search_the_store_fails_to_answer_is_not_nothing_found(
         assert client.get("/search?q=doi:", headers=HTML).status_code == 404
         monkeypatch.setattr(store, "piths_for_alias", full)
         got = client.get("/search?q=2411.00284", headers=HTML)
-    assert got.status_code == 503 and got.json()["error"] == "store.readers_full"
+        api = client.get("/search?q=2411.00284", headers={"accept": "application/json"})
+    assert got.status_code == 503 and "store.readers_full" in got.text
+    assert "Nothing found" not in got.text
+    assert api.status_code == 503 and api.json()["error"] == "store.readers_full"
 
 
 def test_a_large_page_is_compressed_apart_from_the_event_loop(

@@ -11,12 +11,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from markupsafe import escape
 
 with warnings.catch_warnings():  # Starlette would have httpx2; httpx is what pithlog uses
     warnings.simplefilter("ignore")
     from starlette.testclient import TestClient
 
 from pithlog import Store, load_keyring
+from pithlog.errors import PithlogError, ServeError, StoreError
+from pithlog.net.answers import status_of
 from pithlog.net.app import create_app
 from pithlog.net.pages import Pages, page_routes
 from pithlog.net.served_log import ServeConfig
@@ -140,3 +143,90 @@ def test_a_page_whose_error_page_fails_too_is_the_json_500(
         got = client.get("/", headers=HTML)
     assert got.status_code == 500
     assert got.json() == {"error": "serve.internal", "message": "the server failed to answer"}
+
+
+# each page, the part of its making made to fail with a known error, and that error
+KNOWN = [
+    ("/", Pages, "recent", StoreError("readers_full", "too many processes are reading the "
+                                      "store at once <b>&</b>; retry")),
+    (f"/pith/{PITH}", Pages, "_pith_context", ServeError("busy", "4 state documents are being "
+                                                         "built; retry later")),
+    (f"/event/{EVENT}", Pages, "_event_page", StoreError("corrupted", "the store's index "
+                                                         "disagrees with its log")),
+    ("/search?q=2411.00284", StoreClass, "piths_for_alias",
+     StoreError("keyring_changed", "the store was brought under another keyring")),
+]
+
+
+def _raise(exc: Exception) -> Any:
+    def raising(*args: Any, **kwargs: Any) -> Any:
+        raise exc
+
+    return raising
+
+
+@pytest.mark.parametrize(("path", "owner", "name", "exc"), KNOWN)
+def test_a_page_that_meets_a_known_error_is_an_html_page_of_it_for_a_browser(
+    store: Store, monkeypatch: pytest.MonkeyPatch, path: str, owner: type, name: str,
+    exc: PithlogError,
+) -> None:
+    """A known error while a page was made (``503 store.readers_full``, ``503 serve.busy``,
+    ``500 store.corrupted``, ``503 store.keyring_changed``) was the JSON ``{"error": ...}``
+    shown raw in the browser that asked for the page. It is an HTML page now, of the JSON
+    answer's status, naming its code and saying its message (escaped), never cached,
+    nosniff, with the pages' CSP and ``Vary: Accept``."""
+    assert _app_ok(store, path)
+    monkeypatch.setattr(owner, name, _raise(exc))
+    with TestClient(_app(store), raise_server_exceptions=False) as client:
+        got = client.get(path, headers=HTML)
+        if path.startswith("/event/"):  # its JSON route is the one that fails for JSON
+            monkeypatch.setattr(StoreClass, "event", _raise(exc))
+        want = client.get(path, headers={"accept": "application/json"})
+    assert want.headers["content-type"] == "application/json"
+    assert want.json() == {"error": exc.code, "message": exc.message}
+    assert got.status_code == want.status_code == status_of(exc), got.text[:300]
+    assert got.headers["content-type"] == "text/html; charset=utf-8", got.text[:300]
+    assert got.text.startswith("<!doctype html>")
+    assert exc.code in got.text
+    assert str(escape(exc.message)) in got.text
+    assert "<b>" not in got.text and "Traceback" not in got.text
+    assert got.headers["cache-control"] == "no-store"
+    assert got.headers["x-content-type-options"] == "nosniff"
+    assert "default-src 'none'" in got.headers["content-security-policy"]
+    assert "Accept" in got.headers["vary"]
+    assert ("retry-after" in got.headers) == ("retry-after" in want.headers)
+    if "retry-after" in want.headers:
+        assert got.headers["retry-after"] == want.headers["retry-after"]
+
+
+@pytest.mark.parametrize(("path", "owner", "name", "exc"), KNOWN)
+@pytest.mark.parametrize("accept", ["application/json", "*/*", None])
+def test_a_page_that_meets_a_known_error_is_json_for_a_client_that_does_not_ask_for_html(
+    store: Store, monkeypatch: pytest.MonkeyPatch, path: str, owner: type, name: str,
+    exc: PithlogError, accept: str | None,
+) -> None:
+    """A client that does not ask for HTML keeps the JSON answer of the error."""
+    monkeypatch.setattr(owner, name, _raise(exc))
+    if path.startswith("/event/"):  # its JSON route is the one that fails for them
+        monkeypatch.setattr(StoreClass, "event", _raise(exc))
+    headers = {"accept": accept} if accept else {}
+    with TestClient(_app(store), raise_server_exceptions=False) as client:
+        got = client.get(path, headers=headers)
+    assert got.status_code == status_of(exc)
+    assert got.headers["content-type"] == "application/json"
+    assert got.json() == {"error": exc.code, "message": exc.message}
+    assert got.headers["cache-control"] == "no-store"
+
+
+def test_a_json_route_that_meets_a_known_error_is_json_whatever_the_client_accepts(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Only the pages answer a known error with a page: a JSON route asked with a
+    browser's ``Accept`` is the JSON answer, as it was."""
+    exc = StoreError("readers_full", "too many processes are reading the store at once")
+    monkeypatch.setattr(StoreClass, "lookup", _raise(exc))
+    with TestClient(_app(store), raise_server_exceptions=False) as client:
+        got = client.get(f"/state/{PITH}", headers=HTML)
+    assert got.status_code == 503
+    assert got.headers["content-type"] == "application/json"
+    assert got.json() == {"error": "store.readers_full", "message": exc.message}

@@ -156,8 +156,10 @@ class Pages:
         message, one line escaped as every string of a page, between Unicode bidi isolates
         as what a search typed (it may quote a witness's words). ``None`` for any other
         client, which gets the JSON of every route (docs/network.md, "Errors"). Rendered
-        on the event loop: a page of a few hundred bytes, of nothing the store holds."""
-        if not _wants_html(request):
+        on the event loop: a page of a few hundred bytes, of nothing the store holds. An
+        event asked with ``?format=json`` is its JSON route's (:func:`_answers_page`): its
+        errors are too."""
+        if not _answers_page(request):
             return None
         if code == "serve.internal":
             heading = "Server error"
@@ -360,7 +362,7 @@ class Pages:
         return response
 
     async def _event(self, request: Request) -> Response:
-        if request.query_params.get("format") == "json" or not _wants_html(request):
+        if not _answers_page(request):
             return await get_event(request)
         log: Log = request.app.state.log
         event_id = request.path_params["event_id"]
@@ -465,6 +467,13 @@ def _wants_html(request: Request) -> bool:
     json = min((i for i in (accept.find("application/json"), accept.find("application/x-ndjson"))
                 if i >= 0), default=-1)  # fmt: skip
     return html >= 0 and (json < 0 or html < json)
+
+
+def _answers_page(request: Request) -> bool:
+    """The client asks for a page, not JSON: ``Accept`` names text/html before any JSON
+    type, and ``?format=json`` (which asks an event's route for its JSON whatever
+    ``Accept`` says) is absent."""
+    return request.query_params.get("format") != "json" and _wants_html(request)
 
 
 _CSS: bytes | None = None

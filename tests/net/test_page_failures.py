@@ -230,3 +230,17 @@ def test_a_json_route_that_meets_a_known_error_is_json_whatever_the_client_accep
     assert got.status_code == 503
     assert got.headers["content-type"] == "application/json"
     assert got.json() == {"error": "store.readers_full", "message": exc.message}
+
+
+@pytest.mark.parametrize("failure", [_fail, _raise(StoreError("readers_full", "too many "
+                                                               "readers; retry"))])
+def test_an_event_asked_as_json_that_fails_is_json_for_a_browser(
+    store: Store, monkeypatch: pytest.MonkeyPatch, failure: Any
+) -> None:
+    """``?format=json`` asks an event's route for its JSON whatever ``Accept`` says
+    (docs/pages.md): its failure, known or not, is the JSON error, not a page."""
+    monkeypatch.setattr(StoreClass, "event", failure)
+    with TestClient(_app(store), raise_server_exceptions=False) as client:
+        got = client.get(f"/event/{EVENT}?format=json", headers=HTML)
+    assert got.headers["content-type"] == "application/json", got.text[:300]
+    assert got.json()["error"] in ("serve.internal", "store.readers_full")

@@ -58,8 +58,12 @@ def cmd_prove_equivocation(args: argparse.Namespace, out: Out) -> int:
     places = [Included(index, tuple(path)) for _, index, path in found]
     keys = [keyring[k].entry() for k in sorted({e.value['signer']['key_id'] for e in envelopes})]
     checkpoint = sign_checkpoint(Checkpoint(args.origin, size, root), key)
-    out.write(equivocation_proof(args.pith, envelopes, keys, checkpoint, places))
-    out.say(f"prove equivocation: {len(envelopes)} events of slot {_slot_text(slot['slot'])} "
+    proof, kept = equivocation_proof(args.pith, envelopes, keys, checkpoint, places)
+    out.write(proof)
+    # a proof holds the first 64 of a slot at most, as many as fit in its file limit
+    events = (f"{kept} events" if kept == len(envelopes) else
+              f"{kept} of the {len(envelopes)} events")  # fmt: skip
+    out.say(f"prove equivocation: {events} of slot {_slot_text(slot['slot'])} "
             f"of {args.pith}, included in {args.origin} at tree size {size}")  # fmt: skip
     return EXIT_OK
 
@@ -115,8 +119,9 @@ def add_prove_equivocation(kinds: Any) -> None:
         "equivocation",
         help="a portable proof that a signer filled one slot twice, and the log has both",
         description="Print a pith-equivocation-proof (docs/evidence.md): the envelopes of one "
-        "equivocated slot of PITH exactly as logged, the keyring entries of their keys, and "
-        "for each an inclusion proof under a checkpoint of the whole tree signed with KEYFILE "
+        "equivocated slot of PITH exactly as logged (64 at most, as many as fit in an "
+        "evidence file's 64 MiB), the keyring entries of their keys, and for each an "
+        "inclusion proof under a checkpoint of the whole tree signed with KEYFILE "
         "for ORIGIN. --slot N picks the Nth of the state's equivocations (needed when there "
         "are several). Check it anywhere with `pithlog verify-proof --keyring K FILE`.",
     )

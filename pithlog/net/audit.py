@@ -374,8 +374,8 @@ def prove_equivocations(
             envelopes = [envelope for envelope, _, _ in found]
             places = [Included(index, tuple(path)) for _, index, path in found]
             signers = sorted({e.value["signer"]["key_id"] for e in envelopes})
-            proof = equivocation_proof(pith, envelopes, [keyring[k].entry() for k in signers],
-                                       note, places)  # fmt: skip
+            proof, _ = equivocation_proof(pith, envelopes, [keyring[k].entry() for k in signers],
+                                          note, places)  # fmt: skip
             name = re.sub(r"[^A-Za-z0-9]+", "-", pith).strip("-")
             path, problem = write_evidence(evidence_dir,
                                            f"equivocation-{name}-{number}.json", proof)

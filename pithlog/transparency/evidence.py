@@ -18,7 +18,8 @@ evidence that does not hold. Members::
     slot              {event_type, target, key_id, created_at}, as in the state document
                       (spec 8: target "record", key_id and created_at null for
                       record_created)
-    events            the envelopes, two or more, in (created_at, event_id) order
+    events            the envelopes, two to 64, in (created_at, event_id) order (the first
+                      of a slot filled more often, as many as fit in MAX_EVIDENCE_BYTES)
     keys              the keyring entries (spec 3) of the keys that signed them, by key_id
     checkpoint        the signed checkpoint (C2SP tlog-checkpoint note), as text
     inclusion         one {index, path} per envelope, in the order of ``events``: the leaf
@@ -104,28 +105,46 @@ def equivocation_proof(
     keys: Sequence[dict[str, Any]],
     checkpoint: bytes,
     inclusion: Sequence[Included],
-) -> bytes:
+) -> tuple[bytes, int]:
     """The evidence file (module doc) for ``envelopes`` of one slot, each included under
-    ``checkpoint`` as ``inclusion`` says (in the same order). Nothing is verified here: the
-    caller reads all of it from one store; :func:`verify_equivocation_proof` is the check."""
+    ``checkpoint`` as ``inclusion`` says (in the same order), and how many of them it
+    carries: the first in ``(created_at, event_id)`` order, :data:`MAX_EVENTS` at most and
+    no more than keep the file within :data:`MAX_EVIDENCE_BYTES` (two always fit: an
+    envelope is 1 MiB at most), so that :func:`verify_equivocation_proof` reads what is
+    written. ``keys`` are those of every envelope; the file carries those of the envelopes
+    it holds. Nothing is verified here: the caller reads all of it from one store;
+    :func:`verify_equivocation_proof` is the check."""
     def by_time(i: int) -> tuple[str, str]:
         return envelopes[i].value["created_at"], envelopes[i].event_id
 
     order = sorted(range(len(envelopes)), key=by_time)
-    doc = {
+    places = [{"index": inclusion[i].index, "path": [encode_b64(h) for h in inclusion[i].path]}
+              for i in order]  # fmt: skip
+    doc: dict[str, Any] = {
         "evidence_type": EQUIVOCATION_PROOF,
         "evidence_version": EVIDENCE_VERSION,
         "pith_number": pith_number,
         "slot": slot_document(envelopes[order[0]]),
-        "events": [envelopes[i].value for i in order],
+        "events": [],
+        "inclusion": [],
         "keys": sorted(keys, key=lambda entry: str(entry["key_id"])),
         "checkpoint": checkpoint.decode("utf-8"),
-        "inclusion": [
-            {"index": inclusion[i].index, "path": [encode_b64(h) for h in inclusion[i].path]}
-            for i in order
-        ],
     }
-    return jcs(doc) + b"\n"
+    # the file without envelopes, with every key: what each envelope adds is its JCS, its
+    # place's and two commas, so the sum bounds the file from above
+    size = len(jcs(doc)) + 1
+    kept = 0
+    for i, place in zip(order[:MAX_EVENTS], places, strict=False):
+        size += len(envelopes[i].encoded) + len(jcs(place)) + 2
+        if kept >= 2 and size > MAX_EVIDENCE_BYTES:
+            break
+        kept += 1
+    order = order[:kept]
+    signers = {envelopes[i].value["signer"]["key_id"] for i in order}
+    doc["events"] = [envelopes[i].value for i in order]
+    doc["inclusion"] = places[:kept]
+    doc["keys"] = [entry for entry in doc["keys"] if entry["key_id"] in signers]
+    return jcs(doc) + b"\n", kept
 
 
 @dataclass(frozen=True)

@@ -325,3 +325,71 @@ def test_an_evidence_file_past_1_mib_is_read_and_one_past_the_limit_refused(
     assert (status, out) == (2, b"")
     assert err == (f"pithlog: [evidence.malformed] an evidence file is limited to "
                    f"{MAX_EVIDENCE_BYTES} bytes\n")  # fmt: skip
+
+
+def _one_slot_store(tmp_path: Path, statements: list[str]) -> tuple[str, Path, Path]:
+    """A store whose one pith has one slot filled by an attestation per statement: the
+    pith, the registry's key file and the keyring file."""
+    from tests.store.eventgen import attestation
+
+    key = tmp_path / "registry.key"
+    key.write_bytes(dump_key_file(test_key("registry")))
+    keys = test_keyring_entries(TRUSTED)
+    keyring = tmp_path / "keyring.json"
+    keyring.write_text(json.dumps({"keyring_version": "1", "keys": keys}))
+    first = record("2501.00001")
+    pith = first["pith_number"]
+    events = [first, *(attestation(pith, 10, statement=s) for s in statements)]
+    with Store.open(tmp_path / "s") as store:
+        store.append([jcs(e) for e in events], make_keyring(keys), keep_invalid=True)
+    return pith, key, keyring
+
+
+def test_a_slot_filled_more_than_64_times_gives_a_proof_that_verifies(tmp_path: Path) -> None:
+    """A proof holds 64 envelopes at most (MAX_EVENTS), which verify-proof enforces; a slot
+    filled 65 times was written whole, 65 envelopes, and its own verify-proof refused it as
+    no evidence file (exit 2): the more a key equivocated, the less it could be shown. The
+    proof now carries the first 64 of the slot, and says so."""
+    pith, key, keyring = _one_slot_store(tmp_path, [f"statement {i}" for i in range(65)])
+    status, proof, err = run(["--store", str(tmp_path / "s"), "prove", "equivocation", pith,
+                              "--key", str(key), "--origin", ORIGIN, "--keyring",
+                              str(keyring)])  # fmt: skip
+    assert status == 0, err
+    assert "64 of the 65 events of slot" in err, err
+    doc = json.loads(proof)
+    assert len(doc["events"]) == len(doc["inclusion"]) == 64
+    (tmp_path / "proof.json").write_bytes(proof)
+    status, out, err = run(["verify-proof", "--keyring", str(keyring),
+                            str(tmp_path / "proof.json")])  # fmt: skip
+    assert status == 0, err
+    assert json.loads(out)["event_ids"] == [e["event_id"] for e in doc["events"]]
+
+
+def test_a_proof_of_large_envelopes_stays_within_the_file_limit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """64 envelopes of up to 1 MiB each are more than MAX_EVIDENCE_BYTES (64 MiB) with the
+    rest of the file: a key that equivocated with large enough statements got a proof that
+    verify-proof refused unread. The proof takes envelopes, in order, while the file stays
+    within the limit (two always do); shown here with the limit made smaller."""
+    from pithlog.protocol.keys import load_keyring
+    from pithlog.transparency import evidence
+
+    pith, _, keyring_file = _one_slot_store(tmp_path, [c * 3000 for c in "abcdefgh"])
+    keyring = load_keyring(keyring_file.read_bytes())
+    monkeypatch.setattr(evidence, "MAX_EVIDENCE_BYTES", 16_000)
+    with Store.open(tmp_path / "s", readonly=True) as store:
+        slot = json.loads(store.state(pith) or b"{}")["equivocations"][0]
+        size, root = store.tree_root(None)
+        found = store.applied_copies_in_tree(slot["event_ids"], size)
+    from pithlog.transparency.checkpoint import Checkpoint, sign_checkpoint
+
+    note = sign_checkpoint(Checkpoint(ORIGIN, size, root), test_key("registry"))
+    envelopes = [envelope for envelope, _, _ in found]
+    places = [evidence.Included(index, tuple(path)) for _, index, path in found]
+    keys = [keyring["test-author"].entry()]
+    proof, kept = evidence.equivocation_proof(pith, envelopes, keys, note, places)
+    assert len(proof) <= 16_000 and 2 <= kept < 8
+    assert len(json.loads(proof)["events"]) == kept
+    proven = evidence.verify_equivocation_proof(proof, keyring)
+    assert proven.event_ids == tuple(slot["event_ids"][:kept])

@@ -58,7 +58,7 @@ CODES: dict[str, str] = {
     "keyring.not_a_keyring": "a keyring entry or a key file was given where a keyring is "
     "expected: build a keyring with `pithlog keyring new` and `pithlog keyring add`",
     "keyring.not_an_entry": "`pithlog keyring add` takes a keyring entry (as keygen prints "
-    "it) or a pithlog key file",
+    "it, with no private_key_b64) or a pithlog key file",
     "keyring.duplicate_public_key": "each public key may appear once in a keyring",
     "keyring.unknown_key_id": "the keyring has no key of that key_id: see `pithlog keyring "
     "show`",

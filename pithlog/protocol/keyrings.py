@@ -47,7 +47,8 @@ def parse_keyring_doc(data: bytes) -> tuple[dict[str, Any], Keyring]:
 def entry_from(data: bytes) -> dict[str, Any]:
     """The keyring entry that ``data`` holds: a keyring entry (one JSON object, as
     ``pithlog keygen`` prints it) or a pithlog key file (its public entry, no validity
-    bounds). Raises :class:`KeyringError` (``keyring.not_an_entry``) for anything else."""
+    bounds). Raises :class:`KeyringError` (``keyring.not_an_entry``) for anything else, and
+    for an entry that carries a private key (``private_key_b64``)."""
     try:
         doc = parse(data)
     except DoorError as exc:
@@ -65,6 +66,12 @@ def entry_from(data: bytes) -> dict[str, Any]:
     if not isinstance(doc, dict) or "key_id" not in doc:
         raise KeyringError("not_an_entry", "not a keyring entry or a key file; give the JSON "
                            "line pithlog keygen prints, or the key file it wrote")  # fmt: skip
+    if "private_key_b64" in doc:
+        # kept as a member the spec ignores, the private key would be in a public file
+        raise KeyringError("not_an_entry", "the entry holds private_key_b64, a private key, "
+                           "which a keyring (a public file) must not hold: give the key file "
+                           "itself (its public entry is added) or the entry pithlog keygen "
+                           "printed")  # fmt: skip
     return doc
 
 

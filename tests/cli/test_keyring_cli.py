@@ -336,3 +336,24 @@ def test_keyring_new_force_replaces_a_file_only(tmp_path: Path) -> None:
         assert "a FIFO" in err
     assert fifo.is_fifo() and (tmp_path / "link.json").is_symlink()
     assert sorted(os.listdir(tmp_path)) == ["k.fifo", "link.json"]
+
+
+def test_an_entry_holding_a_private_key_is_refused_not_copied_into_the_keyring(
+    tmp_path: Path,
+) -> None:
+    """A keyring is public (mode 0644, handed to every verifier): an entry that carries the
+    key file's private_key_b64 beside the seven members (a key file and its entry merged
+    by hand) must not put the private key in it, as a member the spec ignores."""
+    key, e1 = keygen(tmp_path, "reg-1")
+    ring = tmp_path / "keyring.json"
+    run(["keyring", "new", str(ring)])
+    before = ring.read_bytes()
+    entry = json.loads(e1.read_bytes())
+    private = json.loads(key.read_bytes())["private_key_b64"]
+    entry["private_key_b64"] = private
+    status, _, err = run(["keyring", "add", str(ring), json.dumps(entry)])
+    assert status == 2 and "[keyring.not_an_entry]" in err and "private" in err
+    assert len(err.strip().splitlines()) == 1 and private not in err
+    assert ring.read_bytes() == before
+    assert run(["keyring", "add", str(ring), str(key)])[0] == 0  # the key file itself: fine
+    assert private not in ring.read_text()

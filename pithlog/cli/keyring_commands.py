@@ -26,6 +26,7 @@ from pithlog.protocol.keyrings import (
     new_keyring,
     parse_keyring_doc,
     revoke_key,
+    still_trusted_after,
     validity,
 )
 from pithlog.protocol.keys import keyring_from_value
@@ -156,6 +157,13 @@ def cmd_keyring_revoke(args: argparse.Namespace, out: Out) -> int:
     out.say(f"keyring revoke: {shown(args.key_id)} is valid only before {args.at}; digest now "
             f"{keyring.digest} (a store reduced under the old keyring applies the change "
             "at its next append, or with `pithlog rekey --keyring` when it is large)")  # fmt: skip
+    others = still_trusted_after(keyring, args.key_id, args.at)
+    if others:
+        names = ", ".join(f"'{shown(k)}'" for k in others)
+        out.say(f"keyring revoke: warning: the same public key is trusted as {names} too, "
+                f"and signs validly under {'that key_id' if len(others) == 1 else 'those'} "
+                f"from {args.at} on: revoke {'it' if len(others) == 1 else 'them'} as "
+                "well")  # fmt: skip
     return EXIT_OK
 
 
@@ -221,7 +229,8 @@ def add_commands(sub: Any, store_parser: StoreParser) -> None:
         help="revoke a key from a time on",
         description="Set revoked_at of KEY_ID to TS: the key signs validly only for "
         "created_at before TS (events before it stay valid). A revoked key can only be "
-        "revoked again at an earlier time.",
+        "revoked again at an earlier time. A warning names any other key_id under which "
+        "the keyring trusts the same public key: revoke it as well.",
     )
     q.add_argument("keyring", metavar="KEYRING")
     q.add_argument("key_id", metavar="KEY_ID")

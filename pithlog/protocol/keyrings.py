@@ -130,6 +130,17 @@ def revoke_key(doc: dict[str, Any], key_id: str, at: str) -> dict[str, Any]:
     return after
 
 
+def still_trusted_after(keyring: Keyring, key_id: str, at: str) -> list[str]:
+    """The other key_ids under which the public key of ``key_id`` signs validly at some
+    ts from ``at`` on (not revoked by then, no not_after by then). Spec 3 allows one key
+    under two key_ids in a keyring (``add_key`` refuses to make one), and an event names its
+    key_id: revoking one name leaves the key trusted under these."""
+    key = keyring[key_id].public_key
+    return sorted(k for k, other in keyring.items() if k != key_id and other.public_key == key
+                  and (other.revoked_at is None or other.revoked_at > at)
+                  and (other.not_after is None or other.not_after > at))  # fmt: skip
+
+
 def validity(entry: dict[str, Any]) -> str:
     """A key's validity in words: ``from .. until``, and its revocation."""
     start = entry["not_before"] or "-"

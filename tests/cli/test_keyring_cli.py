@@ -357,3 +357,27 @@ def test_an_entry_holding_a_private_key_is_refused_not_copied_into_the_keyring(
     assert ring.read_bytes() == before
     assert run(["keyring", "add", str(ring), str(key)])[0] == 0  # the key file itself: fine
     assert private not in ring.read_text()
+
+
+def test_a_revocation_names_the_other_key_ids_of_the_same_public_key(tmp_path: Path) -> None:
+    """Spec 3 lets a hand-written keyring trust one public key under two key_ids (``add``
+    refuses it); an event names its key_id, so revoking one name leaves the key signing
+    validly under the other: the revocation says so, by name, instead of only that the
+    key is valid before TS."""
+    _, e1 = keygen(tmp_path, "reg-1")
+    entry = json.loads(e1.read_bytes())
+    alias = {**entry, "key_id": "reg-1-alias", "signer_type": "mirror"}
+    ring = tmp_path / "keyring.json"
+    ring.write_text(json.dumps({"keyring_version": "1", "keys": [entry, alias]}))
+    status, _, err = run(["keyring", "revoke", str(ring), "reg-1", "--at",
+                          "2026-06-01T00:00:00Z"])  # fmt: skip
+    assert status == 0, err
+    keyring = load_keyring(ring.read_bytes())
+    assert keyring["reg-1"].revoked_at == "2026-06-01T00:00:00Z"
+    assert keyring["reg-1-alias"].revoked_at is None
+    warned = [line for line in err.splitlines() if "reg-1-alias" in line]
+    assert len(warned) == 1 and "same public key" in warned[0]
+    # once every name is revoked, nothing is left to warn about
+    status, _, err = run(["keyring", "revoke", str(ring), "reg-1-alias", "--at",
+                          "2026-06-01T00:00:00Z"])  # fmt: skip
+    assert status == 0 and "same public key" not in err

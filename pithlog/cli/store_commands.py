@@ -74,6 +74,13 @@ def cmd_replay(args: argparse.Namespace, out: Out) -> int:
         out.say(f"replay: the cached states were reduced under keyring "
                 f"{stored[:shown]}, not this one ({this[:shown]}): state lines name the "
                 "piths whose state would change")  # fmt: skip
+    if report.rekey_target is not None:
+        target, stored = report.rekey_target, report.stored_keyring_digest or ""
+        out.say(f"replay: a change to keyring {target[:16]} is under way (a rekey stopped "
+                f"midway, or running): the piths it re-reduced answer under it, the others "
+                f"under {stored[:16]}, so a replay under either reports the other's as "
+                f"differing; finish it with `pithlog --store {store_path(args)} rekey "
+                "--keyring KEYRING` (that keyring), then replay")  # fmt: skip
     for note in report.notes:
         out.say(f"replay: note: {note.subject} stays pending under this keyring; "
                 f"{note.detail}")  # fmt: skip

@@ -198,7 +198,8 @@ def replay(
     # own, and respect it (docs/store.md, "Replay beside appends").
     start = store._read(replay_start)
     piths = start.piths
-    report = ReplayReport(keyring.digest, start.keyring_digest)
+    report = ReplayReport(keyring.digest, start.keyring_digest,
+                          rekey_target=start.rekey_target)
     # under another keyring than the store's, every copy is checked, signatures included
     jobs = replay_jobs(jobs, start.copies, verify or not report.same_keyring)
     ctx = ReplayContext(keyring, report.same_keyring, verify, report.stored_keyring_digest,

@@ -37,6 +37,9 @@ class ReplayReport:
     discrepancies: list[Discrepancy] = field(default_factory=list)
     notes: list[Discrepancy] = field(default_factory=list)
     """Under another keyring: pending piths whose counts would change (no state does)."""
+    rekey_target: str | None = None
+    """The digest of the keyring a change under way goes to (a rekey stopped midway, or
+    running): the piths it re-reduced answer under it, the others under the store's."""
 
     @property
     def same_keyring(self) -> bool:

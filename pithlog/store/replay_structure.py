@@ -12,6 +12,7 @@ copies cannot prove the store healthy.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable, Collection
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
@@ -85,6 +86,8 @@ class Start:
     while replay ran."""
     copies: int = 0
     """The stored copies at the start (``seq``'s entries): the size of the work."""
+    rekey_target: str | None = None
+    """The digest of the keyring a change under way goes to (``pithlog stats``' own)."""
 
 
 def replay_start(txn: Txn, dbs: dict[str, Any]) -> Start:
@@ -96,7 +99,9 @@ def replay_start(txn: Txn, dbs: dict[str, Any]) -> Start:
     last = cursor.key() if cursor.last() else b""
     high = SEQ.unpack(last)[0] if len(last) == SEQ.size else 0
     copies = txn.stat(dbs["seq"])["entries"]
-    return Start(piths, foreign, None if kd is None else kd.hex(), high, copies)
+    target = txn.get(META_REKEY_TARGET, db=dbs["meta"])
+    return Start(piths, foreign, None if kd is None else kd.hex(), high, copies,
+                 None if target is None else hashlib.sha256(target).hexdigest())
 
 
 class ScratchIndex(Protocol):

@@ -41,6 +41,7 @@ from pithlog.protocol.checks import check_alone
 from pithlog.protocol.events import Envelope, admit
 from pithlog.protocol.keys import Keyring
 from pithlog.protocol.reduce import slot_of
+from pithlog.protocol.state import SLOT_MEMBERS
 from pithlog.protocol.text_forms import decode_b64, encode_b64
 from pithlog.transparency import merkle
 from pithlog.transparency.checkpoint import VerifiedCheckpoint, verify_checkpoint
@@ -203,7 +204,8 @@ def verify_equivocation_proof(
 ) -> ProvenEquivocation:
     """Check an equivocation proof offline against ``keyring`` (docs/evidence.md):
 
-    1. the file is one, in JCS form, with exactly the members of the format;
+    1. the file is one, in JCS form, with exactly the members of the format, each of its
+       form (``slot`` too: :func:`_slot_shape`);
     2. the checkpoint is signed by a key ``keyring`` allows for its origin (``origin``,
        when given, must be it);
     3. every envelope passes the door and checks 1-12 (spec 6) under ``keyring``, the
@@ -229,6 +231,7 @@ def verify_equivocation_proof(
                          "inclusion proof")  # fmt: skip
     if not isinstance(doc["checkpoint"], str) or not isinstance(doc["pith_number"], str):
         raise _malformed("checkpoint and pith_number are strings")
+    _slot_shape(doc["slot"])
     places = [_included(item, number) for number, item in enumerate(inclusion, 1)]
 
     verified = verify_checkpoint(doc["checkpoint"].encode("utf-8"), keyring, origin)
@@ -266,6 +269,19 @@ def verify_equivocation_proof(
                          f"{place.index} of {shown(cp.origin)} at tree size {cp.size}")  # fmt: skip
     return ProvenEquivocation(doc["pith_number"], doc["slot"], tuple(ids), tuple(signers),
                               verified)  # fmt: skip
+
+
+def _slot_shape(slot: object) -> None:
+    """Step 1 for ``slot``: the state document's form (spec 8), an object of exactly
+    event_type and target (strings), key_id and created_at (strings, or null for
+    record_created). Whether the events fill it is step 3's question: a slot of another
+    shape is no evidence (exit 2), not evidence that does not hold (exit 1)."""
+    if not isinstance(slot, dict) or sorted(slot) != sorted(SLOT_MEMBERS):
+        raise _malformed(f"slot is an object of {', '.join(SLOT_MEMBERS)}, each once")
+    if not (isinstance(slot["event_type"], str) and isinstance(slot["target"], str)):
+        raise _malformed("slot: event_type and target are strings")
+    if not all(slot[m] is None or isinstance(slot[m], str) for m in ("key_id", "created_at")):
+        raise _malformed("slot: key_id and created_at are strings or null")
 
 
 def _included(item: object, number: int) -> Included:

@@ -393,3 +393,24 @@ def test_a_proof_of_large_envelopes_stays_within_the_file_limit(
     assert len(json.loads(proof)["events"]) == kept
     proven = evidence.verify_equivocation_proof(proof, keyring)
     assert proven.event_ids == tuple(slot["event_ids"][:kept])
+
+
+def test_a_slot_of_another_shape_is_no_evidence_file(case: dict[str, Any]) -> None:
+    """docs/evidence.md step 1: a file with members of another shape is not evidence
+    (exit 2). A ``slot`` that was not an object of the four members (a list, a member
+    more or less, a number for a string) was read as a slot the events did not fill:
+    ``[evidence.does_not_hold]``, exit 1, a claim that the file's evidence was false. A
+    well-formed slot the events do not fill stays exit 1."""
+    _, _, proof = every_proof(case)[0]
+    doc = json.loads(proof)
+    slot = doc["slot"]
+    for bad in (list(slot.values()), "slot", None, {**slot, "note": "x"},
+                {k: v for k, v in slot.items() if k != "target"}, {**slot, "target": 5},
+                {**slot, "event_type": None}, {**slot, "created_at": 1},
+                {**slot, "key_id": ["k"]}):  # fmt: skip
+        status, out, err = verify(case, rfc8785.dumps({**doc, "slot": bad}) + b"\n")
+        assert (status, out) == (2, b""), (bad, err)
+        assert err.startswith("pithlog: [evidence.malformed] slot"), (bad, err)
+    status, _, err = verify(case, rfc8785.dumps({**doc, "slot": {**slot, "target": "other"}})
+                            + b"\n")  # fmt: skip
+    assert status == 1 and "[evidence.does_not_hold]" in err and "does not fill" in err, err

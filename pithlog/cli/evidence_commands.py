@@ -96,7 +96,9 @@ def verify_evidence(data: bytes, kind: str, keyring: Keyring, origin: str | None
     if kind == SPLIT_VIEW_PROOF:
         split = verify_split_view_proof(data, keyring, origin)
         out.write(json_line({"proof": SPLIT_VIEW_PROOF, "origin": split.origin,
-                             "sizes": list(split.sizes), "how": split.how}))  # fmt: skip
+                             "sizes": list(split.sizes),
+                             "signers": [list(keys) for keys in split.signers],
+                             "how": split.how}))  # fmt: skip
         out.say(f"verify-proof: {split.describe()}")
         return EXIT_OK
     if kind != EQUIVOCATION_PROOF:

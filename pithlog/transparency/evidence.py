@@ -328,15 +328,19 @@ def split_view_proof(accepted: bytes, served: bytes, proof: bytes | None) -> byt
 @dataclass(frozen=True)
 class ProvenSplitView:
     """Two checkpoints of one log, both signed by a key the keyring allows, that cannot be
-    of one append-only history."""
+    of one append-only history. ``signers``: the key_ids that signed each checkpoint (two
+    keys may be allowed for one origin), in the order of ``sizes``."""
 
     origin: str
     sizes: tuple[int, int]
     how: str
+    signers: tuple[tuple[str, ...], tuple[str, ...]]
 
     def describe(self) -> str:
-        return (f"split view proven: {shown(self.origin)} signed two histories (tree sizes "
-                f"{self.sizes[0]} and {self.sizes[1]}): {self.how}")  # fmt: skip
+        first, second = (", ".join(shown(s) for s in keys) for keys in self.signers)
+        return (f"split view proven: {shown(self.origin)} signed two histories (tree size "
+                f"{self.sizes[0]} signed by {first}, tree size {self.sizes[1]} by "
+                f"{second}): {self.how}")  # fmt: skip
 
 
 def verify_split_view_proof(
@@ -357,8 +361,9 @@ def verify_split_view_proof(
         raise _malformed("the checkpoints are strings")
     if doc["consistency_proof"] is not None and not isinstance(doc["consistency_proof"], str):
         raise _malformed("consistency_proof is a string or null")
-    a = verify_checkpoint(doc["accepted_checkpoint"].encode("utf-8"), keyring, origin).checkpoint
-    b = verify_checkpoint(doc["served_checkpoint"].encode("utf-8"), keyring, origin).checkpoint
+    va = verify_checkpoint(doc["accepted_checkpoint"].encode("utf-8"), keyring, origin)
+    vb = verify_checkpoint(doc["served_checkpoint"].encode("utf-8"), keyring, origin)
+    a, b = va.checkpoint, vb.checkpoint
     if a.origin != b.origin:
         raise _fails(f"the checkpoints are of two logs ({a.origin!r}, {b.origin!r})")
     if a.size == b.size:
@@ -368,8 +373,10 @@ def verify_split_view_proof(
             raise _malformed("the checkpoints are of one size: consistency_proof is null")
         if a.root == b.root:
             raise _fails("the two checkpoints are of one tree")
-        return ProvenSplitView(a.origin, (a.size, b.size), "two roots for one size")
+        return ProvenSplitView(a.origin, (a.size, b.size), "two roots for one size",
+                               (va.signers, vb.signers))  # fmt: skip
     small, large = (a, b) if a.size < b.size else (b, a)
+    signers = (va.signers, vb.signers) if a.size < b.size else (vb.signers, va.signers)
     text = doc["consistency_proof"]
     if not isinstance(text, str):
         raise _fails("sizes differ and the log served no consistency proof: nothing shows "
@@ -400,4 +407,4 @@ def verify_split_view_proof(
         raise _fails("the served consistency proof holds: the two trees are one history")
     return ProvenSplitView(small.origin, (small.size, large.size),
                            f"its signed tree of {large.size} leaves commits to another tree "
-                           f"of {small.size} than the one it signed")  # fmt: skip
+                           f"of {small.size} than the one it signed", signers)  # fmt: skip

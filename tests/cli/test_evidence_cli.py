@@ -223,9 +223,11 @@ def test_no_proof_while_a_keyring_change_is_under_way(tmp_path: Path) -> None:
     assert err.startswith("pithlog: [store.keyring_changed] a keyring change is under way")
 
 
-def _split_view_file(accepted: int, served: int, other_root: bool, proof: object) -> bytes:
+def _split_view_file(accepted: int, served: int, other_root: bool, proof: object,
+                     served_by: str = "registry") -> bytes:  # fmt: skip
     """A pith-split-view-proof of two checkpoints of the registry's test key over a tree of
-    distinct leaves (the served one over another root when ``other_root``)."""
+    distinct leaves (the served one over another root when ``other_root``, and signed by
+    the test key ``served_by``)."""
     from pithlog.transparency import merkle
     from pithlog.transparency.checkpoint import Checkpoint, sign_checkpoint
 
@@ -233,7 +235,7 @@ def _split_view_file(accepted: int, served: int, other_root: bool, proof: object
     key = test_key("registry")
     a = sign_checkpoint(Checkpoint(ORIGIN, accepted, merkle.root(accepted, subtree)), key)
     root = merkle.leaf_hash(b"another") if other_root else merkle.root(served, subtree)
-    b = sign_checkpoint(Checkpoint(ORIGIN, served, root), key)
+    b = sign_checkpoint(Checkpoint(ORIGIN, served, root), test_key(served_by))
     doc = {"evidence_type": "pith-split-view-proof", "evidence_version": "1",
            "accepted_checkpoint": a.decode(), "served_checkpoint": b.decode(),
            "consistency_proof": proof}  # fmt: skip
@@ -252,6 +254,41 @@ def test_a_split_view_file_holds_no_text_that_is_not_checked(case: dict[str, Any
         assert status == 2 and "[evidence.malformed]" in err, err
     status, _, err = verify(case, _split_view_file(5, 9, False, {"old": 5}))
     assert status == 2 and "[evidence.malformed] consistency_proof" in err, err
+
+
+def test_a_split_view_names_the_keys_that_signed_each_checkpoint(case: dict[str, Any]) -> None:
+    """Two keys of the keyring may sign for one origin (a registry's old and new key): the
+    output said only that the origin signed two histories, not by which keys, as an
+    inclusion proof's output does. It lists the signers of each checkpoint, in the order
+    of its sizes."""
+    from pithlog.transparency import merkle
+    from pithlog.transparency.checkpoint import Checkpoint, sign_checkpoint
+    from pithlog.transparency.proofs import ConsistencyProof
+
+    status, out, err = verify(case, _split_view_file(7, 7, True, None, "registry-2"))
+    assert status == 0, err
+    doc = json.loads(out)
+    assert doc["sizes"] == [7, 7]
+    assert doc["signers"] == [["test-registry"], ["test-registry-2"]]
+    assert ("signed two histories (tree size 7 signed by test-registry, tree size 7 by "
+            "test-registry-2)") in err, err
+    # sizes differ: the smaller first, here the served checkpoint, of the other key
+    rewritten = merkle.subtree_from_leaves([merkle.leaf_hash(b"x%d" % i) for i in range(32)])
+    honest = merkle.subtree_from_leaves([merkle.leaf_hash(b"%d" % i) for i in range(32)])
+    accepted = sign_checkpoint(Checkpoint(ORIGIN, 9, merkle.root(9, rewritten)),
+                               test_key("registry"))  # fmt: skip
+    served = sign_checkpoint(Checkpoint(ORIGIN, 5, merkle.root(5, honest)),
+                             test_key("registry-2"))  # fmt: skip
+    proof = ConsistencyProof(5, 9, tuple(merkle.consistency_path(5, 9, rewritten))).encoded()
+    doc = {"evidence_type": "pith-split-view-proof", "evidence_version": "1",
+           "accepted_checkpoint": accepted.decode(), "served_checkpoint": served.decode(),
+           "consistency_proof": proof.decode()}  # fmt: skip
+    status, out, err = verify(case, rfc8785.dumps(doc) + b"\n")
+    assert status == 0, err
+    doc = json.loads(out)
+    assert doc["sizes"] == [5, 9]
+    assert doc["signers"] == [["test-registry-2"], ["test-registry"]]
+    assert "(tree size 5 signed by test-registry-2, tree size 9 by test-registry)" in err, err
 
 
 def test_a_pith_number_of_the_file_is_shown_escaped(case: dict[str, Any]) -> None:

@@ -335,8 +335,12 @@ def add_commands(sub: Any, store_parser: StoreParser) -> None:
         "checkpoints. An inclusion proof (tlog-proof@v1) carries its checkpoint: the "
         "checkpoint is verified against KEYRING, then the event's leaf against its root. "
         "A consistency proof needs the two checkpoints it joins, "
-        "OLD_CHECKPOINT and NEW_CHECKPOINT, both verified against KEYRING. Exit 0 when the "
-        "proof holds, 1 when it does not, 2 for unreadable input.",
+        "OLD_CHECKPOINT and NEW_CHECKPOINT, both verified against KEYRING. A file that "
+        "begins with '{' is read as an evidence file. Exit 0 when the proof holds, 1 when "
+        "it does not (evidence.does_not_hold, proof.inclusion, proof.consistency, "
+        "proof.mismatch, or a checkpoint that is not trusted), 2 when a file cannot be read "
+        "or is not a proof, a checkpoint or an evidence file of its format "
+        "(evidence.malformed: nothing proven either way), and for wrong arguments.",
     )
     keyring_option(p)
     p.add_argument("--origin", metavar="NAME", help="require this origin")

@@ -451,3 +451,27 @@ def test_a_slot_of_another_shape_is_no_evidence_file(case: dict[str, Any]) -> No
     status, _, err = verify(case, rfc8785.dumps({**doc, "slot": {**slot, "target": "other"}})
                             + b"\n")  # fmt: skip
     assert status == 1 and "[evidence.does_not_hold]" in err and "does not fill" in err, err
+
+
+def test_verify_proof_help_and_cli_md_say_what_exit_2_is_for_an_evidence_file(
+    case: dict[str, Any],
+) -> None:
+    """A readable file that is no valid evidence file exits 2 ([evidence.malformed]):
+    verify-proof's --help said exit 2 was for unreadable input, and its section of
+    docs/cli.md named neither evidence files nor the evidence.* codes."""
+    from tests.cli.test_cli_doc import sections
+
+    status, out, err = verify(case, b'{"evidence_type":"pith-split-view-proof"}\n')
+    assert (status, out) == (2, b"") and "[evidence.malformed]" in err, err
+    status, out, _ = run(["verify-proof", "--help"])
+    text = " ".join(out.decode().split())
+    assert status == 0
+    assert ("2 when a file cannot be read or is not a proof, a checkpoint or an evidence "
+            "file of its format (evidence.malformed: nothing proven either way)") in text
+    assert "1 when it does not (evidence.does_not_hold" in text
+    _, section = sections()["verify-proof"]
+    section = " ".join(section.split())
+    for said in ("[evidence.md](evidence.md)", "`evidence.does_not_hold`",
+                 "`evidence.malformed`", '"pith-equivocation-proof"',
+                 '"pith-split-view-proof"'):  # fmt: skip
+        assert said in section, said

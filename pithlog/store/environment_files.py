@@ -277,7 +277,11 @@ def _check_format(txn: Txn, dbs: dict[str, Any], real: str, readonly: bool) -> N
     fmt = txn.get(META_FORMAT, db=meta)
     if fmt is None:
         if txn.stat(dbs["events"])["entries"] or txn.stat(dbs["seq"])["entries"]:
-            raise StoreError("not_a_store", f"{real} has events but no meta format")
+            # pithlog's own tables, holding a log: a store whose meta lost its entry (a
+            # damaged page), not another program's environment (which has no such tables)
+            raise StoreError("corrupted", f"{real} holds events but its meta has no format "
+                             "entry: the store is damaged; restore it from a backup or "
+                             "re-import an export")  # fmt: skip
         if readonly:
             raise StoreError("upgrade", f"the store at {real} was never initialized; a "
                              f"read-only open does not write it: {_OPEN_FOR_WRITING}")  # fmt: skip

@@ -42,6 +42,7 @@ from distributed.comm.core import CommClosedError
 from distributed.utils import silence_logging_cmgr
 
 from pithlog.distributed.local import has_fork_server, local_workers, start_fork_server
+from pithlog.distributed.reach import identify
 from pithlog.distributed.sources import SourceFile, blocks, expand
 from pithlog.distributed.tasks import (
     LISTED_REFUSALS,
@@ -158,17 +159,12 @@ def connect(address: str, timeout: float = CONNECT_TIMEOUT) -> Iterator[Client]:
     # tracebacks on stderr, where the command says it in one line (job_errors).
     with contextlib.ExitStack() as stack:
         stack.enter_context(silence_logging_cmgr(logging.CRITICAL))
+        identify(address, timeout)
         try:
             client = Client(address, timeout=timeout)
         except (OSError, TimeoutError, ValueError) as exc:
             raise DaskError("scheduler", f"cannot reach the Dask scheduler at {address}: "
                             f"{exc}") from exc  # fmt: skip
-        except TypeError as exc:
-            # Dask's tls:// comm raises TypeError when its configuration gives it no
-            # certificates (distributed.comm.tls.*): the user's setting, not a bug here
-            raise DaskError("scheduler", f"cannot reach the Dask scheduler at {address}: "
-                            f"{exc}; a tls:// scheduler needs Dask's TLS settings "
-                            "(distributed.comm.tls.* in its configuration)") from exc  # fmt: skip
         stack.enter_context(client)
         try:
             client.wait_for_workers(1, timeout=timeout)

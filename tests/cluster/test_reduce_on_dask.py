@@ -6,6 +6,7 @@ differences."""
 
 from __future__ import annotations
 
+import contextlib
 import faulthandler
 import io
 import json
@@ -14,7 +15,9 @@ import multiprocessing
 import os
 import random
 import signal
+import socket
 import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -377,6 +380,76 @@ def test_an_unreachable_scheduler_is_one_error() -> None:
     with pytest.raises(DaskError) as caught, connect("tcp://127.0.0.1:9", timeout=1):
         pass
     assert caught.value.code == "dask.scheduler"
+
+
+@contextlib.contextmanager
+def not_a_scheduler(answer: bytes | None) -> Iterator[str]:
+    """The address of a TCP server on 127.0.0.1 that is not Dask's: it accepts, and sends
+    ``answer`` (``None``: nothing, holding the connection open until the test ends)."""
+    server = socket.create_server(("127.0.0.1", 0))
+    held: list[socket.socket] = []
+    done = threading.Event()
+
+    def serve() -> None:
+        while not done.is_set():
+            try:
+                conn, _ = server.accept()
+            except OSError:
+                return
+            held.append(conn)
+            if answer is not None:
+                conn.sendall(answer)
+                conn.shutdown(socket.SHUT_WR)
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        yield f"tcp://127.0.0.1:{server.getsockname()[1]}"
+    finally:
+        done.set()
+        server.close()
+        for conn in held:
+            conn.close()
+
+
+def test_an_address_that_never_answers_is_one_error() -> None:
+    """A server that accepts the connection and says nothing (a port forwarded to nothing,
+    a stopped process's socket): Dask's handshake waited for it forever."""
+    with (
+        not_a_scheduler(None) as address,
+        pytest.raises(DaskError) as caught,
+        connect(address, timeout=1),
+    ):
+        pass
+    assert caught.value.code == "dask.scheduler" and "\n" not in caught.value.describe()
+    assert "did not answer" in caught.value.message
+
+
+@pytest.mark.parametrize("answer", [
+    b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n",  # a web server
+    b"SSH-2.0-OpenSSH_9.6\r\n",
+    b"\xff" * 64,
+    b"\x01\x00\x00\x00\x00\x00\x00\x00\x01",  # a frame cut short
+    b"",  # closed at once
+], ids=["http", "ssh", "binary", "short-frame", "closed"])  # fmt: skip
+def test_an_address_that_is_not_a_dask_scheduler_is_one_error(answer: bytes) -> None:
+    """Dask read the first bytes of any other server as a frame's length: a traceback
+    (MemoryError, OverflowError, struct.error), exit 1."""
+    with not_a_scheduler(answer) as address:
+        status, out, err = run(["reduce", "--keyring", str(CASES[0] / "keyring.json"),
+                                "--dask", address, str(CASES[0] / "events.jsonl")])  # fmt: skip
+    assert (status, out) == (2, b"")
+    assert err.count("\n") == 1 and "[dask.scheduler]" in err and address in err
+
+
+def test_a_workers_address_is_not_taken_for_its_schedulers(cluster: Client) -> None:
+    """A worker answers Dask's protocol, but is not a scheduler: that was refused with an
+    error about the TLS settings of a tls:// scheduler."""
+    worker = sorted(cluster.scheduler_info()["workers"])[0]
+    with pytest.raises(DaskError) as caught, connect(worker, timeout=5):
+        pass
+    assert caught.value.code == "dask.scheduler" and "tls" not in caught.value.message
+    assert "worker" in caught.value.message and cluster.scheduler.address in caught.value.message
 
 
 def test_a_tls_scheduler_without_tls_settings_is_one_error() -> None:

@@ -25,6 +25,7 @@ from typing import Any
 import cloudpickle
 import dask
 import pytest
+from dask.utils import key_split
 from distributed import Client, LocalCluster
 from distributed.client import FutureCancelledError
 from distributed.comm.core import CommClosedError
@@ -251,6 +252,35 @@ def test_a_published_file_whose_name_is_not_utf8_is_reported(
     assert status == 1 and "Traceback" not in err
     assert listed[0]["status"] == "unreadable" and listed[0]["line"] == 1
     assert listed[0]["source"] == f"{tmp_path}/p\\xff.jsonl"
+
+
+def test_the_keyring_is_sent_once_not_with_every_range(
+    cluster: Client, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The keyring (up to 8 MiB) went inline in every range's task: a worker held a copy
+    per range queued on it (6.5 MB x 183 ranges: 1.29 GB), and the scheduler sent one
+    with each task. It is one task of the graph, on which the ranges depend."""
+    case = ROOT / "vectors" / "cases" / "citations-2304.11277"
+    keyring = (case / "keyring.json").read_bytes()
+    submitted: list[Any] = []
+    compute = cluster.compute
+
+    def recorded(wanted: Any, **kwargs: Any) -> Any:
+        submitted.extend(wanted)
+        return compute(wanted, **kwargs)
+
+    monkeypatch.setattr(cluster, "compute", recorded)
+    with job_errors():
+        job = start(cluster, [str(case / "events.jsonl")], keyring, 20_000)
+        job.wait_reports()
+        got = b"".join(result + b"\n" for _, result in job.results()
+                       if isinstance(result, bytes))  # fmt: skip
+    assert got == (case / "expected.jsonl").read_bytes()
+    graph = {key: task for wanted in submitted for key, task in wanted.dask.items()}
+    ranges = [key for key in graph if str(key_split(key)) == "check_block"]
+    assert len(ranges) > 10
+    holding = [key for key, task in graph.items() if keyring in cloudpickle.dumps(task)]
+    assert len(holding) == 1
 
 
 class KillOnce(WorkerPlugin):

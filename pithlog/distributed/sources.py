@@ -142,6 +142,11 @@ def _owned(handle: Any, start: int, end: int, chunk: int) -> Iterator[bytes]:
                 rest = data[cut + 1 :]
                 break
             at += len(data)
+            if at >= end:
+                # No LF before the range's end: the line goes on past it, and no line
+                # starts inside the range. Its end is not looked for: each range of a long
+                # line read the rest of it (a 1 MiB line cut every 4 KiB: 128 times over).
+                return
         if at >= end:
             return  # no line starts inside the range
     else:

@@ -72,3 +72,34 @@ def test_sources_expand_globs_in_order_and_refuse_what_names_nothing(tmp_path: P
     for missing in (str(tmp_path / "none-*.jsonl"), str(tmp_path / "none.jsonl"), "-"):
         with pytest.raises(UsageError):
             expand([missing])
+
+
+def test_a_line_across_many_ranges_is_read_once_not_once_per_range() -> None:
+    """A range inside a line that began before it owns nothing; it looked for the line's
+    end however far past its own end that was, so each range of a long line without LF
+    (a hostile shard: one line of 100 GB) read the rest of it: the file was read about
+    ranges / 2 times over, where one reader reads it once."""
+    size, cut = 1 << 20, 1 << 12
+    data = b"ok\n" + b"x" * size + b"\nlast\n"
+    read = 0
+
+    class Counted:
+        def __init__(self) -> None:
+            self.at = 0
+
+        def seek(self, at: int) -> None:
+            self.at = at
+
+        def read(self, n: int = -1) -> bytes:
+            nonlocal read
+            chunk = data[self.at : self.at + n]
+            self.at += len(chunk)
+            read += len(chunk)
+            return chunk
+
+    lines: list[bytes | None] = []
+    for start in range(0, len(data), cut):
+        stream = RangeStream(Counted(), start, min(len(data), start + cut), chunk=1 << 10)
+        lines.extend(line for _, line in iter_lines(stream, limit=size // 2))  # type: ignore[arg-type]
+    assert lines == [b"ok", None, b"last"]
+    assert read <= 2 * len(data) + len(range(0, len(data), cut)) * (1 << 10)

@@ -24,9 +24,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import workload
 from net_bench import ORIGIN, serve, stop
 
-from pithlog.protocol.keys import Keyring, dump_key_file, make_keyring
+from pithlog.protocol.keys import Keyring, make_keyring
 from pithlog.store import Store
-from pithlog.testing import test_key, test_keyring_entries
+from pithlog.testing import test_key, test_keyring_entries, write_key_file
 
 
 def fill(path: Path, lines: list[bytes], keyring: Keyring) -> None:
@@ -58,7 +58,7 @@ def main() -> None:
         keyring = root / "keyring.json"
         keyring.write_text(json.dumps({"keyring_version": "1", "keys": test_keyring_entries()}))
         key = root / "registry.key"
-        key.write_bytes(dump_key_file(test_key("registry")))
+        write_key_file(key, test_key("registry"))
         export = workload.write(root / "events.jsonl", workload.mixed(n))
         fill(root / "a", export.read_bytes().splitlines(), make_keyring(test_keyring_entries()))
 

@@ -35,9 +35,9 @@ import httpx
 import workload
 
 from pithlog.parallel import usable_cores
-from pithlog.protocol.keys import dump_key_file, make_keyring
+from pithlog.protocol.keys import make_keyring
 from pithlog.store import Store
-from pithlog.testing import test_key, test_keyring_entries
+from pithlog.testing import test_key, test_keyring_entries, write_key_file
 
 ORIGIN = "registry.test.invalid/pith"
 
@@ -196,7 +196,7 @@ def percentile(latencies: list[float], q: float) -> float:
 def key_file(folder: Path) -> Path:
     """The log's private key (the test registry key), written into ``folder``."""
     key = folder / "registry.key"
-    key.write_bytes(dump_key_file(test_key("registry")))
+    write_key_file(key, test_key("registry"))
     return key
 
 

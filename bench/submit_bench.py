@@ -36,8 +36,7 @@ import workload
 from net_bench import serve, stop
 
 from pithlog.parallel import usable_cores
-from pithlog.protocol.keys import dump_key_file
-from pithlog.testing import test_key, test_keyring_entries
+from pithlog.testing import test_key, test_keyring_entries, write_key_file
 
 CLIENTS = 32
 SECONDS = 60.0
@@ -222,7 +221,7 @@ def main() -> None:
         keyring = root / "keyring.json"
         keyring.write_text(json.dumps({"keyring_version": "1", "keys": test_keyring_entries()}))
         key = root / "registry.key"
-        key.write_bytes(dump_key_file(test_key("registry")))
+        write_key_file(key, test_key("registry"))
         export = workload.write(root / "events.jsonl", workload.mixed(args.events))
         lines = export.read_bytes().splitlines()
         started = time.perf_counter()

@@ -7,9 +7,10 @@ byte for byte. Never trust them for anything real: the seeds are public.
 from __future__ import annotations
 
 import hashlib
+import os
 from typing import Any
 
-from pithlog.protocol.keys import Keyring, SigningKey, make_keyring
+from pithlog.protocol.keys import Keyring, SigningKey, dump_key_file, make_keyring
 
 TEST_SIGNERS: dict[str, tuple[str, str]] = {
     # name: (signer_type, signer_id)
@@ -50,6 +51,17 @@ def test_keyring_entries(
 def test_keyring(**overrides: dict[str, Any]) -> Keyring:
     """A keyring trusting every test key but ``stranger``."""
     return make_keyring(test_keyring_entries(TRUSTED, **overrides))
+
+
+def write_key_file(path: str | os.PathLike[str], key: SigningKey) -> None:
+    """Write ``key``'s key file at ``path`` with mode 0600, as ``pithlog keygen`` does: a
+    key file group or others may read is used with a warning (docs/cli.md, "Key files
+    group or others may read"), which tests, benchmarks and the demo should not print.
+    The file is created 0600 (an existing one is made 0600 before it is written)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "wb") as handle:
+        os.fchmod(fd, 0o600)
+        handle.write(dump_key_file(key))
 
 
 # These are helpers, not tests: keep pytest from collecting them where they are imported.

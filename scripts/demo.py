@@ -18,8 +18,7 @@ import sys
 from pathlib import Path
 
 from pithlog.cli import main
-from pithlog.protocol.keys import dump_key_file
-from pithlog.testing import test_key
+from pithlog.testing import test_key, write_key_file
 
 ROOT = Path(__file__).resolve().parent.parent
 SEED = ROOT / "vectors" / "seeds" / "state-2411.00284.json"
@@ -47,8 +46,7 @@ def demo(folder: Path) -> None:
         shutil.rmtree(folder)
     folder.mkdir(parents=True)
     key = test_key("registry")
-    (folder / "registry.key").write_bytes(dump_key_file(key))
-    (folder / "registry.key").chmod(0o600)
+    write_key_file(folder / "registry.key", key)
     print(f"demo: fresh folder {folder}, with the public test key {key.key_id} in "
           f"{folder / 'registry.key'}")  # fmt: skip
     run("keyring", "new", str(folder / "keyring.json"))

@@ -8,10 +8,9 @@ import json
 from typing import Any
 
 from pithlog.cli.edge import STORE_HELP, json_line, keyring_option, open_store
-from pithlog.cli.streams import Out, read_bytes, read_keyring
+from pithlog.cli.streams import Out, read_key_file, read_keyring
 from pithlog.errors import EXIT_OK, EvidenceError, StoreError, UsageError, shown
-from pithlog.protocol.canonical import MAX_LINE_BYTES
-from pithlog.protocol.keys import Keyring, load_key_file
+from pithlog.protocol.keys import Keyring
 from pithlog.protocol.records import is_pith_number
 from pithlog.transparency.checkpoint import Checkpoint, sign_checkpoint
 from pithlog.transparency.evidence import (
@@ -28,7 +27,7 @@ def cmd_prove_equivocation(args: argparse.Namespace, out: Out) -> int:
     """Write a pith-equivocation-proof of one equivocated slot of PITH."""
     if not is_pith_number(args.pith):
         raise UsageError("arguments", f"{args.pith!r} is not a pith number")
-    key = load_key_file(read_bytes(args.key, MAX_LINE_BYTES))
+    key = read_key_file(args.key, out)
     keyring = read_keyring(args.keyring)
     with open_store(args, readonly=True) as store:
         stored = store.keyring_digest()

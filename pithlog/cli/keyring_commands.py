@@ -17,12 +17,13 @@ from pathlib import Path
 from typing import Any
 
 from pithlog.cli.edge import CommandParser, StoreParser, not_a_file, remove_leftovers
-from pithlog.cli.streams import Out, keyring_bytes, read_bytes
+from pithlog.cli.streams import Out, keyring_bytes, read_bytes_and_status, warn_if_exposed
 from pithlog.errors import EXIT_OK, KeyringError, UsageError, shown
 from pithlog.protocol.canonical import MAX_LINE_BYTES
 from pithlog.protocol.keyrings import (
     add_key,
     entry_from,
+    is_key_file,
     new_keyring,
     parse_keyring_doc,
     revoke_key,
@@ -119,17 +120,21 @@ def cmd_keyring_new(args: argparse.Namespace, out: Out) -> int:
     return EXIT_OK
 
 
-def _entry_arg(value: str) -> bytes:
-    """ENTRY_OR_KEYFILE: a file (or - for stdin), or the entry's JSON itself."""
+def _entry_arg(value: str) -> tuple[bytes, os.stat_result | None]:
+    """ENTRY_OR_KEYFILE: a file (or - for stdin), or the entry's JSON itself; with the
+    file's status (``None`` for the others)."""
     if value.lstrip().startswith(("{", "[")):
-        return value.encode("utf-8")
-    return read_bytes(value, MAX_LINE_BYTES)
+        return value.encode("utf-8"), None
+    return read_bytes_and_status(value, MAX_LINE_BYTES)
 
 
 def cmd_keyring_add(args: argparse.Namespace, out: Out) -> int:
     """Add a key (a keyring entry, or the public entry of a key file)."""
     doc = _read_doc(args.keyring)
-    entry = entry_from(_entry_arg(args.entry))
+    data, status = _entry_arg(args.entry)
+    entry = entry_from(data)
+    if status is not None and is_key_file(data):  # a private key, where an entry is public
+        warn_if_exposed(args.entry, status, out)
     for name in ("not_before", "not_after"):
         value = getattr(args, name)
         if value is not None:

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from pithlog.cli.edge import StoreParser, net_module, seconds, store_path
-from pithlog.cli.streams import Out
+from pithlog.cli.streams import Out, warn_if_exposed
 from pithlog.cli.witness_commands import distinct_witnesses
 from pithlog.errors import EXIT_OK, UsageError
 from pithlog.parallel.cores import MOST_CORES
@@ -66,7 +66,8 @@ def cmd_serve(args: argparse.Namespace, out: Out) -> int:
     )  # fmt: skip
     with collector_running():
         server.serve(settings, args.listen, args.workers,
-                     lambda url: out.say(f"serve: listening on {url}"))  # fmt: skip
+                     lambda url: out.say(f"serve: listening on {url}"),
+                     lambda path, status: warn_if_exposed(path, status, out))  # fmt: skip
     return EXIT_OK
 
 

@@ -22,7 +22,7 @@ from pithlog.cli.edge import (
     remove_leftovers,
 )
 from pithlog.cli.on_dask import reduce_on_dask
-from pithlog.cli.streams import Out, open_input, read_bytes, read_keyring
+from pithlog.cli.streams import Out, open_input, read_bytes, read_key_file, read_keyring
 from pithlog.cli.tally import InvalidTally
 from pithlog.errors import (
     EXIT_BAD_INPUT,
@@ -45,7 +45,6 @@ from pithlog.protocol.keys import (
     SIGNER_TYPES,
     SigningKey,
     dump_key_file,
-    load_key_file,
     make_keyring,
 )
 from pithlog.protocol.records import is_pith_number
@@ -334,7 +333,7 @@ def _now() -> str:
 
 def cmd_sign(args: argparse.Namespace, out: Out) -> int:
     """Build and sign one event; print it as one JSON line."""
-    key = load_key_file(read_bytes(args.key, MAX_LINE_BYTES))
+    key = read_key_file(args.key, out)
     if args.type not in EVENT_TYPES:
         raise UsageError("event_type", f"unknown event type {args.type!r}; one of "
                          f"{', '.join(EVENT_TYPES)}")  # fmt: skip

@@ -2,19 +2,24 @@
 files and standard input (``usage.unreadable``, a read that fails after the open
 included), a keyring file read no further than the door allows, standard output
 (``usage.output``; :class:`ClosedOutput` when the command was started without one) and
-standard error, whose failures lose the diagnostics and not the command (:class:`Out`)."""
+standard error, whose failures lose the diagnostics and not the command (:class:`Out`);
+a private key file, with a warning when group or others may read or write it
+(:func:`read_key_file`)."""
 
 from __future__ import annotations
 
 import contextlib
 import errno
+import os
+import shlex
+import stat
 import sys
 from collections.abc import Iterator
 from typing import IO, TYPE_CHECKING, Any, BinaryIO, cast
 
 from pithlog.errors import KeyringError, UsageError
 from pithlog.protocol.canonical import MAX_LINE_BYTES
-from pithlog.protocol.keys import Keyring, load_keyring
+from pithlog.protocol.keys import Keyring, SigningKey, load_key_file, load_keyring
 
 if TYPE_CHECKING:
     from pithlog.cli.edge import Bar
@@ -42,17 +47,68 @@ def _read_up_to(stream: BinaryIO, size: int) -> bytes:
 def read_bytes(path: str, limit: int | None = None) -> bytes:
     """The bytes of ``path`` (``-``: standard input); with ``limit``, at most ``limit + 1``
     of them, so that a caller refusing more than ``limit`` never holds a huge file."""
+    return _read(path, limit, with_status=False)[0]
+
+
+def read_bytes_and_status(
+    path: str, limit: int | None = None
+) -> tuple[bytes, os.stat_result | None]:
+    """:func:`read_bytes`, with the status of the file read (``fstat`` of the descriptor
+    the bytes came from), ``None`` for standard input."""
+    return _read(path, limit, with_status=True)
+
+
+def _read(path: str, limit: int | None, with_status: bool) -> tuple[bytes, os.stat_result | None]:
     try:
         if path == "-":
             if sys.stdin is None:  # started with standard input closed (`<&-`)
                 raise OSError(errno.EBADF, "standard input is closed")
             stream = sys.stdin.buffer
-            return stream.read() if limit is None else _read_up_to(stream, limit + 1)
+            return (stream.read() if limit is None else _read_up_to(stream, limit + 1)), None
         with open(path, "rb") as stream:
-            return stream.read() if limit is None else _read_up_to(stream, limit + 1)
+            status = os.fstat(stream.fileno()) if with_status else None
+            data = stream.read() if limit is None else _read_up_to(stream, limit + 1)
+            return data, status
     except OSError as exc:
         raise UsageError("unreadable", f"cannot read {path}: {exc.strerror or exc}; "
                          "check the path and its permissions") from exc
+
+
+EXPOSED_KEY_FILE = ("pithlog: warning: key file {path} has mode {mode}: group or others can "
+                    "read or write it; make it private: chmod 600 {path}")  # fmt: skip
+"""The line said on stderr when a private key file is used that group or others may read
+or write (docs/cli.md, "Key files group or others may read"); ``path`` as given, quoted
+for a shell when it needs to be, ``mode`` its permission bits in four octal digits
+(``0644``)."""
+
+_WARNED: set[tuple[int, int]] = set()
+"""The key files (device, inode) warned about in this process: each is warned about once,
+however often it is read (a program that calls ``pithlog.cli.main`` again and again)."""
+
+
+def read_key_file(path: str, out: Out) -> SigningKey:
+    """The private key of the key file ``path`` (``-``: standard input), read no further
+    than the door allows (spec section 1: 8 MiB), warning when it is exposed
+    (:func:`warn_if_exposed`)."""
+    data, status = read_bytes_and_status(path, MAX_LINE_BYTES)
+    key = load_key_file(data)
+    warn_if_exposed(path, status, out)
+    return key
+
+
+def warn_if_exposed(path: str, status: os.stat_result | None, out: Out) -> None:
+    """Say :data:`EXPOSED_KEY_FILE` once when ``status``, that of a private key file read
+    at ``path``, is a regular file that group or others may read or write, as OpenSSH and
+    GnuPG warn; the command goes on, so that a workflow that worked keeps working. A key
+    read from standard input, a pipe or a device (``None``, or not a regular file) has no
+    mode of its own to judge; nor has a file where modes are not POSIX's."""
+    if status is None or os.name != "posix" or not stat.S_ISREG(status.st_mode):
+        return
+    if not status.st_mode & 0o077 or (status.st_dev, status.st_ino) in _WARNED:
+        return
+    _WARNED.add((status.st_dev, status.st_ino))
+    shown = shlex.quote(path) if path.isprintable() else ascii(path)
+    out.say(EXPOSED_KEY_FILE.format(path=shown, mode=f"{stat.S_IMODE(status.st_mode):04o}"))
 
 
 class _Reading:

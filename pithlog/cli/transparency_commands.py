@@ -17,7 +17,7 @@ from pithlog.cli.edge import (
     size_arg,
 )
 from pithlog.cli.evidence_commands import add_prove_equivocation, verify_evidence
-from pithlog.cli.streams import Out, read_bytes, read_keyring
+from pithlog.cli.streams import Out, read_bytes, read_key_file, read_keyring
 from pithlog.cli.witness_commands import add_witness_options, check_cosigning, cosigned
 from pithlog.errors import (
     EXIT_OK,
@@ -26,11 +26,7 @@ from pithlog.errors import (
     UsageError,
     shown,
 )
-from pithlog.protocol.canonical import MAX_LINE_BYTES
 from pithlog.protocol.events import is_event_id, parse_envelope
-from pithlog.protocol.keys import (
-    load_key_file,
-)
 from pithlog.protocol.text_forms import encode_b64
 from pithlog.store import Store
 from pithlog.transparency.checkpoint import (
@@ -56,7 +52,7 @@ from pithlog.transparency.proofs import (
 def cmd_checkpoint(args: argparse.Namespace, out: Out) -> int:
     """Sign a checkpoint of the store's Merkle tree (C2SP tlog-checkpoint)."""
     check_cosigning(args)  # before any work
-    key = load_key_file(read_bytes(args.key, MAX_LINE_BYTES))
+    key = read_key_file(args.key, out)
     with open_store(args, readonly=True) as store:
         size, root = store.tree_root(size_arg(args.size, "--size"))
         note = sign_checkpoint(Checkpoint(args.origin, size, root), key)
@@ -158,7 +154,7 @@ def cmd_prove_inclusion(args: argparse.Namespace, out: Out) -> int:
     if not is_event_id(args.event_id):
         raise ProofError("event_id", f"{args.event_id!r} is not an event_id")
     published = _published(args)
-    key = load_key_file(read_bytes(args.key, MAX_LINE_BYTES)) if published is None else None
+    key = read_key_file(args.key, out) if published is None else None
     with open_store(args, readonly=True) as store:
         if published is None:
             size, root = store.tree_root(size_arg(args.size, "--size"))

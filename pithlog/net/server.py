@@ -121,10 +121,11 @@ def extra_routes() -> list[BaseRoute]:
 
 
 def _read(path: str) -> bytes:
-    """A key file's or a keyring's bytes, no further than the door reads (spec section 1:
-    8 MiB, and one byte more to tell a longer file): ``--key /dev/zero`` or a keyring
-    given an export is refused (``key_file.not_json``, ``keyring.not_json``) without being
-    read whole into memory, as the commands without ``serve`` refuse it."""
+    """A keyring's bytes (and a key file's, :func:`_read_key`), no further than the door
+    reads (spec section 1: 8 MiB, and one byte more to tell a longer file): ``--key
+    /dev/zero`` or a keyring given an export is refused (``key_file.not_json``,
+    ``keyring.not_json``) without being read whole into memory, as the commands without
+    ``serve`` refuse it."""
     try:
         with open(path, "rb") as f:
             return f.read(MAX_LINE_BYTES + 1)
@@ -132,12 +133,32 @@ def _read(path: str) -> bytes:
         raise UsageError("unreadable", f"cannot read {path}: {exc.strerror or exc}") from exc
 
 
-def open_config(settings: Settings) -> ServeConfig:
+KeyFileRead = Callable[[str, os.stat_result], None]
+"""Told a private key file's path and status once its key is read: the command judges
+its mode (``pithlog serve`` warns when group or others may read it, docs/cli.md)."""
+
+
+def _read_key(path: str, read: KeyFileRead | None) -> SigningKey:
+    """The private key of the key file ``path`` (read as :func:`_read` reads), and
+    ``read`` told the status of the descriptor it came from."""
+    try:
+        with open(path, "rb") as f:
+            key = load_key_file(f.read(MAX_LINE_BYTES + 1))
+            status = os.fstat(f.fileno()) if read is not None else None
+    except OSError as exc:
+        raise UsageError("unreadable", f"cannot read {path}: {exc.strerror or exc}") from exc
+    if read is not None and status is not None:
+        read(path, status)
+    return key
+
+
+def open_config(settings: Settings, key_read: KeyFileRead | None = None) -> ServeConfig:
     """Open what ``settings`` names: the store (read-only unless submissions are taken;
     created for them), the signing key (refused, as ``pithlog checkpoint`` refuses it, when
     it may not sign for the origin) and the keyring (refused when the store's states were
-    reduced under another, as ``pithlog append`` refuses it)."""
-    key = load_key_file(_read(settings.key))
+    reduced under another, as ``pithlog append`` refuses it). ``key_read``: see
+    :data:`KeyFileRead`."""
+    key = _read_key(settings.key, key_read)
     sign_checkpoint(Checkpoint(settings.origin, 0, merkle.EMPTY_ROOT), key)
     keyring = load_keyring(_read(settings.keyring)) if settings.keyring is not None else None
     store = Store.open(settings.store, create=keyring is not None, readonly=keyring is None)
@@ -154,10 +175,13 @@ def open_config(settings: Settings) -> ServeConfig:
                        tuple(extra_routes()), cosign)  # fmt: skip
 
 
-def open_witness(settings: Settings) -> tuple[Store, Keyring, SigningKey]:
+def open_witness(
+    settings: Settings, key_read: KeyFileRead | None = None
+) -> tuple[Store, Keyring, SigningKey]:
     """What a witness opens: its store (created when new: it keeps what the witness last
-    cosigned per origin), the keyring naming the logs it follows, and its key."""
-    key = load_key_file(_read(settings.key))
+    cosigned per origin), the keyring naming the logs it follows, and its key
+    (``key_read``: see :data:`KeyFileRead`)."""
+    key = _read_key(settings.key, key_read)
     if key.signer_type not in WITNESS_SIGNER_TYPES:
         article = "an" if key.signer_type[0] in "aeiou" else "a"  # "an author key"
         raise UsageError("arguments", f"key {shown(key.key_id)} is {article} {key.signer_type} "
@@ -334,18 +358,21 @@ def environment(variables: dict[str, str]) -> Iterator[None]:
                 os.environ[name] = value
 
 
-def serve(settings: Settings, listen: str, workers: int, ready: Callable[[str], None]) -> None:
+def serve(settings: Settings, listen: str, workers: int, ready: Callable[[str], None],
+          key_read: KeyFileRead | None = None) -> None:  # fmt: skip
     """Serve until SIGINT or SIGTERM (uvicorn shuts down gracefully, then re-raises the
     signal). ``ready`` gets the URL once the socket listens (one worker: connections made
-    before it is up wait in the backlog), or once every worker is up (several)."""
+    before it is up wait in the backlog), or once every worker is up (several).
+    ``key_read`` is told of the key file when it is first read, here, before any worker
+    reads it again (:data:`KeyFileRead`)."""
     if workers < 1:
         raise UsageError("arguments", "--workers must be at least 1")
     host, port = parse_listen(listen)
     # fail here, once, on a bad store, key or keyring
     if settings.witness:
-        open_witness(settings)[0].close()
+        open_witness(settings, key_read)[0].close()
     else:
-        open_config(settings).store.close()
+        open_config(settings, key_read).store.close()
     # several workers: a socket of their own each, where the kernel can spread connections
     sock = bind(host, port, hold=workers > 1 and REUSE_PORT)
     variables = {SETTINGS_VARIABLE: settings.encode()}

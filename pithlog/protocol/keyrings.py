@@ -44,6 +44,16 @@ def parse_keyring_doc(data: bytes) -> tuple[dict[str, Any], Keyring]:
     return doc, keyring
 
 
+def is_key_file(data: bytes) -> bool:
+    """Whether ``data`` is a pithlog key file (``key_file_version`` ``pithlog-key-v1``):
+    a private key, where :func:`entry_from` reads a public entry too."""
+    try:
+        doc = parse(data)
+    except DoorError:
+        return False
+    return isinstance(doc, dict) and doc.get("key_file_version") == KEY_FILE_VERSION
+
+
 def entry_from(data: bytes) -> dict[str, Any]:
     """The keyring entry that ``data`` holds: a keyring entry (one JSON object, as
     ``pithlog keygen`` prints it) or a pithlog key file (its public entry, no validity

@@ -21,8 +21,8 @@ import pytest
 from pithlog.cli import main
 from pithlog.net.pages import REASON_MEANINGS
 from pithlog.protocol.events import sign_event
-from pithlog.protocol.keys import SigningKey, dump_key_file, load_keyring
-from pithlog.testing import test_key
+from pithlog.protocol.keys import SigningKey, load_keyring
+from pithlog.testing import test_key, write_key_file
 
 ROOT = Path(__file__).resolve().parents[2]
 CASES = ROOT / "vectors" / "cases"
@@ -64,7 +64,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]
     tmp = tmp_path_factory.mktemp("pages")
     store = str(tmp / "store")
     key = tmp / "registry.key"
-    key.write_bytes(dump_key_file(test_key("registry")))
+    write_key_file(key, test_key("registry"))
     keyring = str(CASES / "equivocations" / "keyring.json")
     for case in ("seed-2411.00284", "equivocations"):
         digest = load_keyring((CASES / case / "keyring.json").read_bytes()).digest

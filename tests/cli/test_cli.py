@@ -14,7 +14,7 @@ import pytest
 from pithlog.cli import main
 from pithlog.protocol.canonical import jcs
 from pithlog.protocol.keys import dump_key_file, load_key_file
-from pithlog.testing import test_key
+from pithlog.testing import test_key, write_key_file
 
 ROOT = Path(__file__).resolve().parents[2]
 SEED = ROOT / "vectors" / "seeds" / "state-2411.00284.json"
@@ -34,7 +34,7 @@ def run(argv: list[str], stdin: bytes | None = None,
 def signer(tmp_path: Path) -> dict[str, Path]:
     """A registry key file, a keyring trusting it, and the seed's two payloads."""
     key = test_key("registry")
-    (tmp_path / "reg.key").write_bytes(dump_key_file(key))
+    write_key_file(tmp_path / "reg.key", key)
     keyring = {"keyring_version": "1", "keys": [key.keyring_entry()]}
     (tmp_path / "keyring.json").write_text(json.dumps(keyring))
     seed = json.loads(SEED.read_bytes())["current"]

@@ -16,9 +16,9 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from pithlog.cli import main
 from pithlog.protocol.canonical import jcs
-from pithlog.protocol.keys import dump_key_file, make_keyring
+from pithlog.protocol.keys import make_keyring
 from pithlog.store import Store
-from pithlog.testing import TRUSTED, test_key, test_keyring_entries
+from pithlog.testing import TRUSTED, test_key, test_keyring_entries, write_key_file
 from tests.store.eventgen import record
 
 ORIGIN = "registry.test.invalid/pith"
@@ -36,7 +36,7 @@ def case(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """The conformance case of equivocations, appended to a store."""
     tmp = tmp_path_factory.mktemp("evidence")
     key = tmp / "registry.key"
-    key.write_bytes(dump_key_file(test_key("registry")))
+    write_key_file(key, test_key("registry"))
     store = str(tmp / "store")
     keyring = str(CASE / "keyring.json")
     status, _, err = run(["--store", store, "append", "--keep-invalid", "--keyring", keyring,
@@ -193,7 +193,7 @@ def test_no_proof_while_a_keyring_change_is_under_way(tmp_path: Path) -> None:
     names the old keyring: proving under the old one is refused with a line, not a
     KeyError for the key it lacks."""
     key = tmp_path / "registry.key"
-    key.write_bytes(dump_key_file(test_key("registry")))
+    write_key_file(key, test_key("registry"))
     old = {"keyring_version": "1", "keys": test_keyring_entries(TRUSTED)}
     (tmp_path / "old.json").write_text(json.dumps(old))
     new = make_keyring(test_keyring_entries((*TRUSTED, "stranger")))
@@ -335,7 +335,7 @@ def test_an_evidence_file_past_1_mib_is_read_and_one_past_the_limit_refused(
     from tests.store.eventgen import attestation
 
     key = tmp_path / "registry.key"
-    key.write_bytes(dump_key_file(test_key("registry")))
+    write_key_file(key, test_key("registry"))
     keys = test_keyring_entries(TRUSTED)
     keyring = tmp_path / "keyring.json"
     keyring.write_text(json.dumps({"keyring_version": "1", "keys": keys}))
@@ -370,7 +370,7 @@ def _one_slot_store(tmp_path: Path, statements: list[str]) -> tuple[str, Path, P
     from tests.store.eventgen import attestation
 
     key = tmp_path / "registry.key"
-    key.write_bytes(dump_key_file(test_key("registry")))
+    write_key_file(key, test_key("registry"))
     keys = test_keyring_entries(TRUSTED)
     keyring = tmp_path / "keyring.json"
     keyring.write_text(json.dumps({"keyring_version": "1", "keys": keys}))

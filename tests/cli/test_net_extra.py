@@ -12,8 +12,7 @@ from pathlib import Path
 import pytest
 
 from pithlog.cli import main
-from pithlog.protocol.keys import dump_key_file
-from pithlog.testing import test_key, test_keyring_entries
+from pithlog.testing import test_key, test_keyring_entries, write_key_file
 
 NET = ("httpx", "httpcore", "uvicorn", "starlette", "starlette_compress", "jinja2",
        "httptools", "uvloop")  # fmt: skip
@@ -52,7 +51,7 @@ def files(tmp_path: Path) -> dict[str, str]:
     keyring = tmp_path / "keyring.json"
     keyring.write_text(json.dumps({"keyring_version": "1", "keys": test_keyring_entries()}))
     key = tmp_path / "registry.key"
-    key.write_bytes(dump_key_file(test_key("registry")))
+    write_key_file(key, test_key("registry"))
     store = str(tmp_path / "store")
     status, _, err = run(["--store", store, "append", "--keyring", str(SEED / "keyring.json"),
                           str(SEED / "events.jsonl")])  # fmt: skip

@@ -16,9 +16,8 @@ from storeevents import g
 
 from pithlog.cli import main
 from pithlog.errors import CODES
-from pithlog.protocol.keys import dump_key_file
 from pithlog.store import Store
-from pithlog.testing import test_key, test_keyring_entries
+from pithlog.testing import test_key, test_keyring_entries, write_key_file
 
 ORIGIN = "registry.test.invalid/pith"
 
@@ -39,7 +38,7 @@ def f(tmp_path: Path) -> dict[str, Any]:
     other.write_text(json.dumps({"keyring_version": "1",
                                  "keys": test_keyring_entries(("author",))}))  # fmt: skip
     for name in ("registry", "mirror"):
-        (tmp_path / f"{name}.key").write_bytes(dump_key_file(test_key(name)))
+        write_key_file(tmp_path / f"{name}.key", test_key(name))
     first = tmp_path / "first.jsonl"
     first.write_bytes(b"".join(g.encoded(e) + b"\n" for e in events[:20]))
     rest = tmp_path / "rest.jsonl"
@@ -416,7 +415,7 @@ def test_key_ids_of_a_key_file_or_a_keyring_are_shown_escaped(f: dict[str, Any])
 
     registry = replace(test_key("registry"), key_id=KEY_ID)
     key = f["tmp"] / "odd.key"
-    key.write_bytes(dump_key_file(registry))
+    write_key_file(key, registry)
     odd = f["tmp"] / "odd.json"
     others = test_keyring_entries(tuple(n for n in TRUSTED if n != "registry"))
     odd.write_text(json.dumps({"keyring_version": "1",

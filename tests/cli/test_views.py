@@ -8,8 +8,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from pithlog.protocol.keys import dump_key_file
-from pithlog.testing import test_key
+from pithlog.testing import test_key, write_key_file
 from tests.cli.test_cli import run, sign_seed, signer
 
 __all__ = ["signer"]  # the fixture, imported for the tests below
@@ -71,7 +70,7 @@ def test_show_counts_invalid_events_by_reason_and_shows_pending(
     assert status == 0 and b"pending" in out and b"1: 0 invalid" in out
     assert run(["--store", store, "piths"])[1].decode().splitlines()[1:] == []
     mirror = tmp_path / "mirror.key"
-    mirror.write_bytes(dump_key_file(test_key("mirror")))  # not in the keyring
+    write_key_file(mirror, test_key("mirror"))  # not in the keyring
     (tmp_path / "hint.json").write_text('{"locator": "https://m.example/a"}')
     status, hint, _ = run(["sign", "--key", str(mirror), "--type", "mirror_hint", "--pith",
                            pith, "--payload", str(tmp_path / "hint.json"),

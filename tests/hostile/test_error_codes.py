@@ -25,7 +25,7 @@ from pithlog.errors import CODES
 from pithlog.protocol.canonical import MAX_LINE_BYTES, jcs
 from pithlog.protocol.keys import dump_key_file
 from pithlog.protocol.text_forms import encode_b64
-from pithlog.testing import test_key, test_keyring_entries
+from pithlog.testing import test_key, test_keyring_entries, write_key_file
 
 from .corpus import CANONICAL_RECORD, ORIGINALS, PITH
 
@@ -145,8 +145,8 @@ def files(tmp_path: Path) -> dict[str, Path]:
         "object": tmp_path / "object.json",
     }
     paths["keyring"].write_bytes(jcs(keyring))
-    paths["key"].write_bytes(dump_key_file(test_key("registry")))
-    paths["author_key"].write_bytes(dump_key_file(test_key("author")))
+    write_key_file(paths["key"], test_key("registry"))
+    write_key_file(paths["author_key"], test_key("author"))
     paths["record"].write_bytes(jcs({"canonical_record": CANONICAL_RECORD}))
     paths["object"].write_bytes(b'{"statement":"x"}')
     return paths

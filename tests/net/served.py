@@ -26,9 +26,8 @@ from typing import Any
 
 from pithlog.protocol.event_types import prepare_record_created
 from pithlog.protocol.events import sign_event
-from pithlog.protocol.keys import dump_key_file
 from pithlog.store import Store
-from pithlog.testing import test_key, test_keyring_entries
+from pithlog.testing import test_key, test_keyring_entries, write_key_file
 
 ORIGIN = "registry.test.invalid/pith"
 START_SECONDS = 30.0
@@ -71,7 +70,7 @@ def make_files(root: Path, piths: int = 40, per_pith: int = 8, seed: int = 8) ->
     keyring = root / "keyring.json"
     keyring.write_text(json.dumps({"keyring_version": "1", "keys": test_keyring_entries()}))
     key = root / "registry.key"
-    key.write_bytes(dump_key_file(test_key("registry")))
+    write_key_file(key, test_key("registry"))
     store = root / "store"
     with Store.open(store) as s:
         s.append([g.encoded(e) for e in events], g.KEYRING, keep_invalid=True)

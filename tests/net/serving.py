@@ -14,8 +14,7 @@ from served import ORIGIN, Server, g, serve_process
 
 __all__ = ["ORIGIN", "Keys", "Server", "g", "make_keys", "serving"]
 
-from pithlog.protocol.keys import dump_key_file
-from pithlog.testing import test_key, test_keyring_entries
+from pithlog.testing import test_key, test_keyring_entries, write_key_file
 
 
 @dataclass
@@ -28,7 +27,7 @@ def make_keys(root: Path) -> Keys:
     keyring = root / "keyring.json"
     keyring.write_text(json.dumps({"keyring_version": "1", "keys": test_keyring_entries()}))
     key = root / "registry.key"
-    key.write_bytes(dump_key_file(test_key("registry")))
+    write_key_file(key, test_key("registry"))
     return Keys(key, keyring)
 
 

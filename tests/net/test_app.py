@@ -32,9 +32,9 @@ from pithlog.net import served_log
 from pithlog.net.app import LogApp, ServeApp, create_app
 from pithlog.net.served_log import Log, ServeConfig
 from pithlog.net.server import REUSE_PORT, _ready_folder, _say_when_ready
-from pithlog.protocol.keys import dump_key_file, load_key_file, load_keyring
+from pithlog.protocol.keys import load_key_file, load_keyring
 from pithlog.store import Store
-from pithlog.testing import test_key
+from pithlog.testing import test_key, write_key_file
 from pithlog.transparency import tiles
 
 
@@ -191,7 +191,7 @@ def test_serve_refuses_before_listening(files: Files, tmp_path: Path) -> None:
     status, err = run([*base, "--origin", ORIGIN, "--submit"])
     assert status == 2 and "[usage.arguments]" in err and "--keyring" in err
     author = tmp_path / "author.key"
-    author.write_bytes(dump_key_file(test_key("author")))
+    write_key_file(author, test_key("author"))
     status, err = run([*base[:-1], str(author), "--origin", ORIGIN])
     assert status == 2 and "[checkpoint.key]" in err
     status, err = run(["--store", str(tmp_path / "none"), *base[2:], "--origin", ORIGIN])

@@ -21,9 +21,8 @@ from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
 from pithlog.cli import main
-from pithlog.protocol.keys import dump_key_file
 from pithlog.store import Store
-from pithlog.testing import test_key, test_keyring_entries
+from pithlog.testing import test_key, test_keyring_entries, write_key_file
 
 CASES = Path(__file__).resolve().parents[2] / "vectors" / "cases"
 
@@ -37,7 +36,7 @@ def run(argv: list[str]) -> tuple[int, bytes, str]:
 def case_files(root: Path, case: str) -> Files:
     """A registry's store of one conformance case (invalid events kept, as a log keeps them)."""
     key = root / "registry.key"
-    key.write_bytes(dump_key_file(test_key("registry")))
+    write_key_file(key, test_key("registry"))
     keyring = CASES / case / "keyring.json"
     store = root / "registry"
     status, _, err = run(["--store", str(store), "append", "--keep-invalid", "--keyring",
@@ -363,7 +362,7 @@ def _valid_only(tmp_path: Path, events: list[dict[str, Any]]) -> Files:
     keyring = tmp_path / "keyring.json"
     keyring.write_text(json.dumps({"keyring_version": "1", "keys": test_keyring_entries()}))
     key = tmp_path / "registry.key"
-    key.write_bytes(dump_key_file(test_key("registry")))
+    write_key_file(key, test_key("registry"))
     with Store.open(tmp_path / "registry") as registry:
         registry.append([g.encoded(e) for e in events], g.KEYRING)
     return Files(tmp_path, tmp_path / "registry", key, keyring, events)

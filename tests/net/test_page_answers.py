@@ -43,8 +43,7 @@ from pithlog.net.page_state import raw_chars, string_chars, string_head
 from pithlog.net.pages import RECENT, Pages, page_routes
 from pithlog.net.served_log import ServeConfig
 from pithlog.protocol.event_types import prepare_record_created
-from pithlog.protocol.keys import dump_key_file
-from pithlog.testing import test_key
+from pithlog.testing import test_key, write_key_file
 
 CASES = Path(__file__).resolve().parents[2] / "vectors" / "cases"
 KEYRING = load_keyring((CASES / "equivocations" / "keyring.json").read_bytes())
@@ -489,7 +488,7 @@ def test_serve_frees_what_each_request_leaves_in_reference_cycles(
 
     monkeypatch.setattr(server_module, "serve", requests)
     key = tmp_path / "registry.key"
-    key.write_bytes(dump_key_file(test_key("registry")))
+    write_key_file(key, test_key("registry"))
     argv = ["--store", str(store.path), "serve", "--key", str(key), "--origin", ORIGIN]
     assert main(argv) == 0
     assert len(grown) == 1 and grown[0] < 300 * 10, grown

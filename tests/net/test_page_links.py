@@ -27,8 +27,7 @@ from pithlog.errors import ServeError
 from pithlog.net.app import create_app
 from pithlog.net.pages import page_routes
 from pithlog.net.served_log import ServeConfig
-from pithlog.protocol.keys import dump_key_file
-from pithlog.testing import test_key
+from pithlog.testing import test_key, write_key_file
 
 CASES = Path(__file__).resolve().parents[2] / "vectors" / "cases"
 KEYRING = load_keyring((CASES / "equivocations" / "keyring.json").read_bytes())
@@ -168,7 +167,7 @@ def test_behind_a_proxy_that_serves_the_log_under_a_prefix_every_link_is_reached
     with Store.open(tmp_path / "store") as store:
         store.append(_lines(), KEYRING, keep_invalid=True)
     key = tmp_path / "registry.key"
-    key.write_bytes(dump_key_file(test_key("registry")))
+    write_key_file(key, test_key("registry"))
     with (serve_process(tmp_path / "store", "--key", str(key), "--origin", ORIGIN) as server,
           prefix_proxy(server.url, PREFIX) as proxy,
           httpx.Client(timeout=TIMEOUT, headers=HTML,

@@ -24,10 +24,11 @@ from pithlog.errors import KeyFileError, KeyringError
 from pithlog.net import server as server_module
 from pithlog.net.server import REUSE_PORT, bind
 from pithlog.protocol.canonical import MAX_LINE_BYTES
-from pithlog.protocol.keys import dump_key_file, load_keyring
+from pithlog.protocol.keys import load_keyring
 from pithlog.store import Store
 from pithlog.store.layout import FORMAT_VERSION
 from pithlog.testing import test_key as fixed_key
+from pithlog.testing import write_key_file
 from pithlog.transparency.checkpoint import verify_checkpoint
 from pithlog.transparency.proofs import verify_consistency_proof, verify_inclusion_proof
 from tests.cli.test_keyring_cli import Endless
@@ -445,7 +446,7 @@ def test_serve_refuses_a_huge_key_or_keyring_without_reading_it_whole(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     key = tmp_path / "log.key"
-    key.write_bytes(dump_key_file(fixed_key("registry")))
+    write_key_file(key, fixed_key("registry"))
     endless = Endless()
     real_open = open
 

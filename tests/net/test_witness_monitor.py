@@ -13,8 +13,7 @@ from pathlib import Path
 import httpx
 from test_witness_server import KEYRING, ORIGIN, in_thread, witness_in_thread
 
-from pithlog.protocol.keys import dump_key_file
-from pithlog.testing import test_key, test_keyring_entries
+from pithlog.testing import test_key, test_keyring_entries, write_key_file
 from pithlog.transparency import merkle
 from pithlog.transparency.checkpoint import (
     Checkpoint,
@@ -108,7 +107,7 @@ def test_a_log_the_keyring_no_longer_names_is_404(tmp_path: Path) -> None:
     keyring.write_text(json.dumps({"keyring_version": "1",
                                    "keys": test_keyring_entries(others)}))  # fmt: skip
     key = tmp_path / "witness.key"
-    key.write_bytes(dump_key_file(test_key("mirror")))
+    write_key_file(key, test_key("mirror"))
     app = witness_app(Settings(store=str(tmp_path / "state"), key=str(key), origin="",
                                keyring=str(keyring), witness=True))  # fmt: skip
     with in_thread(app) as url:

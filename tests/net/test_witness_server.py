@@ -22,9 +22,9 @@ from starlette.applications import Starlette
 from pithlog.cli import main
 from pithlog.errors import WitnessError
 from pithlog.net import witness_route
-from pithlog.protocol.keys import dump_key_file, load_keyring, make_keyring
+from pithlog.protocol.keys import load_keyring, make_keyring
 from pithlog.store import Store
-from pithlog.testing import test_key, test_keyring_entries
+from pithlog.testing import test_key, test_keyring_entries, write_key_file
 from pithlog.transparency.witness import verify_cosignatures
 
 ORIGIN = "registry.test.invalid/pith"
@@ -42,7 +42,7 @@ def witness(tmp_path: Path) -> Iterator[dict[str, Any]]:
     """``pithlog serve --witness`` (test key "mirror", its state in its own store) as a
     subprocess on 127.0.0.1 and a port the kernel picks, stopped at the end of the test."""
     key = tmp_path / "witness.key"
-    key.write_bytes(dump_key_file(test_key("mirror")))
+    write_key_file(key, test_key("mirror"))
     keyring = tmp_path / "witnessed.json"
     keyring.write_text(json.dumps({"keyring_version": "1", "keys": test_keyring_entries()}))
     state = tmp_path / "witness-state"
@@ -63,7 +63,7 @@ def log(tmp_path: Path) -> dict[str, Any]:
     keyring = tmp_path / "keyring.json"
     keyring.write_text(json.dumps({"keyring_version": "1", "keys": test_keyring_entries()}))
     key = tmp_path / "registry.key"
-    key.write_bytes(dump_key_file(test_key("registry")))
+    write_key_file(key, test_key("registry"))
     halves = []
     for name, part in (("a", events[:6]), ("b", events[6:])):
         path = tmp_path / f"{name}.jsonl"
@@ -254,7 +254,7 @@ def witness_in_thread(tmp_path: Path) -> Any:
     from pithlog.net.server import Settings, witness_app
 
     key = tmp_path / "witness.key"
-    key.write_bytes(dump_key_file(test_key("mirror")))
+    write_key_file(key, test_key("mirror"))
     keyring = tmp_path / "witnessed.json"
     keyring.write_text(json.dumps({"keyring_version": "1", "keys": test_keyring_entries()}))
     return in_thread(witness_app(Settings(store=str(tmp_path / "state"), key=str(key),
@@ -322,7 +322,7 @@ def test_a_witness_key_whose_signer_id_is_no_key_name_is_refused(tmp_path: Path)
     from pithlog.protocol.keys import SigningKey
 
     key = tmp_path / "witness.key"
-    key.write_bytes(dump_key_file(SigningKey.generate("w1", "my witness", "mirror")))
+    write_key_file(key, SigningKey.generate("w1", "my witness", "mirror"))
     keyring = tmp_path / "witnessed.json"
     keyring.write_text(json.dumps({"keyring_version": "1", "keys": test_keyring_entries()}))
     with pytest.raises(UsageError) as refused:
@@ -340,7 +340,7 @@ def test_a_witness_key_of_another_signer_type_is_refused(
     from pithlog.net.server import Settings, witness_app
 
     key = tmp_path / "witness.key"
-    key.write_bytes(dump_key_file(test_key(signer)))
+    write_key_file(key, test_key(signer))
     with pytest.raises(UsageError) as refused:
         witness_app(Settings(store=str(tmp_path / "state"), key=str(key), origin="",
                              keyring=str(key), witness=True))  # fmt: skip

@@ -170,3 +170,38 @@ def test_hidden_leftovers_of_a_killed_write_are_removed_by_the_next(
     assert status == 0, err
     assert not dead.exists()
     assert live.exists() and other.exists() and (tmp_path / f".{name}.tmp-1234567").is_dir()
+
+
+@pytest.mark.parametrize("unnamed", [True, False])
+def test_the_key_file_is_created_0600_never_narrowed_after(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, unnamed: bool
+) -> None:
+    """Under umask 0 (which would leave a file created 0644 readable by all), the key file
+    is created with mode 0600 by the open itself, through O_TMPFILE or a named temporary
+    file, and no chmod of any kind runs: no moment exists when another user could open it."""
+    real_open = os.open
+    tmpfile = getattr(os, "O_TMPFILE", 0)
+    created: list[int] = []
+
+    def watched(path: Any, flags: int, mode: int = 0o777, *args: Any, **kwargs: Any) -> int:
+        if tmpfile and flags & tmpfile == tmpfile and not unnamed:
+            raise OSError(errno.EOPNOTSUPP, "Operation not supported")
+        if flags & os.O_CREAT or (tmpfile and flags & tmpfile == tmpfile):
+            created.append(mode)
+        return real_open(path, flags, mode, *args, **kwargs)
+
+    def no_chmod(*args: Any, **kwargs: Any) -> None:
+        raise AssertionError("a key file's mode is set when it is created, not after")
+
+    monkeypatch.setattr(os, "open", watched)
+    for name in ("chmod", "fchmod", "lchmod"):
+        monkeypatch.setattr(os, name, no_chmod, raising=False)
+    monkeypatch.setattr(Path, "chmod", no_chmod)
+    old = os.umask(0)
+    try:
+        status, out, err = run([*ARGV, str(tmp_path / "k.key"), "--force"])
+    finally:
+        os.umask(old)
+    assert status == 0, err
+    assert created == [0o600]
+    _check_written(tmp_path, "k.key", out)

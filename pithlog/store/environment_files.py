@@ -300,6 +300,8 @@ def _check_format(txn: Txn, dbs: dict[str, Any], real: str, readonly: bool) -> N
             "format",
             f"store merge_version {merge!r}; this pithlog implements {MERGE_VERSION}",
         )
+    if fmt == FORMAT_VERSION:
+        _check_tree_size(txn, dbs, real)
     if readonly and _needs_catch_up(txn, dbs):
         if fmt in MIGRATES_FROM:
             what = f"is of format {fmt.decode()}, to be migrated"
@@ -317,6 +319,23 @@ def _check_format(txn: Txn, dbs: dict[str, Any], real: str, readonly: bool) -> N
             what = "has a Merkle tree behind its log, to be caught up"
         raise StoreError("upgrade", f"the store at {real} {what}; a read-only open does not "
                          f"write it: {_OPEN_FOR_WRITING}")  # fmt: skip
+
+
+def _check_tree_size(txn: Txn, dbs: dict[str, Any], real: str) -> None:
+    """A store of format 7 that holds events has ``merkle_size``: no pithlog left one
+    without it (format 2 had no tree, and a format-7 store never was format 2 unmigrated;
+    the move from format 5 drops the tree and its size under a cursor of its own,
+    :func:`pithlog.store.format6.step`; an older pithlog's creation killed before its
+    second commit left an empty store, see :func:`_first_commit`). Lost, it is a damaged
+    page, refused: a writable open would rebuild the tree from ``seq`` over the damage
+    (replay --verify then finds nothing), where a backup or an export is the repair."""
+    if txn.get(META_MERKLE_SIZE, db=dbs["meta"]) is not None or format6.migrating(txn, dbs) \
+            or not txn.stat(dbs["seq"])["entries"]:  # fmt: skip
+        return
+    raise StoreError("corrupted", f"{real} holds events but its meta has no merkle_size "
+                     f"entry, which a store of format {FORMAT_VERSION.decode()} always "
+                     "keeps: the store is damaged; restore it from a backup or re-import "
+                     "an export")  # fmt: skip
 
 
 def _needs_catch_up(txn: Txn, dbs: dict[str, Any]) -> bool:

@@ -20,6 +20,7 @@ from test_disk import keyring_file
 from test_walk import _roots
 
 from pithlog.cli import main
+from pithlog.errors import StoreError
 from pithlog.store import Store
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork()")
@@ -124,3 +125,46 @@ def test_a_flipped_byte_in_any_table_is_never_success(sound: tuple[Path, str],
                     assert code in REFUSALS, where
                 shutil.rmtree(copy)
     assert tables == 16
+
+
+def _meta_places(raw: bytes, root: int) -> dict[bytes, tuple[int, int]]:
+    """Each entry of ``meta`` (one leaf in a store this small): its key -> the offsets of
+    the middle of its key and of its value."""
+    base = _leaf(raw, root) * PAGE
+    count = (struct.unpack_from("<H", raw, base + 12)[0] - 16) // 2
+    places = {}
+    for index in range(count):
+        node = base + struct.unpack_from("<H", raw, base + 16 + 2 * index)[0]
+        low, high, _, key_size = struct.unpack_from("<HHHH", raw, node)
+        key = raw[node + 8:node + 8 + key_size]
+        places[key] = (node + 8 + key_size // 2, node + 8 + key_size + (low | high << 16) // 2)
+    return places
+
+
+@pytest.mark.parametrize(("entry", "part"), [(b"merkle_size", 0)])
+def test_a_lost_meta_entry_of_format_7_is_a_damaged_store(
+    sound: tuple[Path, str], tmp_path: Path, entry: bytes, part: int
+) -> None:
+    """A byte flipped in the key of ``merkle_size`` (the entry lost; ``part`` 0 the key, 1
+    the value): in a store of format 7 that holds events no pithlog leaves it so (format 2
+    had no tree; the move from format 5 drops it under a cursor of its own; an older
+    pithlog's interrupted creation left an empty store), so it is ``store.corrupted``,
+    read-only and writable, the file left as it was. (It was ``store.upgrade``, whose
+    advice, a writable open, rebuilt the tree over the damage; replay --verify then found
+    0 discrepancies.)"""
+    source, keyring = sound
+    raw = (source / "data.mdb").read_bytes()
+    at = _meta_places(raw, _roots(source / "data.mdb")["main/meta"][1])[entry][part]
+    for bit in (0, 7):
+        copy = tmp_path / f"copy{bit}"
+        shutil.copytree(source, copy)
+        damaged = bytearray(raw)
+        damaged[at] ^= 1 << bit
+        (copy / "data.mdb").write_bytes(bytes(damaged))
+        status, out, err = replayed(copy, keyring)
+        assert (status, out) == (2, ""), err
+        assert err.startswith("pithlog: [store.corrupted] ") and "backup" in err, err
+        with pytest.raises(StoreError) as refused:
+            Store.open(copy, create=False)
+        assert refused.value.code == "store.corrupted"
+        assert (copy / "data.mdb").read_bytes() == bytes(damaged)

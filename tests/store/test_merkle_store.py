@@ -11,6 +11,7 @@ from typing import Any
 
 import eventgen as g
 import lmdb
+import oldformat
 import pytest
 from oldformat import rewrite_as_format_5
 
@@ -93,16 +94,18 @@ def test_copy_keys_and_copies(tmp_path: Path) -> None:
 
 
 def test_a_store_without_the_tree_gets_it_on_open(tmp_path: Path) -> None:
+    """A store of format 2 written before the tree (``merkle`` and ``merkle_size`` came to
+    format 2 without a new number): the open that migrates it builds the tree. (A store of
+    format 7 that lost ``merkle_size`` is damaged: tests/store/test_flipped_tables.py.)"""
     store, _ = filled(tmp_path / "s")
     with store:
         expected = store.tree_root()
-
-        def forget(txn: Any, dbs: dict[str, Any]) -> None:
-            txn.drop(dbs["merkle"], delete=True)
-            txn.drop(dbs["by_copy"], delete=True)
-            txn.delete(b"merkle_size", db=dbs["meta"])
-
-        store._write(forget)
+    oldformat.as_format_2(tmp_path / "s")
+    env = lmdb.open(str(tmp_path / "s"), max_dbs=32)
+    with env.begin(write=True) as txn:
+        txn.drop(env.open_db(b"merkle", txn=txn), delete=True)
+        assert txn.delete(b"merkle_size", db=env.open_db(b"meta", txn=txn))
+    env.close()
     with Store.open(tmp_path / "s", create=False) as again:
         assert again.tree_root() == expected
         assert again.replay(g.KEYRING).ok
@@ -119,10 +122,10 @@ def test_a_tree_built_on_open_that_does_not_fit_grows_the_map(
         expected = store.tree_root()
         size = store.stats()["map_size"]
 
-        def forget(txn: Any, dbs: dict[str, Any]) -> None:
+        def forget(txn: Any, dbs: dict[str, Any]) -> None:  # a tree behind all of seq
             txn.drop(dbs["merkle"], delete=False)
             txn.drop(dbs["by_copy"], delete=False)
-            txn.delete(b"merkle_size", db=dbs["meta"])
+            txn.put(b"merkle_size", (0).to_bytes(8, "big"), db=dbs["meta"])
 
         store._write(forget)
     real = tree.merkle_sync

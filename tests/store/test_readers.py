@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import eventgen as g
+import oldformat
 import pytest
 
 from pithlog.cli import main
@@ -215,17 +216,6 @@ def data_files(path: Path) -> dict[str, tuple[str, int]]:
             for p in sorted(path.iterdir()) if p.name != "lock.mdb"}  # fmt: skip
 
 
-def lag_the_tree(path: Path) -> None:
-    """Make the store look appended to by a pithlog that kept no Merkle tree."""
-    import lmdb
-
-    env = lmdb.open(str(path), max_dbs=20)
-    meta = env.open_db(b"meta")
-    with env.begin(write=True) as txn:
-        assert txn.delete(b"merkle_size", db=meta)
-    env.close()
-
-
 def test_reads_and_sync_from_leave_the_source_unchanged(tmp_path: Path) -> None:
     source = tmp_path / "source"
     make_store(source)
@@ -247,7 +237,7 @@ def test_a_store_that_needs_catching_up_is_refused_read_only_not_written(
 ) -> None:
     source = tmp_path / "source"
     make_store(source)
-    lag_the_tree(source)
+    oldformat.as_format_6(source)  # a format to be migrated
     before = data_files(source)
     with pytest.raises(StoreError) as refused:
         Store.open(source, create=False, readonly=True)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import re
 import struct
 from typing import Any, cast
 
@@ -296,6 +297,13 @@ def _check_format(txn: Txn, dbs: dict[str, Any], real: str, readonly: bool) -> N
         )
     merge = txn.get(META_MERGE, db=meta)
     if merge != MERGE_VERSION.encode("ascii"):
+        if fmt == FORMAT_VERSION and (merge is None or not _MERGE_NAME.fullmatch(merge)):
+            # every store of this format records its merge version: lost, or no name at all
+            # (a flipped byte), it is a damaged page, not another pithlog's store
+            held = "no merge_version entry" if merge is None else f"merge_version {merge!r}"
+            raise StoreError("corrupted", f"{real} is of format {FORMAT_VERSION.decode()} but "
+                             f"its meta has {held}: the store is damaged; restore it from a "
+                             "backup or re-import an export")  # fmt: skip
         raise StoreError(
             "format",
             f"store merge_version {merge!r}; this pithlog implements {MERGE_VERSION}",
@@ -319,6 +327,13 @@ def _check_format(txn: Txn, dbs: dict[str, Any], real: str, readonly: bool) -> N
             what = "has a Merkle tree behind its log, to be caught up"
         raise StoreError("upgrade", f"the store at {real} {what}; a read-only open does not "
                          f"write it: {_OPEN_FOR_WRITING}")  # fmt: skip
+
+
+_MERGE_NAME = re.compile(rb"[a-z0-9]+(?:[.-][a-z0-9]+)*")
+"""What a merge version's name is made of (``pith-open-graph-merge-v1``, the spec's title):
+a value of ``meta[merge_version]`` of another shape is no other pithlog's merge version but
+a damaged one. (A byte flipped into another letter still makes a name: that one is
+``store.format``, as another pithlog's would be.)"""
 
 
 def _check_tree_size(txn: Txn, dbs: dict[str, Any], real: str) -> None:

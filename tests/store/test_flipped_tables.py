@@ -141,17 +141,22 @@ def _meta_places(raw: bytes, root: int) -> dict[bytes, tuple[int, int]]:
     return places
 
 
-@pytest.mark.parametrize(("entry", "part"), [(b"merkle_size", 0)])
+@pytest.mark.parametrize(("entry", "part"), [(b"merkle_size", 0), (b"merge_version", 0),
+                                             (b"merge_version", 1)])  # fmt: skip
 def test_a_lost_meta_entry_of_format_7_is_a_damaged_store(
     sound: tuple[Path, str], tmp_path: Path, entry: bytes, part: int
 ) -> None:
-    """A byte flipped in the key of ``merkle_size`` (the entry lost; ``part`` 0 the key, 1
-    the value): in a store of format 7 that holds events no pithlog leaves it so (format 2
-    had no tree; the move from format 5 drops it under a cursor of its own; an older
-    pithlog's interrupted creation left an empty store), so it is ``store.corrupted``,
-    read-only and writable, the file left as it was. (It was ``store.upgrade``, whose
-    advice, a writable open, rebuilt the tree over the damage; replay --verify then found
-    0 discrepancies.)"""
+    """A byte flipped in the key of ``merkle_size`` or ``merge_version`` (the entry lost;
+    ``part`` 0 the key, 1 the value), or in the middle of ``merge_version``'s value (``gr`ph``,
+    ``gr\\xe1ph``: no merge version's name). In a store of format 7 that holds events no
+    pithlog leaves ``merkle_size`` out (format 2 had no tree; the move from format 5 drops
+    it under a cursor of its own; an older pithlog's interrupted creation left an empty
+    store), and every format recorded ``merge_version``: so it is ``store.corrupted``,
+    read-only and writable, the file left as it was. (``merkle_size`` was
+    ``store.upgrade``, whose advice, a writable open, rebuilt the tree over the damage:
+    replay --verify then found 0 discrepancies; ``merge_version`` was ``store.format``,
+    written by another pithlog. An intact name of another merge version still is:
+    tests/store/test_store.py.)"""
     source, keyring = sound
     raw = (source / "data.mdb").read_bytes()
     at = _meta_places(raw, _roots(source / "data.mdb")["main/meta"][1])[entry][part]

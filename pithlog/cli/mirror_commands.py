@@ -69,6 +69,10 @@ def cmd_mirror(args: argparse.Namespace, out: Out) -> int:
             open_store_reached(args, lambda: _reached(
                 lambda: mirror.verified_checkpoint(origin, keyring, args.origin, witnesses,
                                                    quorum), args, out)) as store:  # fmt: skip
+        # the first pass's bytes are the command's from its start: a store not made yet
+        # was made for a checkpoint fetched before the pass (open_store_reached), which
+        # the pass then fetched again; its line left the first one out
+        counted_from: int | None = 0
         while True:
             bar = Bar(out, show_progress(args, out), "mirror", unit="leaf")
             out.bar = bar
@@ -79,12 +83,14 @@ def cmd_mirror(args: argparse.Namespace, out: Out) -> int:
                 report = mirror.mirror_once(store, origin, keyring, args.origin, evidence,
                                             args.batch_bundles, progress=bar,
                                             witnesses=witnesses, quorum=quorum,
-                                            begun=begun.append)  # fmt: skip
+                                            begun=begun.append,
+                                            counted_from=counted_from)  # fmt: skip
             except (PithlogError, KeyboardInterrupt) as exc:
                 stopped = exc
             finally:
                 bar.close()
                 out.bar = None
+                counted_from = None
             if stopped is not None:
                 # the batches committed before it stopped are the store's: without their
                 # line, summing `appended` over the lines fell short of the store's growth

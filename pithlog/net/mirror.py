@@ -129,6 +129,7 @@ def mirror_once(
     witnesses: Sequence[KeyEntry] = (),
     quorum: int = 0,
     begun: Callable[[MirrorReport], None] | None = None,
+    counted_from: int | None = None,
 ) -> MirrorReport:
     """One pass of the mirror (the module's steps 1-3). Raises :class:`MirrorError` (and
     ``checkpoint.*``, ``tile.*`` for what does not verify); nothing unverified is stored.
@@ -136,10 +137,14 @@ def mirror_once(
     ``begun(report)``, when given, is called once the checkpoint is accepted (step 2), with
     the report this pass then fills in as its batches are committed: a pass that fails
     later (its origin gone, a copy that does not verify, an interrupt) has committed the
-    leaves counted there, which its caller can report although nothing is returned."""
+    leaves counted there, which its caller can report although nothing is returned.
+
+    ``counted_from``: the count of ``origin.fetched`` from which the report's
+    ``fetched_bytes`` runs, when the pass's bytes began before it (the checkpoint a
+    command fetched to decide to make the store); by default, from the start of the pass."""
     # ``--follow`` reuses one Origin for every pass: its count runs on, the report is this
     # pass's bytes
-    fetched_before = origin.fetched
+    fetched_before = origin.fetched if counted_from is None else counted_from
     note, cp = verified_checkpoint(origin, keyring, origin_name, witnesses, quorum)
     previous = store.accepted_checkpoint(cp.origin)
     held = store.tree_size()

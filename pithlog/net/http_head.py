@@ -41,6 +41,7 @@ from __future__ import annotations
 import asyncio
 import re
 import sys
+from collections import deque
 from typing import Any, cast
 
 import httptools
@@ -136,6 +137,8 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
         self._stall_buffered = 0
         self._received = b""
         self._begun_in_read = 0  # requests begun in the read being parsed
+        self._in_body: Any = None  # the cycle whose body is being parsed
+        self._refusal: bytes | None = None  # an answer waiting for the answers before it
         # uvicorn answers past its concurrency limit in plain text: the limit is counted
         # here instead, as uvicorn counts it, and answered by _busy
         self._limit, self.limit_concurrency = self.limit_concurrency, None
@@ -192,7 +195,13 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
         self.transport.abort()
 
     def on_response_complete(self) -> None:
+        last = not self.pipeline  # else the next one starts (uvicorn's)
         super().on_response_complete()
+        if self._refusal is not None and last and not self.transport.is_closing():
+            # the last answer before the refused request has gone: the refusal now, after
+            # the bytes of that answer still held (JoinedWrites sends them on this turn)
+            self.loop.call_soon(self._refuse)
+            return
         if (self.cycle is not None and self.cycle.more_body and self._head_timer is None
                 and not self.transport.is_closing()):  # fmt: skip
             # answered before its body came whole (a 408, a 413): each byte of the rest
@@ -201,6 +210,7 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
             self._head_timer = self.loop.call_later(HEAD_SECONDS, self._head_late)
 
     def on_message_complete(self) -> None:
+        self._in_body = None
         super().on_message_complete()
         if self.cycle is not None and self.cycle.response_complete and \
                 self._head_timer is not None:  # fmt: skip
@@ -246,8 +256,11 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
         if self.cycle is not before:  # a new request: one write per answer
             self.cycle.transport = cast(asyncio.Transport,
                                         JoinedWrites(self.transport, self.loop))  # fmt: skip
+            self._in_body = self.cycle
 
     def data_received(self, data: bytes) -> None:
+        if self._refusal is not None:  # a request was refused: nothing after it is read
+            return
         self._began = False
         self._begun_in_read = 0
         self._received = data  # what send_400_response may look at
@@ -271,5 +284,23 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
         unknown = isinstance(sys.exc_info()[1], httptools.HttpParserInvalidMethodError)
         method = (unknown and self._begun_in_read <= 1
                   and _REQUEST_LINE.match(self._received) is not None)  # fmt: skip
-        self.transport.write(_refusal(self._too_large, method=method))
-        self.transport.close()
+        self._refusal = _refusal(self._too_large, method=method)
+        # RFC 9112 9.3.2: answers go in the order of their requests. Those pipelined
+        # before the refused one (in the same read) are answered first: the refusal went
+        # out at once, ahead of them, and the client took it for its first request's
+        # answer, the others never sent. A request refused in its body has its cycle
+        # already, waiting in the pipeline behind the others: the refusal is its answer
+        refused = self._in_body
+        if refused is not None:
+            self.pipeline = deque(item for item in self.pipeline if item[0] is not refused)
+        if self.pipeline or (self.cycle is not None and self.cycle is not refused
+                             and not self.cycle.response_complete):  # fmt: skip
+            self.flow.pause_reading()  # on_response_complete sends it after the last
+            return
+        self._refuse()
+
+    def _refuse(self) -> None:
+        """Send the refusal of a request (:meth:`send_400_response`) and close."""
+        if self._refusal is not None and not self.transport.is_closing():
+            self.transport.write(self._refusal)
+            self.transport.close()

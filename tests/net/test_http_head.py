@@ -397,3 +397,44 @@ def test_a_body_that_goes_on_arriving_after_its_answer_is_closed(
             time.sleep(0.4)  # past the body's time: the next head's own starts later
             sock.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
             assert _one_answer(sock).startswith(b"HTTP/1.1 413 ")
+
+
+# --- pipelined requests: answered in order, up to the one refused ------------------------
+
+
+def _answers(data: bytes) -> list[tuple[int, bytes]]:
+    """The status and body of each answer (each with a Content-Length) in ``data``, in
+    the order they came."""
+    found = []
+    while data:
+        head, _, rest = data.partition(b"\r\n\r\n")
+        length = next((int(line.split(b":")[1]) for line in head.split(b"\r\n")
+                       if line.lower().startswith(b"content-length:")), 0)  # fmt: skip
+        found.append((int(head.split(b" ")[1]), rest[:length]))
+        data = rest[length:]
+    return found
+
+
+GOOD = b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"
+
+
+@pytest.mark.parametrize("bad", [
+    b"GET /x HTTP/1.1\r\nHost: x\r\nBad Header\r\n\r\n",  # a head the parser refuses
+    b"NOT HTTP\r\n\r\n",
+    b"GET /x HTTP/1.1\r\n\r\n",  # no Host
+    b"POST /healthz HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",  # its body
+])  # fmt: skip
+def test_pipelined_requests_before_a_refused_one_are_answered_first(
+    server: Server, bad: bytes
+) -> None:
+    # RFC 9112 9.3.2: answers go in the order of their requests. The refusal went out at
+    # once, ahead of the answers of the requests before it in the same read, and the
+    # connection closed under them: the client took the 400 for its first request's
+    # answer, and never had the others
+    with socket.create_connection(server.address) as sock:
+        sock.sendall(GOOD + b"GET /checkpoint HTTP/1.1\r\nHost: x\r\n\r\n" + bad + GOOD)
+        answers = _answers(_answer(sock))
+    assert [status for status, _ in answers] == [200, 200, 400], answers
+    assert json.loads(answers[0][1])["ok"] is True
+    assert answers[1][1].startswith(ORIGIN.encode() + b"\n")
+    assert json.loads(answers[2][1])["error"] == "serve.bad_request"

@@ -139,6 +139,7 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
         self._begun_in_read = 0  # requests begun in the read being parsed
         self._in_body: Any = None  # the cycle whose body is being parsed
         self._refusal: bytes | None = None  # an answer waiting for the answers before it
+        self._tunnel = False  # a CONNECT came
         # uvicorn answers past its concurrency limit in plain text: the limit is counted
         # here instead, as uvicorn counts it, and answered by _busy
         self._limit, self.limit_concurrency = self.limit_concurrency, None
@@ -244,6 +245,17 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
         hosts = sum(1 for name, _ in self.headers if name == b"host")
         if hosts > 1 or (hosts == 0 and self.parser.get_http_version() == "1.1"):
             raise ValueError("no Host, or more than one")
+        # No connection is ever upgraded (no WebSocket, no h2c: the server's ws="none"),
+        # but llhttp, told of an upgrade (Connection: upgrade and Upgrade, or CONNECT),
+        # skips the request's body: its bytes were read as the next request on the
+        # connection, a request smuggled past a proxy that framed it by its
+        # Content-Length. A body beside an upgrade asked for is refused; CONNECT, whose
+        # bytes after the head are a tunnel's, is answered and the connection closed
+        connect = self.parser.get_method() == b"CONNECT"
+        if self.parser.should_upgrade() and not connect and any(
+                name in (b"content-length", b"transfer-encoding") and value != b"0"
+                for name, value in self.headers):  # fmt: skip
+            raise ValueError("a body beside an upgrade")
         before, app = self.cycle, self.app
         if self._limit is not None and (len(self.connections) >= self._limit
                                         or len(self.tasks) >= self._limit):  # fmt: skip
@@ -257,14 +269,16 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
             self.cycle.transport = cast(asyncio.Transport,
                                         JoinedWrites(self.transport, self.loop))  # fmt: skip
             self._in_body = self.cycle
+            if connect:
+                self.cycle.keep_alive = False
 
     def data_received(self, data: bytes) -> None:
-        if self._refusal is not None:  # a request was refused: nothing after it is read
-            return
+        if self._refusal is not None or self._tunnel:
+            return  # a request was refused, or was a CONNECT: nothing after it is read
         self._began = False
         self._begun_in_read = 0
         self._received = data  # what send_400_response may look at
-        super().data_received(data)
+        self._parse(data)
         self._received = b""
         if not self._in_head or self._began or self.transport.is_closing():
             return
@@ -272,6 +286,27 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
         if self._head_bytes > MAX_HEAD_BYTES:
             self._too_large = True
             self.send_400_response("request head too large")
+
+    def _parse(self, data: bytes) -> None:
+        """uvicorn's ``data_received``, save after a request that asks for an upgrade,
+        which is never made: the rest of the read was dropped, so a request pipelined
+        after it was never answered; it is parsed as the next request (RFC 9110 7.8: the
+        server ignores the Upgrade). After CONNECT nothing more is read: the connection
+        closes once it is answered."""
+        self._unset_keepalive_if_required()
+        while data:
+            try:
+                self.parser.feed_data(data)
+            except httptools.HttpParserError:
+                self.logger.warning("Invalid HTTP request received.")
+                self.send_400_response("Invalid HTTP request received.")
+            except httptools.HttpParserUpgrade as exc:
+                if self.parser.get_method() != b"CONNECT":
+                    data = data[exc.args[0]:]
+                    continue
+                self.flow.pause_reading()
+                self._tunnel = True  # nothing more read: see data_received
+            return
 
     def send_400_response(self, msg: str) -> None:
         # uvicorn calls this as it handles the parser's error: llhttp knows a fixed

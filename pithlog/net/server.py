@@ -395,6 +395,7 @@ def serve(settings: Settings, listen: str, workers: int, ready: Callable[[str], 
         limit_concurrency=LIMIT_CONCURRENCY,
         timeout_keep_alive=TIMEOUT_KEEP_ALIVE,
         timeout_graceful_shutdown=5,
+        ws="none",  # no connection is upgraded: llhttp's upgrades are undone (http_head)
         http=http_head.protocol(),  # httptools, its heads and answers bounded in time and size
     )
     shown = f"[{host}]" if ":" in host else host

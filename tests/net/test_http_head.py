@@ -438,3 +438,50 @@ def test_pipelined_requests_before_a_refused_one_are_answered_first(
     assert json.loads(answers[0][1])["ok"] is True
     assert answers[1][1].startswith(ORIGIN.encode() + b"\n")
     assert json.loads(answers[2][1])["error"] == "serve.bad_request"
+
+
+# --- Upgrade and CONNECT: never made, so the request is framed as any other --------------
+
+UPGRADE = (b"Connection: Upgrade, HTTP2-Settings\r\nUpgrade: h2c\r\n"
+           b"HTTP2-Settings: AAMAAABkAAQAAP__\r\n")
+
+
+def test_a_request_after_an_upgrade_asked_for_is_answered(server: Server) -> None:
+    # the server upgrades to nothing (curl asks for h2c over http://): the bytes after
+    # such a request, in the same read, were dropped, the next request never answered
+    with socket.create_connection(server.address) as sock:
+        sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n" + UPGRADE + b"\r\n"
+                     b"GET /checkpoint HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        answers = _answers(_answer(sock))
+    assert [status for status, _ in answers] == [200, 200], answers
+    assert answers[1][1].startswith(ORIGIN.encode() + b"\n")
+
+
+@pytest.mark.parametrize("framing", [b"Content-Length: 39\r\n",
+                                     b"Transfer-Encoding: chunked\r\n"])  # fmt: skip
+def test_a_body_beside_an_upgrade_is_never_read_as_a_request(
+    server: Server, framing: bytes
+) -> None:
+    # the parser skips the body of a request that asks for an upgrade, so its bytes
+    # were read as the next request on the connection (a request smuggled past a proxy
+    # that frames it by its Content-Length): it is refused, the connection closed
+    smuggled = b"GET /checkpoint HTTP/1.1\r\nHost: x\r\n\r\n"
+    body = smuggled if b"Length" in framing else b"%x\r\n%s\r\n0\r\n\r\n" % (len(smuggled),
+                                                                            smuggled)  # fmt: skip
+    with socket.create_connection(server.address) as sock:
+        sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n" + UPGRADE + framing + b"\r\n")
+        first = _one_answer(sock)
+        with contextlib.suppress(OSError):
+            sock.sendall(body)
+        rest = _answer(sock)
+    assert first.startswith(b"HTTP/1.1 400 "), first[:200]
+    assert json.loads(first.partition(b"\r\n\r\n")[2])["error"] == "serve.bad_request"
+    assert rest == b"" and ORIGIN.encode() not in first
+
+
+def test_connect_is_answered_and_the_connection_closed(server: Server) -> None:
+    # what follows a CONNECT is a tunnel's bytes, never a request
+    with socket.create_connection(server.address) as sock:
+        sock.sendall(b"CONNECT /healthz HTTP/1.1\r\nHost: x\r\n\r\n" + GOOD)
+        answers = _answers(_answer(sock))
+    assert [status for status, _ in answers] == [501], answers

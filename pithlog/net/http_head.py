@@ -66,6 +66,9 @@ register(
     {
         "serve.head_too_large": "the request's head (its request line and headers) is "
         f"over {MAX_HEAD_BYTES:,} bytes (docs/network.md, limits)",
+        "serve.unsupported_transfer_coding": "the request's Transfer-Encoding names a "
+        "coding other than chunked (gzip, deflate, ...), which the server does not decode "
+        "(RFC 9112 6.1): send the body chunked or with a Content-Length, as it is",
     }
 )
 
@@ -75,12 +78,18 @@ _REQUEST_LINE = re.compile(rb"(?:\r?\n)*[-!#$%&'*+.^_`|~0-9A-Za-z]+ [^\s]+ HTTP/
 for its method alone when it begins a read."""
 
 
-def _refusal(too_large: bool = True, late: bool = False, method: bool = False) -> bytes:
+def _refusal(too_large: bool = True, late: bool = False, method: bool = False,
+             coding: bool = False) -> bytes:  # fmt: skip
     """The answer to a head refused before any app saw it, then the connection closed: a
     JSON error as every other (``docs/errors.md``), not uvicorn's plain text."""
     if method:  # RFC 9110 15.6.2: a method the server does not recognize
         status = b"501 Not Implemented"
         error = {"error": "serve.not_implemented", "message": not_implemented_message()}
+    elif coding:  # RFC 9112 6.1: a transfer coding the server does not understand
+        status = b"501 Not Implemented"
+        error = {"error": "serve.unsupported_transfer_coding", "message": "the body's "
+                 "Transfer-Encoding names a coding other than chunked: send it chunked "
+                 "or with a Content-Length, as it is"}  # fmt: skip
     elif late:
         status = b"408 Request Timeout"
         error = {"error": "serve.timeout", "message": "the request's head did not arrive "
@@ -140,6 +149,7 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
         self._in_body: Any = None  # the cycle whose body is being parsed
         self._refusal: bytes | None = None  # an answer waiting for the answers before it
         self._tunnel = False  # a CONNECT came
+        self._coding = False  # a request's Transfer-Encoding is not chunked alone
         # uvicorn answers past its concurrency limit in plain text: the limit is counted
         # here instead, as uvicorn counts it, and answered by _busy
         self._limit, self.limit_concurrency = self.limit_concurrency, None
@@ -251,6 +261,14 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
         # connection, a request smuggled past a proxy that framed it by its
         # Content-Length. A body beside an upgrade asked for is refused; CONNECT, whose
         # bytes after the head are a tunnel's, is answered and the connection closed
+        # RFC 9112 6.1: a transfer coding the server does not understand is 501. llhttp
+        # takes any coding before a final chunked (and refuses the rest) and passes the
+        # body on as it came: a gzip, chunked body was read as lines, each refused
+        if any(name == b"transfer-encoding" and any(
+                part.split(b";")[0].strip().lower() != b"chunked"
+                for part in value.split(b",")) for name, value in self.headers):  # fmt: skip
+            self._coding = True
+            raise ValueError("a transfer coding other than chunked")
         connect = self.parser.get_method() == b"CONNECT"
         if self.parser.should_upgrade() and not connect and any(
                 name in (b"content-length", b"transfer-encoding") and value != b"0"
@@ -319,7 +337,7 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
         unknown = isinstance(sys.exc_info()[1], httptools.HttpParserInvalidMethodError)
         method = (unknown and self._begun_in_read <= 1
                   and _REQUEST_LINE.match(self._received) is not None)  # fmt: skip
-        self._refusal = _refusal(self._too_large, method=method)
+        self._refusal = _refusal(self._too_large, method=method, coding=self._coding)
         # RFC 9112 9.3.2: answers go in the order of their requests. Those pipelined
         # before the refused one (in the same read) are answered first: the refusal went
         # out at once, ahead of them, and the client took it for its first request's

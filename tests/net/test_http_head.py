@@ -11,6 +11,7 @@ its body as two."""
 from __future__ import annotations
 
 import contextlib
+import gzip
 import json
 import os
 import socket
@@ -485,3 +486,16 @@ def test_connect_is_answered_and_the_connection_closed(server: Server) -> None:
         sock.sendall(b"CONNECT /healthz HTTP/1.1\r\nHost: x\r\n\r\n" + GOOD)
         answers = _answers(_answer(sock))
     assert [status for status, _ in answers] == [501], answers
+
+
+@pytest.mark.parametrize("coding", [b"gzip, chunked", b"deflate,chunked", b"x-custom, chunked"])
+def test_a_transfer_coding_other_than_chunked_is_a_json_501(server: Server, coding: bytes) -> None:
+    # RFC 9112 6.1: a transfer coding the server does not understand is 501; gzip was
+    # ignored, the compressed bytes read as the body's lines (each refused as not UTF-8)
+    body = gzip.compress(b"{}\n")
+    with socket.create_connection(server.address) as sock:
+        sock.sendall(b"POST /submit HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: " + coding
+                     + b"\r\n\r\n%x\r\n%s\r\n0\r\n\r\n" % (len(body), body) + GOOD)  # fmt: skip
+        answers = _answers(_answer(sock))
+    assert [status for status, _ in answers] == [501], answers
+    assert json.loads(answers[0][1])["error"] == "serve.unsupported_transfer_coding"

@@ -319,11 +319,16 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
                 self.logger.warning("Invalid HTTP request received.")
                 self.send_400_response("Invalid HTTP request received.")
             except httptools.HttpParserUpgrade as exc:
-                if self.parser.get_method() != b"CONNECT":
-                    data = data[exc.args[0]:]
+                at = exc.args[0] if exc.args and isinstance(exc.args[0], int) else 0
+                # the rest parsed only when the parser moved on: an offset that did not
+                # would feed the same bytes again for ever (read no more, as after CONNECT)
+                if self.parser.get_method() != b"CONNECT" and 0 < at <= len(data):
+                    data = data[at:]
                     continue
                 self.flow.pause_reading()
                 self._tunnel = True  # nothing more read: see data_received
+                if self.cycle is not None:  # and the connection closed once answered
+                    self.cycle.keep_alive = False
             return
 
     def send_400_response(self, msg: str) -> None:

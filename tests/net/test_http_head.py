@@ -499,3 +499,28 @@ def test_a_transfer_coding_other_than_chunked_is_a_json_501(server: Server, codi
         answers = _answers(_answer(sock))
     assert [status for status, _ in answers] == [501], answers
     assert json.loads(answers[0][1])["error"] == "serve.unsupported_transfer_coding"
+
+
+def test_an_upgrade_the_parser_does_not_move_past_reads_no_more(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # the bytes after an upgrade asked for are parsed from the offset the parser gives;
+    # one that did not move on (0) would feed the same bytes again for ever, the event
+    # loop spinning: the request is answered and nothing after it read, as after CONNECT
+    import httptools
+    import uvicorn.protocols.http.httptools_impl as impl
+
+    class Stuck(httptools.HttpRequestParser):  # type: ignore[misc]
+        def feed_data(self, data: bytes) -> None:
+            try:
+                super().feed_data(data)
+            except httptools.HttpParserUpgrade:
+                raise httptools.HttpParserUpgrade(0) from None
+
+    monkeypatch.setattr(impl.httptools, "HttpRequestParser", Stuck)
+    with _bounded_uvicorn(_small, 10) as (_, address), \
+            socket.create_connection(address) as sock:  # fmt: skip
+        sock.sendall(b"GET /a HTTP/1.1\r\nHost: x\r\n" + UPGRADE + b"\r\n"
+                     b"GET /b HTTP/1.1\r\nHost: x\r\n\r\n")  # fmt: skip
+        got = _until_closed(sock)
+    assert [status for status, _ in _answers(got)] == [200], got

@@ -36,7 +36,20 @@ def resolve(store: Store, pith_or_alias: str) -> str:
     return pith
 
 
+def printable(text: str) -> str:
+    """``text`` for a terminal: each character that is not printable (C0 and C1 controls
+    such as ESC and BEL, format characters such as U+202E, separators other than the
+    space) written as its escape, ``\\x1b``, ``\\u202e``. A stored event holds whatever
+    string the door admits, from whoever signed it or, kept as evidence of invalidity,
+    from anyone: written as they were, its escape sequences reached the terminal of whoever
+    ran ``show`` or ``event`` (a title set, the screen cleared, text reordered)."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else ascii(c)[1:-1] for c in text)
+
+
 def _table(out: Out, rows: Sequence[Sequence[str]]) -> None:
+    rows = [[printable(cell) for cell in row] for row in rows]
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     for row in rows:
         line = "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True))
@@ -134,11 +147,11 @@ def cmd_event(args: argparse.Namespace, out: Out) -> int:
     event = parse_envelope(data).value
     signer = event.get("signer")
     signer = signer if isinstance(signer, dict) else {}
-    out.say(f"event: {_member(event, 'event_type')} of {event['pith_number']}, target "
+    out.say(printable(f"event: {_member(event, 'event_type')} of {event['pith_number']}, target "
             f"{_member(event, 'target')}, created {_member(event, 'created_at')} by "
             f"{_member(signer, 'signer_id')} ({_member(signer, 'signer_type')}, key "
             f"{_member(signer, 'key_id')}); {len(evidence)} other copies kept as evidence; "
-            f"leaves {', '.join(map(str, leaves))} of the log")  # fmt: skip
+            f"leaves {', '.join(map(str, leaves))} of the log"))  # fmt: skip
     return EXIT_OK
 
 

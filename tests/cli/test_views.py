@@ -175,3 +175,47 @@ def test_show_of_a_pith_or_alias_the_store_does_not_hold_is_one_line(
         status, out, err = run(["--store", store, "show", given])
         assert status == 2 and out == b"" and "[store.no_state]" in err, err
         assert len(err.splitlines()) == 1 and "Traceback" not in err
+
+
+def _unprintable(text: str) -> set[str]:
+    return {c for line in text.splitlines() for c in line if not c.isprintable()}
+
+
+def test_show_and_event_write_a_strangers_control_characters_escaped(tmp_path: Path) -> None:
+    """An export from a stranger can hold any string the door admits: ESC, BEL, C1 codes,
+    U+202E. ``show`` and ``event`` are for people at a terminal; they printed those as
+    they were (a record's source id that set the terminal's title and cleared its screen;
+    an invalid copy's target, kept with --keep-invalid), and now write each as an escape."""
+    import unicodedata
+
+    from pithlog.protocol.canonical import jcs
+    from pithlog.protocol.event_types import prepare_record_created
+    from pithlog.protocol.events import sign_event
+
+    hostile = "\x1b]0;PWNED\x07\x1b[2J\x9b31m\u202egnp.exe"
+    key = test_key("registry")
+    keyring = tmp_path / "keyring.json"
+    keyring.write_text(json.dumps({"keyring_version": "1", "keys": [key.keyring_entry()]}))
+    record = {"metadata": {"submitted_at": "2025-01-01T00:00:00Z"}, "schema_version": "1.0",
+              "source": {"kind": "doi" + hostile, "id": "10.1/" + hostile, "version": 1}}
+    pith, payload = prepare_record_created(key, {"canonical_record": record})
+    created = sign_event(key, "record_created", pith, "record", "2026-01-01T00:00:00Z", payload)
+    other = sign_event(test_key("author"), "author_attestation", pith, "claim:" + hostile,
+                       "2026-01-02T00:00:00Z", {"statement": "x"})  # unknown key: invalid
+    export = tmp_path / "export.jsonl"
+    export.write_bytes(jcs(created) + b"\n" + jcs(other) + b"\n")
+    store = str(tmp_path / "store")
+    status, out, err = run(["--store", store, "import", "--keep-invalid", "--keyring",
+                            str(keyring), str(export)])  # fmt: skip
+    assert status == 0, err
+    status, out, err = run(["--store", store, "show", pith])
+    assert status == 0, err
+    shown = out.decode("utf-8")
+    assert not _unprintable(shown), shown
+    assert "10.1/\\x1b]0;PWNED\\x07\\x1b[2J\\x9b31m\\u202egnp.exe" in shown
+    for event in (created, other):
+        status, out, err = run(["--store", store, "event", event["event_id"]])
+        assert status == 0 and json.loads(out) == event  # the copy itself, as stored
+        assert not _unprintable(err), err
+    assert "target claim:\\x1b]0;PWNED\\x07" in err
+    assert all(unicodedata.category(c) != "Cf" for c in err)

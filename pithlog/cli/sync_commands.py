@@ -30,7 +30,7 @@ from pithlog.net.sync import MAX_NEEDED, MAX_ORDERED, MAX_SECONDS, Limits
 from pithlog.net.sync_pull import pull
 from pithlog.protocol.keys import Keyring
 from pithlog.store import REFUSED, REJECTED, AppendResult, Store
-from pithlog.store.place import is_store_folder
+from pithlog.store.place import check_place, is_store_folder
 from pithlog.transparency.checkpoint import MAX_NOTE_BYTES, Checkpoint, verify_checkpoint
 
 
@@ -88,6 +88,10 @@ def cmd_sync(args: argparse.Namespace, out: Out) -> int:
                          "folder or an export file is read here, at the disk's pace")  # fmt: skip
     keyring = read_keyring(args.keyring)
     trusted = _trusted_checkpoint(args, keyring)
+    # a --store where no store may be made is refused before the source is read, as
+    # append and import refuse it: an export file was read, indexed and its refusals
+    # reported first (standard input spooled whole), then the store refused
+    check_place(store_path(args))
     limits = Limits(max_needed=args.max_copies)
     refused = 0
     stored: collections.Counter[str] = collections.Counter()

@@ -8,6 +8,7 @@ import errno
 import io
 import json
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -149,6 +150,29 @@ def test_a_store_that_is_a_file_or_a_foreign_folder_is_refused(
                           str(signer["keyring"]), str(tmp_path / "events.jsonl")])  # fmt: skip
     assert status == 2 and "holding other files (notes.txt)" in err
     assert sorted(p.name for p in foreign.iterdir()) == ["notes.txt"]
+
+
+def test_sync_refuses_a_foreign_store_folder_before_reading_its_source(
+    signer: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``sync --from FILE`` into a --store that is no store: refused before the file is read
+    (as append and import do). It read, indexed and reported the whole file first (a
+    115 MB export: 3.7 s, against 0.7 s for import), and spooled all of standard input
+    to a temporary file for ``--from -``."""
+    foreign = tmp_path / "papers"
+    foreign.mkdir()
+    (foreign / "notes.txt").write_text("mine")
+    source = tmp_path / "export.jsonl"
+    source.write_bytes(b"not json\n" * 3 + b"".join(sign_seed(signer)))
+    for given in (str(source), "-"):
+        monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(source.read_bytes())))
+        status, out, err = run(["--store", str(foreign), "sync", "--from", given,
+                                "--keyring", str(signer["keyring"])])  # fmt: skip
+        assert status == 2 and out == b"", err
+        assert err.splitlines() == [line for line in err.splitlines() if "[store.not_a_store]"
+                                    in line] and err, err  # no line of the source reported
+        assert sys.stdin.read() != "", given  # standard input left unread
+        assert sorted(p.name for p in foreign.iterdir()) == ["notes.txt"]
 
 
 def test_an_import_whose_every_line_is_refused_creates_no_store(

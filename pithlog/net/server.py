@@ -17,12 +17,14 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
+import logging
 import multiprocessing
 import multiprocessing.connection
 import os
 import shlex
 import signal
 import socket
+import sys
 import tempfile
 import threading
 import time
@@ -35,9 +37,9 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
-from uvicorn.supervisors import Multiprocess
+from uvicorn.config import STARTUP_FAILURE
 
-from pithlog.errors import StoreError, UsageError, shown
+from pithlog.errors import PithlogError, StoreError, UsageError, shown
 from pithlog.net import http_head, uvicorn_logs
 from pithlog.net.answers import answer_headers
 from pithlog.net.app import ServeApp, create_app
@@ -46,6 +48,7 @@ from pithlog.net.held_signals import HeldServer
 from pithlog.net.pages import page_routes
 from pithlog.net.served_log import ServeConfig
 from pithlog.net.submit import Limits
+from pithlog.net.supervisor import Supervisor
 from pithlog.net.sync_http import sync_routes
 from pithlog.net.witness_client import collect
 from pithlog.net.witness_route import witness_routes
@@ -239,10 +242,26 @@ def _cosigner(settings: Settings, store: Store) -> Callable[[bytes, int], bytes]
 
 def app_from_environment() -> Starlette:
     """The app of one worker (uvicorn's factory), from :data:`SETTINGS_VARIABLE`; with
-    :data:`READY_VARIABLE`, the worker says it is ready there once the app is built."""
+    :data:`READY_VARIABLE`, the worker says it is ready there once the app is built.
+    A worker of ``--workers N`` that cannot (the key file, the keyring or the store changed
+    since the supervisor read them: a worker started in the place of one that died reads
+    them again) says why in one line and ends with uvicorn's status for a failed start, on
+    which the supervisor stops (:mod:`pithlog.net.supervisor`)."""
     settings = Settings.decode(os.environ[SETTINGS_VARIABLE])
-    if os.environ.get(SUPERVISED_VARIABLE):
-        _end_with_supervisor()
+    if not os.environ.get(SUPERVISED_VARIABLE):
+        return _built(settings)
+    _end_with_supervisor()
+    try:
+        return _built(settings)
+    except PithlogError as exc:
+        # uvicorn's log, which goes to stderr: the layers below the command print nothing
+        logging.getLogger("uvicorn.error").error("a worker could not start: %s",
+                                                 exc.describe())  # fmt: skip
+        sys.exit(STARTUP_FAILURE)
+
+
+def _built(settings: Settings) -> Starlette:
+    """The app of ``settings``, said ready in :data:`READY_VARIABLE`'s folder."""
     app = witness_app(settings) if settings.witness else create_app(open_config(settings))
     folder = os.environ.get(READY_VARIABLE)
     if folder is not None:
@@ -425,7 +444,7 @@ def serve(settings: Settings, listen: str, workers: int, ready: Callable[[str], 
             if server is not None:
                 server.run(sockets=[sock])
             else:
-                Multiprocess(config, sockets=[sock]).run()
+                Supervisor(config, sockets=[sock]).run()
 
 
 def _ready_folder(stack: contextlib.ExitStack) -> str | None:

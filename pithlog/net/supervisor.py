@@ -1,0 +1,46 @@
+"""The supervisor of ``pithlog serve --workers N`` (``docs/network.md``, "The command"):
+uvicorn's, which starts the workers, replaces one that dies and stops them all on SIGINT
+or SIGTERM, with how the command ends when it stops.
+
+uvicorn's supervisor starts a worker in the place of one that died, and that worker reads
+the key, the keyring and the store again. When it cannot start (the key file removed
+meanwhile, the keyring changed, the store gone), it says why in one line and ends with
+uvicorn's status for a worker that failed to start (``app_from_environment`` in
+:mod:`pithlog.net.server`); uvicorn's supervisor then stops every worker, and
+:class:`Supervisor` ends the command with ``serve.worker_failed``, not status 0. Before,
+such a worker ended with a traceback and was replaced again, and again (25 processes and
+46 tracebacks in 15 s), the server serving at half its workers for ever.
+"""
+
+from __future__ import annotations
+
+from uvicorn.supervisors import Multiprocess
+
+from pithlog.errors import ServeError, register
+
+register({"serve.worker_failed": "a worker of serve --workers N could not start (the line "
+          "before says why: the key file, the keyring or the store changed since the server "
+          "started); the server stopped: put that right and start it again"})  # fmt: skip
+
+
+class Supervisor(Multiprocess):
+    """uvicorn's supervisor, which tells why it stopped (:meth:`run`)."""
+
+    failed = False
+    """Whether it stopped because a worker could not start."""
+
+    def keep_subprocess_alive(self) -> None:
+        stopping = self.should_exit.is_set()
+        super().keep_subprocess_alive()
+        # uvicorn stops everything when a worker ends with its status for a failed start
+        if not stopping and self.should_exit.is_set():
+            self.failed = True
+
+    def run(self) -> None:
+        """Run until stopped; ``serve.worker_failed`` when a worker could not start."""
+        super().run()
+        if self.failed:
+            raise ServeError("worker_failed", "a worker could not start (uvicorn's "
+                             "line above, 'a worker could not start: ...', says why): every "
+                             "worker stopped; put right what it names and start the "
+                             "server again")  # fmt: skip

@@ -1,0 +1,44 @@
+"""``pithlog serve --workers N`` as a service manager runs it: a worker killed, the files it
+was started on changed meanwhile, and the signals that stop it (docs/network.md, "The
+command")."""
+
+from __future__ import annotations
+
+import os
+import signal
+from pathlib import Path
+
+import pytest
+from served import STOP_SECONDS, Files, Server, make_files, serving, spawned_children
+
+WAIT_SECONDS = 60.0
+
+
+@pytest.fixture
+def files(tmp_path: Path) -> Files:
+    return make_files(tmp_path, piths=5)
+
+
+def _kill_a_worker(server: Server) -> None:
+    workers = spawned_children(server.process.pid)
+    assert len(workers) == 2
+    os.kill(workers[0], signal.SIGKILL)
+
+
+def test_a_worker_that_cannot_start_again_stops_the_server_with_its_line(files: Files) -> None:
+    """A worker killed is replaced by one that reads the key file again: with the file
+    removed meanwhile, each replacement failed with a traceback and was replaced again (25
+    processes and 46 tracebacks in 15 s), the server serving on at half its workers for
+    ever. Now the server stops, the worker's one line and the server's said, status 2."""
+    with serving(files, "--workers", "2", submit=True) as server:
+        files.key.unlink()
+        _kill_a_worker(server)
+        status = server.process.wait(WAIT_SECONDS)
+        server.process.wait(STOP_SECONDS)
+    err = server.stderr.decode()
+    assert status == 2, err
+    assert "Traceback" not in err, err
+    lines = err.splitlines()
+    assert any(line.startswith("ERROR:    a worker could not start: [usage.unreadable] cannot "
+                               f"read {files.key}") for line in lines), err  # fmt: skip
+    assert lines[-1].startswith("pithlog: [serve.worker_failed] "), err

@@ -48,7 +48,7 @@ from pithlog.net.held_signals import HeldServer
 from pithlog.net.pages import page_routes
 from pithlog.net.served_log import ServeConfig
 from pithlog.net.submit import Limits
-from pithlog.net.supervisor import Supervisor
+from pithlog.net.supervisor import Supervisor, data_file, require_started_on
 from pithlog.net.sync_http import sync_routes
 from pithlog.net.witness_client import collect
 from pithlog.net.witness_route import witness_routes
@@ -104,6 +104,9 @@ class Settings:
     """Witnesses that cosign each published checkpoint (with ``witness_keyring``)."""
     witness_keyring: str | None = None
     witness_quorum: int = 0
+    data_file: list[int] | None = None
+    """The device and inode of the store's data file when the command opened it: a worker
+    opens that store or none (:func:`open_config`)."""
 
     def encode(self) -> str:
         return json.dumps(dataclasses.asdict(self))
@@ -164,7 +167,12 @@ def open_config(settings: Settings, key_read: KeyFileRead | None = None) -> Serv
     key = _read_key(settings.key, key_read)
     sign_checkpoint(Checkpoint(settings.origin, 0, merkle.EMPTY_ROOT), key)
     keyring = load_keyring(_read(settings.keyring)) if settings.keyring is not None else None
-    store = Store.open(settings.store, create=keyring is not None, readonly=keyring is None)
+    # a worker (``data_file`` known) never creates the store: one started in the place of
+    # one that died, the store renamed meanwhile, made an empty store at the path and served
+    # it beside the other workers (a checkpoint of 0 after 55: two logs behind one URL)
+    create = keyring is not None and settings.data_file is None
+    store = Store.open(settings.store, create=create, readonly=keyring is None)
+    require_started_on(store, settings.store, settings.data_file)
     stored = store.keyring_digest()
     if keyring is not None and stored not in (None, keyring.digest):
         store.close()
@@ -198,7 +206,11 @@ def open_witness(
     if settings.keyring is None:
         raise UsageError("arguments", "--witness needs --keyring: the logs it witnesses")
     keyring = load_keyring(_read(settings.keyring))
-    return Store.open(settings.store), keyring, key
+    # as a log's worker (open_config): a witness's that made a new store would have
+    # forgotten what it cosigned
+    store = Store.open(settings.store, create=settings.data_file is None)
+    require_started_on(store, settings.store, settings.data_file)
+    return store, keyring, key
 
 
 def witness_app(settings: Settings) -> Starlette:
@@ -392,6 +404,8 @@ def serve(settings: Settings, listen: str, workers: int, ready: Callable[[str], 
         open_witness(settings, key_read)[0].close()
     else:
         open_config(settings, key_read).store.close()
+    # the store each worker opens: this one (a worker started later never makes another)
+    settings = dataclasses.replace(settings, data_file=data_file(settings.store))
     # several workers: a socket of their own each, where the kernel can spread connections
     sock = bind(host, port, hold=workers > 1 and REUSE_PORT)
     variables = {SETTINGS_VARIABLE: settings.encode()}

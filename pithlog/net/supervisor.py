@@ -14,9 +14,12 @@ such a worker ended with a traceback and was replaced again, and again (25 proce
 
 from __future__ import annotations
 
+import os
+
 from uvicorn.supervisors import Multiprocess
 
-from pithlog.errors import ServeError, register
+from pithlog.errors import ServeError, StoreError, register
+from pithlog.store import Store
 
 register({"serve.worker_failed": "a worker of serve --workers N could not start (the line "
           "before says why: the key file, the keyring or the store changed since the server "
@@ -44,3 +47,23 @@ class Supervisor(Multiprocess):
                              "line above, 'a worker could not start: ...', says why): every "
                              "worker stopped; put right what it names and start the "
                              "server again")  # fmt: skip
+
+
+def require_started_on(store: Store, path: str, started_on: list[int] | None) -> None:
+    """Refuse (``store.moved``, ``store`` closed) the store at ``path`` when it is not the
+    one the command opened, whose data file was ``started_on`` (:func:`data_file`; ``None``:
+    the command itself, nothing to compare with)."""
+    if started_on is not None and data_file(path) != started_on:
+        store.close()
+        raise StoreError("moved", f"the store at {path} is not the one this server "
+                         "started on (deleted, moved or replaced since): start the server "
+                         "again on the store")  # fmt: skip
+
+
+def data_file(store: str) -> list[int] | None:
+    """The device and inode of the data file of the store at ``store``, if any."""
+    try:
+        status = os.stat(os.path.join(store, "data.mdb"))
+    except OSError:
+        return None
+    return [status.st_dev, status.st_ino]

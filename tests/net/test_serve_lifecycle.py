@@ -42,3 +42,31 @@ def test_a_worker_that_cannot_start_again_stops_the_server_with_its_line(files: 
     assert any(line.startswith("ERROR:    a worker could not start: [usage.unreadable] cannot "
                                f"read {files.key}") for line in lines), err  # fmt: skip
     assert lines[-1].startswith("pithlog: [serve.worker_failed] "), err
+
+
+def test_a_worker_never_serves_another_store_than_the_servers(files: Files) -> None:
+    """The store renamed while serving, then a worker killed: its replacement (which opens
+    the store again, creating it with --submit) made a new empty store at the path and
+    served it beside the other worker, /checkpoint signing a tree of 0 after 55, two logs
+    behind one URL. Now it refuses (``store.missing``: it never creates the store) and the
+    server stops; a store replaced at the path is refused as ``store.moved``."""
+    with serving(files, "--workers", "2", submit=True) as server:
+        files.store.rename(files.root / "elsewhere")
+        _kill_a_worker(server)
+        status = server.process.wait(WAIT_SECONDS)
+    assert status == 2, server.stderr.decode()
+    assert not files.store.exists()
+    assert "could not start: [store.missing]" in server.stderr.decode()
+
+
+def test_a_worker_refuses_a_store_replaced_at_its_path(files: Files) -> None:
+    import shutil
+
+    with serving(files, "--workers", "2", submit=True) as server:
+        shutil.copytree(files.store, files.root / "copy")
+        files.store.rename(files.root / "elsewhere")
+        (files.root / "copy").rename(files.store)  # a backup restored over it
+        _kill_a_worker(server)
+        status = server.process.wait(WAIT_SECONDS)
+    assert status == 2, server.stderr.decode()
+    assert "could not start: [store.moved]" in server.stderr.decode()

@@ -15,8 +15,12 @@ such a worker ended with a traceback and was replaced again, and again (25 proce
 from __future__ import annotations
 
 import os
+import signal
+from socket import socket
 
+from uvicorn.config import Config
 from uvicorn.supervisors import Multiprocess
+from uvicorn.supervisors.multiprocess import SIGNALS
 
 from pithlog.errors import ServeError, StoreError, register
 from pithlog.store import Store
@@ -32,6 +36,20 @@ class Supervisor(Multiprocess):
     failed = False
     """Whether it stopped because a worker could not start."""
 
+    def __init__(self, config: Config, sockets: list[socket]) -> None:
+        # uvicorn's handlers, set here, stay after it returns: the command's are put back
+        self._before = {sig: signal.getsignal(sig) for sig in SIGNALS}
+        self.stopped_by: list[int] = []
+        super().__init__(config, sockets)
+
+    def handle_int(self) -> None:
+        self.stopped_by.append(signal.SIGINT)
+        super().handle_int()
+
+    def handle_term(self) -> None:
+        self.stopped_by.append(signal.SIGTERM)
+        super().handle_term()
+
     def keep_subprocess_alive(self) -> None:
         stopping = self.should_exit.is_set()
         super().keep_subprocess_alive()
@@ -40,8 +58,18 @@ class Supervisor(Multiprocess):
             self.failed = True
 
     def run(self) -> None:
-        """Run until stopped; ``serve.worker_failed`` when a worker could not start."""
-        super().run()
+        """Run until stopped; then, when a signal stopped it, that signal raised again with
+        the handlers from before (the command ends with its line and status, 143 or 130, as
+        with one worker: it ended with status 0 and no line), else ``serve.worker_failed``
+        when a worker could not start."""
+        try:
+            super().run()
+        finally:
+            for sig, handler in self._before.items():
+                if handler is not None:
+                    signal.signal(sig, handler)
+        if self.stopped_by:
+            signal.raise_signal(self.stopped_by[0])
         if self.failed:
             raise ServeError("worker_failed", "a worker could not start (uvicorn's "
                              "line above, 'a worker could not start: ...', says why): every "

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import signal
+import time
 from pathlib import Path
 
 import pytest
@@ -17,6 +18,15 @@ WAIT_SECONDS = 60.0
 @pytest.fixture
 def files(tmp_path: Path) -> Files:
     return make_files(tmp_path, piths=5)
+
+
+def _said(server: Server, line: str) -> list[str]:
+    """The lines the server said on stderr, once its pipe has given ``line`` (its drain may
+    lag the process's end), at most :data:`STOP_SECONDS` later."""
+    deadline = time.monotonic() + STOP_SECONDS
+    while line.encode() not in server.stderr and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return server.stderr.decode().splitlines()
 
 
 def _kill_a_worker(server: Server) -> None:
@@ -35,10 +45,10 @@ def test_a_worker_that_cannot_start_again_stops_the_server_with_its_line(files: 
         _kill_a_worker(server)
         status = server.process.wait(WAIT_SECONDS)
         server.process.wait(STOP_SECONDS)
-    err = server.stderr.decode()
+    lines = _said(server, "[serve.worker_failed]")
+    err = "\n".join(lines)
     assert status == 2, err
     assert "Traceback" not in err, err
-    lines = err.splitlines()
     assert any(line.startswith("ERROR:    a worker could not start: [usage.unreadable] cannot "
                                f"read {files.key}") for line in lines), err  # fmt: skip
     assert lines[-1].startswith("pithlog: [serve.worker_failed] "), err
@@ -56,7 +66,7 @@ def test_a_worker_never_serves_another_store_than_the_servers(files: Files) -> N
         status = server.process.wait(WAIT_SECONDS)
     assert status == 2, server.stderr.decode()
     assert not files.store.exists()
-    assert "could not start: [store.missing]" in server.stderr.decode()
+    assert any("could not start: [store.missing]" in x for x in _said(server, "worker_failed"))
 
 
 def test_a_worker_refuses_a_store_replaced_at_its_path(files: Files) -> None:
@@ -69,4 +79,17 @@ def test_a_worker_refuses_a_store_replaced_at_its_path(files: Files) -> None:
         _kill_a_worker(server)
         status = server.process.wait(WAIT_SECONDS)
     assert status == 2, server.stderr.decode()
-    assert "could not start: [store.moved]" in server.stderr.decode()
+    assert any("could not start: [store.moved]" in x for x in _said(server, "worker_failed"))
+
+
+@pytest.mark.parametrize(("sig", "status", "line"), [(signal.SIGTERM, 143, "pithlog: terminated"),
+                                                     (signal.SIGINT, 130, "pithlog: interrupted")])
+def test_with_workers_a_stop_ends_as_with_one_worker(files: Files, sig: int, status: int,
+                                                     line: str) -> None:  # fmt: skip
+    """SIGTERM and SIGINT stopped ``serve --workers 2`` with status 0 and no line, where
+    one worker's ends 143 or 130 with its line, as every command does."""
+    with serving(files, "--workers", "2", submit=True) as server:
+        server.process.send_signal(sig)
+        got = server.process.wait(WAIT_SECONDS)
+    assert got == status, server.stderr.decode()
+    assert _said(server, line)[-1] == line

@@ -25,7 +25,7 @@ import contextlib
 import ctypes
 import os
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -43,6 +43,7 @@ from pithlog.store.environment_files import (
     _open_existing,
     _walk,
 )
+from pithlog.store.environment_gate import Gate
 from pithlog.store.environment_walk import Walkers
 from pithlog.store.layout import DB_NAMES, Txn
 from pithlog.store.place import check_path, check_place, unreadable
@@ -100,61 +101,6 @@ Work = Callable[[Txn, dict[str, Any]], T]
 # --- one shared environment and its transactions ------------------------------------------
 
 
-class _Gate:
-    """Readers share; a map resize is exclusive (LMDB: no transaction of this process may
-    be active while ``set_mapsize`` runs). The single writer also holds ``write``.
-
-    A resize asked for waits for the transactions under way, and transactions begun after
-    it wait for it: were they let in, threads whose reads overlap (a web application's)
-    would never leave it a moment with none active, and the append that needs it (holding
-    ``write``, so every other append of the process too) would wait for ever. A thread
-    already inside goes on without waiting, as the resize waits for it."""
-
-    def __init__(self) -> None:
-        self._cond = threading.Condition()
-        self._readers = 0
-        self._exclusive = False
-        self._asking = 0
-        """Threads waiting for :meth:`exclusive`."""
-        self._inside = threading.local()
-        """``depth``: how many :meth:`shared` this thread is in."""
-        self.write = threading.RLock()
-
-    @contextlib.contextmanager
-    def shared(self) -> Iterator[None]:
-        depth: int = getattr(self._inside, "depth", 0)
-        with self._cond:
-            while self._exclusive or (self._asking and not depth):
-                self._cond.wait()
-            self._readers += 1
-        try:
-            self._inside.depth = depth + 1
-            yield
-        finally:
-            self._inside.depth = depth
-            with self._cond:
-                self._readers -= 1
-                self._cond.notify_all()
-
-    @contextlib.contextmanager
-    def exclusive(self) -> Iterator[None]:
-        with self._cond:
-            self._asking += 1
-            try:
-                while self._exclusive or self._readers:
-                    self._cond.wait()
-            finally:
-                self._asking -= 1
-                self._cond.notify_all()  # an interrupt while waiting: let the readers in
-            self._exclusive = True
-        try:
-            yield
-        finally:
-            with self._cond:
-                self._exclusive = False
-                self._cond.notify_all()
-
-
 @dataclass(eq=False)
 class SharedEnvironment:
     """One open LMDB environment, shared by every :class:`pithlog.store.Store` of this process."""
@@ -166,7 +112,7 @@ class SharedEnvironment:
     readonly: bool = False
     """Opened in LMDB's read-only mode: read transactions only."""
     refs: int = 0
-    gate: _Gate = field(default_factory=_Gate)
+    gate: Gate = field(default_factory=Gate)
     pid: int = field(default_factory=os.getpid)
     closed: bool = False
     """Closed by the last :func:`release`: a :class:`pithlog.store.Store` that another
@@ -241,7 +187,7 @@ class SharedEnvironment:
         """The one place a map is resized: a transaction that cannot begin because another
         process grew the map adopts its size; a write that does not fit is aborted, the map
         doubled (:data:`MAX_MAP_SIZE` at most) and ``work`` run again from the start. Both
-        happen with no transaction of this process active (:class:`_Gate`)."""
+        happen with no transaction of this process active (:class:`Gate`)."""
         with _lmdb_errors(), self.gate.write if write else contextlib.nullcontext():
             while True:
                 with self.gate.shared():

@@ -7,7 +7,6 @@ import argparse
 import collections
 import contextlib
 import os
-import shutil
 import tempfile
 from collections.abc import Iterator
 from typing import Any, BinaryIO
@@ -50,18 +49,55 @@ def _trusted_checkpoint(args: argparse.Namespace, keyring: Keyring) -> Checkpoin
     return verify_checkpoint(note, keyring, args.origin).checkpoint
 
 
+MAX_SPOOL = 1 << 30
+"""The most bytes of standard input ``sync --from -`` copies to its temporary file unless
+``--max-spool`` says (1 GiB: about 650,000 seed-shaped copies)."""
+
+_SPOOL_PIECE = 1 << 20
+
+
+def _unspooled(exc: OSError) -> UsageError:
+    return UsageError("unwritable", "cannot spool standard input to a temporary file in "
+                      f"{tempfile.gettempdir()}: {exc.strerror or exc}; free space there, or "
+                      "set TMPDIR")  # fmt: skip
+
+
 @contextlib.contextmanager
-def _seekable(path: str) -> Iterator[BinaryIO]:
+def _seekable(path: str, most: int) -> Iterator[BinaryIO]:
     """The export file, or standard input spooled to a temporary file (a sync reads its
-    source twice: once to list it, then the copies it needs)."""
+    source twice: once to list it, then the copies it needs), no more than ``most`` bytes
+    of it: a longer stream is ``sync.limit``, read no further. It was copied whole before
+    any limit applied, so that a stranger's stream filled the disk of $TMPDIR. The file has
+    no name (made unlinked, or unlinked as soon as made): no exit path leaves it behind; a
+    file that cannot be made or written (a full disk) is ``usage.unwritable``."""
     with open_input(path) as stream:
         if stream.seekable():
             yield stream
             return
-        with tempfile.TemporaryFile() as spool:
-            shutil.copyfileobj(stream, spool, 1 << 20)
-            spool.seek(0)
+        try:
+            spool = tempfile.TemporaryFile()  # noqa: SIM115 - closed below
+        except OSError as exc:
+            raise _unspooled(exc) from exc
+        try:
+            copied = 0
+            try:
+                while piece := stream.read(min(_SPOOL_PIECE, most + 1 - copied)):
+                    copied += len(piece)
+                    if copied > most:
+                        raise SyncError("limit", f"standard input holds more than {most:,} "
+                                        "bytes (--max-spool), the most spooled to a temporary "
+                                        "file; none was stored: raise --max-spool, or give "
+                                        "the export as a file, which is read in place")  # fmt: skip
+                    spool.write(piece)
+                spool.seek(0)  # what is still buffered is written here
+            except OSError as exc:
+                raise _unspooled(exc) from exc
             yield spool
+        finally:
+            # closing flushes what is buffered, which fails again on a full disk: the error
+            # that stopped the spool is the one to report, and the file goes all the same
+            with contextlib.suppress(OSError):
+                spool.close()
 
 
 def _http_transport(url: str, limits: Limits, max_seconds: float) -> Any:
@@ -86,6 +122,9 @@ def cmd_sync(args: argparse.Namespace, out: Out) -> int:
     if args.max_time is not None and not source.startswith(("http://", "https://")):
         raise UsageError("arguments", "--max-time bounds a sync from a URL only: a store "
                          "folder or an export file is read here, at the disk's pace")  # fmt: skip
+    if args.max_spool is not None and source != "-":
+        raise UsageError("arguments", "--max-spool bounds the copy of standard input (--from "
+                         "-) only: a file or a store folder is read in place")  # fmt: skip
     keyring = read_keyring(args.keyring)
     trusted = _trusted_checkpoint(args, keyring)
     # a --store where no store may be made is refused before the source is read, as
@@ -120,7 +159,8 @@ def cmd_sync(args: argparse.Namespace, out: Out) -> int:
                 if is_store_folder(store_path(args)):
                     store = stack.enter_context(open_store(args, create=True))
                     held = store.tree_size()
-                export = ExportSource.read(stack.enter_context(_seekable(source)),
+                export = ExportSource.read(stack.enter_context(_seekable(
+                    source, MAX_SPOOL if args.max_spool is None else args.max_spool)),
                                            on_refused=say_refused,
                                            most=held + limits.max_needed)  # fmt: skip
                 refused = export.refused
@@ -200,6 +240,10 @@ def add_commands(sub: Any, store_parser: StoreParser) -> None:
     p.add_argument("--max-copies", type=at_least(0), default=MAX_NEEDED, metavar="N",
                    help=f"stop when the source lists more than N copies the store lacks "
                    f"(default {MAX_NEEDED}, at most {MAX_ORDERED})")  # fmt: skip
+    p.add_argument("--max-spool", type=at_least(1), metavar="BYTES",
+                   help="with --from - (a pipe): refuse standard input longer than BYTES "
+                   f"(sync.limit, nothing stored), copied no further to its temporary file "
+                   f"(default {MAX_SPOOL:,})")  # fmt: skip
     p.add_argument("--max-time", type=seconds, metavar="SECONDS",
                    help=f"with --from a URL: stop when the sync has taken SECONDS in all "
                    f"(default {MAX_SECONDS:,.0f}, at most 86,400), keeping what it "

@@ -9,6 +9,7 @@ import re
 from typing import Any
 
 from pithlog.cli.store_commands import DEFAULT_SHARD
+from pithlog.cli.sync_commands import MAX_SPOOL
 from pithlog.net import audit, mirror, submit
 from pithlog.net.sync import MAX_SECONDS
 from pithlog.store import rekey
@@ -24,6 +25,7 @@ def _sentinel_defaults() -> dict[tuple[str, str], Any]:
     return {
         ("export", "--shard-size"): DEFAULT_SHARD,
         ("sync", "--max-time"): MAX_SECONDS,
+        ("sync", "--max-spool"): MAX_SPOOL,
         ("audit", "--max-time"): audit.MAX_SECONDS,
         ("serve", "--max-body"): submit.Limits.max_body,
         ("serve", "--max-lines"): submit.Limits.max_lines,

@@ -491,3 +491,67 @@ def test_verify_proof_requires_the_origin_of_every_kind_of_proof(f: dict[str, An
     for extra in (["--event-id", eid], [str(old)]):
         status, _, err = run(["verify-proof", "--keyring", f["keyring"], str(evidence), *extra])
         assert status == 2 and "[usage.arguments]" in err and "evidence file" in err, err
+
+
+class _Stream:
+    """A standard input that is no file: ``size`` bytes of export lines, counted as read."""
+
+    def __init__(self, line: bytes, size: int) -> None:
+        self.line, self.left, self.read_bytes = line, size, 0
+
+    def seekable(self) -> bool:
+        return False
+
+    def read(self, size: int = -1) -> bytes:
+        size = self.left if size < 0 else min(size, self.left)
+        start = self.read_bytes % len(self.line)
+        data = (self.line * (size // len(self.line) + 2))[start : start + size]
+        self.left -= size
+        self.read_bytes += size
+        return data
+
+
+def test_sync_from_standard_input_spools_no_more_than_max_spool(
+    f: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A stranger's stream on standard input is copied to the temporary file no further
+    than --max-spool: past it, sync.limit, nothing stored, no temporary file left."""
+    spool = f["tmp"] / "spool"
+    spool.mkdir()
+    monkeypatch.setattr("tempfile.tempdir", str(spool))
+    line = g.encoded(f["events"][0]) + b"\n"  # one copy again and again: one distinct copy
+    stream = _Stream(line, 8 << 20)
+    monkeypatch.setattr(sys, "stdin", type("Stdin", (), {"buffer": stream})())
+    b = f["tmp"] / "b"
+    status, out, err = run(["--store", str(b), "sync", "--from", "-", "--keyring",
+                            f["keyring"], "--max-spool", str(1 << 20)])  # fmt: skip
+    assert status == 2 and out == b"" and "[sync.limit]" in err and "--max-spool" in err, err
+    assert stream.read_bytes <= (1 << 20) + 1  # read no further than the bound
+    assert not b.exists() and list(spool.iterdir()) == []
+    # a store that exists is left as it was
+    append(f, f["first"], store=str(b))
+    stream = _Stream(line, 8 << 20)
+    monkeypatch.setattr(sys, "stdin", type("Stdin", (), {"buffer": stream})())
+    status, _, err = run(["--store", str(b), "sync", "--from", "-", "--keyring",
+                          f["keyring"], "--max-spool", str(1 << 20)])  # fmt: skip
+    assert status == 2 and "[sync.limit]" in err, err
+    with Store.open(str(b), create=False, readonly=True) as store:
+        assert store.tree_size() == 20
+    # the default bound is the one --help states; a bound for a source that is not spooled
+    # is a usage error
+    monkeypatch.setattr("pithlog.cli.sync_commands.MAX_SPOOL", 1 << 20)
+    stream = _Stream(line, 8 << 20)
+    monkeypatch.setattr(sys, "stdin", type("Stdin", (), {"buffer": stream})())
+    status, _, err = run(["--store", str(b), "sync", "--from", "-", "--keyring",
+                          f["keyring"]])  # fmt: skip
+    assert status == 2 and "[sync.limit]" in err and stream.read_bytes <= (1 << 20) + 1, err
+    status, _, err = run(["--store", str(b), "sync", "--from", f["first"], "--keyring",
+                          f["keyring"], "--max-spool", "10"])  # fmt: skip
+    assert status == 2 and "[usage.arguments]" in err, err
+    # a temporary file that cannot be written (a full $TMPDIR) is one line, not a traceback
+    if os.path.exists("/dev/full"):
+        monkeypatch.setattr("tempfile.TemporaryFile", lambda: open("/dev/full", "w+b"))  # noqa: SIM115
+        monkeypatch.setattr(sys, "stdin", type("Stdin", (), {"buffer": _Stream(line, 1000)})())
+        status, _, err = run(["--store", str(b), "sync", "--from", "-", "--keyring",
+                              f["keyring"]])  # fmt: skip
+        assert status == 2 and "[usage.unwritable]" in err and "TMPDIR" in err, err

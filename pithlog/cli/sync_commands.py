@@ -122,6 +122,15 @@ def cmd_sync(args: argparse.Namespace, out: Out) -> int:
     if args.max_time is not None and not source.startswith(("http://", "https://")):
         raise UsageError("arguments", "--max-time bounds a sync from a URL only: a store "
                          "folder or an export file is read here, at the disk's pace")  # fmt: skip
+    remote_log = source.startswith(("http://", "https://")) or os.path.isdir(source)
+    if args.keep_invalid and not remote_log:
+        # docs/transparency.md, "Invalid copies only from a signed log": a file's invalid
+        # copies were fetched and rejected, every one, the options given for nothing
+        raise UsageError("arguments", f"--keep-invalid keeps the invalid copies a source "
+                         f"proves leaves of its signed log (--checkpoint), and an export "
+                         f"file ({source}) has no tree: it proves none. Take a file's word "
+                         "for its invalid copies with `import --keep-invalid`, or sync from "
+                         "the store or served log that --checkpoint signs")  # fmt: skip
     if args.max_spool is not None and source != "-":
         raise UsageError("arguments", "--max-spool bounds the copy of standard input (--from "
                          "-) only: a file or a store folder is read in place")  # fmt: skip
@@ -206,9 +215,17 @@ def cmd_sync(args: argparse.Namespace, out: Out) -> int:
             f"{report.bytes_exchanged} bytes exchanged")  # fmt: skip
     bad = report.statuses.get(REJECTED, 0) + report.statuses.get(REFUSED, 0) + refused
     if report.statuses.get(REJECTED, 0):
-        out.say("sync: rejected copies fail checks 1-12 here; they are kept only with "
-                "--keep-invalid --checkpoint, when the source proves them leaves of its "
-                "signed log")  # fmt: skip
+        if not remote_log:
+            why = ("an export file proves none of them: `import --keep-invalid` takes its "
+                   "word for them")  # fmt: skip
+        elif trusted is not None:
+            why = (f"the source did not prove them leaves of the tree of --checkpoint (size "
+                   f"{trusted.size}), so they are not proven: a copy logged after that "
+                   "checkpoint, or not in its log; a later checkpoint may prove them")  # fmt: skip
+        else:
+            why = ("they are kept only with --keep-invalid --checkpoint, when the source "
+                   "proves them leaves of its signed log")  # fmt: skip
+        out.say(f"sync: rejected copies fail checks 1-12 here; {why}")
     return EXIT_BAD_INPUT if bad else EXIT_OK
 
 
@@ -230,7 +247,9 @@ def add_commands(sub: Any, store_parser: StoreParser) -> None:
     keyring_option(p)
     p.add_argument("--keep-invalid", action="store_true",
                    help="store copies that fail checks 1-12 when the source proves them "
-                   "leaves of the tree of --checkpoint")  # fmt: skip
+                   "leaves of the tree of --checkpoint: a store folder or a URL, not an "
+                   "export file, which proves nothing (import --keep-invalid takes its "
+                   "word)")  # fmt: skip
     p.add_argument("--checkpoint", metavar="FILE",
                    help="the source's signed checkpoint (needed by --keep-invalid); the "
                    "keyring must trust it")  # fmt: skip

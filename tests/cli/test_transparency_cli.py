@@ -232,14 +232,11 @@ def test_sync_command(f: dict[str, Any]) -> None:
     doc = json.loads(out)
     assert doc["statuses"] == {"stored": len(f["events"]), "rejected": 1}
     assert doc["refused_lines"] == 1
-    # --keep-invalid needs the source's checkpoint; an export file proves nothing with it
-    status, out, err = run(["--store", c, "sync", "--from", str(export), "--keyring",
+    # --keep-invalid needs the source's checkpoint
+    status, out, err = run(["--store", c, "sync", "--from", f["store"], "--keyring",
                             f["keyring"], "--keep-invalid"])  # fmt: skip
     assert status == 2 and "[usage.arguments]" in err and "--checkpoint" in err
     signed = checkpoint(f, "signed.cp")
-    status, out, _ = run(["--store", c, "sync", "--from", str(export), "--keyring",
-                          f["keyring"], "--keep-invalid", "--checkpoint", str(signed)])
-    assert status == 2 and json.loads(out)["statuses"] == {"rejected": 1}
     # from a store holding it in its signed log, the invalid copy is proven and kept
     status, _, err = run(["--store", f["store"], "append", "--keyring", f["keyring"],
                           "--keep-invalid", str(export)])  # fmt: skip
@@ -555,3 +552,37 @@ def test_sync_from_standard_input_spools_no_more_than_max_spool(
         status, _, err = run(["--store", str(b), "sync", "--from", "-", "--keyring",
                               f["keyring"]])  # fmt: skip
         assert status == 2 and "[usage.unwritable]" in err and "TMPDIR" in err, err
+
+
+def test_sync_keeps_invalid_copies_only_from_a_source_that_can_prove_them(
+    f: dict[str, Any],
+) -> None:
+    """An export file has no tree: --keep-invalid from one is refused before anything is
+    read, saying what to do instead; the closing hint says why copies were rejected."""
+    append(f, f["first"])
+    signed = checkpoint(f, "signed.cp")
+    status, out, _ = run(["--store", f["store"], "export"])
+    stranger = g.attestation(f["events"][0]["pith_number"], 300, signer="stranger")
+    export = f["tmp"] / "export.jsonl"
+    export.write_bytes(out + g.encoded(stranger) + b"\n")
+    c = f["tmp"] / "c"
+    for extra in (["--keep-invalid", "--checkpoint", str(signed)], ["--keep-invalid"]):
+        status, out, err = run(["--store", str(c), "sync", "--from", str(export),
+                                "--keyring", f["keyring"], *extra])  # fmt: skip
+        assert status == 2 and out == b"" and "[usage.arguments]" in err, err
+        assert "proves none" in err and "import --keep-invalid" in err, err
+        assert not c.exists()
+    # without them, the hint names what keeps a file's invalid copies: not these options
+    status, out, err = run(["--store", str(c), "sync", "--from", str(export), "--keyring",
+                            f["keyring"]])  # fmt: skip
+    assert status == 2 and json.loads(out)["statuses"] == {"stored": 20, "rejected": 1}
+    assert "import --keep-invalid" in err and "--keep-invalid --checkpoint" not in err, err
+    # from a store whose checkpoint predates the invalid copy: given both, not proven
+    status, _, err = run(["--store", f["store"], "append", "--keyring", f["keyring"],
+                          "--keep-invalid", str(export)])  # fmt: skip
+    assert status == 0, err
+    d = str(f["tmp"] / "d")
+    status, out, err = run(["--store", d, "sync", "--from", f["store"], "--keyring",
+                            f["keyring"], "--keep-invalid", "--checkpoint", str(signed)])
+    assert status == 2 and json.loads(out)["statuses"] == {"stored": 20, "rejected": 1}
+    assert "not proven" in err and "kept only with" not in err, err

@@ -23,7 +23,14 @@ from pithlog.cli.edge import (
     store_path,
 )
 from pithlog.cli.streams import Out, open_input, read_bytes, read_keyring
-from pithlog.errors import EXIT_BAD_INPUT, EXIT_OK, DoorError, SyncError, UsageError
+from pithlog.errors import (
+    EXIT_BAD_INPUT,
+    EXIT_OK,
+    DoorError,
+    StoreError,
+    SyncError,
+    UsageError,
+)
 from pithlog.net.sources import ExportSource, store_responder
 from pithlog.net.sync import MAX_NEEDED, MAX_ORDERED, MAX_SECONDS, Limits
 from pithlog.net.sync_pull import pull
@@ -100,6 +107,19 @@ def _seekable(path: str, most: int) -> Iterator[BinaryIO]:
                 spool.close()
 
 
+def _source_store(source: str) -> Store:
+    """The store folder ``--from`` names, opened read-only; a refusal to open it names it as
+    the sync source: ``store.missing ... no store at DIR`` alone was taken for the --store
+    synced into (which a sync creates)."""
+    try:
+        return Store.open(source, create=False, readonly=True, check=True)
+    except StoreError as exc:
+        hint = ("; --from names the store synced from, --store names the store synced into"
+                if exc.detail == "missing" else "")  # fmt: skip
+        raise StoreError(exc.detail, f"the sync source --from {source}: {exc.message}{hint}",
+                         exc.where) from exc  # fmt: skip
+
+
 def _http_transport(url: str, limits: Limits, max_seconds: float) -> Any:
     return net_module("sync_http", "sync --from a URL").HttpTransport(
         url, limits, max_seconds=max_seconds)
@@ -154,8 +174,7 @@ def cmd_sync(args: argparse.Namespace, out: Out) -> int:
                 remote: Any = stack.enter_context(_http_transport(
                     source, limits, args.max_time or MAX_SECONDS))
             elif os.path.isdir(source):
-                other = stack.enter_context(
-                    Store.open(source, create=False, readonly=True, check=True))
+                other = stack.enter_context(_source_store(source))
                 remote = store_responder(other, limits)
             else:
                 def say_refused(number: int, problem: DoorError) -> None:

@@ -586,3 +586,23 @@ def test_sync_keeps_invalid_copies_only_from_a_source_that_can_prove_them(
                             f["keyring"], "--keep-invalid", "--checkpoint", str(signed)])
     assert status == 2 and json.loads(out)["statuses"] == {"stored": 20, "rejected": 1}
     assert "not proven" in err and "kept only with" not in err, err
+
+
+def test_a_source_folder_that_is_no_store_is_named_as_the_sync_source(f: dict[str, Any]) -> None:
+    """--from DIR that holds no store (or a damaged one) says DIR is the source, not the
+    --store synced into, which users took it for; nothing is created."""
+    empty = f["tmp"] / "empty"
+    empty.mkdir()
+    broken = f["tmp"] / "broken"
+    broken.mkdir()
+    (broken / "data.mdb").write_bytes(b"xx")
+    b = f["tmp"] / "b"
+    for folder, code in ((empty, "store.missing"), (broken, "store.corrupted")):
+        status, out, err = run(["--store", str(b), "sync", "--from", str(folder), "--keyring",
+                                f["keyring"]])  # fmt: skip
+        assert status == 2 and out == b"" and f"[{code}]" in err, err
+        assert f"the sync source --from {folder}" in err and err.count("\n") == 1, err
+        assert not b.exists()
+    status, _, err = run(["--store", str(b), "sync", "--from", str(empty), "--keyring",
+                          f["keyring"]])  # fmt: skip
+    assert "--store names the store synced into" in err, err

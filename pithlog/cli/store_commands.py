@@ -23,7 +23,14 @@ from pithlog.cli.edge import (
     store_path,
 )
 from pithlog.cli.streams import Out, read_keyring
-from pithlog.errors import EXIT_OK, EXIT_VERIFY_FAILED, StoreError, UsageError, register
+from pithlog.errors import (
+    EXIT_OK,
+    EXIT_VERIFY_FAILED,
+    StoreError,
+    Terminated,
+    UsageError,
+    register,
+)
 from pithlog.parallel.cores import MOST_CORES
 from pithlog.protocol.canonical import jcs
 from pithlog.protocol.keys import Keyring
@@ -188,19 +195,50 @@ def cmd_export(args: argparse.Namespace, out: Out) -> int:
         return _export_shards(args, out)
     if args.shard_size is not None:
         raise UsageError("arguments", "--shard-size needs --out DIR (the folder of the shards)")
-    count = 0
-    last = args.after
-    with open_store(args, readonly=True) as store:
-        _within(store, args.after)
-        for seq, data in store.export(after=args.after):
-            if args.with_seq:
-                out.write(b'{"seq":%d,"event":%s}\n' % (seq, data))
-            else:
-                out.write(data + b"\n")
-            count += 1
-            last = seq
+    count = written = 0  # lines read from the store; lines flushed to stdout whole
+    last = through = args.after  # the seq of each
+    piece = bytearray()
+    try:
+        with open_store(args, readonly=True) as store:
+            _within(store, args.after)
+            for seq, data in store.export(after=args.after):
+                if args.with_seq:
+                    piece += b'{"seq":%d,"event":%s}\n' % (seq, data)
+                else:
+                    piece += data + b"\n"
+                count += 1
+                last = seq
+                if len(piece) >= EXPORT_PIECE:
+                    out.write(bytes(piece))
+                    out.flush()
+                    piece.clear()
+                    written, through = count, seq
+        out.write(bytes(piece))
+        out.flush()  # before the summary says the lines are written
+        written, through = count, last
+    except UsageError as exc:
+        if exc.code != "usage.output" or not written:
+            raise
+        raise UsageError("output", f"{exc.message}; export stopped: "
+                         f"{_resume(written, through)}") from exc  # fmt: skip
+    except (KeyboardInterrupt, Terminated):
+        if written:
+            out.say(f"export: interrupted: {_resume(written, through)}")
+        raise
     out.say(f"export: {count} envelopes, through seq {last} (resume with --after {last})")
     return EXIT_OK
+
+
+EXPORT_PIECE = 1 << 20
+"""Bytes of lines ``export`` writes to standard output and flushes at once: what a stop
+(a full disk, Ctrl-C) names as written is what was flushed whole."""
+
+
+def _resume(written: int, through: int) -> str:
+    """What a stopped export says: the lines written whole and how to export the rest
+    (docs/cli.md, "export"). Lines after them may be written too, the last cut short."""
+    return (f"the first {written} lines are written whole, through seq {through}: export "
+            f"the rest with --after {through}")  # fmt: skip
 
 
 def _within(store: Store, after: int) -> None:
@@ -293,7 +331,7 @@ def _export_shards(args: argparse.Namespace, out: Out) -> int:
         raise UsageError("unwritable", f"--out {folder} is a file, not a folder: give the "
                          "folder of the shards (made if need be)")  # fmt: skip
     count = shards = 0
-    last = args.after
+    last = printed = args.after  # printed: the last seq of the last shard said on stdout
     shard: _Shard | None = None
 
     def said(line: bytes, through: int) -> None:
@@ -307,6 +345,8 @@ def _export_shards(args: argparse.Namespace, out: Out) -> int:
                              f"the shard through seq {through}, which is written; give "
                              f"export --after {through} --out {folder} to write the rest"
                              ) from None  # fmt: skip
+        nonlocal printed
+        printed = through
 
     try:
         with open_store(args, readonly=True) as store:
@@ -335,6 +375,11 @@ def _export_shards(args: argparse.Namespace, out: Out) -> int:
         raise UsageError("unwritable", f"cannot write a shard in {folder}: "
                          f"{exc.strerror or exc}; check its permissions and free "
                          "space") from exc  # fmt: skip
+    except (KeyboardInterrupt, Terminated):
+        if printed > args.after:
+            out.say(f"export: interrupted: the shards through seq {printed} are written; "
+                    f"give export --after {printed} --out {folder} to write the rest")  # fmt: skip
+        raise
     finally:
         if shard is not None:
             shard.abandon()

@@ -181,8 +181,19 @@ class Out:
         """A progress bar on stderr while one is shown: lines are printed above it."""
 
     def write(self, data: bytes) -> None:
+        """``data`` on stdout, all of it. A buffered stdout given more than its buffer
+        writes it straight through and, when the descriptor takes part of it (a file
+        reaching the disk's end or its size limit), returns the count taken without an
+        error: ignored, ``export`` went on and said every line written (exit 0, the file
+        cut at 1,536,000 of 1,920,158 bytes). The rest is written again, and the error of
+        that write is the command's."""
         try:
-            self.stdout.write(data)
+            taken = self.stdout.write(data)
+            while taken is not None and 0 <= taken < len(data):
+                if taken == 0:
+                    raise OSError(errno.EIO, "standard output took none of the bytes given")
+                data = data[taken:]
+                taken = self.stdout.write(data)
         except BrokenPipeError:  # the reader stopped: the command decides (main, append)
             raise
         except OSError as exc:

@@ -724,3 +724,87 @@ def test_a_shard_is_durable_under_its_name_before_its_line_is_printed(
     # each shard: its file synced, then the folder holding it under its name
     assert synced == [step for n in range(1, len(names) + 1)
                       for step in ("file", f"folder:{','.join(names[:n])}")]  # fmt: skip
+
+
+class _StoppingOutput:
+    """A standard output that takes ``room`` bytes (the last write in part), then fails
+    as a full disk does, or is interrupted (``stop``)."""
+
+    def __init__(self, room: int, stop: BaseException) -> None:
+        self.taken = bytearray()
+        self.room = room
+        self.stop = stop
+
+    def write(self, data: bytes) -> int:
+        part = bytes(data[: self.room - len(self.taken)])
+        self.taken += part
+        if len(part) < len(data):
+            if part and isinstance(self.stop, OSError):
+                return len(part)  # as a buffered file does: the count taken, no error yet
+            raise self.stop
+        return len(data)
+
+    def flush(self) -> None:
+        pass
+
+
+@pytest.mark.parametrize("with_seq", [False, True], ids=["plain", "with-seq"])
+@pytest.mark.parametrize("stop", ["full", "interrupted"])
+def test_a_stopped_export_names_the_last_seq_written_whole(
+    files: dict[str, Any], monkeypatch: pytest.MonkeyPatch, stop: str, with_seq: bool
+) -> None:
+    """Stopped by a full disk or Ctrl-C, export says how many lines are written whole and
+    through which seq, so that the rest is exported with --after; what it names was
+    written whole. Before, it named neither."""
+    assert append(files, "--keep-invalid")[0] == 0
+    status, whole, _ = run(["--store", files["store"], "export", "--after", "3",
+                            *(["--with-seq"] if with_seq else [])])  # fmt: skip
+    assert status == 0
+    monkeypatch.setattr("pithlog.cli.store_commands.EXPORT_PIECE", 2000, raising=False)
+    error = OSError(28, "No space left on device") if stop == "full" else KeyboardInterrupt()
+    output = _StoppingOutput(len(whole) // 2, error)
+    err = io.StringIO()
+    status = main(["--store", files["store"], "export", "--after", "3",
+                   *(["--with-seq"] if with_seq else [])], stdout=output, stderr=err)  # fmt: skip
+    said = err.getvalue()
+    assert status == (2 if stop == "full" else 130), said
+    if stop == "full":
+        assert said.count("\n") == 1 and "[usage.output]" in said, said
+    named = re.search(r"the first (\d+) lines are written whole, through seq (\d+): export "
+                      r"the rest with --after (\d+)", said)  # fmt: skip
+    assert named is not None, said
+    count, seq, after = map(int, named.groups())
+    assert seq == after and count == seq - 3 and count > 0
+    # those lines are there, whole, and they are the envelopes of seq 4 to seq
+    assert bytes(output.taken).split(b"\n")[:count] == whole.split(b"\n")[:count]
+    status, rest, _ = run(["--store", files["store"], "export", "--after", str(seq),
+                           *(["--with-seq"] if with_seq else [])])  # fmt: skip
+    assert b"".join(line + b"\n" for line in whole.split(b"\n")[:count]) + rest == whole
+
+
+def test_a_stopped_export_that_wrote_no_line_names_no_seq(files: dict[str, Any]) -> None:
+    assert append(files, "--keep-invalid")[0] == 0
+    err = io.StringIO()
+    status = main(["--store", files["store"], "export"],
+                  stdout=_StoppingOutput(10, OSError(28, "No space left on device")),
+                  stderr=err)  # fmt: skip
+    assert status == 2 and "[usage.output]" in err.getvalue()
+    assert "--after" not in err.getvalue() and "export:" not in err.getvalue()
+
+
+def test_an_interrupted_export_into_shards_names_the_last_shard_said(
+    files: dict[str, Any],
+) -> None:
+    assert append(files, "--keep-invalid")[0] == 0
+    folder = files["tmp"] / "shards"
+    status, lines_out, _ = run(["--store", files["store"], "export", "--out",
+                                str(folder / "all"), "--shard-size", "5"])  # fmt: skip
+    first = lines_out.split(b"\n")[0] + b"\n"
+    err = io.StringIO()
+    status = main(["--store", files["store"], "export", "--out", str(folder / "cut"),
+                   "--shard-size", "5"], stdout=_StoppingOutput(len(first) + 3,
+                   KeyboardInterrupt()), stderr=err)  # fmt: skip
+    assert status == 130
+    assert "the shards through seq 5 are written; give export --after 5 --out" in err.getvalue()
+    assert (folder / "cut" / "export-000000000001.jsonl").read_bytes() == (
+        folder / "all" / "export-000000000001.jsonl").read_bytes()

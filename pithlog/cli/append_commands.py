@@ -357,7 +357,9 @@ def add_commands(sub: Any, store_parser: StoreParser) -> None:
         p.add_argument("--keep-invalid", action="store_true",
                        help="store events that fail checks 1-12 as evidence of invalidity "
                        "(they enter the reduction as invalid events) instead of rejecting "
-                       "them")  # fmt: skip
+                       "them; this takes the file's word for them, which nothing proves "
+                       "(sync --keep-invalid --checkpoint keeps only what a signed log "
+                       "proves)")  # fmt: skip
         p.add_argument("--batch-size", type=int, metavar="N", default=DEFAULT_BATCH,
                        help=f"events per transaction (default: {DEFAULT_BATCH}; one "
                        "transaction holds about 15 KB of memory per event); each batch is "

@@ -253,7 +253,9 @@ def test_help_texts(capsys: pytest.CaptureFixture[str]) -> None:
     for argv, wanted in ((["stats", "--help"], "keyring digest"),
                          (["keygen", "--help"], "unique in the keyring"),
                          (["checkpoint", "--help"], "first N leaves"),
-                         (["sync", "--help"], "export file")):  # fmt: skip
+                         (["sync", "--help"], "export file"),
+                         (["import", "--help"], "takes the file's word"),
+                         (["append", "--help"], "takes the file's word")):  # fmt: skip
         status, out, _ = run(argv)
         assert status == 0 and wanted in " ".join(out.decode().split()), argv
 
@@ -485,3 +487,11 @@ def test_a_stderr_that_cannot_be_written_loses_only_the_diagnostics(
     argv = ["reduce", *progress, "--keyring", str(signer["keyring"]), str(events)]
     assert main(argv, stdout=out, stderr=_FullStderr()) == 2
     assert out.getvalue() == states
+
+
+def test_cli_doc_warns_that_keep_invalid_takes_the_file_s_word() -> None:
+    """append|import --keep-invalid keeps what no signed log proves: docs/cli.md says so
+    where it documents the option, as docs/transparency.md does."""
+    text = (Path(__file__).parents[2] / "docs" / "cli.md").read_text(encoding="utf-8")
+    section = text.split("## `pithlog --store DIR append|import", 1)[1].split("\n## ", 1)[0]
+    assert "takes the file's word" in " ".join(section.split())

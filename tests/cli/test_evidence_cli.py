@@ -332,18 +332,8 @@ def test_an_evidence_file_past_1_mib_is_read_and_one_past_the_limit_refused(
     proof of two 600 KB statements (1.2 MB) is verified whole; a file past
     MAX_EVIDENCE_BYTES (64 MiB) is refused unread, with its code."""
     from pithlog.transparency.evidence import MAX_EVIDENCE_BYTES
-    from tests.store.eventgen import attestation
 
-    key = tmp_path / "registry.key"
-    write_key_file(key, test_key("registry"))
-    keys = test_keyring_entries(TRUSTED)
-    keyring = tmp_path / "keyring.json"
-    keyring.write_text(json.dumps({"keyring_version": "1", "keys": keys}))
-    first = record("2501.00001")
-    pith = first["pith_number"]
-    events = [first, *(attestation(pith, 10, statement=c * 600_000) for c in "ab")]
-    with Store.open(tmp_path / "s") as store:
-        store.append([jcs(e) for e in events], make_keyring(keys), keep_invalid=True)
+    pith, key, keyring = _one_slot_store(tmp_path, [c * 600_000 for c in "ab"])
     status, proof, err = run(["--store", str(tmp_path / "s"), "prove", "equivocation", pith,
                               "--key", str(key), "--origin", ORIGIN, "--keyring",
                               str(keyring)])  # fmt: skip

@@ -41,6 +41,14 @@ def row(starts: str) -> str:
     return found[0]
 
 
+def why(name: str) -> str:
+    """The paragraph of a "Why each ... limit is what it is" subsection headed by ``name``
+    in bold, joined on one line (its list items included)."""
+    found = [part for part in DOC.split("\n\n**")[1:] if part.startswith(name + ".**")]
+    assert len(found) == 1, f"{len(found)} paragraphs are headed {name!r}"
+    return " ".join(found[0].split("\n#")[0].split())
+
+
 def says(text: str, *parts: str) -> None:
     for part in parts:
         assert part in text, f"{part!r} not in {text[:200]!r}..."
@@ -49,8 +57,9 @@ def says(text: str, *parts: str) -> None:
 def test_the_submit_limits_are_the_defaults() -> None:
     limits = submit.Limits()
     says(row("body of `POST /submit`"), size(limits.max_body))
-    says(row("lines per `POST /submit`"), f"{limits.max_lines:,}",
-         f"a body of {size(submit.SPLIT_APART_BYTES)} or more")  # fmt: skip
+    says(row("lines per `POST /submit`"), f"{limits.max_lines:,}")
+    says(why("lines per `POST /submit`"), f"A body of {size(submit.SPLIT_APART_BYTES)} or more",
+         "(`SPLIT_APART_BYTES`")  # fmt: skip
     assert MOST_SECONDS == 86_400.0
     says(row("time to receive a `POST /submit` body"), f"{limits.body_seconds:g} s",
          "at most a day")  # fmt: skip
@@ -114,6 +123,24 @@ def test_the_sync_rows_are_the_sync_constants() -> None:
          f"{MOST_SECONDS:,.0f})")  # fmt: skip
     assert sync_http.REBUILD_SHARE == 10
     says(" ".join(DOC.split()), "ten times as long as that reading took (`REBUILD_SHARE`")
+
+
+def test_each_limits_table_is_followed_by_the_why_of_each_row() -> None:
+    """The limits tables say per row what is limited, the default, the option and what the
+    client gets; the how, the why and the figures measured are in the subsection below
+    the table, one paragraph per row in the table's order, headed in bold by (the start
+    of) the row's first cell."""
+    for section, heading in (("Limits", "Why each limit is what it is"),
+                             ("Sync over HTTP and its limits",
+                              "Why each sync limit is what it is")):  # fmt: skip
+        text = DOC.split(f"\n## {section}\n")[1].split("\n## ")[0]
+        table, reasons = text.split(f"\n### {heading}\n")
+        cells = [line.split(" | ")[0].removeprefix("| ")
+                 for line in table.splitlines() if line.startswith("| ")][1:]  # fmt: skip
+        names = re.findall(r"^\*\*(.+?)\.\*\*", reasons, re.MULTILINE)
+        assert len(names) == len(cells), section
+        for name, cell in zip(names, cells, strict=True):
+            assert cell.startswith(name), (name, cell)
 
 
 def test_compression_and_caching_are_the_constants() -> None:

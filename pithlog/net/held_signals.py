@@ -1,4 +1,5 @@
-"""Ctrl-C and SIGTERM between ``serve: listening on ...`` and uvicorn's own handlers.
+"""Ctrl-C and SIGTERM between ``serve: listening on ...`` and uvicorn's own handlers;
+and SIGHUP, which ``serve`` ignores with one line (:func:`no_reload`).
 
 ``serve`` with one worker says it listens before uvicorn starts (connections made meanwhile
 wait in the backlog), and uvicorn takes SIGINT and SIGTERM only once its event loop runs
@@ -15,14 +16,38 @@ and status).
 from __future__ import annotations
 
 import contextlib
+import logging
 import signal
-from collections.abc import Generator
+from collections.abc import Generator, Iterator
 from types import FrameType
 from typing import Any
 
 import uvicorn
 
 HELD = (signal.SIGINT, signal.SIGTERM)
+NO_RELOAD = ("SIGHUP ignored: serve does not reload (it reads the key, the keyring and the "
+             "store when it starts); restart it to read them again")  # fmt: skip
+"""The line said on SIGHUP (``docs/network.md``, "The command"), at ``warning`` in
+uvicorn's log."""
+
+
+def say_no_reload() -> None:
+    """Say :data:`NO_RELOAD` in uvicorn's log (stderr)."""
+    logging.getLogger("uvicorn.error").warning(NO_RELOAD)
+
+
+@contextlib.contextmanager
+def no_reload() -> Iterator[None]:
+    """SIGHUP ignored with :data:`NO_RELOAD` while the server runs (call in the main
+    thread), the handler from before put back after. Its default action ended ``serve``
+    at once, the requests in flight cut and nothing said, while uvicorn's supervisor of
+    ``--workers N`` replaced every worker on it instead (:class:`~pithlog.net.supervisor.
+    Supervisor` says the line there); ``systemctl reload`` sends it."""
+    before = signal.signal(signal.SIGHUP, lambda sig, frame: say_no_reload())
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGHUP, before)
 
 
 class HeldServer(uvicorn.Server):

@@ -44,7 +44,7 @@ from pithlog.net import http_head, uvicorn_logs
 from pithlog.net.answers import answer_headers
 from pithlog.net.app import ServeApp, create_app
 from pithlog.net.error_answers import error_handlers
-from pithlog.net.held_signals import HeldServer
+from pithlog.net.held_signals import HeldServer, no_reload
 from pithlog.net.pages import page_routes
 from pithlog.net.served_log import ServeConfig
 from pithlog.net.submit import Limits
@@ -258,10 +258,13 @@ def app_from_environment() -> Starlette:
     A worker of ``--workers N`` that cannot (the key file, the keyring or the store changed
     since the supervisor read them: a worker started in the place of one that died reads
     them again) says why in one line and ends with uvicorn's status for a failed start, on
-    which the supervisor stops (:mod:`pithlog.net.supervisor`)."""
+    which the supervisor stops (:mod:`pithlog.net.supervisor`). Such a worker ignores
+    SIGHUP: its supervisor says that ``serve`` does not reload (a terminal's hang-up
+    reaches them all)."""
     settings = Settings.decode(os.environ[SETTINGS_VARIABLE])
     if not os.environ.get(SUPERVISED_VARIABLE):
         return _built(settings)
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
     _end_with_supervisor()
     try:
         return _built(settings)
@@ -392,8 +395,9 @@ def environment(variables: dict[str, str]) -> Iterator[None]:
 def serve(settings: Settings, listen: str, workers: int, ready: Callable[[str], None],
           key_read: KeyFileRead | None = None) -> None:  # fmt: skip
     """Serve until SIGINT or SIGTERM (uvicorn shuts down gracefully, then re-raises the
-    signal). ``ready`` gets the URL once the socket listens (one worker: connections made
-    before it is up wait in the backlog), or once every worker is up (several).
+    signal); SIGHUP is ignored with one line (:func:`no_reload`). ``ready`` gets the URL
+    once the socket listens (one worker: connections made before it is up wait in the
+    backlog), or once every worker is up (several).
     ``key_read`` is told of the key file when it is first read, here, before any worker
     reads it again (:data:`KeyFileRead`)."""
     if workers < 1:
@@ -442,6 +446,7 @@ def serve(settings: Settings, listen: str, workers: int, ready: Callable[[str], 
         # a worker still starting would wait for it. With one, connections made before its
         # app is built wait in the backlog, and it takes them all.
         folder = _ready_folder(stack) if workers > 1 else None
+        stack.enter_context(no_reload())
         server = HeldServer(config) if workers == 1 else None
         if server is not None:
             server.hold()  # a SIGTERM right after the line below stops it as later on

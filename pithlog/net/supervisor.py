@@ -1,6 +1,10 @@
 """The supervisor of ``pithlog serve --workers N`` (``docs/network.md``, "The command"):
 uvicorn's, which starts the workers, replaces one that dies and stops them all on SIGINT
-or SIGTERM, with how the command ends when it stops.
+or SIGTERM, with how the command ends when it stops. On SIGHUP it replaced every worker,
+one at a time (a replacement that could not start was dropped, the old worker kept, where
+one started for a worker that died stops the server): it now says that ``serve`` does not
+reload, as with one worker (:func:`~pithlog.net.held_signals.no_reload`), and the workers
+ignore it (:func:`~pithlog.net.server.app_from_environment`).
 
 uvicorn's supervisor starts a worker in the place of one that died, and that worker reads
 the key, the keyring and the store again. When it cannot start (the key file removed
@@ -23,6 +27,7 @@ from uvicorn.supervisors import Multiprocess
 from uvicorn.supervisors.multiprocess import SIGNALS
 
 from pithlog.errors import ServeError, StoreError, register
+from pithlog.net.held_signals import say_no_reload
 from pithlog.store import Store
 
 register({"serve.worker_failed": "a worker of serve --workers N could not start (the line "
@@ -49,6 +54,9 @@ class Supervisor(Multiprocess):
     def handle_term(self) -> None:
         self.stopped_by.append(signal.SIGTERM)
         super().handle_term()
+
+    def handle_hup(self) -> None:
+        say_no_reload()
 
     def keep_subprocess_alive(self) -> None:
         stopping = self.should_exit.is_set()

@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import time
 from pathlib import Path
 
 import pytest
-from served import STOP_SECONDS, Files, Server, make_files, serving, spawned_children
+from served import STOP_SECONDS, Files, Server, g, make_files, serving, spawned_children
 
 WAIT_SECONDS = 60.0
 
@@ -93,3 +94,44 @@ def test_with_workers_a_stop_ends_as_with_one_worker(files: Files, sig: int, sta
         got = server.process.wait(WAIT_SECONDS)
     assert got == status, server.stderr.decode()
     assert _said(server, line)[-1] == line
+
+
+HUP_LINE = ("WARNING:  SIGHUP ignored: serve does not reload (it reads the key, the keyring "
+            "and the store when it starts); restart it to read them again")
+
+
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_a_sighup_is_ignored_with_one_line_the_requests_in_flight_answered(
+    files: Files, workers: str
+) -> None:
+    """``systemctl reload`` sends SIGHUP. With one worker it killed the server at once (no
+    line, status -1, the submission in flight cut); with two, uvicorn's supervisor
+    replaced each worker, silently (its lines are below ``warning``), a replacement that
+    could not start dropped where a worker that died stops the server. Now it is ignored
+    with one line, by the command and by its workers (a terminal's hang-up reaches them
+    all): the same workers serve on, the submission in flight is answered, and SIGTERM
+    still ends the server with its line and 143."""
+    record = g.encoded(g.record("2599.03000")) + b"\n"
+    head = (b"POST /submit HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
+            b"Content-Length: %d\r\n\r\n" % len(record))  # fmt: skip
+    with serving(files, "--workers", workers, submit=True) as server, \
+            socket.create_connection(server.address, timeout=WAIT_SECONDS) as sock:  # fmt: skip
+        before = sorted(spawned_children(server.process.pid))
+        sock.sendall(head + record[:10])  # in flight: its body half sent
+        for pid in [server.process.pid, *before]:
+            os.kill(pid, signal.SIGHUP)
+        _said(server, HUP_LINE)
+        sock.sendall(record[10:])
+        answer = b""
+        while chunk := sock.recv(65536):
+            answer += chunk
+        assert answer.startswith(b"HTTP/1.1 200 "), (answer, server.stderr.decode())
+        assert b'"status":"stored"' in answer
+        assert server.process.poll() is None
+        assert sorted(spawned_children(server.process.pid)) == before
+        server.process.send_signal(signal.SIGTERM)
+        status = server.process.wait(WAIT_SECONDS)
+    lines = _said(server, "pithlog: terminated")
+    assert status == 143, "\n".join(lines)
+    assert lines.count(HUP_LINE) == 1, "\n".join(lines)
+    assert lines[-1] == "pithlog: terminated"

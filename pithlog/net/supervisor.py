@@ -14,17 +14,23 @@ uvicorn's status for a worker that failed to start (``app_from_environment`` in
 :class:`Supervisor` ends the command with ``serve.worker_failed``, not status 0. Before,
 such a worker ended with a traceback and was replaced again, and again (25 processes and
 46 tracebacks in 15 s), the server serving at half its workers for ever.
+
+A worker that dies (``kill -9``, the kernel out of memory) and is replaced is said in one
+line at ``warning``, its process id, how it ended and its replacement's
+(:meth:`Supervisor.keep_subprocess_alive`): uvicorn says it at ``info``, below the
+``warning`` serve logs at, and an operator never learnt of it.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 from socket import socket
 
 from uvicorn.config import Config
 from uvicorn.supervisors import Multiprocess
-from uvicorn.supervisors.multiprocess import SIGNALS
+from uvicorn.supervisors.multiprocess import SIGNALS, Process
 
 from pithlog.errors import ServeError, StoreError, register
 from pithlog.net.held_signals import say_no_reload
@@ -33,6 +39,8 @@ from pithlog.store import Store
 register({"serve.worker_failed": "a worker of serve --workers N could not start (the line "
           "before says why: the key file, the keyring or the store changed since the server "
           "started); the server stopped: put that right and start it again"})  # fmt: skip
+
+logger = logging.getLogger("uvicorn.error")
 
 
 class Supervisor(Multiprocess):
@@ -59,11 +67,36 @@ class Supervisor(Multiprocess):
         say_no_reload()
 
     def keep_subprocess_alive(self) -> None:
+        """uvicorn's: a worker that ended, or answers no health check in time (killed
+        then), is replaced; each replaced is said in one line at ``warning``."""
         stopping = self.should_exit.is_set()
+        before = list(self.processes)
+        running = [process.process.is_alive() for process in before]
         super().keep_subprocess_alive()
         # uvicorn stops everything when a worker ends with its status for a failed start
         if not stopping and self.should_exit.is_set():
             self.failed = True
+        for old, was_running, new in zip(before, running, self.processes, strict=False):
+            if new is not old:
+                logger.warning("a worker (pid %s) ended, %s; a new one (pid %s) was started "
+                               "in its place", old.pid, self._how(old, was_running),
+                               new.pid)  # fmt: skip
+
+    def _how(self, process: Process, was_running: bool) -> str:
+        """How ``process`` ended: killed by a signal, an exit status, or, ``was_running``
+        as uvicorn looked at it and killed by SIGKILL, killed for want of an answer."""
+        code = process.exitcode
+        if code is None:  # pragma: no cover - joined before it is replaced
+            return "how unknown"
+        if was_running and code == -signal.SIGKILL:
+            return (f"killed by the supervisor: it answered no health check within "
+                    f"{self.config.timeout_worker_healthcheck:g} s")  # fmt: skip
+        if code < 0:
+            try:
+                return f"killed by signal {signal.Signals(-code).name}"
+            except ValueError:
+                return f"killed by signal {-code}"
+        return f"exit status {code}"
 
     def run(self) -> None:
         """Run until stopped; then, when a signal stopped it, that signal raised again with

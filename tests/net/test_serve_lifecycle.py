@@ -135,3 +135,29 @@ def test_a_sighup_is_ignored_with_one_line_the_requests_in_flight_answered(
     assert status == 143, "\n".join(lines)
     assert lines.count(HUP_LINE) == 1, "\n".join(lines)
     assert lines[-1] == "pithlog: terminated"
+
+
+@pytest.mark.parametrize(("sig", "how"), [
+    (signal.SIGKILL, "killed by signal SIGKILL"),
+    (signal.SIGSTOP, "killed by the supervisor: it answered no health check within 5 s"),
+])  # fmt: skip
+def test_a_worker_that_dies_is_said_with_how_it_ended_and_its_replacement(
+    files: Files, sig: int, how: str
+) -> None:
+    """A worker killed (``kill -9``, the kernel out of memory), or hung (stopped: uvicorn's
+    supervisor kills it when it answers no health check), is replaced by the supervisor,
+    which said so at ``info``, below the ``warning`` serve logs at: nothing was said. Now
+    one warning line names the worker, how it ended and the new one."""
+    with serving(files, "--workers", "2") as server:
+        workers = spawned_children(server.process.pid)
+        os.kill(workers[0], sig)
+        deadline = time.monotonic() + WAIT_SECONDS
+        while workers[0] in (now := spawned_children(server.process.pid)) or len(now) < 2:
+            assert time.monotonic() < deadline, server.stderr.decode()
+            time.sleep(0.05)
+        (new,) = set(now) - set(workers)
+        line = (f"WARNING:  a worker (pid {workers[0]}) ended, {how}; "
+                f"a new one (pid {new}) was started in its place")  # fmt: skip
+        lines = _said(server, line)
+        assert line in lines, "\n".join(lines)
+        assert server.process.poll() is None

@@ -212,7 +212,7 @@ def add_commands(sub: Any, store_parser: StoreParser) -> None:
 
     q = actions.add_parser("new", help="write an empty keyring",
                            description="Write KEYRING with no keys.")
-    q.add_argument("keyring", metavar="KEYRING")
+    q.add_argument("keyring", metavar="KEYRING", help="the keyring file to write")
     q.add_argument("--force", action="store_true", help="replace KEYRING if it exists")
     q.set_defaults(func=cmd_keyring_new)
 
@@ -223,8 +223,10 @@ def add_commands(sub: Any, store_parser: StoreParser) -> None:
         "printed (a file holding it, - for stdin, or the JSON itself) or a pithlog key file, "
         "whose public entry is added (the private key is not copied).",
     )
-    q.add_argument("keyring", metavar="KEYRING")
-    q.add_argument("entry", metavar="ENTRY_OR_KEYFILE")
+    q.add_argument("keyring", metavar="KEYRING", help="the keyring file to edit")
+    q.add_argument("entry", metavar="ENTRY_OR_KEYFILE",
+                   help="a keyring entry (a file holding it, - for stdin, or the JSON "
+                   "itself) or a key file, whose public entry is added")  # fmt: skip
     q.add_argument("--not-before", metavar="TS", help="set the entry's not_before")
     q.add_argument("--not-after", metavar="TS", help="set the entry's not_after")
     q.set_defaults(func=cmd_keyring_add)
@@ -237,8 +239,8 @@ def add_commands(sub: Any, store_parser: StoreParser) -> None:
         "revoked again at an earlier time. A warning names any other key_id under which "
         "the keyring trusts the same public key: revoke it as well.",
     )
-    q.add_argument("keyring", metavar="KEYRING")
-    q.add_argument("key_id", metavar="KEY_ID")
+    q.add_argument("keyring", metavar="KEYRING", help="the keyring file to edit")
+    q.add_argument("key_id", metavar="KEY_ID", help="the key_id of the key to revoke")
     q.add_argument("--at", required=True, metavar="TS", help="revoked_at, YYYY-MM-DDTHH:MM:SSZ")
     q.set_defaults(func=cmd_keyring_revoke)
 
@@ -246,12 +248,12 @@ def add_commands(sub: Any, store_parser: StoreParser) -> None:
                            description="One line per key: key id, signer, signer type, "
                            "validity (not_before .. not_after, revoked_at) and fingerprint "
                            "(first 16 bytes of SHA-256 of the public key).")  # fmt: skip
-    q.add_argument("keyring", metavar="KEYRING")
+    q.add_argument("keyring", metavar="KEYRING", help="the keyring file to read")
     q.set_defaults(func=cmd_keyring_show)
 
     q = actions.add_parser("digest", help="the keyring's digest (as stats shows a store's)",
                            description="Print the digest of what the keyring means (the "
                            "seven members of every key, by key_id), the keyring_digest that "
                            "`pithlog stats` shows for the keyring a store was reduced under.")
-    q.add_argument("keyring", metavar="KEYRING")
+    q.add_argument("keyring", metavar="KEYRING", help="the keyring file to read")
     q.set_defaults(func=cmd_keyring_digest)

@@ -440,7 +440,9 @@ def add_commands(sub: Any, store_parser: StoreParser) -> None:
                    help="the key's key_id: unique in the keyring, e.g. registry-2026-07")
     p.add_argument("--signer-id", required=True, metavar="ID",
                    help="who signs with it, e.g. the registry's domain")
-    p.add_argument("--signer-type", required=True, choices=sorted(SIGNER_TYPES))
+    p.add_argument("--signer-type", required=True, choices=sorted(SIGNER_TYPES),
+                   help="what the signer is (spec section 3): which event types its key "
+                   "may sign")  # fmt: skip
     p.add_argument("--out", required=True, metavar="KEYFILE", help="private key file to write")
     p.add_argument("--not-before", metavar="TS", help="not_before of the keyring entry")
     p.add_argument("--not-after", metavar="TS", help="not_after of the keyring entry")
@@ -456,7 +458,8 @@ def add_commands(sub: Any, store_parser: StoreParser) -> None:
         "is checked against the signing key alone (checks 1-12); an event that would be "
         "invalid is refused unless --allow-invalid.",
     )
-    p.add_argument("--key", required=True, metavar="KEYFILE")
+    p.add_argument("--key", required=True, metavar="KEYFILE",
+                   help="the signer's private key file (keygen makes one)")  # fmt: skip
     p.add_argument("--type", required=True, metavar="TYPE", help=", ".join(EVENT_TYPES))
     p.add_argument("--pith", metavar="PITH", help="pith number (derived for record_created)")
     p.add_argument("--target", metavar="T", help="target (default: record, or graph for "

@@ -451,7 +451,8 @@ def add_commands(sub: Any, store_parser: StoreParser) -> None:
                      "alias given with --alias (the store's alias index: one read). Exit 2 "
                      "when the pith is unknown or pending, or the alias names none or "
                      "several.")
-    p.add_argument("pith", metavar="PITH", nargs="?")
+    p.add_argument("pith", metavar="PITH", nargs="?",
+                   help="the pith number (pith:YYYY:...), or none with --alias")  # fmt: skip
     p.add_argument("--alias", metavar="ALIAS",
                    help="arxiv:ID, arxiv:IDvN, doi:DOI or pith:SHORT (8, 12 or 16 "
                    "characters) instead of PITH")

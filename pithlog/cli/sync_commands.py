@@ -262,7 +262,9 @@ def add_commands(sub: Any, store_parser: StoreParser) -> None:
         "copies on each side, needed, rounds, bytes exchanged, append statuses. Exit 2 when "
         "a copy was rejected or a line refused.",
     )
-    p.add_argument("--from", dest="source", required=True, metavar="SOURCE")
+    p.add_argument("--from", dest="source", required=True, metavar="SOURCE",
+                   help="the store folder, export file (- for stdin) or served log's URL "
+                   "to bring copies from")  # fmt: skip
     keyring_option(p)
     p.add_argument("--keep-invalid", action="store_true",
                    help="store copies that fail checks 1-12 when the source proves them "

@@ -254,7 +254,8 @@ def add_commands(sub: Any, store_parser: StoreParser) -> None:
         "whose signer_id is ORIGIN or ORIGIN's prefix before a '/'. See "
         "docs/transparency.md.",
     )
-    p.add_argument("--key", required=True, metavar="KEYFILE")
+    p.add_argument("--key", required=True, metavar="KEYFILE",
+                   help="the log's private key file (keygen makes one)")  # fmt: skip
     p.add_argument("--origin", required=True, metavar="NAME",
                    help="the log's origin, also the signature's key name")  # fmt: skip
     p.add_argument("--size", type=int, metavar="N",
@@ -300,7 +301,8 @@ def add_commands(sub: Any, store_parser: StoreParser) -> None:
         "proof (a server or mirror holding only a published or cosigned checkpoint).",
     )
     q.add_argument("--store", metavar="DIR", default=argparse.SUPPRESS, help=STORE_HELP)
-    q.add_argument("event_id", metavar="EVENT_ID")
+    q.add_argument("event_id", metavar="EVENT_ID",
+                   help="the event to prove: sha256: and 64 hex digits")  # fmt: skip
     q.add_argument("--size", type=int, metavar="N",
                    help="prove against the tree of the first N leaves (default: all)")
     q.add_argument("--key", metavar="KEYFILE", help="sign a checkpoint with this key")
@@ -318,8 +320,9 @@ def add_commands(sub: Any, store_parser: StoreParser) -> None:
         "to the current tree size.",
     )
     q.add_argument("--store", metavar="DIR", default=argparse.SUPPRESS, help=STORE_HELP)
-    q.add_argument("old", type=int, metavar="OLD")
-    q.add_argument("new", type=int, metavar="NEW", nargs="?")
+    q.add_argument("old", type=int, metavar="OLD", help="the older tree size")
+    q.add_argument("new", type=int, metavar="NEW", nargs="?",
+                   help="the newer tree size (default: the current one)")  # fmt: skip
     q.set_defaults(func=cmd_prove_consistency)
     add_prove_equivocation(kinds)
 
@@ -342,7 +345,8 @@ def add_commands(sub: Any, store_parser: StoreParser) -> None:
     p.add_argument("--origin", metavar="NAME", help="require this origin")
     p.add_argument("--event-id", metavar="EVENT_ID",
                    help="require an inclusion proof to be about this event")  # fmt: skip
-    p.add_argument("proof", metavar="PROOF")
+    p.add_argument("proof", metavar="PROOF",
+                   help="the proof or evidence file (- for stdin)")  # fmt: skip
     p.add_argument("checkpoints", metavar="CHECKPOINT", nargs="*", default=[],
                    help="for a consistency proof: OLD_CHECKPOINT NEW_CHECKPOINT")  # fmt: skip
     p.intermixed = True  # `verify-proof PROOF --keyring K OLD NEW`

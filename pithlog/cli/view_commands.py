@@ -176,7 +176,9 @@ def add_commands(sub: Any, store_parser: StoreParser) -> None:
         "reason. PITH may be an alias (arxiv:ID, arxiv:IDvN, doi:DOI, pith:SHORT). "
         "`pithlog state` prints the state document itself.",
     )
-    p.add_argument("pith", metavar="PITH_OR_ALIAS")
+    p.add_argument("pith", metavar="PITH_OR_ALIAS",
+                   help="the pith number, or an alias: arxiv:ID, arxiv:IDvN, doi:DOI, "
+                   "pith:SHORT")  # fmt: skip
     p.set_defaults(func=cmd_show)
 
     p = store_parser("piths", help="the piths with a state, with their counts",
@@ -188,5 +190,6 @@ def add_commands(sub: Any, store_parser: StoreParser) -> None:
                      description="Print the stored (preferred) copy of EVENT_ID as one JSON "
                      "line; stderr says its type, pith, signer, the other copies kept as "
                      "evidence and its leaves in the log. Exit 2 when it is not stored.")
-    p.add_argument("event_id", metavar="EVENT_ID")
+    p.add_argument("event_id", metavar="EVENT_ID",
+                   help="the event: sha256: and 64 hex digits")  # fmt: skip
     p.set_defaults(func=cmd_event)

@@ -89,3 +89,13 @@ def test_rekey_help_gives_both_limits_of_an_append_applying_a_change() -> None:
     assert f"at most {rekey.INLINE_MAX_COPIES:,} copies" in text
     assert f"{rekey.INLINE_MAX_EVENTS:,} events" in text
     assert f"{rekey.PIECE_COPIES:,} copies or about {rekey.PIECE_EVENTS:,} events" in text
+
+
+def test_every_option_and_argument_says_what_it_is() -> None:
+    """``--help`` explains each option and positional argument of every command: a bare
+    ``--key KEYFILE`` line left the reader to guess whose key, public or private."""
+    bare = [f"pithlog {name} {'/'.join(action.option_strings) or action.dest}"
+            for name, parser in commands().items() for action in parser._actions
+            if not isinstance(action, argparse._HelpAction | argparse._SubParsersAction)
+            and action.help != argparse.SUPPRESS and not (action.help or "").strip()]  # fmt: skip
+    assert not bare, "options without a help text:\n" + "\n".join(bare)

@@ -4,10 +4,13 @@ and a quorum that is not reached prints nothing."""
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import io
 import json
 import random
+import shlex
+import shutil
 import socket
 import time
 from collections.abc import Iterator
@@ -570,3 +573,84 @@ def test_a_cosignature_by_a_revoked_witness_key_does_not_count(
                             "--origin", ORIGIN, "--keyring", str(revoked),
                             "--witness", witness["url"]])  # fmt: skip
     assert status == 1 and out == b"" and "[witness.quorum]" in err, err
+
+
+def setup_lines() -> list[tuple[str, list[str]]]:
+    """witness.md's "Setting one up": each command (its ``\\`` lines joined) with the
+    ``# stderr:`` lines that follow it."""
+    text = (Path(__file__).parents[2] / "docs" / "witness.md").read_text("utf-8")
+    block = text.split("\n## Setting one up\n")[1].split("```sh\n")[1].split("```")[0]
+    found: list[tuple[str, list[str]]] = []
+    for line in block.replace("\\\n", " ").splitlines():
+        if line.startswith("# stderr: "):
+            found[-1][1].append(line.removeprefix("# stderr: "))
+        elif line and not line.startswith("#"):
+            found.append((" ".join(line.split()), []))
+    return found
+
+
+def test_the_setup_of_witness_md_runs_as_written(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each line, in the folder of the README's commands: the servers on ports the kernel
+    picks (the page's URLs read as theirs), every other command in-process, and each
+    ``# stderr:`` line is what the command said. The page had no such steps: the log's
+    own keyring given to ``checkpoint --witness`` ends in ``witness.quorum``."""
+    monkeypatch.chdir(tmp_path)
+    for argv in (["keygen", "--key-id", "reg-1", "--signer-id", "registry.example",
+                  "--signer-type", "pith_registry", "--out", "k.key"],
+                 ["keyring", "new", "keyring.json"], ["keyring", "add", "keyring.json", "k.key"]):
+        assert run(argv)[0] == 0, argv  # fmt: skip
+    Path("record.json").write_text(
+        '{"canonical_record": {"schema_version": "1.0", "source": {"kind": "arxiv", '
+        '"id": "2411.00284", "version": 2}, "metadata": {"submitted_at": '
+        '"2024-11-01T00:43:54Z"}}}'
+    )
+    _, event, _ = run(["sign", "--key", "k.key", "--type", "record_created", "--payload",
+                       "record.json"])  # fmt: skip
+    Path("events.jsonl").write_bytes(event)
+    assert run(["--store", "log", "append", "--keyring", "keyring.json", "events.jsonl"])[0] == 0
+    urls: dict[str, str] = {}  # the page's URL -> the server's
+    ran: list[str] = []
+    with contextlib.ExitStack() as servers:
+        for line, said in setup_lines():
+            for page, real in urls.items():
+                line = line.replace(page, real)
+            for command in line.split(" && "):
+                argv = shlex.split(command)
+                if argv[0] == "cp":
+                    shutil.copy(argv[1], argv[2])
+                    continue
+                assert argv[0] == "pithlog", command
+                if "serve" in argv:
+                    at = argv.index("serve")
+                    args = argv[at + 1:]
+                    page = "http://127.0.0.1:8080"
+                    if "--listen" in args:
+                        page = "http://" + args.pop(args.index("--listen") + 1)
+                        args.remove("--listen")
+                    server = servers.enter_context(serve_process(Path(argv[2]), *args))
+                    urls[page] = server.url
+                    assert [s.replace(page, server.url) for s in said] == [
+                        f"serve: listening on {server.url}"], said
+                    ran.append("serve")
+                    continue
+                target = None
+                if ">" in argv:
+                    argv, target = argv[:argv.index(">")], Path(argv[argv.index(">") + 1])
+                status, out, err = run(argv[1:])
+                assert status == 0, (command, err)
+                if target is not None:
+                    target.write_bytes(out)
+                for expected in said:
+                    for page, real in urls.items():
+                        expected = expected.replace(page, real)
+                    assert expected in err.splitlines(), (expected, err)
+                ran.append(argv[3] if argv[1] == "--store" else argv[1])
+    assert ran == ["keygen", "serve", "keyring", "keyring", "checkpoint", "serve", "keyring",
+                   "mirror"], ran  # fmt: skip
+    note = Path("today.cp").read_bytes()
+    entry = load_keyring(Path("mirror-keyring.json").read_bytes())["w-1"]
+    assert [c.key_id for c in verify_cosignatures(note, [entry])] == ["w-1"]
+    with Store.open("copy", create=False, readonly=True) as mirrored:
+        assert mirrored.tree_size() == 1

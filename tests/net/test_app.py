@@ -702,3 +702,16 @@ def test_an_event_past_the_published_checkpoint_has_no_inclusion_proof_yet(
             assert old.status_code == 200 and old.content.endswith(published)
             got = client.get(f"/proof/inclusion/{more[0]['event_id']}")
             assert (got.status_code, got.json()["error"]) == (404, "serve.not_found")
+
+
+def test_healthz_answers_the_body_network_md_shows(files: Files) -> None:
+    """network.md showed ``{"ok": true, "tree_size": N}``, spaced; the answer is compact,
+    with a newline: the row is now the bytes a client gets, N the store's tree size."""
+    row = next(line for line in (Path(__file__).parents[2] / "docs" / "network.md")
+               .read_text("utf-8").splitlines() if line.startswith("| `/healthz` |"))  # fmt: skip
+    shown = row.split(" | ")[1].split("`")[1]
+    with Store.open(files.store, readonly=True) as store:
+        app = create_app(ServeConfig(store, load_key_file(files.key.read_bytes()), ORIGIN))
+        with TestClient(app) as client:
+            body = client.get("/healthz").content
+        assert body == shown.replace("N", str(store.tree_size())).encode() + b"\n"

@@ -42,6 +42,7 @@ from pithlog.store.layout import (
 )
 from pithlog.store.rekey import forget_rekey
 from pithlog.store.replay_report import Progress
+from pithlog.store.replay_structure import log_intact
 from pithlog.store.stateindex import index_add, index_clear, rereduce
 from pithlog.store.tree import merkle_sync
 
@@ -285,6 +286,14 @@ def rebuild_work(
     verdicts: dict[bytes, str | None] = {}
 
     def work(txn: Txn, dbs: dict[str, Any]) -> dict[str, int]:
+        if not log_intact(txn, dbs):
+            # every other table is derived from these: rebuilt from a damaged one, it would
+            # say what another log says (a repointed pointer: states of the wrong copies)
+            raise StoreError("corrupted", "the log itself (meta next_seq, seq, copies, or the "
+                             "pointers of events and evidence) is damaged, and a rebuild "
+                             "derives every other table from it: nothing was written; "
+                             "`pithlog replay --verify` names the damage; restore a backup "
+                             "or re-import an export")  # fmt: skip
         judges = Judges.of_store(txn, dbs, keyring)
 
         def verdict(env: Envelope, h: bytes, pointer: bytes) -> Judged:

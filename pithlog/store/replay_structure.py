@@ -168,7 +168,20 @@ def check_structure(
     _later_and_keys(txn, dbs, say, replayed)
 
 
-def _copies_at_once(txn: Txn, dbs: dict[str, Any], next_seq: int | None) -> bool:
+def log_intact(txn: Txn, dbs: dict[str, Any]) -> bool:
+    """Whether the log itself (``meta`` ``next_seq``, ``seq``, ``copies`` and the pointers
+    of ``events`` and ``evidence``) is whole: what a rebuild derives every other table from
+    (:func:`pithlog.store.append.rebuild_work`), proven as :func:`_copies_at_once` proves it,
+    ``by_pith`` left out (a rebuild writes it anew)."""
+    raw_next = txn.get(META_NEXT_SEQ, db=dbs["meta"])
+    if raw_next is None or len(raw_next) != SEQ.size:
+        return False
+    return _copies_at_once(txn, dbs, SEQ.unpack(raw_next)[0], by_pith=False)
+
+
+def _copies_at_once(
+    txn: Txn, dbs: dict[str, Any], next_seq: int | None, by_pith: bool = True
+) -> bool:
     """Whether :func:`_copies_one_by_one` would find nothing to say, proven in one pass over
     ``seq`` and ``copies`` side by side (both keyed by sequence number), with no scratch
     index; ``False`` as soon as anything might be said (the caller then runs it, for its
@@ -193,6 +206,8 @@ def _copies_at_once(txn: Txn, dbs: dict[str, Any], next_seq: int | None) -> bool
       keys of those tables. So every ``events`` and ``evidence`` pointer is one of them,
       proven above, and every ``by_pith`` key is a well-formed pith number and a stored
       event_id.
+
+    Without ``by_pith`` (:func:`log_intact`), that table is neither looked up nor counted.
     """
     get = txn.get
     seq_db, events_db, evidence_db, by_pith_db = (
@@ -225,7 +240,7 @@ def _copies_at_once(txn: Txn, dbs: dict[str, Any], next_seq: int | None) -> bool
         if ids is None or not is_pith_number(ids.pith_number) or ids.event_id != eid_str(eid):
             return False
         if is_preferred:
-            if get(ids.pith_number.encode("ascii") + eid, db=by_pith_db) is None:
+            if by_pith and get(ids.pith_number.encode("ascii") + eid, db=by_pith_db) is None:
                 return False
             preferred += 1
         else:
@@ -236,7 +251,7 @@ def _copies_at_once(txn: Txn, dbs: dict[str, Any], next_seq: int | None) -> bool
     return (
         _count(txn, events_db) == preferred
         and _count(txn, evidence_db) == others
-        and _count(txn, by_pith_db) == preferred
+        and (not by_pith or _count(txn, by_pith_db) == preferred)
     )
 
 

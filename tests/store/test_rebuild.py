@@ -1,0 +1,106 @@
+"""``Store.rebuild`` (``pithlog replay --rebuild``) as the repair ``replay --verify`` leads
+to: every derived table written anew from the log itself (``copies``, ``seq`` and the
+pointers of ``events`` and ``evidence``), byte for byte what a fresh append of the store's
+export writes; a damaged log refused, nothing written (docs/store.md, "Replay")."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import eventgen as g
+import pytest
+
+from pithlog.errors import StoreError
+from pithlog.store import Store
+from pithlog.store.layout import DB_NAMES
+
+Damage = Callable[[Any, dict[str, Any]], None]
+
+
+def log_lines() -> list[bytes]:
+    """Some of everything, with second valid copies and forged copies kept as evidence."""
+    events = g.mixed_events(random.Random(5), piths=8, per_pith=8)
+    signer = {"record_created": "registry", "author_attestation": "author"}
+    lines = [g.encoded(e) for e in events]
+    lines += [g.encoded(g.resigned(e, signer.get(e["event_type"], "mirror"), bytes([i + 1]) * 32))
+              for i, e in enumerate(events[::5])]  # fmt: skip
+    lines += [g.encoded(g.forged(e)) for e in events[::7]]
+    return lines
+
+
+def tables(store: Store) -> dict[str, list[tuple[bytes, bytes]]]:
+    """Every named database, entry by entry in LMDB's order."""
+    return store._read(lambda txn, dbs: {name: list(txn.cursor(db=dbs[name]))
+                                         for name in DB_NAMES})  # fmt: skip
+
+
+@pytest.fixture
+def stores(tmp_path: Path) -> tuple[Store, dict[str, list[tuple[bytes, bytes]]]]:
+    """A store, and the tables of a fresh append of its export (the same as its own)."""
+    lines = log_lines()
+    store = Store.open(tmp_path / "s")
+    store.append(lines, g.KEYRING, keep_invalid=True)
+    with Store.open(tmp_path / "fresh") as fresh:
+        fresh.append([data for _, data in store.export()], g.KEYRING, keep_invalid=True)
+        expected = tables(fresh)
+    assert tables(store) == expected
+    return store, expected
+
+
+def nth(name: str, n: int = 3) -> Damage:
+    """Damage: the ``n``-th entry of ``name`` deleted."""
+
+    def damage(txn: Any, dbs: dict[str, Any]) -> None:
+        keys = list(txn.cursor(db=dbs[name]).iternext(values=False))
+        txn.delete(keys[n], db=dbs[name])
+
+    return damage
+
+
+def renamed(name: str, n: int = 3) -> Damage:
+    """Damage: a second entry of ``name`` with the ``n``-th's value, its key's last byte
+    flipped."""
+
+    def damage(txn: Any, dbs: dict[str, Any]) -> None:
+        key, value = list(txn.cursor(db=dbs[name]))[n]
+        txn.put(key[:-1] + bytes([key[-1] ^ 1]), value, db=dbs[name])
+
+    return damage
+
+
+def repointed(txn: Any, dbs: dict[str, Any]) -> None:
+    """Damage: an ``events`` pointer naming the next copy in ``seq``."""
+    eid, pointer = next(iter(txn.cursor(db=dbs["events"])))
+    txn.put(eid, pointer[:-1] + bytes([pointer[-1] + 1]), db=dbs["events"])
+
+
+PRIMARY: dict[str, Damage] = {
+    "a seq entry deleted": nth("seq"),
+    "a seq entry added": renamed("seq", -1),
+    "a copy deleted": nth("copies"),
+    "an events pointer repointed": repointed,
+    "an events key added": renamed("events"),
+    "an evidence pointer deleted": nth("evidence"),
+}
+
+
+@pytest.mark.parametrize("how", sorted(PRIMARY))
+def test_a_damaged_log_is_refused_and_nothing_written(
+    stores: tuple[Store, dict[str, Any]], how: str
+) -> None:
+    """Damage to the log itself cannot be repaired by re-deriving the tables from it: a
+    rebuild from a repointed ``events`` pointer wrote every state from the wrong copies,
+    and from a deleted ``seq`` entry it reported success; each is refused whole."""
+    store, _ = stores
+    store._write(PRIMARY[how])
+    assert not store.replay(g.KEYRING).ok
+    before = tables(store)
+    with pytest.raises(StoreError) as caught:
+        store.rebuild(g.KEYRING)
+    assert caught.value.code == "store.corrupted"
+    assert "replay --verify" in str(caught.value)
+    assert tables(store) == before
+    store.close()

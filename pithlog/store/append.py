@@ -22,6 +22,7 @@ from pithlog.protocol.reduce import Judged, keep_preferred
 from pithlog.store import aliases, codec
 from pithlog.store.keyindex import Judges, cached_verdict, index_copy, meaning
 from pithlog.store.layout import (
+    INDEX_DBS,
     META_KEYRING,
     META_KEYRING_ENTRIES,
     META_NEXT_SEQ,
@@ -43,7 +44,7 @@ from pithlog.store.layout import (
 from pithlog.store.rekey import forget_rekey
 from pithlog.store.replay_report import Progress
 from pithlog.store.replay_structure import log_intact
-from pithlog.store.stateindex import index_add, index_clear, rereduce
+from pithlog.store.stateindex import index_add, rereduce
 from pithlog.store.tree import merkle_sync
 
 # Append statuses (one per item of a batch).
@@ -275,13 +276,18 @@ def append_work(
 # --- a rebuild under another keyring ------------------------------------------------------
 
 
+DERIVED_DBS = ("by_pith", "by_key", "piths", *INDEX_DBS, "aliases")
+"""The tables a rebuild writes anew from the log (``verdicts`` are a cache it fills)."""
+
+
 def rebuild_work(
     keyring: Keyring, progress: Progress | None = None
 ) -> Callable[[Txn, dict[str, Any]], dict[str, int]]:
     """The write transaction of :meth:`pithlog.store.Store.rebuild`: every stored copy
-    re-judged under ``keyring``, the preferred copy of every event_id re-picked, every pith
-    re-reduced, the index of piths left without events dropped, the keyring recorded. Its
-    result: copies judged, preferred copies changed, piths reduced."""
+    re-judged under ``keyring``, the preferred copy of every event_id re-picked, every table
+    derived from the log (:data:`DERIVED_DBS`) written anew, the keyring recorded; refused
+    (``store.corrupted``) when the log itself is damaged. Its result: copies judged,
+    preferred copies changed, piths reduced."""
     kd = bytes.fromhex(keyring.digest)
     verdicts: dict[bytes, str | None] = {}
 
@@ -295,6 +301,10 @@ def rebuild_work(
                              "`pithlog replay --verify` names the damage; restore a backup "
                              "or re-import an export")  # fmt: skip
         judges = Judges.of_store(txn, dbs, keyring)
+        # every table derived from the log is written anew, whatever it held (replay's
+        # findings in it included): what a fresh append of the export writes
+        for name in DERIVED_DBS:
+            txn.drop(dbs[name], delete=False)
 
         def verdict(env: Envelope, h: bytes, pointer: bytes) -> Judged:
             if h not in verdicts:
@@ -304,7 +314,14 @@ def rebuild_work(
                 )
             return Judged(env, verdicts[h])
 
-        swaps: list[tuple[bytes, bytes, bytes, Envelope, Envelope]] = []
+        def judged(env: Envelope, h: bytes, pointer: bytes) -> Judged:
+            found = verdict(env, h, pointer)
+            txn.put(judges.key(env, pointer), verdict_bytes(found.reason), db=dbs["verdicts"])
+            index_copy(txn, dbs, env, pointer)
+            return found
+
+        swaps: list[tuple[bytes, bytes, bytes]] = []
+        by_pith: list[bytes] = []
         copies = 0
         for eid, pointer in txn.cursor(db=dbs["events"]):
             data = stored_copy(txn, dbs, pointer)
@@ -312,25 +329,21 @@ def rebuild_work(
                 raise StoreError("corrupted", f"events points {eid.hex()} at a copy that is "
                                  "not stored; run `pithlog replay --verify`")  # fmt: skip
             h = copy_hash(data)
-            best = held = verdict(readmit(data), h, pointer)
-            txn.put(judges.key(held.envelope, pointer), verdict_bytes(held.reason),
-                    db=dbs["verdicts"])  # fmt: skip
+            best = held = judged(readmit(data), h, pointer)
             copies += 1
             best_h = h
             for key, other_pointer, other in evidence_of(txn, dbs, eid):
-                candidate = verdict(readmit(other), key[32:], other_pointer)
-                txn.put(judges.key(candidate.envelope, other_pointer),
-                        verdict_bytes(candidate.reason), db=dbs["verdicts"])  # fmt: skip
+                candidate = judged(readmit(other), key[32:], other_pointer)
                 copies += 1
                 if keep_preferred(best, candidate) is candidate:
                     best, best_h = candidate, key[32:]
             if best is not held:
-                swaps.append((eid, h, best_h, held.envelope, best.envelope))
-        for eid, old_h, new_h, old, new in swaps:
+                swaps.append((eid, h, best_h))
+            by_pith.append(best.envelope.pith_number.encode("ascii") + eid)
+        for eid, old_h, new_h in swaps:
             prefer(txn, dbs, eid, old_h, new_h)
-            if old.pith_number != new.pith_number:
-                txn.delete(old.pith_number.encode("ascii") + eid, db=dbs["by_pith"])
-                txn.put(new.pith_number.encode("ascii") + eid, b"", db=dbs["by_pith"])
+        for key in sorted(by_pith):
+            txn.put(key, b"", db=dbs["by_pith"], append=True)
         piths = distinct_piths(txn, dbs)
         if progress is not None:
             progress(0, len(piths))
@@ -338,12 +351,6 @@ def rebuild_work(
             rereduce(txn, dbs, pith, judges, verdicts)
             if progress is not None:
                 progress(i + 1, len(piths))
-        known = set(piths)
-        stale = [k.decode("ascii", "replace")
-                 for k in txn.cursor(db=dbs["piths"]).iternext(values=False)]  # fmt: skip
-        for pith in stale:
-            if pith not in known:
-                index_clear(txn, dbs, pith)
         aliases.rebuild_aliases(txn, dbs)
         txn.put(META_KEYRING, kd, db=dbs["meta"])
         txn.put(META_KEYRING_ENTRIES, meaning(keyring), db=dbs["meta"])

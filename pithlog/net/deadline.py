@@ -22,7 +22,11 @@ from typing import Any
 import httpcore
 import httpx
 
+from pithlog.errors import shown
 from pithlog.net.encoding import answer_seconds
+
+REDIRECT_SHOWN = 200
+"""The most characters of a redirect's ``Location`` an error shows."""
 
 
 class _Deadline(threading.local):
@@ -114,6 +118,20 @@ class _Backend(httpcore.NetworkBackend):
 
     def sleep(self, seconds: float) -> None:
         self._backend.sleep(seconds)
+
+
+def redirect_note(response: httpx.Response) -> str:
+    """What a redirect (3xx with a ``Location``) said, as ``: a redirect to LOCATION, not
+    followed``, the ``Location`` cut and shown escaped (it is the server's words);
+    else nothing. pithlog's clients follow no redirect (``follow_redirects=False``): to
+    another host or scheme, or to itself, none is taken on a server's word
+    (docs/network.md, "Running a mirror"), and the error names where it pointed, the URL
+    the operator may give instead."""
+    location = response.headers.get("location") if response.is_redirect else None
+    if not location:
+        return ""
+    cut = location[:REDIRECT_SHOWN] + ("..." if len(location) > REDIRECT_SHOWN else "")
+    return f": a redirect to {shown(cut)}, not followed"
 
 
 def loopback(host: str) -> bool:

@@ -14,7 +14,7 @@ from typing import Any
 import httpx
 
 from pithlog.errors import MirrorError, PithlogError, ProofError
-from pithlog.net.deadline import AnswerDeadline, deadline_client
+from pithlog.net.deadline import AnswerDeadline, deadline_client, redirect_note
 from pithlog.net.encoding import ACCEPT_ENCODING, read_answer
 from pithlog.protocol.canonical import MAX_ENVELOPE_BYTES, shape
 from pithlog.transparency import merkle, tiles
@@ -121,7 +121,7 @@ class Origin:
                     return None
                 if response.status_code != 200:
                     raise MirrorError("fetch", f"{url} answered {response.status_code}"
-                                      f"{_said(response)}")  # fmt: skip
+                                      f"{redirect_note(response) or _said(response)}")  # fmt: skip
                 body = read_answer(response, limit,
                                    lambda why: MirrorError("fetch", f"{url}: {why}"),
                                    too_long, prefix)  # fmt: skip

@@ -34,7 +34,7 @@ from starlette.routing import BaseRoute, Route
 from pithlog.errors import DoorError, ServeError, SyncError, register, shown
 from pithlog.net.answers import NO_STORE, answer_headers, status_of
 from pithlog.net.body_bytes import AnswerRoom, BodyBytes, HeldAnswer
-from pithlog.net.deadline import AnswerDeadline, deadline_client
+from pithlog.net.deadline import AnswerDeadline, deadline_client, redirect_note
 from pithlog.net.encoding import ACCEPT_ENCODING, read_answer
 from pithlog.net.error_answers import error_response
 from pithlog.net.sources import store_responder
@@ -300,6 +300,8 @@ class HttpTransport:
 
 
 def _remote_error(response: httpx.Response) -> SyncError:
+    if note := redirect_note(response):
+        return SyncError("remote", f"{response.url} answered {response.status_code}{note}")
     try:
         body = read_answer(response, _ERROR_BYTES, lambda why: SyncError("remote", why))
     except SyncError as exc:

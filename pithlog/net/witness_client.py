@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import httpx
 
 from pithlog.errors import WitnessError, shown
-from pithlog.net.deadline import AnswerDeadline, deadline_client
+from pithlog.net.deadline import AnswerDeadline, deadline_client, redirect_note
 from pithlog.net.encoding import ACCEPT_ENCODING, read_answer
 from pithlog.protocol.keys import KeyEntry
 from pithlog.transparency.checkpoint import decimal_of
@@ -71,6 +71,8 @@ class _Answer:
     status_code: int
     content_type: str
     content: bytes
+    redirect: str = ""
+    """:func:`~pithlog.net.deadline.redirect_note` of the answer."""
 
 
 def _post(client: httpx.Client, url: str, body: bytes) -> _Answer:
@@ -80,7 +82,8 @@ def _post(client: httpx.Client, url: str, body: bytes) -> _Answer:
     with client.stream("POST", url.rstrip("/") + "/add-checkpoint", content=body,
                        headers=headers) as answer:  # fmt: skip
         content = read_answer(answer, MAX_ANSWER_BYTES, lambda why: WitnessError("answer", why))
-        return _Answer(answer.status_code, answer.headers.get("content-type", ""), content)
+        return _Answer(answer.status_code, answer.headers.get("content-type", ""), content,
+                       redirect_note(answer))  # fmt: skip
 
 
 def ask_witness(
@@ -134,6 +137,8 @@ def ask_witness(
             # the witness's words, on the terminal and in witness.quorum's one line: cut,
             # and a line break or a terminal escape in them shown escaped
             said = shown(content.decode("utf-8", "replace").strip()[:200]) or "(no body)"
+            if answer.redirect:
+                return Asked(url, b"", (), f"status {answer.status_code}{answer.redirect}")
             return Asked(url, b"", (), f"status {answer.status_code}: {said}")
         try:
             lines, found = witness_lines(note, content, witnesses)

@@ -72,3 +72,37 @@ def test_another_host_still_goes_through_the_environment_s_proxy(proxied: None) 
             pytest.raises(SyncError) as sync_caught:  # fmt: skip
         transport.request(b"R")
     assert "answered 502" in sync_caught.value.message, sync_caught.value
+
+
+@pytest.mark.parametrize("location", ["/elsewhere/checkpoint", "http://other.invalid/pith",
+                                      "file:///etc/passwd", "ftp://x/y"])  # fmt: skip
+@pytest.mark.parametrize("status", [301, 302, 307, 308])
+def test_a_redirect_is_not_followed_and_its_location_is_named(location: str,
+                                                              status: int) -> None:  # fmt: skip
+    """No client follows a redirect (to another path, host or scheme, or to itself): each
+    stops on it with its one code, and says where it pointed, the operator's next URL to
+    try (it said "answered 302" alone, or "(no body)")."""
+    with in_thread(_app(status, headers={"Location": location})) as url:
+        with Origin(url) as origin, pytest.raises(MirrorError) as caught:
+            origin.get("checkpoint", 1 << 10)
+        assert caught.value.code == "mirror.fetch"
+        assert f"answered {status}: a redirect to {location}, not followed" in \
+            caught.value.message, caught.value  # fmt: skip
+        with HttpTransport(url) as transport, pytest.raises(SyncError) as sync_caught:
+            transport.request(b"R")
+        assert sync_caught.value.code == "sync.remote"
+        assert f"answered {status}: a redirect to {location}, not followed" in \
+            sync_caught.value.message, sync_caught.value  # fmt: skip
+        with pytest.raises(WitnessError) as witness_caught:
+            collect([url], b"note\n", 1, lambda old: [], [], 1)
+        assert f"status {status}: a redirect to {location}, not followed" in \
+            witness_caught.value.message, witness_caught.value  # fmt: skip
+
+
+def test_a_redirect_s_location_is_cut_and_shown_escaped() -> None:
+    """The Location is the server's words on the operator's terminal: cut, and what is not
+    printable in it shown escaped (httpx refuses control characters in it itself)."""
+    with in_thread(_app(302, headers={"Location": "/" + "\u00e9" * 5000})) as url, \
+            Origin(url) as origin, pytest.raises(MirrorError) as caught:  # fmt: skip
+        origin.get("checkpoint", 1 << 10)
+    assert len(caught.value.message) < 400 and "a redirect to /" in caught.value.message

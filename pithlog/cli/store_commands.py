@@ -110,10 +110,13 @@ def _replay(
         if args.rebuild:
             bar = Bar(out, show_progress(args, out), "rebuild")
             try:
-                counts = store.rebuild(keyring, progress=bar)
+                # --verify: every copy checked again, not its cached verdict (the
+                # repair for a damaged verdicts table), then the replay below
+                counts = store.rebuild(keyring, progress=bar, verify=args.verify)
             finally:
                 bar.close()
-            out.say(f"replay --rebuild: {counts['copies']} copies judged, "
+            judged = "signatures verified" if args.verify else "cached verdicts"
+            out.say(f"replay --rebuild: {counts['copies']} copies judged ({judged}), "
                     f"{counts['preferred_changed']} preferred copies changed, "
                     f"{counts['piths']} piths re-reduced under keyring "
                     f"{keyring.digest[:16]}")  # fmt: skip
@@ -419,7 +422,9 @@ def add_commands(sub: Any, store_parser: StoreParser) -> None:
                    "(store.corrupted) before it is read; the workers, when started before "
                    "the store is opened, take parts of the walk")
     p.add_argument("--rebuild", action="store_true",
-                   help="re-judge and re-reduce the store under KEYRING, then record it")
+                   help="re-judge and re-reduce the store under KEYRING, then record it; "
+                   "a copy's cached verdict is reused unless --verify is given too, which "
+                   "checks every copy again and writes the verdicts anew before the replay")
     p.add_argument("--jobs", type=int, default=None, metavar="N",
                    help=f"replay the piths in N processes, 1 to {MOST_CORES} (same output; "
                    "default: when signatures are checked (--verify, or a keyring other than the "

@@ -277,19 +277,23 @@ def append_work(
 
 
 DERIVED_DBS = ("by_pith", "by_key", "piths", *INDEX_DBS, "aliases")
-"""The tables a rebuild writes anew from the log (``verdicts`` are a cache it fills)."""
+"""The tables a rebuild writes anew from the log (``verdicts`` are a cache it fills, and
+writes anew too when it verifies)."""
 
 
 def rebuild_work(
-    keyring: Keyring, progress: Progress | None = None
+    keyring: Keyring, progress: Progress | None = None, verify: bool = False
 ) -> Callable[[Txn, dict[str, Any]], dict[str, int]]:
     """The write transaction of :meth:`pithlog.store.Store.rebuild`: every stored copy
     re-judged under ``keyring``, the preferred copy of every event_id re-picked, every table
     derived from the log (:data:`DERIVED_DBS`) written anew, the keyring recorded; refused
-    (``store.corrupted``) when the log itself is damaged. Its result: copies judged,
-    preferred copies changed, piths reduced."""
+    (``store.corrupted``) when the log itself is damaged. A copy's verdict cached under its
+    judge is taken as it is, unless ``verify``: then every copy is checked again (checks
+    1-12, signatures included) and ``verdicts`` is emptied and written anew, so a wrong or
+    junk entry cannot survive into the states. Its result: copies judged, preferred copies
+    changed, piths reduced."""
     kd = bytes.fromhex(keyring.digest)
-    verdicts: dict[bytes, str | None] = {}
+    verdicts: dict[bytes, str | None] = {}  # copy hash -> verdict, kept across retries
 
     def work(txn: Txn, dbs: dict[str, Any]) -> dict[str, int]:
         if not log_intact(txn, dbs):
@@ -303,12 +307,14 @@ def rebuild_work(
         judges = Judges.of_store(txn, dbs, keyring)
         # every table derived from the log is written anew, whatever it held (replay's
         # findings in it included): what a fresh append of the export writes
-        for name in DERIVED_DBS:
+        # with verify, the cache too: entries of other judges cannot be checked without
+        # their keyring (a change back to one judges its copies again)
+        for name in (*DERIVED_DBS, "verdicts") if verify else DERIVED_DBS:
             txn.drop(dbs[name], delete=False)
 
         def verdict(env: Envelope, h: bytes, pointer: bytes) -> Judged:
             if h not in verdicts:
-                cached = cached_verdict(txn, dbs, judges, env, pointer)
+                cached = None if verify else cached_verdict(txn, dbs, judges, env, pointer)
                 verdicts[h] = (
                     check_alone(env, keyring) if cached is None else verdict_of(cached)
                 )

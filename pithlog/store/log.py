@@ -352,14 +352,21 @@ class Store(ContentReads, NetworkReads):
 
     # --- rebuild under another keyring ----------------------------------------------------
 
-    def rebuild(self, keyring: Keyring, progress: Progress | None = None) -> dict[str, int]:
-        """Re-judge every stored copy under ``keyring`` (signatures verified), re-pick the
-        preferred copy of every event_id, re-reduce every pith and record the keyring: one
-        write transaction, so readers see the old store or the new one, never a mixture.
-        Returns counts: copies judged, preferred copies changed, piths reduced."""
+    def rebuild(
+        self, keyring: Keyring, progress: Progress | None = None, verify: bool = False
+    ) -> dict[str, int]:
+        """Re-judge every stored copy under ``keyring``, re-pick the preferred copy of every
+        event_id, write every table derived from the log anew (re-reducing every pith) and
+        record the keyring: one write transaction, so readers see the old store or the new
+        one, never a mixture. A verdict cached under a copy's judge is reused, not checked
+        (a keyring change is fast); with ``verify`` every copy is checked again, signatures
+        included, and the verdicts written anew: the repair for a damaged ``verdicts``
+        (``replay --verify`` names it). Returns counts: copies judged, preferred copies
+        changed, piths reduced."""
         require_keyring(keyring, "rebuild")
         require_callable(progress, "rebuild", "progress")
-        return self._write(rebuild_work(keyring, progress))
+        require_bool(verify, "rebuild", "verify")
+        return self._write(rebuild_work(keyring, progress, verify))
 
     # --- a keyring change, by what it changes (pithlog.store.rekey) -----------------------
 

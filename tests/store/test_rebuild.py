@@ -5,6 +5,8 @@ export writes; a damaged log refused, nothing written (docs/store.md, "Replay").
 
 from __future__ import annotations
 
+import io
+import json
 import random
 from collections.abc import Callable
 from pathlib import Path
@@ -13,9 +15,11 @@ from typing import Any
 import eventgen as g
 import pytest
 
+from pithlog.cli import main
 from pithlog.errors import StoreError
 from pithlog.store import Store
-from pithlog.store.layout import DB_NAMES
+from pithlog.store.layout import DB_NAMES, VALID
+from pithlog.testing import test_keyring_entries
 
 Damage = Callable[[Any, dict[str, Any]], None]
 
@@ -146,3 +150,51 @@ def test_a_rebuild_writes_every_derived_table_as_a_fresh_append(
     assert tables(store) == expected
     assert store.replay(g.KEYRING).ok
     store.close()
+
+
+def wrong_verdict(txn: Any, dbs: dict[str, Any]) -> None:
+    """Damage: the first ``valid`` verdict made ``bad_signature`` (well-formed, wrong)."""
+    key = next(k for k, v in txn.cursor(db=dbs["verdicts"]) if v == VALID)
+    txn.put(key, b"bad_signature", db=dbs["verdicts"])
+
+
+def junk_verdicts(txn: Any, dbs: dict[str, Any]) -> None:
+    """Damage: a key of the wrong length, and a verdict naming no stored copy."""
+    txn.put(b"junk", b"valid", db=dbs["verdicts"])
+    txn.put(b"\x01" * 32 + (10**6).to_bytes(8, "big"), b"bad_signature", db=dbs["verdicts"])
+
+
+VERDICT_DAMAGE: dict[str, Damage] = {"a wrong verdict": wrong_verdict,
+                                     "junk verdicts": junk_verdicts}  # fmt: skip
+
+
+@pytest.mark.parametrize("how", sorted(VERDICT_DAMAGE))
+def test_a_rebuild_with_verify_judges_every_copy_again(
+    stores: tuple[Store, dict[str, Any]], how: str, tmp_path: Path
+) -> None:
+    """``replay --verify`` names a damaged verdict; the repair it leads to, ``replay
+    --rebuild --verify``, trusted it: a ``valid`` verdict made ``bad_signature`` was
+    one verdict line before and six after (the states re-reduced from it), and junk
+    entries stayed. With ``verify`` every copy is checked again and ``verdicts`` written
+    anew; a plain rebuild still takes the cached verdict's word (docs/store.md)."""
+    store, expected = stores
+    store._write(VERDICT_DAMAGE[how])
+    assert [d.kind for d in store.replay(g.KEYRING, verify=True).discrepancies] == (
+        ["verdicts"] * (1 if how == "a wrong verdict" else 2))  # fmt: skip
+    store.rebuild(g.KEYRING)
+    assert tables(store) != expected  # the cached verdicts are taken as they are
+    store.rebuild(g.KEYRING, verify=True)
+    assert tables(store) == expected
+    assert store.replay(g.KEYRING, verify=True).ok
+    store._write(VERDICT_DAMAGE[how])
+    path = store.path
+    store.close()
+    keyring = tmp_path / "keyring.json"
+    keyring.write_text(json.dumps({"keyring_version": "1", "keys": test_keyring_entries()}))
+    err = io.StringIO()
+    status = main(["--store", str(path), "replay", "--rebuild", "--verify", "--keyring",
+                   str(keyring)], stdout=io.BytesIO(), stderr=err)  # fmt: skip
+    assert status == 0, err.getvalue()
+    assert "signatures verified" in err.getvalue()
+    with Store.open(path) as again:
+        assert tables(again) == expected

@@ -25,6 +25,7 @@ from pithlog.store.layout import (
     INDEX_DBS,
     META_KEYRING,
     META_KEYRING_ENTRIES,
+    META_MERKLE_SIZE,
     META_NEXT_SEQ,
     META_REKEY_TARGET,
     SEQ,
@@ -276,9 +277,9 @@ def append_work(
 # --- a rebuild under another keyring ------------------------------------------------------
 
 
-DERIVED_DBS = ("by_pith", "by_key", "piths", *INDEX_DBS, "aliases")
-"""The tables a rebuild writes anew from the log (``verdicts`` are a cache it fills, and
-writes anew too when it verifies)."""
+DERIVED_DBS = ("by_pith", "by_key", "piths", *INDEX_DBS, "aliases", "merkle", "by_copy")
+"""The tables a rebuild writes anew from the log (with ``meta`` ``merkle_size``; the
+``verdicts`` are a cache it fills, and writes anew too when it verifies)."""
 
 
 def rebuild_work(
@@ -286,7 +287,8 @@ def rebuild_work(
 ) -> Callable[[Txn, dict[str, Any]], dict[str, int]]:
     """The write transaction of :meth:`pithlog.store.Store.rebuild`: every stored copy
     re-judged under ``keyring``, the preferred copy of every event_id re-picked, every table
-    derived from the log (:data:`DERIVED_DBS`) written anew, the keyring recorded; refused
+    derived from the log (:data:`DERIVED_DBS`, the Merkle tree included) written anew, the
+    keyring recorded; refused
     (``store.corrupted``) when the log itself is damaged. A copy's verdict cached under its
     judge is taken as it is, unless ``verify``: then every copy is checked again (checks
     1-12, signatures included) and ``verdicts`` is emptied and written anew, so a wrong or
@@ -358,6 +360,10 @@ def rebuild_work(
             if progress is not None:
                 progress(i + 1, len(piths))
         aliases.rebuild_aliases(txn, dbs)
+        # the Merkle tree and by_copy from seq, proven whole above: the tree every
+        # checkpoint was signed over (a function of seq alone), whatever merkle held
+        txn.delete(META_MERKLE_SIZE, db=dbs["meta"])
+        merkle_sync(txn, dbs)
         txn.put(META_KEYRING, kd, db=dbs["meta"])
         txn.put(META_KEYRING_ENTRIES, meaning(keyring), db=dbs["meta"])
         forget_rekey(txn, dbs)  # a rekey under way is superseded by the whole rebuild

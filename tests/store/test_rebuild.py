@@ -198,3 +198,36 @@ def test_a_rebuild_with_verify_judges_every_copy_again(
     assert "signatures verified" in err.getvalue()
     with Store.open(path) as again:
         assert tables(again) == expected
+
+
+def changed_value(name: str, n: int = 3) -> Damage:
+    """Damage: the ``n``-th entry of ``name`` given another value of the same length."""
+
+    def damage(txn: Any, dbs: dict[str, Any]) -> None:
+        key, value = list(txn.cursor(db=dbs[name]))[n]
+        txn.put(key, value[:-1] + bytes([value[-1] ^ 1]), db=dbs[name])
+
+    return damage
+
+
+@pytest.mark.parametrize("name", ["merkle", "by_copy"])
+@pytest.mark.parametrize("how", ["deleted", "added", "changed", "emptied"])
+def test_a_rebuild_writes_the_tree_and_by_copy_anew_from_seq(
+    stores: tuple[Store, dict[str, Any]], name: str, how: str
+) -> None:
+    """``merkle`` and ``by_copy`` are derived from ``seq`` as the states are from the
+    copies, and replay names their damage (``merkle`` lines), but a rebuild left them as
+    they were: the same lines after it. They are written anew from ``seq``, which the
+    rebuild has proven whole, so the tree is the one every checkpoint was signed over."""
+    store, expected = stores
+    size, root = store.tree_root()
+    damage = {"deleted": nth(name), "added": renamed(name), "changed": changed_value(name),
+              "emptied": emptied(name)}[how]  # fmt: skip
+    store._write(damage)
+    assert tables(store) != expected
+    assert "merkle" in {d.kind for d in store.replay(g.KEYRING).discrepancies}
+    store.rebuild(g.KEYRING)
+    assert tables(store) == expected
+    assert store.replay(g.KEYRING).ok
+    assert store.tree_root() == (size, root)
+    store.close()

@@ -19,8 +19,11 @@ a trivial ``POST`` route of the same framework, storing nothing: the most the sa
 reach on the same cores, which bounds what the submitters' ratio can be; and the CPU
 time per submitted event of the server's process and of its judging helpers, or of its
 workers (from /proc), measured after one untimed event has started the helpers. Every
-server is a process of its own (``pithlog serve`` as users run it); the mirror and append
-run in this process (the CLI, as the other rows), the HTTP clients too.
+server is a process of its own (``pithlog serve`` as users run it), started before its
+timing; the mirror and the append it is set against are each a process of their own (the
+CLI as users run it, its start counted on both sides); the append the submitters are set
+against is timed inside its process, its start left out as the server's is
+(:func:`submit_bench.append_seconds`); the HTTP clients run in this process.
 """
 
 from __future__ import annotations
@@ -30,13 +33,12 @@ import json
 import os
 import shutil
 import tempfile
+import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-
-from verify_rate import timed
 
 from pithlog.protocol.keys import make_keyring
 from pithlog.testing import test_keyring_entries
@@ -87,7 +89,7 @@ def net_rows(table: Any, n: int, events: Path, keyring: Path, cli: Cli) -> None:
             endpoint_rows(table, url, pith)
         finally:
             net_bench.stop(server)
-        submit_row(table, folder, lines[:SUBMIT_EVENTS], key, keyring, cli)
+        submit_row(table, folder, lines[:SUBMIT_EVENTS], key, keyring)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
 
@@ -116,22 +118,25 @@ def _rounds(values: list[float]) -> str:
         f"{v:.2f}" for v in values) + ")"  # fmt: skip
 
 
-def _timed_rate(table: Any, name: str, events: int, func: Callable[[], object],
+def _timed_rate(table: Any, name: str, events: int, func: Callable[[], float | None],
                 setup: Callable[[], object] | None = None) -> tuple[float, float]:  # fmt: skip
     """``func``'s events/s, and the same divided by the verify rate measured around it (the
     machine's speed drifts within a minute: ratios are taken between these); ``setup``
-    runs first, untimed."""
+    runs first, untimed. The seconds are ``func``'s wall time, or those it returns (a
+    command that times itself, its process's start left out)."""
     if setup is not None:
         setup()
     before = table.verify_rate()
-    seconds = timed(func)
+    started = time.perf_counter()
+    own = func()
+    seconds = time.perf_counter() - started if own is None else own
     local = (before + table.verify_rate()) / 2
     print(f"  {name}: {events / seconds:,.0f} events/s ({events / seconds / local:.2f}x "
           f"verify, verify {local:,.0f}/s)", flush=True)  # fmt: skip
     return events / seconds, events / seconds / local
 
 
-Timed = tuple[Callable[[], None], Callable[[], None]]
+Timed = tuple[Callable[[], float | None], Callable[[], None]]
 """A command to time and its setup, which runs first, untimed (:func:`_timed_rate`)."""
 
 
@@ -147,6 +152,24 @@ def _append(folder: Path, events: Path, keyring: Path, cli: Cli) -> Timed:
     def run() -> None:
         cli(["append", "--store", str(store), "--keyring", str(keyring), "--batch-size",
              "1000", str(events)])  # fmt: skip
+
+    return run, fresh
+
+
+def _append_started(folder: Path, events: Path, keyring: Path) -> Timed:
+    """:func:`_append` timed inside its process (:func:`submit_bench.append_seconds`): the
+    submitters' time starts once their server runs, so the append they are set against
+    leaves out its interpreter's start and the import of the command line (about 0.25 s,
+    a fifth of an append of 20,000 events, counted against append before)."""
+    from submit_bench import append_seconds
+
+    store = folder / "appended"
+
+    def fresh() -> None:
+        shutil.rmtree(store, ignore_errors=True)
+
+    def run() -> float:
+        return append_seconds(store, events, keyring)
 
     return run, fresh
 
@@ -177,8 +200,8 @@ def mirror_row(table: Any, n: int, folder: Path, events: Path, keyring: Path, ur
     table.figure("  " + MIRROR, f"{_median(ratios):.2f}x{_rounds(ratios)}")
 
 
-def submit_row(table: Any, folder: Path, lines: list[bytes], key: Path, keyring: Path,
-               cli: Cli) -> None:  # fmt: skip
+def submit_row(table: Any, folder: Path, lines: list[bytes], key: Path,
+               keyring: Path) -> None:  # fmt: skip
     """Concurrent single-event submitters ÷ append of the same events, in turns: against
     ``serve --submit`` with one worker (the default: its judging helpers on every core)
     and with one worker per core (each judging in its own process: what
@@ -190,7 +213,7 @@ def submit_row(table: Any, folder: Path, lines: list[bytes], key: Path, keyring:
 
     subset = folder / "submitted.jsonl"
     subset.write_bytes(b"".join(line + b"\n" for line in lines))
-    append = _append(folder, subset, keyring, cli)
+    append = _append_started(folder, subset, keyring)
     choices = sorted({1, usable_cores()})
     runs: dict[int, list[_Submitted]] = {workers: [] for workers in choices}
     ceilings: list[float] = []
@@ -236,7 +259,7 @@ def submit_row(table: Any, folder: Path, lines: list[bytes], key: Path, keyring:
     table.figure(f"  the same clients against a trivial POST route ({ceilings[0]:,.0f} "
                  "requests/s in the first round, nothing stored), ÷ append: the most this "
                  "machine allows", f"{_median(bounds):.2f}x{_rounds(bounds)}")  # fmt: skip
-    memory_disk_row(table, lines, key, keyring, max(choices), cli)
+    memory_disk_row(table, lines, key, keyring, max(choices))
 
 
 MEMORY_DISK = Path("/dev/shm")
@@ -252,8 +275,8 @@ def _is_tmpfs(path: Path) -> bool:
                len(line.split()) > 2)  # fmt: skip
 
 
-def memory_disk_row(table: Any, lines: list[bytes], key: Path, keyring: Path, workers: int,
-                    cli: Cli) -> None:  # fmt: skip
+def memory_disk_row(table: Any, lines: list[bytes], key: Path, keyring: Path,
+                    workers: int) -> None:  # fmt: skip
     """The submitters ÷ append again, with both stores on a memory file system, where a
     flush costs nothing: how much of the gap between the two is this machine's disk
     (``docs/submit-speed.md``, "The disk's share"). A figure to read beside the target's,
@@ -275,7 +298,7 @@ def memory_disk_row(table: Any, lines: list[bytes], key: Path, keyring: Path, wo
     try:
         subset = folder / "submitted.jsonl"
         subset.write_bytes(b"".join(line + b"\n" for line in lines))
-        append = _append(folder, subset, keyring, cli)
+        append = _append_started(folder, subset, keyring)
         ratios = []
         for _ in range(table.repeat):
             appended, a = _timed_rate(table, f"append {len(lines):,} events, batches of "

@@ -133,3 +133,35 @@ def test_the_append_set_against_the_submitters_leaves_out_its_process_start(
     assert rate > 5 / 1.5
     with Store.open(tmp_path / "appended", readonly=True) as store:
         assert store.tree_size() == 5
+
+
+def test_every_rounds_mirror_is_the_origins_tree(tmp_path: Path) -> None:
+    """The mirror row reports the median round's time: a round whose mirror stopped short
+    of the origin's tree stops the run, not only a short last round."""
+    import mirror_bench
+    import net_rows
+    import workload
+
+    from pithlog.protocol.keys import make_keyring
+    from pithlog.testing import test_keyring_entries
+
+    ring = make_keyring(test_keyring_entries())
+    lines = list(workload.mixed(6))
+    mirror_bench.fill(tmp_path / "origin", lines, ring)
+    rounds: list[int] = []
+
+    def cli(argv: list[str]) -> None:
+        if "mirror" in argv:  # the first round's mirror stops one event short
+            rounds.append(len(rounds))
+            mirror_bench.fill(Path(argv[1]), lines[: 5 if len(rounds) == 1 else 6], ring)
+
+    class Twice(_Table):
+        repeat = 2
+
+        def figure(self, name: str, value: str) -> None:
+            pass
+
+    with pytest.raises(SystemExit, match="not the origin's: size 5"):
+        net_rows.mirror_row(Twice(), 6, tmp_path, tmp_path / "e.jsonl", tmp_path / "k.json",
+                            "http://127.0.0.1:1", cli)  # fmt: skip
+    assert rounds == [0]

@@ -355,6 +355,7 @@ def _submit_round(table: Any, folder: Path, lines: list[bytes], key: Path, keyri
           f"{got.seconds:.1f} s, {rate:,.0f} events/s ({rate / local:.2f}x verify; "
           f"{statuses})", flush=True)  # fmt: skip
     require_stored(got.statuses)
+    require_held(store, got.events + 1)  # the untimed first event and the round's
     return _Submitted(rate / local / a, rate, appended, f"{got.events:,} of "
                       f"{len(lines) - 1:,} sent", own, descendants, local)  # fmt: skip
 
@@ -367,6 +368,19 @@ def require_stored(statuses: Counter[str]) -> None:
     others = {status: count for status, count in statuses.items() if status != "stored"}
     if others:
         raise SystemExit(f"/submit: not every event was stored: {json.dumps(others)}")
+
+
+def require_held(store: Path, events: int) -> None:
+    """The store the server wrote holds ``events`` events (its tree's size, read once the
+    server has stopped): each answer ``stored`` is an event the store kept, not only the
+    server's word for it."""
+    from pithlog.store import Store
+
+    with Store.open(store, readonly=True) as opened:
+        held = opened.tree_size()
+    if held != events:
+        raise SystemExit(f"/submit: the store holds {held:,} events, not the {events:,} "
+                         "answered stored")  # fmt: skip
 
 
 def endpoint_rows(table: Any, url: str, pith: str) -> None:

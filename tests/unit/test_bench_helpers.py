@@ -165,3 +165,20 @@ def test_every_rounds_mirror_is_the_origins_tree(tmp_path: Path) -> None:
         net_rows.mirror_row(Twice(), 6, tmp_path, tmp_path / "e.jsonl", tmp_path / "k.json",
                             "http://127.0.0.1:1", cli)  # fmt: skip
     assert rounds == [0]
+
+
+def test_a_submitters_round_counts_the_events_its_store_holds(tmp_path: Path) -> None:
+    """Answers ``stored`` are checked against the store the server wrote: a round whose
+    store holds fewer events than were answered stored stops instead of giving a rate."""
+    import mirror_bench
+    import net_rows
+    import workload
+
+    from pithlog.protocol.keys import make_keyring
+    from pithlog.testing import test_keyring_entries
+
+    mirror_bench.fill(tmp_path / "s", list(workload.mixed(5)),
+                      make_keyring(test_keyring_entries()))  # fmt: skip
+    net_rows.require_held(tmp_path / "s", 5)
+    with pytest.raises(SystemExit, match="holds 5 events, not the 6"):
+        net_rows.require_held(tmp_path / "s", 6)

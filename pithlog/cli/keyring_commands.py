@@ -23,7 +23,6 @@ from pithlog.protocol.canonical import MAX_LINE_BYTES
 from pithlog.protocol.keyrings import (
     add_key,
     entry_from,
-    is_key_file,
     new_keyring,
     parse_keyring_doc,
     revoke_key,
@@ -132,8 +131,8 @@ def cmd_keyring_add(args: argparse.Namespace, out: Out) -> int:
     """Add a key (a keyring entry, or the public entry of a key file)."""
     doc = _read_doc(args.keyring)
     data, status = _entry_arg(args.entry)
-    entry = entry_from(data)
-    if status is not None and is_key_file(data):  # a private key, where an entry is public
+    entry, private = entry_from(data)
+    if status is not None and private:  # a key file: a private key, where an entry is public
         warn_if_exposed(args.entry, status, out)
     for name in ("not_before", "not_after"):
         value = getattr(args, name)

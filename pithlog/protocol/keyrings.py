@@ -44,21 +44,12 @@ def parse_keyring_doc(data: bytes) -> tuple[dict[str, Any], Keyring]:
     return doc, keyring
 
 
-def is_key_file(data: bytes) -> bool:
-    """Whether ``data`` is a pithlog key file (``key_file_version`` ``pithlog-key-v1``):
-    a private key, where :func:`entry_from` reads a public entry too."""
-    try:
-        doc = parse(data)
-    except DoorError:
-        return False
-    return isinstance(doc, dict) and doc.get("key_file_version") == KEY_FILE_VERSION
-
-
-def entry_from(data: bytes) -> dict[str, Any]:
-    """The keyring entry that ``data`` holds: a keyring entry (one JSON object, as
-    ``pithlog keygen`` prints it) or a pithlog key file (its public entry, no validity
-    bounds). Raises :class:`KeyringError` (``keyring.not_an_entry``) for anything else, and
-    for an entry that carries a private key (``private_key_b64``)."""
+def entry_from(data: bytes) -> tuple[dict[str, Any], bool]:
+    """The keyring entry that ``data`` holds, and whether ``data`` is a private key file:
+    a keyring entry (one JSON object, as ``pithlog keygen`` prints it) or a pithlog key
+    file (its public entry, no validity bounds). Raises :class:`KeyringError`
+    (``keyring.not_an_entry``) for anything else, and for an entry that carries a private
+    key (``private_key_b64``)."""
     try:
         doc = parse(data)
     except DoorError as exc:
@@ -66,7 +57,7 @@ def entry_from(data: bytes) -> dict[str, Any]:
                            exc.where) from exc  # fmt: skip
     if isinstance(doc, dict) and doc.get("key_file_version") == KEY_FILE_VERSION:
         try:
-            return load_key_file(data).keyring_entry()
+            return load_key_file(data).keyring_entry(), True
         except KeyFileError as exc:
             raise KeyringError("not_an_entry", f"a key file pithlog cannot read: "
                                f"{exc.message}", exc.where) from exc  # fmt: skip
@@ -82,7 +73,7 @@ def entry_from(data: bytes) -> dict[str, Any]:
                            "which a keyring (a public file) must not hold: give the key file "
                            "itself (its public entry is added) or the entry pithlog keygen "
                            "printed")  # fmt: skip
-    return doc
+    return doc, False
 
 
 def add_key(doc: dict[str, Any], entry: dict[str, Any]) -> dict[str, Any]:
